@@ -1,0 +1,159 @@
+"""L0: the entry record, its MESI state, and the validated write request.
+
+Invariant: a ``Record`` that was constructed is valid; the store never sees unchecked input.
+Timestamps are UNIX seconds (UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import Node, canonical_json, parse_node, preview
+
+
+class MesiState(str, Enum):
+    """The MESI coherence state of an entry (seed 000); ``SHARED`` by default."""
+
+    MODIFIED = "M"
+    EXCLUSIVE = "E"
+    SHARED = "S"
+    INVALID = "I"
+
+    @classmethod
+    def parse(cls, value: object) -> MesiState:
+        """Return the state named by a letter (``"M"``), a name (``"modified"``) or a member."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            text = value.strip().upper()
+            for state in cls:
+                if text in (state.value, state.name):
+                    return state
+        raise InvalidInputError(f"unknown MESI state {preview(value)}; expected one of M, E, S, I")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One L0 entry: a JSON-LD node and what the memory knows about it."""
+
+    iri: str
+    content: str
+    importance: float
+    access_count: int
+    created_at: float
+    last_accessed: float
+    updated_at: float
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    mesi_state: MesiState
+    content_hash: str
+    named_graph: str | None
+    jsonld_context: str | None
+    jsonld_types: tuple[str, ...]
+    generation: int
+
+    @property
+    def node(self) -> Node:
+        """The full JSON-LD node, parsed from ``content``."""
+        value: Node = json.loads(self.content)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A reference from the node ``source`` to the IRI ``target`` under ``predicate``."""
+
+    source: str
+    predicate: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextHit:
+    """A full-text search hit: the entry, its BM25 score (higher is better) and its rank (1-based)."""
+
+    entry: Entry
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A validated request to write one node, with the entry fields the caller sets.
+
+    ``None`` means "not given": a new entry takes the default, a merge keeps the existing value.
+
+    Raises:
+        InvalidNodeError: the node is not a valid JSON-LD object.
+        InvalidInputError: a tag, the importance, the graph, the metadata or the state is invalid.
+    """
+
+    node: Node
+    tags: tuple[str, ...] = ()
+    importance: float | None = None
+    named_graph: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    mesi_state: MesiState | None = None
+
+    def __init__(
+        self,
+        node: object,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mesi_state: MesiState | str | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "node", parse_node(node))
+        set_(self, "tags", _check_tags(tags))
+        set_(self, "importance", None if importance is None else check_importance(importance))
+        set_(self, "named_graph", _check_graph(named_graph))
+        set_(self, "metadata", _check_metadata(metadata))
+        set_(self, "mesi_state", None if mesi_state is None else MesiState.parse(mesi_state))
+
+
+def check_importance(value: object) -> float:
+    """Return ``value`` as a float if it is a number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(f"importance must be a number in [0, 1], got {preview(value)}")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidInputError(f"importance must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _check_tags(tags: object) -> tuple[str, ...]:
+    if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence | set | frozenset):
+        raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip():
+            raise InvalidInputError(f"each tag must be a non-empty string, got {preview(tag)}")
+    return tuple(dict.fromkeys(tags))
+
+
+def _check_graph(graph: object) -> str | None:
+    if graph is None:
+        return None
+    if not isinstance(graph, str) or not graph.strip():
+        raise InvalidInputError(f"named_graph must be a non-empty string, got {preview(graph)}")
+    return graph
+
+
+def _check_metadata(metadata: object) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
+        raise InvalidInputError(f"metadata must be a mapping with string keys, got {preview(metadata)}")
+    try:
+        value: dict[str, Any] = json.loads(canonical_json(metadata))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"metadata is not JSON-serialisable: {preview(metadata)} ({exc})") from exc
+    return value
+

@@ -1,0 +1,56 @@
+"""The exception tree of gliding-horse: one root, each class also a built-in it refines.
+
+Generic handlers keep working: a bad value is also a ``ValueError``, a missing entry also a
+``LookupError``, a backend failure also a ``RuntimeError``::
+
+    GlidingError
+    ├── InvalidInputError (ValueError)        a public function was given a bad value
+    │   ├── InvalidNodeError                  not JSON, not an object, a bad ``@id`` ...
+    │   └── ContentTooLargeError              content over the configured size limit
+    ├── ConfigError (ValueError)              a setting cannot be used
+    │   └── EncodingUnavailableError          the token encoding cannot be loaded
+    ├── EntryNotFoundError (LookupError)      no entry has this IRI
+    ├── StorageError (RuntimeError)           the storage backend failed
+    └── ClosedError (RuntimeError)            the memory or store was used after close()
+
+Backend exceptions (``sqlite3.Error`` ...) are translated at one boundary with
+``raise ... from exc``, so callers only ever need to catch ``GlidingError``.
+"""
+
+from __future__ import annotations
+
+
+class GlidingError(Exception):
+    """The root of every error gliding-horse raises on purpose."""
+
+
+class InvalidInputError(GlidingError, ValueError):
+    """A public function was given a value it cannot accept; nothing was written."""
+
+
+class InvalidNodeError(InvalidInputError):
+    """A JSON-LD node is malformed: not JSON, not an object, or an ``@id`` that is not a string."""
+
+
+class ContentTooLargeError(InvalidInputError):
+    """The serialised content is larger than the configured limit."""
+
+
+class ConfigError(GlidingError, ValueError):
+    """A configuration value cannot be used."""
+
+
+class EncodingUnavailableError(ConfigError):
+    """The configured token encoding cannot be loaded on this machine."""
+
+
+class EntryNotFoundError(GlidingError, LookupError):
+    """No entry has the requested IRI."""
+
+
+class StorageError(GlidingError, RuntimeError):
+    """The storage backend failed (disk, lock timeout, corruption)."""
+
+
+class ClosedError(GlidingError, RuntimeError):
+    """The object was used after ``close()``."""

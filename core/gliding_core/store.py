@@ -1,0 +1,647 @@
+"""L0: the durable store. Every memory is a JSON-LD entry in SQLite; nothing stored is lost.
+
+Invariants:
+- A write that has returned is committed (and, with ``durability="full"``, synced to disk).
+- A write request is validated whole before the transaction starts; a batch is one transaction,
+  so a failure anywhere writes nothing.
+- Storing an ``@id`` that exists merges into the entry (see ``gliding_core.jsonld``); the
+  ``generation`` increases on every change of content, tags, types, graph, importance, metadata
+  or MESI state. Access statistics are not changes.
+- The tag, type, graph, edge and full-text indexes always agree with the entries table: they are
+  written in the same transaction as the entry.
+- SQL is built from constants only; every value travels as a parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gliding_core.config import StoreConfig
+from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
+from gliding_core.errors import (
+    ClosedError,
+    ContentTooLargeError,
+    EntryNotFoundError,
+    InvalidInputError,
+    StorageError,
+)
+from gliding_core.jsonld import (
+    Node,
+    canonical_json,
+    content_hash,
+    merge_nodes,
+    node_context,
+    node_references,
+    node_text,
+    node_types,
+    preview,
+    validate_iri,
+)
+
+logger = logging.getLogger(__name__)
+
+MINTED_IRI_PREFIX = "urn:uuid:"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY,
+    iri TEXT NOT NULL UNIQUE,
+    content TEXT NOT NULL,
+    importance REAL NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    last_accessed REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    tags TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    mesi_state TEXT NOT NULL CHECK (mesi_state IN ('M', 'E', 'S', 'I')),
+    content_hash TEXT NOT NULL,
+    named_graph TEXT,
+    jsonld_context TEXT,
+    jsonld_types TEXT NOT NULL,
+    generation INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_graph ON entries (named_graph) WHERE named_graph IS NOT NULL;
+CREATE INDEX IF NOT EXISTS entries_by_importance ON entries (importance);
+CREATE INDEX IF NOT EXISTS entries_by_update ON entries (updated_at);
+CREATE TABLE IF NOT EXISTS entry_tags (
+    tag TEXT NOT NULL, entry_id INTEGER NOT NULL, PRIMARY KEY (tag, entry_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entry_tags_by_entry ON entry_tags (entry_id);
+CREATE TABLE IF NOT EXISTS entry_types (
+    type TEXT NOT NULL, entry_id INTEGER NOT NULL, PRIMARY KEY (type, entry_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entry_types_by_entry ON entry_types (entry_id);
+CREATE TABLE IF NOT EXISTS edges (
+    source_id INTEGER NOT NULL, predicate TEXT NOT NULL, target TEXT NOT NULL,
+    PRIMARY KEY (source_id, predicate, target)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS edges_by_target ON edges (target);
+CREATE VIRTUAL TABLE IF NOT EXISTS entry_text USING fts5 (
+    text, tokenize = 'unicode61 remove_diacritics 2'
+);
+"""
+
+_COLUMNS = (
+    "iri, content, importance, access_count, created_at, last_accessed, updated_at, tags, "
+    "metadata, mesi_state, content_hash, named_graph, jsonld_context, jsonld_types, generation"
+)
+_QUALIFIED = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+Direction = Literal["out", "in", "both"]
+
+
+@dataclass(slots=True)
+class _Stored:
+    """The row of an existing entry, as the merge needs it."""
+
+    id: int
+    node: Node
+    importance: float
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    mesi_state: MesiState
+    named_graph: str | None
+    content_hash: str
+    generation: int
+
+
+class L0Store:
+    """The durable store of JSON-LD entries, on SQLite.
+
+    Args:
+        path: the database file; ``None`` or ``":memory:"`` keeps the store in memory.
+        config: store settings; the defaults of ``StoreConfig`` when omitted.
+
+    Safe to share between threads; several processes may open the same file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, config: StoreConfig | None = None):
+        self.config = config or StoreConfig()
+        self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
+        self._lock = threading.RLock()
+        self._closed = False
+        self._conn = self._connect()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # isolation_level=None: transactions are begun explicitly (BEGIN IMMEDIATE), so a
+            # read-modify-write merge holds the write lock from its first read.
+            conn = sqlite3.connect(
+                self.path or ":memory:",
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.config.busy_timeout_ms / 1000,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout_ms)}")
+            if self.path is not None:
+                # WAL lets readers run beside one writer and keeps a commit to one appended frame.
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._sync_level}")
+            # One script, one transaction: processes opening a new file at once create it once.
+            conn.executescript(
+                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
+            )
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open the L0 store at {self.path or ':memory:'}: {exc}") from exc
+        return conn
+
+    @property
+    def _sync_level(self) -> str:
+        return "FULL" if self.config.durability == "full" else "NORMAL"
+
+    def close(self) -> None:
+        """Close the database; later calls raise ``ClosedError``. Closing twice is harmless."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> L0Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"L0Store(path={self.path or ':memory:'!r})"
+
+    @contextmanager
+    def _session(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """Hold the store's lock, translate SQLite errors, and wrap writes in one transaction."""
+        with self._lock:
+            if self._closed:
+                raise ClosedError("the L0 store is closed")
+            conn = self._conn
+            try:
+                if not write:
+                    yield conn
+                    return
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StorageError(f"L0 store operation failed: {exc}") from exc
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def put(
+        self,
+        node: object,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mesi_state: MesiState | str | None = None,
+    ) -> str:
+        """Store a JSON-LD node (a mapping or JSON text) and return its IRI.
+
+        A node without ``@id`` gets a minted ``urn:uuid:`` IRI. A node whose ``@id`` exists is
+        merged into the entry; ``importance`` is then averaged with the stored one.
+
+        Raises:
+            InvalidNodeError: the node is not a JSON object or its ``@id``/``@type`` is malformed.
+            InvalidInputError: an option is invalid.
+            ContentTooLargeError: the (merged) node exceeds ``max_content_bytes``.
+        """
+        record = Record(
+            node,
+            tags=tags,
+            importance=importance,
+            named_graph=named_graph,
+            metadata=metadata,
+            mesi_state=mesi_state,
+        )
+        return self.put_many([record])[0]
+
+    def put_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
+        """Store many nodes in one transaction and return their IRIs, in order.
+
+        Items are ``Record`` objects, or nodes given as mappings or JSON text. Every item is
+        validated before anything is written; if any write fails, none is kept.
+        """
+        if isinstance(records, (str, bytes, Mapping)):
+            raise InvalidInputError(f"put_many takes an iterable of records, got {preview(records)}")
+        batch = [item if isinstance(item, Record) else Record(item) for item in records]
+        nodes = [_with_iri(record.node) for record in batch]
+        for node in nodes:
+            self._check_size(node)
+        now = time.time()
+        with self._session(write=True) as conn:
+            for node, record in zip(nodes, batch):
+                stored = self._load_for_merge(conn, node["@id"])
+                if stored is None:
+                    self._insert(conn, node, record, now)
+                else:
+                    self._merge(conn, stored, node, record, now)
+        return [node["@id"] for node in nodes]
+
+    def _check_size(self, node: Node) -> str:
+        content = canonical_json(node)
+        size = len(content.encode("utf-8"))
+        if size > self.config.max_content_bytes:
+            raise ContentTooLargeError(
+                f"node {preview(node.get('@id'))} is {size} bytes, over the limit of "
+                f"{self.config.max_content_bytes} (StoreConfig.max_content_bytes)"
+            )
+        return content
+
+    def _insert(self, conn: sqlite3.Connection, node: Node, record: Record, now: float) -> None:
+        content = self._check_size(node)
+        types = node_types(node)
+        importance = (
+            self.config.default_importance if record.importance is None else record.importance
+        )
+        cursor = conn.execute(
+            f"INSERT INTO entries ({_COLUMNS}) VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            (
+                node["@id"],
+                content,
+                importance,
+                now,
+                now,
+                now,
+                json.dumps(record.tags),
+                canonical_json(record.metadata),
+                (record.mesi_state or MesiState.SHARED).value,
+                content_hash(content),
+                record.named_graph,
+                node_context(node),
+                json.dumps(types),
+            ),
+        )
+        entry_id = cursor.lastrowid
+        assert entry_id is not None
+        self._index_tags(conn, entry_id, record.tags)
+        self._index_content(conn, entry_id, node, types)
+
+    def _merge(
+        self, conn: sqlite3.Connection, old: _Stored, new: Node, record: Record, now: float
+    ) -> None:
+        node = merge_nodes(old.node, new, text_keys=self.config.text_keys)
+        content = self._check_size(node)
+        digest = content_hash(content)
+        tags = tuple(dict.fromkeys(old.tags + record.tags))
+        importance = (
+            old.importance if record.importance is None else (old.importance + record.importance) / 2
+        )
+        metadata = {**old.metadata, **record.metadata}
+        graph = record.named_graph or old.named_graph
+        state = record.mesi_state or old.mesi_state
+        changed = (
+            digest != old.content_hash
+            or tags != old.tags
+            or importance != old.importance
+            or metadata != old.metadata
+            or graph != old.named_graph
+            or state != old.mesi_state
+        )
+        if not changed:
+            return
+        types = node_types(node)
+        conn.execute(
+            "UPDATE entries SET content = ?, importance = ?, updated_at = ?, tags = ?, metadata = ?,"
+            " mesi_state = ?, content_hash = ?, named_graph = ?, jsonld_context = ?,"
+            " jsonld_types = ?, generation = ? WHERE id = ?",
+            (
+                content,
+                importance,
+                now,
+                json.dumps(tags),
+                canonical_json(metadata),
+                state.value,
+                digest,
+                graph,
+                node_context(node),
+                json.dumps(types),
+                old.generation + 1,
+                old.id,
+            ),
+        )
+        if tags != old.tags:
+            self._index_tags(conn, old.id, tags[len(old.tags) :])
+        if digest != old.content_hash:
+            self._unindex_content(conn, old.id)
+            self._index_content(conn, old.id, node, types)
+
+    @staticmethod
+    def _load_for_merge(conn: sqlite3.Connection, iri: str) -> _Stored | None:
+        row = conn.execute(
+            "SELECT id, content, importance, tags, metadata, mesi_state, named_graph, content_hash,"
+            " generation FROM entries WHERE iri = ?",
+            (iri,),
+        ).fetchone()
+        if row is None:
+            return None
+        return _Stored(
+            id=row[0],
+            node=json.loads(row[1]),
+            importance=row[2],
+            tags=tuple(json.loads(row[3])),
+            metadata=json.loads(row[4]),
+            mesi_state=MesiState(row[5]),
+            named_graph=row[6],
+            content_hash=row[7],
+            generation=row[8],
+        )
+
+    @staticmethod
+    def _index_tags(conn: sqlite3.Connection, entry_id: int, tags: Sequence[str]) -> None:
+        conn.executemany(
+            "INSERT OR IGNORE INTO entry_tags (tag, entry_id) VALUES (?, ?)",
+            [(tag, entry_id) for tag in tags],
+        )
+
+    @staticmethod
+    def _index_content(conn: sqlite3.Connection, entry_id: int, node: Node, types: list[str]) -> None:
+        conn.executemany(
+            "INSERT INTO entry_types (type, entry_id) VALUES (?, ?)", [(t, entry_id) for t in types]
+        )
+        conn.executemany(
+            "INSERT INTO edges (source_id, predicate, target) VALUES (?, ?, ?)",
+            [(entry_id, predicate, target) for predicate, target in node_references(node)],
+        )
+        text = node_text(node)
+        if text:
+            conn.execute("INSERT INTO entry_text (rowid, text) VALUES (?, ?)", (entry_id, text))
+
+    @staticmethod
+    def _unindex_content(conn: sqlite3.Connection, entry_id: int) -> None:
+        conn.execute("DELETE FROM entry_types WHERE entry_id = ?", (entry_id,))
+        conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
+        conn.execute("DELETE FROM entry_text WHERE rowid = ?", (entry_id,))
+
+    def set_mesi_state(self, iri: str, state: MesiState | str) -> Entry:
+        """Set the MESI state of an entry and return the updated entry.
+
+        Raises:
+            EntryNotFoundError: no entry has ``iri``.
+        """
+        validate_iri(iri)
+        new_state = MesiState.parse(state)
+        with self._session(write=True) as conn:
+            rows = conn.execute(
+                f"UPDATE entries SET mesi_state = ?, updated_at = ?,"
+                f" generation = generation + (mesi_state != ?) WHERE iri = ? RETURNING {_COLUMNS}",
+                (new_state.value, time.time(), new_state.value, iri),
+            ).fetchall()
+        if not rows:
+            raise EntryNotFoundError(f"no L0 entry has the IRI {iri!r}")
+        return _to_entry(rows[0])
+
+    def delete(self, iri: str) -> bool:
+        """Delete an entry from the store and from every index; return whether it existed."""
+        validate_iri(iri)
+        with self._session(write=True) as conn:
+            row = conn.execute("SELECT id FROM entries WHERE iri = ?", (iri,)).fetchone()
+            if row is None:
+                return False
+            self._unindex_content(conn, row[0])
+            conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (row[0],))
+            conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+        return True
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, iri: str) -> Entry | None:
+        """Return the entry for ``iri``, or ``None``; counts the read (access count, last access).
+
+        The access statistics are committed at once but not synced on their own: the next
+        synced commit carries them, so a read never waits for the disk.
+        """
+        validate_iri(iri)
+        with self._lock:
+            full = self.config.durability == "full"
+            with self._session(write=False) as conn:
+                if full:
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                try:
+                    # fetchall steps the statement to its end, which ends its implicit transaction.
+                    rows = conn.execute(
+                        "UPDATE entries SET access_count = access_count + 1, last_accessed = ?"
+                        f" WHERE iri = ? RETURNING {_COLUMNS}",
+                        (time.time(), iri),
+                    ).fetchall()
+                finally:
+                    if full:
+                        conn.execute("PRAGMA synchronous = FULL")
+        return _to_entry(rows[0]) if rows else None
+
+    def get_node(self, iri: str) -> Node | None:
+        """Return the JSON-LD node stored under ``iri``, or ``None``; counts the read."""
+        entry = self.get(iri)
+        return None if entry is None else entry.node
+
+    def __contains__(self, iri: object) -> bool:
+        if not isinstance(iri, str):
+            return False
+        with self._session(write=False) as conn:
+            return conn.execute("SELECT 1 FROM entries WHERE iri = ?", (iri,)).fetchone() is not None
+
+    def count(self) -> int:
+        """Return the number of entries."""
+        with self._session(write=False) as conn:
+            value: int = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+        return value
+
+    def by_tags(
+        self, tags: Sequence[str], *, match: Literal["all", "any"] = "all", limit: int | None = None
+    ) -> list[Entry]:
+        """Return the entries carrying all (or any) of ``tags``, oldest first."""
+        wanted = _check_names(tags, "tags")
+        if match not in ("all", "any"):
+            raise InvalidInputError(f"match must be 'all' or 'any', got {match!r}")
+        marks = ", ".join("?" * len(wanted))
+        having = f"HAVING COUNT(*) = {len(wanted)}" if match == "all" else ""
+        return self._select(
+            f"JOIN (SELECT entry_id FROM entry_tags WHERE tag IN ({marks}) GROUP BY entry_id"
+            f" {having}) AS t ON t.entry_id = e.id ORDER BY e.id",
+            wanted,
+            limit,
+        )
+
+    def by_graph(self, named_graph: str, *, limit: int | None = None) -> list[Entry]:
+        """Return the entries in the named graph, oldest first."""
+        (graph,) = _check_names([named_graph], "named_graph")
+        return self._select("WHERE e.named_graph = ? ORDER BY e.id", [graph], limit)
+
+    def by_type(self, types: str | Sequence[str], *, limit: int | None = None) -> list[Entry]:
+        """Return the entries having any of the JSON-LD ``types``, oldest first."""
+        wanted = _check_names([types] if isinstance(types, str) else types, "types")
+        marks = ", ".join("?" * len(wanted))
+        return self._select(
+            f"WHERE e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({marks})) ORDER BY e.id",
+            wanted,
+            limit,
+        )
+
+    def by_prefix(self, prefix: str, *, limit: int | None = None) -> list[Entry]:
+        """Return the entries whose IRI starts with ``prefix``, in IRI order."""
+        if not isinstance(prefix, str) or not prefix:
+            raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
+        # A range on the unique IRI index; the upper bound is the prefix's successor string.
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if ord(prefix[-1]) < 0x10FFFF else None
+        if upper is None:
+            return self._select("WHERE e.iri >= ? ORDER BY e.iri", [prefix], limit)
+        return self._select("WHERE e.iri >= ? AND e.iri < ? ORDER BY e.iri", [prefix, upper], limit)
+
+    def by_importance(
+        self, minimum: float = 0.0, maximum: float = 1.0, *, limit: int | None = None
+    ) -> list[Entry]:
+        """Return the entries with importance in [minimum, maximum], most important first."""
+        low, high = check_importance(minimum), check_importance(maximum)
+        if low > high:
+            raise InvalidInputError(f"importance range is empty: minimum {low} > maximum {high}")
+        return self._select(
+            "WHERE e.importance BETWEEN ? AND ? ORDER BY e.importance DESC, e.id", [low, high], limit
+        )
+
+    def recent(self, *, limit: int = 10) -> list[Entry]:
+        """Return the most recently changed entries, newest first."""
+        return self._select("ORDER BY e.updated_at DESC, e.id DESC", [], limit)
+
+    def search_text(self, query: str, *, limit: int = 10) -> list[TextHit]:
+        """Full-text search over the entries' text, ranked by BM25 (best first).
+
+        The query is split into words; an entry matching any of them is a candidate.
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {preview(query)}")
+        words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
+        if not words:
+            return []
+        expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        with self._session(write=False) as conn:
+            rows = conn.execute(
+                f"SELECT {_QUALIFIED}, -bm25(entry_text) AS score FROM entry_text"
+                " JOIN entries AS e ON e.id = entry_text.rowid"
+                " WHERE entry_text MATCH ? ORDER BY bm25(entry_text) LIMIT ?",
+                (expression, _check_limit(limit)),
+            ).fetchall()
+        return [
+            TextHit(entry=_to_entry(row[:-1]), score=row[-1], rank=rank)
+            for rank, row in enumerate(rows, start=1)
+        ]
+
+    def neighbours(self, iri: str, *, direction: Direction = "both") -> list[Edge]:
+        """Return the references from (``"out"``), to (``"in"``) or around (``"both"``) ``iri``."""
+        validate_iri(iri)
+        if direction not in ("out", "in", "both"):
+            raise InvalidInputError(f"direction must be 'out', 'in' or 'both', got {direction!r}")
+        edges: list[Edge] = []
+        with self._session(write=False) as conn:
+            if direction in ("out", "both"):
+                rows = conn.execute(
+                    "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+                    " ON e.id = g.source_id WHERE e.iri = ? ORDER BY g.predicate, g.target",
+                    (iri,),
+                ).fetchall()
+                edges.extend(Edge(*row) for row in rows)
+            if direction in ("in", "both"):
+                rows = conn.execute(
+                    "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+                    " ON e.id = g.source_id WHERE g.target = ? ORDER BY e.iri, g.predicate",
+                    (iri,),
+                ).fetchall()
+                edges.extend(Edge(*row) for row in rows)
+        return edges
+
+    def tag_counts(self) -> dict[str, int]:
+        """Return the number of entries per tag, most used first."""
+        return self._counts("SELECT tag, COUNT(*) AS n FROM entry_tags GROUP BY tag")
+
+    def graph_counts(self) -> dict[str, int]:
+        """Return the number of entries per named graph, largest first."""
+        return self._counts(
+            "SELECT named_graph, COUNT(*) AS n FROM entries WHERE named_graph IS NOT NULL"
+            " GROUP BY named_graph"
+        )
+
+    def type_counts(self) -> dict[str, int]:
+        """Return the number of entries per JSON-LD type, most used first."""
+        return self._counts("SELECT type, COUNT(*) AS n FROM entry_types GROUP BY type")
+
+    def integrity_check(self) -> str:
+        """Run SQLite's ``PRAGMA integrity_check`` and return its verdict (``"ok"`` when sound)."""
+        with self._session(write=False) as conn:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+        return "\n".join(str(row[0]) for row in rows)
+
+    def _counts(self, sql: str) -> dict[str, int]:
+        with self._session(write=False) as conn:
+            rows = conn.execute(sql + " ORDER BY n DESC, 1").fetchall()
+        return {name: n for name, n in rows}
+
+    def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
+        sql = f"SELECT {_QUALIFIED} FROM entries AS e {clause}"
+        args = list(params)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(_check_limit(limit))
+        with self._session(write=False) as conn:
+            rows = conn.execute(sql, args).fetchall()
+        return [_to_entry(row) for row in rows]
+
+
+def _to_entry(row: Sequence[Any]) -> Entry:
+    return Entry(
+        iri=row[0],
+        content=row[1],
+        importance=row[2],
+        access_count=row[3],
+        created_at=row[4],
+        last_accessed=row[5],
+        updated_at=row[6],
+        tags=tuple(json.loads(row[7])),
+        metadata=json.loads(row[8]),
+        mesi_state=MesiState(row[9]),
+        content_hash=row[10],
+        named_graph=row[11],
+        jsonld_context=row[12],
+        jsonld_types=tuple(json.loads(row[13])),
+        generation=row[14],
+    )
+
+
+def _with_iri(node: Node) -> Node:
+    """Return ``node`` itself if it has an ``@id``, else a copy with a minted one."""
+    if "@id" in node:
+        return node
+    return {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
+
+
+def _check_names(values: object, what: str) -> list[str]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise InvalidInputError(f"{what} must be a non-empty list of strings, got {preview(values)}")
+    for value in values:
+        if not isinstance(value, str) or not value:
+            raise InvalidInputError(f"each of {what} must be a non-empty string, got {preview(value)}")
+    return list(dict.fromkeys(values))
+
+
+def _check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be an int >= 1, got {preview(limit)}")
+    return limit

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import Node, canonical_json, parse_node, preview
+from gliding_core.jsonld import Node, canonical_json, is_label, parse_node, preview
 
 
 class MesiState(str, Enum):
@@ -76,7 +76,7 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class TextHit:
-    """A full-text search hit: the entry, its BM25 score (higher is better) and its rank (1-based)."""
+    """A full-text search hit: the entry, its BM25 score (higher is better), its 1-based rank."""
 
     entry: Entry
     score: float
@@ -95,6 +95,7 @@ class Record:
     """
 
     node: Node
+    content: str
     tags: tuple[str, ...] = ()
     importance: float | None = None
     named_graph: str | None = None
@@ -112,7 +113,9 @@ class Record:
         mesi_state: MesiState | str | None = None,
     ) -> None:
         set_ = object.__setattr__
-        set_(self, "node", parse_node(node))
+        parsed, content = parse_node(node)
+        set_(self, "node", parsed)
+        set_(self, "content", content)
         set_(self, "tags", _check_tags(tags))
         set_(self, "importance", None if importance is None else check_importance(importance))
         set_(self, "named_graph", _check_graph(named_graph))
@@ -133,8 +136,11 @@ def _check_tags(tags: object) -> tuple[str, ...]:
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence | set | frozenset):
         raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
     for tag in tags:
-        if not isinstance(tag, str) or not tag.strip():
-            raise InvalidInputError(f"each tag must be a non-empty string, got {preview(tag)}")
+        if not is_label(tag):
+            raise InvalidInputError(
+                "each tag must be a non-empty string without control characters,"
+                f" got {preview(tag)}"
+            )
     return tuple(dict.fromkeys(tags))
 
 
@@ -147,13 +153,16 @@ def _check_graph(graph: object) -> str | None:
 
 
 def _check_metadata(metadata: object) -> dict[str, Any]:
-    if metadata is None:
+    if not metadata and (metadata is None or isinstance(metadata, Mapping)):
         return {}
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-        raise InvalidInputError(f"metadata must be a mapping with string keys, got {preview(metadata)}")
+        raise InvalidInputError(
+            f"metadata must be a mapping with string keys, got {preview(metadata)}"
+        )
     try:
         value: dict[str, Any] = json.loads(canonical_json(metadata))
     except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"metadata is not JSON-serialisable: {preview(metadata)} ({exc})") from exc
+        raise InvalidInputError(
+            f"metadata is not JSON-serialisable: {preview(metadata)} ({exc})"
+        ) from exc
     return value
-

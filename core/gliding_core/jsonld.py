@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from gliding_core.errors import InvalidNodeError
@@ -22,6 +23,11 @@ Node = dict[str, Any]
 
 _RESERVED_TEXT_KEYS = frozenset({"@id", "@context", "@type"})
 _PREVIEW = 80
+_SPACE = re.compile(r"\s")
+# One encoder for every canonical serialisation: building one per call costs more than encoding.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def preview(value: object) -> str:
@@ -30,8 +36,11 @@ def preview(value: object) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "..."
 
 
-def parse_node(value: object) -> Node:
-    """Validate a JSON-LD node given as a mapping or as JSON text, and return it as a new dict.
+def parse_node(value: object) -> tuple[Node, str]:
+    """Validate a JSON-LD node given as a mapping or as JSON text.
+
+    Returns:
+        The node as a new dict, and its canonical JSON text.
 
     Raises:
         InvalidNodeError: ``value`` is not JSON, not an object, not JSON-serialisable, or has an
@@ -43,29 +52,41 @@ def parse_node(value: object) -> Node:
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidNodeError(f"node is not valid JSON: {preview(value)} ({exc})") from exc
     if not isinstance(value, Mapping):
-        raise InvalidNodeError(f"node must be a JSON object, got {type(value).__name__}: {preview(value)}")
+        raise InvalidNodeError(
+            f"node must be a JSON object, got {type(value).__name__}: {preview(value)}"
+        )
     try:
-        node: Node = json.loads(canonical_json(dict(value)))
+        content = canonical_json(dict(value))
     except (TypeError, ValueError) as exc:
         raise InvalidNodeError(f"node is not JSON-serialisable: {preview(value)} ({exc})") from exc
+    node: Node = json.loads(content)
     if "@id" in node:
         validate_iri(node["@id"], what="@id")
     node_types(node)
-    return node
+    return node, content
 
 
 def validate_iri(value: object, *, what: str = "IRI") -> str:
     """Return ``value`` if it is a usable IRI: a non-empty string without whitespace."""
     if not isinstance(value, str):
-        raise InvalidNodeError(f"{what} must be a string, got {type(value).__name__}: {preview(value)}")
-    if not value or any(ch.isspace() for ch in value):
-        raise InvalidNodeError(f"{what} must be non-empty and contain no whitespace, got {preview(value)}")
+        raise InvalidNodeError(
+            f"{what} must be a string, got {type(value).__name__}: {preview(value)}"
+        )
+    if not value or _SPACE.search(value):
+        raise InvalidNodeError(
+            f"{what} must be non-empty and contain no whitespace, got {preview(value)}"
+        )
     return value
+
+
+def is_label(value: object) -> bool:
+    """Return whether ``value`` can be a tag or a type: non-empty, no control characters."""
+    return isinstance(value, str) and bool(value.strip()) and value.isprintable()
 
 
 def canonical_json(node: Mapping[str, Any]) -> str:
     """Serialise ``node`` deterministically (sorted keys, no spaces, no NaN)."""
-    return json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(node)
 
 
 def content_hash(content: str) -> str:
@@ -79,8 +100,11 @@ def node_types(node: Mapping[str, Any]) -> list[str]:
     if raw is None:
         return []
     values = [raw] if isinstance(raw, str) else raw
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        raise InvalidNodeError(f"@type must be a string or a list of strings, got {preview(raw)}")
+    if not isinstance(values, list) or not all(is_label(v) for v in values):
+        raise InvalidNodeError(
+            f"@type must be a string or a list of non-empty strings without control characters,"
+            f" got {preview(raw)}"
+        )
     return list(dict.fromkeys(values))
 
 
@@ -99,26 +123,22 @@ def node_references(node: Mapping[str, Any]) -> list[tuple[str, str]]:
     """
     own = node.get("@id")
     found: dict[tuple[str, str], None] = {}
-    for key, value in node.items():
-        if key in _RESERVED_TEXT_KEYS:
-            continue
-        for predicate, target in _walk_references(key, value):
-            if target != own:
-                found[(predicate, target)] = None
-    return list(found)
-
-
-def _walk_references(key: str, value: Any) -> Iterator[tuple[str, str]]:
-    if isinstance(value, list):
-        for item in value:
-            yield from _walk_references(key, item)
-    elif isinstance(value, dict):
-        target = value.get("@id")
-        if isinstance(target, str) and target:
-            yield key, target
-        for inner_key, inner in value.items():
-            if inner_key not in _RESERVED_TEXT_KEYS:
-                yield from _walk_references(inner_key, inner)
+    # An explicit stack of (key, value): no recursion, and plain values cost one type check.
+    stack = [(key, value) for key, value in node.items() if key not in _RESERVED_TEXT_KEYS]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            target = value.get("@id")
+            if isinstance(target, str) and target and target != own:
+                found[(key, target)] = None
+            stack.extend(
+                (inner_key, inner)
+                for inner_key, inner in value.items()
+                if inner_key not in _RESERVED_TEXT_KEYS and isinstance(inner, (dict, list))
+            )
+        elif isinstance(value, list):
+            stack.extend((key, item) for item in value if isinstance(item, (dict, list)))
+    return sorted(found)
 
 
 def node_text(node: Mapping[str, Any]) -> str:
@@ -147,7 +167,9 @@ def _collect_text(value: Any, parts: list[str]) -> None:
                 _collect_text(inner, parts)
 
 
-def merge_nodes(old: Mapping[str, Any], new: Mapping[str, Any], *, text_keys: frozenset[str]) -> Node:
+def merge_nodes(
+    old: Mapping[str, Any], new: Mapping[str, Any], *, text_keys: frozenset[str]
+) -> Node:
     """Merge ``new`` into ``old`` by the L0 rules and return the result as a new dict."""
     merged: Node = dict(old)
     for key, value in new.items():
@@ -159,6 +181,9 @@ def merge_nodes(old: Mapping[str, Any], new: Mapping[str, Any], *, text_keys: fr
         else:
             merged[key] = value
     types = list(dict.fromkeys(node_types(old) + node_types(new)))
-    if types:
-        merged["@type"] = types[0] if len(types) == 1 else types
+    # Keep the written shape ("A" or ["A"]) when the union adds nothing to one side.
+    if types == node_types(new) and "@type" in new:
+        merged["@type"] = new["@type"]
+    elif types != node_types(old):
+        merged["@type"] = types
     return merged

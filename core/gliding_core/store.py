@@ -24,23 +24,14 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from gliding_core.config import StoreConfig
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
-from gliding_core.errors import (
-    ClosedError,
-    ContentTooLargeError,
-    EntryNotFoundError,
-    InvalidInputError,
-    StorageError,
-)
+from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError, StorageError
 from gliding_core.jsonld import (
     Node,
     canonical_json,
-    content_hash,
-    merge_nodes,
     node_context,
     node_references,
     node_text,
@@ -48,6 +39,7 @@ from gliding_core.jsonld import (
     preview,
     validate_iri,
 )
+from gliding_core.staging import SEPARATOR, Staged, check_size, new_entry, stage
 
 logger = logging.getLogger(__name__)
 
@@ -75,15 +67,12 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_by_graph ON entries (named_graph) WHERE named_graph IS NOT NULL;
 CREATE INDEX IF NOT EXISTS entries_by_importance ON entries (importance);
-CREATE INDEX IF NOT EXISTS entries_by_update ON entries (updated_at);
 CREATE TABLE IF NOT EXISTS entry_tags (
     tag TEXT NOT NULL, entry_id INTEGER NOT NULL, PRIMARY KEY (tag, entry_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entry_tags_by_entry ON entry_tags (entry_id);
 CREATE TABLE IF NOT EXISTS entry_types (
     type TEXT NOT NULL, entry_id INTEGER NOT NULL, PRIMARY KEY (type, entry_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entry_types_by_entry ON entry_types (entry_id);
 CREATE TABLE IF NOT EXISTS edges (
     source_id INTEGER NOT NULL, predicate TEXT NOT NULL, target TEXT NOT NULL,
     PRIMARY KEY (source_id, predicate, target)
@@ -101,22 +90,14 @@ _COLUMNS = (
 _QUALIFIED = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+_CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
+_UNINDEX_CONTENT = (
+    "DELETE FROM edges WHERE source_id = ?",
+    "DELETE FROM entry_text WHERE rowid = ?",
+)
+_STATES = {state.value: state for state in MesiState}
+
 Direction = Literal["out", "in", "both"]
-
-
-@dataclass(slots=True)
-class _Stored:
-    """The row of an existing entry, as the merge needs it."""
-
-    id: int
-    node: Node
-    importance: float
-    tags: tuple[str, ...]
-    metadata: dict[str, Any]
-    mesi_state: MesiState
-    named_graph: str | None
-    content_hash: str
-    generation: int
 
 
 class L0Store:
@@ -129,7 +110,9 @@ class L0Store:
     Safe to share between threads; several processes may open the same file.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, config: StoreConfig | None = None):
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, config: StoreConfig | None = None
+    ):
         self.config = config or StoreConfig()
         self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
         self._lock = threading.RLock()
@@ -153,12 +136,20 @@ class L0Store:
                 # WAL lets readers run beside one writer and keeps a commit to one appended frame.
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self._sync_level}")
+            # A larger page cache keeps the B-tree interiors of a 100,000-entry store in memory;
+            # SQLite grows it only as pages are used, so a small store stays small.
+            conn.execute("PRAGMA cache_size = -65536")
+            # Checkpoint the log every ~40 MiB rather than every 4 MiB: pages rewritten by
+            # successive batches (index interiors) are copied into the database once, not each time.
+            conn.execute("PRAGMA wal_autocheckpoint = 10000")
             # One script, one transaction: processes opening a new file at once create it once.
             conn.executescript(
                 f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
             )
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot open the L0 store at {self.path or ':memory:'}: {exc}") from exc
+            raise StorageError(
+                f"cannot open the L0 store at {self.path or ':memory:'}: {exc}"
+            ) from exc
         return conn
 
     @property
@@ -243,155 +234,137 @@ class L0Store:
         validated before anything is written; if any write fails, none is kept.
         """
         if isinstance(records, (str, bytes, Mapping)):
-            raise InvalidInputError(f"put_many takes an iterable of records, got {preview(records)}")
+            raise InvalidInputError(
+                f"put_many takes an iterable of records, got {preview(records)}"
+            )
         batch = [item if isinstance(item, Record) else Record(item) for item in records]
-        nodes = [_with_iri(record.node) for record in batch]
-        for node in nodes:
-            self._check_size(node)
+        requests = [_with_iri(record) for record in batch]
+        limit = self.config.max_content_bytes
+        for node, content, _ in requests:
+            check_size(node["@id"], content, limit)
         now = time.time()
         with self._session(write=True) as conn:
-            for node, record in zip(nodes, batch):
-                stored = self._load_for_merge(conn, node["@id"])
-                if stored is None:
-                    self._insert(conn, node, record, now)
+            staged = self._load(conn, [node["@id"] for node, _, _ in requests])
+            next_id: int = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM entries").fetchone()[
+                0
+            ]
+            for node, content, record in requests:
+                entry = staged.get(node["@id"])
+                if entry is None:
+                    staged[node["@id"]] = new_entry(
+                        next_id,
+                        node,
+                        content,
+                        record,
+                        default_importance=self.config.default_importance,
+                        now=now,
+                    )
+                    next_id += 1
                 else:
-                    self._merge(conn, stored, node, record, now)
-        return [node["@id"] for node in nodes]
+                    stage(entry, node, record, text_keys=self.config.text_keys, max_bytes=limit)
+            self._flush(conn, [entry for entry in staged.values() if entry.changed], now)
+        return [node["@id"] for node, _, _ in requests]
 
-    def _check_size(self, node: Node) -> str:
-        content = canonical_json(node)
-        size = len(content.encode("utf-8"))
-        if size > self.config.max_content_bytes:
-            raise ContentTooLargeError(
-                f"node {preview(node.get('@id'))} is {size} bytes, over the limit of "
-                f"{self.config.max_content_bytes} (StoreConfig.max_content_bytes)"
+    @staticmethod
+    def _load(conn: sqlite3.Connection, iris: list[str]) -> dict[str, Staged]:
+        """Return the stored entries among ``iris``, staged for merging."""
+        found: dict[str, Staged] = {}
+        unique = list(dict.fromkeys(iris))
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            rows = conn.execute(
+                "SELECT id, iri, content, content_hash, importance, created_at, tags, metadata,"
+                " mesi_state, named_graph, generation, jsonld_types FROM entries"
+                f" WHERE iri IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            for row in rows:
+                tags = _split(row[6])
+                found[row[1]] = Staged(
+                    id=row[0],
+                    iri=row[1],
+                    node=json.loads(row[2]),
+                    content=row[2],
+                    content_hash=row[3],
+                    importance=row[4],
+                    created_at=row[5],
+                    tags=tags,
+                    metadata=json.loads(row[7]),
+                    mesi_state=_STATES[row[8]],
+                    named_graph=row[9],
+                    generation=row[10],
+                    in_database=True,
+                    indexed_hash=row[3],
+                    indexed_tags=tags,
+                    indexed_types=_split(row[11]),
+                )
+        return found
+
+    @staticmethod
+    def _flush(conn: sqlite3.Connection, entries: list[Staged], now: float) -> None:
+        """Write the changed entries of a batch and bring every index in line with them."""
+        types = {e.id: node_types(e.node) for e in entries}
+        values = [
+            (
+                e.content,
+                e.importance,
+                now,
+                SEPARATOR.join(e.tags),
+                canonical_json(e.metadata),
+                e.mesi_state.value,
+                e.content_hash,
+                e.named_graph,
+                node_context(e.node),
+                SEPARATOR.join(types[e.id]),
+                e.generation,
+                e.id,
             )
-        return content
-
-    def _insert(self, conn: sqlite3.Connection, node: Node, record: Record, now: float) -> None:
-        content = self._check_size(node)
-        types = node_types(node)
-        importance = (
-            self.config.default_importance if record.importance is None else record.importance
+            for e in entries
+        ]
+        conn.executemany(
+            "INSERT INTO entries (content, importance, updated_at, tags, metadata, mesi_state,"
+            " content_hash, named_graph, jsonld_context, jsonld_types, generation, id, iri,"
+            " created_at, last_accessed, access_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ?, 0)",
+            [
+                (*v, e.iri, e.created_at, now)
+                for v, e in zip(values, entries, strict=True)
+                if not e.in_database
+            ],
         )
-        cursor = conn.execute(
-            f"INSERT INTO entries ({_COLUMNS}) VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
-            (
-                node["@id"],
-                content,
-                importance,
-                now,
-                now,
-                now,
-                json.dumps(record.tags),
-                canonical_json(record.metadata),
-                (record.mesi_state or MesiState.SHARED).value,
-                content_hash(content),
-                record.named_graph,
-                node_context(node),
-                json.dumps(types),
-            ),
+        conn.executemany(
+            "UPDATE entries SET content = ?, importance = ?, updated_at = ?, tags = ?,"
+            " metadata = ?, mesi_state = ?, content_hash = ?, named_graph = ?,"
+            " jsonld_context = ?, jsonld_types = ?, generation = ? WHERE id = ?",
+            [v for v, e in zip(values, entries, strict=True) if e.in_database],
         )
-        entry_id = cursor.lastrowid
-        assert entry_id is not None
-        self._index_tags(conn, entry_id, record.tags)
-        self._index_content(conn, entry_id, node, types)
-
-    def _merge(
-        self, conn: sqlite3.Connection, old: _Stored, new: Node, record: Record, now: float
-    ) -> None:
-        node = merge_nodes(old.node, new, text_keys=self.config.text_keys)
-        content = self._check_size(node)
-        digest = content_hash(content)
-        tags = tuple(dict.fromkeys(old.tags + record.tags))
-        importance = (
-            old.importance if record.importance is None else (old.importance + record.importance) / 2
-        )
-        metadata = {**old.metadata, **record.metadata}
-        graph = record.named_graph or old.named_graph
-        state = record.mesi_state or old.mesi_state
-        changed = (
-            digest != old.content_hash
-            or tags != old.tags
-            or importance != old.importance
-            or metadata != old.metadata
-            or graph != old.named_graph
-            or state != old.mesi_state
-        )
-        if not changed:
-            return
-        types = node_types(node)
-        conn.execute(
-            "UPDATE entries SET content = ?, importance = ?, updated_at = ?, tags = ?, metadata = ?,"
-            " mesi_state = ?, content_hash = ?, named_graph = ?, jsonld_context = ?,"
-            " jsonld_types = ?, generation = ? WHERE id = ?",
-            (
-                content,
-                importance,
-                now,
-                json.dumps(tags),
-                canonical_json(metadata),
-                state.value,
-                digest,
-                graph,
-                node_context(node),
-                json.dumps(types),
-                old.generation + 1,
-                old.id,
-            ),
-        )
-        if tags != old.tags:
-            self._index_tags(conn, old.id, tags[len(old.tags) :])
-        if digest != old.content_hash:
-            self._unindex_content(conn, old.id)
-            self._index_content(conn, old.id, node, types)
-
-    @staticmethod
-    def _load_for_merge(conn: sqlite3.Connection, iri: str) -> _Stored | None:
-        row = conn.execute(
-            "SELECT id, content, importance, tags, metadata, mesi_state, named_graph, content_hash,"
-            " generation FROM entries WHERE iri = ?",
-            (iri,),
-        ).fetchone()
-        if row is None:
-            return None
-        return _Stored(
-            id=row[0],
-            node=json.loads(row[1]),
-            importance=row[2],
-            tags=tuple(json.loads(row[3])),
-            metadata=json.loads(row[4]),
-            mesi_state=MesiState(row[5]),
-            named_graph=row[6],
-            content_hash=row[7],
-            generation=row[8],
-        )
-
-    @staticmethod
-    def _index_tags(conn: sqlite3.Connection, entry_id: int, tags: Sequence[str]) -> None:
         conn.executemany(
             "INSERT OR IGNORE INTO entry_tags (tag, entry_id) VALUES (?, ?)",
-            [(tag, entry_id) for tag in tags],
+            [(tag, e.id) for e in entries for tag in e.tags if tag not in e.indexed_tags],
         )
-
-    @staticmethod
-    def _index_content(conn: sqlite3.Connection, entry_id: int, node: Node, types: list[str]) -> None:
+        reindex = [e for e in entries if e.indexed_hash != e.content_hash]
+        stale = [e for e in reindex if e.indexed_hash is not None]
+        for sql in _UNINDEX_CONTENT:
+            conn.executemany(sql, [(e.id,) for e in stale])
         conn.executemany(
-            "INSERT INTO entry_types (type, entry_id) VALUES (?, ?)", [(t, entry_id) for t in types]
+            "DELETE FROM entry_types WHERE type = ? AND entry_id = ?",
+            [(t, e.id) for e in stale for t in e.indexed_types],
+        )
+        conn.executemany(
+            "INSERT INTO entry_types (type, entry_id) VALUES (?, ?)",
+            [(t, e.id) for e in reindex for t in types[e.id]],
         )
         conn.executemany(
             "INSERT INTO edges (source_id, predicate, target) VALUES (?, ?, ?)",
-            [(entry_id, predicate, target) for predicate, target in node_references(node)],
+            [(e.id, p, t) for e in reindex for p, t in node_references(e.node)],
         )
-        text = node_text(node)
-        if text:
-            conn.execute("INSERT INTO entry_text (rowid, text) VALUES (?, ?)", (entry_id, text))
-
-    @staticmethod
-    def _unindex_content(conn: sqlite3.Connection, entry_id: int) -> None:
-        conn.execute("DELETE FROM entry_types WHERE entry_id = ?", (entry_id,))
-        conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
-        conn.execute("DELETE FROM entry_text WHERE rowid = ?", (entry_id,))
+        conn.executemany(
+            "INSERT INTO entry_text (rowid, text) VALUES (?, ?)",
+            [(e.id, text) for e in reindex if (text := node_text(e.node))],
+        )
+        for e in entries:
+            e.in_database, e.indexed_hash, e.changed = True, e.content_hash, False
+            e.indexed_tags, e.indexed_types = e.tags, tuple(types[e.id])
 
     def set_mesi_state(self, iri: str, state: MesiState | str) -> Entry:
         """Set the MESI state of an entry and return the updated entry.
@@ -415,12 +388,22 @@ class L0Store:
         """Delete an entry from the store and from every index; return whether it existed."""
         validate_iri(iri)
         with self._session(write=True) as conn:
-            row = conn.execute("SELECT id FROM entries WHERE iri = ?", (iri,)).fetchone()
+            row = conn.execute(
+                "SELECT id, tags, jsonld_types FROM entries WHERE iri = ?", (iri,)
+            ).fetchone()
             if row is None:
                 return False
-            self._unindex_content(conn, row[0])
-            conn.execute("DELETE FROM entry_tags WHERE entry_id = ?", (row[0],))
-            conn.execute("DELETE FROM entries WHERE id = ?", (row[0],))
+            entry_id = row[0]
+            for sql in (*_UNINDEX_CONTENT, "DELETE FROM entries WHERE id = ?"):
+                conn.execute(sql, (entry_id,))
+            conn.executemany(
+                "DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?",
+                [(tag, entry_id) for tag in _split(row[1])],
+            )
+            conn.executemany(
+                "DELETE FROM entry_types WHERE type = ? AND entry_id = ?",
+                [(t, entry_id) for t in _split(row[2])],
+            )
         return True
 
     # -- reads ---------------------------------------------------------------------------------
@@ -458,7 +441,9 @@ class L0Store:
         if not isinstance(iri, str):
             return False
         with self._session(write=False) as conn:
-            return conn.execute("SELECT 1 FROM entries WHERE iri = ?", (iri,)).fetchone() is not None
+            return (
+                conn.execute("SELECT 1 FROM entries WHERE iri = ?", (iri,)).fetchone() is not None
+            )
 
     def count(self) -> int:
         """Return the number of entries."""
@@ -492,7 +477,8 @@ class L0Store:
         wanted = _check_names([types] if isinstance(types, str) else types, "types")
         marks = ", ".join("?" * len(wanted))
         return self._select(
-            f"WHERE e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({marks})) ORDER BY e.id",
+            f"WHERE e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({marks}))"
+            " ORDER BY e.id",
             wanted,
             limit,
         )
@@ -515,7 +501,9 @@ class L0Store:
         if low > high:
             raise InvalidInputError(f"importance range is empty: minimum {low} > maximum {high}")
         return self._select(
-            "WHERE e.importance BETWEEN ? AND ? ORDER BY e.importance DESC, e.id", [low, high], limit
+            "WHERE e.importance BETWEEN ? AND ? ORDER BY e.importance DESC, e.id",
+            [low, high],
+            limit,
         )
 
     def recent(self, *, limit: int = 10) -> list[Entry]:
@@ -614,30 +602,39 @@ def _to_entry(row: Sequence[Any]) -> Entry:
         created_at=row[4],
         last_accessed=row[5],
         updated_at=row[6],
-        tags=tuple(json.loads(row[7])),
-        metadata=json.loads(row[8]),
-        mesi_state=MesiState(row[9]),
+        tags=_split(row[7]),
+        metadata={} if row[8] == "{}" else json.loads(row[8]),
+        mesi_state=_STATES[row[9]],
         content_hash=row[10],
         named_graph=row[11],
         jsonld_context=row[12],
-        jsonld_types=tuple(json.loads(row[13])),
+        jsonld_types=_split(row[13]),
         generation=row[14],
     )
 
 
-def _with_iri(node: Node) -> Node:
-    """Return ``node`` itself if it has an ``@id``, else a copy with a minted one."""
-    if "@id" in node:
-        return node
-    return {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
+def _split(joined: str) -> tuple[str, ...]:
+    return tuple(joined.split(SEPARATOR)) if joined else ()
+
+
+def _with_iri(record: Record) -> tuple[Node, str, Record]:
+    """Return the record's node and content, with a minted ``@id`` when it has none."""
+    if "@id" in record.node:
+        return record.node, record.content, record
+    node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **record.node}
+    return node, canonical_json(node), record
 
 
 def _check_names(values: object, what: str) -> list[str]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-        raise InvalidInputError(f"{what} must be a non-empty list of strings, got {preview(values)}")
+        raise InvalidInputError(
+            f"{what} must be a non-empty list of strings, got {preview(values)}"
+        )
     for value in values:
         if not isinstance(value, str) or not value:
-            raise InvalidInputError(f"each of {what} must be a non-empty string, got {preview(value)}")
+            raise InvalidInputError(
+                f"each of {what} must be a non-empty string, got {preview(value)}"
+            )
     return list(dict.fromkeys(values))
 
 

@@ -34,7 +34,9 @@ def load_encoding(name: str) -> Any:
         EncodingUnavailableError: the encoding is unknown or its vocabulary cannot be loaded.
     """
     if not isinstance(name, str) or not name:
-        raise EncodingUnavailableError(f"token encoding name must be a non-empty string, got {name!r}")
+        raise EncodingUnavailableError(
+            f"token encoding name must be a non-empty string, got {name!r}"
+        )
     offline = _OFFLINE_NAMES.get(name)
     if offline is not None and offline in tiktoken.list_encoding_names():
         return tiktoken.get_encoding(offline)
@@ -42,7 +44,7 @@ def load_encoding(name: str) -> Any:
         return tiktoken.get_encoding(name)
     except Exception as exc:  # tiktoken raises ValueError, requests errors, OSError ...
         raise EncodingUnavailableError(
-            f"cannot load token encoding {name!r} ({exc.__class__.__name__}: {exc}); {_INSTALL_HINT}"
+            f"cannot load token encoding {name!r} ({type(exc).__name__}: {exc}); {_INSTALL_HINT}"
         ) from exc
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks run by `gliding-horse bench`; each module measures one layer and returns figures."""

@@ -1,0 +1,71 @@
+"""The ``gliding-horse`` command, driven the way a user drives it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from gliding_core.cli import main
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_demo_shows_merge_queries_search_and_neighbours() -> None:
+    code, text = run("demo")
+    assert code == 0
+    for heading in (
+        "Merge",
+        "Tags: backend AND checkout",
+        "Named graph",
+        "Type Person",
+        "Text search",
+        "Neighbours",
+        "Tokens",
+    ):
+        assert heading in text
+    assert "security, backend, pci" in text  # tags united by the merge
+    assert "decision/idempotency" in text
+
+
+def test_inspect_shows_tables_of_a_memory_directory(tmp_path: Path) -> None:
+    assert run("demo", "--path", str(tmp_path))[0] == 0
+    code, text = run("inspect", str(tmp_path))
+    assert code == 0
+    assert "entries" in text and "10" in text
+    assert "graph:decisions" in text
+    assert "Person" in text
+    assert "urn:demo:decision/postgres" in text
+
+
+def test_inspect_of_a_directory_without_memory_fails_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = run("inspect", str(tmp_path / "nothing"))
+    assert code == 2
+    assert "holds no memory" in capsys.readouterr().err
+
+
+def test_bench_l0_prints_and_writes_figures(tmp_path: Path) -> None:
+    out = tmp_path / "l0.json"
+    code, text = run("bench", "l0", "--entries", "500", "--queries", "50", "--json", str(out))
+    assert code == 0
+    figures = json.loads(out.read_text())
+    assert figures["entries"] == 500
+    assert figures["batched_put_per_s"] > 0
+    assert figures["tag_query_hits_mean"] == 100
+    for key in ("get_p95_ms", "tag_query_p95_ms", "text_search_p95_ms", "peak_rss_mb"):
+        assert key in text
+
+
+def test_bad_numbers_are_rejected_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "l0", "--entries", "zero"])
+    assert info.value.code == 2
+    assert "positive integer" in capsys.readouterr().err

@@ -56,7 +56,7 @@ def parse_node(value: object) -> tuple[Node, str]:
             f"node must be a JSON object, got {type(value).__name__}: {preview(value)}"
         )
     try:
-        content = canonical_json(dict(value))
+        content = canonical_json(value if isinstance(value, dict) else dict(value))
     except (TypeError, ValueError) as exc:
         raise InvalidNodeError(f"node is not JSON-serialisable: {preview(value)} ({exc})") from exc
     node: Node = json.loads(content)

@@ -310,7 +310,7 @@ class L0Store:
                 e.importance,
                 now,
                 SEPARATOR.join(e.tags),
-                canonical_json(e.metadata),
+                canonical_json(e.metadata) if e.metadata else "{}",
                 e.mesi_state.value,
                 e.content_hash,
                 e.named_graph,

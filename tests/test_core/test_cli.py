@@ -38,7 +38,8 @@ def test_inspect_shows_tables_of_a_memory_directory(tmp_path: Path) -> None:
     assert run("demo", "--path", str(tmp_path))[0] == 0
     code, text = run("inspect", str(tmp_path))
     assert code == 0
-    assert "entries" in text and "10" in text
+    assert "entries" in text
+    assert "10" in text
     assert "graph:decisions" in text
     assert "Person" in text
     assert "urn:demo:decision/postgres" in text

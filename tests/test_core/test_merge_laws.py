@@ -98,7 +98,8 @@ def test_storing_the_same_write_twice_is_idempotent(write: tuple[Any, ...]) -> N
         once = store.get(IRI)
         store.put(_node(properties, types), tags=tags, importance=importance)
         twice = store.get(IRI)
-    assert once is not None and twice is not None
+    assert once is not None
+    assert twice is not None
     assert (twice.content, twice.tags, twice.importance, twice.generation) == (
         once.content,
         once.tags,

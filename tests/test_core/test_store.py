@@ -81,7 +81,8 @@ def test_a_read_counts_the_access_persistently(tmp_path: Path) -> None:
         store.put({"@id": "urn:t:read", "text": "x"})
         first = store.get("urn:t:read")
         second = store.get("urn:t:read")
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert (first.access_count, second.access_count) == (1, 2)
     assert second.last_accessed >= first.last_accessed
     with L0Store(path) as reopened:
@@ -136,7 +137,8 @@ def test_storing_the_same_node_again_is_not_a_change(store: L0Store) -> None:
     before = store.get("urn:same")
     store.put(node, tags=["a"])
     after = store.get("urn:same")
-    assert before is not None and after is not None
+    assert before is not None
+    assert after is not None
     assert (after.generation, after.content_hash) == (before.generation, before.content_hash)
 
 
@@ -229,7 +231,7 @@ def test_text_search_ranks_by_bm25(store: L0Store) -> None:
     assert hits[0].score > hits[1].score > 0
     # A rare term in a short entry outranks a common term in a longer one (IDF, length).
     hits = store.search_text("login timeouts")
-    assert [hit.entry.iri for hit in hits][0] == "urn:4"
+    assert hits[0].entry.iri == "urn:4"
     assert {hit.entry.iri for hit in hits} == {"urn:1", "urn:2", "urn:4"}
     assert store.search_text("billing", limit=1)[0].entry.iri in {"urn:3", "urn:4"}
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, is_label, parse_node, preview
@@ -38,9 +38,12 @@ class MesiState(str, Enum):
         raise InvalidInputError(f"unknown MESI state {preview(value)}; expected one of M, E, S, I")
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One L0 entry: a JSON-LD node and what the memory knows about it."""
+class Entry(NamedTuple):
+    """One L0 entry: a JSON-LD node and what the memory knows about it (an immutable snapshot).
+
+    A named tuple rather than a frozen dataclass: queries build hundreds of these per call, and
+    a tuple is several times cheaper to construct.
+    """
 
     iri: str
     content: str

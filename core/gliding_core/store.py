@@ -174,7 +174,11 @@ class L0Store:
 
     @contextmanager
     def _session(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """Hold the store's lock, translate SQLite errors, and wrap writes in one transaction."""
+        """Hold the store's lock, translate SQLite errors, and wrap writes in one transaction.
+
+        A write inside another write (the same thread holds the lock) becomes a savepoint, so
+        it commits with, and rolls back with, the outer transaction.
+        """
         with self._lock:
             if self._closed:
                 raise ClosedError("the L0 store is closed")
@@ -183,17 +187,31 @@ class L0Store:
                 if not write:
                     yield conn
                     return
-                conn.execute("BEGIN IMMEDIATE")
+                nested = conn.in_transaction
+                conn.execute("SAVEPOINT nested" if nested else "BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if nested:
+                        conn.execute("ROLLBACK TO nested")
+                        conn.execute("RELEASE nested")
+                    else:
+                        conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
+                conn.execute("RELEASE nested" if nested else "COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise StorageError(f"L0 store operation failed: {exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group every write made inside the block into one transaction: all of them or none.
+
+        The block holds the store's lock, so other threads wait for it; keep it short.
+        """
+        with self._session(write=True):
+            yield
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -415,21 +433,22 @@ class L0Store:
         synced commit carries them, so a read never waits for the disk.
         """
         validate_iri(iri)
-        with self._lock:
-            full = self.config.durability == "full"
-            with self._session(write=False) as conn:
-                if full:
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                try:
-                    # fetchall steps the statement to its end, which ends its implicit transaction.
-                    rows = conn.execute(
-                        "UPDATE entries SET access_count = access_count + 1, last_accessed = ?"
-                        f" WHERE iri = ? RETURNING {_COLUMNS}",
-                        (time.time(), iri),
-                    ).fetchall()
-                finally:
-                    if full:
-                        conn.execute("PRAGMA synchronous = FULL")
+        with self._session(write=False) as conn:
+            # Outside a transaction, relax syncing for this one statement; inside one, the
+            # enclosing commit decides.
+            relax = self.config.durability == "full" and not conn.in_transaction
+            if relax:
+                conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                # fetchall steps the statement to its end, which ends its implicit transaction.
+                rows = conn.execute(
+                    "UPDATE entries SET access_count = access_count + 1, last_accessed = ?"
+                    f" WHERE iri = ? RETURNING {_COLUMNS}",
+                    (time.time(), iri),
+                ).fetchall()
+            finally:
+                if relax:
+                    conn.execute("PRAGMA synchronous = FULL")
         return _to_entry(rows[0]) if rows else None
 
     def get_node(self, iri: str) -> Node | None:

@@ -424,3 +424,31 @@ def test_recent_lists_the_latest_changes_first(store: L0Store) -> None:
     store.put({"@id": "urn:2"})
     store.put({"@id": "urn:1", "changed": True})
     assert [e.iri for e in store.recent(limit=2)] == ["urn:1", "urn:2"]
+
+
+def test_a_transaction_groups_writes_all_or_none(store: L0Store) -> None:
+    with store.transaction():
+        store.put({"@id": "urn:a"})
+        store.put_many([{"@id": "urn:b"}, {"@id": "urn:c"}])
+        assert store.get("urn:a") is not None
+    assert store.count() == 3
+    with pytest.raises(RuntimeError, match="boom"), store.transaction():
+        store.put({"@id": "urn:d"})
+        store.delete("urn:a")
+        raise RuntimeError("boom")
+    assert store.count() == 3
+    assert "urn:a" in store
+    assert "urn:d" not in store
+
+
+def test_a_failed_inner_write_rolls_back_only_itself() -> None:
+    with L0Store(config=StoreConfig(max_content_bytes=200)) as store:
+        store.put({"@id": "urn:big", "text": "x" * 100})
+        with store.transaction():
+            store.put({"@id": "urn:kept"})
+            with pytest.raises(ContentTooLargeError):
+                # Fails inside the write, after urn:never was staged: a savepoint rolls back.
+                store.put_many([{"@id": "urn:never"}, {"@id": "urn:big", "more": "y" * 100}])
+        assert "urn:kept" in store
+        assert "urn:never" not in store
+        assert store.count() == 2

@@ -1,9 +1,20 @@
 """gliding-horse: agent memory modelled on a CPU cache hierarchy (the framework-neutral core).
 
-The public API is re-exported here; ``__all__`` is pinned by a test.
+The public API is re-exported here; the export list is pinned by a test.
 """
 
-from gliding_core.config import MemoryConfig, StoreConfig
+from gliding_core.attention.relevance import RelevanceTracker
+from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
+from gliding_core.attention.topics import Boundary, TopicMonitor
+from gliding_core.attention.window import ContextWindowManager, FittedWindow
+from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.config import (
+    EvictionPolicy,
+    MemoryConfig,
+    SessionConfig,
+    StoreConfig,
+    TopicConfig,
+)
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
     ClosedError,
@@ -16,21 +27,35 @@ from gliding_core.errors import (
     InvalidNodeError,
     StorageError,
 )
+from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.memory import Memory
+from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
+from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Boundary",
     "ClosedError",
     "ConfigError",
     "ContentTooLargeError",
+    "Context",
+    "ContextWindowManager",
     "Edge",
+    "Embedder",
     "EncodingUnavailableError",
     "Entry",
     "EntryNotFoundError",
+    "Event",
+    "EventBus",
+    "EventType",
+    "EvictionPolicy",
+    "ExtractiveSummarizer",
+    "FittedWindow",
     "GlidingError",
+    "HashEmbedder",
     "InvalidInputError",
     "InvalidNodeError",
     "L0Store",
@@ -38,9 +63,19 @@ __all__ = [
     "MemoryConfig",
     "MesiState",
     "Record",
+    "RelevanceTracker",
+    "Session",
+    "SessionConfig",
     "StorageError",
     "StoreConfig",
+    "Subscription",
+    "Summarizer",
+    "SupplementaryInput",
+    "SupplementaryInputStore",
     "TextHit",
     "TokenCounter",
+    "TopicConfig",
+    "TopicMonitor",
+    "Turn",
     "__version__",
 ]

@@ -49,13 +49,118 @@ class StoreConfig(Settings):
     default_importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
+class EvictionPolicy(Settings):
+    """The L1 eviction weights (seed 000, sections 三 and 九; seed 001).
+
+    Phase 2 evicts the turn with the lowest
+    ``beta * semantic + (1 - beta) * (recency_weight * recency + cost_weight * cost)``, where
+    ``semantic = query_blend * sim(query, turn) + (1 - query_blend) * relevance``,
+    ``recency = 1 / (1 + age / safe_window_s)`` and ``cost = 1 - tokens / largest turn``.
+
+    Attributes:
+        beta: the weight of semantic relevance against recency and cost (seed: 0.6).
+        recency_weight: the share of recency in the rest.
+        cost_weight: the share of the cost term (small turns are cheap to keep).
+        query_blend: how much the query similarity counts against the stored relevance.
+        relevance_threshold: phase 1 evicts turns below it (seed 001: 0.3).
+        safe_window_s: phase 1 spares turns younger than this (seed 001: 300 s).
+    """
+
+    beta: float = Field(default=0.6, ge=0.0, le=1.0)
+    recency_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    cost_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    query_blend: float = Field(default=0.7, ge=0.0, le=1.0)
+    relevance_threshold: float = Field(default=0.3, ge=0.0, le=1.0)
+    safe_window_s: float = Field(default=300.0, gt=0.0)
+
+    @classmethod
+    def for_role(cls, role: str) -> EvictionPolicy:
+        """Return the preset for an agent role: SA, plan, do, check or act (default: SA).
+
+        The presets keep the reference implementation's three weights per role (recency,
+        relevance, cost): relevance becomes ``beta``; recency and cost share the rest.
+        """
+        key = _ROLE_ALIASES.get(role.strip().lower(), "sa")
+        recency, relevance, cost = _ROLE_WEIGHTS[key]
+        return cls(
+            beta=relevance,
+            recency_weight=recency / (recency + cost),
+            cost_weight=cost / (recency + cost),
+        )
+
+
+# (recency, relevance, cost) per role, from the reference implementation's presets.
+_ROLE_WEIGHTS = {
+    "sa": (0.30, 0.40, 0.30),
+    "plan": (0.20, 0.60, 0.20),
+    "do": (0.35, 0.30, 0.35),
+    "check": (0.15, 0.65, 0.20),
+    "act": (0.25, 0.45, 0.30),
+}
+_ROLE_ALIASES = {
+    "sa": "sa",
+    "plan": "plan",
+    "pa": "plan",
+    "planner": "plan",
+    "do": "do",
+    "da": "do",
+    "executor": "do",
+    "check": "check",
+    "ca": "check",
+    "reviewer": "check",
+    "act": "act",
+    "aa": "act",
+    "decision": "act",
+}
+
+
+class SessionConfig(Settings):
+    """L1 session settings.
+
+    Attributes:
+        budget: the token budget of the summary chain (the reference's default: 4000).
+        max_summary_tokens: the longest summary a turn keeps in the chain.
+        max_low_relevance: how many low-relevance turns the context lists at most.
+        low_relevance_chars: how much of each low-relevance summary the context shows.
+    """
+
+    budget: int = Field(default=4_000, ge=1)
+    max_summary_tokens: int = Field(default=200, ge=1)
+    max_low_relevance: int = Field(default=3, ge=0)
+    low_relevance_chars: int = Field(default=80, ge=8)
+
+
+class TopicConfig(Settings):
+    """Topic-shift monitor settings (seed 001, 4.5).
+
+    Attributes:
+        threshold: a similarity below it between adjacent blocks marks a boundary (0.4).
+        interval_s: how often the background check runs; 0 turns it off (120 s).
+        window: turns per block on each side of a candidate boundary (1: adjacent turns).
+        proactive_fill: after a shift, the old topic is evicted down to this share of budget.
+    """
+
+    threshold: float = Field(default=0.4, ge=-1.0, le=1.0)
+    interval_s: float = Field(default=120.0, ge=0.0)
+    window: int = Field(default=3, ge=1)
+    proactive_fill: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
 class MemoryConfig(Settings):
     """Settings of the whole memory.
 
     Attributes:
         store: the L0 store settings.
         token_encoding: the tiktoken encoding used for every token count.
+        session: the default settings of new L1 sessions.
+        topics: the topic-shift monitor settings.
+        relevance_alpha: the relevance tracker's weight of the task goal (seed 001: 0.6).
+        bus_history: how many recent events the memory bus keeps.
     """
 
     store: StoreConfig = StoreConfig()
     token_encoding: str = Field(default=DEFAULT_ENCODING, min_length=1)
+    session: SessionConfig = SessionConfig()
+    topics: TopicConfig = TopicConfig()
+    relevance_alpha: float = Field(default=0.6, ge=0.0, le=1.0)
+    bus_history: int = Field(default=1_000, ge=0)

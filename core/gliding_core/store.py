@@ -384,6 +384,38 @@ class L0Store:
             e.in_database, e.indexed_hash, e.changed = True, e.content_hash, False
             e.indexed_tags, e.indexed_types = e.tags, tuple(types[e.id])
 
+    def retag(self, iri: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> Entry:
+        """Add and remove tags of an entry (a merge only ever adds); return the updated entry.
+
+        Raises:
+            EntryNotFoundError: no entry has ``iri``.
+        """
+        validate_iri(iri)
+        adding = Record({"@id": iri}, tags=add).tags
+        removing = set(Record({"@id": iri}, tags=remove).tags)
+        with self._session(write=True) as conn:
+            row = conn.execute("SELECT id, tags FROM entries WHERE iri = ?", (iri,)).fetchone()
+            if row is None:
+                raise EntryNotFoundError(f"no L0 entry has the IRI {iri!r}")
+            old = _split(row[1])
+            tags = tuple(t for t in dict.fromkeys(old + adding) if t not in removing)
+            if tags != old:
+                conn.execute(
+                    "UPDATE entries SET tags = ?, updated_at = ?, generation = generation + 1"
+                    " WHERE id = ?",
+                    (SEPARATOR.join(tags), time.time(), row[0]),
+                )
+                conn.executemany(
+                    "DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?",
+                    [(t, row[0]) for t in old if t not in tags],
+                )
+                conn.executemany(
+                    "INSERT OR IGNORE INTO entry_tags (tag, entry_id) VALUES (?, ?)",
+                    [(t, row[0]) for t in tags if t not in old],
+                )
+            result = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (row[0],))
+            return _to_entry(result.fetchone())
+
     def set_mesi_state(self, iri: str, state: MesiState | str) -> Entry:
         """Set the MESI state of an entry and return the updated entry.
 

@@ -80,7 +80,13 @@ class TokenCounter:
         ids = self._encoding.encode_ordinary(text)
         if len(ids) <= max_tokens:
             return text
-        return str(self._encoding.decode(ids[:max_tokens]))
+        # Decoding a cut can split a character; re-encoding may then take more tokens.
+        keep = max_tokens
+        while True:
+            prefix = str(self._encoding.decode(ids[:keep]))
+            if keep == 0 or len(self._encoding.encode_ordinary(prefix)) <= max_tokens:
+                return prefix
+            keep -= 1
 
     def __repr__(self) -> str:
         return f"TokenCounter(encoding={self.encoding_name!r})"

@@ -452,3 +452,17 @@ def test_a_failed_inner_write_rolls_back_only_itself() -> None:
         assert "urn:kept" in store
         assert "urn:never" not in store
         assert store.count() == 2
+
+
+def test_retag_adds_and_removes_tags_in_every_index(store: L0Store) -> None:
+    store.put({"@id": "urn:r"}, tags=["pending", "task:1"])
+    entry = store.retag("urn:r", add=["done"], remove=["pending"])
+    assert entry.tags == ("task:1", "done")
+    assert entry.generation == 2
+    assert store.by_tags(["pending"]) == []
+    assert [e.iri for e in store.by_tags(["done", "task:1"])] == ["urn:r"]
+    assert store.retag("urn:r", add=["done"]).generation == 2  # no change, no new generation
+    with pytest.raises(EntryNotFoundError):
+        store.retag("urn:none", add=["x"])
+    with pytest.raises(InvalidInputError):
+        store.retag("urn:r", add=[""])

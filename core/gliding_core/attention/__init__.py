@@ -1,0 +1,1 @@
+"""Attention: relevance tracking, supplementary input, the context window and topic shifts."""

@@ -1,0 +1,187 @@
+"""Attention: the supplementary input store (seed 001, 4.2): input sent while an agent runs.
+
+Invariants:
+- Zero loss: ``put`` returns only after the input is committed to L0, so a crash between
+  ``put`` and delivery loses nothing; the next ``take_pending`` after a restart delivers it.
+- Exactly once: ``take_pending`` reads and marks the pending inputs in one L0 transaction, so
+  concurrent consumers (threads or processes) never both receive an input.
+- Order: inputs are delivered in the order their ``put`` committed, so each producer's inputs
+  arrive in the order it sent them.
+- Audit: consumed inputs are kept, marked with when and by whom they were consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from gliding_core.bus import EventBus, EventType
+from gliding_core.entry import Entry
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import preview, validate_iri
+from gliding_core.store import L0Store
+
+PENDING = "supplement:pending"
+CONSUMED = "supplement:consumed"
+IRI_PREFIX = "urn:gliding:supplement:"
+
+
+@dataclass(frozen=True, slots=True)
+class SupplementaryInput:
+    """One supplementary input and its delivery state."""
+
+    iri: str
+    task_iri: str
+    content: str
+    producer: str | None
+    relevance_score: float | None
+    created_at: float
+    consumed: bool
+    consumed_at: float | None
+    consumed_by: str | None
+
+
+class SupplementaryInputStore:
+    """Per-task supplementary inputs, persisted in L0.
+
+    Args:
+        store: the L0 store that keeps the inputs.
+        bus: where ``USER_SUPPLEMENTARY_INPUT`` events are published, if given.
+    """
+
+    def __init__(self, store: L0Store, bus: EventBus | None = None) -> None:
+        self.store = store
+        self.bus = bus
+        self._arrived = threading.Condition()
+
+    def put(
+        self,
+        task_iri: str,
+        content: str,
+        *,
+        producer: str | None = None,
+        relevance: float | None = None,
+    ) -> SupplementaryInput:
+        """Store an input for the task's next cycle; safe from any thread at any time."""
+        validate_iri(task_iri, what="task IRI")
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInputError(
+                f"input content must be a non-empty string, got {preview(content)}"
+            )
+        if producer is not None and (not isinstance(producer, str) or not producer):
+            raise InvalidInputError(f"producer must be a non-empty string, got {preview(producer)}")
+        if relevance is not None and (
+            isinstance(relevance, bool)
+            or not isinstance(relevance, (int, float))
+            or not 0 <= relevance <= 1
+        ):
+            raise InvalidInputError(
+                f"relevance must be a number in [0, 1], got {preview(relevance)}"
+            )
+        now = time.time()
+        node = {
+            "@id": IRI_PREFIX + str(uuid.uuid4()),
+            "@type": "SupplementaryInput",
+            "task": {"@id": task_iri},
+            "text": content,
+            "status": "pending",
+            "created": now,
+        }
+        if producer is not None:
+            node["producer"] = producer
+        if relevance is not None:
+            node["relevance"] = float(relevance)
+        self.store.put(node, tags=[PENDING, _task_tag(task_iri)], importance=0.8)
+        item = _from_node(node, consumed=False)
+        with self._arrived:
+            self._arrived.notify_all()
+        if self.bus is not None:
+            self.bus.publish(
+                EventType.USER_SUPPLEMENTARY_INPUT,
+                {"iri": item.iri, "content": content, "producer": producer},
+                task_iri=task_iri,
+                source=producer,
+            )
+        return item
+
+    def take_pending(
+        self, task_iri: str, *, consumer: str | None = None, limit: int | None = None
+    ) -> list[SupplementaryInput]:
+        """Return the task's pending inputs, oldest first, and mark them consumed (kept)."""
+        validate_iri(task_iri, what="task IRI")
+        now = time.time()
+        taken = []
+        with self.store.transaction():
+            for entry in self._pending_entries(task_iri, limit):
+                marks = {"status": "consumed", "consumedAt": now}
+                if consumer is not None:
+                    marks["consumedBy"] = consumer
+                self.store.put({"@id": entry.iri, **marks})
+                self.store.retag(entry.iri, add=[CONSUMED], remove=[PENDING])
+                taken.append(_from_node({**entry.node, **marks}, consumed=True))
+        return taken
+
+    def snapshot(self, task_iri: str) -> list[SupplementaryInput]:
+        """Return the task's pending inputs without consuming them (for checkpoints)."""
+        validate_iri(task_iri, what="task IRI")
+        return [_from_node(e.node, consumed=False) for e in self._pending_entries(task_iri, None)]
+
+    def pending_count(self, task_iri: str) -> int:
+        """Return how many inputs wait for the task."""
+        return len(self.snapshot(task_iri))
+
+    def history(self, task_iri: str) -> list[SupplementaryInput]:
+        """Return every input of the task, consumed or not, oldest first (the audit trail)."""
+        validate_iri(task_iri, what="task IRI")
+        entries = self.store.by_tags([_task_tag(task_iri)])
+        return [_from_node(e.node, consumed=CONSUMED in e.tags) for e in entries]
+
+    def wait(self, task_iri: str, timeout: float) -> bool:
+        """Block until the task has a pending input or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while not self.snapshot(task_iri):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._arrived.wait(remaining)
+        return True
+
+    async def take_pending_async(
+        self, task_iri: str, *, consumer: str | None = None, limit: int | None = None
+    ) -> list[SupplementaryInput]:
+        """``take_pending`` for asyncio code: runs in a worker thread, never blocks the loop."""
+        return await asyncio.to_thread(self.take_pending, task_iri, consumer=consumer, limit=limit)
+
+    def _pending_entries(self, task_iri: str, limit: int | None) -> list[Entry]:
+        return self.store.by_tags([PENDING, _task_tag(task_iri)], limit=limit)
+
+
+def _task_tag(task_iri: str) -> str:
+    return f"task:{task_iri}"
+
+
+def _from_node(node: dict[str, object], *, consumed: bool) -> SupplementaryInput:
+    task = node.get("task")
+    return SupplementaryInput(
+        iri=str(node["@id"]),
+        task_iri=str(task.get("@id")) if isinstance(task, dict) else "",
+        content=str(node.get("text", "")),
+        producer=_text(node.get("producer")),
+        relevance_score=_number(node.get("relevance")),
+        created_at=_number(node.get("created")) or 0.0,
+        consumed=consumed,
+        consumed_at=_number(node.get("consumedAt")),
+        consumed_by=_text(node.get("consumedBy")),
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,500 @@
+"""L1: per-agent, per-task session memory: a summary chain under a token budget.
+
+Invariants:
+- Every turn's full content is archived to L0 before its summary enters the chain; an evicted
+  turn's IRI goes to the weak references and can be paged back in. Nothing is lost.
+- After every operation the summaries fit the budget, unless only pinned turns remain.
+- The first turn (the task statement) is pinned; supplements are safe from phase 1.
+- Phase 2 evicts the lowest score: score = beta * semantic + (1 - beta) * (w_r * recency +
+  w_c * cost). More relevant, more recent and smaller turns score higher and stay longer.
+- Token counts are exact (the memory's token counter).
+Thread-safe: one lock per session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from gliding_core.attention.relevance import RelevanceTracker, similarity
+from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
+from gliding_core.bus import EventBus, EventType
+from gliding_core.config import EvictionPolicy, SessionConfig
+from gliding_core.errors import EntryNotFoundError, InvalidInputError
+from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.hyperspace.vectors import Vector, as_vector
+from gliding_core.jsonld import node_text, preview, validate_iri
+from gliding_core.store import L0Store
+from gliding_core.summarize import Summarizer
+from gliding_core.tokens import TokenCounter
+
+SESSION_PREFIX = "urn:gliding:session:"
+MAIN_HEADER = "[Context from {agent} ({role})]"
+LOW_HEADER = "[Historical reference, low relevance]"
+
+
+@dataclass(slots=True)
+class Turn:
+    """One turn of the summary chain; its full content lives in L0 at ``l0_archive_iri``."""
+
+    role: str
+    summary: str
+    tokens: int
+    l0_archive_iri: str
+    embedding: Vector | None
+    relevance_score: float
+    is_supplement: bool
+    created_at: float
+    last_access: float
+    pinned: bool = False
+    old_topic: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What to send to the model: the rendered chain as messages, with exact token counts."""
+
+    messages: list[dict[str, str]]
+    tokens: int
+    main: list[Turn] = field(default_factory=list)
+    low_relevance: list[Turn] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The rendered context as one string."""
+        return "\n\n".join(m["content"] for m in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionServices:
+    """What a session uses and does not own; the memory builds one and shares it."""
+
+    store: L0Store
+    tokens: TokenCounter
+    summarizer: Summarizer
+    bus: EventBus
+    embedder: Embedder | None = None
+    clock: Callable[[], float] = time.time
+
+
+class Session:
+    """The L1 memory of one agent on one task.
+
+    Args:
+        services: the store, token counter, summarizer, bus and embedder to use.
+        task_iri: the task this session works on.
+        agent: the agent's name.
+        role: the agent's role; picks the eviction policy preset unless ``policy`` is given.
+        config: budget and rendering settings.
+        policy: the eviction weights; ``EvictionPolicy.for_role(role)`` when omitted.
+        alpha: the relevance tracker's weight of the task goal.
+    """
+
+    def __init__(
+        self,
+        services: SessionServices,
+        task_iri: str,
+        *,
+        agent: str = "agent",
+        role: str = "SA",
+        config: SessionConfig | None = None,
+        policy: EvictionPolicy | None = None,
+        alpha: float = 0.6,
+    ) -> None:
+        self.task_iri = validate_iri(task_iri, what="task IRI")
+        self.agent = _check_name(agent, "agent")
+        self.role = _check_name(role, "role")
+        self.services = services
+        self.config = config or SessionConfig()
+        self.policy = policy or EvictionPolicy.for_role(role)
+        self.id = uuid.uuid4().hex[:16]
+        self.iri = f"{SESSION_PREFIX}{self.id}"
+        self.tracker = RelevanceTracker(alpha)
+        self.weak_refs: list[str] = []
+        self._turns: list[Turn] = []
+        self._count = 0
+        self._lock = threading.RLock()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def turns(self) -> list[Turn]:
+        """A copy of the chain, oldest first."""
+        with self._lock:
+            return list(self._turns)
+
+    @property
+    def budget(self) -> int:
+        """The token budget of the chain."""
+        return self.config.budget
+
+    @property
+    def total_tokens(self) -> int:
+        """The exact token count of the chain's summaries."""
+        with self._lock:
+            return sum(t.tokens for t in self._turns)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add_turn(
+        self,
+        role: str,
+        content: str,
+        *,
+        supplement: bool = False,
+        relevance: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Turn:
+        """Archive ``content`` to L0, add its summary to the chain, and evict if over budget.
+
+        The first turn is the task statement: it is pinned, and it sets the task goal of the
+        relevance tracker unless ``set_task_goal`` was called.
+
+        Args:
+            role: who spoke (``user``, ``assistant``, ``tool`` ...).
+            content: the full text of the turn.
+            supplement: the turn is supplementary user input, safe from phase 1 eviction.
+            relevance: a relevance score to use instead of the tracker's.
+            metadata: extra entry metadata for the L0 archive.
+        """
+        role = _check_name(role, "role")
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInputError(
+                f"turn content must be a non-empty string, got {preview(content)}"
+            )
+        if relevance is not None:
+            relevance = _check_score(relevance)
+        summary = self.services.summarizer.summarize(content, self.config.max_summary_tokens)
+        embedding = self._embed(summary)
+        with self._lock:
+            first = not self._turns and not self.weak_refs
+            if first and self.tracker.task_embedding is None:
+                self.tracker.set_task(embedding)
+            score = self.tracker.score(embedding) if relevance is None else relevance
+            now = self.services.clock()
+            iri = self._archive(role, content, summary, now, supplement, metadata)
+            turn = Turn(
+                role=role,
+                summary=summary,
+                tokens=self.services.tokens.count(summary),
+                l0_archive_iri=iri,
+                embedding=embedding,
+                relevance_score=score,
+                is_supplement=supplement,
+                created_at=now,
+                last_access=now,
+                pinned=first,
+            )
+            self._turns.append(turn)
+            self.evict()
+        return turn
+
+    def start_cycle(self, inputs: SupplementaryInputStore) -> list[SupplementaryInput]:
+        """Take the task's pending supplementary inputs into the chain as protected turns.
+
+        Call at the start of each agent cycle. Taking the inputs and archiving them as turns
+        is one L0 transaction: after a crash either both happened or neither did, so an input
+        is delivered exactly once. Returns the inputs, oldest first, for the caller to show
+        the model.
+        """
+        with self._lock:
+            before = list(self._turns), list(self.weak_refs), self._count
+            try:
+                with self.services.store.transaction():
+                    taken = inputs.take_pending(self.task_iri, consumer=self.iri)
+                    for item in taken:
+                        self.add_turn(
+                            "user",
+                            item.content,
+                            supplement=True,
+                            relevance=item.relevance_score,
+                            metadata={"supplement": item.iri},
+                        )
+            except BaseException:
+                self._turns, self.weak_refs, self._count = before
+                raise
+        return taken
+
+    def set_task_goal(self, goal: str) -> None:
+        """Set the task goal the relevance tracker compares inputs with (5W2H what + why)."""
+        if not isinstance(goal, str) or not goal.strip():
+            raise InvalidInputError(f"task goal must be a non-empty string, got {preview(goal)}")
+        self.tracker.set_task(self._embed(goal))
+
+    def set_budget(self, budget: int) -> None:
+        """Change the token budget and evict down to it."""
+        with self._lock:
+            self.config = self.config.model_copy(update={"budget": _check_budget(budget)})
+            self.evict()
+
+    def _archive(
+        self,
+        role: str,
+        content: str,
+        summary: str,
+        now: float,
+        supplement: bool,
+        metadata: dict[str, Any] | None,
+    ) -> str:
+        self._count += 1
+        node = {
+            "@id": f"{self.iri}/turn/{self._count}",
+            "@type": "SupplementaryInput" if supplement else "Turn",
+            "role": role,
+            "agent": self.agent,
+            "session": {"@id": self.iri},
+            "task": {"@id": self.task_iri},
+            "time": datetime.fromtimestamp(now, timezone.utc).isoformat(),
+            "text": content,
+            "summary": summary,
+        }
+        tags = ["turn", f"session:{self.id}", f"role:{role}"]
+        return self.services.store.put(
+            node, tags=tags, named_graph=self.iri, metadata=metadata or {}
+        )
+
+    def _embed(self, text: str) -> Vector | None:
+        embedder = self.services.embedder
+        return None if embedder is None else as_vector(embedder.embed_query(text))
+
+    # -- eviction ------------------------------------------------------------------------------
+
+    def evict(self, query: Sequence[float] | Vector | None = None) -> list[Turn]:
+        """Run two-phase eviction until the chain fits its budget; return the evicted turns.
+
+        Args:
+            query: the embedding of the current query; the task goal's when omitted.
+        """
+        with self._lock:
+            return self._evict(query, protect=None)
+
+    def _evict(self, query: Sequence[float] | Vector | None, protect: Turn | None) -> list[Turn]:
+        evicted: list[Turn] = []
+        if self.total_tokens <= self.budget:
+            return evicted
+        now = self.services.clock()
+        policy = self.policy
+        # Phase 1: stale, low-relevance turns go, whatever the budget (seed 000, section 九).
+        for turn in list(self._turns):
+            if (
+                self._evictable(turn, protect)
+                and not turn.is_supplement
+                and turn.relevance_score < policy.relevance_threshold
+                and now - turn.last_access > policy.safe_window_s
+            ):
+                evicted.append(self._drop(turn, "phase 1"))
+        # Then the turns of a finished topic, oldest first; then by score, lowest first.
+        target = None if query is None else as_vector(query)
+        while self.total_tokens > self.budget:
+            candidates = [t for t in self._turns if self._evictable(t, protect)]
+            if not candidates:
+                break
+            old = [t for t in candidates if t.old_topic]
+            if old:
+                evicted.append(self._drop(old[0], "old topic"))
+                continue
+            scores = self.scores(target, candidates, now=now)
+            victim = min(candidates, key=lambda t: scores[id(t)])
+            evicted.append(self._drop(victim, "phase 2"))
+        return evicted
+
+    def evict_old_topic(self, fill: float) -> list[Turn]:
+        """Evict turns marked as an old topic, oldest first, until the chain is at most
+        ``fill`` of its budget; return them (their content stays in L0)."""
+        with self._lock:
+            evicted = []
+            for turn in [t for t in self._turns if t.old_topic and not t.pinned]:
+                if self.total_tokens <= fill * self.budget:
+                    break
+                evicted.append(self._drop(turn, "old topic"))
+            return evicted
+
+    @staticmethod
+    def _evictable(turn: Turn, protect: Turn | None) -> bool:
+        return not turn.pinned and turn is not protect
+
+    def scores(
+        self,
+        query: Vector | None,
+        candidates: Sequence[Turn],
+        *,
+        now: float,
+    ) -> dict[int, float]:
+        """Return the phase 2 retention score of each candidate (by ``id``): higher stays."""
+        policy = self.policy
+        goal = self.tracker.task_embedding if query is None else query
+        largest = max((t.tokens for t in candidates), default=1) or 1
+        out: dict[int, float] = {}
+        for turn in candidates:
+            match = similarity(goal, turn.embedding)
+            match = turn.relevance_score if match is None else match
+            semantic = policy.query_blend * match + (1 - policy.query_blend) * turn.relevance_score
+            recency = 1.0 / (1.0 + max(0.0, now - turn.last_access) / policy.safe_window_s)
+            cost = 1.0 - turn.tokens / largest
+            rest = policy.recency_weight * recency + policy.cost_weight * cost
+            out[id(turn)] = policy.beta * semantic + (1 - policy.beta) * rest
+        return out
+
+    def _drop(self, turn: Turn, reason: str) -> Turn:
+        self._turns.remove(turn)
+        if turn.l0_archive_iri not in self.weak_refs:
+            self.weak_refs.append(turn.l0_archive_iri)
+        self.services.bus.publish(
+            EventType.TURN_EVICTED,
+            {
+                "iri": turn.l0_archive_iri,
+                "reason": reason,
+                "tokens": turn.tokens,
+                "session": self.iri,
+            },
+            task_iri=self.task_iri,
+            source=self.agent,
+        )
+        return turn
+
+    # -- paging --------------------------------------------------------------------------------
+
+    def page_in(self, iri: str) -> Turn | None:
+        """Reload an evicted turn (or any L0 entry) into the chain, evicting others to fit.
+
+        Returns:
+            The reloaded turn, or ``None`` if it cannot fit even alone (it stays in L0 and in
+            the weak references).
+
+        Raises:
+            EntryNotFoundError: no L0 entry has ``iri``.
+        """
+        validate_iri(iri)
+        node = self.services.store.get_node(iri)
+        if node is None:
+            raise EntryNotFoundError(f"no L0 entry has the IRI {iri!r}")
+        content = node.get("text") if isinstance(node.get("text"), str) else node_text(node)
+        summary = node.get("summary") if isinstance(node.get("summary"), str) else None
+        summary = summary or self.services.summarizer.summarize(
+            content or iri, self.config.max_summary_tokens
+        )
+        embedding = self._embed(summary)
+        with self._lock:
+            now = self.services.clock()
+            turn = Turn(
+                role=str(node.get("role", "system")),
+                summary=summary,
+                tokens=self.services.tokens.count(summary),
+                l0_archive_iri=iri,
+                embedding=embedding,
+                relevance_score=self.tracker.score(embedding, remember=False),
+                is_supplement=node.get("@type") == "SupplementaryInput",
+                created_at=now,
+                last_access=now,
+            )
+            if iri in self.weak_refs:
+                self.weak_refs.remove(iri)
+            self._turns.append(turn)
+            self._evict(None, protect=turn)
+            if self.total_tokens > self.budget:
+                self._drop(turn, "does not fit")
+                return None
+        self.services.bus.publish(
+            EventType.TURN_PAGED_IN, {"iri": iri, "session": self.iri}, task_iri=self.task_iri
+        )
+        return turn
+
+    # -- context -------------------------------------------------------------------------------
+
+    def context(self, query: str | None = None) -> Context:
+        """Return the messages that carry the chain to the model, within the budget.
+
+        The main section holds the supplements and the turns at or above the relevance
+        threshold (to ``query`` when given, else to the task); then at most
+        ``max_low_relevance`` low-relevance turns, cut short, under a header that says so.
+        """
+        if query is not None and not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+        target = None if not query else self._embed(query)
+        with self._lock:
+            if target is not None:
+                self._evict(target, protect=None)
+            now = self.services.clock()
+            turns = list(self._turns)
+            relevance = self._relevance(target, turns)
+            for turn in turns:
+                turn.last_access = (
+                    now if relevance[id(turn)] >= self._threshold else turn.last_access
+                )
+        main = [
+            t for t in turns if t.pinned or t.is_supplement or relevance[id(t)] >= self._threshold
+        ]
+        low = [t for t in turns if t not in main]
+        low = sorted(low, key=lambda t: relevance[id(t)], reverse=True)
+        low = low[: self.config.max_low_relevance]
+        return self._render(main, low, relevance)
+
+    @property
+    def _threshold(self) -> float:
+        return self.policy.relevance_threshold
+
+    def _relevance(self, target: Vector | None, turns: list[Turn]) -> dict[int, float]:
+        if target is None:
+            return {id(t): t.relevance_score for t in turns}
+        blend = self.policy.query_blend
+        out = {}
+        for turn in turns:
+            match = similarity(target, turn.embedding)
+            out[id(turn)] = (
+                turn.relevance_score
+                if match is None
+                else blend * match + (1 - blend) * turn.relevance_score
+            )
+        return out
+
+    def _render(self, main: list[Turn], low: list[Turn], relevance: dict[int, float]) -> Context:
+        """Render the sections, dropping low-relevance lines, then the least relevant main
+        lines (never the pinned one), until the exact count fits the budget."""
+        count = self.services.tokens.count
+        while True:
+            lines = [MAIN_HEADER.format(agent=self.agent, role=self.role)]
+            lines += [f"[{t.role}] {t.summary}" for t in main]
+            if low:
+                lines.append("\n" + LOW_HEADER)
+                width = self.config.low_relevance_chars
+                lines += [
+                    f"[{t.role}] {_shorten(t.summary, width)} (relevance: {relevance[id(t)]:.2f})"
+                    for t in low
+                ]
+            text = "\n".join(lines)
+            tokens = count(text)
+            droppable = [t for t in main if not t.pinned]
+            if tokens <= self.budget or (not low and not droppable):
+                break
+            if low:
+                low = low[:-1]
+            else:
+                main.remove(min(droppable, key=lambda t: relevance[id(t)]))
+        return Context([{"role": "system", "content": text}], tokens, main, low)
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def _check_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"{what} must be a non-empty string, got {preview(value)}")
+    return value
+
+
+def _check_score(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidInputError(f"relevance must be a number in [0, 1], got {preview(value)}")
+    return float(value)
+
+
+def _check_budget(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"budget must be an int >= 1, got {preview(value)}")
+    return value

@@ -149,6 +149,7 @@ class Session:
         supplement: bool = False,
         relevance: float | None = None,
         metadata: dict[str, Any] | None = None,
+        at: float | None = None,
     ) -> Turn:
         """Archive ``content`` to L0, add its summary to the chain, and evict if over budget.
 
@@ -161,6 +162,7 @@ class Session:
             supplement: the turn is supplementary user input, safe from phase 1 eviction.
             relevance: a relevance score to use instead of the tracker's.
             metadata: extra entry metadata for the L0 archive.
+            at: when the turn happened (UNIX seconds); now by default. For replaying history.
         """
         role = _check_name(role, "role")
         if not isinstance(content, str) or not content.strip():
@@ -169,6 +171,8 @@ class Session:
             )
         if relevance is not None:
             relevance = _check_score(relevance)
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))):
+            raise InvalidInputError(f"at must be a UNIX time in seconds, got {preview(at)}")
         summary = self.services.summarizer.summarize(content, self.config.max_summary_tokens)
         embedding = self._embed(summary)
         with self._lock:
@@ -176,7 +180,7 @@ class Session:
             if first and self.tracker.task_embedding is None:
                 self.tracker.set_task(embedding)
             score = self.tracker.score(embedding) if relevance is None else relevance
-            now = self.services.clock()
+            now = self.services.clock() if at is None else float(at)
             iri = self._archive(role, content, summary, now, supplement, metadata)
             turn = Turn(
                 role=role,

@@ -432,10 +432,15 @@ def test_a_transaction_groups_writes_all_or_none(store: L0Store) -> None:
         store.put_many([{"@id": "urn:b"}, {"@id": "urn:c"}])
         assert store.get("urn:a") is not None
     assert store.count() == 3
-    with pytest.raises(RuntimeError, match="boom"), store.transaction():
-        store.put({"@id": "urn:d"})
-        store.delete("urn:a")
-        raise RuntimeError("boom")
+
+    def failing() -> None:
+        with store.transaction():
+            store.put({"@id": "urn:d"})
+            store.delete("urn:a")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        failing()
     assert store.count() == 3
     assert "urn:a" in store
     assert "urn:d" not in store

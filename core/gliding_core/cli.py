@@ -14,6 +14,7 @@ from typing import TextIO
 
 from gliding_core import demo
 from gliding_core.errors import GlidingError
+from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.memory import STORE_FILE, Memory
 from gliding_core.table import render
 
@@ -53,6 +54,22 @@ def _parser() -> argparse.ArgumentParser:
     l0.add_argument("--seed", type=int, default=0)
     l0.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     l0.set_defaults(handler=_bench_l0)
+
+    tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
+    tokens.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
+    tokens.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
+    tokens.add_argument("--budgets", type=_numbers, default=[500, 1000, 2000, 4000])
+    tokens.add_argument("--embedder", choices=["hash"], default="hash")
+    tokens.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    tokens.set_defaults(handler=_bench_tokens)
+
+    topics = bench.add_parser("topics", help="topic-shift detection on joined LoCoMo sessions")
+    topics.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
+    topics.add_argument("--sequences", type=_positive, default=30)
+    topics.add_argument("--seed", type=int, default=0)
+    topics.add_argument("--embedder", choices=["hash"], default="hash")
+    topics.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    topics.set_defaults(handler=_bench_topics)
     return parser
 
 
@@ -64,6 +81,26 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
+def _numbers(text: str) -> list[int]:
+    return [_positive(n) for n in _names(text)]
+
+
+def _embedder(name: str) -> Embedder:
+    return HashEmbedder()
+
+
+def _write_json(path: Path | None, figures: object) -> None:
+    if path is not None:
+        path.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
@@ -129,8 +166,73 @@ def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
         )
         + "\n"
     )
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_tokens(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import tokens
+
+    figures = tokens.run(
+        args.data,
+        conversations=args.conversations,
+        budgets=args.budgets,
+        embedder=_embedder(args.embedder),
+    )
+    rows = [
+        (
+            budget,
+            f["prompt_tokens_mean"],
+            f["prompt_tokens_max"],
+            f["full_history_tokens_mean"],
+            f["full_history_tokens_max"],
+            f["saving_pct"],
+            f["add_turn_p50_ms"],
+            f["add_turn_p95_ms"],
+            f["context_p50_ms"],
+            f["context_p95_ms"],
+            f["evidence_in_window"],
+            f["evidence_in_recent_window"],
+        )
+        for budget, f in figures["budgets"].items()
+    ]
+    headers = [
+        "budget",
+        "prompt mean",
+        "prompt max",
+        "full mean",
+        "full max",
+        "saving %",
+        "add p50 ms",
+        "add p95 ms",
+        "ctx p50 ms",
+        "ctx p95 ms",
+        "evidence",
+        "recent",
+    ]
+    title = f"L1 prompt tokens per step, LoCoMo {', '.join(figures['conversations'])}"
+    out.write(render(headers, rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import topics
+
+    figures = topics.run(
+        args.data, _embedder(args.embedder), sequences=args.sequences, seed=args.seed
+    )
+    rows = [
+        (name, m["precision"], m["recall"], m["f1"], int(m["predicted"]))
+        for name, m in figures["methods"].items()
+    ]
+    title = (
+        f"Topic boundaries: {figures['sequences']} sequences, {figures['turns']} turns, "
+        f"{figures['true_boundaries']} true boundaries, embedder {figures['embedder']}"
+    )
+    out.write(render(["method", "precision", "recall", "F1", "predicted"], rows, title=title))
+    out.write("\n")
+    _write_json(args.json, figures)
     return 0
 
 

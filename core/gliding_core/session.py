@@ -40,7 +40,10 @@ LOW_HEADER = "[Historical reference, low relevance]"
 
 @dataclass(slots=True)
 class Turn:
-    """One turn of the summary chain; its full content lives in L0 at ``l0_archive_iri``."""
+    """One turn of the summary chain; its full content lives in L0 at ``l0_archive_iri``.
+
+    ``tokens`` is the exact count of the turn as the context renders it (``[role] summary``).
+    """
 
     role: str
     summary: str
@@ -134,8 +137,14 @@ class Session:
         return self.config.budget
 
     @property
+    def capacity(self) -> int:
+        """The tokens the chain's turns may use: the budget less the context's header."""
+        header = MAIN_HEADER.format(agent=self.agent, role=self.role)
+        return max(1, self.budget - self.services.tokens.count(header) - 1)
+
+    @property
     def total_tokens(self) -> int:
-        """The exact token count of the chain's summaries."""
+        """The exact token count of the chain's turns as the context renders them."""
         with self._lock:
             return sum(t.tokens for t in self._turns)
 
@@ -185,7 +194,7 @@ class Session:
             turn = Turn(
                 role=role,
                 summary=summary,
-                tokens=self.services.tokens.count(summary),
+                tokens=self._line_tokens(role, summary),
                 l0_archive_iri=iri,
                 embedding=embedding,
                 relevance_score=score,
@@ -262,6 +271,9 @@ class Session:
             node, tags=tags, named_graph=self.iri, metadata=metadata or {}
         )
 
+    def _line_tokens(self, role: str, summary: str) -> int:
+        return self.services.tokens.count(_line(role, summary))
+
     def _embed(self, text: str) -> Vector | None:
         embedder = self.services.embedder
         return None if embedder is None else as_vector(embedder.embed_query(text))
@@ -279,7 +291,7 @@ class Session:
 
     def _evict(self, query: Sequence[float] | Vector | None, protect: Turn | None) -> list[Turn]:
         evicted: list[Turn] = []
-        if self.total_tokens <= self.budget:
+        if self.total_tokens <= self.capacity:
             return evicted
         now = self.services.clock()
         policy = self.policy
@@ -294,7 +306,7 @@ class Session:
                 evicted.append(self._drop(turn, "phase 1"))
         # Then the turns of a finished topic, oldest first; then by score, lowest first.
         target = None if query is None else as_vector(query)
-        while self.total_tokens > self.budget:
+        while self.total_tokens > self.capacity:
             candidates = [t for t in self._turns if self._evictable(t, protect)]
             if not candidates:
                 break
@@ -388,7 +400,7 @@ class Session:
             turn = Turn(
                 role=str(node.get("role", "system")),
                 summary=summary,
-                tokens=self.services.tokens.count(summary),
+                tokens=self._line_tokens(str(node.get("role", "system")), summary),
                 l0_archive_iri=iri,
                 embedding=embedding,
                 relevance_score=self.tracker.score(embedding, remember=False),
@@ -400,7 +412,7 @@ class Session:
                 self.weak_refs.remove(iri)
             self._turns.append(turn)
             self._evict(None, protect=turn)
-            if self.total_tokens > self.budget:
+            if self.total_tokens > self.capacity:
                 self._drop(turn, "does not fit")
                 return None
         self.services.bus.publish(
@@ -457,29 +469,42 @@ class Session:
         return out
 
     def _render(self, main: list[Turn], low: list[Turn], relevance: dict[int, float]) -> Context:
-        """Render the sections, dropping low-relevance lines, then the least relevant main
-        lines (never the pinned one), until the exact count fits the budget."""
+        """Render the sections within the budget: low-relevance lines go first, then the least
+        relevant main lines (never the pinned one). Per-line counts steer the cuts; the final
+        count is exact."""
         count = self.services.tokens.count
+        header = MAIN_HEADER.format(agent=self.agent, role=self.role)
+        width = self.config.low_relevance_chars
+        low_lines = [
+            f"[{t.role}] {_shorten(t.summary, width)} (relevance: {relevance[id(t)]:.2f})"
+            for t in low
+        ]
+        low_costs = [count(line) + 1 for line in low_lines]
+        overhead = count(header) + 1 + (count(LOW_HEADER) + 2 if low else 0)
+        estimate = overhead + sum(t.tokens + 1 for t in main) + sum(low_costs)
         while True:
-            lines = [MAIN_HEADER.format(agent=self.agent, role=self.role)]
-            lines += [f"[{t.role}] {t.summary}" for t in main]
-            if low:
-                lines.append("\n" + LOW_HEADER)
-                width = self.config.low_relevance_chars
-                lines += [
-                    f"[{t.role}] {_shorten(t.summary, width)} (relevance: {relevance[id(t)]:.2f})"
-                    for t in low
-                ]
+            while estimate > self.budget and (low_lines or any(not t.pinned for t in main)):
+                if low_lines:
+                    low_lines.pop()
+                    estimate -= low_costs.pop()
+                else:
+                    victim = min((t for t in main if not t.pinned), key=lambda t: relevance[id(t)])
+                    main.remove(victim)
+                    estimate -= victim.tokens + 1
+            lines = [header] + [_line(t.role, t.summary) for t in main]
+            if low_lines:
+                lines += ["", LOW_HEADER, *low_lines]
             text = "\n".join(lines)
             tokens = count(text)
-            droppable = [t for t in main if not t.pinned]
-            if tokens <= self.budget or (not low and not droppable):
+            if tokens <= self.budget or not (low_lines or any(not t.pinned for t in main)):
                 break
-            if low:
-                low = low[:-1]
-            else:
-                main.remove(min(droppable, key=lambda t: relevance[id(t)]))
-        return Context([{"role": "system", "content": text}], tokens, main, low)
+            estimate = tokens + 1  # the estimate was short: cut one more line and recount
+        kept_low = [t for t, _ in zip(low, low_lines, strict=False)]
+        return Context([{"role": "system", "content": text}], tokens, main, kept_low)
+
+
+def _line(role: str, summary: str) -> str:
+    return f"[{role}] {summary}"
 
 
 def _shorten(text: str, width: int) -> str:

@@ -38,11 +38,11 @@ class Clock:
         return self.now
 
 
-def exactly(text: str, tokens: int) -> str:
-    """Pad ``text`` with one-token words until it is exactly ``tokens`` tokens."""
-    while TOKENS.count(text) < tokens:
+def exactly(text: str, tokens: int, role: str = "user") -> str:
+    """Pad ``text`` with one-token words until its context line is exactly ``tokens`` tokens."""
+    while TOKENS.count(f"[{role}] {text}") < tokens:
         text += " pad"
-    assert TOKENS.count(text) == tokens
+    assert TOKENS.count(f"[{role}] {text}") == tokens
     return text
 
 
@@ -89,7 +89,7 @@ def test_the_seed_worked_example(store: L0Store, clock: Clock) -> None:
         ("assistant", "提供了 HikariCP 配置示例", 70, 0.15, False, 600),
     ]
     added = [
-        chain.add_turn(role, exactly(text, n), relevance=r, supplement=s, at=NOW - age)
+        chain.add_turn(role, exactly(text, n, role), relevance=r, supplement=s, at=NOW - age)
         for role, text, n, r, s, age in rows
     ]
     assert [t.tokens for t in added] == [60, 80, 40, 50, 70]
@@ -299,7 +299,7 @@ def test_a_session_needs_a_task_iri(store: L0Store, clock: Clock) -> None:
 OPERATION = st.one_of(
     st.tuples(
         st.just("add"),
-        st.integers(1, 60),
+        st.integers(3, 60),
         st.floats(0.0, 1.0),
         st.integers(0, 900),
         st.booleans(),

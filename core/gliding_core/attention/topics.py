@@ -41,7 +41,8 @@ def boundaries(
     """Return the topic boundaries of a sequence of embeddings (missing ones are skipped)."""
     present = [(i, as_vector(e)) for i, e in enumerate(embeddings) if e is not None]
     found = []
-    for position in range(1, len(present)):
+    # A gap is judged once a whole block follows it, so a boundary, once found, stays found.
+    for position in range(1, len(present) - window + 1):
         left = [v for _, v in present[max(0, position - window) : position]]
         right = [v for _, v in present[position : position + window]]
         value = cosine(np.mean(left, axis=0), np.mean(right, axis=0))

@@ -1,0 +1,136 @@
+"""Reading LoCoMo conversations (Maharana et al., ACL 2024) for the benchmarks.
+
+The data file is never part of the project; benchmarks take its path as an argument.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gliding_core.errors import InvalidInputError
+
+QUESTION_CATEGORIES = (1, 2, 3, 4)  # 5 is adversarial: no evidence in the conversation
+_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+SECONDS_BETWEEN_TURNS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One dialogue turn, with the session it belongs to and when it happened."""
+
+    dia_id: str
+    session: int
+    date: str
+    time: float
+    speaker: str
+    text: str
+
+    @property
+    def line(self) -> str:
+        """The turn as the benchmarks write it: ``[date] speaker: text``."""
+        return f"[{self.date}] {self.speaker}: {self.text}"
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question with the dialogue turns that hold its answer."""
+
+    question: str
+    evidence: tuple[str, ...]
+    category: int
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One LoCoMo conversation."""
+
+    sample_id: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    questions: list[Question]
+
+
+def load(path: Path, conversations: list[str] | None = None) -> list[Conversation]:
+    """Load the conversations of a LoCoMo JSON file, all or those named.
+
+    Raises:
+        InvalidInputError: the file is missing or malformed, or a named conversation is absent.
+    """
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"cannot read LoCoMo data at {str(path)!r}: {exc}") from exc
+    if not isinstance(raw, list):
+        raise InvalidInputError(f"LoCoMo data at {str(path)!r} must be a JSON list")
+    items: dict[str, dict[str, Any]] = {
+        str(item.get("sample_id")): item for item in raw if isinstance(item, dict)
+    }
+    wanted = conversations or list(items)
+    missing = [name for name in wanted if name not in items]
+    if missing:
+        raise InvalidInputError(f"conversations not in {str(path)!r}: {', '.join(missing)}")
+    return [_conversation(items[name]) for name in wanted]
+
+
+def _conversation(item: dict[str, Any]) -> Conversation:
+    conv = item["conversation"]
+    numbers = sorted(
+        int(key.split("_")[1])
+        for key in conv
+        if key.startswith("session_") and not key.endswith("date_time")
+    )
+    turns: list[Turn] = []
+    for number in numbers:
+        date = str(conv.get(f"session_{number}_date_time", ""))
+        start = _parse_date(date)
+        for index, raw in enumerate(conv[f"session_{number}"]):
+            text = str(raw.get("text", ""))
+            if raw.get("blip_caption"):
+                text += f" [image: {raw['blip_caption']}]"
+            turns.append(
+                Turn(
+                    dia_id=str(raw["dia_id"]),
+                    session=number,
+                    date=date,
+                    time=start + index * SECONDS_BETWEEN_TURNS,
+                    speaker=str(raw["speaker"]),
+                    text=text,
+                )
+            )
+    questions = [
+        Question(
+            question=str(q["question"]),
+            evidence=tuple(str(e) for e in q.get("evidence", [])),
+            category=int(q["category"]),
+        )
+        for q in item.get("qa", [])
+    ]
+    return Conversation(
+        sample_id=str(item["sample_id"]),
+        speakers=(str(conv.get("speaker_a", "A")), str(conv.get("speaker_b", "B"))),
+        turns=turns,
+        questions=questions,
+    )
+
+
+def _parse_date(text: str) -> float:
+    try:
+        return (
+            datetime.strptime(text.strip(), _DATE_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+        )
+    except ValueError:
+        return 0.0
+
+
+def answerable(conversation: Conversation) -> list[Question]:
+    """Return the questions of categories 1-4 that name evidence turns present in the data."""
+    present = {t.dia_id for t in conversation.turns}
+    return [
+        q
+        for q in conversation.questions
+        if q.category in QUESTION_CATEGORIES and any(e in present for e in q.evidence)
+    ]

@@ -26,7 +26,9 @@ def test_boundaries_of_two_clusters() -> None:
     assert [x.index for x in found] == [3]
     assert found[0].similarity < 0.4
     assert boundaries([a, a, None, a], threshold=0.4, window=2) == []
-    assert [x.index for x in boundaries([a, a, a, b, b], threshold=0.4, window=3)] == [3]
+    assert [x.index for x in boundaries([a, a, a, b, b, b], threshold=0.4, window=3)] == [3]
+    # a gap is judged only once a whole block follows it
+    assert boundaries([a, a, a, b, b], threshold=0.4, window=3) == []
 
 
 def test_a_check_publishes_the_shift_and_compresses_the_old_topic() -> None:

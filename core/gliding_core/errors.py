@@ -11,6 +11,7 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   └── EncodingUnavailableError          the token encoding cannot be loaded
     ├── EntryNotFoundError (LookupError)      no entry has this IRI
     ├── StorageError (RuntimeError)           the storage backend failed
+    ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
     └── ClosedError (RuntimeError)            the memory or store was used after close()
 
 Backend exceptions (``sqlite3.Error`` ...) are translated at one boundary with
@@ -50,6 +51,10 @@ class EntryNotFoundError(GlidingError, LookupError):
 
 class StorageError(GlidingError, RuntimeError):
     """The storage backend failed (disk, lock timeout, corruption)."""
+
+
+class EmbedderError(GlidingError, RuntimeError):
+    """An embedding backend could not be loaded or did not answer."""
 
 
 class ClosedError(GlidingError, RuntimeError):

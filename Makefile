@@ -33,12 +33,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
+# torch is pinned first: 2.13.0 is a CPU build that lies on the reference machines' disk; left
+# to itself, sentence-transformers would pull a multi-GB CUDA build of the newest torch.
 $(CORE_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) install -e .
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[local]'
 	touch $@
 
 $(DEV_STAMP): pyproject.toml $(CORE_STAMP)
-	$(PIP) install -e '.[dev]'
+	$(PIP) install -e '.[dev,local]'
 	touch $@
 
 clean:

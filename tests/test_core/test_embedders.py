@@ -1,0 +1,184 @@
+"""Embedding backends: the local model, HTTP APIs against a real local server, cache, auto."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gliding_core import HashEmbedder, InvalidInputError
+from gliding_core.errors import EmbedderError
+from gliding_core.hyperspace.backends import (
+    CachedEmbedder,
+    HttpEmbedder,
+    SentenceTransformerEmbedder,
+    auto_embedder,
+    make_embedder,
+)
+from gliding_core.hyperspace.vectors import cosine
+
+
+class FakeEmbeddingServer(BaseHTTPRequestHandler):
+    """Answers /v1/embeddings and /api/embed; fails the first ``failures`` requests with 503."""
+
+    failures = 0
+    requests: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        auth = self.headers.get("Authorization")
+        type(self).requests.append({"path": self.path, "body": body, "auth": auth})
+        if type(self).failures > 0:
+            type(self).failures -= 1
+            self._send(503, {"error": "busy"})
+            return
+        if body["model"] == "broken":
+            self._send(400, {"error": "unknown model broken"})
+            return
+        vectors = [[float(len(text)), 1.0, float(i)] for i, text in enumerate(body["input"])]
+        if self.path == "/api/embed":
+            self._send(200, {"embeddings": vectors})
+        else:  # answer out of order: the client must sort by index
+            rows = [{"index": i, "embedding": v} for i, v in enumerate(vectors)]
+            self._send(200, {"data": list(reversed(rows))})
+
+    def _send(self, status: int, payload: object) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    FakeEmbeddingServer.failures = 0
+    FakeEmbeddingServer.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeEmbeddingServer)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+def test_openai_compatible_api_in_batches(server: str) -> None:
+    embedder = HttpEmbedder(server, "text-embed", api_key="secret", batch_size=2, backoff=0.01)
+    vectors = embedder.embed_documents(["a", "bb", "ccc"])
+    assert vectors == [[1.0, 1.0, 0.0], [2.0, 1.0, 1.0], [3.0, 1.0, 0.0]]
+    assert [r["path"] for r in FakeEmbeddingServer.requests] == ["/v1/embeddings"] * 2
+    assert FakeEmbeddingServer.requests[0]["auth"] == "Bearer secret"
+    assert embedder.dimension == 3
+    assert embedder.name == "openai:text-embed"
+
+
+def test_ollama_api(server: str) -> None:
+    embedder = HttpEmbedder(server, "nomic-embed-text", api="ollama")
+    assert embedder.embed_query("four") == [4.0, 1.0, 0.0]
+    assert FakeEmbeddingServer.requests[0]["path"] == "/api/embed"
+
+
+def test_retries_with_backoff_then_succeeds(server: str, caplog: pytest.LogCaptureFixture) -> None:
+    FakeEmbeddingServer.failures = 2
+    embedder = HttpEmbedder(server, "m", retries=3, backoff=0.01)
+    with caplog.at_level(logging.WARNING):
+        assert embedder.embed_query("x") == [1.0, 1.0, 0.0]
+    assert len(FakeEmbeddingServer.requests) == 3
+    assert "retrying" in caplog.text
+
+
+def test_gives_up_with_a_clear_error(server: str) -> None:
+    FakeEmbeddingServer.failures = 10
+    with pytest.raises(EmbedderError, match="HTTP 503"):
+        HttpEmbedder(server, "m", retries=1, backoff=0.01).embed_query("x")
+    FakeEmbeddingServer.failures = 0
+    with pytest.raises(EmbedderError, match="unknown model broken"):
+        HttpEmbedder(server, "broken").embed_query("x")  # 4xx: no retry
+
+
+def test_an_unreachable_server_is_an_embedder_error() -> None:
+    embedder = HttpEmbedder("http://127.0.0.1:9", "m", retries=1, backoff=0.01, timeout=2)
+    with pytest.raises(EmbedderError, match="did not answer after 2 attempts"):
+        embedder.embed_query("x")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"base_url": "ftp://x", "model": "m"}, "http"),
+        ({"base_url": "http://x", "model": ""}, "model"),
+        ({"base_url": "http://x", "model": "m", "api": "grpc"}, "grpc"),
+        ({"base_url": "http://x", "model": "m", "batch_size": 0}, "batch_size"),
+    ],
+)
+def test_bad_settings_are_named(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        HttpEmbedder(**options)
+
+
+@pytest.fixture(scope="module")
+def local() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder()
+
+
+def test_the_bundled_local_model_embeds_offline(local: SentenceTransformerEmbedder) -> None:
+    vectors = local.embed_documents(
+        ["The cat sat on the mat.", "A kitten rests on a rug.", "Quarterly tax filing deadline."]
+    )
+    assert local.dimension == 384
+    assert local.name == "local:all-MiniLM-L6-v2"
+    assert all(abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 for v in vectors)
+    similar, unrelated = cosine(vectors[0], vectors[1]), cosine(vectors[0], vectors[2])
+    assert similar is not None and unrelated is not None
+    assert similar > unrelated + 0.2
+
+
+def test_a_model_that_cannot_load_is_an_embedder_error(tmp_path: Path) -> None:
+    with pytest.raises(EmbedderError, match="cannot load"):
+        SentenceTransformerEmbedder(tmp_path / "no-model-here")
+
+
+def test_the_cache_embeds_each_text_once_and_persists(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    class Counting(HashEmbedder):
+        def embed_documents(self, texts: Any) -> list[list[float]]:
+            calls.append(list(texts))
+            return super().embed_documents(texts)
+
+    path = tmp_path / "cache.sqlite3"
+    cache = CachedEmbedder(Counting(), path)
+    first = cache.embed_documents(["a", "b", "a"])
+    assert cache.embed_query("b") == first[1]
+    assert calls == [["a", "b"]]
+    assert (cache.hits, cache.misses) == (2, 2)
+    cache.close()
+    again = CachedEmbedder(Counting(), path)
+    assert again.embed_documents(["a"]) == [first[0]]
+    assert calls == [["a", "b"]]  # nothing embedded twice, even after a restart
+
+
+def test_auto_falls_back_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        embedder = auto_embedder(("chroma-onnx", "hash"))
+    if isinstance(embedder, HashEmbedder):
+        assert "falling back to 'hash'" in caplog.text
+    assert make_embedder("hash").name == "hash-256"
+    with pytest.raises(InvalidInputError, match="unknown embedder"):
+        make_embedder("magic")
+
+
+def test_auto_prefers_the_local_model() -> None:
+    assert auto_embedder().name == "local:all-MiniLM-L6-v2"

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -29,9 +29,9 @@ class FakeEmbeddingServer(BaseHTTPRequestHandler):
     """Answers /v1/embeddings and /api/embed; fails the first ``failures`` requests with 503."""
 
     failures = 0
-    requests: list[dict[str, Any]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         auth = self.headers.get("Authorization")
         type(self).requests.append({"path": self.path, "body": body, "auth": auth})
@@ -141,7 +141,8 @@ def test_the_bundled_local_model_embeds_offline(local: SentenceTransformerEmbedd
     assert local.name == "local:all-MiniLM-L6-v2"
     assert all(abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 for v in vectors)
     similar, unrelated = cosine(vectors[0], vectors[1]), cosine(vectors[0], vectors[2])
-    assert similar is not None and unrelated is not None
+    assert similar is not None
+    assert unrelated is not None
     assert similar > unrelated + 0.2
 
 

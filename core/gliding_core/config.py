@@ -30,6 +30,19 @@ class Settings(BaseModel):
             raise ConfigError(f"invalid {type(self).__name__}: {problems}") from None
 
 
+# English function words: they match most entries and rank none of them better.
+DEFAULT_STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+
 class StoreConfig(Settings):
     """L0 store settings.
 
@@ -40,6 +53,7 @@ class StoreConfig(Settings):
             survives a power loss; ``"normal"`` survives a crash of the process only, and is faster.
         text_keys: node properties holding plain text, for which a merge keeps the longer value.
         default_importance: the importance of a new entry written without one.
+        stop_words: words full-text queries leave out (unless nothing else is left).
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -47,6 +61,7 @@ class StoreConfig(Settings):
     durability: Literal["full", "normal"] = "full"
     text_keys: frozenset[str] = frozenset({"text"})
     default_importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    stop_words: frozenset[str] = DEFAULT_STOP_WORDS
 
 
 class EvictionPolicy(Settings):
@@ -156,6 +171,8 @@ class MemoryConfig(Settings):
         topics: the topic-shift monitor settings.
         relevance_alpha: the relevance tracker's weight of the task goal (seed 001: 0.6).
         bus_history: how many recent events the memory bus keeps.
+        embedder: the embedding backend when none is passed in (``auto``: the best available).
+        chroma_host, chroma_port: a Chroma server for the dense index; embedded when unset.
     """
 
     store: StoreConfig = StoreConfig()
@@ -164,3 +181,6 @@ class MemoryConfig(Settings):
     topics: TopicConfig = TopicConfig()
     relevance_alpha: float = Field(default=0.6, ge=0.0, le=1.0)
     bus_history: int = Field(default=1_000, ge=0)
+    embedder: Literal["auto", "local", "chroma-onnx", "hash"] = "auto"
+    chroma_host: str | None = None
+    chroma_port: int = Field(default=8000, ge=1, le=65_535)

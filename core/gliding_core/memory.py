@@ -7,6 +7,8 @@ one directory; closing the memory closes what it owns, once.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import threading
 import time
@@ -19,13 +21,27 @@ from gliding_core.attention.window import ContextWindowManager
 from gliding_core.bus import EventBus
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import InvalidInputError
-from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.filters import SearchFilters
+from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
+from gliding_core.hyperspace.dense import DenseIndex, chroma_client
+from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.hyperspace.search import HybridSearch, SearchHit
 from gliding_core.session import Session, SessionServices
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 
+logger = logging.getLogger(__name__)
+
 STORE_FILE = "l0.sqlite3"
+EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
+CHROMA_DIR = "chroma"
+MANIFEST_FILE = "memory.json"
+
+
+def _collection(directory: Path | None) -> str | None:
+    """A persistent memory keeps one collection; an in-memory one gets a fresh name."""
+    return None if directory is None else "gliding-l0"
 
 
 class Memory:
@@ -35,7 +51,9 @@ class Memory:
         config: settings; ``MemoryConfig()`` when omitted.
         store: a ready L0 store; an in-memory one built from ``config`` when omitted.
         tokens: a ready token counter; one for ``config.token_encoding`` when omitted.
-        embedder: the embedding model for relevance and topics; the hash embedder by default.
+        embedder: the embedding model for search, relevance and topics; by default the backend
+            ``config.embedder`` names (``auto``: the local model when installed, else a
+            fallback, with a logged warning). Every embedding is cached.
         summarizer: writes L1 summaries; the extractive summarizer by default.
         bus: the event bus; a new one when omitted.
         directory: where the memory keeps its files, or ``None`` when it lives in memory.
@@ -62,7 +80,11 @@ class Memory:
         self.directory = directory
         self.tokens = tokens or TokenCounter(self.config.token_encoding)
         self.store = store or L0Store(None, self.config.store)
-        self.embedder = embedder if embedder is not None else HashEmbedder()
+        self._cache = CachedEmbedder(
+            embedder if embedder is not None else make_embedder(self.config.embedder),
+            None if directory is None else directory / EMBEDDING_CACHE_FILE,
+        )
+        self.embedder: Embedder = self._cache
         self.summarizer = summarizer or ExtractiveSummarizer(self.tokens)
         self.bus = bus or EventBus(self.config.bus_history)
         self.supplements = SupplementaryInputStore(self.store, self.bus)
@@ -75,6 +97,15 @@ class Memory:
             clock=clock,
         )
         self.topics = TopicMonitor(self.bus, self.config.topics, self.sessions)
+        client = chroma_client(
+            None if directory is None else directory / CHROMA_DIR,
+            host=self.config.chroma_host,
+            port=self.config.chroma_port,
+        )
+        self.index = DenseIndex(self.store, self.embedder, client, _collection(directory))
+        self.hyperspace = HybridSearch(self.store, self.index)
+        if directory is not None:
+            self._check_manifest(directory)
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
 
@@ -107,6 +138,31 @@ class Memory:
             summarizer=summarizer,
             directory=directory,
         )
+
+    @property
+    def embedder_name(self) -> str:
+        """The name of the active embedding backend (``local:all-MiniLM-L6-v2``, ``hash-256``)."""
+        return self._cache.name
+
+    def search(
+        self, query: str, k: int = 10, *, filters: SearchFilters | None = None
+    ) -> list[SearchHit]:
+        """Hybrid search of everything in L0 (see ``HybridSearch.search``)."""
+        return self.hyperspace.search(query, k, filters=filters)
+
+    def _check_manifest(self, directory: Path) -> None:
+        """Record the embedder in ``memory.json``; re-embed the index when it changed."""
+        path = directory / MANIFEST_FILE
+        previous = json.loads(path.read_text()) if path.is_file() else {}
+        if previous.get("embedder") != self.embedder_name:
+            if previous.get("embedder") is not None or self.index.count() != self.store.count():
+                logger.warning(
+                    "embedder changed from %r to %r: rebuilding the dense index",
+                    previous.get("embedder"),
+                    self.embedder_name,
+                )
+                self.index.rebuild()
+            path.write_text(json.dumps({"embedder": self.embedder_name}, indent=2) + "\n")
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""
@@ -159,7 +215,9 @@ class Memory:
     def close(self) -> None:
         """Stop the topic monitor and close the store; closing twice is harmless."""
         self.topics.stop()
+        self.index.close()
         self.store.close()
+        self._cache.close()
 
     def __enter__(self) -> Memory:
         return self

@@ -22,13 +22,14 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
 from gliding_core.config import StoreConfig
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
 from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError, StorageError
+from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import (
     Node,
     canonical_json,
@@ -97,6 +98,8 @@ _UNINDEX_CONTENT = (
 )
 _STATES = {state.value: state for state in MesiState}
 
+Change = tuple[str, "str | None"]
+
 Direction = Literal["out", "in", "both"]
 
 
@@ -117,6 +120,9 @@ class L0Store:
         self.path = None if path is None or str(path) == ":memory:" else os.fspath(path)
         self._lock = threading.RLock()
         self._closed = False
+        self._listeners: list[Callable[[list[Change]], None]] = []
+        self._changes: list[Change] = []
+        self.stop_words = self.config.stop_words
         self._conn = self._connect()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -177,8 +183,10 @@ class L0Store:
         """Hold the store's lock, translate SQLite errors, and wrap writes in one transaction.
 
         A write inside another write (the same thread holds the lock) becomes a savepoint, so
-        it commits with, and rolls back with, the outer transaction.
+        it commits with, and rolls back with, the outer transaction. Listeners hear of the
+        committed changes after the outermost commit, outside the lock.
         """
+        committed: list[Change] = []
         with self._lock:
             if self._closed:
                 raise ClosedError("the L0 store is closed")
@@ -188,10 +196,12 @@ class L0Store:
                     yield conn
                     return
                 nested = conn.in_transaction
+                mark = len(self._changes)
                 conn.execute("SAVEPOINT nested" if nested else "BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
+                    del self._changes[mark:]
                     if nested:
                         conn.execute("ROLLBACK TO nested")
                         conn.execute("RELEASE nested")
@@ -199,10 +209,31 @@ class L0Store:
                         conn.execute("ROLLBACK")
                     raise
                 conn.execute("RELEASE nested" if nested else "COMMIT")
+                if not nested:
+                    committed, self._changes = self._changes, []
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._changes.clear()
                 raise StorageError(f"L0 store operation failed: {exc}") from exc
+        if committed:
+            self._notify(committed)
+
+    def subscribe(self, listener: Callable[[list[Change]], None]) -> Callable[[], None]:
+        """Call ``listener`` with the committed text changes of each write; return a canceller.
+
+        A change is ``(iri, text)`` for an entry whose text was written and ``(iri, None)`` for
+        a deleted entry. A failing listener is logged; the write it follows stands.
+        """
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _notify(self, changes: list[Change]) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(changes)
+            except Exception:
+                logger.exception("L0 change listener %r failed", listener)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -318,8 +349,7 @@ class L0Store:
                 )
         return found
 
-    @staticmethod
-    def _flush(conn: sqlite3.Connection, entries: list[Staged], now: float) -> None:
+    def _flush(self, conn: sqlite3.Connection, entries: list[Staged], now: float) -> None:
         """Write the changed entries of a batch and bring every index in line with them."""
         types = {e.id: node_types(e.node) for e in entries}
         values = [
@@ -376,10 +406,12 @@ class L0Store:
             "INSERT INTO edges (source_id, predicate, target) VALUES (?, ?, ?)",
             [(e.id, p, t) for e in reindex for p, t in node_references(e.node)],
         )
+        texts = [(e, node_text(e.node)) for e in reindex]
         conn.executemany(
             "INSERT INTO entry_text (rowid, text) VALUES (?, ?)",
-            [(e.id, text) for e in reindex if (text := node_text(e.node))],
+            [(e.id, text) for e, text in texts if text],
         )
+        self._changes.extend((e.iri, text) for e, text in texts)
         for e in entries:
             e.in_database, e.indexed_hash, e.changed = True, e.content_hash, False
             e.indexed_tags, e.indexed_types = e.tags, tuple(types[e.id])
@@ -454,6 +486,7 @@ class L0Store:
                 "DELETE FROM entry_types WHERE type = ? AND entry_id = ?",
                 [(t, entry_id) for t in _split(row[2])],
             )
+            self._changes.append((iri, None))
         return True
 
     # -- reads ---------------------------------------------------------------------------------
@@ -561,28 +594,84 @@ class L0Store:
         """Return the most recently changed entries, newest first."""
         return self._select("ORDER BY e.updated_at DESC, e.id DESC", [], limit)
 
-    def search_text(self, query: str, *, limit: int = 10) -> list[TextHit]:
+    def search_text(
+        self, query: str, *, limit: int = 10, filters: SearchFilters | None = None
+    ) -> list[TextHit]:
         """Full-text search over the entries' text, ranked by BM25 (best first).
 
-        The query is split into words; an entry matching any of them is a candidate.
+        The query is split into words; an entry matching any of them is a candidate. Words in
+        ``stop_words`` are left out unless nothing else is left.
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {preview(query)}")
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
-        if not words:
+        content = [w for w in words if w not in self.stop_words] or words
+        if not content:
             return []
-        expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in content)
+        condition, params = (filters or SearchFilters()).sql()
         with self._session(write=False) as conn:
             rows = conn.execute(
                 f"SELECT {_QUALIFIED}, -bm25(entry_text) AS score FROM entry_text"
                 " JOIN entries AS e ON e.id = entry_text.rowid"
-                " WHERE entry_text MATCH ? ORDER BY bm25(entry_text) LIMIT ?",
-                (expression, _check_limit(limit)),
+                f" WHERE entry_text MATCH ? AND {condition} ORDER BY bm25(entry_text) LIMIT ?",
+                (expression, *params, _check_limit(limit)),
             ).fetchall()
         return [
             TextHit(entry=_to_entry(row[:-1]), score=row[-1], rank=rank)
             for rank, row in enumerate(rows, start=1)
         ]
+
+    def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
+        """Return the IRIs (among ``iris``, when given) of the entries that pass ``filters``."""
+        condition, params = filters.sql()
+        if iris is None:
+            with self._session(write=False) as conn:
+                rows = conn.execute(
+                    f"SELECT e.iri FROM entries AS e WHERE {condition} ORDER BY e.id", params
+                ).fetchall()
+            return [row[0] for row in rows]
+        found: set[str] = set()
+        unique = list(dict.fromkeys(iris))
+        with self._session(write=False) as conn:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                rows = conn.execute(
+                    f"SELECT e.iri FROM entries AS e WHERE {condition}"
+                    f" AND e.iri IN ({', '.join('?' * len(chunk))})",
+                    [*params, *chunk],
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        return [iri for iri in unique if iri in found]
+
+    def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
+        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
+        out: dict[str, Entry] = {}
+        unique = list(dict.fromkeys(iris))
+        with self._session(write=False) as conn:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM entries WHERE iri IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+                out.update((row[0], _to_entry(row)) for row in rows)
+        return out
+
+    def scan_texts(self, batch: int = 1_000) -> Iterator[list[tuple[str, str]]]:
+        """Yield ``(iri, text)`` of every entry with text, in batches (to rebuild an index)."""
+        last = 0
+        while True:
+            with self._session(write=False) as conn:
+                rows = conn.execute(
+                    "SELECT id, iri, content FROM entries WHERE id > ? ORDER BY id LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            texts = [(iri, node_text(json.loads(content))) for _, iri, content in rows]
+            yield [(iri, text) for iri, text in texts if text]
 
     def neighbours(self, iri: str, *, direction: Direction = "both") -> list[Edge]:
         """Return the references from (``"out"``), to (``"in"``) or around (``"both"``) ``iri``."""

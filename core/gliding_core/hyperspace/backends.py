@@ -7,6 +7,7 @@ embedder) and logs a warning for each one it had to skip.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -323,12 +324,18 @@ class CachedEmbedder:
             self._conn.close()
 
 
+@functools.lru_cache(maxsize=1)
+def shared_local_model() -> SentenceTransformerEmbedder:
+    """Return the default local model, loaded once per process and shared (it is read-only)."""
+    return SentenceTransformerEmbedder()
+
+
 def auto_embedder(
     preference: Sequence[str] = ("local", "chroma-onnx", "hash"),
 ) -> Embedder:
     """Return the first backend of ``preference`` that loads, warning about each one skipped."""
     makers: dict[str, Callable[[], Embedder]] = {
-        "local": SentenceTransformerEmbedder,
+        "local": shared_local_model,
         "chroma-onnx": ChromaOnnxEmbedder,
         "hash": HashEmbedder,
     }

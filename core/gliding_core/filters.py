@@ -1,0 +1,117 @@
+"""L0: structured search filters, one definition applied the same way by every search arm.
+
+A filter is validated when built and turns into one SQL condition on the entries table (alias
+``e``) with its parameters; the lexical arm joins it into the full-text query, the dense arm
+checks its candidates against it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gliding_core.entry import check_importance
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import is_label, preview
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Conditions an entry must meet; unset fields do not filter.
+
+    Attributes:
+        tags_all: the entry carries every one of these tags.
+        tags_any: the entry carries at least one of these tags.
+        types: the entry has at least one of these JSON-LD types.
+        named_graph: the entry is in this named graph.
+        min_importance, max_importance: the importance range, inclusive.
+        since, until: the creation time range (UNIX seconds), inclusive.
+    """
+
+    tags_all: tuple[str, ...] = ()
+    tags_any: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    named_graph: str | None = None
+    min_importance: float | None = None
+    max_importance: float | None = None
+    since: float | None = None
+    until: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tags_all", "tags_any", "types"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(is_label(v) for v in value):
+                raise InvalidInputError(
+                    f"{name} must be a list of non-empty strings, got {preview(value)}"
+                )
+            object.__setattr__(self, name, tuple(value))
+        if self.named_graph is not None and not is_label(self.named_graph):
+            raise InvalidInputError(
+                f"named_graph must be a non-empty string, got {preview(self.named_graph)}"
+            )
+        for name in ("min_importance", "max_importance"):
+            if getattr(self, name) is not None:
+                check_importance(getattr(self, name))
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
+                raise InvalidInputError(
+                    f"{name} must be a UNIX time in seconds, got {preview(value)}"
+                )
+        low, high = self.min_importance, self.max_importance
+        if low is not None and high is not None and low > high:
+            raise InvalidInputError(f"importance range is empty: {low} > {high}")
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise InvalidInputError(f"time range is empty: since {self.since} > until {self.until}")
+
+    @property
+    def empty(self) -> bool:
+        """Whether the filter lets every entry through."""
+        return self == SearchFilters()
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """Return the SQL condition on alias ``e`` and its parameters (``"1"`` when empty)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if self.tags_all:
+            tags = _unique(self.tags_all)
+            parts.append(
+                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags)})"
+                f" GROUP BY entry_id HAVING COUNT(*) = {len(tags)})"
+            )
+            params += tags
+        if self.tags_any:
+            tags = _unique(self.tags_any)
+            parts.append(f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags)}))")
+            params += tags
+        if self.types:
+            types = _unique(self.types)
+            parts.append(
+                f"e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({_marks(types)}))"
+            )
+            params += types
+        for column, operator, value in (
+            ("e.named_graph", "=", self.named_graph),
+            ("e.importance", ">=", self.min_importance),
+            ("e.importance", "<=", self.max_importance),
+            ("e.created_at", ">=", self.since),
+            ("e.created_at", "<=", self.until),
+        ):
+            if value is not None:
+                parts.append(f"{column} {operator} ?")
+                params.append(value)
+        return (" AND ".join(parts) or "1"), params
+
+
+def _unique(values: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _marks(values: Sequence[str]) -> str:
+    return ", ".join("?" * len(values))

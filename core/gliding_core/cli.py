@@ -14,9 +14,13 @@ from typing import TextIO
 
 from gliding_core import demo
 from gliding_core.errors import GlidingError
-from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.hyperspace.backends import make_embedder
+from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.memory import STORE_FILE, Memory
 from gliding_core.table import render
+
+
+EMBEDDERS = ["auto", "local", "chroma-onnx", "hash"]
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -59,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     tokens.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
     tokens.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
     tokens.add_argument("--budgets", type=_numbers, default=[500, 1000, 2000, 4000])
-    tokens.add_argument("--embedder", choices=["hash"], default="hash")
+    tokens.add_argument("--embedder", choices=EMBEDDERS, default="auto")
     tokens.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     tokens.set_defaults(handler=_bench_tokens)
 
@@ -67,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     topics.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
     topics.add_argument("--sequences", type=_positive, default=30)
     topics.add_argument("--seed", type=int, default=0)
-    topics.add_argument("--embedder", choices=["hash"], default="hash")
+    topics.add_argument("--embedder", choices=EMBEDDERS, default="auto")
     topics.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     topics.set_defaults(handler=_bench_topics)
     return parser
@@ -95,7 +99,7 @@ def _numbers(text: str) -> list[int]:
 
 
 def _embedder(name: str) -> Embedder:
-    return HashEmbedder()
+    return make_embedder(name)
 
 
 def _write_json(path: Path | None, figures: object) -> None:

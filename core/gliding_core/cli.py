@@ -19,7 +19,6 @@ from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.memory import STORE_FILE, Memory
 from gliding_core.table import render
 
-
 EMBEDDERS = ["auto", "local", "chroma-onnx", "hash"]
 
 

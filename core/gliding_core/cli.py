@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     topics.add_argument("--embedder", choices=EMBEDDERS, default="auto")
     topics.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     topics.set_defaults(handler=_bench_topics)
+
+    locomo = bench.add_parser("locomo", help="long-term recall on LoCoMo: hybrid vs its arms")
+    locomo.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
+    locomo.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
+    locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto")
+    locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    locomo.set_defaults(handler=_bench_locomo)
     return parser
 
 
@@ -214,6 +221,47 @@ def _bench_tokens(args: argparse.Namespace, out: TextIO) -> int:
         "recent",
     ]
     title = f"L1 prompt tokens per step, LoCoMo {', '.join(figures['conversations'])}"
+    out.write(render(headers, rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import locomo
+
+    figures = locomo.run(args.data, _embedder(args.embedder), conversations=args.conversations)
+    keys = [
+        "recall@5",
+        "recall@10",
+        "recall@20",
+        "budget_recall@500",
+        "budget_recall@1000",
+        "budget_recall@2000",
+        "context_tokens_mean",
+        "ingest_p50_ms",
+        "ingest_p95_ms",
+        "search_p50_ms",
+        "search_p95_ms",
+    ]
+    rows = [(name, *(m[k] for k in keys)) for name, m in figures["methods"].items()]
+    headers = [
+        "method",
+        "R@5",
+        "R@10",
+        "R@20",
+        "BR@500",
+        "BR@1000",
+        "BR@2000",
+        "ctx tok",
+        "ingest p50",
+        "ingest p95",
+        "search p50",
+        "search p95",
+    ]
+    title = (
+        f"LoCoMo evidence recall: {', '.join(figures['conversations'])}, "
+        f"{figures['questions']} questions, embedder {figures['embedder']}"
+    )
     out.write(render(headers, rows, title=title) + "\n")
     _write_json(args.json, figures)
     return 0

@@ -696,6 +696,29 @@ class L0Store:
                 edges.extend(Edge(*row) for row in rows)
         return edges
 
+    def linked(self, iris: Sequence[str], predicates: Sequence[str]) -> list[tuple[str, str]]:
+        """Return ``(iri, neighbour)`` pairs joined by an edge under one of ``predicates``, in
+        either direction, for the given IRIs (one query per chunk, for search expansion)."""
+        wanted = _check_names(predicates, "predicates")
+        pairs: list[tuple[str, str]] = []
+        unique = list(dict.fromkeys(iris))
+        marks = ", ".join("?" * len(wanted))
+        with self._session(write=False) as conn:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                holes = ", ".join("?" * len(chunk))
+                pairs += conn.execute(
+                    "SELECT e.iri, g.target FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+                    f" WHERE e.iri IN ({holes}) AND g.predicate IN ({marks})",
+                    [*chunk, *wanted],
+                ).fetchall()
+                pairs += conn.execute(
+                    "SELECT g.target, e.iri FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+                    f" WHERE g.target IN ({holes}) AND g.predicate IN ({marks})",
+                    [*chunk, *wanted],
+                ).fetchall()
+        return pairs
+
     def tag_counts(self) -> dict[str, int]:
         """Return the number of entries per tag, most used first."""
         return self._counts("SELECT tag, COUNT(*) AS n FROM entry_tags GROUP BY tag")

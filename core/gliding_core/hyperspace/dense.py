@@ -60,7 +60,14 @@ class DenseIndex:
         name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
         try:
             self.collection = client.get_or_create_collection(
-                name=name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+                name=name,
+                # A wider search beam than Chroma's default: recall over speed at these sizes.
+                metadata={
+                    "hnsw:space": "cosine",
+                    "hnsw:search_ef": 128,
+                    "hnsw:construction_ef": 128,
+                },
+                embedding_function=None,
             )
         except Exception as exc:
             raise StorageError(f"cannot open the Chroma collection {name!r}: {exc}") from exc
@@ -125,6 +132,13 @@ class DenseIndex:
         )
         ids, distances = result["ids"][0], result["distances"][0]
         return [(iri, 1.0 - float(d)) for iri, d in zip(ids, distances, strict=True)]
+
+    def similarities(self, text: str, iris: Sequence[str]) -> dict[str, float]:
+        """Return the exact cosine of ``text`` with each indexed entry among ``iris``."""
+        if not iris:
+            return {}
+        vector = as_vector(self.embedder.embed_query(text))
+        return dict(self._exact(vector, list(iris), len(iris)))
 
     def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:
         found = self.collection.get(ids=allowed, include=["embeddings"])

@@ -45,14 +45,26 @@ class SearchHit:
 
 
 class HybridSearch:
-    """Search L0 by words and by meaning, with structured filters.
+    """Search L0 by words and by meaning, with structured filters, in two stages.
+
+    1. Each arm ranks up to ``candidates`` entries; the arms are fused by weighted reciprocal
+       rank (``rrf_k`` = 60) and the best ``pool`` become the candidates, with the entries
+       linked to them under ``context_predicates`` (the turns around a conversation turn).
+    2. With ``rerank`` (the default) the candidates are re-scored: each arm's own score
+       (BM25, exact cosine) plus ``context_weight`` times its linked neighbours' scores, so a
+       turn is judged with its context; each arm is normalised over the candidates and the
+       arms are mixed by their weights. Without it, the fused rank decides.
 
     Args:
         store: the L0 store (lexical arm, filters, entries).
         dense: the dense index, or ``None`` for lexical search only.
-        weights: the weight of each arm in the fusion.
+        weights: the weight of each arm, in both stages.
         rrf_k: the reciprocal-rank constant.
-        candidates: how many hits each arm contributes before fusion (at least ``k``).
+        candidates: how many hits each arm contributes (at least ``k``).
+        pool: how many fused hits go on to the second stage.
+        rerank: whether to run the second stage.
+        context_weight: the share of a neighbour's score a hit receives.
+        context_predicates: the links that carry context.
     """
 
     def __init__(
@@ -62,11 +74,16 @@ class HybridSearch:
         *,
         weights: Mapping[str, float] | None = None,
         rrf_k: int = RRF_K,
-        candidates: int = 50,
+        candidates: int = 100,
+        pool: int = 100,
+        rerank: bool = True,
+        context_weight: float = 0.3,
+        context_predicates: tuple[str, ...] = ("previous",),
     ) -> None:
         self.store, self.dense = store, dense
-        self.weights = _check_weights(weights or {"lexical": 1.0, "dense": 1.0})
-        self.rrf_k, self.candidates = rrf_k, candidates
+        self.weights = _check_weights(weights or {"lexical": 0.75, "dense": 1.0})
+        self.rrf_k, self.candidates, self.pool, self.rerank = rrf_k, candidates, pool, rerank
+        self.context_weight, self.context_predicates = context_weight, context_predicates
 
     def search(
         self,
@@ -84,8 +101,17 @@ class HybridSearch:
         if filters is not None and not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
         mix = self.weights if weights is None else _check_weights(weights)
-        ranked = self.arms(query, max(k, self.candidates), filters or SearchFilters())
-        return self.fuse(ranked, mix, k)
+        limits = filters or SearchFilters()
+        ranked = self.arms(query, max(k, self.candidates), limits)
+        fused, detail = self.fuse(ranked, mix)
+        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
+        if self.rerank:
+            final = self._rerank(query, best, ranked, detail, mix, limits)
+        else:
+            final = {iri: fused[iri] for iri in best}
+        top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
+        entries = self.store.get_many(top)
+        return [SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries]
 
     def arms(
         self, query: str, n: int, filters: SearchFilters
@@ -113,9 +139,10 @@ class HybridSearch:
         return kept
 
     def fuse(
-        self, ranked: Mapping[str, list[tuple[str, float]]], weights: Mapping[str, float], k: int
-    ) -> list[SearchHit]:
-        """Fuse ranked lists by weighted reciprocal rank and return the top ``k`` hits."""
+        self, ranked: Mapping[str, list[tuple[str, float]]], weights: Mapping[str, float]
+    ) -> tuple[dict[str, float], dict[str, dict[str, ArmResult]]]:
+        """Fuse ranked lists by weighted reciprocal rank; return the scores and each hit's
+        rank and score per arm."""
         fused: dict[str, float] = {}
         detail: dict[str, dict[str, ArmResult]] = {}
         for arm, hits in ranked.items():
@@ -123,9 +150,45 @@ class HybridSearch:
             for rank, (iri, score) in enumerate(hits, start=1):
                 detail.setdefault(iri, {})[arm] = ArmResult(rank, score)
                 fused[iri] = fused.get(iri, 0.0) + weight / (self.rrf_k + rank)
-        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[:k]
-        entries = self.store.get_many(best)
-        return [SearchHit(entries[iri], fused[iri], detail[iri]) for iri in best if iri in entries]
+        for iri, value in fused.items():
+            detail[iri]["fused"] = ArmResult(0, value)
+        return fused, detail
+
+    def _rerank(
+        self,
+        query: str,
+        best: list[str],
+        ranked: Mapping[str, list[tuple[str, float]]],
+        detail: dict[str, dict[str, ArmResult]],
+        weights: Mapping[str, float],
+        filters: SearchFilters,
+    ) -> dict[str, float]:
+        links = self.store.linked(best, self.context_predicates) if self.context_weight else []
+        extra = {n for _, n in links if n not in detail}
+        if extra and not filters.empty:
+            extra = set(self.store.matching(filters, sorted(extra)))
+        pool = list(dict.fromkeys([*best, *sorted(extra)]))
+        raw = {"lexical": dict(ranked.get("lexical", []))}
+        if self.dense is not None:
+            raw["dense"] = self.dense.similarities(query, pool)
+        neighbours: dict[str, list[str]] = {}
+        for iri, other in links:
+            if other in raw["lexical"] or other in raw.get("dense", {}) or other in pool:
+                neighbours.setdefault(iri, []).append(other)
+        final = dict.fromkeys(pool, 0.0)
+        for arm, scores in raw.items():
+            mixed = {
+                iri: scores.get(iri, 0.0)
+                + self.context_weight * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
+                for iri in pool
+            }
+            low, high = min(mixed.values()), max(mixed.values())
+            span = (high - low) or 1.0
+            for iri in pool:
+                final[iri] += weights.get(arm, 0.0) * (mixed[iri] - low) / span
+        for iri in pool:
+            detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
+        return final
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:

@@ -16,7 +16,8 @@ from gliding_core import demo
 from gliding_core.errors import GlidingError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder
-from gliding_core.memory import STORE_FILE, Memory
+from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
+from gliding_core.store import L0Store
 from gliding_core.table import render
 
 EMBEDDERS = ["auto", "local", "chroma-onnx", "hash"]
@@ -127,16 +128,19 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     if not (path / STORE_FILE).is_file():
         sys.stderr.write(f"gliding-horse: error: {str(path)!r} holds no memory ({STORE_FILE})\n")
         return 2
-    with Memory.open(path) as memory:
-        store = memory.store
+    manifest = path / MANIFEST_FILE
+    embedder = json.loads(manifest.read_text()).get("embedder") if manifest.is_file() else None
+    # The store alone: inspecting must not load an embedding model or touch the index.
+    with L0Store(path / STORE_FILE) as store:
         sections = [
             render(
-                ["what", "count"],
+                ["what", "value"],
                 [
                     ("entries", store.count()),
                     ("tags", len(store.tag_counts())),
                     ("named graphs", len(store.graph_counts())),
                     ("types", len(store.type_counts())),
+                    ("embedder", embedder or "(none recorded)"),
                 ],
                 title="Memory",
             ),

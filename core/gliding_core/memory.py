@@ -161,7 +161,7 @@ class Memory:
                     previous.get("embedder"),
                     self.embedder_name,
                 )
-                self.index.rebuild()
+                self.index.reset()
             path.write_text(json.dumps({"embedder": self.embedder_name}, indent=2) + "\n")
 
     def count_tokens(self, text: str) -> int:

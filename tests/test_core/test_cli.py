@@ -41,6 +41,8 @@ def test_inspect_shows_tables_of_a_memory_directory(tmp_path: Path) -> None:
     assert "entries" in text
     assert "10" in text
     assert "graph:decisions" in text
+    assert "embedder" in text
+    assert "local:all-MiniLM-L6-v2" in text or "hash-256" in text
     assert "Person" in text
     assert "urn:demo:decision/postgres" in text
 

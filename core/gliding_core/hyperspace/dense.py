@@ -56,11 +56,15 @@ class DenseIndex:
     def __init__(
         self, store: L0Store, embedder: Embedder, client: Any, collection: str | None = None
     ) -> None:
-        self.store, self.embedder = store, embedder
-        name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
+        self.store, self.embedder, self.client = store, embedder, client
+        self.name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
+        self.collection = self._open()
+        self._unsubscribe = store.subscribe(self.apply)
+
+    def _open(self) -> Any:
         try:
-            self.collection = client.get_or_create_collection(
-                name=name,
+            return self.client.get_or_create_collection(
+                name=self.name,
                 # A wider search beam than Chroma's default: recall over speed at these sizes.
                 metadata={
                     "hnsw:space": "cosine",
@@ -70,8 +74,13 @@ class DenseIndex:
                 embedding_function=None,
             )
         except Exception as exc:
-            raise StorageError(f"cannot open the Chroma collection {name!r}: {exc}") from exc
-        self._unsubscribe = store.subscribe(self.apply)
+            raise StorageError(f"cannot open the Chroma collection {self.name!r}: {exc}") from exc
+
+    def reset(self) -> int:
+        """Drop the collection and re-embed all of L0 (after a change of embedder)."""
+        self.client.delete_collection(self.name)
+        self.collection = self._open()
+        return self.rebuild()
 
     def apply(self, changes: list[Change]) -> None:
         """Bring the index in line with committed L0 changes (one embedding batch)."""

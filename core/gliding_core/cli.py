@@ -81,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto")
     locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     locomo.set_defaults(handler=_bench_locomo)
+
+    poincare = bench.add_parser("poincare", help="Poincaré reconstruction against gensim")
+    poincare.add_argument("--edges", type=Path, required=True, help="child TAB parent file")
+    poincare.add_argument("--dim", type=_positive, default=10)
+    poincare.add_argument("--epochs", type=_positive, default=75)
+    poincare.add_argument("--no-gensim", action="store_true", help="skip the gensim comparison")
+    poincare.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    poincare.set_defaults(handler=_bench_poincare)
     return parser
 
 
@@ -267,6 +275,24 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         f"{figures['questions']} questions, embedder {figures['embedder']}"
     )
     out.write(render(headers, rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_poincare(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import poincare
+
+    figures = poincare.run(
+        args.edges, dimension=args.dim, epochs=args.epochs, gensim=not args.no_gensim
+    )
+    rows = [
+        (name, m["map"], m["mean_rank"], m["train_s"]) for name, m in figures["methods"].items()
+    ]
+    title = (
+        f"Poincaré reconstruction: {figures['nodes']} nodes, {figures['edges']} edges, "
+        f"d={figures['dimension']}, {figures['epochs']} epochs"
+    )
+    out.write(render(["method", "MAP", "mean rank", "train s"], rows, title=title) + "\n")
     _write_json(args.json, figures)
     return 0
 

@@ -26,6 +26,7 @@ from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.search import HybridSearch, SearchHit
+from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.session import Session, SessionServices
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -37,6 +38,7 @@ STORE_FILE = "l0.sqlite3"
 EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
 CHROMA_DIR = "chroma"
 MANIFEST_FILE = "memory.json"
+POINCARE_FILE = "poincare.npz"
 
 
 def _collection(directory: Path | None) -> str | None:
@@ -104,6 +106,9 @@ class Memory:
         )
         self.index = DenseIndex(self.store, self.embedder, client, _collection(directory))
         self.hyperspace = HybridSearch(self.store, self.index)
+        self.structure = StructureIndex(
+            self.store, None if directory is None else directory / POINCARE_FILE
+        )
         if directory is not None:
             self._check_manifest(directory)
         self._sessions: dict[tuple[str, str], Session] = {}

@@ -719,6 +719,22 @@ class L0Store:
                 ).fetchall()
         return pairs
 
+    def hierarchy(self, predicates: Sequence[str]) -> list[tuple[str, str]]:
+        """Return (child, parent) pairs: each entry under each of its types, and each link
+        under ``predicates`` from its source to its target."""
+        wanted = _check_names(predicates, "predicates")
+        marks = ", ".join("?" * len(wanted))
+        with self._session(write=False) as conn:
+            typed = conn.execute(
+                "SELECT e.iri, t.type FROM entry_types AS t JOIN entries AS e ON e.id = t.entry_id"
+            ).fetchall()
+            linked = conn.execute(
+                "SELECT e.iri, g.target FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+                f" WHERE g.predicate IN ({marks})",
+                wanted,
+            ).fetchall()
+        return [(child, parent) for child, parent in typed + linked]
+
     def tag_counts(self) -> dict[str, int]:
         """Return the number of entries per tag, most used first."""
         return self._counts("SELECT tag, COUNT(*) AS n FROM entry_tags GROUP BY tag")

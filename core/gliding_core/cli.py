@@ -89,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     poincare.add_argument("--no-gensim", action="store_true", help="skip the gensim comparison")
     poincare.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     poincare.set_defaults(handler=_bench_poincare)
+
+    speed = bench.add_parser("search", help="hybrid search latency and ingest throughput")
+    speed.add_argument("--entries", type=_positive, default=10_000)
+    speed.add_argument("--queries", type=_positive, default=300)
+    speed.add_argument("--embedders", type=_names, default=["hash", "local"])
+    speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    speed.set_defaults(handler=_bench_search)
     return parser
 
 
@@ -294,6 +301,23 @@ def _bench_poincare(args: argparse.Namespace, out: TextIO) -> int:
     )
     out.write(render(["method", "MAP", "mean rank", "train s"], rows, title=title) + "\n")
     _write_json(args.json, figures)
+    return 0
+
+
+def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import search
+
+    results = [
+        search.run(args.entries, _embedder(name), queries=args.queries) for name in args.embedders
+    ]
+    rows = [
+        (r["embedder"], r["ingest_per_s"], r["search_p50_ms"], r["search_p95_ms"]) for r in results
+    ]
+    title = f"Hybrid search, {args.entries:,} entries, {args.queries} queries"
+    out.write(
+        render(["embedder", "ingest/s", "search p50 ms", "search p95 ms"], rows, title=title) + "\n"
+    )
+    _write_json(args.json, results)
     return 0
 
 

@@ -602,6 +602,35 @@ class L0Store:
         The query is split into words; an entry matching any of them is a candidate. Words in
         ``stop_words`` are left out unless nothing else is left.
         """
+        rows = self._bm25(query, limit, filters, ids_only=False)
+        return [
+            TextHit(entry=_to_entry(row[:-1]), score=row[-1], rank=rank)
+            for rank, row in enumerate(rows, start=1)
+        ]
+
+    def search_ids(
+        self, query: str, *, limit: int = 10, filters: SearchFilters | None = None
+    ) -> list[tuple[str, float]]:
+        """``search_text`` returning only ``(iri, score)`` pairs: the lexical arm of search."""
+        return [(row[0], row[1]) for row in self._bm25(query, limit, filters, ids_only=True)]
+
+    def contents(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the stored JSON-LD text of the existing entries among ``iris``, by IRI."""
+        out: dict[str, str] = {}
+        unique = list(dict.fromkeys(iris))
+        with self._session(write=False) as conn:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                holes = ", ".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT iri, content FROM entries WHERE iri IN ({holes})", chunk
+                ).fetchall()
+                out.update(rows)
+        return out
+
+    def _bm25(
+        self, query: str, limit: int, filters: SearchFilters | None, *, ids_only: bool
+    ) -> list[Any]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {preview(query)}")
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
@@ -610,17 +639,15 @@ class L0Store:
             return []
         expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in content)
         condition, params = (filters or SearchFilters()).sql()
+        columns = "e.iri" if ids_only else _QUALIFIED
         with self._session(write=False) as conn:
             rows = conn.execute(
-                f"SELECT {_QUALIFIED}, -bm25(entry_text) AS score FROM entry_text"
+                f"SELECT {columns}, -bm25(entry_text) AS score FROM entry_text"
                 " JOIN entries AS e ON e.id = entry_text.rowid"
                 f" WHERE entry_text MATCH ? AND {condition} ORDER BY bm25(entry_text) LIMIT ?",
                 (expression, *params, _check_limit(limit)),
             ).fetchall()
-        return [
-            TextHit(entry=_to_entry(row[:-1]), score=row[-1], rank=rank)
-            for rank, row in enumerate(rows, start=1)
-        ]
+        return rows
 
     def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
         """Return the IRIs (among ``iris``, when given) of the entries that pass ``filters``."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder, _check_texts, embedder_name
@@ -274,27 +275,35 @@ class CachedEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one vector per text, embedding only the texts not seen before."""
+        return [row.tolist() for row in self.matrix(texts)]
+
+    def matrix(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Return the vectors of ``texts`` as one float32 array (the fast path for search)."""
         items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension or 0), dtype=np.float32)
         digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in items]
         found = self._lookup(digests)
         missing = list(dict.fromkeys(d for d in digests if d not in found))
         if missing:
             text_of = dict(zip(digests, items, strict=True))
             vectors = self.inner.embed_documents([text_of[d] for d in missing])
-            fresh = dict(zip(missing, vectors, strict=True))
+            fresh = {
+                d: np.asarray(v, dtype=np.float32) for d, v in zip(missing, vectors, strict=True)
+            }
             self._save(fresh)
             found.update(fresh)
         with self._lock:
             self.hits += len(items) - len(missing)
             self.misses += len(missing)
-        return [list(found[d]) for d in digests]
+        return np.stack([found[d] for d in digests])
 
     def embed_query(self, text: str) -> list[float]:
         """Return the vector of a query (cached like any text)."""
         return self.embed_documents([text])[0]
 
-    def _lookup(self, digests: list[bytes]) -> dict[bytes, list[float]]:
-        out: dict[bytes, list[float]] = {}
+    def _lookup(self, digests: list[bytes]) -> dict[bytes, npt.NDArray[np.float32]]:
+        out: dict[bytes, npt.NDArray[np.float32]] = {}
         unique = list(dict.fromkeys(digests))
         with self._lock:
             for start in range(0, len(unique), 500):
@@ -305,10 +314,10 @@ class CachedEmbedder:
                     [self.name, *chunk],
                 ).fetchall()
                 for digest, blob in rows:
-                    out[digest] = np.frombuffer(blob, dtype=np.float32).tolist()
+                    out[digest] = np.frombuffer(blob, dtype=np.float32)
         return out
 
-    def _save(self, vectors: dict[bytes, list[float]]) -> None:
+    def _save(self, vectors: dict[bytes, npt.NDArray[np.float32]]) -> None:
         with self._lock, self._conn:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO embeddings (model, digest, vector) VALUES (?, ?, ?)",

@@ -8,6 +8,7 @@ no model is ever downloaded. Telemetry is off.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -17,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from gliding_core.errors import EmbedderError, StorageError
+from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import as_vector
+from gliding_core.jsonld import node_text
 from gliding_core.store import Change, L0Store
 
 logger = logging.getLogger(__name__)
@@ -143,11 +146,24 @@ class DenseIndex:
         return [(iri, 1.0 - float(d)) for iri, d in zip(ids, distances, strict=True)]
 
     def similarities(self, text: str, iris: Sequence[str]) -> dict[str, float]:
-        """Return the exact cosine of ``text`` with each indexed entry among ``iris``."""
+        """Return the exact cosine of ``text`` with each indexed entry among ``iris``.
+
+        With a caching embedder the vectors come from its cache (the entries' texts are read
+        from L0), which is several times faster than fetching them from Chroma.
+        """
         if not iris:
             return {}
         vector = as_vector(self.embedder.embed_query(text))
-        return dict(self._exact(vector, list(iris), len(iris)))
+        if not isinstance(self.embedder, CachedEmbedder):
+            return dict(self._exact(vector, list(iris), len(iris)))
+        found = [(iri, node_text(json.loads(c))) for iri, c in self.store.contents(iris).items()]
+        found = [(iri, body) for iri, body in found if body]
+        if not found:
+            return {}
+        matrix = self.embedder.matrix([body for _, body in found])
+        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
+        scores = matrix @ vector / np.where(norms == 0, 1.0, norms)
+        return {iri: float(score) for (iri, _), score in zip(found, scores, strict=True)}
 
     def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:
         found = self.collection.get(ids=allowed, include=["embeddings"])

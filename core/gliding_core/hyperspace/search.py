@@ -117,10 +117,7 @@ class HybridSearch:
         self, query: str, n: int, filters: SearchFilters
     ) -> dict[str, list[tuple[str, float]]]:
         """Return each arm's ranked ``(iri, score)`` list for ``query`` under ``filters``."""
-        lexical = [
-            (hit.entry.iri, hit.score)
-            for hit in self.store.search_text(query, limit=n, filters=filters)
-        ]
+        lexical = self.store.search_ids(query, limit=n, filters=filters)
         out = {"lexical": lexical}
         if self.dense is not None:
             out["dense"] = self._dense(query, n, filters)

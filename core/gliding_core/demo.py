@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from gliding_core import demo_session
+from gliding_core import demo_search, demo_session
 from gliding_core.entry import Record
 from gliding_core.memory import Memory
 from gliding_core.table import render
@@ -134,6 +134,7 @@ def run(out: TextIO, memory: Memory | None = None) -> None:
     memory = memory or Memory()
     try:
         _show_l0(out, memory)
+        demo_search.run(out, memory)
         demo_session.run(out, memory)
     finally:
         if owned:

@@ -179,7 +179,10 @@ class HybridSearch:
                 + self.context_weight * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
                 for iri in pool
             }
-            low, high = min(mixed.values()), max(mixed.values())
+            # BM25 is scaled by its best score (0 means no match); cosines are spread over
+            # the candidates' own range.
+            low = 0.0 if arm == "lexical" else min(mixed.values())
+            high = max(mixed.values())
             span = (high - low) or 1.0
             for iri in pool:
                 final[iri] += weights.get(arm, 0.0) * (mixed[iri] - low) / span

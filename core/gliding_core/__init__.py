@@ -20,6 +20,7 @@ from gliding_core.errors import (
     ClosedError,
     ConfigError,
     ContentTooLargeError,
+    EmbedderError,
     EncodingUnavailableError,
     EntryNotFoundError,
     GlidingError,
@@ -27,7 +28,18 @@ from gliding_core.errors import (
     InvalidNodeError,
     StorageError,
 )
+from gliding_core.filters import SearchFilters
+from gliding_core.hyperspace.backends import (
+    CachedEmbedder,
+    HttpEmbedder,
+    SentenceTransformerEmbedder,
+    auto_embedder,
+)
+from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
+from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
+from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
@@ -37,14 +49,18 @@ from gliding_core.tokens import TokenCounter
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArmResult",
     "Boundary",
+    "CachedEmbedder",
     "ClosedError",
     "ConfigError",
     "ContentTooLargeError",
     "Context",
     "ContextWindowManager",
+    "DenseIndex",
     "Edge",
     "Embedder",
+    "EmbedderError",
     "EncodingUnavailableError",
     "Entry",
     "EntryNotFoundError",
@@ -56,18 +72,26 @@ __all__ = [
     "FittedWindow",
     "GlidingError",
     "HashEmbedder",
+    "HttpEmbedder",
+    "HybridSearch",
     "InvalidInputError",
     "InvalidNodeError",
     "L0Store",
     "Memory",
     "MemoryConfig",
     "MesiState",
+    "PoincareIndex",
+    "PoincareSettings",
     "Record",
     "RelevanceTracker",
+    "SearchFilters",
+    "SearchHit",
+    "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",
     "StorageError",
     "StoreConfig",
+    "StructureIndex",
     "Subscription",
     "Summarizer",
     "SupplementaryInput",
@@ -78,4 +102,5 @@ __all__ = [
     "TopicMonitor",
     "Turn",
     "__version__",
+    "auto_embedder",
 ]

@@ -183,9 +183,12 @@ class HybridSearch:
             # the candidates' own range.
             low = 0.0 if arm == "lexical" else min(mixed.values())
             high = max(mixed.values())
-            span = (high - low) or 1.0
             for iri in pool:
-                final[iri] += weights.get(arm, 0.0) * (mixed[iri] - low) / span
+                if high > low:
+                    share = (mixed[iri] - low) / (high - low)
+                else:  # one value for all: each is the best there is, if it matched at all
+                    share = 1.0 if high > 0 else 0.0
+                final[iri] += weights.get(arm, 0.0) * share
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final

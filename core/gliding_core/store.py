@@ -628,6 +628,22 @@ class L0Store:
                 out.update(rows)
         return out
 
+    def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the named graph of each entry among ``iris`` that has one, by IRI."""
+        out: dict[str, str] = {}
+        unique = list(dict.fromkeys(iris))
+        with self._session(write=False) as conn:
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                holes = ", ".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT iri, named_graph FROM entries"
+                    f" WHERE named_graph IS NOT NULL AND iri IN ({holes})",
+                    chunk,
+                ).fetchall()
+                out.update(rows)
+        return out
+
     def _bm25(
         self, query: str, limit: int, filters: SearchFilters | None, *, ids_only: bool
     ) -> list[Any]:

@@ -79,7 +79,9 @@ def _conversation(
                 node["previous"] = {"@id": prefix + previous.dia_id}
             previous = turn
             start = time.perf_counter()
-            memory.store.put(node, tags=[f"session:{turn.session}"])
+            # A conversation session is a named graph, as the L1 session archives turns.
+            graph = f"{prefix}session/{turn.session}"
+            memory.store.put(node, tags=[f"session:{turn.session}"], named_graph=graph)
             timings["ingest"].append((time.perf_counter() - start) * 1e3)
             tokens[turn.dia_id] = memory.count_tokens(turn.line)
         order = [t.dia_id for t in conversation.turns]

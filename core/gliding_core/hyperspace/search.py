@@ -65,6 +65,10 @@ class HybridSearch:
         rerank: whether to run the second stage.
         context_weight: the share of a neighbour's score a hit receives.
         context_predicates: the links that carry context.
+        group_weight: how much a hit gains from the best candidates of its named graph (the
+            mean of their ``group_top`` scores): a conversation session, or a project, that
+            holds several good matches makes each of its entries likelier. 0 turns it off.
+        group_top: how many of a graph's best candidates make its score.
     """
 
     def __init__(
@@ -79,11 +83,14 @@ class HybridSearch:
         rerank: bool = True,
         context_weight: float = 0.3,
         context_predicates: tuple[str, ...] = ("previous",),
+        group_weight: float = 1.0,
+        group_top: int = 3,
     ) -> None:
         self.store, self.dense = store, dense
         self.weights = _check_weights(weights or {"lexical": 0.75, "dense": 1.0})
         self.rrf_k, self.candidates, self.pool, self.rerank = rrf_k, candidates, pool, rerank
         self.context_weight, self.context_predicates = context_weight, context_predicates
+        self.group_weight, self.group_top = group_weight, group_top
 
     def search(
         self,
@@ -189,9 +196,28 @@ class HybridSearch:
                 else:  # one value for all: each is the best there is, if it matched at all
                     share = 1.0 if high > 0 else 0.0
                 final[iri] += weights.get(arm, 0.0) * share
+        if self.group_weight:
+            self._group_prior(final, detail)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final
+
+    def _group_prior(
+        self, final: dict[str, float], detail: dict[str, dict[str, ArmResult]]
+    ) -> None:
+        graph_of = self.store.graphs_of(list(final))
+        members: dict[str, list[float]] = {}
+        for iri, graph in graph_of.items():
+            members.setdefault(graph, []).append(final[iri])
+        prior = {
+            graph: sum(sorted(scores, reverse=True)[: self.group_top])
+            / min(len(scores), self.group_top)
+            for graph, scores in members.items()
+        }
+        for iri, graph in graph_of.items():
+            boost = self.group_weight * prior[graph]
+            final[iri] += boost
+            detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:

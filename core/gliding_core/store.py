@@ -616,33 +616,26 @@ class L0Store:
 
     def contents(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the stored JSON-LD text of the existing entries among ``iris``, by IRI."""
-        out: dict[str, str] = {}
-        unique = list(dict.fromkeys(iris))
-        with self._session(write=False) as conn:
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                holes = ", ".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT iri, content FROM entries WHERE iri IN ({holes})", chunk
-                ).fetchall()
-                out.update(rows)
-        return out
+        return dict(self._over(iris, "SELECT iri, content FROM entries WHERE iri IN ({holes})"))
 
     def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the named graph of each entry among ``iris`` that has one, by IRI."""
-        out: dict[str, str] = {}
+        sql = "SELECT iri, named_graph FROM entries WHERE iri IN ({holes})"
+        return {iri: graph for iri, graph in self._over(iris, sql) if graph is not None}
+
+    def _over(self, iris: Sequence[str], sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run ``sql`` (whose ``{holes}`` takes the IRIs) over ``iris`` in chunks; return the rows.
+
+        ``params`` are bound before the IRIs.
+        """
+        rows: list[Any] = []
         unique = list(dict.fromkeys(iris))
         with self._session(write=False) as conn:
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start : start + _CHUNK]
                 holes = ", ".join("?" * len(chunk))
-                rows = conn.execute(
-                    "SELECT iri, named_graph FROM entries"
-                    f" WHERE named_graph IS NOT NULL AND iri IN ({holes})",
-                    chunk,
-                ).fetchall()
-                out.update(rows)
-        return out
+                rows += conn.execute(sql.format(holes=holes), [*params, *chunk]).fetchall()
+        return rows
 
     def _bm25(
         self, query: str, limit: int, filters: SearchFilters | None, *, ids_only: bool
@@ -674,32 +667,14 @@ class L0Store:
                     f"SELECT e.iri FROM entries AS e WHERE {condition} ORDER BY e.id", params
                 ).fetchall()
             return [row[0] for row in rows]
-        found: set[str] = set()
-        unique = list(dict.fromkeys(iris))
-        with self._session(write=False) as conn:
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                rows = conn.execute(
-                    f"SELECT e.iri FROM entries AS e WHERE {condition}"
-                    f" AND e.iri IN ({', '.join('?' * len(chunk))})",
-                    [*params, *chunk],
-                ).fetchall()
-                found.update(row[0] for row in rows)
-        return [iri for iri in unique if iri in found]
+        sql = f"SELECT e.iri FROM entries AS e WHERE {condition} AND e.iri IN ({{holes}})"
+        found = {row[0] for row in self._over(iris, sql, params)}
+        return [iri for iri in dict.fromkeys(iris) if iri in found]
 
     def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
         """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
-        out: dict[str, Entry] = {}
-        unique = list(dict.fromkeys(iris))
-        with self._session(write=False) as conn:
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM entries WHERE iri IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                ).fetchall()
-                out.update((row[0], _to_entry(row)) for row in rows)
-        return out
+        rows = self._over(iris, f"SELECT {_COLUMNS} FROM entries WHERE iri IN ({{holes}})")
+        return {row[0]: _to_entry(row) for row in rows}
 
     def scan_texts(self, batch: int = 1_000) -> Iterator[list[tuple[str, str]]]:
         """Yield ``(iri, text)`` of every entry with text, in batches (to rebuild an index)."""
@@ -743,24 +718,13 @@ class L0Store:
         """Return ``(iri, neighbour)`` pairs joined by an edge under one of ``predicates``, in
         either direction, for the given IRIs (one query per chunk, for search expansion)."""
         wanted = _check_names(predicates, "predicates")
-        pairs: list[tuple[str, str]] = []
-        unique = list(dict.fromkeys(iris))
         marks = ", ".join("?" * len(wanted))
-        with self._session(write=False) as conn:
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                holes = ", ".join("?" * len(chunk))
-                pairs += conn.execute(
-                    "SELECT e.iri, g.target FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
-                    f" WHERE e.iri IN ({holes}) AND g.predicate IN ({marks})",
-                    [*chunk, *wanted],
-                ).fetchall()
-                pairs += conn.execute(
-                    "SELECT g.target, e.iri FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
-                    f" WHERE g.target IN ({holes}) AND g.predicate IN ({marks})",
-                    [*chunk, *wanted],
-                ).fetchall()
-        return pairs
+        join = "FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+        where = f"WHERE g.predicate IN ({marks}) AND"
+        outgoing = f"SELECT e.iri, g.target {join} {where} e.iri IN ({{holes}})"
+        incoming = f"SELECT g.target, e.iri {join} {where} g.target IN ({{holes}})"
+        rows = self._over(iris, outgoing, wanted) + self._over(iris, incoming, wanted)
+        return [(row[0], row[1]) for row in rows]
 
     def hierarchy(self, predicates: Sequence[str]) -> list[tuple[str, str]]:
         """Return (child, parent) pairs: each entry under each of its types, and each link

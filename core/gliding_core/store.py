@@ -79,8 +79,9 @@ CREATE TABLE IF NOT EXISTS edges (
     PRIMARY KEY (source_id, predicate, target)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS edges_by_target ON edges (target);
+-- Porter stemming: a question about "painting" finds the turn that says "painted".
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_text USING fts5 (
-    text, tokenize = 'unicode61 remove_diacritics 2'
+    text, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
 

@@ -236,6 +236,15 @@ def test_text_search_ranks_by_bm25(store: L0Store) -> None:
     assert store.search_text("billing", limit=1)[0].entry.iri in {"urn:3", "urn:4"}
 
 
+def test_text_search_matches_word_forms_and_skips_stop_words(store: L0Store) -> None:
+    store.put({"@id": "urn:paint", "text": "Melanie painted a sunrise last year"})
+    store.put({"@id": "urn:other", "text": "What is the plan for the weekend?"})
+    assert [h.entry.iri for h in store.search_text("When did she paint the sunrises?")] == [
+        "urn:paint"
+    ]
+    assert store.search_text("the") == [] or store.search_text("the")[0].entry.iri == "urn:other"
+
+
 def test_text_search_takes_any_text_safely(store: L0Store) -> None:
     store.put({"@id": "urn:q", "text": 'quote " and NEAR( AND OR * ^'})
     assert store.search_text('" ( * ^ : -') == []

@@ -66,8 +66,9 @@ class HybridSearch:
         context_weight: the share of a neighbour's score a hit receives.
         context_predicates: the links that carry context.
         group_weight: how much a hit gains from the best candidates of its named graph (the
-            mean of their ``group_top`` scores): a conversation session, or a project, that
-            holds several good matches makes each of its entries likelier. 0 turns it off.
+            mean of their ``group_top`` scores; by default the single best): a conversation
+            session, or a project, that holds a strong match makes its other entries likelier.
+            0 turns it off.
         group_top: how many of a graph's best candidates make its score.
     """
 
@@ -81,10 +82,10 @@ class HybridSearch:
         candidates: int = 100,
         pool: int = 100,
         rerank: bool = True,
-        context_weight: float = 0.3,
+        context_weight: float = 0.2,
         context_predicates: tuple[str, ...] = ("previous",),
         group_weight: float = 1.0,
-        group_top: int = 3,
+        group_top: int = 1,
     ) -> None:
         self.store, self.dense = store, dense
         self.weights = _check_weights(weights or {"lexical": 0.75, "dense": 1.0})

@@ -175,7 +175,10 @@ class HybridSearch:
         pool = list(dict.fromkeys([*best, *sorted(extra)]))
         raw = {"lexical": dict(ranked.get("lexical", []))}
         if self.dense is not None:
-            raw["dense"] = self.dense.similarities(query, pool)
+            # The dense arm's own hits carry exact cosines already; compute only the others.
+            known = dict(ranked.get("dense", []))
+            missing = [iri for iri in pool if iri not in known]
+            raw["dense"] = {**known, **self.dense.similarities(query, missing)}
         neighbours: dict[str, list[str]] = {}
         for iri, other in links:
             if other in raw["lexical"] or other in raw.get("dense", {}) or other in pool:

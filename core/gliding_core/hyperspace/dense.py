@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gliding_core.errors import EmbedderError, StorageError
+from gliding_core.errors import StorageError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import as_vector
@@ -128,10 +128,7 @@ class DenseIndex:
         With ``allowed``, only those IRIs are considered: scored exactly when few, otherwise
         through Chroma's index restricted to them.
         """
-        try:
-            vector = as_vector(self.embedder.embed_query(text))
-        except EmbedderError:
-            raise
+        vector = as_vector(self.embedder.embed_query(text))
         if allowed is not None and not allowed:
             return []
         if allowed is not None and len(allowed) <= _EXACT_LIMIT:

@@ -12,6 +12,7 @@ from typing import TextIO
 from gliding_core.bus import Event, EventType
 from gliding_core.config import SessionConfig
 from gliding_core.memory import Memory
+from gliding_core.session import Session
 from gliding_core.table import render
 
 TASK = "urn:demo:task/payments-api"
@@ -91,7 +92,7 @@ def run(out: TextIO, memory: Memory) -> None:
             _send_while_working(memory)
         session.add_turn(role, text)
         history.append({"role": role, "content": text})
-        new_topics = memory.topics.check(session)
+        memory.topics.check(session)
         context = session.context()
         rows.append(
             (
@@ -106,7 +107,6 @@ def run(out: TextIO, memory: Memory) -> None:
         for event in events:
             out.write(f"  step {step}: {_describe(event)}\n")
         events.clear()
-        del new_topics
     out.write(
         render(
             ["step", "role", "turns in L1", "prompt tokens", "full history tokens", "evicted"],
@@ -144,10 +144,7 @@ def _describe(event: Event) -> str:
     return f"{event.type} {dict(payload)}"
 
 
-def _page_in(out: TextIO, memory: Memory, session: object) -> None:
-    from gliding_core.session import Session
-
-    assert isinstance(session, Session)
+def _page_in(out: TextIO, memory: Memory, session: Session) -> None:
     if not session.weak_refs:
         return
     iri = session.weak_refs[0]

@@ -336,14 +336,14 @@ class Session:
 
     def scores(
         self,
-        query: Vector | None,
+        query: Sequence[float] | Vector | None,
         candidates: Sequence[Turn],
         *,
         now: float,
     ) -> dict[int, float]:
         """Return the phase 2 retention score of each candidate (by ``id``): higher stays."""
         policy = self.policy
-        goal = self.tracker.task_embedding if query is None else query
+        goal = self.tracker.task_embedding if query is None else as_vector(query)
         largest = max((t.tokens for t in candidates), default=1) or 1
         out: dict[int, float] = {}
         for turn in candidates:
@@ -438,10 +438,9 @@ class Session:
             now = self.services.clock()
             turns = list(self._turns)
             relevance = self._relevance(target, turns)
-            for turn in turns:
-                turn.last_access = (
-                    now if relevance[id(turn)] >= self._threshold else turn.last_access
-                )
+            for turn in turns:  # a turn the model is shown as relevant counts as used now
+                if relevance[id(turn)] >= self._threshold:
+                    turn.last_access = now
         main = [
             t for t in turns if t.pinned or t.is_supplement or relevance[id(t)] >= self._threshold
         ]

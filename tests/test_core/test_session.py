@@ -152,7 +152,7 @@ def test_similarity_to_the_task_or_query_decides_between_equal_turns(
     query = HashEmbedder().embed_query("how big should the database connection pool be")
     scores = chain.scores(None, [jwt, pool], now=NOW)
     assert scores[id(jwt)] > scores[id(pool)]  # no query: the task goal decides
-    scores = chain.scores(query, [jwt, pool], now=NOW)  # type: ignore[arg-type]
+    scores = chain.scores(query, [jwt, pool], now=NOW)
     assert scores[id(pool)] > scores[id(jwt)]
     chain.set_budget(chain.total_tokens - 1)
     assert jwt in chain.turns

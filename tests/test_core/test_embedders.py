@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +40,8 @@ class FakeEmbeddingServer(BaseHTTPRequestHandler):
             type(self).failures -= 1
             self._send(503, {"error": "busy"})
             return
+        if body["model"] == "slow":
+            time.sleep(1.0)
         if body["model"] == "broken":
             self._send(400, {"error": "unknown model broken"})
             return
@@ -106,6 +109,12 @@ def test_gives_up_with_a_clear_error(server: str) -> None:
     FakeEmbeddingServer.failures = 0
     with pytest.raises(EmbedderError, match="unknown model broken"):
         HttpEmbedder(server, "broken").embed_query("x")  # 4xx: no retry
+
+
+def test_a_slow_server_times_out_into_an_embedder_error(server: str) -> None:
+    embedder = HttpEmbedder(server, "slow", timeout=0.2, retries=1, backoff=0.01)
+    with pytest.raises(EmbedderError, match="did not answer after 2 attempts"):
+        embedder.embed_query("x")
 
 
 def test_an_unreachable_server_is_an_embedder_error() -> None:

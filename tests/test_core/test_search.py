@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory, Record
+from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, Record
 from gliding_core.filters import SearchFilters
 from gliding_core.memory import MANIFEST_FILE
 
@@ -196,3 +196,45 @@ def test_a_persistent_memory_keeps_its_index_and_reports_its_embedder(tmp_path: 
     with Memory.open(tmp_path, embedder=HashEmbedder(dimension=64)) as changed:
         assert changed.index.count() == 4  # rebuilt with the new embedder
         assert json.loads((tmp_path / MANIFEST_FILE).read_text()) == {"embedder": "hash-64"}
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[int]:
+    """A real Chroma server on a free localhost port, started with the package's own CLI."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chroma = Path(sys.executable).parent / "chroma"
+    server = subprocess.Popen(
+        [str(chroma), "run", "--path", str(tmp_path / "server"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        from gliding_core.hyperspace.dense import chroma_client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chroma_client(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_the_dense_index_can_live_in_a_chroma_server(chroma_server: int) -> None:
+    config = MemoryConfig(chroma_host="127.0.0.1", chroma_port=chroma_server)
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        _knowledge(memory)
+        assert memory.index.count() == 4
+        assert memory.search("JWT signing keys", 1)[0].iri in {"urn:jwt", "urn:task"}

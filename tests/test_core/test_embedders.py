@@ -63,12 +63,19 @@ class FakeEmbeddingServer(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
 
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+            self.close_connection = True
+
 
 @pytest.fixture
 def server() -> Iterator[str]:
     FakeEmbeddingServer.failures = 0
     FakeEmbeddingServer.requests = []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeEmbeddingServer)
+    httpd.daemon_threads = False  # server_close() then waits for every handler to finish
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"

@@ -23,7 +23,7 @@ from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
-from gliding_core.hyperspace.dense import DenseIndex, chroma_client
+from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.search import HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
@@ -99,7 +99,7 @@ class Memory:
             clock=clock,
         )
         self.topics = TopicMonitor(self.bus, self.config.topics, self.sessions)
-        client = chroma_client(
+        self._chroma = client = chroma_client(
             None if directory is None else directory / CHROMA_DIR,
             host=self.config.chroma_host,
             port=self.config.chroma_port,
@@ -221,6 +221,7 @@ class Memory:
         """Stop the topic monitor and close the store; closing twice is harmless."""
         self.topics.stop()
         self.index.close()
+        close_client(self._chroma)  # stops Chroma's system when no other memory shares it
         self.store.close()
         self._cache.close()
 

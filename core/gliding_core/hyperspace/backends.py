@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import http.client
 import json
 import logging
 import os
 import sqlite3
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -173,28 +173,40 @@ class HttpEmbedder:
             headers["Authorization"] = f"Bearer {self.api_key}"
         delay = self.backoff
         for attempt in range(self.retries + 1):
-            request = urllib.request.Request(self.endpoint, data=body, headers=headers)
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return self._parse(json.loads(response.read()), len(batch))
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode("utf-8", "replace")
-                if (exc.code != 429 and exc.code < 500) or attempt == self.retries:
-                    raise EmbedderError(
-                        f"{self.name} at {self.endpoint} answered HTTP {exc.code}: {detail}"
-                    ) from exc
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                status, payload = self._post(body, headers)
+            except OSError as exc:  # refused, reset, timed out, name not found
                 if attempt == self.retries:
                     raise EmbedderError(
                         f"{self.name} at {self.endpoint} did not answer after "
-                        f"{self.retries + 1} attempts: {exc}"
+                        f"{self.retries + 1} attempts: {exc!r}"
                     ) from exc
+            else:
+                if status == 200:
+                    return self._parse(_json(payload, self.name), len(batch))
+                detail = payload[:300].decode("utf-8", "replace")
+                if (status != 429 and status < 500) or attempt == self.retries:
+                    raise EmbedderError(
+                        f"{self.name} at {self.endpoint} answered HTTP {status}: {detail}"
+                    )
             logger.warning(
                 "%s: attempt %d failed, retrying in %.2fs", self.name, attempt + 1, delay
             )
             time.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """POST once and return the status and body; the connection is always closed."""
+        url = urllib.parse.urlsplit(self.endpoint)
+        kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        connection = kind(url.netloc, timeout=self.timeout)
+        try:
+            connection.request("POST", url.path, body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
 
     def _parse(self, payload: Any, expected: int) -> list[list[float]]:
         try:
@@ -337,6 +349,13 @@ class CachedEmbedder:
 def shared_local_model() -> SentenceTransformerEmbedder:
     """Return the default local model, loaded once per process and shared (it is read-only)."""
     return SentenceTransformerEmbedder()
+
+
+def _json(payload: bytes, name: str) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError as exc:
+        raise EmbedderError(f"{name} sent a body that is not JSON: {payload[:200]!r}") from exc
 
 
 def auto_embedder(

@@ -45,6 +45,18 @@ def chroma_client(
     return chromadb.EphemeralClient(settings=settings)
 
 
+def close_client(client: Any) -> None:
+    """Close a Chroma client, and the HTTP connection pool an HTTP client keeps.
+
+    chromadb's ``close()`` stops its system but leaves the HTTP client's connection pool open
+    until garbage collection; closing it here releases the sockets at once.
+    """
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    client.close()
+    if session is not None and callable(getattr(session, "close", None)):
+        session.close()
+
+
 class DenseIndex:
     """Cosine nearest neighbours over the text of L0 entries, kept in a Chroma collection.
 

@@ -246,9 +246,9 @@ def _bench_tokens(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
-    from gliding_core.benchmarks import locomo
+    from gliding_core.benchmarks import recall
 
-    figures = locomo.run(args.data, _embedder(args.embedder), conversations=args.conversations)
+    figures = recall.run(args.data, _embedder(args.embedder), conversations=args.conversations)
     keys = [
         "recall@5",
         "recall@10",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gliding_core.attention.window import PER_REPLY
-from gliding_core.benchmarks.locomo_data import Conversation, answerable, load
+from gliding_core.benchmarks.conversations import Conversation, answerable, load
 from gliding_core.config import MemoryConfig, SessionConfig, TopicConfig
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.memory import Memory

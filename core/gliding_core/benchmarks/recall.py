@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gliding_core.benchmarks.locomo_data import Conversation, answerable, load
+from gliding_core.benchmarks.conversations import Conversation, answerable, load
 from gliding_core.config import MemoryConfig, TopicConfig
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.memory import Memory

@@ -20,7 +20,7 @@ import numpy as np
 from gliding_core.errors import StorageError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder
-from gliding_core.hyperspace.vectors import as_vector
+from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import node_text
 from gliding_core.store import Change, L0Store
 
@@ -132,15 +132,19 @@ class DenseIndex:
         """Return the number of indexed entries."""
         return int(self.collection.count())
 
+    def vector(self, text: str | Vector) -> Vector:
+        """Return the query vector of ``text`` (a vector passes through unchanged)."""
+        return as_vector(self.embedder.embed_query(text)) if isinstance(text, str) else text
+
     def query(
-        self, text: str, n: int, *, allowed: Sequence[str] | None = None
+        self, text: str | Vector, n: int, *, allowed: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         """Return up to ``n`` ``(iri, cosine)`` pairs nearest to ``text``, best first.
 
         With ``allowed``, only those IRIs are considered: scored exactly when few, otherwise
         through Chroma's index restricted to them.
         """
-        vector = as_vector(self.embedder.embed_query(text))
+        vector = self.vector(text)
         if allowed is not None and not allowed:
             return []
         if allowed is not None and len(allowed) <= _EXACT_LIMIT:
@@ -154,7 +158,7 @@ class DenseIndex:
         ids, distances = result["ids"][0], result["distances"][0]
         return [(iri, 1.0 - float(d)) for iri, d in zip(ids, distances, strict=True)]
 
-    def similarities(self, text: str, iris: Sequence[str]) -> dict[str, float]:
+    def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
         """Return the exact cosine of ``text`` with each indexed entry among ``iris``.
 
         With a caching embedder the vectors come from its cache (the entries' texts are read
@@ -162,7 +166,7 @@ class DenseIndex:
         """
         if not iris:
             return {}
-        vector = as_vector(self.embedder.embed_query(text))
+        vector = self.vector(text)
         if not isinstance(self.embedder, CachedEmbedder):
             return dict(self._exact(vector, list(iris), len(iris)))
         found = [(iri, node_text(json.loads(c))) for iri, c in self.store.contents(iris).items()]

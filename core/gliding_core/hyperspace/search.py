@@ -15,6 +15,7 @@ from gliding_core.entry import Entry
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
+from gliding_core.hyperspace.vectors import Vector
 from gliding_core.jsonld import preview
 from gliding_core.store import L0Store
 
@@ -110,11 +111,13 @@ class HybridSearch:
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
         mix = self.weights if weights is None else _check_weights(weights)
         limits = filters or SearchFilters()
-        ranked = self.arms(query, max(k, self.candidates), limits)
+        # One query vector for the dense arm and the re-rank: the query is embedded once.
+        probe = None if self.dense is None else self.dense.vector(query)
+        ranked = self.arms(query, max(k, self.candidates), limits, vector=probe)
         fused, detail = self.fuse(ranked, mix)
         best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
         if self.rerank:
-            final = self._rerank(query, best, ranked, detail, mix, limits)
+            final = self._rerank(probe, best, ranked, detail, mix, limits)
         else:
             final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
@@ -122,16 +125,21 @@ class HybridSearch:
         return [SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries]
 
     def arms(
-        self, query: str, n: int, filters: SearchFilters
+        self, query: str, n: int, filters: SearchFilters, *, vector: Vector | None = None
     ) -> dict[str, list[tuple[str, float]]]:
-        """Return each arm's ranked ``(iri, score)`` list for ``query`` under ``filters``."""
+        """Return each arm's ranked ``(iri, score)`` list for ``query`` under ``filters``.
+
+        ``vector`` is the query's embedding when the caller has it already.
+        """
         lexical = self.store.search_ids(query, limit=n, filters=filters)
         out = {"lexical": lexical}
         if self.dense is not None:
-            out["dense"] = self._dense(query, n, filters)
+            out["dense"] = self._dense(query if vector is None else vector, n, filters)
         return out
 
-    def _dense(self, query: str, n: int, filters: SearchFilters) -> list[tuple[str, float]]:
+    def _dense(
+        self, query: str | Vector, n: int, filters: SearchFilters
+    ) -> list[tuple[str, float]]:
         assert self.dense is not None
         if filters.empty:
             return self.dense.query(query, n)
@@ -161,7 +169,7 @@ class HybridSearch:
 
     def _rerank(
         self,
-        query: str,
+        query: Vector | None,
         best: list[str],
         ranked: Mapping[str, list[tuple[str, float]]],
         detail: dict[str, dict[str, ArmResult]],
@@ -174,7 +182,7 @@ class HybridSearch:
             extra = set(self.store.matching(filters, sorted(extra)))
         pool = list(dict.fromkeys([*best, *sorted(extra)]))
         raw = {"lexical": dict(ranked.get("lexical", []))}
-        if self.dense is not None:
+        if self.dense is not None and query is not None:
             # The dense arm's own hits carry exact cosines already; compute only the others.
             known = dict(ranked.get("dense", []))
             missing = [iri for iri in pool if iri not in known]

@@ -15,6 +15,7 @@ from gliding_core.config import (
     StoreConfig,
     TopicConfig,
 )
+from gliding_core.conversation import Conversation, ModelView
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
     ClosedError,
@@ -57,6 +58,7 @@ __all__ = [
     "ContentTooLargeError",
     "Context",
     "ContextWindowManager",
+    "Conversation",
     "DenseIndex",
     "Edge",
     "Embedder",
@@ -80,6 +82,7 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "MesiState",
+    "ModelView",
     "PoincareIndex",
     "PoincareSettings",
     "Record",

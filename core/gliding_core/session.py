@@ -422,8 +422,11 @@ class Session:
 
     # -- context -------------------------------------------------------------------------------
 
-    def context(self, query: str | None = None) -> Context:
+    def context(self, query: str | None = None, *, budget: int | None = None) -> Context:
         """Return the messages that carry the chain to the model, within the budget.
+
+        ``budget`` renders into fewer tokens than the session's own budget (an adapter sharing
+        the prompt with other content); the chain itself is not evicted further.
 
         The main section holds the supplements and the turns at or above the relevance
         threshold (to ``query`` when given, else to the task); then at most
@@ -431,6 +434,7 @@ class Session:
         """
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+        limit = self.budget if budget is None else min(self.budget, _check_budget(budget))
         target = None if not query else self._embed(query)
         with self._lock:
             if target is not None:
@@ -447,7 +451,7 @@ class Session:
         low = [t for t in turns if t not in main]
         low = sorted(low, key=lambda t: relevance[id(t)], reverse=True)
         low = low[: self.config.max_low_relevance]
-        return self._render(main, low, relevance)
+        return self._render(main, low, relevance, limit)
 
     @property
     def _threshold(self) -> float:
@@ -467,7 +471,9 @@ class Session:
             )
         return out
 
-    def _render(self, main: list[Turn], low: list[Turn], relevance: dict[int, float]) -> Context:
+    def _render(
+        self, main: list[Turn], low: list[Turn], relevance: dict[int, float], budget: int
+    ) -> Context:
         """Render the sections within the budget: low-relevance lines go first, then the least
         relevant main lines (never the pinned one). Per-line counts steer the cuts; the final
         count is exact."""
@@ -482,7 +488,7 @@ class Session:
         overhead = count(header) + 1 + (count(LOW_HEADER) + 2 if low else 0)
         estimate = overhead + sum(t.tokens + 1 for t in main) + sum(low_costs)
         while True:
-            while estimate > self.budget and (low_lines or any(not t.pinned for t in main)):
+            while estimate > budget and (low_lines or any(not t.pinned for t in main)):
                 if low_lines:
                     low_lines.pop()
                     estimate -= low_costs.pop()
@@ -495,7 +501,7 @@ class Session:
                 lines += ["", LOW_HEADER, *low_lines]
             text = "\n".join(lines)
             tokens = count(text)
-            if tokens <= self.budget or not (low_lines or any(not t.pinned for t in main)):
+            if tokens <= budget or not (low_lines or any(not t.pinned for t in main)):
                 break
             estimate = tokens + 1  # the estimate was short: cut one more line and recount
         kept_low = [t for t, _ in zip(low, low_lines, strict=False)]

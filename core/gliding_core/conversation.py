@@ -1,0 +1,321 @@
+"""Conversation: what an agent's model sees at each step, and what the memory keeps of it.
+
+The framework adapters (LangChain middleware, LlamaIndex memory) translate their message objects
+into plain records (``{"role", "content"}`` with OpenAI-style ``tool_calls`` / ``tool_call_id``,
+an optional ``id``, and ``supplement: True`` on delivered supplementary input) and call this
+module; the behaviour they share lives here.
+
+A model view, within one token budget, holds:
+1. the leading system messages of the request, unchanged;
+2. one memory message: the session's L1 context for the query, then the hybrid recall from L0
+   for it, leaving out what the window already shows;
+3. the newest messages of the history that fit (``window_share`` of the room, the newest group
+   always), never separating a tool call from its results;
+4. the delivered supplementary inputs, always.
+
+Invariants: the view's token count is exact for what is sent (cl100k chat framing, as
+``ContextWindowManager.count``); the history is never modified, only viewed; each message is
+archived once (by its ``id``); each supplementary input is shown as a new message exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gliding_core.attention.supplementary import SupplementaryInput
+from gliding_core.attention.window import PER_REPLY, _check_list, _check_message, _groups, _text
+from gliding_core.errors import InvalidInputError
+from gliding_core.filters import SearchFilters
+from gliding_core.hyperspace.search import SearchHit
+from gliding_core.jsonld import node_text, preview
+from gliding_core.session import Session, Turn
+
+if TYPE_CHECKING:
+    from gliding_core.memory import Memory
+
+Message = dict[str, Any]
+RECALL_HEADER = "[Recalled from long-term memory]"
+_MIN_RECALL_LINE = 12
+
+
+@dataclass(frozen=True, slots=True)
+class ModelView:
+    """The messages one model call gets, with what went into them.
+
+    Attributes:
+        messages: the records to send, in order.
+        tokens: their exact token count as sent.
+        history_tokens: the token count of the full history (and supplements) as sent.
+        memory: the text of the memory message, ``""`` when there is none.
+        recall: the L0 hits the memory message quotes, best first.
+        supplements: the supplementary inputs first shown in this view.
+        dropped: history messages left out of the window.
+    """
+
+    messages: list[Message]
+    tokens: int
+    history_tokens: int
+    memory: str = ""
+    recall: list[SearchHit] = field(default_factory=list)
+    supplements: list[SupplementaryInput] = field(default_factory=list)
+    dropped: int = 0
+
+
+class Conversation:
+    """One agent's chat on one task, bound to its L1 session and to L0.
+
+    Args:
+        memory: the memory to read and archive into.
+        task_iri: the task; supplementary inputs are put for it.
+        agent: the agent's name (one session per agent and task).
+        role: the agent's role; picks the eviction policy preset.
+        budget: the token budget of each model view; the session's budget when omitted.
+        recall_k: how many L0 hits the memory message may quote.
+        window_share: the share of the room (after system messages and supplements) that the
+            newest history messages may take; the memory message gets the rest.
+        recall_filters: restrict recall (for instance to some named graphs or tags).
+
+    Example:
+        >>> with Memory() as memory:  # doctest: +SKIP
+        ...     chat = Conversation(memory, "urn:task:1", budget=1000)
+        ...     chat.record([{"role": "user", "content": "Plan the release", "id": "m1"}])
+        ...     view = chat.view([{"role": "user", "content": "Plan the release", "id": "m1"}])
+    """
+
+    def __init__(
+        self,
+        memory: Memory,
+        task_iri: str,
+        *,
+        agent: str = "agent",
+        role: str = "SA",
+        budget: int | None = None,
+        recall_k: int = 5,
+        window_share: float = 0.5,
+        recall_filters: SearchFilters | None = None,
+    ) -> None:
+        self.memory = memory
+        self.session: Session = memory.session(task_iri, agent=agent, role=role)
+        self.budget = self.session.budget if budget is None else _check_int(budget, "budget", 1)
+        self.recall_k = _check_int(recall_k, "recall_k", 0)
+        if (
+            isinstance(window_share, bool)
+            or not isinstance(window_share, (int, float))
+            or not 0 <= window_share <= 1
+        ):
+            raise InvalidInputError(f"window_share must be in [0, 1], got {preview(window_share)}")
+        self.window_share = float(window_share)
+        if recall_filters is not None and not isinstance(recall_filters, SearchFilters):
+            raise InvalidInputError(
+                f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
+            )
+        self.recall_filters = recall_filters
+        self._recorded: dict[str, str] = {}  # message id -> L0 archive IRI
+        self._shown: set[str] = set()  # supplementary inputs shown as messages
+        self._lock = threading.RLock()
+
+    @property
+    def task_iri(self) -> str:
+        """The task this conversation works on."""
+        return self.session.task_iri
+
+    # -- supplementary input -------------------------------------------------------------------
+
+    def take_pending(self) -> list[SupplementaryInput]:
+        """Move the task's pending supplementary inputs into the L1 session (a cycle start).
+
+        Returns the inputs taken now. A callback handler calls this; ``deliver`` shows them.
+        """
+        return self.session.start_cycle(self.memory.supplements)
+
+    def deliver(self) -> list[SupplementaryInput]:
+        """Return the supplementary inputs to show the model as new user messages, once each.
+
+        Takes the pending ones into the session first; inputs the session took earlier (by a
+        callback handler at a cycle start) and not yet shown are included. Oldest first.
+        """
+        with self._lock:
+            self.take_pending()
+            fresh = [
+                item
+                for item in self.memory.supplements.history(self.task_iri)
+                if item.consumed_by == self.session.iri and item.iri not in self._shown
+            ]
+            self._shown.update(item.iri for item in fresh)
+        return sorted(fresh, key=lambda item: item.created_at)
+
+    # -- archiving -----------------------------------------------------------------------------
+
+    def record(self, messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
+        """Archive the messages not archived before into L0 and the L1 session.
+
+        A message is known by its ``id``; one without an ``id`` is archived every time it is
+        passed. System messages, delivered supplements (already archived when taken) and
+        messages without text are skipped. All messages are checked before any is archived.
+        """
+        items = [_check_message(m, i) for i, m in enumerate(_check_list(messages))]
+        for index, item in enumerate(items):
+            key = item.get("id")
+            if key is not None and not isinstance(key, str):
+                raise InvalidInputError(f"message {index} id must be a string, got {preview(key)}")
+        turns = []
+        with self._lock:
+            for item in items:
+                key = item.get("id")
+                if item["role"] == "system" or item.get("supplement") or key in self._recorded:
+                    continue
+                text = _text(item).strip()
+                if not text:
+                    continue
+                metadata = {"message_id": key} if key else None
+                turn = self.session.add_turn(item["role"], text, metadata=metadata)
+                turns.append(turn)
+                if key is not None:
+                    self._recorded[key] = turn.l0_archive_iri
+        return turns
+
+    def archived(self, message_id: str) -> str | None:
+        """Return the L0 IRI a recorded message was archived under, or ``None``."""
+        return self._recorded.get(message_id)
+
+    # -- the model's view ----------------------------------------------------------------------
+
+    def view(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        query: str | None = None,
+        supplements: Sequence[SupplementaryInput] = (),
+    ) -> ModelView:
+        """Return what the model should see of ``messages``, within the budget.
+
+        Args:
+            messages: the full history, oldest first (never modified).
+            query: what to recall for; the latest user message when omitted.
+            supplements: inputs to append as user messages (see ``deliver``); messages marked
+                ``supplement: True`` in the history are kept too.
+        """
+        items = [_check_message(m, i) for i, m in enumerate(_check_list(messages))]
+        if query is not None and not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+        extra = [
+            {"role": "user", "content": s.content, "supplement": True, "id": s.iri}
+            for s in supplements
+        ]
+        window = self.memory.window()
+        lead = 0
+        while lead < len(items) and items[lead]["role"] == "system":
+            lead += 1
+        system, history = items[:lead], items[lead:]
+        pinned = [m for m in history if m.get("supplement")] + extra
+        rest = [m for m in history if not m.get("supplement")]
+        history_tokens = window.count(items + extra)
+        query = query if query else (_last_user(rest) or _last_user(pinned))
+        room = self.budget - window.count(system + pinned)
+        kept = self._window(rest, room, window)
+        shown = [m for k in kept for m in k]
+        room -= sum(window.count([m]) - PER_REPLY for m in shown)
+        memory_text, hits = self._memory_text(query, room, shown + pinned)
+        out = list(system)
+        if memory_text:
+            out.append({"role": "system", "content": memory_text})
+        visible = {id(m) for m in shown}
+        out += [m for m in history if m.get("supplement") or id(m) in visible] + extra
+        return ModelView(
+            out,
+            window.count(out),
+            history_tokens,
+            memory_text,
+            hits,
+            list(supplements),
+            len(rest) - len(shown),
+        )
+
+    def _window(self, rest: list[Message], room: int, window: Any) -> list[list[Message]]:
+        """The newest groups of ``rest`` within ``window_share`` of ``room``; the newest always."""
+        groups = [[rest[i] for i in g] for g in _groups(rest)]
+        limit = int(max(0, room) * self.window_share)
+        kept: list[list[Message]] = []
+        used = 0
+        for group in reversed(groups):
+            cost = window.count(group) - PER_REPLY
+            if kept and used + cost > limit:
+                break
+            kept.insert(0, group)
+            used += cost
+        return kept
+
+    def _memory_text(
+        self, query: str | None, room: int, shown: list[Message]
+    ) -> tuple[str, list[SearchHit]]:
+        """The memory message: L1 context first (half the room at most), then recall."""
+        tokens = self.memory.tokens
+        room -= 4  # the message's own framing and role
+        if room < _MIN_RECALL_LINE:
+            return "", []
+        l1 = self.session.context(query, budget=max(1, room // 2)).text
+        if tokens.count(l1) > room // 2:
+            l1 = tokens.truncate(l1, room // 2)
+        parts = [l1] if l1.strip() else []
+        hits: list[SearchHit] = []
+        if query and self.recall_k:
+            visible = {self._recorded.get(str(m.get("id")), "") for m in shown}
+            visible |= {str(m.get("id")) for m in shown}
+            lines: list[str] = []
+            used = tokens.count("\n\n".join([*parts, RECALL_HEADER]))
+            candidates = self.memory.search(query, self.recall_k * 2, filters=self.recall_filters)
+            for hit in candidates:
+                if len(hits) >= self.recall_k:
+                    break
+                if hit.iri in visible or hit.entry.metadata.get("supplement") in visible:
+                    continue
+                text = _hit_text(hit)
+                if not text:
+                    continue
+                line = f"- {text}"
+                cost = tokens.count(line) + 1
+                if used + cost > room:
+                    left = room - used - 1
+                    if left < _MIN_RECALL_LINE:
+                        break
+                    line = tokens.truncate(line, left)
+                    cost = tokens.count(line) + 1
+                lines.append(line)
+                hits.append(hit)
+                used += cost
+            if lines:
+                parts.append("\n".join([RECALL_HEADER, *lines]))
+        text = "\n\n".join(parts)
+        while text and tokens.count(text) > room:  # joins can merge tokens; cut to be exact
+            text = tokens.truncate(text, max(0, tokens.count(text) - 2))
+        return text, hits
+
+
+def _hit_text(hit: SearchHit) -> str:
+    """One line for a recalled entry: a turn as ``[role] text``, other nodes by their text."""
+    node = json.loads(hit.entry.content)
+    text = node.get("text")
+    if not isinstance(text, str):
+        text = node_text(node)
+    role = node.get("role")
+    line = " ".join(text.split())
+    return f"[{role}] {line}" if isinstance(role, str) and line else line
+
+
+def _last_user(messages: list[Message]) -> str | None:
+    for message in reversed(messages):
+        if message["role"] == "user":
+            text = _text(message).strip()
+            if text:
+                return text
+    return None
+
+
+def _check_int(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
+    return value

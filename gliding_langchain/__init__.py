@@ -1,6 +1,26 @@
 """gliding-horse for LangChain: adapters that translate LangChain objects and call gliding_core.
 
-The adapters arrive with the LangChain integration work; this package is their home.
+- ``GlidingMemoryMiddleware``: the memory of a ``create_agent`` agent, budgeted per model call.
+- ``SupplementaryInputCallbackHandler``: user input sent mid-run reaches the next model call.
+- ``GlidingRetriever``: hybrid search as a retriever.
+- ``GlidingStore``: a LangGraph store on L0 and Hyperspace.
+- ``GlidingChatMessageHistory``: the legacy path for ``RunnableWithMessageHistory``.
+- ``LangChainEmbedder``, ``LangChainSummarizer``: LangChain models as the memory's models.
 """
 
-__all__: list[str] = []
+from gliding_langchain.callbacks import SupplementaryInputCallbackHandler
+from gliding_langchain.chat_history import GlidingChatMessageHistory
+from gliding_langchain.middleware import GlidingMemoryMiddleware
+from gliding_langchain.models import LangChainEmbedder, LangChainSummarizer
+from gliding_langchain.retrievers import GlidingRetriever
+from gliding_langchain.testing import ScriptedChatModel
+
+__all__ = [
+    "GlidingChatMessageHistory",
+    "GlidingMemoryMiddleware",
+    "GlidingRetriever",
+    "LangChainEmbedder",
+    "LangChainSummarizer",
+    "ScriptedChatModel",
+    "SupplementaryInputCallbackHandler",
+]

@@ -15,7 +15,7 @@ from gliding_core.config import (
     StoreConfig,
     TopicConfig,
 )
-from gliding_core.conversation import Conversation, ModelView
+from gliding_core.conversation import Conversation, ModelView, entry_text
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
     ClosedError,
@@ -106,4 +106,5 @@ __all__ = [
     "Turn",
     "__version__",
     "auto_embedder",
+    "entry_text",
 ]

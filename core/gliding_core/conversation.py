@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gliding_core.attention.supplementary import SupplementaryInput
 from gliding_core.attention.window import PER_REPLY, _check_list, _check_message, _groups, _text
+from gliding_core.entry import Entry
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.search import SearchHit
@@ -265,6 +266,7 @@ class Conversation:
         if query and self.recall_k:
             visible = {self._recorded.get(str(m.get("id")), "") for m in shown}
             visible |= {str(m.get("id")) for m in shown}
+            seen = {" ".join(_text(m).split()) for m in shown}
             lines: list[str] = []
             used = tokens.count("\n\n".join([*parts, RECALL_HEADER]))
             candidates = self.memory.search(query, self.recall_k * 2, filters=self.recall_filters)
@@ -273,9 +275,11 @@ class Conversation:
                     break
                 if hit.iri in visible or hit.entry.metadata.get("supplement") in visible:
                     continue
-                text = _hit_text(hit)
-                if not text:
+                body = " ".join(entry_text(hit.entry).split())
+                if not body or body in seen:  # shown already, or a copy of a quoted hit
                     continue
+                seen.add(body)
+                text = _hit_text(hit)
                 line = f"- {text}"
                 cost = tokens.count(line) + 1
                 if used + cost > room:
@@ -295,14 +299,18 @@ class Conversation:
         return text, hits
 
 
+def entry_text(entry: Entry) -> str:
+    """The text of an entry as a reader wants it: its ``text`` property when it has one (a turn,
+    a note), else every string and number value of the node, in key order."""
+    node = json.loads(entry.content)
+    text = node.get("text")
+    return text if isinstance(text, str) else node_text(node)
+
+
 def _hit_text(hit: SearchHit) -> str:
     """One line for a recalled entry: a turn as ``[role] text``, other nodes by their text."""
-    node = json.loads(hit.entry.content)
-    text = node.get("text")
-    if not isinstance(text, str):
-        text = node_text(node)
-    role = node.get("role")
-    line = " ".join(text.split())
+    line = " ".join(entry_text(hit.entry).split())
+    role = json.loads(hit.entry.content).get("role")
     return f"[{role}] {line}" if isinstance(role, str) and line else line
 
 

@@ -66,6 +66,7 @@ def test_all_is_pinned() -> None:
         "Turn",
         "__version__",
         "auto_embedder",
+        "entry_text",
     ]
     for name in gliding_core.__all__:
         assert hasattr(gliding_core, name)

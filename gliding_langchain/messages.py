@@ -1,0 +1,69 @@
+"""Translation between LangChain messages and the plain records ``gliding_core`` works on.
+
+A record is ``{"role", "content", "id"}`` with OpenAI-style ``tool_calls`` on an AI message that
+calls tools and ``tool_call_id`` on a tool result; a delivered supplementary input carries
+``supplement: True``. Supplementary inputs are added to the agent's state as human messages whose
+id starts with ``SUPPLEMENT_ID_PREFIX``, so they are recognised again on later steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from gliding_core import InvalidInputError, SupplementaryInput
+
+SUPPLEMENT_ID_PREFIX = "gliding-supplement:"
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def to_record(message: BaseMessage) -> dict[str, Any]:
+    """Return the plain record of one LangChain message."""
+    if not isinstance(message, BaseMessage):
+        raise InvalidInputError(f"expected a LangChain message, got {type(message).__name__}")
+    record: dict[str, Any] = {
+        "role": _ROLES.get(message.type, message.type),
+        "content": message.text,
+    }
+    if message.id is not None:
+        record["id"] = message.id
+        if message.id.startswith(SUPPLEMENT_ID_PREFIX):
+            record["supplement"] = True
+    if isinstance(message, AIMessage) and message.tool_calls:
+        record["tool_calls"] = [
+            {"id": call.get("id"), "name": call["name"], "args": call["args"]}
+            for call in message.tool_calls
+        ]
+    if isinstance(message, ToolMessage):
+        record["tool_call_id"] = message.tool_call_id
+    return record
+
+
+def to_records(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Return the plain records of ``messages``, in order."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidInputError(f"messages must be a list of messages, got {messages!r:.80}")
+    return [to_record(m) for m in messages]
+
+
+def from_record(record: dict[str, Any]) -> BaseMessage:
+    """Return a LangChain message for a record that did not come from one (memory, supplement)."""
+    role, content, key = record["role"], record.get("content") or "", record.get("id")
+    if role == "system":
+        return SystemMessage(content=content, id=key)
+    if role == "assistant":
+        return AIMessage(content=content, id=key)
+    return HumanMessage(content=content, id=key)
+
+
+def supplement_message(item: SupplementaryInput) -> HumanMessage:
+    """Return the human message that delivers a supplementary input to the agent."""
+    return HumanMessage(content=item.content, id=SUPPLEMENT_ID_PREFIX + item.iri)

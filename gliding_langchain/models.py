@@ -1,0 +1,109 @@
+"""LangChain models as the memory's models: any ``Embeddings`` as its embedder, any chat model as
+its summarizer, so users keep the models they already configured.
+
+Invariants: the embedder returns one vector per text, in order, or raises ``EmbedderError``;
+a summary never exceeds its token limit (the model's answer is cut when it runs over), and a
+failed model call raises ``GlidingError`` rather than writing an empty summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from gliding_core import EmbedderError, GlidingError, InvalidInputError, TokenCounter
+
+SUMMARY_PROMPT = (
+    "Summarise the following conversation turn in at most {limit} tokens. Keep names, numbers, "
+    "dates and decisions; answer with the summary only."
+)
+
+
+class LangChainEmbedder:
+    """A LangChain ``Embeddings`` as the memory's embedder.
+
+    Args:
+        embeddings: the LangChain embedding model.
+        name: the name recorded in the memory's manifest (a change re-embeds the index);
+            the model's class name by default.
+
+    Example:
+        >>> memory = Memory(embedder=LangChainEmbedder(OpenAIEmbeddings()))  # doctest: +SKIP
+    """
+
+    def __init__(self, embeddings: Embeddings, *, name: str | None = None) -> None:
+        if not isinstance(embeddings, Embeddings):
+            raise InvalidInputError(f"expected LangChain Embeddings, got {embeddings!r:.80}")
+        self.embeddings = embeddings
+        self.name = name or f"langchain:{type(embeddings).__name__}"
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed ``texts`` in one call of the model."""
+        items = _check_texts(texts)
+        try:
+            vectors = self.embeddings.embed_documents(items)
+        except Exception as error:
+            raise EmbedderError(
+                f"{self.name} failed to embed {len(items)} texts: {error}"
+            ) from error
+        if len(vectors) != len(items):
+            raise EmbedderError(f"{self.name} returned {len(vectors)} vectors for {len(items)}")
+        return [list(map(float, v)) for v in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        (item,) = _check_texts([text])
+        try:
+            return list(map(float, self.embeddings.embed_query(item)))
+        except Exception as error:
+            raise EmbedderError(f"{self.name} failed to embed a query: {error}") from error
+
+
+class LangChainSummarizer:
+    """A LangChain chat model as the memory's summarizer (L1 turn summaries, window summaries).
+
+    Args:
+        model: the chat model.
+        tokens: the counter that enforces the limit; ``memory.tokens``.
+    """
+
+    def __init__(self, model: BaseChatModel, tokens: TokenCounter) -> None:
+        if not isinstance(model, BaseChatModel):
+            raise InvalidInputError(f"expected a LangChain chat model, got {model!r:.80}")
+        if not isinstance(tokens, TokenCounter):
+            raise InvalidInputError(f"tokens must be a TokenCounter, got {tokens!r:.80}")
+        self.model = model
+        self.tokens = tokens
+
+    def summarize(self, text: str, max_tokens: int) -> str:
+        """Return the model's summary of ``text``, cut to ``max_tokens``; short text as is."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text must be a string, got {text!r:.80}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise InvalidInputError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+        if self.tokens.count(text) <= max_tokens:
+            return text
+        prompt = [
+            SystemMessage(content=SUMMARY_PROMPT.format(limit=max_tokens)),
+            HumanMessage(content=text),
+        ]
+        try:
+            answer = self.model.invoke(prompt).text.strip()
+        except Exception as error:
+            raise GlidingError(f"the summarizer model failed: {error}") from error
+        if not answer:
+            raise GlidingError("the summarizer model returned an empty summary")
+        return self.tokens.truncate(answer, max_tokens)
+
+
+def _check_texts(texts: object) -> list[str]:
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise InvalidInputError(f"texts must be a list of strings, got {texts!r:.80}")
+    items = list(texts)
+    for text in items:
+        if not isinstance(text, str):
+            raise InvalidInputError(f"texts must be strings, got {text!r:.80}")
+    return items

@@ -13,12 +13,14 @@ from gliding_langchain.chat_history import GlidingChatMessageHistory
 from gliding_langchain.middleware import GlidingMemoryMiddleware
 from gliding_langchain.models import LangChainEmbedder, LangChainSummarizer
 from gliding_langchain.retrievers import GlidingRetriever
+from gliding_langchain.store import GlidingStore
 from gliding_langchain.testing import ScriptedChatModel
 
 __all__ = [
     "GlidingChatMessageHistory",
     "GlidingMemoryMiddleware",
     "GlidingRetriever",
+    "GlidingStore",
     "LangChainEmbedder",
     "LangChainSummarizer",
     "ScriptedChatModel",

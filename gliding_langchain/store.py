@@ -1,0 +1,437 @@
+"""LangGraph store on the gliding memory: namespaces are L0 named graphs, items are L0 entries.
+
+Invariants:
+- A namespace ``(a, b)`` is the named graph ``urn:gliding:langgraph:a/b``, each label
+  percent-encoded (so ``/`` in a label is ``%2F``); an item is the entry ``<graph>#<key>``, its
+  key percent-encoded, typed ``LangGraphItem``. Both encodings are reversible and injective.
+- The entry holds the value whole under ``value``: the L0 merge replaces a property as a whole,
+  so a re-put replaces the value, keeps ``created_at`` and the item's place, and bumps
+  ``updated_at``. ``get`` returns a value equal to the one put (values must survive JSON).
+- A namespace exists while it holds an item (deleting its last item forgets it).
+- Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
+  item, and each namespace's items in the order their keys were first written;
+  ``list_namespaces`` sorts.
+- A batch is validated whole first, answers its reads from the state before the batch, then
+  applies its writes (the last one per key wins) in one L0 transaction: all of them or none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote, unquote
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+
+from gliding_core import Entry, InvalidInputError, Memory, SearchFilters
+from gliding_core.jsonld import preview
+
+IRI_PREFIX = "urn:gliding:langgraph:"
+ITEM_TYPE = "LangGraphItem"
+ORDER = "langgraph_namespace_order"  # entry metadata: the place of the item's namespace
+WRITTEN = "langgraph_written_at"  # entry metadata: when the item was last put
+
+Namespace = tuple[str, ...]
+
+_COMPARISONS = ("$gt", "$gte", "$lt", "$lte")
+_OPERATORS = frozenset({"$eq", "$ne", *_COMPARISONS})
+
+
+class GlidingStore(BaseStore):
+    """A LangGraph ``BaseStore`` whose items live in a gliding ``Memory``'s L0 store.
+
+    Items are full L0 entries: durable with ``Memory.open(path)``, and searchable by the
+    memory's hybrid search (words and meaning) when ``search`` is given a ``query``. Every
+    string and number of a value is searchable; the ``index`` argument of ``put`` is ignored.
+
+    Args:
+        memory: the memory that keeps the items; the store does not close it.
+
+    Example:
+        >>> with Memory() as memory:
+        ...     store = GlidingStore(memory)
+        ...     store.put(("users", "42"), "prefs", {"theme": "dark"})
+        ...     store.get(("users", "42"), "prefs").value
+        {'theme': 'dark'}
+    """
+
+    __slots__ = ("memory",)
+
+    def __init__(self, memory: Memory) -> None:
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
+        self.memory = memory
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` (reads against the state before the batch, then the writes) in order.
+
+        Raises:
+            InvalidNamespaceError: a namespace breaks LangGraph's rules.
+            InvalidInputError: any other argument is invalid; nothing was written.
+        """
+        batch = list(ops)
+        for op in batch:
+            _check_op(op)
+        results = [self._read(op) for op in batch]
+        writes = {(op.namespace, op.key): op for op in batch if isinstance(op, PutOp)}
+        if writes:
+            self._write(list(writes.values()))
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``batch`` in a worker thread: the L0 store and the dense index are synchronous."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def __repr__(self) -> str:
+        return f"GlidingStore({self.memory!r})"
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _read(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            return self._get(op.namespace, op.key)
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        if isinstance(op, ListNamespacesOp):
+            return self._list_namespaces(op)
+        return None
+
+    def _get(self, namespace: Namespace, key: str) -> Item | None:
+        entry = self.memory.store.get(item_iri(namespace, key))  # counts the read
+        return None if entry is None or not _is_item(entry) else _to_item(entry)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        entries = [
+            entry
+            for entry in self._entries_under(op.namespace_prefix)
+            if _passes(entry.node["value"], op.filter)
+        ]
+        if not op.query or not op.query.strip():
+            return [_to_hit(entry) for entry in entries[op.offset : op.offset + op.limit]]
+        scores = self._rank(op.query, {entry.iri for entry in entries}, op.offset + op.limit)
+        by_iri = {entry.iri: entry for entry in entries}
+        ranked = [_to_hit(by_iri[iri], score) for iri, score in scores.items()]
+        # Entries without text have no score; like InMemoryStore, they come after the ranked.
+        ranked += [_to_hit(entry) for entry in entries if entry.iri not in scores]
+        return ranked[op.offset : op.offset + op.limit]
+
+    def _rank(self, query: str, allowed: set[str], wanted: int) -> dict[str, float]:
+        """Return the hybrid search scores of the ``allowed`` IRIs, best first, at least
+        ``wanted`` of them when there are; the search widens until it has them."""
+        if not allowed:
+            return {}
+        total = sum(self._graphs().values())
+        filters = SearchFilters(types=(ITEM_TYPE,))
+        k = min(max(wanted, 1), total)
+        while True:
+            hits = self.memory.search(query, k, filters=filters)
+            scores = {hit.iri: hit.score for hit in hits if hit.iri in allowed}
+            if len(scores) >= wanted or k >= total:
+                return scores
+            k = min(k * 4, total)
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
+        namespaces = [decode_graph(graph) for graph in self._graphs()]
+        for condition in op.match_conditions or ():
+            namespaces = [ns for ns in namespaces if _matches_path(condition, ns)]
+        if op.max_depth is not None:
+            namespaces = [ns[: op.max_depth] for ns in namespaces]
+        return sorted(set(namespaces))[op.offset : op.offset + op.limit]
+
+    def _graphs(self) -> dict[str, int]:
+        """Return the named graphs of this store's namespaces, with their item counts."""
+        counts = self.memory.store.graph_counts()
+        return {graph: n for graph, n in counts.items() if graph.startswith(IRI_PREFIX)}
+
+    def _entries_under(self, prefix: Namespace) -> list[Entry]:
+        """Return the items under ``prefix``: namespaces in their order, items in key order."""
+        groups = []
+        for graph in self._graphs():
+            if decode_graph(graph)[: len(prefix)] == prefix:
+                entries = [e for e in self.memory.store.by_graph(graph) if _is_item(e)]
+                if entries:
+                    groups.append((_order_of(entries[0]), graph, entries))
+        groups.sort(key=lambda group: (group[0], group[1]))
+        return [entry for _, _, entries in groups for entry in entries]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _write(self, ops: Sequence[PutOp]) -> None:
+        store, now = self.memory.store, time.time()
+        with store.transaction():
+            for op in ops:
+                iri, graph = item_iri(op.namespace, op.key), namespace_graph(op.namespace)
+                if op.value is None:
+                    store.delete(iri)
+                    continue
+                store.put(
+                    {"@id": iri, "@type": ITEM_TYPE, "value": dict(op.value)},
+                    named_graph=graph,
+                    metadata={ORDER: self._namespace_order(graph), WRITTEN: now},
+                )
+
+    def _namespace_order(self, graph: str) -> int:
+        """Return the place of the namespace ``graph``: its own, or after every other one."""
+        first = self.memory.store.by_graph(graph, limit=1)
+        if first:
+            return _order_of(first[0])
+        known = [self.memory.store.by_graph(other, limit=1) for other in self._graphs()]
+        return 1 + max((_order_of(entries[0]) for entries in known if entries), default=0)
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+
+def namespace_graph(namespace: Namespace) -> str:
+    """Return the named-graph IRI of ``namespace``."""
+    return IRI_PREFIX + "/".join(quote(label, safe="") for label in namespace)
+
+
+def item_iri(namespace: Namespace, key: str) -> str:
+    """Return the entry IRI of the item ``key`` in ``namespace``."""
+    return namespace_graph(namespace) + "#" + quote(key, safe="")
+
+
+def decode_graph(graph: str) -> Namespace:
+    """Return the namespace whose named-graph IRI is ``graph`` (the inverse of
+    ``namespace_graph``)."""
+    labels = graph[len(IRI_PREFIX) :]
+    return tuple(unquote(label) for label in labels.split("/")) if labels else ()
+
+
+def _is_item(entry: Entry) -> bool:
+    return ITEM_TYPE in entry.jsonld_types and entry.named_graph is not None
+
+
+def _order_of(entry: Entry) -> int:
+    value = entry.metadata.get(ORDER, 0)
+    return value if isinstance(value, int) else 0
+
+
+def _to_item(entry: Entry) -> Item:
+    """Return the entry as a LangGraph item (``_is_item`` holds for it)."""
+    assert entry.named_graph is not None
+    return Item(
+        namespace=decode_graph(entry.named_graph),
+        key=unquote(entry.iri.rpartition("#")[2]),
+        value=entry.node["value"],
+        created_at=datetime.fromtimestamp(entry.created_at, tz=timezone.utc),
+        updated_at=datetime.fromtimestamp(entry.updated_at, tz=timezone.utc),
+    )
+
+
+def _to_hit(entry: Entry, score: float | None = None) -> SearchItem:
+    """Return the entry as a search result, with its score when it was ranked."""
+    item = _to_item(entry)
+    return SearchItem(
+        item.namespace, item.key, item.value, item.created_at, item.updated_at, score=score
+    )
+
+
+# -- validation --------------------------------------------------------------------------------
+
+
+def _check_op(op: object) -> None:
+    """Raise a typed error naming the bad value when ``op`` cannot run."""
+    if isinstance(op, (GetOp, PutOp)):
+        _check_address(op.namespace, op.key)
+        if isinstance(op, PutOp) and op.value is not None:
+            _check_writable(op.namespace)
+            _check_value(op.value)
+    elif isinstance(op, SearchOp):
+        _check_page(op.limit, op.offset)
+        if not isinstance(op.namespace_prefix, tuple):
+            raise InvalidInputError(
+                f"namespace_prefix must be a tuple, got {preview(op.namespace_prefix)}"
+            )
+        if op.query is not None and not isinstance(op.query, str):
+            raise InvalidInputError(f"query must be a string or None, got {preview(op.query)}")
+        _check_filter(op.filter)
+    elif isinstance(op, ListNamespacesOp):
+        _check_page(op.limit, op.offset)
+        _check_conditions(op.match_conditions)
+        if op.max_depth is not None and not _is_count(op.max_depth, 1):
+            raise InvalidInputError(f"max_depth must be an int >= 1, got {preview(op.max_depth)}")
+    else:
+        raise InvalidInputError(f"unknown store operation {preview(op)}")
+    validate_op_namespace(op)
+
+
+def _check_address(namespace: object, key: object) -> None:
+    if not isinstance(namespace, tuple):
+        raise InvalidInputError(f"namespace must be a tuple of strings, got {preview(namespace)}")
+    validate_op_namespace(GetOp(namespace, ""))
+    for label in namespace:
+        _check_text(label, "namespace label")
+    _check_text(key, "key")
+
+
+def _check_writable(namespace: Namespace) -> None:
+    """Apply LangGraph's rules for a namespace that receives an item."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+        )
+
+
+def _check_text(value: object, what: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, got {preview(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} is not valid Unicode: {preview(value)}") from exc
+
+
+def _check_value(value: object) -> None:
+    """Accept a mapping with string keys that JSON gives back equal (what ``get`` returns)."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"value must be a dict, got {preview(value)}")
+    try:
+        text = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+        same = json.loads(text) == dict(value)
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidInputError(
+            f"value is not JSON-serialisable: {preview(value)} ({exc})"
+        ) from exc
+    if not same:
+        raise InvalidInputError(
+            f"value does not survive JSON unchanged (non-string keys or tuples?): {preview(value)}"
+        )
+
+
+def _is_count(value: object, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _check_page(limit: object, offset: object) -> None:
+    if not _is_count(limit, 1):
+        raise InvalidInputError(f"limit must be an int >= 1, got {preview(limit)}")
+    if not _is_count(offset, 0):
+        raise InvalidInputError(f"offset must be an int >= 0, got {preview(offset)}")
+
+
+def _check_conditions(conditions: object) -> None:
+    if conditions is not None and not isinstance(conditions, tuple):
+        raise InvalidInputError(f"match_conditions must be a tuple, got {preview(conditions)}")
+    for condition in conditions or ():
+        if not isinstance(condition, MatchCondition) or not isinstance(condition.path, tuple):
+            raise InvalidInputError(
+                f"match condition must be a MatchCondition, got {preview(condition)}"
+            )
+        if condition.match_type not in ("prefix", "suffix"):
+            raise InvalidInputError(
+                f"match_type must be 'prefix' or 'suffix', got {preview(condition.match_type)}"
+            )
+
+
+def _check_filter(wanted: object) -> None:
+    """Accept the filters ``InMemoryStore`` understands: values, nested dicts, operators."""
+    if wanted is None:
+        return
+    if not isinstance(wanted, dict) or not all(isinstance(key, str) for key in wanted):
+        raise InvalidInputError(f"filter must be a dict with string keys, got {preview(wanted)}")
+    for value in wanted.values():
+        _check_condition(value)
+
+
+def _check_condition(wanted: object) -> None:
+    if isinstance(wanted, (list, tuple)):
+        for item in wanted:
+            _check_condition(item)
+    if not isinstance(wanted, dict):
+        return
+    if not all(isinstance(key, str) for key in wanted):
+        raise InvalidInputError(f"filter keys must be strings, got {preview(wanted)}")
+    if not any(key.startswith("$") for key in wanted):
+        _check_filter(wanted)
+        return
+    for operator, argument in wanted.items():
+        if operator not in _OPERATORS:
+            raise InvalidInputError(
+                f"unsupported filter operator {operator!r}; use one of {sorted(_OPERATORS)}"
+            )
+        if operator in _COMPARISONS and _number(argument) is None:
+            raise InvalidInputError(f"{operator} needs a number, got {preview(argument)}")
+
+
+# -- matching ----------------------------------------------------------------------------------
+
+
+def _passes(value: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
+    """Return whether ``value`` meets the filter (``InMemoryStore``'s rules)."""
+    return not wanted or all(_meets(value.get(key), cond) for key, cond in wanted.items())
+
+
+def _meets(value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(key.startswith("$") for key in wanted):
+            return all(_compare(value, op, argument) for op, argument in wanted.items())
+        return isinstance(value, dict) and _passes(value, wanted)
+    if isinstance(wanted, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(wanted)
+            and all(_meets(v, w) for v, w in zip(value, wanted, strict=True))
+        )
+    return bool(value == wanted)
+
+
+def _compare(value: Any, operator: str, argument: Any) -> bool:
+    """Apply one operator; an order comparison with a non-number fails rather than raises."""
+    if operator == "$eq":
+        return bool(value == argument)
+    if operator == "$ne":
+        return bool(value != argument)
+    left, right = _number(value), _number(argument)
+    if left is None or right is None:
+        return False
+    if operator == "$gt":
+        return left > right
+    if operator == "$gte":
+        return left >= right
+    if operator == "$lt":
+        return left < right
+    return left <= right
+
+
+def _number(value: object) -> float | None:
+    """Return ``float(value)`` as ``InMemoryStore`` coerces it, or ``None`` when it cannot."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _matches_path(condition: MatchCondition, namespace: Namespace) -> bool:
+    """Return whether ``namespace`` starts (``prefix``) or ends (``suffix``) with the
+    condition's path, where ``*`` matches any label."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if not path:
+        return True
+    labels = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
+    return all(want in ("*", label) for want, label in zip(path, labels, strict=True))

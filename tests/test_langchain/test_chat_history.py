@@ -1,0 +1,113 @@
+"""The chat history (legacy ``RunnableWithMessageHistory`` path) on L0 and L1."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
+
+from gliding_core import HashEmbedder, InvalidInputError, Memory
+from gliding_langchain import GlidingChatMessageHistory, ScriptedChatModel
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with Memory(embedder=HashEmbedder()) as value:
+        yield value
+
+
+def chat(count: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for i in range(count):
+        out += [HumanMessage(f"Question {i} about llamas in Peru"), AIMessage(f"Llama fact {i}.")]
+    return out
+
+
+def test_messages_come_back_exactly_and_in_order(memory: Memory) -> None:
+    history = GlidingChatMessageHistory(memory, "chat/1")
+    sent = chat(3)
+    history.add_messages(sent)
+
+    back = history.messages
+    assert [(m.type, m.text) for m in back] == [(m.type, m.text) for m in sent]
+    assert all(m.id for m in back)
+
+
+def test_the_history_survives_reopening(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        GlidingChatMessageHistory(memory, "c").add_messages(chat(2))
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        assert len(GlidingChatMessageHistory(memory, "c").messages) == 4
+
+
+def test_a_budget_keeps_the_prompt_small_and_recalls_old_turns(memory: Memory) -> None:
+    history = GlidingChatMessageHistory(memory, "long", budget=150)
+    history.add_messages([HumanMessage("My cat is called Saffron."), AIMessage("Noted.")])
+    history.add_messages(chat(30))
+    history.add_message(HumanMessage("What is my cat called?"))
+
+    view = history.messages
+    assert len(history.all_messages) == 63
+    assert history.conversation.view([]).tokens <= 150
+    assert view[0].type == "system"
+    assert "Saffron" in view[0].text
+    assert view[-1].text == "What is my cat called?"
+
+
+def test_clear_hides_messages_but_keeps_them_in_l0(memory: Memory) -> None:
+    history = GlidingChatMessageHistory(memory, "c")
+    history.add_messages(chat(2))
+    before = memory.store.count()
+
+    history.clear()
+
+    assert history.messages == []
+    assert memory.store.count() == before
+    assert memory.store.by_tags(["chat:cleared"])
+
+
+def test_chats_are_kept_apart(memory: Memory) -> None:
+    GlidingChatMessageHistory(memory, "a").add_messages(chat(1))
+    assert GlidingChatMessageHistory(memory, "b").messages == []
+
+
+def test_runnable_with_message_history_uses_it(memory: Memory) -> None:
+    prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    model = ScriptedChatModel()
+    histories: dict[str, GlidingChatMessageHistory] = {}
+
+    def get(session_id: str) -> GlidingChatMessageHistory:
+        return histories.setdefault(session_id, GlidingChatMessageHistory(memory, session_id))
+
+    with warnings.catch_warnings():  # the legacy wrapper warns that it is deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        chain = RunnableWithMessageHistory(
+            prompt | model, get, input_messages_key="question", history_messages_key="history"
+        )
+        config = {"configurable": {"session_id": "s1"}}
+        chain.invoke({"question": "Hello there"}, config=config)
+        chain.invoke({"question": "Second question"}, config=config)
+
+    assert [m.text for m in histories["s1"].messages] == [
+        "Hello there",
+        "You said: Hello there",
+        "Second question",
+        "You said: Second question",
+    ]
+    assert [m.text for m in model.requests[-1]][:2] == ["Hello there", "You said: Hello there"]
+
+
+def test_bad_input_is_rejected_and_nothing_is_written(memory: Memory) -> None:
+    with pytest.raises(InvalidInputError, match="session_id"):
+        GlidingChatMessageHistory(memory, "")
+    history = GlidingChatMessageHistory(memory, "c")
+    with pytest.raises(InvalidInputError, match="LangChain messages"):
+        history.add_messages([HumanMessage("ok"), "not a message"])  # type: ignore[list-item]
+    assert history.messages == []

@@ -1,0 +1,81 @@
+"""LangChain models as the memory's embedder and summarizer."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langchain_core.messages import AIMessage, BaseMessage
+
+from gliding_core import (
+    EmbedderError,
+    GlidingError,
+    HashEmbedder,
+    InvalidInputError,
+    Memory,
+    TokenCounter,
+)
+from gliding_langchain import LangChainEmbedder, LangChainSummarizer, ScriptedChatModel
+
+
+class Broken(Embeddings):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise ConnectionError("remote embedding API is down")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise ConnectionError("remote embedding API is down")
+
+
+def test_langchain_embeddings_drive_the_memory_search() -> None:
+    embedder = LangChainEmbedder(DeterministicFakeEmbedding(size=32))
+    with Memory(embedder=embedder) as memory:
+        memory.store.put({"@id": "urn:n:1", "text": "the blue door"})
+        hits = memory.search("the blue door", 1)
+        assert hits[0].iri == "urn:n:1"
+        assert hits[0].arms["dense"].rank == 1
+        assert memory.embedder_name == "langchain:DeterministicFakeEmbedding"
+
+
+def test_a_failing_model_raises_embedder_error() -> None:
+    embedder = LangChainEmbedder(Broken())
+    with pytest.raises(EmbedderError, match="remote embedding API is down"):
+        embedder.embed_documents(["x"])
+    with pytest.raises(EmbedderError):
+        embedder.embed_query("x")
+
+
+def test_a_chat_model_writes_l1_summaries_within_the_limit() -> None:
+    prompts: list[list[BaseMessage]] = []
+
+    def summarise(messages: list[BaseMessage]) -> AIMessage:
+        prompts.append(messages)
+        return AIMessage(content="Summary: the deploy moved to Friday. " * 40)
+
+    tokens = TokenCounter()
+    summarizer = LangChainSummarizer(ScriptedChatModel(reply=summarise), tokens)
+    with Memory(tokens=tokens, summarizer=summarizer, embedder=HashEmbedder()) as memory:
+        turn = memory.session("urn:task:1").add_turn("user", "We talked at length. " * 200)
+    assert turn.summary.startswith("Summary: the deploy moved to Friday.")
+    assert tokens.count(turn.summary) <= memory.config.session.max_summary_tokens
+    assert "at most 200 tokens" in prompts[0][0].text
+
+
+def test_short_text_is_not_sent_to_the_model() -> None:
+    model = ScriptedChatModel()
+    summarizer = LangChainSummarizer(model, TokenCounter())
+    assert summarizer.summarize("short", 50) == "short"
+    assert model.requests == []
+
+
+def test_an_empty_or_failing_summary_raises() -> None:
+    empty = LangChainSummarizer(ScriptedChatModel(reply=lambda m: AIMessage("")), TokenCounter())
+    with pytest.raises(GlidingError, match="empty summary"):
+        empty.summarize("long text " * 100, 10)
+
+
+def test_bad_arguments_are_rejected() -> None:
+    with pytest.raises(InvalidInputError, match="Embeddings"):
+        LangChainEmbedder("model")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="texts"):
+        LangChainEmbedder(DeterministicFakeEmbedding(size=4)).embed_documents("abc")
+    with pytest.raises(InvalidInputError, match="max_tokens"):
+        LangChainSummarizer(ScriptedChatModel(), TokenCounter()).summarize("x", 0)

@@ -1,0 +1,525 @@
+"""GlidingStore: LangGraph's BaseStore on a real gliding Memory, checked against InMemoryStore."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
+
+from gliding_core import (
+    ContentTooLargeError,
+    HashEmbedder,
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+    StoreConfig,
+)
+from gliding_langchain.store import (
+    ITEM_TYPE,
+    GlidingStore,
+    decode_graph,
+    item_iri,
+    namespace_graph,
+)
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    """An in-memory gliding Memory with the fast hash embedder."""
+    with Memory(embedder=HashEmbedder()) as value:
+        yield value
+
+
+@pytest.fixture
+def store(memory: Memory) -> GlidingStore:
+    return GlidingStore(memory)
+
+
+def keys(items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+    return [(item.namespace, item.key) for item in items]
+
+
+# -- put / get / delete ------------------------------------------------------------------------
+
+
+def test_put_then_get_returns_the_value_and_utc_timestamps(store: GlidingStore) -> None:
+    value = {"text": "likes dark mode", "n": 3, "nested": {"list": [1, "two", None, True]}}
+    store.put(("users", "42"), "prefs", value)
+    item = store.get(("users", "42"), "prefs")
+    assert isinstance(item, Item)
+    assert (item.namespace, item.key, item.value) == (("users", "42"), "prefs", value)
+    assert item.created_at.tzinfo == timezone.utc
+    assert item.created_at <= item.updated_at <= datetime.now(timezone.utc)
+    assert store.get(("users", "42"), "missing") is None
+    assert store.get(("users",), "prefs") is None
+
+
+def test_the_item_is_one_typed_entry_in_the_namespace_graph(
+    store: GlidingStore, memory: Memory
+) -> None:
+    store.put(("users", "42"), "prefs", {"theme": "dark"})
+    entry = memory.store.get(item_iri(("users", "42"), "prefs"))
+    assert entry is not None
+    assert entry.named_graph == namespace_graph(("users", "42"))
+    assert entry.jsonld_types == (ITEM_TYPE,)
+    assert entry.node["value"] == {"theme": "dark"}
+
+
+def test_a_re_put_replaces_the_value_and_keeps_created_at(store: GlidingStore) -> None:
+    store.put(("docs",), "a", {"text": "a much longer first text", "old": 1})
+    store.put(("docs",), "b", {"text": "second"})
+    first = store.get(("docs",), "a")
+    store.put(("docs",), "a", {"text": "short"})
+    again = store.get(("docs",), "a")
+    assert first is not None
+    assert again is not None
+    assert again.value == {"text": "short"}  # no merge: "old" is gone, the shorter text wins
+    assert again.created_at == first.created_at
+    assert again.updated_at > first.updated_at
+    assert keys(store.search(("docs",))) == [(("docs",), "a"), (("docs",), "b")]
+
+
+def test_an_identical_re_put_still_counts_as_an_update(store: GlidingStore) -> None:
+    store.put(("docs",), "a", {"text": "same"})
+    first = store.get(("docs",), "a")
+    store.put(("docs",), "a", {"text": "same"})
+    again = store.get(("docs",), "a")
+    assert first is not None
+    assert again is not None
+    assert again.updated_at > first.updated_at
+
+
+def test_delete_removes_the_item_and_an_emptied_namespace(store: GlidingStore) -> None:
+    store.put(("docs",), "a", {"text": "hello"})
+    store.put(("notes",), "a", {"text": "hello"})
+    store.delete(("docs",), "a")
+    store.delete(("docs",), "never-there")
+    assert store.get(("docs",), "a") is None
+    assert store.list_namespaces() == [("notes",)]
+    assert store.search(("docs",), query="hello") == []
+
+
+def test_labels_and_keys_are_encoded_reversibly(store: GlidingStore) -> None:
+    odd = ("a/b", "50% #1", "ünïcode sp ace")
+    store.put(odd, "k/e#y %20", {"v": 1})
+    store.put(("a", "b"), "k", {"v": 2})
+    assert store.get(odd, "k/e#y %20") == store.search(odd)[0]
+    assert sorted(store.list_namespaces()) == [("a", "b"), odd]
+
+
+@given(st.lists(st.text(min_size=1).filter(lambda s: "." not in s and "\x00" not in s), min_size=1))
+def test_namespace_graph_encoding_round_trips(labels: list[str]) -> None:
+    namespace = tuple(label.encode("utf-8", "replace").decode() for label in labels)
+    graph = namespace_graph(namespace)
+    assert decode_graph(graph) == namespace
+    assert not any(c.isspace() for c in item_iri(namespace, " a key "))
+
+
+def test_entries_that_are_not_items_are_ignored(store: GlidingStore, memory: Memory) -> None:
+    memory.store.put({"@id": "urn:ex:1", "text": "hello world"}, named_graph="urn:ex:graph")
+    store.put(("docs",), "a", {"text": "hello"})
+    assert store.list_namespaces() == [("docs",)]
+    assert keys(store.search((), query="hello world")) == [(("docs",), "a")]
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def filled(store: GlidingStore) -> GlidingStore:
+    store.put(("users", "1"), "a", {"n": 1, "kind": "note", "tags": ["x"]})
+    store.put(("users", "2"), "b", {"n": 2, "kind": "fact", "tags": ["x", "y"]})
+    store.put(("users", "1"), "c", {"n": 3, "kind": "note", "meta": {"lang": "en"}})
+    store.put(("usersx",), "d", {"n": 4, "kind": "note"})
+    return store
+
+
+def test_search_lists_by_namespace_then_key_order_with_paging(filled: GlidingStore) -> None:
+    everything = [(("users", "1"), "a"), (("users", "1"), "c"), (("users", "2"), "b")]
+    assert keys(filled.search(("users",))) == everything  # ("usersx",) is not under ("users",)
+    assert keys(filled.search(("users",), limit=2, offset=1)) == everything[1:3]
+    assert keys(filled.search(("users",), offset=5)) == []
+    assert [item.score for item in filled.search(("users",))] == [None, None, None]
+    assert len(filled.search(())) == 4
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ({"kind": "note"}, ["a", "c", "d"]),
+        ({"kind": {"$ne": "note"}}, ["b"]),
+        ({"n": {"$gt": 1, "$lte": 3}}, ["c", "b"]),  # namespace order first
+        ({"n": {"$gte": 3}}, ["c", "d"]),
+        ({"n": {"$lt": 2}}, ["a"]),
+        ({"n": {"$eq": 2}, "kind": "fact"}, ["b"]),
+        ({"tags": ["x", "y"]}, ["b"]),
+        ({"meta": {"lang": "en"}}, ["c"]),
+        ({"missing": {"$gt": 0}}, []),  # InMemoryStore raises here; no match is kinder
+    ],
+)
+def test_search_filters_like_in_memory_store(
+    filled: GlidingStore, where: dict[str, Any], expected: list[str]
+) -> None:
+    assert [item.key for item in filled.search((), filter=where)] == expected
+
+
+def test_query_search_ranks_by_hybrid_search(store: GlidingStore) -> None:
+    store.put(("docs",), "paint", {"text": "she spent the weekend painting watercolours"})
+    store.put(("docs",), "rust", {"text": "the borrow checker rejected my code"})
+    store.put(("docs",), "blank", {"flag": True})  # no text: found, but never scored
+    store.put(("other",), "paint", {"text": "painting watercolours"})
+    hits = store.search(("docs",), query="painting watercolours")
+    assert [item.key for item in hits] == ["paint", "rust", "blank"]
+    scores = [item.score for item in hits]
+    assert isinstance(scores[0], float)
+    assert isinstance(scores[1], float)
+    assert scores[0] > scores[1]
+    assert scores[2] is None
+    assert [item.key for item in store.search(("docs",), query="painting", limit=1)] == ["paint"]
+    assert [i.key for i in store.search(("docs",), query="code", filter={"flag": True})] == [
+        "blank"
+    ]
+
+
+def test_index_is_ignored_every_value_stays_searchable(store: GlidingStore) -> None:
+    store.put(("docs",), "hidden", {"text": "painting"}, index=False)
+    store.put(("docs",), "field", {"title": "painting", "body": "x"}, index=["body"])
+    assert {item.key for item in store.search(("docs",), query="painting")} == {"hidden", "field"}
+    assert all(item.score is not None for item in store.search(("docs",), query="painting"))
+
+
+def test_query_search_widens_until_it_has_the_page(store: GlidingStore) -> None:
+    for i in range(30):
+        store.put(("noise",), f"n{i}", {"text": f"painting number {i}"})
+    store.put(("wanted",), "w", {"text": "painting number 99"})
+    assert keys(store.search(("wanted",), query="painting number")) == [(("wanted",), "w")]
+
+
+# -- list_namespaces ---------------------------------------------------------------------------
+
+
+def test_list_namespaces_matches_in_memory_store_semantics(store: GlidingStore) -> None:
+    for namespace in [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "c", "f")]:
+        store.put(namespace, "k", {"v": 1})
+    assert store.list_namespaces(prefix=("a", "b"), max_depth=3) == [
+        ("a", "b", "c"),
+        ("a", "b", "d"),
+    ]
+    assert store.list_namespaces(suffix=("f",)) == [("a", "c", "f")]
+    assert store.list_namespaces(prefix=("a", "*", "d")) == [
+        ("a", "b", "d", "e"),
+        ("a", "b", "d", "i"),
+    ]
+    assert store.list_namespaces(max_depth=1) == [("a",)]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "b", "d", "e"), ("a", "b", "d", "i")]
+    assert store.batch([ListNamespacesOp(match_conditions=())]) == [store.list_namespaces()]
+
+
+# -- batches and async -------------------------------------------------------------------------
+
+
+def test_a_batch_reads_before_it_writes_and_the_last_put_wins(store: GlidingStore) -> None:
+    store.put(("docs",), "a", {"v": 0})
+    results = store.batch(
+        [
+            PutOp(("docs",), "a", {"v": 1}),
+            GetOp(("docs",), "a"),
+            PutOp(("docs",), "b", {"v": 2}),
+            PutOp(("docs",), "a", {"v": 3}),
+            SearchOp(("docs",)),
+        ]
+    )
+    assert results[0] is None
+    assert results[2] is None
+    assert results[3] is None
+    assert isinstance(results[1], Item)
+    assert results[1].value == {"v": 0}
+    assert isinstance(results[4], list)
+    assert len(results[4]) == 1
+    assert [item.value for item in store.search(("docs",))] == [{"v": 3}, {"v": 2}]
+
+
+async def test_async_operations(store: GlidingStore) -> None:
+    await store.aput(("users", "1"), "a", {"text": "async painting"})
+    await store.aput(("users", "2"), "b", {"text": "other"})
+    item = await store.aget(("users", "1"), "a")
+    assert item is not None
+    assert item.value == {"text": "async painting"}
+    hits = await store.asearch(("users",), query="painting")
+    assert hits[0].key == "a"
+    assert hits[0].score is not None
+    assert keys(await store.asearch(("users",), filter={"text": "other"})) == [
+        (("users", "2"), "b")
+    ]
+    assert await store.alist_namespaces(prefix=("users",)) == [("users", "1"), ("users", "2")]
+    await store.adelete(("users", "1"), "a")
+    assert await store.aget(("users", "1"), "a") is None
+    with pytest.raises(InvalidInputError):
+        await store.asearch(("users",), limit=0)
+
+
+def test_items_survive_close_and_reopen(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        store = GlidingStore(memory)
+        store.put(("users", "1"), "a", {"text": "kept across restarts", "n": 1})
+        store.put(("users", "2"), "b", {"text": "also kept"})
+        before = store.get(("users", "1"), "a")
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        store = GlidingStore(memory)
+        assert store.get(("users", "1"), "a") == before
+        assert store.list_namespaces() == [("users", "1"), ("users", "2")]
+        assert store.search(("users",), query="restarts")[0].key == "a"
+        store.put(("users", "0"), "c", {"text": "new"})  # a new namespace goes last
+        assert [item.key for item in store.search(())] == ["a", "b", "c"]
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def assert_nothing_written(memory: Memory, before: int) -> None:
+    assert memory.store.count() == before
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [(), ("langgraph", "x"), ("a.b",), ("",), ("a", ""), ("nul\x00",)],
+)
+def test_put_rejects_a_bad_namespace(
+    store: GlidingStore, memory: Memory, namespace: tuple[str, ...]
+) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.put(namespace, "k", {"v": 1})
+    assert_nothing_written(memory, 0)
+
+
+def test_batch_ops_are_validated_like_the_public_methods(store: GlidingStore) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([GetOp(("a.b",), "k")])
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(("langgraph",), "k", {"v": 1})])
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([SearchOp(("",))])
+    with pytest.raises(InvalidNamespaceError):
+        store.list_namespaces(prefix=("a.b",))
+    with pytest.raises(InvalidInputError, match="key"):
+        store.batch([GetOp(("a",), 3)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="namespace"):
+        store.batch([GetOp("abc", "k")])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="operation"):
+        store.batch(["get"])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        ["not", "a", "dict"],
+        "text",
+        {1: "int key"},
+        {"t": ("a", "tuple")},
+        {"x": math.nan},
+        {"x": object()},
+        {"x": "\ud800"},
+    ],
+)
+def test_put_rejects_a_value_json_would_change(
+    store: GlidingStore, memory: Memory, value: Any
+) -> None:
+    with pytest.raises(InvalidInputError, match="value"):
+        store.put(("docs",), "k", value)
+    assert_nothing_written(memory, 0)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"limit": 0},
+        {"limit": -1},
+        {"limit": True},
+        {"limit": "3"},
+        {"offset": -1},
+        {"query": 3},
+        {"filter": "kind=note"},
+        {"filter": {"n": {"$regex": "x"}}},
+        {"filter": {"n": {"$gt": "many"}}},
+    ],
+)
+def test_search_rejects_bad_arguments(store: GlidingStore, arguments: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInputError):
+        store.search(("docs",), **arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"limit": 0}, {"offset": -2}, {"max_depth": 0}, {"max_depth": 1.5}]
+)
+def test_list_namespaces_rejects_bad_arguments(
+    store: GlidingStore, arguments: dict[str, Any]
+) -> None:
+    with pytest.raises(InvalidInputError):
+        store.list_namespaces(**arguments)
+    with pytest.raises(InvalidInputError, match="match_type"):
+        store.batch([ListNamespacesOp((MatchCondition("middle", ("a",)),))])  # type: ignore[arg-type]
+
+
+def test_a_bad_op_anywhere_in_a_batch_writes_nothing(store: GlidingStore, memory: Memory) -> None:
+    with pytest.raises(InvalidInputError):
+        store.batch([PutOp(("docs",), "a", {"v": 1}), SearchOp(("docs",), limit=0)])
+    assert_nothing_written(memory, 0)
+
+
+def test_a_failing_write_rolls_the_whole_batch_back() -> None:
+    config = MemoryConfig(store=StoreConfig(max_content_bytes=200))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        store = GlidingStore(memory)
+        with pytest.raises(ContentTooLargeError):
+            store.batch([PutOp(("docs",), "a", {"v": 1}), PutOp(("docs",), "b", {"v": "x" * 500})])
+        assert_nothing_written(memory, 0)
+        assert store.search(("docs",)) == []
+
+
+def test_the_store_needs_a_memory() -> None:
+    with pytest.raises(InvalidInputError, match="memory"):
+        GlidingStore("memory")  # type: ignore[arg-type]
+
+
+# -- differential: the same operations on InMemoryStore ----------------------------------------
+
+NAMESPACES = [("a",), ("a", "b"), ("a", "b", "c"), ("a", "c"), ("b",), ("x/y",), ("x", "y")]
+PREFIXES = [(), ("a",), ("a", "b"), ("b",), ("x",), ("x/y",), ("zzz",)]
+WORDS = ["apple", "river", "stone", "cloud"]
+
+values = st.fixed_dictionaries(
+    {"n": st.integers(-3, 3), "s": st.sampled_from(["x", "y", "z"])},
+    optional={
+        "t": st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+        "l": st.lists(st.integers(0, 2), max_size=2),
+        "d": st.fixed_dictionaries({"k": st.sampled_from(["p", "q"])}),
+        "b": st.booleans(),
+        "f": st.floats(-2, 2, allow_nan=False),
+    },
+)
+filters = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"s": st.sampled_from(["x", "y"])}),
+    st.fixed_dictionaries({"s": st.sampled_from(["$eq", "$ne"]).map(lambda op: {op: "x"})}),
+    st.fixed_dictionaries(
+        {"n": st.dictionaries(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), st.integers(-3, 3))}
+    ),
+    st.fixed_dictionaries({"l": st.lists(st.integers(0, 2), max_size=2)}),
+    st.fixed_dictionaries({"d": st.fixed_dictionaries({"k": st.just("p")})}),
+)
+conditions = st.lists(st.sampled_from(["a", "b", "c", "*", "x/y"]), max_size=2).map(tuple)
+
+
+def forget_empty_namespaces(reference: InMemoryStore) -> None:
+    """InMemoryStore keeps a namespace once read or emptied; GlidingStore keeps one while it
+    holds an item (like the database stores), so the model forgets empty ones."""
+    for namespace in [ns for ns, items in reference._data.items() if not items]:
+        del reference._data[namespace]
+
+
+def summary(items: list[Any]) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+    return [(item.namespace, item.key, item.value) for item in items]
+
+
+def address(item: tuple[tuple[str, ...], str, dict[str, Any]]) -> tuple[tuple[str, ...], str]:
+    return item[0], item[1]
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Random operations on GlidingStore and InMemoryStore must agree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory = Memory(embedder=HashEmbedder())
+        self.store = GlidingStore(self.memory)
+        self.reference = InMemoryStore()
+
+    def teardown(self) -> None:
+        self.memory.close()
+
+    @rule(namespace=st.sampled_from(NAMESPACES), key=st.sampled_from("pqr"), value=values)
+    def put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
+        self.store.put(namespace, key, value)
+        self.reference.put(namespace, key, value)
+
+    @rule(namespace=st.sampled_from(NAMESPACES), key=st.sampled_from("pqr"))
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        self.store.delete(namespace, key)
+        self.reference.delete(namespace, key)
+        forget_empty_namespaces(self.reference)
+
+    @rule(namespace=st.sampled_from(NAMESPACES), key=st.sampled_from("pqr"))
+    def get(self, namespace: tuple[str, ...], key: str) -> None:
+        got, expected = self.store.get(namespace, key), self.reference.get(namespace, key)
+        forget_empty_namespaces(self.reference)
+        assert (got is None) == (expected is None)
+        if got is not None and expected is not None:
+            assert summary([got]) == summary([expected])
+            assert got.created_at <= got.updated_at
+
+    @rule(
+        prefix=st.sampled_from(PREFIXES),
+        where=filters,
+        limit=st.integers(1, 6),
+        offset=st.integers(0, 4),
+    )
+    def search(
+        self, prefix: tuple[str, ...], where: dict[str, Any] | None, limit: int, offset: int
+    ) -> None:
+        got = self.store.search(prefix, filter=where, limit=limit, offset=offset)
+        expected = self.reference.search(prefix, filter=where, limit=limit, offset=offset)
+        assert summary(got) == summary(expected)
+
+    @rule(prefix=st.sampled_from(PREFIXES), where=filters, query=st.sampled_from(WORDS))
+    def search_by_query(
+        self, prefix: tuple[str, ...], where: dict[str, Any] | None, query: str
+    ) -> None:
+        got = self.store.search(prefix, query=query, filter=where, limit=100)
+        expected = self.reference.search(prefix, query=query, filter=where, limit=100)
+        assert sorted(summary(got), key=address) == sorted(summary(expected), key=address)
+
+    @rule(
+        prefix=conditions,
+        suffix=conditions,
+        max_depth=st.none() | st.integers(1, 3),
+        limit=st.integers(1, 5),
+        offset=st.integers(0, 3),
+    )
+    def list_namespaces(
+        self,
+        prefix: tuple[str, ...],
+        suffix: tuple[str, ...],
+        max_depth: int | None,
+        limit: int,
+        offset: int,
+    ) -> None:
+        arguments: dict[str, Any] = {
+            "prefix": prefix,
+            "suffix": suffix,
+            "max_depth": max_depth,
+            "limit": limit,
+            "offset": offset,
+        }
+        got = self.store.list_namespaces(**arguments)
+        assert got == self.reference.list_namespaces(**arguments)
+
+
+StoreMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=15, deadline=None)
+TestStoreAgainstInMemoryStore = StoreMachine.TestCase

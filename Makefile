@@ -37,7 +37,7 @@ $(BIN)/python:
 # to itself, sentence-transformers would pull a multi-GB CUDA build of the newest torch.
 $(CORE_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install torch==2.13.0
-	$(PIP) install -e '.[local]'
+	$(PIP) install -e '.[local,langchain,llamaindex]'
 	touch $@
 
 $(DEV_STAMP): pyproject.toml $(CORE_STAMP)

@@ -9,8 +9,9 @@ A model view, within one token budget, holds:
 1. the leading system messages of the request, unchanged;
 2. one memory message: the session's L1 context for the query, then the hybrid recall from L0
    for it, leaving out what the window already shows;
-3. the newest messages of the history that fit (``window_share`` of the room, the newest group
-   always), never separating a tool call from its results;
+3. the whole history when it fits (the L1 context is then left out: it would only repeat it),
+   else the newest messages that fit in ``window_share`` of the room (the newest group always),
+   never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
 Invariants: the view's token count is exact for what is sent (cl100k chat framing, as
@@ -217,10 +218,11 @@ class Conversation:
         history_tokens = window.count(items + extra)
         query = query if query else (_last_user(rest) or _last_user(pinned))
         room = self.budget - window.count(system + pinned)
-        kept = self._window(rest, room, window)
+        whole = window.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
+        kept = [rest] if whole else self._window(rest, room, window)
         shown = [m for k in kept for m in k]
         room -= sum(window.count([m]) - PER_REPLY for m in shown)
-        memory_text, hits = self._memory_text(query, room, shown + pinned)
+        memory_text, hits = self._memory_text(query, room, shown + pinned, summary=not whole)
         out = list(system)
         if memory_text:
             out.append({"role": "system", "content": memory_text})
@@ -251,17 +253,20 @@ class Conversation:
         return kept
 
     def _memory_text(
-        self, query: str | None, room: int, shown: list[Message]
+        self, query: str | None, room: int, shown: list[Message], *, summary: bool
     ) -> tuple[str, list[SearchHit]]:
-        """The memory message: L1 context first (half the room at most), then recall."""
+        """The memory message: the L1 context first (half the room at most) when part of the
+        history is out of the window, then recall."""
         tokens = self.memory.tokens
         room -= 4  # the message's own framing and role
         if room < _MIN_RECALL_LINE:
             return "", []
-        l1 = self.session.context(query, budget=max(1, room // 2)).text
-        if tokens.count(l1) > room // 2:
-            l1 = tokens.truncate(l1, room // 2)
-        parts = [l1] if l1.strip() else []
+        parts = []
+        if summary:
+            l1 = self.session.context(query, budget=max(1, room // 2)).text
+            if tokens.count(l1) > room // 2:
+                l1 = tokens.truncate(l1, room // 2)
+            parts = [l1] if l1.strip() else []
         hits: list[SearchHit] = []
         if query and self.recall_k:
             visible = {self._recorded.get(str(m.get("id")), "") for m in shown}

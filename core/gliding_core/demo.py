@@ -1,10 +1,13 @@
 """The demo behind ``gliding-horse demo``: a small software task kept in the memory.
 
 It writes to the stream it is given; it never changes anything outside the memory it opens.
+Parts that need a framework (the LangChain agent) are registered under the entry-point group
+``gliding_horse.demos`` by the adapter packages and run last, when their extra is installed.
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from typing import Any, TextIO
 
 from gliding_core import demo_search, demo_session
@@ -12,6 +15,7 @@ from gliding_core.entry import Record
 from gliding_core.memory import Memory
 from gliding_core.table import render
 
+DEMO_GROUP = "gliding_horse.demos"
 PROJECT = "urn:demo:"
 GRAPH_TASKS = "graph:tasks"
 GRAPH_DECISIONS = "graph:decisions"
@@ -136,6 +140,13 @@ def run(out: TextIO, memory: Memory | None = None) -> None:
         _show_l0(out, memory)
         demo_search.run(out, memory)
         demo_session.run(out, memory)
+        for part in entry_points(group=DEMO_GROUP):
+            try:
+                show = part.load()
+            except ImportError as error:  # its extra is not installed
+                out.write(f"\n(skipping the {part.name} demo: {error})\n")
+                continue
+            show(out, memory)
     finally:
         if owned:
             memory.close()

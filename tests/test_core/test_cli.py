@@ -32,6 +32,10 @@ def test_demo_shows_merge_queries_search_and_neighbours() -> None:
         assert heading in text
     assert "security, backend, pci" in text  # tags united by the merge
     assert "decision/idempotency" in text
+    # The LangChain part ends the demo: budgeted model calls, the note, the recalled fact.
+    assert "LangChain agent on the memory" in text
+    assert "arrives" in text
+    assert "Your booking reference is QX-4471." in text
 
 
 def test_inspect_shows_tables_of_a_memory_directory(tmp_path: Path) -> None:

@@ -262,15 +262,18 @@ class Conversation:
         if room < _MIN_RECALL_LINE:
             return "", []
         parts = []
+        summarized: set[str] = set()
         if summary:
-            l1 = self.session.context(query, budget=max(1, room // 2)).text
+            context = self.session.context(query, budget=max(1, room // 2))
+            summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
+            l1 = context.text
             if tokens.count(l1) > room // 2:
                 l1 = tokens.truncate(l1, room // 2)
             parts = [l1] if l1.strip() else []
         hits: list[SearchHit] = []
         if query and self.recall_k:
             visible = {self._recorded.get(str(m.get("id")), "") for m in shown}
-            visible |= {str(m.get("id")) for m in shown}
+            visible |= {str(m.get("id")) for m in shown} | summarized
             seen = {" ".join(_text(m).split()) for m in shown}
             lines: list[str] = []
             used = tokens.count("\n\n".join([*parts, RECALL_HEADER]))

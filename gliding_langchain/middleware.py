@@ -17,6 +17,7 @@ message is archived once; each supplementary input is added to the state exactly
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,9 +47,10 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         recall_filters: restrict recall to some graphs, tags or types.
         conversation: a ready conversation (shared with a callback handler); the arguments
             above are then ignored.
+        keep_views: how many of the latest views ``views`` keeps.
 
     Attributes:
-        views: the view of every model call so far, oldest first (what the model saw).
+        views: the views of the latest model calls, oldest first (what the model saw).
 
     Example:
         >>> agent = create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory,
@@ -67,8 +69,11 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         window_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
         conversation: Conversation | None = None,
+        keep_views: int = 1_000,
     ) -> None:
         super().__init__()
+        if isinstance(keep_views, bool) or not isinstance(keep_views, int) or keep_views < 1:
+            raise InvalidInputError(f"keep_views must be an int >= 1, got {keep_views!r:.80}")
         if conversation is None:
             if not isinstance(memory, Memory):
                 raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
@@ -89,7 +94,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 f"conversation must be a Conversation, got {conversation!r:.80}"
             )
         self.conversation = conversation
-        self.views: list[ModelView] = []
+        self.views: deque[ModelView] = deque(maxlen=keep_views)
         self._lock = threading.Lock()
 
     # -- before and after the model --------------------------------------------------------------

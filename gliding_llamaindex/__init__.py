@@ -1,6 +1,22 @@
 """gliding-horse for LlamaIndex: adapters that translate LlamaIndex objects and call gliding_core.
 
-The adapters arrive with the LlamaIndex integration work; this package is their home.
+Each module is one LlamaIndex concept: ``GlidingMemory`` (a chat memory with a budgeted view),
+``GlidingMemoryBlock`` (long-term memory for the stock ``Memory``), ``GlidingRetriever``
+(hybrid search of L0), and the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
+``LlamaIndexSummarizer``.
 """
 
-__all__: list[str] = []
+from gliding_llamaindex.embeddings import GlidingEmbedding, LlamaIndexEmbedder
+from gliding_llamaindex.memory import GlidingMemory
+from gliding_llamaindex.memory_block import GlidingMemoryBlock
+from gliding_llamaindex.retriever import GlidingRetriever
+from gliding_llamaindex.summarizer import LlamaIndexSummarizer
+
+__all__ = [
+    "GlidingEmbedding",
+    "GlidingMemory",
+    "GlidingMemoryBlock",
+    "GlidingRetriever",
+    "LlamaIndexEmbedder",
+    "LlamaIndexSummarizer",
+]

@@ -1,0 +1,248 @@
+"""Adapter: ``GlidingMemory``, a LlamaIndex chat memory that shows the model a budgeted view.
+
+The full chat history is kept here, in order; every message put is archived once into L0 and
+the L1 session (``Conversation.record``). ``get`` returns ``Conversation.view`` of it: the
+leading system messages, one memory system message (L1 context and hybrid recall for the
+input), the newest messages that fit, and the supplementary inputs other threads put for the
+task (``memory.supplements.put(task_iri, text)``).
+
+Invariants:
+- ``get_all`` returns every message put or set, and each delivered supplementary input, in order;
+  ``get`` never returns more tokens than ``budget`` (cl100k chat framing, as the core counts),
+  unless the system messages and supplements alone are over it. An agent adds its own
+  ``system_prompt``, tool schemas and in-progress tool calls outside this budget: size it for them.
+- A supplementary input is delivered once: it becomes a user message of the history the first
+  time ``get`` sees it, and is kept in every later view (so the model keeps seeing what it
+  answered); it is never delivered again.
+- A message is archived once: its key is its position and content (within one ``reset``), so
+  ``set`` with a history that starts with the current one archives only what is new.
+- Callers get copies: LlamaIndex agents edit the messages they are given; the history here does
+  not change with them.
+Thread-safe: the history has one lock. The async methods are BaseMemory's (a worker thread).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
+from llama_index.core.memory.types import BaseMemory
+
+from gliding_core.conversation import Conversation, ModelView
+from gliding_core.errors import InvalidInputError
+from gliding_core.filters import SearchFilters
+from gliding_core.jsonld import preview
+from gliding_core.memory import Memory
+from gliding_llamaindex.messages import Record, check_messages, from_record, to_record
+
+DEFAULT_TASK = "urn:gliding:task:llamaindex"
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One history message with its archive key; a delivered supplement keeps its flag."""
+
+    key: str
+    message: ChatMessage
+    supplement: bool = False
+
+    @property
+    def record(self) -> Record:
+        return to_record(self.message, key=self.key, supplement=self.supplement)
+
+
+class GlidingMemory(BaseMemory):
+    """A LlamaIndex ``BaseMemory`` over a gliding ``Conversation``.
+
+    Args:
+        conversation: the conversation (memory, task, agent, budget) to read and archive into.
+        chat_history: messages to start with (archived like ``set``).
+
+    Example:
+        >>> mem = GlidingMemory.from_defaults(Memory(), "urn:task:1", budget=900)  # doctest: +SKIP
+        >>> await agent.run("Plan the release", memory=mem)  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    _conversation: Conversation = PrivateAttr()
+    _history: list[_Entry] = PrivateAttr(default_factory=list)
+    _epoch: int = PrivateAttr(default=0)
+    _last_view: ModelView | None = PrivateAttr(default=None)
+    _owned: Memory | None = PrivateAttr(default=None)
+    _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
+
+    def __init__(
+        self, conversation: Conversation, *, chat_history: list[ChatMessage] | None = None
+    ) -> None:
+        if not isinstance(conversation, Conversation):
+            raise InvalidInputError(
+                f"conversation must be a gliding_core Conversation, got {preview(conversation)}"
+            )
+        super().__init__()
+        self._conversation = conversation
+        if chat_history:
+            self.set(chat_history)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """The LlamaIndex component name."""
+        return "GlidingMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]  # named options instead of **kwargs
+        cls,
+        memory: Memory | None = None,
+        task_iri: str = DEFAULT_TASK,
+        *,
+        budget: int | None = None,
+        token_limit: int | None = None,
+        agent: str = "agent",
+        role: str = "SA",
+        recall_k: int = 5,
+        window_share: float = 0.5,
+        recall_filters: SearchFilters | None = None,
+        chat_history: list[ChatMessage] | None = None,
+    ) -> GlidingMemory:
+        """Build a memory for ``agent`` on ``task_iri``.
+
+        Args:
+            memory: the gliding memory; a new in-memory ``Memory()`` (closed by ``close``) when
+                omitted.
+            task_iri: the task; supplementary inputs are put for it.
+            budget: the token budget of ``get``; the L1 session's budget when omitted.
+            token_limit: LlamaIndex's name for ``budget``; give one of the two.
+            agent, role, recall_k, window_share, recall_filters: see ``Conversation``.
+            chat_history: messages to start with.
+
+        Raises:
+            InvalidInputError: ``memory`` is not a ``Memory``, or ``budget`` and
+                ``token_limit`` disagree; and what ``Conversation`` rejects.
+        """
+        if memory is not None and not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+        if budget is not None and token_limit is not None and budget != token_limit:
+            raise InvalidInputError(
+                f"give budget or token_limit, not both: got {preview(budget)} "
+                f"and {preview(token_limit)}"
+            )
+        owned = None
+        if memory is None:
+            memory = owned = Memory()
+        try:
+            conversation = Conversation(
+                memory,
+                task_iri,
+                agent=agent,
+                role=role,
+                budget=budget if budget is not None else token_limit,
+                recall_k=recall_k,
+                window_share=window_share,
+                recall_filters=recall_filters,
+            )
+        except Exception:
+            if owned is not None:
+                owned.close()
+            raise
+        value = cls(conversation, chat_history=chat_history)
+        value._owned = owned
+        return value
+
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation this memory reads and archives into."""
+        return self._conversation
+
+    @property
+    def last_view(self) -> ModelView | None:
+        """The view the last ``get`` returned (tokens, recall hits, supplements), if any."""
+        return self._last_view
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Return what the model should see now, within the budget.
+
+        Args:
+            input: what to recall for; the latest user message when omitted.
+            **kwargs: accepted for LlamaIndex's interface; unused.
+
+        Raises:
+            InvalidInputError: ``input`` is neither a string, a ``ChatMessage`` nor ``None``.
+        """
+        query = _query(input)
+        with self._lock:
+            for item in self._conversation.deliver():
+                message = ChatMessage(role=MessageRole.USER, content=item.content)
+                self._history.append(_Entry(item.iri, message, supplement=True))
+            entries = {entry.key: entry.message for entry in self._history}
+            records = [entry.record for entry in self._history]
+        view = self._conversation.view(records, query=query)
+        self._last_view = view
+        return [
+            entries[r["id"]].model_copy(deep=True) if r.get("id") in entries else from_record(r)
+            for r in view.messages
+        ]
+
+    def get_all(self) -> list[ChatMessage]:
+        """Return the full history (with delivered supplements), unbudgeted, as copies."""
+        with self._lock:
+            return [entry.message.model_copy(deep=True) for entry in self._history]
+
+    def put(self, message: ChatMessage) -> None:
+        """Append ``message`` to the history and archive it.
+
+        Raises:
+            InvalidInputError: ``message`` is not a ``ChatMessage``.
+        """
+        self.put_messages([message])
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Append ``messages`` to the history and archive them; all are checked first."""
+        checked = check_messages(messages)
+        with self._lock:
+            fresh = [self._entry(len(self._history) + i, m) for i, m in enumerate(checked)]
+            self._conversation.record([entry.record for entry in fresh])
+            self._history.extend(fresh)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the history with ``messages``; those not archived before are archived."""
+        checked = check_messages(messages)
+        with self._lock:
+            old = self._history
+            entries = [
+                old[i] if i < len(old) and old[i].message == m else self._entry(i, m)
+                for i, m in enumerate(checked)
+            ]
+            self._conversation.record([entry.record for entry in entries])
+            self._history = entries
+
+    def reset(self) -> None:
+        """Forget the chat history; what was archived in L0 stays there (long-term memory)."""
+        with self._lock:
+            self._history = []
+            self._epoch += 1
+            self._last_view = None
+
+    def close(self) -> None:
+        """Close the ``Memory`` that ``from_defaults`` created; a memory passed in is left open."""
+        if self._owned is not None:
+            self._owned.close()
+
+    def _entry(self, position: int, message: ChatMessage) -> _Entry:
+        """A history entry keyed by its place and content (see the module invariants)."""
+        record = to_record(message)
+        digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
+        key = f"llamaindex:{self._epoch}:{position}:{digest}"
+        return _Entry(key, message.model_copy(deep=True))
+
+
+def _query(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value or None
+    if isinstance(value, ChatMessage):
+        return value.content or None
+    raise InvalidInputError(f"input must be a string, a ChatMessage or None, got {preview(value)}")

@@ -1,0 +1,120 @@
+"""Adapter: ``GlidingMemoryBlock``, long-term memory for LlamaIndex's stock ``Memory``.
+
+The stock ``Memory`` keeps the newest messages itself and flushes the oldest into its memory
+blocks; this block archives what is flushed into L0 and the L1 session, and returns, for the
+latest user message, the session's L1 context and the hybrid recall from L0 (the memory
+message of ``Conversation.view``), followed by the supplementary inputs put for the task.
+
+Invariants: every flushed message with text is archived (each flush is new to the block); a
+supplementary input is returned by one ``aget`` only; the text returned is at most the
+conversation's budget in tokens (plus the supplements' lines); ``atruncate`` cuts by exact tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from gliding_core.conversation import Conversation
+from gliding_core.errors import InvalidInputError
+from gliding_core.filters import SearchFilters
+from gliding_core.jsonld import preview
+from gliding_core.memory import Memory
+from gliding_llamaindex.messages import check_messages, last_user_text, to_record
+
+SUPPLEMENT_HEADER = "[New input from the user while you were working]"
+
+
+class GlidingMemoryBlock(BaseMemoryBlock[str]):
+    """A ``BaseMemoryBlock`` over a gliding ``Conversation``.
+
+    Args:
+        conversation: the conversation (memory, task, agent, budget) to read and archive into.
+        **data: the block's fields (``name``, ``description``, ``priority``,
+            ``accept_short_term_memory``).
+
+    Example:
+        >>> block = GlidingMemoryBlock.from_memory(Memory(), "urn:task:1")  # doctest: +SKIP
+        >>> chat = Memory.from_defaults(memory_blocks=[block])  # llama_index's  # doctest: +SKIP
+    """
+
+    name: str = Field(default="gliding_memory", description="The name of the memory block.")
+    description: str | None = Field(
+        default="Long-term memory: recalled turns and new input from the user.",
+        description="A description of the memory block.",
+    )
+
+    _conversation: Conversation = PrivateAttr()
+
+    def __init__(self, conversation: Conversation, **data: Any) -> None:
+        if not isinstance(conversation, Conversation):
+            raise InvalidInputError(
+                f"conversation must be a gliding_core Conversation, got {preview(conversation)}"
+            )
+        super().__init__(**data)
+        self._conversation = conversation
+
+    @classmethod
+    def from_memory(
+        cls,
+        memory: Memory,
+        task_iri: str,
+        *,
+        budget: int | None = None,
+        agent: str = "agent",
+        role: str = "SA",
+        recall_k: int = 5,
+        recall_filters: SearchFilters | None = None,
+        **data: Any,
+    ) -> GlidingMemoryBlock:
+        """Build a block for ``agent`` on ``task_iri``; ``budget`` bounds the recall text.
+
+        Raises:
+            InvalidInputError: ``memory`` is not a ``Memory``; and what ``Conversation`` rejects.
+        """
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+        conversation = Conversation(
+            memory,
+            task_iri,
+            agent=agent,
+            role=role,
+            budget=budget,
+            recall_k=recall_k,
+            recall_filters=recall_filters,
+        )
+        return cls(conversation, **data)
+
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation this block reads and archives into."""
+        return self._conversation
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        """Return the recall for the latest user message, then the new supplementary inputs."""
+        query = last_user_text(check_messages(messages or []))
+        return await asyncio.to_thread(self._text, query)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Archive the flushed ``messages`` into L0 and the L1 session."""
+        records = [to_record(m) for m in check_messages(messages)]
+        await asyncio.to_thread(self._conversation.record, records)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Cut ``tokens_to_truncate`` tokens from the end of ``content``; ``None`` when all go."""
+        tokens = self._conversation.memory.tokens
+        keep = tokens.count(content) - tokens_to_truncate
+        return tokens.truncate(content, keep) if keep > 0 else None
+
+    def _text(self, query: str | None) -> str:
+        supplements = self._conversation.deliver()
+        view = self._conversation.view([], query=query)
+        parts = [view.memory] if view.memory else []
+        if supplements:
+            lines = [f"- {' '.join(item.content.split())}" for item in supplements]
+            parts.append("\n".join([SUPPLEMENT_HEADER, *lines]))
+        return "\n\n".join(parts)

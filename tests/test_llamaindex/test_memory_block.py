@@ -1,0 +1,101 @@
+"""GlidingMemoryBlock inside LlamaIndex's stock Memory, with a token limit small enough to flush."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import Memory as ChatMemory
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from gliding_core import InvalidInputError, Memory
+from gliding_core.conversation import RECALL_HEADER
+from gliding_llamaindex import GlidingMemoryBlock
+from gliding_llamaindex.memory_block import SUPPLEMENT_HEADER
+
+TASK = "urn:task:block-test"
+
+
+@pytest.fixture
+async def engine() -> AsyncIterator[AsyncEngine]:
+    """The stock Memory's chat store database, disposed after the test (no connection leaks)."""
+    value = create_async_engine("sqlite+aiosqlite:///:memory:")
+    yield value
+    await value.dispose()
+
+
+@pytest.fixture
+def stock(engine: AsyncEngine) -> Callable[[GlidingMemoryBlock], ChatMemory]:
+    """Build LlamaIndex's stock Memory with a block; 150 tokens of history before it flushes."""
+
+    def build(block: GlidingMemoryBlock) -> ChatMemory:
+        return ChatMemory.from_defaults(
+            session_id="block-test",
+            token_limit=300,
+            token_flush_size=60,
+            chat_history_token_ratio=0.5,
+            memory_blocks=[block],
+            async_engine=engine,
+        )
+
+    return build
+
+
+async def test_flushed_messages_are_archived_and_recalled(
+    memory: Memory, stock: Callable[[GlidingMemoryBlock], ChatMemory]
+) -> None:
+    block = GlidingMemoryBlock.from_memory(memory, TASK, budget=200)
+    chat = stock(block)
+    await chat.aput(ChatMessage(role="user", content="The boiler service code is kestrel-19."))
+    await chat.aput(ChatMessage(role="assistant", content="Noted the boiler service code."))
+    for i in range(20):
+        await chat.aput(ChatMessage(role="user", content=f"Schedule cleaning of room {i} at {i}h."))
+        await chat.aput(ChatMessage(role="assistant", content=f"Room {i} is booked for {i}h."))
+
+    messages = await chat.aget(input="What was the boiler service code?")
+
+    active = await chat.aget_all()
+    assert not any("kestrel" in (m.content or "") for m in active[-10:])
+    assert memory.store.count() >= 2  # flushed messages were archived
+    system = messages[0]
+    assert system.role.value == "system"
+    text = system.content or ""
+    assert "<gliding_memory>" in text
+    assert "kestrel-19" in text.split(RECALL_HEADER, 1)[1]
+
+
+async def test_supplements_come_with_one_get_only(
+    memory: Memory, stock: Callable[[GlidingMemoryBlock], ChatMemory]
+) -> None:
+    block = GlidingMemoryBlock.from_memory(memory, TASK)
+    chat = stock(block)
+    await chat.aput(ChatMessage(role="user", content="Write the onboarding guide."))
+    memory.supplements.put(TASK, "Add a section on VPN access.")
+
+    first = await chat.aget()
+    second = await chat.aget()
+
+    assert SUPPLEMENT_HEADER in (first[0].content or "")
+    assert "- Add a section on VPN access." in (first[0].content or "")
+    assert all(SUPPLEMENT_HEADER not in (m.content or "") for m in second)
+
+
+async def test_atruncate_cuts_by_tokens(memory: Memory) -> None:
+    block = GlidingMemoryBlock.from_memory(memory, TASK)
+    text = "one two three four five six seven eight"
+
+    assert await block.atruncate(text, 3) == "one two three four five"
+    assert await block.atruncate(text, 8) is None
+
+
+async def test_bad_inputs_are_typed_errors(memory: Memory) -> None:
+    block = GlidingMemoryBlock.from_memory(memory, TASK)
+    with pytest.raises(InvalidInputError, match="'flushed text'"):
+        await block.aput(["flushed text"])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputError, match="budget must be an int >= 1, got -5"):
+        GlidingMemoryBlock.from_memory(memory, TASK, budget=-5)
+    with pytest.raises(InvalidInputError, match="'nope'"):
+        GlidingMemoryBlock.from_memory("nope", TASK)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="Conversation"):
+        GlidingMemoryBlock("nope")  # type: ignore[arg-type]

@@ -1,0 +1,86 @@
+"""GlidingRetriever: L0 entries as NodeWithScore, with their metadata, k and filters."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.schema import MetadataMode, NodeWithScore
+
+from gliding_core import InvalidInputError, Memory, SearchFilters
+from gliding_llamaindex import GlidingRetriever
+
+
+@pytest.fixture
+def filled(memory: Memory) -> Memory:
+    """Five notes about ports in two named graphs, and one unrelated note."""
+    for i in range(5):
+        memory.store.put(
+            {
+                "@id": f"urn:note:{i}",
+                "@type": "Note",
+                "text": f"Port {i} of the harbour has crane {i}.",
+            },
+            tags=["harbour", "even" if i % 2 == 0 else "odd"],
+            named_graph="urn:graph:east" if i < 3 else "urn:graph:west",
+            importance=0.2 + 0.1 * i,
+        )
+    memory.store.put({"@id": "urn:note:cake", "text": "The cake recipe needs three eggs."})
+    return memory
+
+
+def test_nodes_carry_the_entry_text_iri_score_and_metadata(filled: Memory) -> None:
+    nodes = GlidingRetriever(filled, k=3).retrieve("harbour port crane")
+
+    assert len(nodes) == 3
+    assert all(isinstance(n, NodeWithScore) for n in nodes)
+    assert [n.score for n in nodes] == sorted((n.score or 0.0 for n in nodes), reverse=True)
+    best = nodes[0]
+    assert best.node.node_id.startswith("urn:note:")
+    assert best.node.get_content() == filled.store.get(best.node.node_id).node["text"]
+    metadata = best.node.metadata
+    assert metadata["iri"] == best.node.node_id
+    assert "harbour" in metadata["tags"]
+    assert metadata["types"] == ["Note"]
+    assert metadata["named_graph"] in ("urn:graph:east", "urn:graph:west")
+    assert metadata["importance"] == filled.store.get(best.node.node_id).importance
+    assert best.node.get_content(MetadataMode.LLM) == best.node.get_content()  # text alone
+
+
+def test_filters_restrict_the_results(filled: Memory) -> None:
+    east = GlidingRetriever(filled, k=10, filters=SearchFilters(named_graph="urn:graph:east"))
+    odd = GlidingRetriever(filled, k=10, filters=SearchFilters(tags_all=("harbour", "odd")))
+
+    assert {n.node.node_id for n in east.retrieve("port crane")} == {
+        "urn:note:0",
+        "urn:note:1",
+        "urn:note:2",
+    }
+    assert {n.node.node_id for n in odd.retrieve("port crane")} == {"urn:note:1", "urn:note:3"}
+
+
+async def test_async_retrieve(filled: Memory) -> None:
+    nodes = await GlidingRetriever(filled, k=1).aretrieve("cake recipe eggs")
+
+    assert [n.node.node_id for n in nodes] == ["urn:note:cake"]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"k": 0}, "k must be an int >= 1, got 0"),
+        ({"k": True}, "got True"),
+        ({"filters": {"tags_all": ["x"]}}, "{'tags_all': ['x']}"),
+    ],
+)
+def test_bad_options_are_typed_errors(
+    memory: Memory, options: dict[str, object], named: str
+) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        GlidingRetriever(memory, **options)  # type: ignore[arg-type]
+    assert named in str(info.value)
+
+
+def test_a_memory_is_required_and_queries_are_checked(memory: Memory) -> None:
+    with pytest.raises(InvalidInputError, match="'not memory'"):
+        GlidingRetriever("not memory")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="query must be a non-empty string"):
+        GlidingRetriever(memory).retrieve("   ")

@@ -2,8 +2,8 @@
 
 A record is ``{"role", "content", "id"}`` with OpenAI-style ``tool_calls`` on an AI message that
 calls tools and ``tool_call_id`` on a tool result; a delivered supplementary input carries
-``supplement: True``. Supplementary inputs are added to the agent's state as human messages whose
-id starts with ``SUPPLEMENT_ID_PREFIX``, so they are recognised again on later steps.
+``supplement``: the input's IRI. Supplementary inputs are added to the agent's state as human
+messages whose id starts with ``SUPPLEMENT_ID_PREFIX``, so they are recognised on later steps.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def to_record(message: BaseMessage) -> dict[str, Any]:
     if message.id is not None:
         record["id"] = message.id
         if message.id.startswith(SUPPLEMENT_ID_PREFIX):
-            record["supplement"] = True
+            record["supplement"] = message.id.removeprefix(SUPPLEMENT_ID_PREFIX)
     if isinstance(message, AIMessage) and message.tool_calls:
         record["tool_calls"] = [
             {"id": call.get("id"), "name": call["name"], "args": call["args"]}

@@ -2,7 +2,8 @@
 
 The framework adapters (LangChain middleware, LlamaIndex memory) translate their message objects
 into plain records (``{"role", "content"}`` with OpenAI-style ``tool_calls`` / ``tool_call_id``,
-an optional ``id``, and ``supplement: True`` on delivered supplementary input) and call this
+an optional ``id``, and on delivered supplementary input ``supplement``: the input's IRI, or
+``True`` when the ``id`` is that IRI) and call this
 module; the behaviour they share lives here.
 
 A model view, within one token budget, holds:
@@ -205,7 +206,7 @@ class Conversation:
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
         extra = [
-            {"role": "user", "content": s.content, "supplement": True, "id": s.iri}
+            {"role": "user", "content": s.content, "supplement": s.iri, "id": s.iri}
             for s in supplements
         ]
         window = self.memory.window()
@@ -264,7 +265,11 @@ class Conversation:
         parts = []
         summarized: set[str] = set()
         if summary:
-            context = self.session.context(query, budget=max(1, room // 2))
+            ids = {str(m.get("id")) for m in shown}
+            seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
+            inputs = {_supplement_iri(m) for m in shown if m.get("supplement")}
+            seen_turns |= {t for s, t in self.session.supplement_turns.items() if s in inputs}
+            context = self.session.context(query, budget=max(1, room // 2), exclude=seen_turns)
             summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
             l1 = context.text
             if tokens.count(l1) > room // 2:
@@ -320,6 +325,13 @@ def _hit_text(hit: SearchHit) -> str:
     line = " ".join(entry_text(hit.entry).split())
     role = json.loads(hit.entry.content).get("role")
     return f"[{role}] {line}" if isinstance(role, str) and line else line
+
+
+def _supplement_iri(message: Message) -> str:
+    """The IRI of the supplementary input a message delivers: its ``supplement`` value when that
+    is a string, else its ``id``."""
+    value = message.get("supplement")
+    return value if isinstance(value, str) else str(message.get("id"))
 
 
 def _last_user(messages: list[Message]) -> str | None:

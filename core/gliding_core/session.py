@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -119,6 +119,7 @@ class Session:
         self.iri = f"{SESSION_PREFIX}{self.id}"
         self.tracker = RelevanceTracker(alpha)
         self.weak_refs: list[str] = []
+        self.supplement_turns: dict[str, str] = {}  # supplementary input IRI -> its turn's IRI
         self._turns: list[Turn] = []
         self._count = 0
         self._lock = threading.RLock()
@@ -217,20 +218,23 @@ class Session:
         """
         with self._lock:
             before = list(self._turns), list(self.weak_refs), self._count
+            archived: dict[str, str] = {}
             try:
                 with self.services.store.transaction():
                     taken = inputs.take_pending(self.task_iri, consumer=self.iri)
                     for item in taken:
-                        self.add_turn(
+                        turn = self.add_turn(
                             "user",
                             item.content,
                             supplement=True,
                             relevance=item.relevance_score,
                             metadata={"supplement": item.iri},
                         )
+                        archived[item.iri] = turn.l0_archive_iri
             except BaseException:
                 self._turns, self.weak_refs, self._count = before
                 raise
+            self.supplement_turns.update(archived)
         return taken
 
     def set_task_goal(self, goal: str) -> None:
@@ -422,11 +426,18 @@ class Session:
 
     # -- context -------------------------------------------------------------------------------
 
-    def context(self, query: str | None = None, *, budget: int | None = None) -> Context:
+    def context(
+        self,
+        query: str | None = None,
+        *,
+        budget: int | None = None,
+        exclude: Collection[str] = (),
+    ) -> Context:
         """Return the messages that carry the chain to the model, within the budget.
 
         ``budget`` renders into fewer tokens than the session's own budget (an adapter sharing
-        the prompt with other content); the chain itself is not evicted further.
+        the prompt with other content); the chain itself is not evicted further. Turns whose
+        archive IRI is in ``exclude`` (the model sees them in full elsewhere) are left out.
 
         The main section holds the supplements and the turns at or above the relevance
         threshold (to ``query`` when given, else to the task); then at most
@@ -440,7 +451,7 @@ class Session:
             if target is not None:
                 self._evict(target, protect=None)
             now = self.services.clock()
-            turns = list(self._turns)
+            turns = [t for t in self._turns if t.l0_archive_iri not in exclude]
             relevance = self._relevance(target, turns)
             for turn in turns:  # a turn the model is shown as relevant counts as used now
                 if relevance[id(turn)] >= self._threshold:

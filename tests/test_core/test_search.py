@@ -129,6 +129,13 @@ def test_filters_bind_every_arm(memory: Memory, filters: SearchFilters, allowed:
         assert {h.iri for h in memory.search(query, 10, filters=filters)} <= allowed
 
 
+def test_a_search_that_matches_nothing_returns_no_hits() -> None:
+    with Memory(embedder=HashEmbedder()) as empty:
+        assert empty.search("anything", 3) == []
+        empty.store.put({"@id": "urn:n:1", "text": "x"}, tags=["a"])
+        assert empty.search("anything", 3, filters=SearchFilters(tags_all=("b",))) == []
+
+
 def test_time_range_filter(memory: Memory) -> None:
     memory.store.put({"@id": "urn:old", "text": "release notes"})
     cut = time.time()

@@ -181,6 +181,8 @@ class HybridSearch:
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
         pool = list(dict.fromkeys([*best, *sorted(extra)]))
+        if not pool:  # nothing matched (an empty memory, or filters that exclude everything)
+            return {}
         raw = {"lexical": dict(ranked.get("lexical", []))}
         if self.dense is not None and query is not None:
             # The dense arm's own hits carry exact cosines already; compute only the others.

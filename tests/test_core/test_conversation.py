@@ -1,0 +1,178 @@
+"""Conversation: the budgeted model view the adapters share, and what it archives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gliding_core import (
+    Conversation,
+    HashEmbedder,
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+    TopicConfig,
+)
+
+TASK = "urn:task:conversation"
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    config = MemoryConfig(topics=TopicConfig(interval_s=0))
+    with Memory(config=config, embedder=HashEmbedder()) as value:
+        yield value
+
+
+def chat(turns: int, start: int = 0) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(start, start + turns):
+        out.append(
+            {"role": "user", "content": f"Question {i} about shipping crates", "id": f"u{i}"}
+        )
+        out.append({"role": "assistant", "content": f"Crates go out on dock {i}.", "id": f"a{i}"})
+    return out
+
+
+def test_a_history_that_fits_is_sent_whole_without_a_summary(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=2_000)
+    history = chat(3)
+    conversation.record(history)
+
+    view = conversation.view(history)
+
+    assert [m["id"] for m in view.messages if m["role"] != "system"] == [m["id"] for m in history]
+    assert "[Context from" not in view.memory
+    assert view.dropped == 0
+
+
+def test_a_long_history_is_cut_to_the_budget_and_the_old_fact_recalled(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=250)
+    history = [{"role": "user", "content": "The vault code is 5521.", "id": "fact"}, *chat(30)]
+    history.append({"role": "user", "content": "What is the vault code?", "id": "q"})
+    conversation.record(history)
+
+    view = conversation.view(history)
+
+    assert view.tokens <= 250
+    assert view.tokens == memory.window().count(view.messages)  # exact, as sent
+    assert view.history_tokens > 2 * 250
+    assert view.messages[-1]["id"] == "q"
+    assert "5521" in view.memory
+    assert all("5521" not in str(m["content"]) for m in view.messages[1:])
+
+
+def test_the_summary_and_recall_leave_out_what_the_window_shows(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=300)
+    history = chat(20)
+    conversation.record(history)
+
+    view = conversation.view(history)
+
+    window = [str(m["content"]) for m in view.messages if m["role"] != "system"]
+    for line in view.memory.splitlines():
+        assert not any(text in line for text in window), line
+
+
+def test_each_message_is_archived_once_by_id(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK)
+    history = chat(2)
+
+    first = conversation.record(history)
+    again = conversation.record([*history, {"role": "user", "content": "new", "id": "n"}])
+
+    assert len(first) == 4
+    assert [t.summary for t in again] == ["new"]
+    assert conversation.archived("u0") == first[0].l0_archive_iri
+    assert conversation.archived("missing") is None
+
+
+def test_supplements_are_delivered_once_and_always_kept(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=200)
+    memory.supplements.put(TASK, "Ship nothing on Sundays.")
+    history = chat(20)
+    conversation.record(history)
+
+    delivered = conversation.deliver()
+    view = conversation.view(history, supplements=delivered)
+
+    assert [s.content for s in delivered] == ["Ship nothing on Sundays."]
+    assert view.messages[-1]["content"] == "Ship nothing on Sundays."
+    assert "Sundays" not in view.memory  # shown as a message: not repeated in the memory
+    assert conversation.deliver() == []
+
+
+def test_inputs_taken_at_a_cycle_start_are_delivered_later(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK)
+    memory.supplements.put(TASK, "Use the north dock.")
+
+    taken = conversation.take_pending()  # a callback handler at a cycle start
+
+    assert [s.content for s in taken] == ["Use the north dock."]
+    assert [s.content for s in conversation.deliver()] == ["Use the north dock."]
+    assert conversation.deliver() == []
+
+
+def test_a_tool_call_stays_with_its_results(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=200, window_share=0.4)
+    history = chat(8)
+    history += [
+        {
+            "role": "assistant",
+            "content": "",
+            "id": "call",
+            "tool_calls": [{"id": "t1", "name": "crates", "args": {}}],
+        },
+        {"role": "tool", "content": "12 crates " * 20, "tool_call_id": "t1", "id": "result"},
+        {"role": "assistant", "content": "There are 12 crates.", "id": "answer"},
+    ]
+    view = conversation.view(history)
+
+    ids = [m.get("id") for m in view.messages]
+    assert ("call" in ids) == ("result" in ids)
+
+
+messages = st.lists(
+    st.tuples(st.sampled_from(["user", "assistant"]), st.text(min_size=1, max_size=120)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(items=messages, budget=st.integers(min_value=120, max_value=800))
+def test_the_view_keeps_the_newest_message_and_the_budget(
+    memory: Memory, items: list[tuple[str, str]], budget: int
+) -> None:
+    conversation = Conversation(memory, TASK, budget=budget)
+    history = [{"role": r, "content": c, "id": f"m{i}"} for i, (r, c) in enumerate(items)]
+    view = conversation.view(history)
+
+    assert view.messages[-1]["id"] == history[-1]["id"]
+    newest = memory.window().count([history[-1]])
+    assert view.tokens <= max(budget, newest)
+    kept = [m["id"] for m in view.messages if m["role"] != "system"]
+    assert kept == sorted(kept, key=lambda key: int(key[1:]))  # order kept
+
+
+def test_bad_arguments_get_typed_errors_naming_the_value(memory: Memory) -> None:
+    with pytest.raises(InvalidInputError, match="budget must be an int >= 1, got 0"):
+        Conversation(memory, TASK, budget=0)
+    with pytest.raises(InvalidInputError, match="window_share"):
+        Conversation(memory, TASK, window_share=2)
+    with pytest.raises(InvalidInputError, match="recall_k"):
+        Conversation(memory, TASK, recall_k=-1)
+    conversation = Conversation(memory, TASK)
+    with pytest.raises(InvalidInputError, match="message 1"):
+        conversation.record([{"role": "user", "content": "ok"}, {"content": "no role"}])
+    assert memory.store.count() == 0  # nothing archived half-way
+    with pytest.raises(InvalidInputError, match="id must be a string"):
+        conversation.record([{"role": "user", "content": "x", "id": 3}])
+    with pytest.raises(InvalidInputError, match="query"):
+        conversation.view([], query=5)  # type: ignore[arg-type]

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.scanner
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from gliding_core.errors import InvalidNodeError
 
@@ -28,6 +29,10 @@ _SPACE = re.compile(r"\s")
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
+# The decoder's scanner without ``json.loads``' wrapping (type and whitespace checks, two calls):
+# text written by ``canonical_json`` needs none of it, and is parsed once per write.
+# (The stubs type the scanner's argument as a scanner; it is a decoder.)
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def preview(value: object) -> str:
@@ -59,7 +64,7 @@ def parse_node(value: object) -> tuple[Node, str]:
         content = canonical_json(value if isinstance(value, dict) else dict(value))
     except (TypeError, ValueError) as exc:
         raise InvalidNodeError(f"node is not JSON-serialisable: {preview(value)} ({exc})") from exc
-    node: Node = json.loads(content)
+    node = parse_canonical(content)
     if "@id" in node:
         validate_iri(node["@id"], what="@id")
     node_types(node)
@@ -89,6 +94,12 @@ def canonical_json(node: Mapping[str, Any]) -> str:
     return _ENCODER.encode(node)
 
 
+def parse_canonical(content: str) -> Node:
+    """Parse a node's canonical JSON text, as written by ``canonical_json`` (not checked)."""
+    node: Node = _SCAN(content, 0)[0]
+    return node
+
+
 def content_hash(content: str) -> str:
     """Return the SHA-256 hex digest of ``content``."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
@@ -115,56 +126,62 @@ def node_context(node: Mapping[str, Any]) -> str | None:
     return canonical_json({"@context": node["@context"]})[len('{"@context":') : -1]
 
 
-def node_references(node: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Return the ``(predicate, target IRI)`` pairs for every ``{"@id": ...}`` the node refers to.
+class Facets(NamedTuple):
+    """What the store indexes of a node, gathered in one walk (see ``node_facets``)."""
 
-    References nested in lists and in embedded objects count; the predicate is the key the
-    reference sits under. Self-references are left out.
+    references: list[tuple[str, str]]
+    text: str
+
+
+def node_facets(node: Mapping[str, Any]) -> Facets:
+    """Return the node's references and searchable text, walking the node once.
+
+    ``references`` are the sorted ``(predicate, target IRI)`` pairs for every ``{"@id": ...}``
+    the node refers to, in lists and embedded objects too; the predicate is the key the
+    reference sits under, and self-references are left out. ``text`` is the node's string and
+    number values joined by newlines, in key order.
     """
     own = node.get("@id")
     found: dict[tuple[str, str], None] = {}
-    # An explicit stack of (key, value): no recursion, and plain values cost one type check.
-    stack = [(key, value) for key, value in node.items() if key not in _RESERVED_TEXT_KEYS]
-    while stack:
-        key, value = stack.pop()
-        if isinstance(value, dict):
-            target = value.get("@id")
-            if isinstance(target, str) and target and target != own:
-                found[(key, target)] = None
-            stack.extend(
-                (inner_key, inner)
-                for inner_key, inner in value.items()
-                if inner_key not in _RESERVED_TEXT_KEYS and isinstance(inner, (dict, list))
-            )
-        elif isinstance(value, list):
-            stack.extend((key, item) for item in value if isinstance(item, (dict, list)))
-    return sorted(found)
+    parts: list[str] = []
+    for key, value in node.items():
+        # Top-level strings are most of the values of most nodes: no call for them.
+        if type(value) is str:
+            if value and key not in _RESERVED_TEXT_KEYS:
+                parts.append(value)
+        elif key not in _RESERVED_TEXT_KEYS:
+            _walk(key, value, own, found, parts)
+    return Facets(sorted(found), "\n".join(parts))
+
+
+def _walk(
+    key: str, value: Any, own: object, found: dict[tuple[str, str], None], parts: list[str]
+) -> None:
+    if isinstance(value, str):
+        if value:
+            parts.append(value)
+    elif isinstance(value, dict):
+        target = value.get("@id")
+        if isinstance(target, str) and target and target != own:
+            found[(key, target)] = None
+        for inner_key, inner in value.items():
+            if inner_key not in _RESERVED_TEXT_KEYS:
+                _walk(inner_key, inner, own, found, parts)
+    elif isinstance(value, list):
+        for item in value:
+            _walk(key, item, own, found, parts)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        parts.append(str(value))
+
+
+def node_references(node: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Return the ``(predicate, target IRI)`` pairs the node refers to (see ``node_facets``)."""
+    return node_facets(node).references
 
 
 def node_text(node: Mapping[str, Any]) -> str:
     """Return the searchable text of a node: its string and number values, in key order."""
-    parts: list[str] = []
-    for key, value in node.items():
-        if key not in _RESERVED_TEXT_KEYS:
-            _collect_text(value, parts)
-    return "\n".join(parts)
-
-
-def _collect_text(value: Any, parts: list[str]) -> None:
-    if isinstance(value, str):
-        if value:
-            parts.append(value)
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, (int, float)):
-        parts.append(str(value))
-    elif isinstance(value, list):
-        for item in value:
-            _collect_text(item, parts)
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            if key not in _RESERVED_TEXT_KEYS:
-                _collect_text(inner, parts)
+    return node_facets(node).text
 
 
 def merge_nodes(
@@ -186,4 +203,6 @@ def merge_nodes(
         merged["@type"] = new["@type"]
     elif types != node_types(old):
         merged["@type"] = types
-    return merged
+    # In key order, as the node reads back from its canonical JSON: its text is then the same
+    # now and when the store later recomputes it to take it out of the full-text index.
+    return dict(sorted(merged.items()))

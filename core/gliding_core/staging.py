@@ -1,7 +1,7 @@
 """L0: a write batch staged in memory, so one transaction writes each entry's final state once.
 
 Pure code, no I/O. ``Staged`` is an entry as the batch leaves it; ``stage`` applies one write
-request to it by the merge rules:
+request to it by the merge rules, and ``Rows`` lists what the batch writes, table by table:
 - tags united (existing first), types united, properties merged key by key (see ``jsonld``);
 - importance averaged with the stored one when the request gives one, kept otherwise;
 - metadata merged key by key (new wins); graph and MESI state replaced when given;
@@ -10,11 +10,20 @@ request to it by the merge rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gliding_core.entry import MesiState, Record
 from gliding_core.errors import ContentTooLargeError
-from gliding_core.jsonld import Node, canonical_json, content_hash, merge_nodes, preview
+from gliding_core.jsonld import (
+    Node,
+    canonical_json,
+    content_hash,
+    merge_nodes,
+    node_context,
+    node_facets,
+    node_types,
+    preview,
+)
 
 # Tags and types are stored joined by the ASCII unit separator, which validation keeps out of
 # them: splitting is several times faster than parsing JSON on every row read.
@@ -39,6 +48,7 @@ class Staged:
     generation: int
     in_database: bool
     indexed_hash: str | None  # content hash the text/type/edge indexes hold; None: not indexed
+    indexed_node: Node | None  # the node they were built from, to take its text back out
     indexed_tags: tuple[str, ...]
     indexed_types: tuple[str, ...]
     changed: bool = False
@@ -46,6 +56,8 @@ class Staged:
 
 def check_size(iri: object, content: str, limit: int) -> None:
     """Raise ``ContentTooLargeError`` when ``content`` is over ``limit`` UTF-8 bytes."""
+    if len(content) * 4 <= limit:
+        return  # no character takes more than four bytes: too small to be over, no encoding
     size = len(content.encode("utf-8"))
     if size > limit:
         raise ContentTooLargeError(
@@ -79,6 +91,7 @@ def new_entry(
         generation=1,
         in_database=False,
         indexed_hash=None,
+        indexed_node=None,
         indexed_tags=(),
         indexed_types=(),
         changed=True,
@@ -114,3 +127,65 @@ def stage(
     entry.named_graph, entry.mesi_state = graph, state
     entry.generation += 1
     entry.changed = True
+
+
+@dataclass(slots=True)
+class Rows:
+    """The SQL parameters that write a batch's changed entries and bring each index in line.
+
+    ``changes`` are the ``(iri, text)`` pairs of the entries whose text was (re)indexed.
+    """
+
+    created: list[tuple[object, ...]] = field(default_factory=list)
+    updated: list[tuple[object, ...]] = field(default_factory=list)
+    tags: list[tuple[str, int]] = field(default_factory=list)
+    unindexed: list[tuple[int]] = field(default_factory=list)
+    old_types: list[tuple[str, int]] = field(default_factory=list)
+    old_texts: list[tuple[int, str]] = field(default_factory=list)
+    types: list[tuple[str, int]] = field(default_factory=list)
+    edges: list[tuple[int, str, str]] = field(default_factory=list)
+    texts: list[tuple[int, str]] = field(default_factory=list)
+    changes: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def add(self, entry: Staged, now: float) -> None:
+        """Add the rows that write ``entry`` as staged."""
+        types = tuple(node_types(entry.node))
+        values = (
+            entry.content,
+            entry.importance,
+            now,
+            SEPARATOR.join(entry.tags),
+            canonical_json(entry.metadata) if entry.metadata else "{}",
+            entry.mesi_state._value_,
+            entry.content_hash,
+            entry.named_graph,
+            node_context(entry.node),
+            SEPARATOR.join(types),
+            entry.generation,
+            entry.id,
+        )
+        if entry.in_database:
+            self.updated.append(values)
+        else:
+            self.created.append((*values, entry.iri, entry.created_at, now))
+        for tag in entry.tags:
+            if tag not in entry.indexed_tags:
+                self.tags.append((tag, entry.id))
+        if entry.indexed_hash != entry.content_hash:
+            self._reindex(entry, types)
+
+    def _reindex(self, entry: Staged, types: tuple[str, ...]) -> None:
+        """Add the rows that replace the entry's types, edges and text in their indexes."""
+        if entry.indexed_node is not None:
+            self.unindexed.append((entry.id,))
+            self.old_types.extend((t, entry.id) for t in entry.indexed_types)
+            # The full-text index keeps no copy of the text: taking it out needs it given back.
+            old_text = node_facets(entry.indexed_node).text
+            if old_text:
+                self.old_texts.append((entry.id, old_text))
+        references, text = node_facets(entry.node)
+        self.types.extend((t, entry.id) for t in types)
+        self.edges.extend((entry.id, predicate, target) for predicate, target in references)
+        if text:
+            self.texts.append((entry.id, text))
+        self.changes.append((entry.iri, text))

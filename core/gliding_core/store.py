@@ -33,19 +33,17 @@ from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import (
     Node,
     canonical_json,
-    node_context,
-    node_references,
     node_text,
-    node_types,
+    parse_canonical,
     preview,
     validate_iri,
 )
-from gliding_core.staging import SEPARATOR, Staged, check_size, new_entry, stage
+from gliding_core.staging import SEPARATOR, Rows, Staged, check_size, new_entry, stage
 
 logger = logging.getLogger(__name__)
 
 MINTED_IRI_PREFIX = "urn:uuid:"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the full-text index is contentless
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -79,9 +77,13 @@ CREATE TABLE IF NOT EXISTS edges (
     PRIMARY KEY (source_id, predicate, target)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS edges_by_target ON edges (target);
--- Porter stemming: a question about "painting" finds the turn that says "painted".
+"""
+# Porter stemming: a question about "painting" finds the turn that says "painted". Contentless:
+# the text is derived from the entry's content, so a second copy would only slow every write;
+# taking an entry's text out of the index means giving the old text back ("delete" command).
+_TEXT_INDEX = """
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_text USING fts5 (
-    text, tokenize = 'porter unicode61 remove_diacritics 2'
+    text, content = '', tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
 
@@ -93,10 +95,8 @@ _QUALIFIED = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
-_UNINDEX_CONTENT = (
-    "DELETE FROM edges WHERE source_id = ?",
-    "DELETE FROM entry_text WHERE rowid = ?",
-)
+_INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
+_DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
 _STATES = {state.value: state for state in MesiState}
 
 Change = tuple[str, "str | None"]
@@ -150,9 +150,9 @@ class L0Store:
             # successive batches (index interiors) are copied into the database once, not each time.
             conn.execute("PRAGMA wal_autocheckpoint = 10000")
             # One script, one transaction: processes opening a new file at once create it once.
-            conn.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
-            )
+            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{_TEXT_INDEX}COMMIT;")
+            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+                _upgrade(conn)
         except sqlite3.Error as exc:
             raise StorageError(
                 f"cannot open the L0 store at {self.path or ':memory:'}: {exc}"
@@ -330,10 +330,11 @@ class L0Store:
             ).fetchall()
             for row in rows:
                 tags = _split(row[6])
+                node = parse_canonical(row[2])
                 found[row[1]] = Staged(
                     id=row[0],
                     iri=row[1],
-                    node=json.loads(row[2]),
+                    node=node,
                     content=row[2],
                     content_hash=row[3],
                     importance=row[4],
@@ -345,6 +346,7 @@ class L0Store:
                     generation=row[10],
                     in_database=True,
                     indexed_hash=row[3],
+                    indexed_node=node,
                     indexed_tags=tags,
                     indexed_types=_split(row[11]),
                 )
@@ -352,70 +354,34 @@ class L0Store:
 
     def _flush(self, conn: sqlite3.Connection, entries: list[Staged], now: float) -> None:
         """Write the changed entries of a batch and bring every index in line with them."""
-        types = {e.id: node_types(e.node) for e in entries}
-        values = [
-            (
-                e.content,
-                e.importance,
-                now,
-                SEPARATOR.join(e.tags),
-                canonical_json(e.metadata) if e.metadata else "{}",
-                e.mesi_state.value,
-                e.content_hash,
-                e.named_graph,
-                node_context(e.node),
-                SEPARATOR.join(types[e.id]),
-                e.generation,
-                e.id,
-            )
-            for e in entries
-        ]
+        rows = Rows()
+        for entry in entries:
+            rows.add(entry, now)
         conn.executemany(
             "INSERT INTO entries (content, importance, updated_at, tags, metadata, mesi_state,"
             " content_hash, named_graph, jsonld_context, jsonld_types, generation, id, iri,"
             " created_at, last_accessed, access_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
             " ?, ?, ?, 0)",
-            [
-                (*v, e.iri, e.created_at, now)
-                for v, e in zip(values, entries, strict=True)
-                if not e.in_database
-            ],
+            rows.created,
         )
         conn.executemany(
             "UPDATE entries SET content = ?, importance = ?, updated_at = ?, tags = ?,"
             " metadata = ?, mesi_state = ?, content_hash = ?, named_graph = ?,"
             " jsonld_context = ?, jsonld_types = ?, generation = ? WHERE id = ?",
-            [v for v, e in zip(values, entries, strict=True) if e.in_database],
+            rows.updated,
         )
         conn.executemany(
-            "INSERT OR IGNORE INTO entry_tags (tag, entry_id) VALUES (?, ?)",
-            [(tag, e.id) for e in entries for tag in e.tags if tag not in e.indexed_tags],
+            "INSERT OR IGNORE INTO entry_tags (tag, entry_id) VALUES (?, ?)", rows.tags
         )
-        reindex = [e for e in entries if e.indexed_hash != e.content_hash]
-        stale = [e for e in reindex if e.indexed_hash is not None]
-        for sql in _UNINDEX_CONTENT:
-            conn.executemany(sql, [(e.id,) for e in stale])
+        conn.executemany("DELETE FROM edges WHERE source_id = ?", rows.unindexed)
+        conn.executemany(_DELETE_TEXT, rows.old_texts)
+        conn.executemany("DELETE FROM entry_types WHERE type = ? AND entry_id = ?", rows.old_types)
+        conn.executemany("INSERT INTO entry_types (type, entry_id) VALUES (?, ?)", rows.types)
         conn.executemany(
-            "DELETE FROM entry_types WHERE type = ? AND entry_id = ?",
-            [(t, e.id) for e in stale for t in e.indexed_types],
+            "INSERT INTO edges (source_id, predicate, target) VALUES (?, ?, ?)", rows.edges
         )
-        conn.executemany(
-            "INSERT INTO entry_types (type, entry_id) VALUES (?, ?)",
-            [(t, e.id) for e in reindex for t in types[e.id]],
-        )
-        conn.executemany(
-            "INSERT INTO edges (source_id, predicate, target) VALUES (?, ?, ?)",
-            [(e.id, p, t) for e in reindex for p, t in node_references(e.node)],
-        )
-        texts = [(e, node_text(e.node)) for e in reindex]
-        conn.executemany(
-            "INSERT INTO entry_text (rowid, text) VALUES (?, ?)",
-            [(e.id, text) for e, text in texts if text],
-        )
-        self._changes.extend((e.iri, text) for e, text in texts)
-        for e in entries:
-            e.in_database, e.indexed_hash, e.changed = True, e.content_hash, False
-            e.indexed_tags, e.indexed_types = e.tags, tuple(types[e.id])
+        conn.executemany(_INSERT_TEXT, rows.texts)
+        self._changes.extend(rows.changes)
 
     def retag(self, iri: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> Entry:
         """Add and remove tags of an entry (a merge only ever adds); return the updated entry.
@@ -472,13 +438,16 @@ class L0Store:
         validate_iri(iri)
         with self._session(write=True) as conn:
             row = conn.execute(
-                "SELECT id, tags, jsonld_types FROM entries WHERE iri = ?", (iri,)
+                "SELECT id, tags, jsonld_types, content FROM entries WHERE iri = ?", (iri,)
             ).fetchone()
             if row is None:
                 return False
             entry_id = row[0]
-            for sql in (*_UNINDEX_CONTENT, "DELETE FROM entries WHERE id = ?"):
-                conn.execute(sql, (entry_id,))
+            text = node_text(parse_canonical(row[3]))
+            if text:
+                conn.execute(_DELETE_TEXT, (entry_id, text))
+            conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
+            conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             conn.executemany(
                 "DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?",
                 [(tag, entry_id) for tag in _split(row[1])],
@@ -689,7 +658,7 @@ class L0Store:
             if not rows:
                 return
             last = rows[-1][0]
-            texts = [(iri, node_text(json.loads(content))) for _, iri, content in rows]
+            texts = [(iri, node_text(parse_canonical(content))) for _, iri, content in rows]
             yield [(iri, text) for iri, text in texts if text]
 
     def neighbours(self, iri: str, *, direction: Direction = "both") -> list[Edge]:
@@ -778,6 +747,26 @@ class L0Store:
         with self._session(write=False) as conn:
             rows = conn.execute(sql, args).fetchall()
         return [_to_entry(row) for row in rows]
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a store written by an earlier version to ``SCHEMA_VERSION``, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < 2:
+            # Version 1 kept a copy of the text in the full-text index: rebuild it contentless.
+            conn.execute("DROP TABLE entry_text")
+            conn.execute(_TEXT_INDEX)
+            stored = conn.execute("SELECT id, content FROM entries")
+            texts = (
+                (entry_id, node_text(parse_canonical(content))) for entry_id, content in stored
+            )
+            conn.executemany(_INSERT_TEXT, ((entry_id, text) for entry_id, text in texts if text))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _to_entry(row: Sequence[Any]) -> Entry:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import gliding_core
@@ -94,6 +97,14 @@ def test_each_error_is_a_gliding_error_and_the_builtin_it_refines(
 
 
 def test_core_imports_no_framework() -> None:
-    import sys
-
-    assert not any(name.startswith(("langchain", "llama_index")) for name in sys.modules)
+    """Importing the core (in a fresh interpreter) loads neither LangChain nor LlamaIndex."""
+    script = (
+        "import sys, gliding_core, gliding_core.cli\n"
+        "frameworks = ('langchain', 'langgraph', 'llama_index')\n"
+        "loaded = [n for n in sys.modules if n.startswith(frameworks)]\n"
+        "print(','.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == ""

@@ -313,6 +313,57 @@ def test_delete_removes_the_entry_from_every_index(store: L0Store) -> None:
     assert (entry.tags, entry.generation) == ((), 1)
 
 
+def _indexed_words(path: Path) -> list[str]:
+    """Return every word occurrence the full-text index of the store at ``path`` holds."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, entry_text, instance)")
+        return [row[0] for row in conn.execute("SELECT term FROM temp.words ORDER BY term")]
+    finally:
+        conn.close()
+
+
+def test_the_text_index_gives_back_every_word_on_merge_and_delete(tmp_path: Path) -> None:
+    # The index keeps no copy of the text; a merge or delete must give back exactly the words
+    # written, including after a merge added keys that sort before the existing ones.
+    path = tmp_path / "store.sqlite3"
+    with L0Store(path) as store:
+        store.put({"@id": "urn:a", "zeta": "last key", "text": "first words"})
+        store.put({"@id": "urn:a", "alpha": "sorts first", "text": "longer replacement words"})
+        store.put_many([{"@id": "urn:b", "text": "bee one"}, {"@id": "urn:b", "aa": "bee two"}])
+        store.put({"@id": "urn:c", "n": 7})
+        assert [hit.entry.iri for hit in store.search_text("sorts")] == ["urn:a"]
+        assert [hit.entry.iri for hit in store.search_text("two")] == ["urn:b"]
+        assert [hit.entry.iri for hit in store.search_text("replacement")] == ["urn:a"]
+        assert "last" in _indexed_words(path)
+        for iri in ("urn:a", "urn:b", "urn:c"):
+            assert store.delete(iri) is True
+        assert _indexed_words(path) == []
+        assert store.search_text("words bee sorts") == []
+
+
+def test_a_version_1_store_gets_a_contentless_text_index(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite3"
+    with L0Store(path) as store:
+        store.put({"@id": "urn:old", "text": "painted fences"})
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "DROP TABLE entry_text;"
+        "CREATE VIRTUAL TABLE entry_text USING fts5 (text, tokenize = 'porter unicode61');"
+        "INSERT INTO entry_text (rowid, text) VALUES (1, 'painted fences');"
+        "PRAGMA user_version = 1;"
+    )
+    conn.close()
+    with L0Store(path) as store:
+        assert [hit.entry.iri for hit in store.search_text("painting")] == ["urn:old"]
+        assert store.delete("urn:old") is True
+        assert store.search_text("painting") == []
+    assert _indexed_words(path) == []
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+
+
 def test_values_that_look_like_sql_are_stored_literally(store: L0Store) -> None:
     hostile = "x'); DROP TABLE entries; --"
     store.put({"@id": "urn:" + "sql'--", "text": hostile}, tags=[hostile], named_graph=hostile)

@@ -56,3 +56,6 @@ class TrimMethod:
     def context(self, question: str, budget: int) -> list[str]:
         """Return the texts of the messages kept at ``budget`` (the same for every question)."""
         return list(self._kept[budget])
+
+    def close(self) -> None:
+        """Release nothing: the kept messages are plain strings."""

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from gliding_core.benchmarks import recall
+from gliding_core.benchmarks.conversations import Turn
 from gliding_core.cli import main
+from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.tokens import TokenCounter
 
 TOPICS = [
     [
@@ -120,16 +125,66 @@ def test_bench_locomo_shape(data: Path, tmp_path: Path) -> None:
         "budget_recall@1000",
         "budget_recall@2000",
         "context_tokens_mean",
+        "context_tokens@500",
+        "context_tokens@1000",
+        "context_tokens@2000",
         "ingest_p50_ms",
         "ingest_p95_ms",
         "search_p50_ms",
         "search_p95_ms",
     }
-    assert set(figures["methods"]) == {"gliding", "lexical", "dense", "recent"}
-    for method in figures["methods"].values():
+    own = {"gliding", "lexical", "dense", "recent"}
+    # The framework methods join when their extras are installed (entry points).
+    assert own <= set(figures["methods"])
+    for name in own:
+        method = figures["methods"][name]
         assert set(method) == keys
         assert 0.0 <= method["recall@10"] <= 1.0
+    for name in set(figures["methods"]) - own:
+        assert "recall@10" not in figures["methods"][name]
+        assert 0.0 <= figures["methods"][name]["budget_recall@1000"] <= 1.0
     assert figures["methods"]["gliding"]["recall@20"] >= figures["methods"]["recent"]["recall@5"]
+
+
+class _FirstTurns:
+    """A context method for the harness: the first turns that fit, whatever the question."""
+
+    closed: ClassVar[list[str]] = []
+
+    def __init__(
+        self, turns: Sequence[Turn], *, tokens: TokenCounter, embedder: Embedder, budgets: Any
+    ) -> None:
+        self.turns, self.tokens = list(turns), tokens
+
+    def context(self, question: str, budget: int) -> list[str]:
+        kept: list[str] = []
+        for turn in self.turns:
+            if sum(self.tokens.count_many([*kept, turn.line])) > budget:
+                break
+            kept.append(turn.line)
+        return kept
+
+    def close(self) -> None:
+        _FirstTurns.closed.append(self.turns[0].dia_id)
+
+
+def test_recall_scores_a_context_method_by_the_evidence_lines_it_returns(data: Path) -> None:
+    figures = recall.run(data, HashEmbedder(), methods=(), context_methods={"first": _FirstTurns})
+
+    first = figures["methods"]["first"]
+    # Every question's evidence is the first turn of a session, and each conversation (two
+    # sessions of six short turns) fits in 500 tokens: all evidence is found.
+    assert first["budget_recall@500"] == 1.0
+    assert 0 < first["context_tokens@500"] <= 500
+    assert first["over_budget@500"] == 0.0
+    assert "recall@10" not in first
+    assert len(_FirstTurns.closed) == 2  # one method per conversation, each closed
+
+
+def test_the_framework_methods_are_registered_as_entry_points() -> None:
+    found, skipped = recall.discover()
+
+    assert {"langchain-trim", "llamaindex-memory"} <= set(found) | set(skipped)
 
 
 def test_bench_search(tmp_path: Path) -> None:

@@ -8,30 +8,87 @@ question of categories 1-4 is asked of every method in the same run:
 - ``dense``: its dense arm alone (the embedder, Chroma);
 - ``recent``: the most recent turns.
 
+Framework methods join through the entry-point group ``gliding_horse.recall_methods``: each
+entry names a ``ContextMethodFactory`` (in an adapter package, so the core imports no framework).
+A factory takes the conversation's turns, the memory's ``TokenCounter`` and ``Embedder`` and the
+budgets, ingests once, and answers ``context(question, budget)`` with the texts of the messages a
+model would see. Entries whose framework is not installed are skipped and named in ``skipped``.
+
 recall@k is the share of a question's evidence turns among the first k hits; budget recall at
 B tokens is that share among the hits taken in rank order while their text fits in B cl100k
-tokens. ``context_tokens_mean`` is the mean size of the top-10 hits' text.
+tokens. For a framework method it is the share of evidence turns whose line appears whole
+(whitespace collapsed on both sides) in one of the messages it returns at budget B; recall@k is
+not defined for them. Both measure the same thing: evidence text inside a context of at most B
+tokens, counted as the sum of the cl100k counts of its pieces (hit lines, or message texts).
+``context_tokens_mean`` is the mean size of the top-10 hits' text; ``context_tokens@B`` the mean
+size of the context at budget B.
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from gliding_core.benchmarks.conversations import Conversation, answerable, load
+from gliding_core.benchmarks.conversations import Conversation, Turn, answerable, load
 from gliding_core.config import MemoryConfig, TopicConfig
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.memory import Memory
+from gliding_core.tokens import TokenCounter
+
+logger = logging.getLogger(__name__)
 
 METHODS = ("gliding", "lexical", "dense", "recent")
 RECALL_AT = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 DEPTH = 100  # hits asked of each method: enough to fill the largest budget
+ENTRY_POINT_GROUP = "gliding_horse.recall_methods"
 
 Ranker = Callable[[str], list[str]]
+
+
+class ContextMethod(Protocol):
+    """A comparison method that hands a model a context under a token budget."""
+
+    def context(self, question: str, budget: int) -> Sequence[str]:
+        """Return the texts of the messages a model would see for ``question`` within ``budget``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the method holds (databases, threads)."""
+        ...
+
+
+class ContextMethodFactory(Protocol):
+    """Build a ``ContextMethod`` that has ingested one conversation."""
+
+    def __call__(
+        self,
+        turns: Sequence[Turn],
+        *,
+        tokens: TokenCounter,
+        embedder: Embedder,
+        budgets: Sequence[int],
+    ) -> ContextMethod:
+        """Ingest ``turns`` (``turn.line`` is the text, ``turn.dia_id`` the id) once."""
+        ...
+
+
+def discover() -> tuple[dict[str, ContextMethodFactory], dict[str, str]]:
+    """Load the registered framework methods; return them and the skipped ones with the reason."""
+    found: dict[str, ContextMethodFactory] = {}
+    skipped: dict[str, str] = {}
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            found[entry.name] = entry.load()
+        except ImportError as exc:  # the method's extra (its framework) is not installed
+            skipped[entry.name] = f"{type(exc).__name__}: {exc}"
+            logger.info("recall method %s skipped: %s", entry.name, exc)
+    return found, skipped
 
 
 def run(
@@ -40,19 +97,35 @@ def run(
     *,
     conversations: list[str] | None = None,
     methods: Sequence[str] = METHODS,
+    context_methods: Mapping[str, ContextMethodFactory] | None = None,
 ) -> dict[str, Any]:
-    """Ingest each conversation, ask its questions of every method, and return the figures."""
+    """Ingest each conversation, ask its questions of every method, and return the figures.
+
+    Args:
+        path: the LoCoMo JSON file.
+        embedder: the embedder of the memory, also handed to the framework methods.
+        conversations: sample ids to run; all by default.
+        methods: the memory's own methods to run.
+        context_methods: framework methods by name; by default those registered under
+            ``ENTRY_POINT_GROUP`` (see ``discover``).
+    """
+    skipped: dict[str, str] = {}
+    if context_methods is None:
+        context_methods, skipped = discover()
     data = load(path, conversations)
-    scores: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
+    names = [*methods, *context_methods]
+    scores: dict[str, dict[str, list[float]]] = {m: {} for m in names}
     timings: dict[str, list[float]] = {"ingest": []}
     questions = 0
     for conversation in data:
         questions += _conversation(conversation, embedder, methods, scores, timings)
+        _conversation_contexts(conversation, embedder, context_methods, scores, timings)
     return {
         "conversations": [c.sample_id for c in data],
         "questions": questions,
         "embedder": embedder_name(embedder),
-        "methods": {m: _summary(scores[m], timings, m) for m in methods},
+        "methods": {m: _summary(scores[m], timings, m) for m in names},
+        "skipped": skipped,
     }
 
 
@@ -97,6 +170,54 @@ def _conversation(
     return len(asked)
 
 
+def _conversation_contexts(
+    conversation: Conversation,
+    embedder: Embedder,
+    factories: Mapping[str, ContextMethodFactory],
+    scores: dict[str, dict[str, list[float]]],
+    timings: dict[str, list[float]],
+) -> None:
+    counter = TokenCounter()
+    lines = {t.dia_id: _normalise(t.line) for t in conversation.turns}
+    asked = answerable(conversation)
+    for name, factory in factories.items():
+        start = time.perf_counter()
+        method = factory(conversation.turns, tokens=counter, embedder=embedder, budgets=BUDGETS)
+        per_turn = (time.perf_counter() - start) * 1e3 / max(len(conversation.turns), 1)
+        timings.setdefault(f"{name}:ingest", []).append(per_turn)
+        try:
+            for question in asked:
+                for budget in BUDGETS:
+                    start = time.perf_counter()
+                    pieces = list(method.context(question.question, budget))
+                    timings.setdefault(name, []).append((time.perf_counter() - start) * 1e3)
+                    used = sum(counter.count_many(pieces))
+                    _score_context(scores[name], question.evidence, pieces, lines, budget, used)
+        finally:
+            method.close()
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _score_context(
+    into: dict[str, list[float]],
+    evidence: Sequence[str],
+    pieces: Sequence[str],
+    lines: dict[str, str],
+    budget: int,
+    used: int,
+) -> None:
+    """Score one context: evidence lines found whole in one of its pieces."""
+    wanted = set(evidence) & set(lines)
+    texts = [_normalise(piece) for piece in pieces]
+    found = {d for d in wanted if any(lines[d] in text for text in texts)}
+    into.setdefault(f"budget_recall@{budget}", []).append(len(found) / len(wanted))
+    into.setdefault(f"context_tokens@{budget}", []).append(float(used))
+    into.setdefault(f"over_budget@{budget}", []).append(float(used > budget))
+
+
 def _rankers(memory: Memory, prefix: str, order: list[str]) -> dict[str, Ranker]:
     def strip(iris: list[str]) -> list[str]:
         return [iri.removeprefix(prefix) for iri in iris]
@@ -125,6 +246,7 @@ def _score(
             taken.add(dia_id)
             used += cost
         into.setdefault(f"budget_recall@{budget}", []).append(len(wanted & taken) / len(wanted))
+        into.setdefault(f"context_tokens@{budget}", []).append(float(used))
     into.setdefault("context_tokens", []).append(float(sum(tokens.get(d, 0) for d in ranked[:10])))
 
 
@@ -141,9 +263,12 @@ def _summary(
         for name, values in scores.items()
         if name != "context_tokens"
     }
-    out["context_tokens_mean"] = statistics.fmean(scores.get("context_tokens", [0.0]))
-    out["ingest_p50_ms"] = quantile(timings["ingest"], 50)
-    out["ingest_p95_ms"] = quantile(timings["ingest"], 95)
+    if "context_tokens" in scores:  # the top-10 hits: only ranked methods have them
+        out["context_tokens_mean"] = statistics.fmean(scores["context_tokens"])
+    # A framework method ingests inside its factory: per-turn time, one value per conversation.
+    ingest = timings.get(f"{method}:ingest", timings["ingest"])
+    out["ingest_p50_ms"] = quantile(ingest, 50)
+    out["ingest_p95_ms"] = quantile(ingest, 95)
     out["search_p50_ms"] = quantile(timings.get(method, []), 50)
     out["search_p95_ms"] = quantile(timings.get(method, []), 95)
     return out

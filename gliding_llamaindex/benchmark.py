@@ -21,10 +21,10 @@ smaller limit, which would flush the whole chat history into one node per flush)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.memory import Memory, VectorMemoryBlock
@@ -76,6 +76,9 @@ class VectorMemoryMethod:
         budgets: Sequence[int],
     ) -> None:
         embed_model = GlidingEmbedding(embedder)
+        # One private event loop runs every LlamaIndex call: the sync API would otherwise make
+        # (and leave open) a loop of the calling thread's.
+        self._loop = asyncio.new_event_loop()
         # Memory's default chat store is SQLite in memory; own its engine so close() can dispose.
         self._engines: list[AsyncEngine] = []
         self._memories: dict[int, Memory] = {}
@@ -86,18 +89,22 @@ class VectorMemoryMethod:
             )
         for memory in self._memories.values():
             for turn in turns:
-                memory.put(ChatMessage(role=MessageRole.USER, content=turn.line))
+                message = ChatMessage(role=MessageRole.USER, content=turn.line)
+                self._loop.run_until_complete(memory.aput(message))
 
     def context(self, question: str, budget: int) -> list[str]:
         """Return the texts of the messages ``memory.get(input=question)`` gives at ``budget``."""
-        messages = self._memories[budget].get(input=question)
+        messages = self._loop.run_until_complete(self._memories[budget].aget(input=question))
         return ["".join(_texts(message)) for message in messages]
 
     def close(self) -> None:
-        """Dispose of the chat stores' database engines."""
+        """Dispose of the chat stores' database engines and close the event loop."""
+        if self._loop.is_closed():
+            return
         for engine in self._engines:
-            asyncio_run(engine.dispose())
+            self._loop.run_until_complete(engine.dispose())
         self._engines.clear()
+        self._loop.close()
 
 
 def _memory(

@@ -8,8 +8,8 @@ module; the behaviour they share lives here.
 
 A model view, within one token budget, holds:
 1. the leading system messages of the request, unchanged;
-2. one memory message: the session's L1 context for the query, then the hybrid recall from L0
-   for it, leaving out what the window already shows;
+2. one memory message: the session's L1 context for the query (``summary_share`` of its room at
+   most), then the hybrid recall from L0 for it, leaving out what the window already shows;
 3. the whole history when it fits (the L1 context is then left out: it would only repeat it),
    else the newest messages that fit in ``window_share`` of the room (the newest group always),
    never separating a tool call from its results;
@@ -81,6 +81,8 @@ class Conversation:
         window_share: the share of the room (after system messages and supplements) that the
             newest history messages may take; the memory message gets the rest.
         recall_filters: restrict recall (for instance to some named graphs or tags).
+        summary_share: the share of the memory message's room the L1 context may take when part
+            of the history is out of the window; recall gets the rest.
 
     Example:
         >>> with Memory() as memory:  # doctest: +SKIP
@@ -100,6 +102,7 @@ class Conversation:
         recall_k: int = 5,
         window_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
+        summary_share: float = 0.5,
     ) -> None:
         self.memory = memory
         self.session: Session = memory.session(task_iri, agent=agent, role=role)
@@ -112,6 +115,7 @@ class Conversation:
         ):
             raise InvalidInputError(f"window_share must be in [0, 1], got {preview(window_share)}")
         self.window_share = float(window_share)
+        self.summary_share = _check_share(summary_share, "summary_share")
         if recall_filters is not None and not isinstance(recall_filters, SearchFilters):
             raise InvalidInputError(
                 f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
@@ -193,12 +197,14 @@ class Conversation:
         *,
         query: str | None = None,
         supplements: Sequence[SupplementaryInput] = (),
+        budget: int | None = None,
     ) -> ModelView:
         """Return what the model should see of ``messages``, within the budget.
 
         Args:
             messages: the full history, oldest first (never modified).
             query: what to recall for; the latest user message when omitted.
+            budget: the budget of this view; the conversation's ``budget`` when omitted.
             supplements: inputs to append as user messages (see ``deliver``); messages marked
                 ``supplement: True`` in the history are kept too.
         """
@@ -218,7 +224,8 @@ class Conversation:
         rest = [m for m in history if not m.get("supplement")]
         history_tokens = window.count(items + extra)
         query = query if query else (_last_user(rest) or _last_user(pinned))
-        room = self.budget - window.count(system + pinned)
+        limit = self.budget if budget is None else _check_int(budget, "budget", 1)
+        room = limit - window.count(system + pinned)
         whole = window.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
         kept = [rest] if whole else self._window(rest, room, window)
         shown = [m for k in kept for m in k]
@@ -269,11 +276,12 @@ class Conversation:
             seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
             inputs = {_supplement_iri(m) for m in shown if m.get("supplement")}
             seen_turns |= {t for s, t in self.session.supplement_turns.items() if s in inputs}
-            context = self.session.context(query, budget=max(1, room // 2), exclude=seen_turns)
+            share = int(room * self.summary_share)
+            context = self.session.context(query, budget=max(1, share), exclude=seen_turns)
             summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
             l1 = context.text
-            if tokens.count(l1) > room // 2:
-                l1 = tokens.truncate(l1, room // 2)
+            if tokens.count(l1) > share:
+                l1 = tokens.truncate(l1, share)
             parts = [l1] if l1.strip() else []
         hits: list[SearchHit] = []
         if query and self.recall_k:
@@ -341,6 +349,12 @@ def _last_user(messages: list[Message]) -> str | None:
             if text:
                 return text
     return None
+
+
+def _check_share(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidInputError(f"{what} must be in [0, 1], got {preview(value)}")
+    return float(value)
 
 
 def _check_int(value: object, what: str, minimum: int) -> int:

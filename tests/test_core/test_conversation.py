@@ -166,6 +166,8 @@ def test_bad_arguments_get_typed_errors_naming_the_value(memory: Memory) -> None
         Conversation(memory, TASK, budget=0)
     with pytest.raises(InvalidInputError, match="window_share"):
         Conversation(memory, TASK, window_share=2)
+    with pytest.raises(InvalidInputError, match="summary_share"):
+        Conversation(memory, TASK, summary_share=-0.1)
     with pytest.raises(InvalidInputError, match="recall_k"):
         Conversation(memory, TASK, recall_k=-1)
     conversation = Conversation(memory, TASK)
@@ -176,3 +178,17 @@ def test_bad_arguments_get_typed_errors_naming_the_value(memory: Memory) -> None
         conversation.record([{"role": "user", "content": "x", "id": 3}])
     with pytest.raises(InvalidInputError, match="query"):
         conversation.view([], query=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="budget"):
+        conversation.view([], budget=0)
+
+
+def test_a_view_may_take_its_own_budget_and_shares(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=2_000, summary_share=0.0)
+    history = chat(40)
+    conversation.record(history)
+
+    small = conversation.view(history, budget=200)
+    large = conversation.view(history)
+
+    assert small.tokens <= 200 < large.tokens <= 2_000
+    assert "[Context from" not in small.memory  # no room given to the L1 context

@@ -6,7 +6,9 @@ question of categories 1-4 is asked of every method in the same run:
 - ``gliding``: the memory's hybrid search (``memory.search``);
 - ``lexical``: its lexical arm alone (FTS5, BM25);
 - ``dense``: its dense arm alone (the embedder, Chroma);
-- ``recent``: the most recent turns.
+- ``recent``: the most recent turns;
+- ``gliding-agent``: what the adapters send the model (``Conversation.view``), see
+  ``AgentViewMethod``; ``gliding-agent-recall``: the same, set for long-term recall.
 
 Framework methods join through the entry-point group ``gliding_horse.recall_methods``: each
 entry names a ``ContextMethodFactory`` (in an adapter package, so the core imports no framework).
@@ -36,6 +38,7 @@ from typing import Any, Protocol
 
 from gliding_core.benchmarks.conversations import Conversation, Turn, answerable, load
 from gliding_core.config import MemoryConfig, TopicConfig
+from gliding_core.conversation import Conversation as Chat
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.memory import Memory
 from gliding_core.tokens import TokenCounter
@@ -78,6 +81,61 @@ class ContextMethodFactory(Protocol):
         ...
 
 
+class AgentViewMethod:
+    """What ``GlidingMemoryMiddleware`` (or ``GlidingMemory``) sends the model: the
+    conversation's ``view`` of the whole history plus the question.
+
+    Every turn goes through the L1 session (``Conversation.record``: archived in L0, summarised
+    in the chain), as an agent's messages do; the pieces are the view's message texts. The
+    class attributes are the conversation's settings: the adapters' defaults here (half the
+    room for the newest messages, half the rest for the L1 context, five recalled hits).
+    """
+
+    window_share = 0.5
+    summary_share = 0.5
+    recall_k = 5
+
+    def __init__(
+        self,
+        turns: Sequence[Turn],
+        *,
+        tokens: TokenCounter,
+        embedder: Embedder,
+        budgets: Sequence[int],
+    ) -> None:
+        config = MemoryConfig(topics=TopicConfig(interval_s=0))
+        self._memory = Memory(config=config, embedder=embedder)
+        self._chat = Chat(
+            self._memory,
+            "urn:locomo:task",
+            budget=max(budgets),
+            window_share=self.window_share,
+            summary_share=self.summary_share,
+            recall_k=self.recall_k,
+        )
+        self._history = [{"role": "user", "content": t.line, "id": t.dia_id} for t in turns]
+        self._chat.record(self._history)
+
+    def context(self, question: str, budget: int) -> list[str]:
+        """Return the texts of the view's messages, the question's own left out."""
+        asked = {"role": "user", "content": question, "id": "question"}
+        view = self._chat.view([*self._history, asked], query=question, budget=budget)
+        return [str(m["content"]) for m in view.messages if m.get("id") != "question"]
+
+    def close(self) -> None:
+        """Close the memory."""
+        self._memory.close()
+
+
+class RecallHeavyViewMethod(AgentViewMethod):
+    """The same view set for long-term recall: a quarter of the room for the newest messages,
+    a quarter of the rest for the L1 context, up to 50 recalled hits."""
+
+    window_share = 0.25
+    summary_share = 0.25
+    recall_k = 50
+
+
 def discover() -> tuple[dict[str, ContextMethodFactory], dict[str, str]]:
     """Load the registered framework methods; return them and the skipped ones with the reason."""
     found: dict[str, ContextMethodFactory] = {}
@@ -111,7 +169,9 @@ def run(
     """
     skipped: dict[str, str] = {}
     if context_methods is None:
-        context_methods, skipped = discover()
+        found, skipped = discover()
+        own = {"gliding-agent": AgentViewMethod, "gliding-agent-recall": RecallHeavyViewMethod}
+        context_methods = {**own, **found}
     data = load(path, conversations)
     names = [*methods, *context_methods]
     scores: dict[str, dict[str, list[float]]] = {m: {} for m in names}

@@ -2,17 +2,20 @@
 
 The stock ``Memory`` keeps the newest messages itself and flushes the oldest into its memory
 blocks; this block archives what is flushed into L0 and the L1 session, and returns, for the
-latest user message, the session's L1 context and the hybrid recall from L0 (the memory
-message of ``Conversation.view``), followed by the supplementary inputs put for the task.
+latest user message, the supplementary inputs put for the task, then the session's L1 context
+and the hybrid recall from L0 (the memory message of ``Conversation.view``).
 
 Invariants: every flushed message with text is archived (each flush is new to the block); a
-supplementary input is returned by one ``aget`` only; the text returned is at most the
-conversation's budget in tokens (plus the supplements' lines); ``atruncate`` cuts by exact tokens.
+supplementary input is taken once and returned by the ``SHOWN_FOR`` reads that follow (an agent
+may discard a read, as LlamaIndex's agents do after their final answer), first in the text so a
+truncation cuts recall before it; the recall and L1 text is at most the conversation's budget in
+tokens; ``atruncate`` cuts by exact tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -27,6 +30,9 @@ from gliding_core.memory import Memory
 from gliding_llamaindex.messages import check_messages, last_user_text, to_record
 
 SUPPLEMENT_HEADER = "[New input from the user while you were working]"
+# An agent may throw a block's text away (LlamaIndex's agents read the memory again after their
+# final answer): a delivered input is shown by this many reads, so the next request carries it.
+SHOWN_FOR = 2
 
 
 class GlidingMemoryBlock(BaseMemoryBlock[str]):
@@ -49,6 +55,8 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
     )
 
     _conversation: Conversation = PrivateAttr()
+    _recent: list[list[Any]] = PrivateAttr(default_factory=list)  # [input, gets left to show]
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, conversation: Conversation, **data: Any) -> None:
         if not isinstance(conversation, Conversation):
@@ -111,10 +119,19 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
         return tokens.truncate(content, keep) if keep > 0 else None
 
     def _text(self, query: str | None) -> str:
-        supplements = self._conversation.deliver()
-        view = self._conversation.view([], query=query)
-        parts = [view.memory] if view.memory else []
-        if supplements:
+        with self._lock:
+            fresh = [[item, SHOWN_FOR] for item in self._conversation.deliver()]
+            self._recent = [entry for entry in self._recent if entry[1] > 0] + fresh
+            supplements = []
+            for entry in self._recent:
+                supplements.append(entry[0])
+                entry[1] -= 1
+        # Given as supplements, the inputs are left out of the L1 context and the recall.
+        view = self._conversation.view([], query=query, supplements=supplements, summary=True)
+        parts = []
+        if supplements:  # first: a truncation of the block cuts the recall before them
             lines = [f"- {' '.join(item.content.split())}" for item in supplements]
             parts.append("\n".join([SUPPLEMENT_HEADER, *lines]))
+        if view.memory:
+            parts.append(view.memory)
         return "\n\n".join(parts)

@@ -23,7 +23,6 @@ archived once (by its ``id``); each supplementary input is shown as a new messag
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -121,9 +120,11 @@ class Conversation:
                 f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
             )
         self.recall_filters = recall_filters
-        self._recorded: dict[str, str] = {}  # message id -> L0 archive IRI
-        self._shown: set[str] = set()  # supplementary inputs shown as messages
-        self._lock = threading.RLock()
+        # Shared by every conversation on the session (one per agent and task in a memory):
+        # a second adapter instance neither archives a message again nor re-shows an input.
+        self._recorded = self.session.archived_messages  # message id -> L0 archive IRI
+        self._shown = self.session.shown_inputs  # supplementary inputs shown as messages
+        self._lock = self.session.lock
 
     @property
     def task_iri(self) -> str:
@@ -198,6 +199,7 @@ class Conversation:
         query: str | None = None,
         supplements: Sequence[SupplementaryInput] = (),
         budget: int | None = None,
+        summary: bool | None = None,
     ) -> ModelView:
         """Return what the model should see of ``messages``, within the budget.
 
@@ -205,6 +207,9 @@ class Conversation:
             messages: the full history, oldest first (never modified).
             query: what to recall for; the latest user message when omitted.
             budget: the budget of this view; the conversation's ``budget`` when omitted.
+            summary: whether the memory message carries the L1 context: by default only when
+                part of the history is out of the window; ``True`` for a memory block that
+                is shown without the history.
             supplements: inputs to append as user messages (see ``deliver``); messages marked
                 ``supplement: True`` in the history are kept too.
         """
@@ -219,7 +224,7 @@ class Conversation:
         lead = 0
         while lead < len(items) and items[lead]["role"] == "system":
             lead += 1
-        system, history = items[:lead], items[lead:]
+        system, history = items[:lead], _after_tool_groups(items[lead:])
         pinned = [m for m in history if m.get("supplement")] + extra
         rest = [m for m in history if not m.get("supplement")]
         history_tokens = window.count(items + extra)
@@ -230,7 +235,8 @@ class Conversation:
         kept = [rest] if whole else self._window(rest, room, window)
         shown = [m for k in kept for m in k]
         room -= sum(window.count([m]) - PER_REPLY for m in shown)
-        memory_text, hits = self._memory_text(query, room, shown + pinned, summary=not whole)
+        with_summary = not whole if summary is None else bool(summary)
+        memory_text, hits = self._memory_text(query, room, shown + pinned, summary=with_summary)
         out = list(system)
         if memory_text:
             out.append({"role": "system", "content": memory_text})
@@ -273,9 +279,12 @@ class Conversation:
         summarized: set[str] = set()
         if summary:
             ids = {str(m.get("id")) for m in shown}
-            seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
+            with self._lock:
+                seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
             inputs = {_supplement_iri(m) for m in shown if m.get("supplement")}
-            seen_turns |= {t for s, t in self.session.supplement_turns.items() if s in inputs}
+            with self._lock:  # a callback handler's start_cycle may be adding to it
+                taken = dict(self.session.supplement_turns)
+            seen_turns |= {t for s, t in taken.items() if s in inputs}
             share = int(room * self.summary_share)
             context = self.session.context(query, budget=max(1, share), exclude=seen_turns)
             summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
@@ -333,6 +342,33 @@ def _hit_text(hit: SearchHit) -> str:
     line = " ".join(entry_text(hit.entry).split())
     role = json.loads(hit.entry.content).get("role")
     return f"[{role}] {line}" if isinstance(role, str) and line else line
+
+
+def _after_tool_groups(messages: list[Message]) -> list[Message]:
+    """Move each supplement that arrived inside a tool group (after a tool call, before all of
+    its results) to just after the group: providers reject a user message there."""
+    out: list[Message] = []
+    held: list[Message] = []
+    waiting: set[str] = set()
+    for message in messages:
+        if message.get("supplement"):
+            (held if waiting else out).append(message)
+            continue
+        if message["role"] == "tool" and message.get("tool_call_id") in waiting:
+            out.append(message)
+            waiting.discard(message["tool_call_id"])
+        else:  # any other message ends an open group (complete or not)
+            out += held
+            held = []
+            out.append(message)
+            calls = message.get("tool_calls") or []
+            waiting = {
+                c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)
+            }
+        if not waiting:
+            out += held
+            held = []
+    return out + held
 
 
 def _supplement_iri(message: Message) -> str:

@@ -120,6 +120,9 @@ class Session:
         self.tracker = RelevanceTracker(alpha)
         self.weak_refs: list[str] = []
         self.supplement_turns: dict[str, str] = {}  # supplementary input IRI -> its turn's IRI
+        # Kept here for the adapters, so every Conversation on this session shares them:
+        self.archived_messages: dict[str, str] = {}  # chat message id -> its turn's IRI
+        self.shown_inputs: set[str] = set()  # supplementary inputs shown as messages
         self._turns: list[Turn] = []
         self._count = 0
         self._lock = threading.RLock()
@@ -131,6 +134,11 @@ class Session:
         """A copy of the chain, oldest first."""
         with self._lock:
             return list(self._turns)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The session's re-entrant lock: hold it to read or change several of its fields."""
+        return self._lock
 
     @property
     def budget(self) -> int:

@@ -192,3 +192,44 @@ def test_a_view_may_take_its_own_budget_and_shares(memory: Memory) -> None:
 
     assert small.tokens <= 200 < large.tokens <= 2_000
     assert "[Context from" not in small.memory  # no room given to the L1 context
+
+
+def test_a_supplement_never_splits_a_tool_call_from_its_result(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK)
+    history = [
+        {"role": "user", "content": "Weather in Oslo?", "id": "q"},
+        {
+            "role": "assistant",
+            "content": "",
+            "id": "call",
+            "tool_calls": [{"id": "t1", "name": "weather", "args": {}}],
+        },
+        {"role": "user", "content": "Use Celsius please.", "id": "s", "supplement": True},
+        {"role": "tool", "content": "3 degrees", "tool_call_id": "t1", "id": "result"},
+    ]
+
+    view = conversation.view(history)
+
+    assert [m["id"] for m in view.messages if m["role"] != "system"] == ["q", "call", "result", "s"]
+
+
+def test_conversations_on_one_session_share_what_was_archived_and_shown(memory: Memory) -> None:
+    first = Conversation(memory, TASK)
+    history = chat(3)
+    first.record(history)
+    memory.supplements.put(TASK, "Ship on Monday.")
+    assert [s.content for s in first.deliver()] == ["Ship on Monday."]
+
+    second = Conversation(memory, TASK)  # a new adapter instance, per request
+
+    assert second.record(history) == []
+    assert second.deliver() == []
+    assert second.archived("u0") == first.archived("u0")
+
+
+def test_a_memory_block_may_ask_for_the_l1_context_without_a_history(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=500)
+    conversation.record(chat(10))
+
+    assert "[Context from" not in conversation.view([], query="crates").memory
+    assert "[Context from" in conversation.view([], query="crates", summary=True).memory

@@ -62,10 +62,11 @@ async def test_flushed_messages_are_archived_and_recalled(
     assert system.role.value == "system"
     text = system.content or ""
     assert "<gliding_memory>" in text
-    assert "kestrel-19" in text.split(RECALL_HEADER, 1)[1]
+    assert RECALL_HEADER in text
+    assert "kestrel-19" in text.split("<gliding_memory>", 1)[1]  # the L1 context or recall
 
 
-async def test_supplements_come_with_one_get_only(
+async def test_a_supplement_comes_with_the_two_gets_after_it_is_put(
     memory: Memory, stock: Callable[[GlidingMemoryBlock], ChatMemory]
 ) -> None:
     block = GlidingMemoryBlock.from_memory(memory, TASK)
@@ -74,11 +75,15 @@ async def test_supplements_come_with_one_get_only(
     memory.supplements.put(TASK, "Add a section on VPN access.")
 
     first = await chat.aget()
-    second = await chat.aget()
+    second = await chat.aget()  # an agent may throw a read away: the next one still has it
+    third = await chat.aget()
 
-    assert SUPPLEMENT_HEADER in (first[0].content or "")
-    assert "- Add a section on VPN access." in (first[0].content or "")
-    assert all(SUPPLEMENT_HEADER not in (m.content or "") for m in second)
+    for read in (first, second):
+        text = read[0].content or ""
+        assert text.index(SUPPLEMENT_HEADER) < text.index("</gliding_memory>")
+        assert text.count("- Add a section on VPN access.") == 1
+    assert all(SUPPLEMENT_HEADER not in (m.content or "") for m in third)
+    assert memory.supplements.pending_count(TASK) == 0
 
 
 async def test_atruncate_cuts_by_tokens(memory: Memory) -> None:

@@ -81,10 +81,18 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
         items = list(messages) if isinstance(messages, Sequence) else messages
         if not isinstance(items, list) or not all(isinstance(m, BaseMessage) for m in items):
             raise InvalidInputError(f"messages must be LangChain messages, got {messages!r:.80}")
-        stamped = [m if m.id else m.model_copy(update={"id": uuid.uuid4().hex}) for m in items]
+        # A message keeps its id unless it has none, or another message (in this batch or
+        # already in the chat) has it: then it gets a fresh one, so no message replaces another.
+        taken = set(self.memory.store.contents([self._iri(m.id) for m in items if m.id]))
+        stamped: list[BaseMessage] = []
+        for message in items:
+            if not message.id or self._iri(message.id) in taken:
+                message = message.model_copy(update={"id": uuid.uuid4().hex})
+            taken.add(self._iri(str(message.id)))
+            stamped.append(message)
         nodes = [
             {
-                "@id": f"{self.graph}/message/{m.id}",
+                "@id": self._iri(str(m.id)),
                 "@type": "ChatMessage",
                 "role": to_record(m)["role"],
                 "text": m.text,
@@ -96,6 +104,9 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
             for node in nodes:
                 self.memory.store.put(node, tags=[self._tag, ACTIVE], named_graph=self.graph)
         self.conversation.record(to_records(stamped))
+
+    def _iri(self, message_id: str) -> str:
+        return f"{self.graph}/message/{quote(message_id, safe='')}"
 
     def clear(self) -> None:
         """Hide every message from the history; L0 keeps them, tagged ``chat:cleared``."""

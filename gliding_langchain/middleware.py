@@ -16,6 +16,7 @@ message is archived once; each supplementary input is added to the state exactly
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -110,8 +111,8 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async ``before_model``."""
-        return self.before_model(state, runtime)
+        """Async ``before_model``: the archive runs in a worker thread, off the event loop."""
+        return await asyncio.to_thread(self.before_model, state, runtime)
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Archive the model's reply."""
@@ -121,8 +122,8 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def aafter_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Async ``after_model``."""
-        return self.after_model(state, runtime)
+        """Async ``after_model``: the archive runs in a worker thread, off the event loop."""
+        return await asyncio.to_thread(self.after_model, state, runtime)
 
     # -- the model request -----------------------------------------------------------------------
 
@@ -135,8 +136,8 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncModelHandler
     ) -> ModelResponse[Any]:
-        """Async ``wrap_model_call``."""
-        return await handler(self.budgeted(request))
+        """Async ``wrap_model_call``: the view is built in a worker thread."""
+        return await handler(await asyncio.to_thread(self.budgeted, request))
 
     def budgeted(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """Return ``request`` with its messages cut to the view the budget allows."""
@@ -151,8 +152,21 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             zip((r["id"] for r in records[len(system) :]), request.messages, strict=True)
         )
         kept = [originals[r["id"]] for r in view.messages if r.get("id") in originals]
-        parts = (system[0].text if system else "", view.memory)
-        prompt = "\n\n".join(part for part in parts if part)
-        return request.override(
-            messages=kept, system_message=SystemMessage(content=prompt) if prompt else None
+        return request.override(messages=kept, system_message=_with_memory(system, view.memory))
+
+
+def _with_memory(system: list[SystemMessage], memory: str) -> SystemMessage | None:
+    """The system message with the memory text after it; content blocks (cache hints, images)
+    of the original are kept as they are."""
+    if not system:
+        return SystemMessage(content=memory) if memory else None
+    original = system[0]
+    if not memory:
+        return original
+    if isinstance(original.content, str):
+        content: str | list[str | dict[str, Any]] = (
+            f"{original.content}\n\n{memory}" if original.content else memory
         )
+    else:
+        content = [*original.content, {"type": "text", "text": memory}]
+    return original.model_copy(update={"content": content})

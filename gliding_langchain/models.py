@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 
 from gliding_core import EmbedderError, GlidingError, InvalidInputError, TokenCounter
 
+_ISOLATED: RunnableConfig = {"callbacks": [], "tags": ["nostream", "gliding-summary"]}
 SUMMARY_PROMPT = (
     "Summarise the following conversation turn in at most {limit} tokens. Keep names, numbers, "
     "dates and decisions; answer with the summary only."
@@ -91,7 +93,8 @@ class LangChainSummarizer:
             HumanMessage(content=text),
         ]
         try:
-            answer = self.model.invoke(prompt).text.strip()
+            # Its own run: no callbacks or streaming of the agent run it may be called from.
+            answer = self.model.invoke(prompt, config=_ISOLATED).text.strip()
         except Exception as error:
             raise GlidingError(f"the summarizer model failed: {error}") from error
         if not answer:

@@ -7,9 +7,13 @@ rank). ``k`` and the structured filters may be set on the retriever or per call.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
@@ -53,6 +57,22 @@ class GlidingRetriever(BaseRetriever):
         filters: SearchFilters | None = None,
     ) -> list[Document]:
         hits = self.memory.search(
+            query,
+            self.k if k is None else k,
+            filters=self.filters if filters is None else filters,
+        )
+        return [to_document(hit) for hit in hits]
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filters: SearchFilters | None = None,
+    ) -> list[Document]:
+        hits = await asyncio.to_thread(
+            self.memory.search,
             query,
             self.k if k is None else k,
             filters=self.filters if filters is None else filters,

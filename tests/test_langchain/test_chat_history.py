@@ -111,3 +111,13 @@ def test_bad_input_is_rejected_and_nothing_is_written(memory: Memory) -> None:
     with pytest.raises(InvalidInputError, match="LangChain messages"):
         history.add_messages([HumanMessage("ok"), "not a message"])  # type: ignore[list-item]
     assert history.messages == []
+
+
+def test_a_repeated_or_odd_id_never_replaces_a_message(memory: Memory) -> None:
+    history = GlidingChatMessageHistory(memory, "c")
+    history.add_messages([HumanMessage("hello", id="m1"), AIMessage("yo", id="m1")])
+    history.add_messages([HumanMessage("again", id="m1"), HumanMessage("hi", id="has space")])
+
+    assert [m.text for m in history.messages] == ["hello", "yo", "again", "hi"]
+    assert len({m.id for m in history.messages}) == 4
+    assert len(history.conversation.session.turns) == 4

@@ -225,3 +225,21 @@ def test_bad_arguments_get_typed_errors(memory: Memory) -> None:
         GlidingMemoryMiddleware(memory, TASK, window_share=1.5)
     with pytest.raises(InvalidInputError, match="conversation"):
         SupplementaryInputCallbackHandler("nope")  # type: ignore[arg-type]
+
+
+def test_system_prompt_content_blocks_are_kept(memory: Memory) -> None:
+    from langchain_core.messages import SystemMessage
+
+    model = ScriptedChatModel(reply=tool_then_answer)
+    middleware = GlidingMemoryMiddleware(memory, TASK, budget=300)
+    prompt = SystemMessage(
+        content=[{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
+    )
+    agent = create_agent(model, [lookup], middleware=[middleware], system_prompt=prompt)
+
+    run_chat(agent, TURNS[:8])
+
+    system = model.requests[-1][0]
+    assert isinstance(system.content, list)
+    assert system.content[0] == prompt.content[0]
+    assert "[Context from" in system.content[-1]["text"]  # type: ignore[index]

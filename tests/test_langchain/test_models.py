@@ -79,3 +79,20 @@ def test_bad_arguments_are_rejected() -> None:
         LangChainEmbedder(DeterministicFakeEmbedding(size=4)).embed_documents("abc")
     with pytest.raises(InvalidInputError, match="max_tokens"):
         LangChainSummarizer(ScriptedChatModel(), TokenCounter()).summarize("x", 0)
+
+
+def test_the_summarizer_runs_outside_the_agent_run_it_is_called_from() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.runnables import RunnableLambda
+
+    class Count(BaseCallbackHandler):
+        starts = 0
+
+        def on_chat_model_start(self, *args: object, **kwargs: object) -> None:
+            Count.starts += 1
+
+    summarizer = LangChainSummarizer(ScriptedChatModel(), TokenCounter())
+    step = RunnableLambda(lambda text: summarizer.summarize(text, 5))
+    step.invoke("a long text that needs a summary " * 10, config={"callbacks": [Count()]})
+
+    assert Count.starts == 0  # the run's handlers never see the summarizer's model call

@@ -81,3 +81,10 @@ def test_bad_k_and_query_are_rejected(memory: Memory) -> None:
         GlidingRetriever(memory=memory, k=0)
     with pytest.raises(InvalidInputError, match="query"):
         GlidingRetriever(memory=memory).invoke("   ")
+
+
+async def test_async_calls_take_k_and_filters(memory: Memory) -> None:
+    retriever = GlidingRetriever(memory=memory)
+    assert len(await retriever.ainvoke("database", k=2)) == 2
+    people = await retriever.ainvoke("database", filters=SearchFilters(tags_any=("person",)))
+    assert [d.id for d in people] == ["urn:note:alice"]

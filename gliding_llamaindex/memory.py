@@ -14,8 +14,9 @@ Invariants:
 - A supplementary input is delivered once: it becomes a user message of the history the first
   time ``get`` sees it, and is kept in every later view (so the model keeps seeing what it
   answered); it is never delivered again.
-- A message is archived once: its key is its position and content (within one ``reset``), so
-  ``set`` with a history that starts with the current one archives only what is new.
+- A message is archived once: each entry has a key of its own; ``set`` keeps the entry of each
+  message already in the history (matched by role, text and tool calls, in order), so only the
+  new ones are archived, whatever their places.
 - Callers get copies: LlamaIndex agents edit the messages they are given; the history here does
   not change with them.
 Thread-safe: the history has one lock. The async methods are BaseMemory's (a worker thread).
@@ -73,6 +74,7 @@ class GlidingMemory(BaseMemory):
     _conversation: Conversation = PrivateAttr()
     _history: list[_Entry] = PrivateAttr(default_factory=list)
     _epoch: int = PrivateAttr(default=0)
+    _serial: int = PrivateAttr(default=0)
     _last_view: ModelView | None = PrivateAttr(default=None)
     _owned: Memory | None = PrivateAttr(default=None)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
@@ -204,7 +206,7 @@ class GlidingMemory(BaseMemory):
         """Append ``messages`` to the history and archive them; all are checked first."""
         checked = check_messages(messages)
         with self._lock:
-            fresh = [self._entry(len(self._history) + i, m) for i, m in enumerate(checked)]
+            fresh = [self._entry(m) for m in checked]
             self._conversation.record([entry.record for entry in fresh])
             self._history.extend(fresh)
 
@@ -212,11 +214,13 @@ class GlidingMemory(BaseMemory):
         """Replace the history with ``messages``; those not archived before are archived."""
         checked = check_messages(messages)
         with self._lock:
-            old = self._history
-            entries = [
-                old[i] if i < len(old) and old[i].message == m else self._entry(i, m)
-                for i, m in enumerate(checked)
-            ]
+            unused: dict[str, list[_Entry]] = {}
+            for entry in self._history:
+                unused.setdefault(_digest(entry.message), []).append(entry)
+            entries = []
+            for message in checked:  # a message already in the history keeps its entry
+                same = unused.get(_digest(message))
+                entries.append(same.pop(0) if same else self._entry(message))
             self._conversation.record([entry.record for entry in entries])
             self._history = entries
 
@@ -232,12 +236,17 @@ class GlidingMemory(BaseMemory):
         if self._owned is not None:
             self._owned.close()
 
-    def _entry(self, position: int, message: ChatMessage) -> _Entry:
-        """A history entry keyed by its place and content (see the module invariants)."""
-        record = to_record(message)
-        digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
-        key = f"llamaindex:{self._epoch}:{position}:{digest}"
+    def _entry(self, message: ChatMessage) -> _Entry:
+        """A new history entry, under a key no other entry of this memory has."""
+        self._serial += 1
+        key = f"llamaindex:{self._epoch}:{self._serial}:{_digest(message)}"
         return _Entry(key, message.model_copy(deep=True))
+
+
+def _digest(message: ChatMessage) -> str:
+    """What identifies a message's content: its role, text and tool calls."""
+    record = to_record(message)
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _query(value: object) -> str | None:

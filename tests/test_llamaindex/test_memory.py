@@ -248,3 +248,15 @@ def test_bad_options_are_typed_errors_naming_the_value(
     with pytest.raises(InvalidInputError) as info:
         GlidingMemory.from_defaults(task_iri=TASK, **options)  # type: ignore[arg-type]
     assert named in str(info.value)
+
+
+def test_set_archives_only_new_messages_wherever_they_are(memory: Memory) -> None:
+    history = chat(memory)
+    history.put_messages([user(f"message number {i}") for i in range(6)])
+    session = history.conversation.session
+
+    history.set(history.get_all()[2:])  # trimmed: nothing new
+    assert len(session.turns) == 6
+    history.set([])
+    history.put(user("message number 0"))  # said again: a new message
+    assert len(session.turns) == 7

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +154,8 @@ class GlidingMemory(BaseMemory):
             raise
         value = cls(conversation, chat_history=chat_history)
         value._owned = owned
+        if owned is not None:  # closed with the memory, or when the memory is collected
+            weakref.finalize(value, owned.close)
         return value
 
     @property

@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
 from gliding_core import EmbedderError, GlidingError, InvalidInputError, TokenCounter
+from gliding_core.summarize import check_request
 
 _ISOLATED: RunnableConfig = {"callbacks": [], "tags": ["nostream", "gliding-summary"]}
 SUMMARY_PROMPT = (
@@ -82,10 +83,7 @@ class LangChainSummarizer:
 
     def summarize(self, text: str, max_tokens: int) -> str:
         """Return the model's summary of ``text``, cut to ``max_tokens``; short text as is."""
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text must be a string, got {text!r:.80}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InvalidInputError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+        text = check_request(text, max_tokens)
         if self.tokens.count(text) <= max_tokens:
             return text
         prompt = [

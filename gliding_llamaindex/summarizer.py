@@ -18,7 +18,7 @@ from llama_index.core.base.llms.base import BaseLLM
 
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
-from gliding_core.summarize import ExtractiveSummarizer, Summarizer
+from gliding_core.summarize import ExtractiveSummarizer, Summarizer, check_request
 from gliding_core.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
@@ -65,11 +65,7 @@ class LlamaIndexSummarizer:
         Raises:
             InvalidInputError: ``text`` is not a string or ``max_tokens`` not an int >= 1.
         """
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text to summarize must be a str, got {preview(text)}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InvalidInputError(f"max_tokens must be an int >= 1, got {preview(max_tokens)}")
-        text = text.strip()
+        text = check_request(text, max_tokens)
         if self.tokens.count(text) <= max_tokens:
             return text
         request = self.prompt.format(

@@ -44,11 +44,7 @@ class ExtractiveSummarizer:
 
     def summarize(self, text: str, max_tokens: int) -> str:
         """Return an extract of ``text`` of at most ``max_tokens`` tokens."""
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text to summarize must be a str, got {preview(text)}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InvalidInputError(f"max_tokens must be an int >= 1, got {preview(max_tokens)}")
-        text = text.strip()
+        text = check_request(text, max_tokens)
         if self.tokens.count(text) <= max_tokens:
             return text
         sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
@@ -69,3 +65,16 @@ class ExtractiveSummarizer:
             used += cost
         summary = " ".join(sentences[i] for i in sorted(chosen))
         return self.tokens.truncate(summary, max_tokens)
+
+
+def check_request(text: object, max_tokens: object) -> str:
+    """Check a summary request (every summarizer takes the same); return ``text`` stripped.
+
+    Raises:
+        InvalidInputError: ``text`` is not a string or ``max_tokens`` not an int >= 1.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"text to summarize must be a str, got {preview(text)}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidInputError(f"max_tokens must be an int >= 1, got {preview(max_tokens)}")
+    return text.strip()

@@ -45,6 +45,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         budget: tokens per model call (the prompt, tools aside); the session budget by default.
         recall_k: how many L0 hits the memory message may quote.
         window_share: the share of the budget the newest messages may take.
+        summary_share: the share of the memory message the L1 context may take.
         recall_filters: restrict recall to some graphs, tags or types.
         conversation: a ready conversation (shared with a callback handler); the arguments
             above are then ignored.
@@ -68,6 +69,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         budget: int | None = None,
         recall_k: int = 5,
         window_share: float = 0.5,
+        summary_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
         conversation: Conversation | None = None,
         keep_views: int = 1_000,
@@ -88,6 +90,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 budget=budget,
                 recall_k=recall_k,
                 window_share=window_share,
+                summary_share=summary_share,
                 recall_filters=recall_filters,
             )
         elif not isinstance(conversation, Conversation):

@@ -109,6 +109,7 @@ class GlidingMemory(BaseMemory):
         role: str = "SA",
         recall_k: int = 5,
         window_share: float = 0.5,
+        summary_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
         chat_history: list[ChatMessage] | None = None,
     ) -> GlidingMemory:
@@ -120,7 +121,8 @@ class GlidingMemory(BaseMemory):
             task_iri: the task; supplementary inputs are put for it.
             budget: the token budget of ``get``; the L1 session's budget when omitted.
             token_limit: LlamaIndex's name for ``budget``; give one of the two.
-            agent, role, recall_k, window_share, recall_filters: see ``Conversation``.
+            agent, role, recall_k, window_share, summary_share, recall_filters: see
+                ``Conversation``.
             chat_history: messages to start with.
 
         Raises:
@@ -146,6 +148,7 @@ class GlidingMemory(BaseMemory):
                 budget=budget if budget is not None else token_limit,
                 recall_k=recall_k,
                 window_share=window_share,
+                summary_share=summary_share,
                 recall_filters=recall_filters,
             )
         except Exception:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gliding_core import L0Store
+from gliding_core.jsonld import _fast_canonical, canonical_json
 
 IRI = "urn:law"
 KEYS = st.sampled_from(["name", "status", "count", "text", "link", "nested"])
@@ -106,3 +108,29 @@ def test_storing_the_same_write_twice_is_idempotent(write: tuple[Any, ...]) -> N
         once.importance,
         once.generation,
     )
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(node=st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+def test_the_fast_canonical_form_is_exactly_the_standard_one(node: dict[str, Any]) -> None:
+    """Where the fast path answers, it writes what the standard encoder writes, byte for byte,
+    and parses back to the same node."""
+    fast = _fast_canonical(node)
+    if fast is None:
+        return
+    parsed, content = fast
+    assert content == canonical_json(node)
+    assert parsed == json.loads(content)

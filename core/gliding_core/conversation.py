@@ -107,13 +107,7 @@ class Conversation:
         self.session: Session = memory.session(task_iri, agent=agent, role=role)
         self.budget = self.session.budget if budget is None else _check_int(budget, "budget", 1)
         self.recall_k = _check_int(recall_k, "recall_k", 0)
-        if (
-            isinstance(window_share, bool)
-            or not isinstance(window_share, (int, float))
-            or not 0 <= window_share <= 1
-        ):
-            raise InvalidInputError(f"window_share must be in [0, 1], got {preview(window_share)}")
-        self.window_share = float(window_share)
+        self.window_share = _check_share(window_share, "window_share")
         self.summary_share = _check_share(summary_share, "summary_share")
         if recall_filters is not None and not isinstance(recall_filters, SearchFilters):
             raise InvalidInputError(
@@ -148,11 +142,8 @@ class Conversation:
         """
         with self._lock:
             self.take_pending()
-            fresh = [
-                item
-                for item in self.memory.supplements.history(self.task_iri)
-                if item.consumed_by == self.session.iri and item.iri not in self._shown
-            ]
+            taken = self.session.taken_inputs.items()
+            fresh = [item for iri, (item, _) in taken if iri not in self._shown]
             self._shown.update(item.iri for item in fresh)
         return sorted(fresh, key=lambda item: item.created_at)
 
@@ -283,8 +274,8 @@ class Conversation:
                 seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
             inputs = {_supplement_iri(m) for m in shown if m.get("supplement")}
             with self._lock:  # a callback handler's start_cycle may be adding to it
-                taken = dict(self.session.supplement_turns)
-            seen_turns |= {t for s, t in taken.items() if s in inputs}
+                taken = dict(self.session.taken_inputs)
+            seen_turns |= {turn for iri, (_, turn) in taken.items() if iri in inputs}
             share = int(room * self.summary_share)
             context = self.session.context(query, budget=max(1, share), exclude=seen_turns)
             summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
@@ -305,11 +296,13 @@ class Conversation:
                     break
                 if hit.iri in visible or hit.entry.metadata.get("supplement") in visible:
                     continue
-                body = " ".join(entry_text(hit.entry).split())
+                node = json.loads(hit.entry.content)
+                body = " ".join(_readable(node).split())
                 if not body or body in seen:  # shown already, or a copy of a quoted hit
                     continue
                 seen.add(body)
-                text = _hit_text(hit)
+                role = node.get("role")  # a turn is quoted as "[role] text"
+                text = f"[{role}] {body}" if isinstance(role, str) else body
                 line = f"- {text}"
                 cost = tokens.count(line) + 1
                 if used + cost > room:
@@ -332,16 +325,12 @@ class Conversation:
 def entry_text(entry: Entry) -> str:
     """The text of an entry as a reader wants it: its ``text`` property when it has one (a turn,
     a note), else every string and number value of the node, in key order."""
-    node = json.loads(entry.content)
+    return _readable(json.loads(entry.content))
+
+
+def _readable(node: dict[str, Any]) -> str:
     text = node.get("text")
     return text if isinstance(text, str) else node_text(node)
-
-
-def _hit_text(hit: SearchHit) -> str:
-    """One line for a recalled entry: a turn as ``[role] text``, other nodes by their text."""
-    line = " ".join(entry_text(hit.entry).split())
-    role = json.loads(hit.entry.content).get("role")
-    return f"[{role}] {line}" if isinstance(role, str) and line else line
 
 
 def _after_tool_groups(messages: list[Message]) -> list[Message]:

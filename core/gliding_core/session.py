@@ -119,7 +119,8 @@ class Session:
         self.iri = f"{SESSION_PREFIX}{self.id}"
         self.tracker = RelevanceTracker(alpha)
         self.weak_refs: list[str] = []
-        self.supplement_turns: dict[str, str] = {}  # supplementary input IRI -> its turn's IRI
+        # Every input the session took, by IRI, with its turn's IRI, in the order taken.
+        self.taken_inputs: dict[str, tuple[SupplementaryInput, str]] = {}
         # Kept here for the adapters, so every Conversation on this session shares them:
         self.archived_messages: dict[str, str] = {}  # chat message id -> its turn's IRI
         self.shown_inputs: set[str] = set()  # supplementary inputs shown as messages
@@ -226,7 +227,7 @@ class Session:
         """
         with self._lock:
             before = list(self._turns), list(self.weak_refs), self._count
-            archived: dict[str, str] = {}
+            archived: dict[str, tuple[SupplementaryInput, str]] = {}
             try:
                 with self.services.store.transaction():
                     taken = inputs.take_pending(self.task_iri, consumer=self.iri)
@@ -238,11 +239,11 @@ class Session:
                             relevance=item.relevance_score,
                             metadata={"supplement": item.iri},
                         )
-                        archived[item.iri] = turn.l0_archive_iri
+                        archived[item.iri] = (item, turn.l0_archive_iri)
             except BaseException:
                 self._turns, self.weak_refs, self._count = before
                 raise
-            self.supplement_turns.update(archived)
+            self.taken_inputs.update(archived)
         return taken
 
     def set_task_goal(self, goal: str) -> None:

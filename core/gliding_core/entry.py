@@ -99,6 +99,7 @@ class Record:
 
     node: Node
     content: str
+    types: tuple[str, ...]
     tags: tuple[str, ...] = ()
     importance: float | None = None
     named_graph: str | None = None
@@ -116,9 +117,10 @@ class Record:
         mesi_state: MesiState | str | None = None,
     ) -> None:
         set_ = object.__setattr__
-        parsed, content = parse_node(node)
+        parsed, content, types = parse_node(node)
         set_(self, "node", parsed)
         set_(self, "content", content)
+        set_(self, "types", types)
         set_(self, "tags", _check_tags(tags))
         set_(self, "importance", None if importance is None else check_importance(importance))
         set_(self, "named_graph", _check_graph(named_graph))
@@ -136,15 +138,22 @@ def check_importance(value: object) -> float:
 
 
 def _check_tags(tags: object) -> tuple[str, ...]:
-    if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence | set | frozenset):
+    items: Sequence[object] | set[object] | frozenset[object]
+    if isinstance(tags, (list, tuple)):  # the common case, before the slower ABC checks
+        items = tags
+    elif isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence | set | frozenset):
         raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
-    for tag in tags:
-        if not is_label(tag):
+    else:
+        items = tags
+    checked: list[str] = []
+    for tag in items:
+        if not isinstance(tag, str) or not is_label(tag):
             raise InvalidInputError(
                 "each tag must be a non-empty string without control characters,"
                 f" got {preview(tag)}"
             )
-    return tuple(dict.fromkeys(tags))
+        checked.append(tag)
+    return tuple(dict.fromkeys(checked))
 
 
 def _check_graph(graph: object) -> str | None:

@@ -16,7 +16,7 @@ import json
 import json.scanner
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -44,11 +44,11 @@ def preview(value: object) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "..."
 
 
-def parse_node(value: object) -> tuple[Node, str]:
+def parse_node(value: object) -> tuple[Node, str, tuple[str, ...]]:
     """Validate a JSON-LD node given as a mapping or as JSON text.
 
     Returns:
-        The node as a new dict, and its canonical JSON text.
+        The node as a new dict, its canonical JSON text and its ``@type`` values.
 
     Raises:
         InvalidNodeError: ``value`` is not JSON, not an object, not JSON-serialisable, or has an
@@ -59,11 +59,14 @@ def parse_node(value: object) -> tuple[Node, str]:
             value = json.loads(value)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidNodeError(f"node is not valid JSON: {preview(value)} ({exc})") from exc
-    if not isinstance(value, Mapping):
+    if type(value) is dict:
+        mapping = value
+    elif isinstance(value, Mapping):
+        mapping = dict(value)
+    else:
         raise InvalidNodeError(
             f"node must be a JSON object, got {type(value).__name__}: {preview(value)}"
         )
-    mapping = value if isinstance(value, dict) else dict(value)
     fast = _fast_canonical(mapping)
     if fast is not None:
         node, content = fast
@@ -76,8 +79,7 @@ def parse_node(value: object) -> tuple[Node, str]:
         node = parse_canonical(content)
     if "@id" in node:
         validate_iri(node["@id"], what="@id")
-    node_types(node)
-    return node, content
+    return node, content, tuple(node_types(node))
 
 
 def _fast_canonical(mapping: dict[str, Any]) -> tuple[Node, str] | None:
@@ -99,21 +101,23 @@ def _fast_canonical(mapping: dict[str, Any]) -> tuple[Node, str] | None:
 
 
 def _plain(value: Any) -> bool:
-    """Whether ``value`` holds only str-keyed dicts, lists, str, int, bool and None."""
+    """Whether ``value`` holds only dicts, lists, str, int, bool and None.
+
+    Run on what orjson has just written: it has refused non-str keys and ints beyond 64 bits,
+    so neither is checked again here.
+    """
     stack = [value]
+    pop, push = stack.pop, stack.extend
     while stack:
-        item = stack.pop()
+        item = pop()
         kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
         if kind is dict:
-            if not all(type(key) is str for key in item):
-                return False
-            stack.extend(item.values())
+            push(item.values())
         elif kind is list:
-            stack.extend(item)
-        elif kind is int:
-            if not -(2**63) <= item < 2**64:
-                return False
-        elif kind is not str and kind is not bool and item is not None:
+            push(item)
+        else:
             return False
     return True
 
@@ -124,7 +128,8 @@ def validate_iri(value: object, *, what: str = "IRI") -> str:
         raise InvalidNodeError(
             f"{what} must be a string, got {type(value).__name__}: {preview(value)}"
         )
-    if not value or _SPACE.search(value):
+    # Printable text holds no whitespace but the space; only other text needs the search.
+    if not value or " " in value or (not value.isprintable() and _SPACE.search(value)):
         raise InvalidNodeError(
             f"{what} must be non-empty and contain no whitespace, got {preview(value)}"
         )
@@ -157,6 +162,8 @@ def node_types(node: Mapping[str, Any]) -> list[str]:
     raw = node.get("@type")
     if raw is None:
         return []
+    if type(raw) is str and raw.isprintable() and raw.strip():
+        return [raw]
     values = [raw] if isinstance(raw, str) else raw
     if not isinstance(values, list) or not all(is_label(v) for v in values):
         raise InvalidNodeError(
@@ -173,15 +180,10 @@ def node_context(node: Mapping[str, Any]) -> str | None:
     return canonical_json({"@context": node["@context"]})[len('{"@context":') : -1]
 
 
-class Facets(NamedTuple):
-    """What the store indexes of a node, gathered in one walk (see ``node_facets``)."""
-
-    references: list[tuple[str, str]]
-    text: str
-
-
-def node_facets(node: Mapping[str, Any]) -> Facets:
+def node_facets(node: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
     """Return the node's references and searchable text, walking the node once.
+
+    A plain tuple, not a named one: the store calls this for every node it writes.
 
     ``references`` are the sorted ``(predicate, target IRI)`` pairs for every ``{"@id": ...}``
     the node refers to, in lists and embedded objects too; the predicate is the key the
@@ -192,13 +194,22 @@ def node_facets(node: Mapping[str, Any]) -> Facets:
     found: dict[tuple[str, str], None] = {}
     parts: list[str] = []
     for key, value in node.items():
+        if key in _RESERVED_TEXT_KEYS:
+            continue
         # Top-level strings are most of the values of most nodes: no call for them.
-        if type(value) is str:
-            if value and key not in _RESERVED_TEXT_KEYS:
+        kind = type(value)
+        if kind is str:
+            if value:
                 parts.append(value)
-        elif key not in _RESERVED_TEXT_KEYS:
+        elif kind is dict and len(value) == 1 and "@id" in value:
+            # A bare reference, {"@id": ...}: the other common value, also without a call.
+            target = value["@id"]
+            if type(target) is str and target and target != own:
+                found[(key, target)] = None
+        else:
             _walk(key, value, own, found, parts)
-    return Facets(sorted(found), "\n".join(parts))
+    references = sorted(found) if len(found) > 1 else list(found)
+    return references, "\n".join(parts)
 
 
 def _walk(
@@ -223,12 +234,12 @@ def _walk(
 
 def node_references(node: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Return the ``(predicate, target IRI)`` pairs the node refers to (see ``node_facets``)."""
-    return node_facets(node).references
+    return node_facets(node)[0]
 
 
 def node_text(node: Mapping[str, Any]) -> str:
     """Return the searchable text of a node: its string and number values, in key order."""
-    return node_facets(node).text
+    return node_facets(node)[1]
 
 
 def merge_nodes(

@@ -38,6 +38,7 @@ class Staged:
     iri: str
     node: Node
     content: str
+    types: tuple[str, ...]
     content_hash: str
     importance: float
     created_at: float
@@ -81,6 +82,7 @@ def new_entry(
         iri=node["@id"],
         node=node,
         content=content,
+        types=record.types,
         content_hash=content_hash(content),
         importance=default_importance if record.importance is None else record.importance,
         created_at=now,
@@ -123,6 +125,7 @@ def stage(
     ):
         return
     entry.node, entry.content, entry.content_hash = merged, content, digest
+    entry.types = tuple(node_types(merged))
     entry.tags, entry.importance, entry.metadata = tags, importance, metadata
     entry.named_graph, entry.mesi_state = graph, state
     entry.generation += 1
@@ -149,7 +152,8 @@ class Rows:
 
     def add(self, entry: Staged, now: float) -> None:
         """Add the rows that write ``entry`` as staged."""
-        types = tuple(node_types(entry.node))
+        entry_id = entry.id
+        types = entry.types
         values = (
             entry.content,
             entry.importance,
@@ -162,30 +166,31 @@ class Rows:
             node_context(entry.node),
             SEPARATOR.join(types),
             entry.generation,
-            entry.id,
+            entry_id,
         )
         if entry.in_database:
             self.updated.append(values)
+            indexed = entry.indexed_tags
+            self.tags += [(tag, entry_id) for tag in entry.tags if tag not in indexed]
         else:
             self.created.append((*values, entry.iri, entry.created_at, now))
-        for tag in entry.tags:
-            if tag not in entry.indexed_tags:
-                self.tags.append((tag, entry.id))
+            self.tags += [(tag, entry_id) for tag in entry.tags]
         if entry.indexed_hash != entry.content_hash:
             self._reindex(entry, types)
 
     def _reindex(self, entry: Staged, types: tuple[str, ...]) -> None:
         """Add the rows that replace the entry's types, edges and text in their indexes."""
+        entry_id = entry.id
         if entry.indexed_node is not None:
-            self.unindexed.append((entry.id,))
-            self.old_types.extend((t, entry.id) for t in entry.indexed_types)
+            self.unindexed.append((entry_id,))
+            self.old_types += [(t, entry_id) for t in entry.indexed_types]
             # The full-text index keeps no copy of the text: taking it out needs it given back.
-            old_text = node_facets(entry.indexed_node).text
+            old_text = node_facets(entry.indexed_node)[1]
             if old_text:
-                self.old_texts.append((entry.id, old_text))
+                self.old_texts.append((entry_id, old_text))
         references, text = node_facets(entry.node)
-        self.types.extend((t, entry.id) for t in types)
-        self.edges.extend((entry.id, predicate, target) for predicate, target in references)
+        self.types += [(t, entry_id) for t in types]
+        self.edges += [(entry_id, predicate, target) for predicate, target in references]
         if text:
-            self.texts.append((entry.id, text))
+            self.texts.append((entry_id, text))
         self.changes.append((entry.iri, text))

@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from typing import Any, Literal
 
 from gliding_core.config import StoreConfig
@@ -95,6 +96,7 @@ _COLUMNS = (
 _QUALIFIED = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
 _WORD = re.compile(r"\w+", re.UNICODE)
 
+_MAX_PARAMETERS = 999  # per statement: the smallest bound a SQLite build may set
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
@@ -341,6 +343,7 @@ class L0Store:
                     iri=row[1],
                     node=node,
                     content=row[2],
+                    types=_split(row[11]),
                     content_hash=row[3],
                     importance=row[4],
                     created_at=row[5],
@@ -362,11 +365,11 @@ class L0Store:
         rows = Rows()
         for entry in entries:
             rows.add(entry, now)
-        conn.executemany(
+        _insert(
+            conn,
             "INSERT INTO entries (content, importance, updated_at, tags, metadata, mesi_state,"
             " content_hash, named_graph, jsonld_context, jsonld_types, generation, id, iri,"
-            " created_at, last_accessed, access_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-            " ?, ?, ?, 0)",
+            " created_at, last_accessed)",
             rows.created,
         )
         conn.executemany(
@@ -375,16 +378,14 @@ class L0Store:
             " jsonld_context = ?, jsonld_types = ?, generation = ? WHERE id = ?",
             rows.updated,
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO entry_tags (tag, entry_id) VALUES (?, ?)", rows.tags
-        )
+        _insert(conn, "INSERT OR IGNORE INTO entry_tags (tag, entry_id)", rows.tags)
         conn.executemany("DELETE FROM edges WHERE source_id = ?", rows.unindexed)
         conn.executemany(_DELETE_TEXT, rows.old_texts)
         conn.executemany("DELETE FROM entry_types WHERE type = ? AND entry_id = ?", rows.old_types)
-        conn.executemany("INSERT INTO entry_types (type, entry_id) VALUES (?, ?)", rows.types)
-        conn.executemany(
-            "INSERT INTO edges (source_id, predicate, target) VALUES (?, ?, ?)", rows.edges
-        )
+        _insert(conn, "INSERT INTO entry_types (type, entry_id)", rows.types)
+        _insert(conn, "INSERT INTO edges (source_id, predicate, target)", rows.edges)
+        # Not the full-text index: one statement per row is faster there (FTS5 buffers the
+        # rows of a transaction itself).
         conn.executemany(_INSERT_TEXT, rows.texts)
         self._changes.extend(rows.changes)
 
@@ -792,6 +793,27 @@ def _to_entry(row: Sequence[Any]) -> Entry:
         jsonld_types=_split(row[13]),
         generation=row[14],
     )
+
+
+def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ...]]) -> None:
+    """Run ``head VALUES ...`` over ``rows``, many rows per statement.
+
+    One statement per row costs a statement reset, a step and a release and re-take of the GIL
+    for each row; a statement of many rows pays them once. Statements stay under 999
+    parameters, the smallest bound a SQLite build may set.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    per = _MAX_PARAMETERS // width
+    single = "(" + ", ".join("?" * width) + ")"
+    whole = len(rows) - len(rows) % per
+    if whole:
+        statement = f"{head} VALUES {', '.join([single] * per)}"
+        for start in range(0, whole, per):
+            conn.execute(statement, list(chain.from_iterable(rows[start : start + per])))
+    if whole < len(rows):
+        conn.executemany(f"{head} VALUES {single}", rows[whole:])
 
 
 def _split(joined: str) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from enum import Enum
 from typing import Any
 
 from hypothesis import given, settings
@@ -134,3 +135,47 @@ def test_the_fast_canonical_form_is_exactly_the_standard_one(node: dict[str, Any
     parsed, content = fast
     assert content == canonical_json(node)
     assert parsed == json.loads(content)
+
+
+class Colour(Enum):
+    RED = "red"
+
+
+class Size(str, Enum):
+    BIG = "big"
+
+
+class Name(str):
+    pass
+
+
+class Count(int):
+    pass
+
+
+odd_values = st.recursive(
+    json_values
+    | st.uuids()
+    | st.datetimes()
+    | st.sampled_from([Colour.RED, Size.BIG, math.nan, math.inf, -0.0, 1e16, 1e-5])
+    | st.builds(Name, st.text(max_size=4))
+    | st.builds(Count, st.integers(-3, 3)),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4) | st.integers(0, 3), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(node=st.dictionaries(st.text(max_size=8), odd_values, max_size=5))
+def test_values_beyond_plain_json_take_the_standard_path(node: dict[str, Any]) -> None:
+    """Values orjson writes but the standard encoder refuses or writes otherwise (a UUID, a
+    datetime, an Enum, NaN, a float, a tuple, a subclass, a non-str key) never pass the fast
+    path with a different text: either it declines, or it writes what the standard one does."""
+    fast = _fast_canonical(node)
+    if fast is None:
+        return
+    assert fast[1] == canonical_json(node)

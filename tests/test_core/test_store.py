@@ -175,6 +175,43 @@ def test_put_many_merges_duplicates_within_the_batch(store: L0Store) -> None:
     assert store.count() == 2
 
 
+def test_a_large_batch_reaches_every_index(store: L0Store) -> None:
+    """Rows go to SQLite many per statement: sizes off the statement boundaries lose none."""
+    count = 1_003  # 15 and 67 rows per statement for entries and tags: both leave a remainder
+    store.put_many(
+        Record(
+            {
+                "@id": f"urn:n:{i}",
+                "@type": ["Item", f"Kind{i % 3}"],
+                "text": f"word{i} shared",
+                "next": {"@id": f"urn:n:{i + 1}"},
+                "also": [{"@id": "urn:hub"}],
+            },
+            tags=["all", f"mod-{i % 5}", f"t{i}"],
+            importance=(i % 10) / 10,
+        )
+        for i in range(count)
+    )
+    assert store.count() == count
+    assert len(store.by_tags(["all"])) == count
+    assert [e.iri for e in store.by_tags(["t1002"])] == ["urn:n:1002"]
+    assert len(store.by_tags(["mod-4"])) == len(range(4, count, 5))
+    assert len(store.by_type("Item")) == count
+    assert len(store.by_type("Kind2")) == len(range(2, count, 3))
+    assert len(store.neighbours("urn:hub", direction="in")) == count
+    assert store.neighbours("urn:n:1002", direction="out") == [
+        Edge("urn:n:1002", "also", "urn:hub"),
+        Edge("urn:n:1002", "next", "urn:n:1003"),
+    ]
+    assert [h.entry.iri for h in store.search_text("word1002")] == ["urn:n:1002"]
+    assert len(store.by_importance(0.9, 1.0)) == len(range(9, count, 10))
+    last = store.get("urn:n:1002")
+    assert last is not None
+    assert last.tags == ("all", "mod-2", "t1002")
+    assert last.jsonld_types == ("Item", "Kind0")
+    assert last.access_count == 1
+
+
 def test_put_many_is_one_transaction(store: L0Store) -> None:
     config_limit = StoreConfig(max_content_bytes=200)
     with L0Store(config=config_limit) as small:

@@ -188,9 +188,52 @@ class Rows:
             old_text = node_facets(entry.indexed_node)[1]
             if old_text:
                 self.old_texts.append((entry_id, old_text))
-        references, text = node_facets(entry.node)
+        self._index(entry_id, entry.iri, entry.node, types)
+
+    def add_new(
+        self,
+        entry_id: int,
+        node: Node,
+        content: str,
+        record: Record,
+        *,
+        importance: float,
+        now: float,
+    ) -> None:
+        """Add the rows that write a new entry straight from its write request.
+
+        The rows ``add(new_entry(...))`` gives, without staging the entry first: for a batch of
+        new, distinct entries, where nothing merges into anything.
+        """
+        iri = node["@id"]
+        tags = record.tags
+        self.created.append(
+            (
+                content,
+                importance,
+                now,
+                SEPARATOR.join(tags),
+                canonical_json(record.metadata) if record.metadata else "{}",
+                (record.mesi_state or MesiState.SHARED)._value_,
+                content_hash(content),
+                record.named_graph,
+                node_context(node),
+                SEPARATOR.join(record.types),
+                1,
+                entry_id,
+                iri,
+                now,
+                now,
+            )
+        )
+        self.tags += [(tag, entry_id) for tag in tags]
+        self._index(entry_id, iri, node, record.types)
+
+    def _index(self, entry_id: int, iri: str, node: Node, types: tuple[str, ...]) -> None:
+        """Add the rows that put a node's types, references and text in their indexes."""
+        references, text = node_facets(node)
         self.types += [(t, entry_id) for t in types]
         self.edges += [(entry_id, predicate, target) for predicate, target in references]
         if text:
             self.texts.append((entry_id, text))
-        self.changes.append((entry.iri, text))
+        self.changes.append((iri, text))

@@ -299,28 +299,36 @@ class L0Store:
         limit = self.config.max_content_bytes
         for node, content, _ in requests:
             check_size(node["@id"], content, limit)
+        iris = [node["@id"] for node, _, _ in requests]
         now = time.time()
         with self._session(write=True) as conn:
-            staged = self._load(conn, [node["@id"] for node, _, _ in requests])
+            staged = self._load(conn, iris)
             next_id: int = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM entries").fetchone()[
                 0
             ]
-            for node, content, record in requests:
-                entry = staged.get(node["@id"])
-                if entry is None:
-                    staged[node["@id"]] = new_entry(
-                        next_id,
-                        node,
-                        content,
-                        record,
-                        default_importance=self.config.default_importance,
-                        now=now,
-                    )
-                    next_id += 1
-                else:
-                    stage(entry, node, record, text_keys=self.config.text_keys, max_bytes=limit)
-            self._flush(conn, [entry for entry in staged.values() if entry.changed], now)
-        return [node["@id"] for node, _, _ in requests]
+            rows = Rows()
+            default = self.config.default_importance
+            if not staged and len(set(iris)) == len(iris):
+                # All new and distinct: nothing merges, so rows come straight from the requests.
+                for entry_id, (node, content, record) in enumerate(requests, next_id):
+                    importance = default if record.importance is None else record.importance
+                    rows.add_new(entry_id, node, content, record, importance=importance, now=now)
+            else:
+                for node, content, record in requests:
+                    entry = staged.get(node["@id"])
+                    if entry is None:
+                        entry = new_entry(
+                            next_id, node, content, record, default_importance=default, now=now
+                        )
+                        staged[node["@id"]] = entry
+                        next_id += 1
+                    else:
+                        stage(entry, node, record, text_keys=self.config.text_keys, max_bytes=limit)
+                for entry in staged.values():
+                    if entry.changed:
+                        rows.add(entry, now)
+            self._write(conn, rows)
+        return iris
 
     @staticmethod
     def _load(conn: sqlite3.Connection, iris: list[str]) -> dict[str, Staged]:
@@ -360,11 +368,8 @@ class L0Store:
                 )
         return found
 
-    def _flush(self, conn: sqlite3.Connection, entries: list[Staged], now: float) -> None:
-        """Write the changed entries of a batch and bring every index in line with them."""
-        rows = Rows()
-        for entry in entries:
-            rows.add(entry, now)
+    def _write(self, conn: sqlite3.Connection, rows: Rows) -> None:
+        """Write a batch's rows: its entries, and every index brought in line with them."""
         _insert(
             conn,
             "INSERT INTO entries (content, importance, updated_at, tags, metadata, mesi_state,"

@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gliding_core import L0Store
+from gliding_core import L0Store, MesiState, Record
 from gliding_core.jsonld import _fast_canonical, canonical_json
+from gliding_core.staging import Rows, new_entry
 
 IRI = "urn:law"
 KEYS = st.sampled_from(["name", "status", "count", "text", "link", "nested"])
@@ -179,3 +180,43 @@ def test_values_beyond_plain_json_take_the_standard_path(node: dict[str, Any]) -
     if fast is None:
         return
     assert fast[1] == canonical_json(node)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    write=WRITE,
+    context=st.none() | st.just({"@vocab": "https://schema.org/"}),
+    metadata=st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 3), max_size=2),
+    graph=st.none() | st.just("g:one"),
+    state=st.none() | st.sampled_from(list(MesiState)),
+    has_importance=st.booleans(),
+)
+def test_a_new_entry_written_directly_gets_the_rows_of_a_staged_one(
+    write: tuple[Any, ...],
+    context: dict[str, str] | None,
+    metadata: dict[str, int],
+    graph: str | None,
+    state: MesiState | None,
+    has_importance: bool,
+) -> None:
+    """A batch of new, distinct entries skips staging; the rows must be the same either way."""
+    properties, types, tags, importance = write
+    node = _node(properties, types)
+    if context is not None:
+        node["@context"] = context
+    record = Record(
+        node,
+        tags=tags,
+        importance=importance if has_importance else None,
+        named_graph=graph,
+        metadata=metadata,
+        mesi_state=state,
+    )
+    staged, direct = Rows(), Rows()
+    staged.add(
+        new_entry(7, record.node, record.content, record, default_importance=0.5, now=12.5),
+        12.5,
+    )
+    chosen = 0.5 if record.importance is None else record.importance
+    direct.add_new(7, record.node, record.content, record, importance=chosen, now=12.5)
+    assert direct == staged

@@ -122,9 +122,12 @@ class Record:
         set_(self, "content", content)
         set_(self, "types", types)
         set_(self, "tags", _check_tags(tags))
-        set_(self, "importance", None if importance is None else check_importance(importance))
-        set_(self, "named_graph", _check_graph(named_graph))
-        set_(self, "metadata", _check_metadata(metadata))
+        # The usual cases (a float in range, no graph, no metadata) are checked inline.
+        if importance is not None and not (type(importance) is float and 0.0 <= importance <= 1.0):
+            importance = check_importance(importance)
+        set_(self, "importance", importance)
+        set_(self, "named_graph", None if named_graph is None else _check_graph(named_graph))
+        set_(self, "metadata", {} if metadata is None else _check_metadata(metadata))
         set_(self, "mesi_state", None if mesi_state is None else MesiState.parse(mesi_state))
 
 

@@ -294,12 +294,18 @@ class L0Store:
             return self._put_many(records)
 
     def _put_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
-        batch = [item if isinstance(item, Record) else Record(item) for item in records]
-        requests = [_with_iri(record) for record in batch]
         limit = self.config.max_content_bytes
-        for node, content, _ in requests:
+        requests: list[tuple[Node, str, Record]] = []
+        iris: list[str] = []
+        for item in records:  # one pass: every item is checked before anything is written
+            record = item if isinstance(item, Record) else Record(item)
+            node, content = record.node, record.content
+            if "@id" not in node:
+                node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
+                content = canonical_json(node)
             check_size(node["@id"], content, limit)
-        iris = [node["@id"] for node, _, _ in requests]
+            requests.append((node, content, record))
+            iris.append(node["@id"])
         now = time.time()
         with self._session(write=True) as conn:
             staged = self._load(conn, iris)
@@ -823,14 +829,6 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ..
 
 def _split(joined: str) -> tuple[str, ...]:
     return tuple(joined.split(SEPARATOR)) if joined else ()
-
-
-def _with_iri(record: Record) -> tuple[Node, str, Record]:
-    """Return the record's node and content, with a minted ``@id`` when it has none."""
-    if "@id" in record.node:
-        return record.node, record.content, record
-    node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **record.node}
-    return node, canonical_json(node), record
 
 
 def _check_names(values: object, what: str) -> list[str]:

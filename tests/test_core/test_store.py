@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sqlite3
@@ -44,7 +45,7 @@ def test_put_returns_the_iri_and_get_returns_every_field(store: L0Store) -> None
     assert entry.jsonld_types == ("Task",)
     assert json.loads(entry.jsonld_context or "null") == {"@vocab": "https://ex.org/"}
     assert entry.mesi_state is MesiState.SHARED
-    assert len(entry.content_hash) == 64
+    assert entry.content_hash == hashlib.sha256(entry.content.encode()).hexdigest()
     assert entry.generation == 1
     assert entry.created_at <= entry.last_accessed
 

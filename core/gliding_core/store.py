@@ -96,7 +96,7 @@ _COLUMNS = (
 _QUALIFIED = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-_MAX_PARAMETERS = 999  # per statement: the smallest bound a SQLite build may set
+_MAX_PARAMETERS = 999  # per statement: SQLite's default bound before 3.32.0
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
@@ -810,8 +810,8 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ..
     """Run ``head VALUES ...`` over ``rows``, many rows per statement.
 
     One statement per row costs a statement reset, a step and a release and re-take of the GIL
-    for each row; a statement of many rows pays them once. Statements stay under 999
-    parameters, the smallest bound a SQLite build may set.
+    for each row; a statement of many rows pays them once. Statements hold at most 999
+    parameters, SQLite's default bound before 3.32.0 (later versions allow 32,766).
     """
     if not rows:
         return

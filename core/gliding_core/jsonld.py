@@ -61,7 +61,7 @@ def parse_node(value: object) -> tuple[Node, str, tuple[str, ...]]:
             value = json.loads(value)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidNodeError(f"node is not valid JSON: {preview(value)} ({exc})") from exc
-    if type(value) is dict:
+    if isinstance(value, dict):  # a concrete type first: cheaper than the abstract one
         mapping = value
     elif isinstance(value, Mapping):
         mapping = dict(value)
@@ -208,7 +208,7 @@ def node_facets(node: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
         elif kind is dict and len(value) == 1 and "@id" in value:
             # A bare reference, {"@id": ...}: the other common value, also without a call.
             target = value["@id"]
-            if type(target) is str and target and target != own:
+            if isinstance(target, str) and target and target != own:
                 found[(key, target)] = None
         else:
             _walk(key, value, own, found, parts)

@@ -297,8 +297,9 @@ class L0Store:
         limit = self.config.max_content_bytes
         requests: list[tuple[Node, str, Record]] = []
         iris: list[str] = []
-        for item in records:  # one pass: every item is checked before anything is written
-            record = item if isinstance(item, Record) else Record(item)
+        # Every item is validated, then every size checked, before anything is written.
+        batch = [item if isinstance(item, Record) else Record(item) for item in records]
+        for record in batch:
             node, content = record.node, record.content
             if "@id" not in node:
                 node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}

@@ -178,7 +178,7 @@ def test_put_many_merges_duplicates_within_the_batch(store: L0Store) -> None:
 
 def test_a_large_batch_reaches_every_index(store: L0Store) -> None:
     """Rows go to SQLite many per statement: sizes off the statement boundaries lose none."""
-    count = 1_003  # 15 and 67 rows per statement for entries and tags: both leave a remainder
+    count = 1_003  # 66 and 499 rows per statement for entries and tags: both leave a remainder
     store.put_many(
         Record(
             {
@@ -211,6 +211,14 @@ def test_a_large_batch_reaches_every_index(store: L0Store) -> None:
     assert last.tags == ("all", "mod-2", "t1002")
     assert last.jsonld_types == ("Item", "Kind0")
     assert last.access_count == 1
+
+
+def test_put_many_validates_every_item_before_checking_sizes() -> None:
+    """An invalid item is reported even after an oversized one, and nothing is written."""
+    with L0Store(config=StoreConfig(max_content_bytes=100)) as small:
+        with pytest.raises(InvalidNodeError, match="@type"):
+            small.put_many([{"@id": "urn:a", "text": "x" * 200}, {"@id": "urn:b", "@type": 5}])
+        assert small.count() == 0
 
 
 def test_put_many_is_one_transaction(store: L0Store) -> None:

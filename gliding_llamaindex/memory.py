@@ -129,8 +129,6 @@ class GlidingMemory(BaseMemory):
             InvalidInputError: ``memory`` is not a ``Memory``, or ``budget`` and
                 ``token_limit`` disagree; and what ``Conversation`` rejects.
         """
-        if memory is not None and not isinstance(memory, Memory):
-            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
         if budget is not None and token_limit is not None and budget != token_limit:
             raise InvalidInputError(
                 f"give budget or token_limit, not both: got {preview(budget)} "

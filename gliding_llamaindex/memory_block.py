@@ -84,8 +84,6 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
         Raises:
             InvalidInputError: ``memory`` is not a ``Memory``; and what ``Conversation`` rejects.
         """
-        if not isinstance(memory, Memory):
-            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
         conversation = Conversation(
             memory,
             task_iri,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gliding_core.attention.supplementary import SupplementaryInput
 from gliding_core.attention.window import PER_REPLY, _check_list, _check_message, _groups, _text
@@ -34,10 +34,8 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import node_text, preview
+from gliding_core.memory import Memory
 from gliding_core.session import Session, Turn
-
-if TYPE_CHECKING:
-    from gliding_core.memory import Memory
 
 Message = dict[str, Any]
 RECALL_HEADER = "[Recalled from long-term memory]"
@@ -103,6 +101,8 @@ class Conversation:
         recall_filters: SearchFilters | None = None,
         summary_share: float = 0.5,
     ) -> None:
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
         self.memory = memory
         self.session: Session = memory.session(task_iri, agent=agent, role=role)
         self.budget = self.session.budget if budget is None else _check_int(budget, "budget", 1)

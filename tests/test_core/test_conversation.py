@@ -162,6 +162,8 @@ def test_the_view_keeps_the_newest_message_and_the_budget(
 
 
 def test_bad_arguments_get_typed_errors_naming_the_value(memory: Memory) -> None:
+    with pytest.raises(InvalidInputError, match="memory must be a gliding_core Memory, got 'mem'"):
+        Conversation("mem", TASK)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="budget must be an int >= 1, got 0"):
         Conversation(memory, TASK, budget=0)
     with pytest.raises(InvalidInputError, match="window_share"):

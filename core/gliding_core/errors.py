@@ -8,14 +8,17 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   ├── InvalidNodeError                  not JSON, not an object, a bad ``@id`` ...
     │   └── ContentTooLargeError              content over the configured size limit
     ├── ConfigError (ValueError)              a setting cannot be used
-    │   └── EncodingUnavailableError          the token encoding cannot be loaded
+    │   ├── EncodingUnavailableError          the token encoding cannot be loaded
+    │   └── IndexMismatchError                the dense index was built by another embedder
     ├── EntryNotFoundError (LookupError)      no entry has this IRI
     ├── StorageError (RuntimeError)           the storage backend failed
+    │   └── DirectoryInUseError               another process owns the directory's engines
     ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
     └── ClosedError (RuntimeError)            the memory or store was used after close()
 
-Backend exceptions (``sqlite3.Error`` ...) are translated at one boundary with
-``raise ... from exc``, so callers only ever need to catch ``GlidingError``.
+Backend exceptions (``sqlite3.Error``, Chroma's, Oxigraph's, httpx's) are translated at one
+boundary, ``gliding_core.boundary``, with ``raise ... from exc``, so callers only ever need to
+catch ``GlidingError``.
 """
 
 from __future__ import annotations
@@ -59,3 +62,19 @@ class EmbedderError(GlidingError, RuntimeError):
 
 class ClosedError(GlidingError, RuntimeError):
     """The object was used after ``close()``."""
+
+
+class IndexMismatchError(ConfigError):
+    """The dense index's collection holds vectors of another embedder (name or dimension)."""
+
+
+class DirectoryInUseError(StorageError):
+    """Another live process owns the embedded engines (Chroma, Oxigraph) of a memory directory.
+
+    Attributes:
+        pid: the owner's process id, when the lock file names one.
+    """
+
+    def __init__(self, message: str, *, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid

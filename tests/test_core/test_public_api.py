@@ -23,6 +23,7 @@ def test_all_is_pinned() -> None:
         "ContextWindowManager",
         "Conversation",
         "DenseIndex",
+        "DirectoryInUseError",
         "Edge",
         "Embedder",
         "EmbedderError",
@@ -39,6 +40,7 @@ def test_all_is_pinned() -> None:
         "HashEmbedder",
         "HttpEmbedder",
         "HybridSearch",
+        "IndexMismatchError",
         "InvalidInputError",
         "InvalidNodeError",
         "L0Store",
@@ -87,6 +89,8 @@ def test_all_is_pinned() -> None:
         (errors.StorageError, RuntimeError),
         (errors.EmbedderError, RuntimeError),
         (errors.ClosedError, RuntimeError),
+        (errors.IndexMismatchError, ValueError),
+        (errors.DirectoryInUseError, RuntimeError),
     ],
 )
 def test_each_error_is_a_gliding_error_and_the_builtin_it_refines(

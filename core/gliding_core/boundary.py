@@ -1,0 +1,124 @@
+"""The error boundary: every backend's exceptions become ``GlidingError``s in one place.
+
+Each backend (SQLite, Chroma, Oxigraph, HTTP) has one table of ``(exception, GlidingError
+subclass)`` rows, most specific first; ``translated(backend, doing)`` wraps a block so that
+the first row matching a raised exception re-raises it as the mapped class, ``from`` the
+original, with a message saying what was being done. An exception the table does not name
+passes through unchanged (a programming error should stay visible), and a ``GlidingError``
+raised inside the block is never wrapped twice.
+
+Invariants: no module above a backend's adapter catches that backend's exceptions itself; the
+tables are data, so tests enumerate them; backend packages are imported only when their table
+is first used (the core imports no optional backend at import time).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+from gliding_core.errors import (
+    EmbedderError,
+    GlidingError,
+    InvalidInputError,
+    StorageError,
+)
+
+Backend = Literal["sqlite", "chroma", "oxigraph", "http"]
+
+# A row names its exception as a class, or as "module:Class" for a backend that is imported
+# only when the table is used.
+_Row = tuple["type[BaseException] | str", type[GlidingError]]
+
+TABLES: dict[str, tuple[_Row, ...]] = {
+    "sqlite": (
+        # Covers OperationalError (locked, disk I/O, full), IntegrityError, and DatabaseError
+        # ("file is not a database", a corrupt page): the disk or the file failed, not the caller.
+        (sqlite3.Error, StorageError),
+    ),
+    "chroma": (
+        ("chromadb.errors:InvalidArgumentError", StorageError),
+        ("chromadb.errors:ChromaError", StorageError),
+        # The Rust bindings raise these for a damaged segment or a dropped collection.
+        (RuntimeError, StorageError),
+        (ValueError, StorageError),
+        (OSError, StorageError),
+    ),
+    "oxigraph": (
+        # pyoxigraph raises SyntaxError for a query or document it cannot parse.
+        (SyntaxError, InvalidInputError),
+        (OSError, StorageError),
+        (RuntimeError, StorageError),
+    ),
+    "http": (
+        ("httpx:TimeoutException", EmbedderError),
+        ("httpx:HTTPStatusError", EmbedderError),
+        ("httpx:HTTPError", EmbedderError),
+        (OSError, EmbedderError),
+    ),
+}
+
+_resolved: dict[str, tuple[tuple[type[BaseException], type[GlidingError]], ...]] = {}
+
+
+def rows(backend: Backend) -> tuple[tuple[type[BaseException], type[GlidingError]], ...]:
+    """Return the table of ``backend`` with every exception resolved to its class.
+
+    A row whose backend package is not installed is left out: nothing can raise it.
+    """
+    if backend not in _resolved:
+        if backend not in TABLES:
+            raise InvalidInputError(f"unknown backend {backend!r}; known: {sorted(TABLES)}")
+        found: list[tuple[type[BaseException], type[GlidingError]]] = []
+        for source, target in TABLES[backend]:
+            kind = _resolve(source)
+            if kind is not None:
+                found.append((kind, target))
+        _resolved[backend] = tuple(found)
+    return _resolved[backend]
+
+
+def _resolve(source: type[BaseException] | str) -> type[BaseException] | None:
+    if not isinstance(source, str):
+        return source
+    module_name, _, name = source.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    kind = getattr(module, name, None)
+    return kind if isinstance(kind, type) and issubclass(kind, BaseException) else None
+
+
+def translate(backend: Backend, exc: BaseException, doing: str) -> GlidingError | None:
+    """Return the ``GlidingError`` that ``exc`` of ``backend`` maps to, or ``None``."""
+    if isinstance(exc, GlidingError):
+        return None
+    for kind, target in rows(backend):
+        if isinstance(exc, kind):
+            error = target(f"{doing} failed ({backend}): {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            return error
+    return None
+
+
+@contextmanager
+def translated(backend: Backend, doing: str) -> Iterator[None]:
+    """Run the block, re-raising a mapped backend exception as its ``GlidingError``.
+
+    Args:
+        backend: which table applies.
+        doing: what the block does, for the message (``"upserting into the dense index"``).
+    """
+    try:
+        yield
+    except GlidingError:
+        raise
+    except Exception as exc:
+        error = translate(backend, exc, doing)
+        if error is None:
+            raise
+        raise error from exc

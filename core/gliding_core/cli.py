@@ -20,7 +20,7 @@ from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
 from gliding_core.store import L0Store
 from gliding_core.table import render
 
-EMBEDDERS = ["auto", "local", "chroma-onnx", "hash"]
+EMBEDDERS = ["auto", "local", "chroma-onnx", "hash", "openai", "ollama"]
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

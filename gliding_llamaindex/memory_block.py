@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -27,6 +28,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.scope import Shared, resolve_scope
 from gliding_llamaindex.messages import check_messages, last_user_text, to_record
 
 SUPPLEMENT_HEADER = "[New input from the user while you were working]"
@@ -70,8 +72,11 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
     def from_memory(
         cls,
         memory: Memory,
-        task_iri: str,
+        task_iri: str | None = None,
         *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        shared: Sequence[Shared] = (),
         budget: int | None = None,
         agent: str = "agent",
         role: str = "SA",
@@ -79,14 +84,20 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
         recall_filters: SearchFilters | None = None,
         **data: Any,
     ) -> GlidingMemoryBlock:
-        """Build a block for ``agent`` on ``task_iri``; ``budget`` bounds the recall text.
+        """Build a block for ``agent``; ``budget`` bounds the recall text.
+
+        The block's scope is ``user_id``'s when given, else the session's (``session_id``, the
+        stock ``Memory``'s key), else ``task_iri``'s (see ``gliding_core.scope``).
 
         Raises:
-            InvalidInputError: ``memory`` is not a ``Memory``; and what ``Conversation`` rejects.
+            InvalidInputError: ``memory`` is not a ``Memory``, nothing names a scope; and what
+                ``Conversation`` rejects.
         """
+        scope = resolve_scope(user_id=user_id, thread_id=session_id, default=task_iri)
         conversation = Conversation(
             memory,
-            task_iri,
+            scope=scope,
+            shared=shared,
             agent=agent,
             role=role,
             budget=budget,

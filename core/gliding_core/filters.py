@@ -21,7 +21,7 @@ from gliding_core.entry import check_importance
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import is_label, preview
 
-_LABEL_LISTS = ("named_graphs", "exclude_tags", "exclude_types")
+_LABEL_LISTS = ("named_graphs", "exclude_tags", "exclude_tag_prefixes", "exclude_types")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,7 @@ class SearchFilters:
         since, until: the creation time range (UNIX seconds), inclusive.
         named_graphs: the entry is in one of these named graphs.
         exclude_tags: the entry carries none of these tags.
+        exclude_tag_prefixes: the entry carries no tag that starts with one of these.
         exclude_types: the entry has none of these JSON-LD types.
         any_of: the entry passes at least one of these filters.
         all_of: the entry passes every one of these filters.
@@ -52,6 +53,7 @@ class SearchFilters:
     until: float | None = None
     named_graphs: tuple[str, ...] = ()
     exclude_tags: tuple[str, ...] = ()
+    exclude_tag_prefixes: tuple[str, ...] = ()
     exclude_types: tuple[str, ...] = ()
     any_of: tuple[SearchFilters, ...] = ()
     all_of: tuple[SearchFilters, ...] = ()
@@ -153,11 +155,22 @@ def _nested_sql(filters: SearchFilters, parts: list[str], params: list[Any]) -> 
                 f"e.id NOT IN (SELECT entry_id FROM {table} WHERE {column} IN ({_marks(unique)}))"
             )
             params += unique
+    for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
+        bounds = _prefix_range(prefix)
+        where = "tag >= ? AND tag < ?" if len(bounds) == 2 else "tag >= ?"
+        parts.append(f"e.id NOT IN (SELECT entry_id FROM entry_tags WHERE {where})")
+        params += bounds
     for nested, joiner in ((filters.any_of, " OR "), (filters.all_of, " AND ")):
         if nested:
             conditions = [part.sql() for part in nested]
             parts.append("(" + joiner.join(f"({sql})" for sql, _ in conditions) + ")")
             params += [value for _, values in conditions for value in values]
+
+
+def _prefix_range(prefix: str) -> list[str]:
+    """The bounds of the strings that start with ``prefix``: itself, and its successor."""
+    last = ord(prefix[-1])
+    return [prefix] if last == 0x10FFFF else [prefix, prefix[:-1] + chr(last + 1)]
 
 
 def _unique(values: Sequence[str]) -> list[str]:

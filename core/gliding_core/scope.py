@@ -18,12 +18,13 @@ make two scopes meet. A scope's turns keep their L1 session's named graph
 (``urn:gliding:session:<id>``) and carry the scope's tag; its supplementary inputs are put for
 its task IRI (``scope_task_iri`` gives it to a producer). A LlamaIndex ``session_id`` is a thread.
 
-Reading (``Scope.filters``): a scope reads the entries carrying its tag, and the named graphs or
-scopes the caller shares explicitly (``shared=("urn:kg:common",)``); never a supplementary input,
-pending, consumed or archived as the L1 turn that delivered it (the delivered message is the
-only place the model sees an input). An entry without a scope tag belongs to no scope: it is
-read only through a shared graph. The conditions are SQL (``SearchFilters``), so they hold for
-an entry written while a search runs.
+Reading (``reader_filters``, ``Scope.filters``): a scope reads the entries carrying its tag,
+and the named graphs or scopes the caller shares explicitly (``shared=("urn:kg:common",)``);
+never a supplementary input, pending, consumed or archived as the L1 turn that delivered it
+(the delivered message is the only place the model sees an input). An entry without a scope tag
+belongs to no scope: a scope reads it only through a shared graph, and a reader without a scope
+(a retriever built without one) reads only such entries, never a scope's. The conditions are
+SQL (``SearchFilters``), so they hold for an entry written while a search runs.
 
 Invariants: the mapping from scope to task IRI and to tag is injective; a scope is immutable.
 """
@@ -117,27 +118,46 @@ class Scope:
             InvalidInputError: ``shared`` holds something that is neither a graph IRI nor a
                 ``Scope``, or ``base`` is not ``SearchFilters``.
         """
-        tags, graphs = [self.tag], []
-        for item in _check_shared(shared):
-            if isinstance(item, Scope):
-                tags.append(item.tag)
-            else:
-                graphs.append(item)
-        reach = [SearchFilters(tags_any=tuple(tags))]
-        if graphs:
-            reach.append(SearchFilters(named_graphs=tuple(graphs)))
-        scoped = SearchFilters(exclude_types=(INPUT_TYPE,), any_of=tuple(reach))
-        if base is None:
-            return scoped
-        if not isinstance(base, SearchFilters):
-            raise InvalidInputError(f"base must be SearchFilters or None, got {preview(base)}")
-        return SearchFilters(all_of=(base, scoped))
+        return reader_filters(self, shared, base=base)
 
     def __str__(self) -> str:
         return self.name
 
 
 Shared = str | Scope  # what a reader may share: a named graph IRI, or another scope
+
+
+def reader_filters(
+    scope: Scope | None, shared: Sequence[Shared] = (), *, base: SearchFilters | None = None
+) -> SearchFilters:
+    """Return the search filters of what a reader in ``scope`` may read.
+
+    A scope reads its own entries; a reader without one (``None``) reads the entries of no
+    scope. Either also reads the ``shared`` graphs and scopes, never a supplementary input, and
+    only what ``base`` lets through.
+
+    Raises:
+        InvalidInputError: ``scope`` is not a ``Scope`` or ``None``, ``shared`` holds something
+            that is neither a graph IRI nor a ``Scope``, or ``base`` is not ``SearchFilters``.
+    """
+    if scope is not None and not isinstance(scope, Scope):
+        raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")
+    if base is not None and not isinstance(base, SearchFilters):
+        raise InvalidInputError(f"base must be SearchFilters or None, got {preview(base)}")
+    items = _check_shared(shared)
+    tags = [item.tag for item in items if isinstance(item, Scope)]
+    graphs = tuple(item for item in items if isinstance(item, str))
+    if scope is None:
+        reach = [SearchFilters(exclude_tag_prefixes=(TAG_PREFIX,))]
+    else:
+        tags.insert(0, scope.tag)
+        reach = []
+    if tags:
+        reach.append(SearchFilters(tags_any=tuple(tags)))
+    if graphs:
+        reach.append(SearchFilters(named_graphs=graphs))
+    readable = SearchFilters(exclude_types=(INPUT_TYPE,), any_of=tuple(reach))
+    return readable if base is None else SearchFilters(all_of=(base, readable))
 
 
 def resolve_scope(

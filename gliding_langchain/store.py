@@ -11,6 +11,11 @@ Invariants:
 - Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
   item, and each namespace's items in the order their keys were first written;
   ``list_namespaces`` sorts.
+- Search never crosses namespaces: a query is ranked among the items under the prefix alone
+  (the SQL filter of both search arms names their graphs), and without the memory's per-graph
+  prior, so an item's score never depends on another namespace's items. A namespace per user
+  (``("memories", user_id)``, LangMem's template) is that user's scope: a search under it never
+  returns another user's item; a search under a shorter prefix is the caller naming them all.
 - A batch is validated whole first, answers its reads from the state before the batch, then
   applies its writes (the last one per key wins) in one L0 transaction: all of them or none.
 """
@@ -18,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 import time
@@ -126,23 +132,29 @@ class GlidingStore(BaseStore):
         ]
         if not op.query or not op.query.strip():
             return [_to_hit(entry) for entry in entries[op.offset : op.offset + op.limit]]
-        scores = self._rank(op.query, {entry.iri for entry in entries}, op.offset + op.limit)
+        graphs = tuple(dict.fromkeys(str(entry.named_graph) for entry in entries))
         by_iri = {entry.iri: entry for entry in entries}
+        scores = self._rank(op.query, graphs, set(by_iri), op.offset + op.limit)
         ranked = [_to_hit(by_iri[iri], score) for iri, score in scores.items()]
         # Entries without text have no score; like InMemoryStore, they come after the ranked.
         ranked += [_to_hit(entry) for entry in entries if entry.iri not in scores]
         return ranked[op.offset : op.offset + op.limit]
 
-    def _rank(self, query: str, allowed: set[str], wanted: int) -> dict[str, float]:
-        """Return the hybrid search scores of the ``allowed`` IRIs, best first, at least
-        ``wanted`` of them when there are; the search widens until it has them."""
-        if not allowed:
+    def _rank(
+        self, query: str, graphs: tuple[str, ...], allowed: set[str], wanted: int
+    ) -> dict[str, float]:
+        """Return the hybrid search scores of the ``allowed`` items (all in ``graphs``), best
+        first, at least ``wanted`` of them when there are; the search widens until it has them."""
+        if not graphs:
             return {}
-        total = sum(self._graphs().values())
-        filters = SearchFilters(types=(ITEM_TYPE,))
-        k = min(max(wanted, 1), total)
+        counts = self._graphs()
+        total = sum(counts.get(graph, 0) for graph in graphs)
+        filters = SearchFilters(types=(ITEM_TYPE,), named_graphs=graphs)
+        search = copy.copy(self.memory.hyperspace)
+        search.group_weight = 0.0  # a namespace holding a strong match lifts none of its items
+        k = min(max(wanted, 1), max(total, 1))
         while True:
-            hits = self.memory.search(query, k, filters=filters)
+            hits = search.search(query, k, filters=filters)
             scores = {hit.iri: hit.score for hit in hits if hit.iri in allowed}
             if len(scores) >= wanted or k >= total:
                 return scores

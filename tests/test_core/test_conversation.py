@@ -15,7 +15,12 @@ from gliding_core import (
     InvalidInputError,
     Memory,
     MemoryConfig,
+    Scope,
+    SearchFilters,
     TopicConfig,
+    reader_filters,
+    resolve_scope,
+    scope_task_iri,
 )
 
 TASK = "urn:task:conversation"
@@ -235,3 +240,101 @@ def test_a_memory_block_may_ask_for_the_l1_context_without_a_history(memory: Mem
 
     assert "[Context from" not in conversation.view([], query="crates").memory
     assert "[Context from" in conversation.view([], query="crates", summary=True).memory
+
+
+# -- scopes --------------------------------------------------------------------------------------
+
+
+def test_scope_mapping_is_injective_and_documented() -> None:
+    assert Scope.user("alice").task_iri == "urn:gliding:scope:user:alice"
+    assert Scope.user("alice").tag == "scope:user:alice"
+    assert Scope.thread("t/1").name == "thread:t%2F1"
+    assert Scope.task(TASK).task_iri == TASK
+    assert Scope.user("a:b").tag != Scope.user("a").tag
+    assert len({Scope.user("x").tag, Scope.thread("x").tag, Scope.user("x:").tag}) == 3
+    assert len({Scope.user("x").task_iri, Scope.thread("x").task_iri, Scope.task("x").task_iri}) == 3
+    assert scope_task_iri(user_id="alice", thread_id="t1") == Scope.user("alice").task_iri
+    assert scope_task_iri(thread_id="t1") == Scope.thread("t1").task_iri
+    assert scope_task_iri(default=TASK) == TASK
+    assert resolve_scope(default=Scope.user("z")) == Scope.user("z")
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Scope.user(""), "user id"),
+        (lambda: Scope.thread(7), "thread id"),  # type: ignore[arg-type]
+        (lambda: Scope("group", "x"), "kind"),  # type: ignore[arg-type]
+        (lambda: Scope.task("not an iri"), "task IRI"),
+        (lambda: Scope.user("\ud800"), "Unicode"),
+        (lambda: resolve_scope(), "needs a user_id"),
+        (lambda: Scope.user("a").filters("urn:kg:x"), "shared"),
+        (lambda: Scope.user("a").filters([3]), "shared"),  # type: ignore[list-item]
+        (lambda: reader_filters("user:a"), "scope"),  # type: ignore[arg-type]
+        (lambda: SearchFilters(any_of=(1,)), "any_of"),  # type: ignore[arg-type]
+        (lambda: SearchFilters(exclude_types=("",)), "exclude_types"),
+    ],
+)
+def test_bad_scopes_get_typed_errors(make: Any, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        make()
+
+
+def test_a_conversation_recalls_its_scope_and_the_shared_graphs_only(memory: Memory) -> None:
+    alice = Conversation(memory, scope=Scope.user("alice"), shared=["urn:kg:common"], budget=200)
+    bob = Conversation(memory, scope=Scope.user("bob"), budget=200)
+    alice.record([{"role": "user", "content": "My locker code is 7781.", "id": "a1"}])
+    bob.record([{"role": "user", "content": "My locker code is 1234.", "id": "b1"}])
+    memory.store.put({"@id": "urn:kg:1", "text": "Lockers open at 8."}, named_graph="urn:kg:common")
+    memory.store.put({"@id": "urn:loose", "text": "Locker code list: 0000."})  # of no scope
+    memory.supplements.put(alice.task_iri, "My locker code changed to 9999.")  # pending
+
+    view = alice.view([{"role": "user", "content": "locker code?", "id": "q"}])
+
+    assert "7781" in view.memory
+    assert "Lockers open at 8." in view.memory
+    for other in ("1234", "0000", "9999"):
+        assert other not in view.memory
+    assert alice.session is not bob.session
+    with pytest.raises(InvalidInputError, match="is not the task of scope"):
+        Conversation(memory, TASK, scope=Scope.user("alice"))
+
+
+def test_scope_filters_hold_in_both_search_arms(memory: Memory) -> None:
+    common = "urn:kg:common"
+    memory.store.put({"@id": "urn:a", "text": "red kite"}, tags=[Scope.user("a").tag])
+    memory.store.put({"@id": "urn:b", "text": "red kite"}, tags=[Scope.user("b").tag])
+    memory.store.put({"@id": "urn:c", "text": "red kite"}, named_graph=common)
+    memory.store.put({"@id": "urn:d", "text": "red kite"})
+    memory.store.put({"@id": "urn:e", "@type": "SupplementaryInput", "text": "red kite"})
+
+    def found(filters: SearchFilters) -> set[str]:
+        return {hit.iri for hit in memory.search("red kite", 10, filters=filters)}
+
+    assert found(Scope.user("a").filters()) == {"urn:a"}
+    assert found(Scope.user("a").filters([common])) == {"urn:a", "urn:c"}
+    assert found(Scope.user("a").filters([Scope.user("b")])) == {"urn:a", "urn:b"}
+    assert found(reader_filters(None)) == {"urn:c", "urn:d"}
+    only_c = SearchFilters(named_graph=common)
+    assert found(Scope.user("a").filters([common], base=only_c)) == {"urn:c"}
+    assert found(SearchFilters(exclude_tags=(Scope.user("a").tag,))) == {
+        "urn:b",
+        "urn:c",
+        "urn:d",
+        "urn:e",
+    }
+
+
+def test_no_input_reaches_the_l1_context_but_as_its_message(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=120)
+    conversation.record(chat(20))
+    memory.supplements.put(TASK, "Crates on dock 3 are fragile.")
+    conversation.take_pending()  # in the session, as a callback handler leaves it
+
+    view = conversation.view(chat(20), summary=True)
+    delivered = conversation.deliver()
+    later = conversation.view(chat(20), supplements=delivered, summary=True)
+
+    assert "fragile" not in view.memory
+    assert "fragile" not in later.memory
+    assert sum("fragile" in str(m["content"]) for m in later.messages) == 1

@@ -252,7 +252,8 @@ def test_scope_mapping_is_injective_and_documented() -> None:
     assert Scope.task(TASK).task_iri == TASK
     assert Scope.user("a:b").tag != Scope.user("a").tag
     assert len({Scope.user("x").tag, Scope.thread("x").tag, Scope.user("x:").tag}) == 3
-    assert len({Scope.user("x").task_iri, Scope.thread("x").task_iri, Scope.task("x").task_iri}) == 3
+    iris = {Scope.user("x").task_iri, Scope.thread("x").task_iri, Scope.task("urn:x").task_iri}
+    assert len(iris) == 3
     assert scope_task_iri(user_id="alice", thread_id="t1") == Scope.user("alice").task_iri
     assert scope_task_iri(thread_id="t1") == Scope.thread("t1").task_iri
     assert scope_task_iri(default=TASK) == TASK

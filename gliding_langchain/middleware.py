@@ -35,7 +35,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import SystemMessage
 from langgraph.config import get_config
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 
 from gliding_core import Conversation, InvalidInputError, Memory, ModelView, SearchFilters
 from gliding_core.scope import Scope, Shared, resolve_scope
@@ -130,6 +130,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         The user is ``runtime.context``'s ``user_id`` (attribute or key), else
         ``config["configurable"]["user_id"]``; the thread is ``configurable["thread_id"]``.
         """
+        runtime = runtime if runtime is not None else _current_runtime()
         configurable = _configurable()
         user = _field(getattr(runtime, "context", None), "user_id")
         user = user if user is not None else _field(configurable, "user_id")
@@ -139,6 +140,10 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return resolve_scope(
             user_id=_identity(user), thread_id=_identity(thread), default=self.conversation.scope
         )
+
+    def current_conversation(self) -> Conversation:
+        """Return the conversation of the run this is called in (the default one outside)."""
+        return self.conversation_for(self.scope_of(_current_runtime()))
 
     def conversation_for(self, scope: Scope) -> Conversation:
         """Return the conversation of ``scope``, built like the default one on first use."""
@@ -244,6 +249,15 @@ def _with_memory(system: list[SystemMessage], memory: str) -> SystemMessage | No
     else:
         content = [*original.content, {"type": "text", "text": memory}]
     return original.model_copy(update={"content": content})
+
+
+def _current_runtime() -> Runtime[Any] | None:
+    """The runtime of the graph run this is called in, or ``None`` outside one."""
+    try:
+        runtime = get_runtime()
+    except (RuntimeError, KeyError):  # outside a runnable context, or not a graph run
+        return None
+    return runtime if isinstance(runtime, Runtime) else None
 
 
 def _configurable() -> Mapping[str, Any]:

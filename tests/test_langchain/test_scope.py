@@ -7,6 +7,8 @@ in another user's model request, retriever result or store search is a leak.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import re
 import threading
 import time
@@ -18,10 +20,16 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.config import get_config
 
 from gliding_core import HashEmbedder, Memory, MemoryConfig, TopicConfig
 from gliding_core.scope import Scope, scope_task_iri
-from gliding_langchain import GlidingMemoryMiddleware, GlidingRetriever, GlidingStore
+from gliding_langchain import (
+    GlidingMemoryMiddleware,
+    GlidingRetriever,
+    GlidingStore,
+    SupplementaryInputCallbackHandler,
+)
 from gliding_langchain import ScriptedChatModel as Model
 from gliding_langchain.messages import SUPPLEMENT_ID_PREFIX
 
@@ -136,6 +144,63 @@ def test_input_for_a_user_reaches_that_users_run_only(memory: Memory) -> None:
 
     seen = [owner(r) for r in model.requests if any("bring the harpoon" in m.text for m in r)]
     assert seen == ["alice"]
+
+
+def test_the_handler_takes_the_inputs_of_the_runs_scope(memory: Memory) -> None:
+    """Inputs put for the run's user after delivery, before the model call: the handler built
+    for the middleware takes each into that user's session at the model's start, and that
+    user's next request shows it."""
+    middleware = GlidingMemoryMiddleware(memory, TASK)
+    handler = SupplementaryInputCallbackHandler.for_middleware(middleware)
+    serial = itertools.count()
+
+    class Producer(AgentMiddleware[Any, Any, Any]):
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            user = get_config()["configurable"]["user_id"]
+            memory.supplements.put(scope_task_iri(user_id=user), f"{user} note {next(serial)}")
+            return None
+
+    model = Model()
+    agent = create_agent(model, [], middleware=[middleware, Producer()])
+    for turn in range(3):
+        for user in WORDS:
+            config = {"configurable": {"user_id": user}, "callbacks": [handler]}
+            agent.invoke({"messages": [HumanMessage(f"{user} asks {turn}")]}, config=config)
+
+    assert [item.task_iri for item in handler.taken] == [
+        scope_task_iri(user_id=user) for _ in range(3) for user in WORDS
+    ]
+    for user in WORDS:
+        chat = middleware.conversation_for(Scope.user(user))
+        taken = [item.content for item, _ in chat.session.taken_inputs.values()]
+        assert len(taken) == 3
+        assert all(text.startswith(f"{user} note ") for text in taken)
+    for request in model.requests:
+        assert leaks(owner(request), "\n".join(m.text for m in request)) == []
+
+
+def test_concurrent_async_runs_of_two_users_do_not_mix(memory: Memory) -> None:
+    model = Model()
+    middleware = GlidingMemoryMiddleware(memory, TASK, budget=200)
+    agent = create_agent(model, [], middleware=[middleware])
+
+    async def run(user: str) -> None:
+        messages: list[BaseMessage] = []
+        for turn in range(8):
+            state = await agent.ainvoke(
+                {"messages": [*messages, HumanMessage(said(user, "t", turn))]},
+                context={"user_id": user},
+            )
+            messages = state["messages"]
+
+    async def both() -> None:
+        await asyncio.gather(run("alice"), run("bob"))
+
+    asyncio.run(both())
+
+    assert len(model.requests) == 16
+    for request in model.requests:
+        assert leaks(owner(request), "\n".join(m.text for m in request)) == []
 
 
 # -- supplementary input, shown exactly once -------------------------------------------------

@@ -20,7 +20,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator, model_validator
+from pydantic import ConfigDict, field_validator
 
 from gliding_core import InvalidInputError, Memory, SearchFilters, SearchHit, entry_text
 from gliding_core.scope import Scope, reader_filters
@@ -58,10 +58,13 @@ class GlidingRetriever(BaseRetriever):
             raise InvalidInputError(f"k must be an int >= 1, got {value!r}")
         return value
 
-    @model_validator(mode="after")
-    def _check_scope(self) -> GlidingRetriever:
-        reader_filters(self.scope, self.shared, base=self.filters)  # raises on a bad value
-        return self
+    def __init__(self, **data: Any) -> None:
+        # Typed errors naming the bad value, before pydantic wraps them in its own.
+        memory = data.get("memory")
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
+        reader_filters(data.get("scope"), data.get("shared", ()), base=data.get("filters"))
+        super().__init__(**data)
 
     def _get_relevant_documents(
         self,

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.config import get_config
 
-from gliding_core import HashEmbedder, Memory, MemoryConfig, TopicConfig
+from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
 from gliding_core.scope import Scope, scope_task_iri
 from gliding_langchain import (
     GlidingMemoryMiddleware,
@@ -313,3 +313,21 @@ def test_inputs_from_two_threads_are_shown_once(memory: Memory) -> None:
     closer.join()
 
     check_exactly_once(model.requests, texts)
+
+
+def test_scope_arguments_get_typed_errors(memory: Memory) -> None:
+    with pytest.raises(InvalidInputError, match="shared graph IRI"):
+        GlidingRetriever(memory=memory, shared=("not an iri",))
+    with pytest.raises(InvalidInputError, match="scope must be a Scope"):
+        GlidingRetriever(memory=memory, scope="user:alice")
+    with pytest.raises(InvalidInputError, match="memory"):
+        GlidingRetriever(memory="nope")
+    with pytest.raises(InvalidInputError, match="scope_template"):
+        GlidingStore(memory, scope_template=("memories", "user"))
+    with pytest.raises(InvalidInputError, match="max_scopes"):
+        GlidingMemoryMiddleware(memory, TASK, max_scopes=0)
+    with pytest.raises(InvalidInputError, match="scope must be a gliding Scope"):
+        GlidingMemoryMiddleware(memory, TASK).conversation_for("user:alice")  # type: ignore[arg-type]
+    agent = create_agent(Model(), [], middleware=[GlidingMemoryMiddleware(memory, TASK)])
+    with pytest.raises(InvalidInputError, match="user or thread id"):
+        agent.invoke({"messages": [HumanMessage("hi")]}, context={"user_id": 3.5})

@@ -7,9 +7,14 @@ retriever result is a leak. The memory, SQLite, Chroma and tiktoken are real.
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from gliding_core import InvalidInputError, Memory
 from gliding_core.scope import Scope, scope_task_iri
@@ -90,3 +95,72 @@ def test_scope_arguments_are_checked(memory: Memory) -> None:
         GlidingMemory.from_defaults(memory, session_id="s", shared="urn:kg:x")
     with pytest.raises(InvalidInputError, match="scope"):
         GlidingRetriever(memory, scope="user:alice")  # type: ignore[arg-type]
+
+
+# Building a workflow inspects the agent's members; on a pydantic model that touches attributes
+# pydantic deprecated (LlamaIndex's code, not ours): ignore exactly those.
+@pytest.mark.filterwarnings(
+    "ignore:The `__fields(_set)?__` attribute is deprecated"
+    ":pydantic.warnings.PydanticDeprecatedSince20"
+)
+@pytest.mark.filterwarnings(
+    "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
+    ":pydantic.warnings.PydanticDeprecatedSince211"
+)
+async def test_function_agent_runs_of_two_users_never_mix(memory: Memory) -> None:
+    """A real FunctionAgent (the LLM scripted), two users with two sessions each, 20 turns."""
+    requests: list[list[ChatMessage]] = []
+
+    def model(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        requests.append([m.model_copy(deep=True) for m in messages])
+        return ChatMessage(role="assistant", content="Noted.")
+
+    agent = FunctionAgent(llm=MockFunctionCallingLLM(response_generator=model), tools=[])
+    chats = {
+        (user, session): GlidingMemory.from_defaults(
+            memory, session_id=f"{user}-{session}", user_id=user, budget=240
+        )
+        for user in WORDS
+        for session in ("s1", "s2")
+    }
+    for turn in range(TURNS):
+        for (user, session), chat in chats.items():
+            await agent.run(said(user, session, turn), memory=chat)
+
+    assert len(requests) == 4 * TURNS
+    for request in requests:
+        user = next(m for m in reversed(request) if m.role.value == "user").content or ""
+        text = "\n".join(m.content or "" for m in request)
+        assert leaks(user.split()[0], text) == [], text
+
+
+def test_inputs_from_two_threads_are_shown_once_by_the_memory(memory: Memory) -> None:
+    """300 inputs from two threads while the chat goes on: each is in no view before the one
+    that delivers it, then in exactly one message of each view, never in the memory text."""
+    chat = GlidingMemory.from_defaults(memory, session_id="s", budget=4_000, recall_k=8)
+    task = scope_task_iri(thread_id="s")
+    texts = [f"whale route update #{p}{i:03d}." for p in "ab" for i in range(150)]
+
+    def produce(batch: list[str]) -> None:
+        for text in batch:
+            memory.supplements.put(task, text)
+
+    producers = [threading.Thread(target=produce, args=(texts[i::2],)) for i in range(2)]
+    for thread in producers:
+        thread.start()
+    views: list[list[ChatMessage]] = []
+    turn = 0
+    while any(t.is_alive() for t in producers) or memory.supplements.pending_count(task):
+        chat.put(ChatMessage(role="user", content=f"Next whale route update please ({turn})."))
+        views.append(chat.get())
+        chat.put(ChatMessage(role="assistant", content="Charted."))
+        turn += 1
+    for thread in producers:
+        thread.join()
+
+    for text in texts:
+        counts = [sum((m.content or "").count(text) for m in view) for view in views]
+        first = next(i for i, n in enumerate(counts) if n)
+        assert set(counts[first:]) == {1}, text
+        for view in views[first:]:  # the one message is the delivered input itself
+            assert [m.content for m in view if text in (m.content or "")] == [text]

@@ -331,3 +331,19 @@ def test_scope_arguments_get_typed_errors(memory: Memory) -> None:
     agent = create_agent(Model(), [], middleware=[GlidingMemoryMiddleware(memory, TASK)])
     with pytest.raises(InvalidInputError, match="user or thread id"):
         agent.invoke({"messages": [HumanMessage("hi")]}, context={"user_id": 3.5})
+
+
+def test_a_store_search_ranks_each_namespace_on_its_own(memory: Memory) -> None:
+    """A namespace holding a strong match lifts none of its other items over another's."""
+    store = GlidingStore(memory, scope_template=("memories", "{user_id}"))
+    store.put(("memories", "alice"), "strong", {"text": "red kite red kite over the red hill"})
+    store.put(("memories", "alice"), "weak", {"text": "a quiet afternoon"})
+    store.put(("memories", "bob"), "some", {"text": "a kite"})
+
+    keys = [item.key for item in store.search(("memories",), query="red kite", limit=3)]
+    alone = [item.key for item in store.search(("memories", "alice"), query="red kite")]
+
+    assert keys == ["strong", "some", "weak"]
+    assert alone == ["strong", "weak"]
+    assert store.scope_of(("memories", "bob")) == Scope.user("bob")
+    assert store.scope_of(("notes", "bob")) is None

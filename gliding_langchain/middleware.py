@@ -149,25 +149,12 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Return the conversation of ``scope``, built like the default one on first use."""
         if not isinstance(scope, Scope):
             raise InvalidInputError(f"scope must be a gliding Scope, got {scope!r:.80}")
-        base = self.conversation
-        if scope == base.scope:
-            return base
+        if scope == self.conversation.scope:
+            return self.conversation
         with self._lock:
             chat = self._chats.get(scope)
             if chat is None:
-                chat = Conversation(
-                    base.memory,
-                    scope=scope,
-                    shared=base.shared,
-                    agent=base.session.agent,
-                    role=base.session.role,
-                    budget=base.budget,
-                    recall_k=base.recall_k,
-                    window_share=base.window_share,
-                    summary_share=base.summary_share,
-                    recall_filters=base.recall_filters,
-                )
-                self._chats[scope] = chat
+                chat = self._chats[scope] = self.conversation.for_scope(scope)
                 while len(self._chats) > self._max_scopes:
                     self._chats.popitem(last=False)
             self._chats.move_to_end(scope)

@@ -143,6 +143,29 @@ class Conversation:
         """The task this conversation works on."""
         return self.session.task_iri
 
+    def for_scope(self, scope: Scope) -> Conversation:
+        """Return a conversation like this one (memory, agent, budget, shares) for ``scope``.
+
+        Its state lives in the memory's session of that scope, so two conversations built for
+        one scope share it. Returns ``self`` for this conversation's own scope.
+        """
+        if not isinstance(scope, Scope):
+            raise InvalidInputError(f"scope must be a Scope, got {preview(scope)}")
+        if scope == self.scope:
+            return self
+        return Conversation(
+            self.memory,
+            scope=scope,
+            shared=self.shared,
+            agent=self.session.agent,
+            role=self.session.role,
+            budget=self.budget,
+            recall_k=self.recall_k,
+            window_share=self.window_share,
+            recall_filters=self.recall_filters,
+            summary_share=self.summary_share,
+        )
+
     # -- supplementary input -------------------------------------------------------------------
 
     def take_pending(self) -> list[SupplementaryInput]:

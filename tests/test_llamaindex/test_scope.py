@@ -82,7 +82,7 @@ def test_a_block_reads_its_own_scope(memory: Memory) -> None:
     alice.conversation.record([{"role": "user", "content": said("alice", "s", 0)}])
     bob.conversation.record([{"role": "user", "content": said("bob", "s", 0)}])
 
-    text = bob._text("whale cobalt harpoon fox crimson lantern")
+    text = bob._text(bob.conversation, "whale cobalt harpoon fox crimson lantern")
 
     assert "fox" in text
     assert leaks("bob", text) == []

@@ -339,3 +339,40 @@ def test_no_input_reaches_the_l1_context_but_as_its_message(memory: Memory) -> N
     assert "fragile" not in view.memory
     assert "fragile" not in later.memory
     assert sum("fragile" in str(m["content"]) for m in later.messages) == 1
+
+
+SCOPES = [Scope.user("a"), Scope.user("b"), Scope.thread("a"), Scope.task("urn:t:1")]
+GRAPHS = ["urn:kg:1", "urn:kg:2"]
+ENTRY = st.tuples(
+    st.sampled_from([None, *SCOPES]),
+    st.sampled_from([None, *GRAPHS]),
+    st.booleans(),  # a supplementary input
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    entries=st.lists(ENTRY, max_size=12),
+    reader=st.sampled_from([None, *SCOPES]),
+    shared=st.lists(st.sampled_from([*GRAPHS, *SCOPES]), max_size=3, unique=True),
+)
+def test_what_a_reader_may_read_is_exactly_its_scope_and_shares(
+    memory: Memory, entries: list[Any], reader: Scope | None, shared: list[Any]
+) -> None:
+    """The SQL of ``reader_filters`` picks exactly the entries the scoping rules allow."""
+    prefix = f"urn:case:{len(memory.store.by_prefix('urn:case:', limit=None))}:"
+    expected = []
+    for index, (owner, graph, is_input) in enumerate(entries):
+        iri = f"{prefix}{index}"
+        node = {"@id": iri, "@type": "SupplementaryInput" if is_input else "Note", "text": "x"}
+        tags = [owner.tag] if owner is not None else []
+        memory.store.put(node, tags=tags, named_graph=graph)
+        readable = owner == reader or graph in shared or owner in shared
+        if not is_input and readable:
+            expected.append(iri)
+
+    found = memory.store.matching(reader_filters(reader, shared), None)
+
+    assert [iri for iri in found if iri.startswith(prefix)] == expected

@@ -351,7 +351,7 @@ ENTRY = st.tuples(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     entries=st.lists(ENTRY, max_size=12),

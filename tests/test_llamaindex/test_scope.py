@@ -135,11 +135,11 @@ async def test_function_agent_runs_of_two_users_never_mix(memory: Memory) -> Non
 
 
 def test_inputs_from_two_threads_are_shown_once_by_the_memory(memory: Memory) -> None:
-    """300 inputs from two threads while the chat goes on: each is in no view before the one
+    """100 inputs from two threads while the chat goes on: each is in no view before the one
     that delivers it, then in exactly one message of each view, never in the memory text."""
     chat = GlidingMemory.from_defaults(memory, session_id="s", budget=4_000, recall_k=8)
     task = scope_task_iri(thread_id="s")
-    texts = [f"whale route update #{p}{i:03d}." for p in "ab" for i in range(150)]
+    texts = [f"whale route update #{p}{i:03d}." for p in "ab" for i in range(50)]
 
     def produce(batch: list[str]) -> None:
         for text in batch:

@@ -1,4 +1,4 @@
-"""Attention: scopes, whose memory an adapter reads and writes (a user, a thread, or a task).
+"""L0 and L1: scopes, whose memory an adapter reads and writes (a user, a thread, or a task).
 
 An adapter serving several users on one agent resolves a scope for every run
 (``resolve_scope``: the ``user_id`` when given, else the ``thread_id``, else the task it was

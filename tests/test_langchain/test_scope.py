@@ -347,3 +347,24 @@ def test_a_store_search_ranks_each_namespace_on_its_own(memory: Memory) -> None:
     assert alone == ["strong", "weak"]
     assert store.scope_of(("memories", "bob")) == Scope.user("bob")
     assert store.scope_of(("notes", "bob")) is None
+
+
+def test_a_shared_graph_reaches_every_user_and_nothing_else_does(memory: Memory) -> None:
+    handbook = "urn:kg:handbook"
+    memory.store.put({"@id": "urn:hb:1", "text": "Refunds take five days."}, named_graph=handbook)
+    memory.store.put({"@id": "urn:loose:1", "text": "Refunds of the beta took nine days."})
+    model = Model()
+    middleware = GlidingMemoryMiddleware(memory, TASK, shared=[handbook], budget=300)
+    agent = create_agent(model, [], middleware=[middleware])
+    for user in WORDS:
+        config = {"configurable": {"user_id": user}}
+        agent.invoke({"messages": [HumanMessage(f"{user}: how long do refunds take?")]}, config)
+
+    for request in model.requests:
+        assert "Refunds take five days." in request[0].text
+        assert "nine days" not in request[0].text
+    retriever = GlidingRetriever(memory=memory, scope=Scope.user("alice"), shared=(handbook,))
+    assert [d.id for d in retriever.invoke("refunds")][:1] == ["urn:hb:1"]
+    bob = retriever.invoke("how long do refunds take", scope=Scope.user("bob"))  # per call
+    assert all(leaks("bob", d.page_content) == [] for d in bob)
+    assert any("bob:" in d.page_content for d in bob)

@@ -39,7 +39,7 @@ class SearchFilters:
         exclude_tags: the entry carries none of these tags.
         exclude_tag_prefixes: the entry carries no tag that starts with one of these.
         exclude_types: the entry has none of these JSON-LD types.
-        any_of: the entry passes at least one of these filters.
+        any_of: the entry passes at least one of these filters (none given: no condition).
         all_of: the entry passes every one of these filters.
     """
 
@@ -61,6 +61,8 @@ class SearchFilters:
     def __post_init__(self) -> None:
         for name in ("tags_all", "tags_any", "types", *_LABEL_LISTS):
             value = getattr(self, name)
+            if name in _LABEL_LISTS and not isinstance(value, (list, tuple)):
+                raise InvalidInputError(f"{name} must be a list of strings, got {preview(value)}")
             if isinstance(value, str) or not all(is_label(v) for v in value):
                 raise InvalidInputError(
                     f"{name} must be a list of non-empty strings, got {preview(value)}"

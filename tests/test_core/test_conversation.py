@@ -274,6 +274,8 @@ def test_scope_mapping_is_injective_and_documented() -> None:
         (lambda: reader_filters("user:a"), "scope"),  # type: ignore[arg-type]
         (lambda: SearchFilters(any_of=(1,)), "any_of"),  # type: ignore[arg-type]
         (lambda: SearchFilters(exclude_types=("",)), "exclude_types"),
+        (lambda: SearchFilters(named_graphs=3), "named_graphs"),  # type: ignore[arg-type]
+        (lambda: SearchFilters(all_of=[SearchFilters(), "x"]), "all_of"),  # type: ignore[list-item]
     ],
 )
 def test_bad_scopes_get_typed_errors(make: Any, match: str) -> None:

@@ -26,12 +26,16 @@ belongs to no scope: a scope reads it only through a shared graph, and a reader 
 (a retriever built without one) reads only such entries, never a scope's. The conditions are
 SQL (``SearchFilters``), so they hold for an entry written while a search runs.
 
+Turns archived before scopes existed carry no scope tag, so no scope reads them:
+``adopt_unscoped_turns`` tags each with the scope of its task (``Scope.task``, what a
+single-tenant adapter reads), once, after an upgrade.
+
 Invariants: the mapping from scope to task IRI and to tag is injective; a scope is immutable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote
@@ -39,6 +43,7 @@ from urllib.parse import quote
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview, validate_iri
+from gliding_core.store import L0Store
 
 SCOPE_PREFIX = "urn:gliding:scope:"
 TAG_PREFIX = "scope:"
@@ -202,6 +207,32 @@ def scope_task_iri(
     ``resolve_scope``.
     """
     return resolve_scope(user_id=user_id, thread_id=thread_id, default=default).task_iri
+
+
+def adopt_unscoped_turns(store: L0Store, scope_of_task: Callable[[str], Scope] = Scope.task) -> int:
+    """Tag every L1 turn archive of no scope with the scope of its task; return how many.
+
+    Args:
+        store: the L0 store to upgrade (one transaction: all the turns or none).
+        scope_of_task: the scope a turn of a task belongs to; ``Scope.task`` by default.
+    """
+    if not isinstance(store, L0Store):
+        raise InvalidInputError(f"store must be an L0Store, got {preview(store)}")
+    if not callable(scope_of_task):
+        raise InvalidInputError(f"scope_of_task must be callable, got {preview(scope_of_task)}")
+    adopted = 0
+    with store.transaction():
+        for entry in store.by_type("Turn"):  # an input is never read: it needs no scope
+            task = entry.node.get("task")
+            iri = task.get("@id") if isinstance(task, dict) else None
+            if not isinstance(iri, str) or any(t.startswith(TAG_PREFIX) for t in entry.tags):
+                continue
+            scope = scope_of_task(iri)
+            if not isinstance(scope, Scope):
+                raise InvalidInputError(f"scope_of_task returned {preview(scope)}, not a Scope")
+            store.retag(entry.iri, add=[scope.tag])
+            adopted += 1
+    return adopted
 
 
 def _check_id(value: object, what: str) -> str:

@@ -18,6 +18,7 @@ from gliding_core import (
     Scope,
     SearchFilters,
     TopicConfig,
+    adopt_unscoped_turns,
     reader_filters,
     resolve_scope,
     scope_task_iri,
@@ -378,3 +379,17 @@ def test_what_a_reader_may_read_is_exactly_its_scope_and_shares(
     found = memory.store.matching(reader_filters(reader, shared), None)
 
     assert [iri for iri in found if iri.startswith(prefix)] == expected
+
+
+def test_turns_from_before_scopes_are_adopted_by_their_task(memory: Memory) -> None:
+    old = memory.session(TASK)
+    old.add_turn("user", "The vault code is 5512.")  # archived without a scope tag
+    unscoped = Conversation(memory, TASK, budget=200)
+    question = [{"role": "user", "content": "vault code?", "id": "q"}]
+    assert "5512" not in unscoped.view(question).memory
+
+    assert adopt_unscoped_turns(memory.store) == 1
+    assert adopt_unscoped_turns(memory.store) == 0  # once
+    assert "5512" in Conversation(memory, TASK, budget=200).view(question).memory
+    with pytest.raises(InvalidInputError, match="store"):
+        adopt_unscoped_turns("not a store")  # type: ignore[arg-type]

@@ -71,6 +71,7 @@ def test_all_is_pinned() -> None:
         "TopicMonitor",
         "Turn",
         "__version__",
+        "adopt_unscoped_turns",
         "auto_embedder",
         "entry_text",
         "reader_filters",

@@ -44,6 +44,13 @@ from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.scope import (
+    Scope,
+    adopt_unscoped_turns,
+    reader_filters,
+    resolve_scope,
+    scope_task_iri,
+)
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -91,6 +98,7 @@ __all__ = [
     "PoincareSettings",
     "Record",
     "RelevanceTracker",
+    "Scope",
     "SearchFilters",
     "SearchHit",
     "SentenceTransformerEmbedder",
@@ -109,6 +117,10 @@ __all__ = [
     "TopicMonitor",
     "Turn",
     "__version__",
+    "adopt_unscoped_turns",
     "auto_embedder",
     "entry_text",
+    "reader_filters",
+    "resolve_scope",
+    "scope_task_iri",
 ]

@@ -52,6 +52,7 @@ def test_all_is_pinned() -> None:
         "PoincareSettings",
         "Record",
         "RelevanceTracker",
+        "Scope",
         "SearchFilters",
         "SearchHit",
         "SentenceTransformerEmbedder",
@@ -70,8 +71,12 @@ def test_all_is_pinned() -> None:
         "TopicMonitor",
         "Turn",
         "__version__",
+        "adopt_unscoped_turns",
         "auto_embedder",
         "entry_text",
+        "reader_filters",
+        "resolve_scope",
+        "scope_task_iri",
     ]
     for name in gliding_core.__all__:
         assert hasattr(gliding_core, name)

@@ -13,7 +13,30 @@ Invariants:
   one) takes the next number of the change log, in the same transaction; the log keeps each
   IRI's latest change, so ``change_sequence`` only grows and ``changes_since(n)`` gives a
   derived index all it needs to catch up from ``n``. Watermarks never decrease.
+- Reads never wait for the writer: each thread reads on its own connection, on a snapshot of
+  the last commit (WAL), beside the one writer (``gliding_core.connections``). Inside its own
+  write transaction a thread reads on the writer and sees its uncommitted writes.
+- A read writes nothing. ``get`` counts itself (access count, last access) in an in-memory
+  buffer (``gliding_core.access``) that every read of this store adds in at once; a timer
+  thread writes the buffer every ``access_flush_interval_s`` (sooner past
+  ``access_buffer_limit`` entries) in a transaction of its own, unsynced, and ``close``
+  writes what is left. A crash loses at most those buffered counts (with
+  ``durability="full"``, a power loss also those written since the last synced commit),
+  never an entry or any other write. Other stores on the same file see the counts once
+  written.
 - SQL is built from constants only; every value travels as a parameter.
+
+In memory: ``L0Store()`` keeps its database in a private temporary file (WAL, never synced,
+removed on close or when the store is collected), not in SQLite's ``:memory:``. A private
+memory database has one connection and no WAL, so every reader would queue behind the writer
+(as before: a ``count`` waited 0.51 s behind a 0.5 s transaction). A shared-cache memory
+database (``file:...?mode=memory&cache=shared``) does give each thread a connection, but
+locks whole tables: measured, a read of a table another connection is writing fails at once
+with "database table is locked" (SQLite's busy handler does not apply), so a reader would
+have to wait for the whole write transaction again. The temporary file gives the in-memory
+store the same parallel readers as a file store; its pages stay in the OS's cache, and the
+measured cost is a slower single read (about 50,000 against 84,000 bare key look-ups a
+second, one thread) that parallel reads win back.
 """
 
 from __future__ import annotations

@@ -214,21 +214,29 @@ class L0Store:
                 check_same_thread=False,
                 timeout=self.config.busy_timeout_ms / 1000,
             )
-            conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout_ms)}")
-            # WAL lets readers run beside one writer and keeps a commit to one appended frame.
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {self._sync_level}")
-            # A larger page cache keeps the B-tree interiors of a 100,000-entry store in memory;
-            # SQLite grows it only as pages are used, so a small store stays small.
-            conn.execute("PRAGMA cache_size = -65536")
-            # Checkpoint the log every ~40 MiB rather than every 4 MiB: pages rewritten by
-            # successive batches (index interiors) are copied into the database once, not each time.
-            conn.execute("PRAGMA wal_autocheckpoint = 10000")
-            # One script, one transaction: processes opening a new file at once create it once.
-            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{_TEXT_INDEX}COMMIT;")
-            if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-                _upgrade(conn)
+            try:
+                self._prepare(conn)
+            except BaseException:
+                conn.close()
+                raise
         return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """Set the writer's pragmas and create or upgrade the schema."""
+        conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout_ms)}")
+        # WAL lets readers run beside one writer and keeps a commit to one appended frame.
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self._sync_level}")
+        # A larger page cache keeps the B-tree interiors of a 100,000-entry store in memory;
+        # SQLite grows it only as pages are used, so a small store stays small.
+        conn.execute("PRAGMA cache_size = -65536")
+        # Checkpoint the log every ~40 MiB rather than every 4 MiB: pages rewritten by
+        # successive batches (index interiors) are copied into the database once, not each time.
+        conn.execute("PRAGMA wal_autocheckpoint = 10000")
+        # One script, one transaction: processes opening a new file at once create it once.
+        conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{_TEXT_INDEX}COMMIT;")
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _upgrade(conn)
 
     @property
     def _sync_level(self) -> str:
@@ -431,7 +439,9 @@ class L0Store:
     def transaction(self) -> Iterator[None]:
         """Group every write made inside the block into one transaction: all of them or none.
 
-        The block holds the store's lock, so other threads wait for it; keep it short.
+        The block holds the writer, so other threads' writes wait for it (keep it short);
+        their reads do not, and see the store as it was before the block. Reads inside the
+        block, on this thread, see its writes.
         """
         with self._session():
             yield

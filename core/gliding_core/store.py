@@ -1092,8 +1092,9 @@ def _upgrade(conn: sqlite3.Connection) -> None:
             conn.executemany(_INSERT_TEXT, ((entry_id, text) for entry_id, text in texts if text))
         if version < 3:
             # Every entry with text is a change an index that has applied nothing must catch up.
-            rows = conn.execute("SELECT iri, content FROM entries ORDER BY id").fetchall()
-            _log(conn, [iri for iri, content in rows if node_text(parse_canonical(content))])
+            stored = conn.execute("SELECT iri, content FROM entries ORDER BY id")
+            while rows := stored.fetchmany(_CHUNK):  # a chunk at a time: memory stays flat
+                _log(conn, [iri for iri, content in rows if node_text(parse_canonical(content))])
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gliding_core import ClosedError, L0Store, StorageError, StoreConfig
+from gliding_core import ClosedError, ConfigError, L0Store, StorageError, StoreConfig
 
 # Statistics are written only when a test asks (or on close), never by the timer meanwhile.
 HELD = StoreConfig(access_flush_interval_s=3600.0)
@@ -288,3 +288,38 @@ def test_a_crash_loses_at_most_buffered_counts_never_an_entry(tmp_path: Path) ->
         assert len(found) == acknowledged + 1
         counted = sum(entry.access_count for entry in found.values())
     assert counted <= acknowledged + 2  # one read per put, plus one not yet acknowledged
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"access_flush_interval_s": 0.0},
+        {"access_flush_interval_s": -1.0},
+        {"access_flush_interval_s": 7200.0},
+        {"access_buffer_limit": 0},
+    ],
+)
+def test_bad_access_settings_are_refused(setting: dict[str, float]) -> None:
+    name = next(iter(setting))
+    with pytest.raises(ConfigError, match=name):
+        StoreConfig(**setting)  # type: ignore[arg-type]
+
+
+def test_a_full_buffer_is_written_before_the_interval(tmp_path: Path) -> None:
+    path = tmp_path / "l0.sqlite3"
+    config = StoreConfig(access_flush_interval_s=3600.0, access_buffer_limit=3)
+    with L0Store(path, config) as store:
+        store.put_many({"@id": f"urn:f:{i}", "text": "x"} for i in range(3))
+        for i in range(3):
+            store.get(f"urn:f:{i}")
+        flusher = store._flusher
+        assert flusher is not None
+        # The third buffered entry woke the writer thread; wait for its write, not for a time.
+        stored: list[int] = []
+        for _ in range(10_000):
+            stored = [_stored_count(path, f"urn:f:{i}") for i in range(3)]
+            if stored == [1, 1, 1]:
+                break
+            flusher.join(timeout=0.01)
+        assert stored == [1, 1, 1]
+        assert len(store._access) == 0

@@ -2,8 +2,8 @@
 
 Every agent holds copies of the shared (blackboard) nodes it read, each with the generation it
 read. The ``Directory`` is the one place that holds per-agent state: per node, which agents
-hold a copy, in which MESI state, at which generation. The ``Coordinator`` executes the
-protocol (``protocol.TRANSITIONS``, a table of pure transitions) for an agent's reads, writes,
+hold a copy, in which MESI state, at which generation. The ``CoherenceCoordinator`` executes
+the protocol (``protocol.TRANSITIONS``, a table of pure transitions) for an agent's reads, writes,
 write-backs, evictions and lease expiries, against a ``NodeSource`` (the blackboard, through a
 narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` shows an
 agent's shared nodes by what it already saw: a reference, the change, or the whole node.
@@ -22,7 +22,12 @@ upgrade (a change to ``store.py`` and ``entry.py`` left to their owner).
 """
 
 from gliding_core.coherence.context import SharedContext, SharedItem, render_shared
-from gliding_core.coherence.coordinator import CRITICAL_TAGS, Coordinator, NodeDelta, Reading
+from gliding_core.coherence.coordinator import (
+    CRITICAL_TAGS,
+    CoherenceCoordinator,
+    NodeDelta,
+    Reading,
+)
 from gliding_core.coherence.directory import (
     Copy,
     Directory,
@@ -37,7 +42,7 @@ __all__ = [
     "CRITICAL_TAGS",
     "TRANSITIONS",
     "Action",
-    "Coordinator",
+    "CoherenceCoordinator",
     "Copy",
     "CopyEvent",
     "DictNodeSource",

@@ -107,7 +107,7 @@ def _check_agent(agent: object) -> str:
     return agent
 
 
-class Coordinator:
+class CoherenceCoordinator:
     """Keeps every agent's copies of shared nodes coherent (MESI with optimistic writes).
 
     Args:

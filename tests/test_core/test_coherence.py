@@ -109,7 +109,11 @@ def test_the_table_is_total() -> None:
     assert len(TRANSITIONS) == 4 * 7 * 2
 
 
-@pytest.mark.parametrize(("key", "expected"), sorted(EXPECTED.items()))
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    sorted(EXPECTED.items()),
+    ids=[f"{s}-{e}-{'shared' if x else 'alone'}" for s, e, x in sorted(EXPECTED)],
+)
 def test_transition_row(
     key: tuple[str, str, bool], expected: tuple[str, tuple[Action, ...]]
 ) -> None:

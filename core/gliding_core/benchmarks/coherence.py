@@ -22,17 +22,21 @@ from __future__ import annotations
 
 import random
 import statistics
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from gliding_core.bus import Event, EventType
 from gliding_core.coherence.context import shown
 from gliding_core.coherence.coordinator import CoherenceCoordinator
-from gliding_core.coherence.directory import LocalDirectory
+from gliding_core.coherence.directory import Directory, LocalDirectory, SQLiteDirectory
 from gliding_core.coherence.sources import DictNodeSource
+from gliding_core.errors import EntryNotFoundError
 from gliding_core.jsonld import Node, canonical_json
 from gliding_core.tokens import TokenCounter
 
@@ -59,10 +63,13 @@ class Step:
 
 @dataclass
 class Tally:
-    """What one coordinator spent on one trace."""
+    """What one coordinator spent on one trace (``whole``/``change``/``signals``: ours only)."""
 
     tokens: int = 0
     stale_reads: int = 0
+    whole: int = 0
+    change: int = 0
+    signals: int = 0
 
 
 # -- traces --------------------------------------------------------------------------------------
@@ -142,7 +149,7 @@ def run_gliding(
     tally = Tally()
 
     def on_invalidation(event: Event) -> None:
-        tally.tokens += INVALIDATION_TOKENS * len(event.payload["agents"])
+        tally.signals += INVALIDATION_TOKENS * len(event.payload["agents"])
 
     coordinator.bus.subscribe(on_invalidation, [EventType.COPIES_INVALIDATED])
     iris = [str(v["@id"]) for v in initial]
@@ -153,12 +160,17 @@ def run_gliding(
         iri = iris[step.artifact]
         # A writer reads first: it changes what it has seen, so a stale copy is fetched.
         reading = coordinator.read(step.agent, iri)
-        tally.tokens += cost(reading)
+        spent = cost(reading)
+        if reading.kind == "whole":
+            tally.whole += spent
+        else:
+            tally.change += spent
         tally.stale_reads += reading.generation < committed[step.artifact]
         if step.value is not None:
             committed[step.artifact] = coordinator.write(
                 step.agent, iri, step.value, based_on=reading.generation
             )
+    tally.tokens = tally.whole + tally.change + tally.signals
     return tally
 
 
@@ -299,7 +311,56 @@ def run(
             name = f"{'structured' if structured else 'canonical'}-{p:.2f}"
             workloads[name] = _workload(structured, p, seeds, strategies, counter, size)
     starts = {f"{p:.2f}": first_seed(p) for p in write_probabilities}
-    return {"seeds": seeds, "first_seeds": starts, "workloads": workloads}
+    return {
+        "seeds": seeds,
+        "first_seeds": starts,
+        "workloads": workloads,
+        "read_path": read_path(),
+    }
+
+
+def read_path(reads: int = 20_000, nodes: int = 10) -> dict[str, float]:
+    """Return read hits per second through the coordinator, and a bare source read beside them.
+
+    A hit validates the agent's copy with the directory's change token: a counter in one
+    process, ``PRAGMA data_version`` on the SQLite file; a batch (``read_many``) checks once.
+    """
+    node = {"@type": "Task", "name": "write the report", "status": "running", "priority": 3}
+    iris = [f"urn:task:{i}" for i in range(nodes)]
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        directories: dict[str, Directory] = {
+            "local": LocalDirectory(),
+            "sqlite": SQLiteDirectory(Path(folder) / "blackboard.sqlite3"),
+        }
+        source = DictNodeSource()
+        for name, directory in directories.items():
+            coordinator = CoherenceCoordinator(source, directory)
+            for iri in iris:
+                coordinator.write(
+                    name, iri, {"@id": iri, **node}, based_on=_generation(source, iri)
+                )
+            figures[f"{name}_hit_per_s"] = _rate(reads, partial(coordinator.read, name, iris[0]))
+            batch = partial(coordinator.read_many, name, iris)
+            figures[f"{name}_batch{nodes}_per_s"] = nodes * _rate(reads // nodes, batch)
+            directory.close()
+        figures["baseline_source_get_per_s"] = _rate(reads, partial(source.get, iris[0]))
+    return {k: round(v) for k, v in figures.items()}
+
+
+def _generation(source: DictNodeSource, iri: str) -> int:
+    """Return ``iri``'s generation in ``source``, 0 when absent."""
+    try:
+        return source.get(iri)[1]
+    except EntryNotFoundError:
+        return 0
+
+
+def _rate(calls: int, call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return calls / (time.perf_counter() - started)
 
 
 def _workload(
@@ -329,6 +390,8 @@ def _workload(
             peers[strategy].append(run_peer(strategy, initial, steps, price))
     figures: dict[str, Any] = {"baseline": statistics.mean(baselines)}
     figures["gliding"] = _summary(ours)
+    for part in ("whole", "change", "signals"):
+        figures["gliding"][f"{part}_tokens"] = statistics.mean(getattr(t, part) for t in ours)
     for strategy, tallies in peers.items():
         figures[f"agent-coherence-{strategy}"] = _summary(tallies)
     if "lazy" in peers:

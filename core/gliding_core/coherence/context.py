@@ -101,8 +101,8 @@ def render_shared(
         raise InvalidInputError(f"unchanged must be 'reference' or 'omit', got {unchanged!r}")
     items: list[SharedItem] = []
     omitted: list[str] = []
-    for iri in dict.fromkeys(iris):
-        reading = coordinator.read(agent, iri)
+    for reading in coordinator.read_many(agent, dict.fromkeys(iris)):
+        iri = reading.iri
         if reading.kind == "hit" and unchanged == "omit":
             omitted.append(iri)
             continue

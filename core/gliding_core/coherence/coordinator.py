@@ -27,6 +27,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import orjson
+
 from gliding_core.bus import EventBus, EventType
 from gliding_core.coherence.directory import Copy, Directory, LocalDirectory, NodeRecord
 from gliding_core.coherence.protocol import Action, CopyEvent, transition
@@ -36,7 +38,6 @@ from gliding_core.errors import EntryNotFoundError, InvalidInputError, StaleWrit
 from gliding_core.jsonld import (
     Node,
     canonical_json,
-    parse_canonical,
     parse_node,
     preview,
     validate_iri,
@@ -149,19 +150,37 @@ class CoherenceCoordinator:
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
         """
-        key = (_check_agent(agent), validate_iri(iri))
+        return self.read_many(agent, [iri])[0]
+
+    def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
+        """Read several nodes for ``agent``, validating its copies with one change check.
+
+        Each reading is the node's value as of the call's start or later: the one token taken
+        first vouches for every copy it still matches.
+
+        Raises:
+            EntryNotFoundError: the source has no node of one of ``iris`` (earlier ones are
+                read).
+        """
+        agent = _check_agent(agent)
+        wanted = [validate_iri(iri) for iri in ([iris] if isinstance(iris, str) else iris)]
+        token = self.directory.token()
+        return [self._read(agent, iri, token) for iri in wanted]
+
+    def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
+        key = (agent, iri)
         with self._lock:
             held = self._held.get(key)
-        if held is not None and held.token == self.directory.token():
-            return Reading(iri, parse_canonical(held.text), held.generation, "hit", held.generation)
-        token = self.directory.token()
+        if held is not None and held.token == token:
+            return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
+        # The token was taken before this snapshot, so pairing them errs only towards checking.
         record = self.directory.record(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:
             self._remember(key, record.generation, record.value, token)
             return Reading(iri, dict(record.value), record.generation, "hit", mine.generation)
-        reading, token = self.directory.update(iri, lambda r: self._read_change(agent, r))
-        self._remember(key, reading.generation, reading.value, token)
+        reading, after = self.directory.update(iri, lambda r: self._read_change(agent, r))
+        self._remember(key, reading.generation, reading.value, after)
         return reading
 
     @staticmethod

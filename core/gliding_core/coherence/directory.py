@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from gliding_core.boundary import translated
+from gliding_core.boundary import translate, translated
 from gliding_core.entry import MesiState
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
@@ -275,14 +275,23 @@ class SQLiteDirectory:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+            self._version_cursor = self._conn.cursor()
 
     def token(self) -> Hashable:
         """Return ``(data_version, own commits)``: it moves when any connection commits."""
-        with self._lock, translated("sqlite", "checking the coherence directory for changes"):
+        with self._lock:
             self._check_open()
             # data_version moves only for other connections' commits, so this connection's
             # own commits are counted beside it (several coordinators may share this object).
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            # One kept cursor: this runs on every read, and a new statement costs more than it.
+            try:
+                self._version_cursor.execute("PRAGMA data_version")
+                version = self._version_cursor.fetchone()[0]
+            except sqlite3.Error as exc:
+                error = translate("sqlite", exc, "checking the coherence directory for changes")
+                if error is None:
+                    raise
+                raise error from exc
             return (version, self._commits)
 
     def record(self, iri: str) -> NodeRecord:

@@ -357,6 +357,10 @@ def test_bad_input_is_refused_and_nothing_is_written(coherence: CoherenceCoordin
         coherence.write("a", X, node(), based_on=-1)
     with pytest.raises(InvalidNodeError, match="JSON object"):
         coherence.write("a", X, [1, 2], based_on=0)
+    with pytest.raises(InvalidNodeError, match="urn:node:other"):
+        coherence.write("a", X, {"@id": "urn:node:other"}, based_on=0)
+    with pytest.raises(InvalidInputError, match="tags"):
+        coherence.write("a", X, node(), based_on=0, tags=[3])  # type: ignore[list-item]
     with pytest.raises(EntryNotFoundError, match="urn:node:x"):
         coherence.read("a", X)
     with pytest.raises(StaleWriteError):

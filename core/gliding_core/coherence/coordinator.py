@@ -34,7 +34,12 @@ from gliding_core.coherence.directory import Copy, Directory, LocalDirectory, No
 from gliding_core.coherence.protocol import Action, CopyEvent, transition
 from gliding_core.coherence.sources import NodeSource, check_generation, refused
 from gliding_core.entry import MesiState
-from gliding_core.errors import EntryNotFoundError, InvalidInputError, StaleWriteError
+from gliding_core.errors import (
+    EntryNotFoundError,
+    InvalidInputError,
+    InvalidNodeError,
+    StaleWriteError,
+)
 from gliding_core.jsonld import (
     Node,
     canonical_json,
@@ -249,8 +254,14 @@ class CoherenceCoordinator:
         """
         key = (_check_agent(agent), validate_iri(iri))
         node = parse_node(value)[0]
+        if node.get("@id", iri) != iri:
+            raise InvalidNodeError(
+                f"the node's @id {node['@id']!r} is not the IRI written, {iri!r}"
+            )
         check_generation(based_on, what="based_on")
         labels = list(tags) if not isinstance(tags, str) else [tags]
+        if not all(isinstance(label, str) for label in labels):
+            raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
         critical = bool(self.critical_tags.intersection(labels))
         leased = bool(self._holds_lease(agent, iri))
         outcome, token = self.directory.update(

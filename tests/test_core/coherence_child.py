@@ -53,8 +53,25 @@ class Child:
                 return {"generation": self.coordinator.write(**command)}
             finally:
                 self.leases.discard(leased)
+        if op == "increment":
+            return {"retries": increment(self.coordinator, **command)}
         getattr(self.coordinator, op)(**command)
         return {}
+
+
+def increment(coordinator: CoherenceCoordinator, *, agent: str, iri: str, times: int) -> int:
+    """Add 1 to the node's ``count`` ``times`` times, retrying refused writes; return retries."""
+    retries = 0
+    for _ in range(times):
+        while True:
+            reading = coordinator.read(agent, iri)
+            value = {**reading.value, "count": reading.value["count"] + 1}
+            try:
+                coordinator.write(agent, iri, value, based_on=reading.generation)
+                break
+            except StaleWriteError:
+                retries += 1
+    return retries
 
 
 def main() -> None:

@@ -326,3 +326,50 @@ def test_two_processes(child: subprocess.Popen[str]) -> None:
     TwoProcesses.child = child
     TwoProcesses.TestCase.settings = settings(MACHINE_SETTINGS, max_examples=15)
     TwoProcesses.TestCase().runTest()
+
+
+def test_no_increment_is_lost_across_threads_and_processes(tmp_path: Path) -> None:
+    import threading
+
+    sys.path.insert(0, str(CHILD.parent))
+    try:
+        from coherence_child import increment
+    finally:
+        sys.path.remove(str(CHILD.parent))
+    paths = {"directory": str(tmp_path / "bb.sqlite3"), "nodes": str(tmp_path / "nodes.sqlite3")}
+    source = SQLiteNodeSource(paths["nodes"])
+    directory = SQLiteDirectory(paths["directory"])
+    here = CoherenceCoordinator(source, directory)
+    iri, times = "urn:node:counter", 40
+    here.write("setup", iri, {"@id": iri, "count": 0}, based_on=0)
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    for number, process in enumerate(children):
+        assert process.stdin is not None
+        commands = [
+            {"op": "open", **paths},
+            {"op": "increment", "agent": f"p{number}", "iri": iri, "times": times},
+        ]
+        process.stdin.write("".join(json.dumps(c) + "\n" for c in commands))
+        process.stdin.flush()
+    threads = [
+        threading.Thread(
+            target=increment, args=(here,), kwargs={"agent": f"t{n}", "iri": iri, "times": times}
+        )
+        for n in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for process in children:
+        out, _ = process.communicate(timeout=120)
+        assert [json.loads(line).get("error") for line in out.splitlines()] == [None, None]
+    assert here.read("setup", iri).value["count"] == 4 * times
+    assert source.get(iri) == ({"@id": iri, "count": 4 * times}, 4 * times + 1)
+    directory.close()
+    source.close()

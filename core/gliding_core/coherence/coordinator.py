@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -73,9 +73,8 @@ class NodeDelta:
     removed: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """What a read returned to one agent.
+class Reading(NamedTuple):
+    """What a read returned to one agent (a named tuple: a read hit builds one per call).
 
     Attributes:
         value: the node at ``generation`` (a fresh copy).
@@ -96,7 +95,7 @@ class Reading:
 @dataclass(frozen=True, slots=True)
 class _Held:
     generation: int
-    text: str
+    text: bytes  # canonical JSON, UTF-8: orjson parses bytes faster than str
     token: Hashable
 
 
@@ -155,7 +154,8 @@ class CoherenceCoordinator:
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
         """
-        return self.read_many(agent, [iri])[0]
+        agent = _check_agent(agent)
+        return self._read(agent, validate_iri(iri), self.directory.token())
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
         """Read several nodes for ``agent``, validating its copies with one change check.
@@ -174,8 +174,7 @@ class CoherenceCoordinator:
 
     def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
         key = (agent, iri)
-        with self._lock:
-            held = self._held.get(key)
+        held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
         if held is not None and held.token == token:
             return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
         # The token was taken before this snapshot, so pairing them errs only towards checking.
@@ -399,7 +398,7 @@ class CoherenceCoordinator:
         self, key: tuple[str, str], generation: int, value: Node, token: Hashable
     ) -> None:
         with self._lock:
-            self._held[key] = _Held(generation, canonical_json(value), token)
+            self._held[key] = _Held(generation, canonical_json(value).encode(), token)
 
     def _forget(self, key: tuple[str, str]) -> None:
         with self._lock:

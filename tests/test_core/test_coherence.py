@@ -451,3 +451,22 @@ def test_a_change_dearer_than_the_node_is_shown_whole(
     assert item.shown == "whole"
     with pytest.raises(InvalidInputError, match="unchanged"):
         render_shared(coherence, "r", [X], counter=counter, unchanged="hide")  # type: ignore[arg-type]
+
+
+def test_a_counter_raised_by_a_failed_commit_vouches_for_nothing_until_the_next_write(
+    tmp_path: Path,
+) -> None:
+    with SQLiteDirectory(tmp_path / "bb.sqlite3") as directory:
+        coherence = CoherenceCoordinator(DictNodeSource(), directory)
+        coherence.write("a", X, node(text="a"), based_on=0)
+        _, vouched = directory.snapshot(X)
+        assert vouched == directory.token()
+        # A writer that raised the shared counter and then died before its commit:
+        counter = SQLiteDirectory(tmp_path / "bb.sqlite3")
+        counter._epoch.set(int(str(directory.token())) + 1)
+        counter.close()
+        assert directory.snapshot(X)[1] != directory.token()
+        assert coherence.read("a", X).value == node(text="a")
+        coherence.write("a", X, node(text="b"), based_on=1)
+        assert directory.snapshot(X)[1] == directory.token()
+        assert (tmp_path / "bb.sqlite3-coherence-epoch").stat().st_size == 8

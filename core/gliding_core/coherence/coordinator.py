@@ -177,11 +177,10 @@ class CoherenceCoordinator:
         held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
         if held is not None and held.token == token:
             return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
-        # The token was taken before this snapshot, so pairing them errs only towards checking.
-        record = self.directory.record(iri)
+        record, vouched = self.directory.snapshot(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:
-            self._remember(key, record.generation, record.value, token)
+            self._remember(key, record.generation, record.value, vouched)
             return Reading(iri, dict(record.value), record.generation, "hit", mine.generation)
         reading, after = self.directory.update(iri, lambda r: self._read_change(agent, r))
         self._remember(key, reading.generation, reading.value, after)

@@ -11,8 +11,10 @@ Invariants:
   written whole or not at all (a lock; ``BEGIN IMMEDIATE`` across processes).
 - A node's generation never decreases (the SQLite backend also enforces it with a trigger).
 - ``token()`` changes whenever anything in the directory changed since it was last taken, by
-  any process; it is cheap (a counter, and SQLite's ``PRAGMA data_version``), so a read can
-  validate its copy without a query when nothing changed.
+  any process; it is cheap (a counter; across processes one in shared memory, see
+  ``gliding_core.coherence.epoch``), so a read validates its copy without a query when nothing
+  changed. A token returned with a snapshot or an update vouches for exactly that state: while
+  ``token()`` still equals it, nothing has changed since.
 - Kept versions are bounded: at most ``keep_versions`` past values per node, and none older
   than the oldest generation a copy of that node still refers to.
 """
@@ -27,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from gliding_core.boundary import translate, translated
+from gliding_core.boundary import translated
+from gliding_core.coherence.epoch import SharedCounter
 from gliding_core.entry import MesiState
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
@@ -83,6 +86,10 @@ class Directory(Protocol):
 
     def record(self, iri: str) -> NodeRecord:
         """Return a snapshot of ``iri``'s record."""
+        ...
+
+    def snapshot(self, iri: str) -> tuple[NodeRecord, Hashable]:
+        """Return a snapshot of ``iri``'s record and the token that vouches for it."""
         ...
 
     def update(
@@ -159,6 +166,11 @@ class LocalDirectory:
             self._check_open()
             return self._records.get(iri) or NodeRecord(iri)
 
+    def snapshot(self, iri: str) -> tuple[NodeRecord, Hashable]:
+        """Return a snapshot of ``iri``'s record and the counter, taken together."""
+        with self._lock:
+            return self.record(iri), self._token
+
     def update(
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
     ) -> tuple[T, Hashable]:
@@ -229,12 +241,30 @@ CREATE TABLE IF NOT EXISTS coherence_versions (
     value TEXT NOT NULL,
     PRIMARY KEY (iri, generation)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS coherence_epoch (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    epoch INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO coherence_epoch (id, epoch) VALUES (0, 0);
 CREATE TRIGGER IF NOT EXISTS coherence_generation_never_decreases
 BEFORE UPDATE OF generation ON coherence_nodes WHEN NEW.generation < OLD.generation
 BEGIN SELECT RAISE(ABORT, 'a node generation never decreases'); END;
 """
 
 _STATES = {state.value: state for state in MesiState}
+
+
+class _Unvouched:
+    """A token equal to nothing: no cached copy may be trusted on it."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 0
+
+
+_UNVOUCHED = _Unvouched()
 
 
 class SQLiteDirectory:
@@ -261,7 +291,6 @@ class SQLiteDirectory:
         self.path = Path(path)
         self._keep = check_keep(keep_versions)
         self._lock = threading.RLock()
-        self._commits = 0
         self._closed = False
         with translated("sqlite", f"opening the coherence directory {str(self.path)!r}"):
             # isolation_level=None: transactions are begun explicitly, so a transition holds the
@@ -275,60 +304,70 @@ class SQLiteDirectory:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
-            self._version_cursor = self._conn.cursor()
+        self._epoch = SharedCounter(self.path.with_name(self.path.name + "-coherence-epoch"))
 
     def token(self) -> Hashable:
-        """Return ``(data_version, own commits)``: it moves when any connection commits."""
-        with self._lock:
-            self._check_open()
-            # data_version moves only for other connections' commits, so this connection's
-            # own commits are counted beside it (several coordinators may share this object).
-            # One kept cursor: this runs on every read, and a new statement costs more than it.
-            try:
-                self._version_cursor.execute("PRAGMA data_version")
-                version = self._version_cursor.fetchone()[0]
-            except sqlite3.Error as exc:
-                error = translate("sqlite", exc, "checking the coherence directory for changes")
-                if error is None:
-                    raise
-                raise error from exc
-            return (version, self._commits)
+        """Return the shared change counter (a memory load: this runs on every read)."""
+        self._check_open()
+        return self._epoch.value()
 
     def record(self, iri: str) -> NodeRecord:
         """Return a snapshot of ``iri``'s record."""
+        return self.snapshot(iri)[0]
+
+    def snapshot(self, iri: str) -> tuple[NodeRecord, Hashable]:
+        """Return a snapshot of ``iri``'s record and the token that vouches for it.
+
+        The counter is read first, then the snapshot with the epoch its last commit wrote. Equal,
+        they vouch for the snapshot: a later commit raises the counter before it commits. Not
+        equal (a commit in flight, or one that failed after raising the counter), nothing does.
+        """
         with self._lock, translated("sqlite", f"reading the coherence record of {iri!r}"):
             self._check_open()
+            seen = self._epoch.value()
             self._conn.execute("BEGIN")
             try:
-                return self._read(iri)
+                committed = self._committed_epoch()
+                record = self._read(iri)
             finally:
                 self._conn.execute("COMMIT")
+        return record, (seen if committed == seen else _UNVOUCHED)
 
     def update(
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
     ) -> tuple[T, Hashable]:
         """Apply ``change`` to ``iri``'s record in one ``BEGIN IMMEDIATE`` transaction.
 
-        The token is taken inside the transaction: while it holds the write lock no other
-        connection can commit, so the token names exactly the state this update leaves.
+        A change raises the shared counter before it commits (and writes the same epoch in the
+        transaction), so no process can take the old counter for the new state. The token
+        returned is that epoch: while this transaction holds the write lock nobody else commits.
         """
         with self._lock, translated("sqlite", f"updating the coherence record of {iri!r}"):
             self._check_open()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                committed, shared = self._committed_epoch(), self._epoch.value()
                 old = self._read(iri)
                 new, result = change(old)
                 check_new_record(old, new)
+                token: Hashable = committed if shared == committed else _UNVOUCHED
                 if new != old:
+                    token = max(committed, shared) + 1
+                    self._epoch.set(token)
+                    self._conn.execute(
+                        "UPDATE coherence_epoch SET epoch = ? WHERE id = 0", (token,)
+                    )
                     self._write(old, new)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            if new != old:
-                self._commits += 1
-            return result, (version, self._commits)
+            return result, token
+
+    def _committed_epoch(self) -> int:
+        row = self._conn.execute("SELECT epoch FROM coherence_epoch WHERE id = 0").fetchone()
+        epoch: int = row[0]
+        return epoch
 
     def _read(self, iri: str) -> NodeRecord:
         row = self._conn.execute(
@@ -415,6 +454,7 @@ class SQLiteDirectory:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                self._epoch.close()
 
     def __enter__(self) -> SQLiteDirectory:
         return self

@@ -470,3 +470,15 @@ def test_a_counter_raised_by_a_failed_commit_vouches_for_nothing_until_the_next_
         coherence.write("a", X, node(text="b"), based_on=1)
         assert directory.snapshot(X)[1] == directory.token()
         assert (tmp_path / "bb.sqlite3-coherence-epoch").stat().st_size == 8
+
+
+def test_moved_names_what_was_built_from_an_old_generation(coherence: CoherenceCoordinator) -> None:
+    other = "urn:node:y"
+    coherence.write("a", X, node(n=1), based_on=0)
+    coherence.write("a", other, {"@id": other}, based_on=0)
+    built_from = {X: 1, other: 1}
+    assert coherence.moved(built_from) == []
+    coherence.write("b", X, node(n=2), based_on=1)
+    assert coherence.moved(built_from) == [X]
+    with pytest.raises(InvalidInputError, match="generation of 'urn:node:y'"):
+        coherence.moved({other: -1})

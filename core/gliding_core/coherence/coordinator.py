@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
@@ -383,6 +383,21 @@ class CoherenceCoordinator:
     def copies(self, iri: str) -> dict[str, MesiState]:
         """Return every agent's state for ``iri``, as the directory holds it."""
         return {a: c.state for a, c in self.directory.record(validate_iri(iri)).copies.items()}
+
+    def moved(self, seen: Mapping[str, int]) -> list[str]:
+        """Return which of ``seen``'s nodes are no longer at the generation given (sorted).
+
+        For what was built from shared nodes (an L1 turn, an L3 view): record the generation of
+        each node it used, and ask here whether it has gone stale.
+        """
+        if not isinstance(seen, Mapping):
+            raise InvalidInputError(f"seen must map IRIs to generations, got {preview(seen)}")
+        stale = []
+        for iri, generation in seen.items():
+            check_generation(generation, what=f"the generation of {iri!r}")
+            if self.directory.record(validate_iri(iri)).generation != generation:
+                stale.append(iri)
+        return sorted(stale)
 
     def delta(self, iri: str, from_generation: int) -> NodeDelta | None:
         """Return the change from ``from_generation`` to the current one, if still kept."""

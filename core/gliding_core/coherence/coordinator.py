@@ -115,6 +115,10 @@ def _check_agent(agent: object) -> str:
 class CoherenceCoordinator:
     """Keeps every agent's copies of shared nodes coherent (MESI with optimistic writes).
 
+    The source and ``write_back`` are called inside the directory's transaction, so a
+    transition and its effects commit together or not at all; neither may write to the
+    directory's own database file through another connection (it would wait on itself).
+
     Args:
         source: where committed values live.
         directory: where copy states live; a fresh ``LocalDirectory`` by default.

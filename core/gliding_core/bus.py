@@ -35,6 +35,8 @@ class EventType(str, Enum):
     TURN_EVICTED = "TURN_EVICTED"
     TURN_PAGED_IN = "TURN_PAGED_IN"
     CACHE_INVALIDATE = "CACHE_INVALIDATE"
+    # A write to a shared node invalidated other agents' copies (gliding_core.coherence).
+    COPIES_INVALIDATED = "COPIES_INVALIDATED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     speed.set_defaults(handler=_bench_search)
+
+    coherence = bench.add_parser(
+        "coherence", help="MESI tokens and stale reads against agent-coherence"
+    )
+    coherence.add_argument("--seeds", type=_positive, default=10, help="runs per workload")
+    coherence.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    coherence.set_defaults(handler=_bench_coherence)
     _show_defaults(parser)
     return parser
 
@@ -431,6 +438,24 @@ def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
     )
     out.write(render(["method", "precision", "recall", "F1", "predicted"], rows, title=title))
     out.write("\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_coherence(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import coherence
+
+    figures = coherence.run(seeds=args.seeds)
+    for name, workload in figures["workloads"].items():
+        rows = [
+            (who, f["tokens"], f.get("stale_reads", "—"), f.get("vs_lazy", "—"))
+            for who, f in workload.items()
+            if isinstance(f, dict)
+        ]
+        rows.insert(0, ("baseline (broadcast all, every tick)", workload["baseline"], "—", "—"))
+        title = f"Coherence {name}: tokens (mean of {figures['seeds']} seeds), stale reads (total)"
+        out.write(render(["coordinator", "tokens", "stale reads", "x lazy"], rows, title=title))
+        out.write("\n\n")
     _write_json(args.json, figures)
     return 0
 

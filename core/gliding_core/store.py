@@ -9,6 +9,10 @@ Invariants:
   or MESI state. Access statistics are not changes.
 - The tag, type, graph, edge and full-text indexes always agree with the entries table: they are
   written in the same transaction as the entry.
+- Every committed change of an entry's text (written with a different text, or deleted with
+  one) takes the next number of the change log, in the same transaction; the log keeps each
+  IRI's latest change, so ``change_sequence`` only grows and ``changes_since(n)`` gives a
+  derived index all it needs to catch up from ``n``. Watermarks never decrease.
 - SQL is built from constants only; every value travels as a parameter.
 """
 
@@ -45,7 +49,7 @@ from gliding_core.staging import SEPARATOR, Rows, Staged, check_size, new_entry,
 logger = logging.getLogger(__name__)
 
 MINTED_IRI_PREFIX = "urn:uuid:"
-SCHEMA_VERSION = 2  # 2: the full-text index is contentless
+SCHEMA_VERSION = 3  # 2: the full-text index is contentless; 3: the change log and watermarks
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -79,7 +83,14 @@ CREATE TABLE IF NOT EXISTS edges (
     PRIMARY KEY (source_id, predicate, target)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS edges_by_target ON edges (target);
+CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY, iri TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS watermarks (
+    name TEXT PRIMARY KEY, sequence INTEGER NOT NULL
+) WITHOUT ROWID;
 """
+# The change log holds one row per IRI: its latest change of text. The sequence is the rowid, so
+# the head is the last key of the table's B-tree (no scan), and a replaced row always gets a
+# sequence above every other: a reader that has applied up to N misses nothing after N.
 # Porter stemming: a question about "painting" finds the turn that says "painted". Contentless:
 # the text is derived from the entry's content, so a second copy would only slow every write;
 # taking an entry's text out of the index means giving the old text back ("delete" command).
@@ -238,6 +249,65 @@ class L0Store:
                 listener(changes)
             except Exception:
                 logger.exception("L0 change listener %r failed", listener)
+
+    # -- the change log ------------------------------------------------------------------------
+
+    def change_sequence(self) -> int:
+        """Return the sequence number of the last committed change of text (0 when none)."""
+        with self._session(write=False) as conn:
+            head: int = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
+        return head
+
+    def changes_since(
+        self, sequence: int, *, limit: int = 1000
+    ) -> list[tuple[int, str, str | None]]:
+        """Return the changes of text after ``sequence``, oldest first: ``(seq, iri, text)``.
+
+        The log keeps each IRI's latest change only, so an IRI appears once; ``text`` is the
+        entry's current text, ``None`` when the entry is deleted or has no text any more.
+        A derived index applies them in order and records the last ``seq`` with
+        ``set_watermark``.
+        """
+        start, count = _check_sequence(sequence, "sequence"), _check_limit(limit)
+        with self._session(write=False) as conn:
+            rows = conn.execute(
+                "SELECT c.seq, c.iri, e.content FROM changes AS c"
+                " LEFT JOIN entries AS e ON e.iri = c.iri WHERE c.seq > ? ORDER BY c.seq LIMIT ?",
+                (start, count),
+            ).fetchall()
+        return [
+            (seq, iri, None if content is None else node_text(parse_canonical(content)) or None)
+            for seq, iri, content in rows
+        ]
+
+    def watermark(self, name: str) -> int:
+        """Return the change sequence the derived index ``name`` has applied (0 when none)."""
+        (key,) = _check_names([name], "name")
+        with self._session(write=False) as conn:
+            row = conn.execute("SELECT sequence FROM watermarks WHERE name = ?", (key,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_watermark(self, name: str, sequence: int) -> None:
+        """Record that the derived index ``name`` has applied every change up to ``sequence``.
+
+        A watermark never goes back: a value below the stored one is ignored.
+
+        Raises:
+            InvalidInputError: ``sequence`` is negative, not an int, or past the last change.
+        """
+        (key,) = _check_names([name], "name")
+        value = _check_sequence(sequence, "sequence")
+        with self._session(write=True) as conn:
+            head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
+            if value > head:
+                raise InvalidInputError(
+                    f"watermark {value} of {key!r} is past the last change, {head}"
+                )
+            conn.execute(
+                "INSERT INTO watermarks (name, sequence) VALUES (?, ?) ON CONFLICT (name)"
+                " DO UPDATE SET sequence = max(sequence, excluded.sequence)",
+                (key, value),
+            )
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -399,6 +469,7 @@ class L0Store:
         # Not the full-text index: one statement per row is faster there (FTS5 buffers the
         # rows of a transaction itself).
         conn.executemany(_INSERT_TEXT, rows.texts)
+        _log(conn, rows.relogged)
         self._changes.extend(rows.changes)
 
     def retag(self, iri: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> Entry:
@@ -464,6 +535,7 @@ class L0Store:
             text = node_text(parse_canonical(row[3]))
             if text:
                 conn.execute(_DELETE_TEXT, (entry_id, text))
+                _log(conn, [iri])
             conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
             conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             conn.executemany(
@@ -771,7 +843,9 @@ def _upgrade(conn: sqlite3.Connection) -> None:
     """Bring a store written by an earlier version to ``SCHEMA_VERSION``, in one transaction."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] < 2:
+        # Read inside the transaction: another process may have upgraded the file meanwhile.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < 2:
             # Version 1 kept a copy of the text in the full-text index: rebuild it contentless.
             conn.execute("DROP TABLE entry_text")
             conn.execute(_TEXT_INDEX)
@@ -780,11 +854,32 @@ def _upgrade(conn: sqlite3.Connection) -> None:
                 (entry_id, node_text(parse_canonical(content))) for entry_id, content in stored
             )
             conn.executemany(_INSERT_TEXT, ((entry_id, text) for entry_id, text in texts if text))
+        if version < 3:
+            # Every entry with text is a change an index that has applied nothing must catch up.
+            rows = conn.execute("SELECT iri, content FROM entries ORDER BY id").fetchall()
+            _log(conn, [iri for iri, content in rows if node_text(parse_canonical(content))])
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _log(conn: sqlite3.Connection, iris: Sequence[str]) -> None:
+    """Give each of ``iris`` the next sequence numbers of the change log, in order.
+
+    Runs inside the write transaction that changes their text, so the log and the entries
+    commit together; writers are serialised (``BEGIN IMMEDIATE``), so the head read here is
+    the head every other writer sees.
+    """
+    if not iris:
+        return
+    head: int = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
+    _insert(
+        conn,
+        "INSERT OR REPLACE INTO changes (seq, iri)",
+        [(seq, iri) for seq, iri in enumerate(iris, head + 1)],
+    )
 
 
 def _to_entry(row: Sequence[Any]) -> Entry:
@@ -843,6 +938,12 @@ def _check_names(values: object, what: str) -> list[str]:
                 f"each of {what} must be a non-empty string, got {preview(value)}"
             )
     return list(dict.fromkeys(values))
+
+
+def _check_sequence(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"{what} must be an int >= 0, got {preview(value)}")
+    return value
 
 
 def _check_limit(limit: object) -> int:

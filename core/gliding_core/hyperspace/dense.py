@@ -109,7 +109,9 @@ class DenseIndex:
         retry_s: float = 1.0,
     ) -> None:
         if on_mismatch not in ("rebuild", "raise"):
-            raise InvalidInputError(f"on_mismatch must be 'rebuild' or 'raise', got {on_mismatch!r}")
+            raise InvalidInputError(
+                f"on_mismatch must be 'rebuild' or 'raise', got {on_mismatch!r}"
+            )
         self.store, self.embedder, self.client = store, embedder, client
         self.name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
         self.watermark_name = WATERMARK_PREFIX + self.name

@@ -27,7 +27,9 @@ from gliding_core.memory import CHROMA_DIR, MANIFEST_FILE, STORE_FILE
 
 
 def _records(n: int, prefix: str = "urn:e:") -> list[Record]:
-    return [Record({"@id": f"{prefix}{i}", "text": f"entry {i} about topic {i % 97}"}) for i in range(n)]
+    return [
+        Record({"@id": f"{prefix}{i}", "text": f"entry {i} about topic {i % 97}"}) for i in range(n)
+    ]
 
 
 def _indexed(memory: Memory) -> set[str]:
@@ -69,6 +71,10 @@ def test_a_put_many_larger_than_chromas_batch_is_fully_indexed(memory: Memory) -
     hits = memory.search("entry 11999 about topic 68", 3)
     assert hits.index_behind == 0
     assert "urn:e:11999" in {h.iri for h in hits}
+    # One scan batch larger than Chroma's: the upsert itself must split it.
+    memory.index.collection.delete(ids=["urn:e:0", "urn:e:11999"])
+    assert memory.index.rebuild(batch=12_000) == 12_000
+    assert memory.index.count() == 12_000
 
 
 def test_a_failed_update_says_the_index_is_behind_and_is_repaired(

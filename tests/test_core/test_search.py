@@ -205,42 +205,6 @@ def test_a_persistent_memory_keeps_its_index_and_reports_its_embedder(tmp_path: 
         assert json.loads((tmp_path / MANIFEST_FILE).read_text()) == {"embedder": "hash-64"}
 
 
-@pytest.fixture
-def chroma_server(tmp_path: Path) -> Iterator[int]:
-    """A real Chroma server on a free localhost port, started with the package's own CLI."""
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    chroma = Path(sys.executable).parent / "chroma"
-    server = subprocess.Popen(
-        [str(chroma), "run", "--path", str(tmp_path / "server"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        import urllib.request
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2
-                ).close()
-                break
-            except Exception:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 CHROMA_CLIENT = """
 import sys
 from gliding_core import HashEmbedder, Memory, MemoryConfig

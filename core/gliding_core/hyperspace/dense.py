@@ -66,16 +66,19 @@ def chroma_client(
 
 
 def close_client(client: Any) -> None:
-    """Close a Chroma client, and the HTTP connection pool an HTTP client keeps.
+    """Close a Chroma client, and the HTTP connection pools an HTTP client keeps.
 
-    chromadb's ``close()`` stops its system but leaves the HTTP client's connection pool open
-    until garbage collection; closing it here releases the sockets at once.
+    chromadb's ``close()`` stops its system but leaves the HTTP connection pools (the client's
+    and its admin client's) open until garbage collection; closing them here releases the
+    sockets at once.
     """
-    session = getattr(getattr(client, "_server", None), "_session", None)
+    owners = (client, getattr(client, "_admin_client", None))
+    sessions = [getattr(getattr(o, "_server", None), "_session", None) for o in owners]
     with translated("chroma", "closing the Chroma client"):
         client.close()
-    if session is not None and callable(getattr(session, "close", None)):
-        session.close()
+    for session in sessions:
+        if session is not None and callable(getattr(session, "close", None)):
+            session.close()
 
 
 class DenseIndex:

@@ -10,7 +10,6 @@ releases the lock; closing the memory closes what it owns, once.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -33,6 +32,8 @@ from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import preview
+from gliding_core.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
+from gliding_core.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.ownership import OwnerLock
 from gliding_core.session import Session, SessionServices
 from gliding_core.store import L0Store
@@ -44,13 +45,7 @@ logger = logging.getLogger(__name__)
 STORE_FILE = "l0.sqlite3"
 EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
 CHROMA_DIR = "chroma"
-MANIFEST_FILE = "memory.json"
 POINCARE_FILE = "poincare.npz"
-
-
-def _collection(directory: Path | None) -> str | None:
-    """A persistent memory keeps one collection; an in-memory one gets a fresh name."""
-    return None if directory is None else "gliding-l0"
 
 
 class Memory:
@@ -172,7 +167,7 @@ class Memory:
             self.store,
             self.embedder,
             client,
-            _collection(self.directory),
+            self._collection(),
             # Only the owner of the collection's files may drop them; a shared server's
             # collection may be another process's.
             on_mismatch="rebuild" if self.owner is not None else "raise",
@@ -252,43 +247,22 @@ class Memory:
         return self.hyperspace.search(query, k, filters=filters)
 
     def _read_manifest(self) -> dict[str, Any]:
-        """Return ``memory.json`` (what the directory records about itself), ``{}`` when none.
-
-        Raises:
-            StorageError: the file cannot be read or is not a JSON object.
-        """
-        if self.directory is None:
-            return {}
-        path = self.directory / MANIFEST_FILE
-        try:
-            if not path.exists():
-                return {}
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StorageError(
-                f"cannot read the manifest {str(path)!r} ({exc}); delete it to have it rewritten"
-            ) from exc
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("embedder", ""), str):
-            raise StorageError(
-                f"the manifest {str(path)!r} is not a JSON object naming the embedder: "
-                f"{preview(manifest)}; delete it to have it rewritten"
-            )
-        return manifest
+        """Return the directory's ``memory.json`` (``{}`` when none), checked before opening."""
+        return {} if self.directory is None else read_manifest(self.directory)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
         """Record the embedder in ``memory.json`` (the owner's job; the index checks its own)."""
-        if self.directory is None or self.owner is None:
-            return
-        if manifest.get("embedder") == self.embedder_name:
-            return
-        path = self.directory / MANIFEST_FILE
-        text = json.dumps({**manifest, "embedder": self.embedder_name}, indent=2) + "\n"
-        try:
-            staged = path.with_name(f".{MANIFEST_FILE}.{os.getpid()}")
-            staged.write_text(text, encoding="utf-8")
-            staged.replace(path)  # atomic: a reader never sees half a manifest
-        except OSError as exc:
-            raise StorageError(f"cannot write the manifest {str(path)!r}: {exc}") from exc
+        directory, name = self.directory, self.embedder_name
+        if directory is not None and self.owner is not None and manifest.get("embedder") != name:
+            update_manifest(directory, {"embedder": name})
+
+    def _collection(self) -> str | None:
+        """Name the collection: fresh in memory, fixed in owned files, chosen once on a server."""
+        if self.directory is None:
+            return None
+        if self._embedded:
+            return "gliding-l0"
+        return server_collection(self.directory)
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""

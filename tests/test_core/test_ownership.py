@@ -204,3 +204,8 @@ def test_three_processes_share_one_memory_through_a_chroma_server(
         Memory.open(tmp_path, config=config, embedder=HashEmbedder(128))
     with Memory.open(tmp_path, config=config, embedder=HashEmbedder(64)) as again:
         assert again.index.count() == 90
+        with Memory.open(tmp_path / "other", config=config, embedder=HashEmbedder(128)) as other:
+            other.store.put({"@id": "urn:other", "text": "another memory on the same server"})
+            assert other.index.count() == 1  # its own collection
+            assert other.index.name != again.index.name
+        assert again.index.count() == 90

@@ -41,7 +41,7 @@ from gliding_core.hyperspace.backends import (
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
-from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
+from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
 from gliding_core.session import Context, Session, Turn
@@ -93,6 +93,7 @@ __all__ = [
     "RelevanceTracker",
     "SearchFilters",
     "SearchHit",
+    "SearchResults",
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",

@@ -54,6 +54,7 @@ def test_all_is_pinned() -> None:
         "RelevanceTracker",
         "SearchFilters",
         "SearchHit",
+        "SearchResults",
         "SentenceTransformerEmbedder",
         "Session",
         "SessionConfig",

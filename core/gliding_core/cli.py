@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     l0.add_argument("--queries", type=_positive, default=2_000)
     l0.add_argument("--seed", type=int, default=0)
     l0.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    l0.add_argument(
+        "--readers",
+        type=_numbers,
+        help="reader thread counts (e.g. 1,2,4,8): measure reads in parallel beside a writer",
+    )
+    l0.add_argument("--seconds", type=_positive, default=3, help="seconds per reader count")
     l0.set_defaults(handler=_bench_l0)
 
     tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
@@ -186,6 +192,8 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.benchmarks import l0
 
+    if args.readers:
+        return _bench_l0_readers(args, out)
     figures = l0.run(args.entries, seed=args.seed, queries=args.queries)
     out.write(
         render(
@@ -194,6 +202,46 @@ def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
             title=f"L0 benchmark, {args.entries:,} entries",
         )
         + "\n"
+    )
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_l0_readers(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import l0
+
+    figures = l0.run_readers(args.entries, args.readers, seconds=args.seconds, seed=args.seed)
+    rows = [
+        (
+            count,
+            f["get_p50_ms"],
+            f["get_p95_ms"],
+            f["text_search_p50_ms"],
+            f["text_search_p95_ms"],
+            f["reads_per_s"],
+            f["reads_per_s_vs_first"],
+            f["get_p50_vs_first"],
+            f["writer_entries_per_s"],
+        )
+        for count, f in figures["readers"].items()
+    ]
+    headers = [
+        "readers",
+        "get p50 ms",
+        "get p95 ms",
+        "search p50 ms",
+        "search p95 ms",
+        "reads/s",
+        "reads/s ratio",
+        "get p50 ratio",
+        "writer entries/s",
+    ]
+    held = figures["get_during_held_write_ms"]
+    title = f"L0 reads in parallel, {args.entries:,} entries, one writer streaming put_many"
+    out.write(render(headers, rows, title=title) + "\n")
+    out.write(
+        f"get while another thread holds a {figures['hold_s']} s write transaction:"
+        f" median {held['median']:.2f} ms, max {held['max']:.2f} ms\n"
     )
     _write_json(args.json, figures)
     return 0

@@ -54,6 +54,10 @@ class StoreConfig(Settings):
         text_keys: node properties holding plain text, for which a merge keeps the longer value.
         default_importance: the importance of a new entry written without one.
         stop_words: words full-text queries leave out (unless nothing else is left).
+        access_flush_interval_s: how often the access statistics that reads buffer are
+            written (they are also written on close).
+        access_buffer_limit: how many entries' buffered statistics make the store write them
+            before the interval is up.
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -62,6 +66,8 @@ class StoreConfig(Settings):
     text_keys: frozenset[str] = frozenset({"text"})
     default_importance: float = Field(default=0.5, ge=0.0, le=1.0)
     stop_words: frozenset[str] = DEFAULT_STOP_WORDS
+    access_flush_interval_s: float = Field(default=1.0, gt=0.0, le=3600.0)
+    access_buffer_limit: int = Field(default=10_000, gt=0)
 
 
 class EvictionPolicy(Settings):

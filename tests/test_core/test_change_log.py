@@ -49,10 +49,11 @@ def test_a_deletion_is_logged_with_no_text(store: L0Store) -> None:
     store.put({"@id": "urn:a", "text": "doomed"})
     store.put({"@id": "urn:link", "about": {"@id": "urn:a"}})
     assert store.delete("urn:a") is True
-    assert store.delete("urn:link") is True  # had no text: nothing for an index to undo
-    assert store.changes_since(0) == [(2, "urn:a", None)]
+    assert store.delete("urn:link") is True  # had no text, but a deletion is always logged
+    assert store.delete("urn:never") is False
+    assert store.changes_since(0) == [(2, "urn:a", None), (3, "urn:link", None)]
     store.put({"@id": "urn:a", "text": "back"})
-    assert store.changes_since(0) == [(3, "urn:a", "back")]
+    assert store.changes_since(0) == [(3, "urn:link", None), (4, "urn:a", "back")]
 
 
 def test_changes_since_pages_with_limit(store: L0Store) -> None:

@@ -71,6 +71,23 @@ def test_bench_l0_prints_and_writes_figures(tmp_path: Path) -> None:
         assert key in text
 
 
+def test_bench_l0_readers_prints_a_row_per_reader_count(tmp_path: Path) -> None:
+    out = tmp_path / "readers.json"
+    code, text = run(
+        "bench", "l0", "--entries", "300", "--readers", "1,2", "--seconds", "1", "--json", str(out)
+    )
+    assert code == 0
+    figures = json.loads(out.read_text())
+    assert list(figures["readers"]) == ["1", "2"]
+    for phase in figures["readers"].values():
+        assert phase["reads_per_s"] > 0
+        assert phase["get_p95_ms"] >= phase["get_p50_ms"] > 0
+    assert figures["readers"]["1"]["reads_per_s_vs_first"] == 1.0
+    assert set(figures["get_during_held_write_ms"]) == {"median", "max"}
+    assert "get while another thread holds" in text
+    assert "search p95 ms" in text
+
+
 def test_bad_numbers_are_rejected_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["bench", "l0", "--entries", "zero"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import tempfile
@@ -104,9 +103,7 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
         memory.search("warm", 1)
 
 
-# Each case: what to break, the error, a word of its message, and whether the descriptors are
-# only freed by the garbage collector (L0Store keeps the connection it failed to open until the
-# exception is collected).
+# Each case: what to break, the error it raises, a word of its message.
 _BROKEN = [
     (lambda d: (d / "file").write_text("x") and d / "file" / "below", InvalidInputError, "file"),
     (lambda d: d / ("x" * 300), StorageError, "cannot create"),
@@ -136,8 +133,6 @@ def test_a_failed_open_is_typed_and_leaves_nothing_open(
     before = _descriptors()
     with pytest.raises(error, match=message):
         Memory.open(target, embedder=HashEmbedder(64))
-    if message == "L0":
-        gc.collect()
     assert _descriptors() == before
     assert not (where / LOCK_FILE).is_file() or holder_pid(where) is None  # released
 
@@ -232,9 +227,6 @@ def test_open_either_opens_or_raises_a_gliding_error(case: tuple[Any, ...]) -> N
                     (target / name).write_bytes(data)
             if store is not None:
                 (target / STORE_FILE).write_bytes(store)
-        # Collected first and last: a store that failed to open frees its connection only when
-        # its exception is collected (see the cases above), at a moment no test controls.
-        gc.collect()
         before = _descriptors()
         try:
             memory = Memory.open(target, config=config, embedder=HashEmbedder(32))
@@ -244,5 +236,4 @@ def test_open_either_opens_or_raises_a_gliding_error(case: tuple[Any, ...]) -> N
             with memory:
                 memory.store.put({"@id": "urn:probe", "text": "an odd open worked"})
                 assert memory.search("odd open", 1)[0].iri == "urn:probe"
-        gc.collect()
         assert _descriptors() == before

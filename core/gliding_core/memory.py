@@ -217,7 +217,7 @@ class Memory:
             embedder: see ``Memory``.
             summarizer: see ``Memory``.
             engines: ``False`` opens the directory without its embedded engines and without
-                taking its lock.
+                taking its lock (a Chroma server, when configured, still serves the dense arm).
 
         Raises:
             InvalidInputError: ``path`` is not a usable path, exists and is not a directory, or

@@ -229,3 +229,18 @@ def test_a_rebuild_holds_every_entry_across_chunks(memory: Memory) -> None:
     memory.index.collection.delete(ids=[f"urn:e:{i}" for i in range(10)])
     assert memory.index.rebuild(batch=9) == 40
     assert _indexed(memory) == _l0_iris(memory)
+
+
+def test_a_search_inside_a_rolled_back_transaction_indexes_nothing(memory: Memory) -> None:
+    def failing() -> None:
+        with memory.store.transaction():
+            memory.store.put({"@id": "urn:ghost", "text": "never committed text"})
+            memory.search("never committed text", 3)  # sees the write; the index must not
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    assert memory.index.count() == 0
+    memory.store.put({"@id": "urn:real", "text": "committed afterwards"})  # takes the same seq
+    assert memory.index.behind() == 0
+    assert _indexed(memory) == {"urn:real"}

@@ -206,6 +206,10 @@ class DenseIndex:
             wait: wait for a catch-up running in another thread instead of leaving the work
                 to it.
         """
+        if _writing(self.store):
+            # This thread is inside a write transaction: its reads see writes that may still
+            # roll back (and whose sequence numbers would then be given out again).
+            return self.behind()
         self._wanted = True
         while self._wanted and not self._closed:
             if not self._guard.acquire(blocking=wait):
@@ -226,6 +230,8 @@ class DenseIndex:
             StorageError: L0 or Chroma failed; the watermark stays where the last applied
                 chunk left it.
         """
+        if _writing(self.store):  # see ``refresh``: wait for the commit
+            return 0
         with self._guard:
             return self._catch_up()
 
@@ -418,6 +424,16 @@ class DenseIndex:
 
     def __repr__(self) -> str:
         return f"DenseIndex({self.name!r}, embedder={preview(self.embedder_label)})"
+
+
+def _writing(store: L0Store) -> bool:
+    """Whether the calling thread is inside a write transaction of ``store``.
+
+    Read from the store's connections (``owner``, the thread in the write transaction); the
+    test of a search inside a rolled-back transaction fails if that ever changes.
+    """
+    connections = getattr(store, "_db", None)
+    return getattr(connections, "owner", None) == threading.get_ident()
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -15,6 +15,7 @@ import pytest
 
 from gliding_core import (
     DenseIndex,
+    EmbedderError,
     HashEmbedder,
     IndexMismatchError,
     L0Store,
@@ -23,7 +24,7 @@ from gliding_core import (
     StorageError,
 )
 from gliding_core.hyperspace.dense import DIMENSION_KEY, EMBEDDER_KEY, chroma_client, close_client
-from gliding_core.memory import CHROMA_DIR, MANIFEST_FILE, STORE_FILE
+from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
 
 
 def _records(n: int, prefix: str = "urn:e:") -> list[Record]:
@@ -244,3 +245,37 @@ def test_a_search_inside_a_rolled_back_transaction_indexes_nothing(memory: Memor
     memory.store.put({"@id": "urn:real", "text": "committed afterwards"})  # takes the same seq
     assert memory.index.behind() == 0
     assert _indexed(memory) == {"urn:real"}
+
+
+class FlakyEmbedder(HashEmbedder):
+    """An embedding API that is down until told otherwise (a fake at the network edge)."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.down = False
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        if self.down:
+            raise EmbedderError("injected: the embedding API does not answer")
+        return super().embed_documents(texts)
+
+
+def test_an_embedder_down_at_open_delays_the_rebuild_but_loses_nothing(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(30))
+    import shutil
+
+    shutil.rmtree(tmp_path / CHROMA_DIR)
+    (tmp_path / EMBEDDING_CACHE_FILE).unlink()  # or the rebuild needs no embedder at all
+    embedder = FlakyEmbedder()
+    embedder.down = True
+    with Memory.open(tmp_path, embedder=embedder) as again:  # opens: L0 and lexical search work
+        again.index.retry_s = 3_600.0
+        assert again.index.behind() > 0
+        hits = again.search("entry 7 about topic 7", 3)
+        assert hits.index_behind > 0
+        assert hits.arms == ("lexical",)  # the query could not be embedded either
+        assert hits[0].iri == "urn:e:7"
+        embedder.down = False
+        assert again.search("entry 7 about topic 7", 3).index_behind == 0
+        assert again.index.count() == 30

@@ -129,8 +129,11 @@ class DenseIndex:
         with translated("chroma", "reading Chroma's maximum batch size"):
             self.max_batch = max(1, int(client.get_max_batch_size()))
         self.collection, created = self._open(on_mismatch)
+        # A new (or emptied) collection is filled from all of L0 by the first catch-up: until
+        # then nothing counts as applied, whatever the watermark says.
+        self._rebuild_pending = created
         if created:
-            self.rebuild()
+            self._applied = 0
         self._unsubscribe = store.subscribe(self._on_commit)
         self.refresh(wait=True)
 
@@ -236,6 +239,8 @@ class DenseIndex:
             return self._catch_up()
 
     def _catch_up(self) -> int:
+        if self._rebuild_pending:
+            self._rebuild(512)
         start = max(self._applied, self.store.watermark(self.watermark_name))
         self._applied = start
         read = 0
@@ -321,17 +326,21 @@ class DenseIndex:
         made during the rebuild is applied (again) by the next catch-up.
         """
         with self._guard:
-            sequence = self.store.change_sequence()
-            seen: set[str] = set()
-            for items in self.store.scan_texts(batch):
-                if items:
-                    self.upsert(items)
-                    seen.update(iri for iri, _ in items)
-            with translated("chroma", f"reading the ids of {self.name!r}"):
-                stale = [iri for iri in self._ids() if iri not in seen]
-            self._apply([(iri, None) for iri in stale])
-            self._applied = max(self._applied, sequence)
-            self._persist(force=True)
+            return self._rebuild(batch)
+
+    def _rebuild(self, batch: int) -> int:
+        sequence = self.store.change_sequence()
+        seen: set[str] = set()
+        for items in self.store.scan_texts(batch):
+            if items:
+                self.upsert(items)
+                seen.update(iri for iri, _ in items)
+        with translated("chroma", f"reading the ids of {self.name!r}"):
+            stale = [iri for iri in self._ids() if iri not in seen]
+        self._apply([(iri, None) for iri in stale])
+        self._applied = max(self._applied, sequence)
+        self._rebuild_pending = False
+        self._persist(force=True)
         return len(seen)
 
     def _ids(self) -> Iterator[str]:

@@ -5,7 +5,8 @@ reciprocal rank, ``sum(weight / (rrf_k + rank))`` with ``rrf_k = 60``; every hit
 rank and score in each arm that found it, so any result can be explained. Before the dense arm
 runs, its index catches up with L0; results say which arms ran and how many L0 changes the
 dense index had not applied (``SearchResults``), and a search on an index that is behind logs
-a warning, so entries are never missing silently.
+a warning, so entries are never missing silently. A query the embedder cannot embed is searched
+by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gliding_core.entry import Entry
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.vectors import Vector
@@ -146,8 +147,12 @@ class HybridSearch:
         limits = filters or SearchFilters()
         behind = self._refresh()
         # One query vector for the dense arm and the re-rank: the query is embedded once.
-        probe = None if self.dense is None else self.dense.vector(query)
-        ranked = self.arms(query, max(k, self.candidates), limits, vector=probe)
+        probe = self._probe(query)
+        n = max(k, self.candidates)
+        if self.dense is not None and probe is None:
+            ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
+        else:
+            ranked = self.arms(query, n, limits, vector=probe)
         fused, detail = self.fuse(ranked, mix)
         best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
         if self.rerank:
@@ -158,9 +163,20 @@ class HybridSearch:
         entries = self.store.get_many(top)
         return SearchResults(
             (SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries),
-            arms=ARMS if self.dense is not None else ("lexical",),
+            arms=tuple(arm for arm in ARMS if arm in ranked),
             index_behind=behind,
         )
+
+    def _probe(self, query: str) -> Vector | None:
+        """Embed the query for the dense arm; ``None`` without one, or when the embedder fails
+        (the search goes on with the lexical arm, and says so in its ``arms``)."""
+        if self.dense is None:
+            return None
+        try:
+            return self.dense.vector(query)
+        except EmbedderError as exc:
+            logger.warning("the query could not be embedded (%s): searching by words only", exc)
+            return None
 
     def _refresh(self) -> int:
         """Let the dense index catch up; return how many changes it still has not applied."""

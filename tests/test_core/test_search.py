@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory, Record
+from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
 from gliding_core.filters import SearchFilters
 from gliding_core.memory import MANIFEST_FILE
 
@@ -229,3 +229,15 @@ def test_the_dense_index_can_live_in_a_chroma_server(chroma_server: int) -> None
         check=True,
     )
     assert result.stdout.split() == ["2", "urn:jwt"]
+
+
+def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory) -> None:
+    _knowledge(memory)
+    hits = memory.search("JWT signing keys", 2)
+    assert isinstance(hits, list)
+    assert hits.arms == ("lexical", "dense")
+    assert hits.index_behind == 0
+    assert "index_behind=0" in repr(hits)
+    lexical = HybridSearch(memory.store, None).search("JWT signing keys", 2)
+    assert lexical.arms == ("lexical",)
+    assert {h.iri for h in lexical} <= {"urn:jwt", "urn:task"}

@@ -276,10 +276,17 @@ class DenseIndex:
     def _schedule_retry(self) -> None:
         if self._closed or (self._timer is not None and self._timer.is_alive()):
             return
-        self._timer = threading.Timer(self._delay, self.refresh)
+        self._timer = threading.Timer(self._delay, self._retry)
         self._timer.daemon = True
         self._timer.start()
         self._delay = min(self._delay * 2, 60.0)
+
+    def _retry(self) -> None:
+        """The retry timer's call: never raises in its thread (the store may be closing)."""
+        try:
+            self.refresh()
+        except Exception as exc:
+            logger.warning("the dense index %r could not retry its catch-up: %s", self.name, exc)
 
     def _on_commit(self, changes: list[Change]) -> None:
         """Listener of L0 commits: the changes themselves are read back from the change log."""

@@ -18,6 +18,7 @@ from gliding_core import (
     EmbedderError,
     HashEmbedder,
     IndexMismatchError,
+    InvalidInputError,
     L0Store,
     Memory,
     Record,
@@ -279,3 +280,21 @@ def test_an_embedder_down_at_open_delays_the_rebuild_but_loses_nothing(tmp_path:
         embedder.down = False
         assert again.search("entry 7 about topic 7", 3).index_behind == 0
         assert again.index.count() == 30
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"on_mismatch": "delete"}, "on_mismatch"),
+        ({"retry_s": 0}, "retry_s"),
+        ({"retry_s": True}, "retry_s"),
+        ({"collection": 7}, "collection"),
+    ],
+)
+def test_bad_index_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
+    client = chroma_client()
+    try:
+        with L0Store() as store, pytest.raises(InvalidInputError, match=message):
+            DenseIndex(store, HashEmbedder(64), client, **kwargs)
+    finally:
+        close_client(client)

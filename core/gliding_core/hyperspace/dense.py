@@ -113,8 +113,12 @@ class DenseIndex:
     ) -> None:
         if on_mismatch not in ("rebuild", "raise"):
             raise InvalidInputError(
-                f"on_mismatch must be 'rebuild' or 'raise', got {on_mismatch!r}"
+                f"on_mismatch must be 'rebuild' or 'raise', got {preview(on_mismatch)}"
             )
+        if isinstance(retry_s, bool) or not isinstance(retry_s, (int, float)) or retry_s <= 0:
+            raise InvalidInputError(f"retry_s must be a number > 0, got {preview(retry_s)}")
+        if collection is not None and not isinstance(collection, str):
+            raise InvalidInputError(f"collection must be a name, got {preview(collection)}")
         self.store, self.embedder, self.client = store, embedder, client
         self.name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
         self.watermark_name = WATERMARK_PREFIX + self.name

@@ -1,9 +1,9 @@
 """L0: access statistics that reads record in memory and the writer later writes.
 
 A read does not write: ``get`` adds one to its entry's count in this buffer, and the store's
-writer adds the buffered counts to the database now and then (``take``, then ``committing`` /
-``committed``, or ``abandoned`` when the write fails). What the store returns is the stored
-count plus what this buffer holds, so a read sees its own count at once.
+writer adds the buffered counts to the database now and then (``write_buffered``: ``take``,
+then ``committing`` / ``committed``, or ``abandoned`` when the write fails). What the store
+returns is the stored count plus what this buffer holds, so a read sees its own count at once.
 
 Invariants:
 - A recorded read is in exactly one place: pending here, being written (still here, and
@@ -20,6 +20,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from typing import Any
+
+from gliding_core.boundary import translated
+from gliding_core.connections import Connections
 
 Row = Sequence[Any]
 
@@ -133,3 +136,43 @@ class AccessBuffer:
         else:
             held[0] += count
             held[1] = max(held[1], last)
+
+
+def write_buffered(db: Connections, access: AccessBuffer, *, sync: str) -> int:
+    """Add the buffered statistics to the database, on the writer; return how many entries.
+
+    ``sync`` is the writer's ``synchronous`` level, put back after the write.
+
+    A transaction of its own, committed without a sync (``synchronous = NORMAL``): the next
+    synced commit carries it to the disk, and a crash before then loses only these counts.
+    """
+    with db.lock:
+        conn = db.writer
+        # Inside this thread's own transaction, the next flush writes them.
+        if db.writer_closed or db.owner is not None or not len(access):
+            return 0
+        rows = access.take()
+        relax = sync == "FULL"
+        try:
+            with translated("sqlite", "writing the L0 access statistics"):
+                if relax:
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany(
+                        "UPDATE entries SET access_count = access_count + ?,"
+                        " last_accessed = max(last_accessed, ?) WHERE iri = ?",
+                        rows,
+                    )
+                    access.committing()
+                    conn.execute("COMMIT")
+                finally:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if relax:
+                        conn.execute("PRAGMA synchronous = FULL")
+        except BaseException:
+            access.abandoned()
+            raise
+        access.committed()
+    return len(rows)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from gliding_core import demo
-from gliding_core.errors import GlidingError
+from gliding_core.errors import GlidingError, InvalidInputError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
@@ -189,9 +190,19 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _check_output(path: Path | None) -> None:
+    """Refuse a JSON output path that cannot be written, before a long run rather than after."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise InvalidInputError(f"cannot write the figures to {str(path)!r}")
+
+
 def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.benchmarks import l0
 
+    _check_output(args.json)
     if args.readers:
         return _bench_l0_readers(args, out)
     figures = l0.run(args.entries, seed=args.seed, queries=args.queries)

@@ -23,7 +23,29 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from gliding_core.boundary import translated
 from gliding_core.errors import ClosedError
+
+_READER_CACHE_KIB = -16384  # 16 MiB of page cache per reading thread
+_READER_MMAP_BYTES = 256 * 2**20
+
+
+def open_reader(file: str, *, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open a connection for one thread's reads of the database ``file``."""
+    with translated("sqlite", f"opening a reader of the L0 store at {file}"):
+        conn = sqlite3.connect(
+            file,
+            isolation_level=None,
+            check_same_thread=False,  # close() closes it from another thread
+            timeout=busy_timeout_ms / 1000,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA query_only = ON")
+        # Each connection has its own page cache; a mapped file shares the OS's pages
+        # between the readers instead of copying them into each cache.
+        conn.execute(f"PRAGMA cache_size = {_READER_CACHE_KIB}")
+        conn.execute(f"PRAGMA mmap_size = {_READER_MMAP_BYTES}")
+    return conn
 
 
 @dataclass(slots=True)

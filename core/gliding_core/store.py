@@ -60,10 +60,10 @@ from contextlib import contextmanager
 from itertools import chain
 from typing import Any, Literal
 
-from gliding_core.access import AccessBuffer
+from gliding_core.access import AccessBuffer, write_buffered
 from gliding_core.boundary import translate, translated
 from gliding_core.config import StoreConfig
-from gliding_core.connections import Connections
+from gliding_core.connections import Connections, open_reader
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
 from gliding_core.errors import (
     ClosedError,
@@ -149,8 +149,6 @@ _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parame
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
 _STATES = {state.value: state for state in MesiState}
-_READER_CACHE_KIB = -16384  # 16 MiB of page cache per reading thread
-_READER_MMAP_BYTES = 256 * 2**20
 
 Change = tuple[str, "str | None"]
 
@@ -185,7 +183,10 @@ class L0Store:
             _remove(self._scratch)
             raise
         # Not a bound method: the finalizer below must not hold the store.
-        self._db = Connections(writer, functools.partial(_open_reader, self._file, self.config))
+        self._db = Connections(
+            writer,
+            functools.partial(open_reader, self._file, busy_timeout_ms=self.config.busy_timeout_ms),
+        )
         self._access = AccessBuffer(iri=0, count=3, last=5)  # positions in _COLUMNS
         self._flusher: threading.Thread | None = None
         self._flusher_lock = threading.Lock()
@@ -359,7 +360,7 @@ class L0Store:
         """
         if self._db.closed:
             raise ClosedError("the L0 store is closed")
-        return _write_access(self._db, self._access, sync=self._sync_level)
+        return write_buffered(self._db, self._access, sync=self._sync_level)
 
     def subscribe(self, listener: Callable[[list[Change]], None]) -> Callable[[], None]:
         """Call ``listener`` with the committed text changes of each write; return a canceller.
@@ -955,24 +956,6 @@ class L0Store:
         return [_to_entry(row) for row in rows]
 
 
-def _open_reader(file: str, config: StoreConfig) -> sqlite3.Connection:
-    """Open a connection for one thread's reads of the database ``file``."""
-    with translated("sqlite", f"opening a reader of the L0 store at {file}"):
-        conn = sqlite3.connect(
-            file,
-            isolation_level=None,
-            check_same_thread=False,  # close() closes it from another thread
-            timeout=config.busy_timeout_ms / 1000,
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(config.busy_timeout_ms)}")
-        conn.execute("PRAGMA query_only = ON")
-        # Each connection has its own page cache; a mapped file shares the OS's pages
-        # between the readers instead of copying them into each cache.
-        conn.execute(f"PRAGMA cache_size = {_READER_CACHE_KIB}")
-        conn.execute(f"PRAGMA mmap_size = {_READER_MMAP_BYTES}")
-    return conn
-
-
 def _flush_periodically(
     store_ref: weakref.ref[L0Store], stop: threading.Event, wake: threading.Event, interval: float
 ) -> None:
@@ -1007,7 +990,7 @@ def _shut(
     with db.lock:
         db.close_readers()  # after this no read can record an access
         try:
-            _write_access(db, access, sync=sync)
+            write_buffered(db, access, sync=sync)
         except GlidingError:
             logger.exception("cannot write the L0 access statistics on close; they are lost")
         db.close_writer()
@@ -1035,44 +1018,6 @@ def _chunked(
         holes = ", ".join("?" * len(chunk))
         rows += conn.execute(sql.format(holes=holes), [*params, *chunk]).fetchall()
     return rows
-
-
-def _write_access(db: Connections, access: AccessBuffer, *, sync: str) -> int:
-    """Add the buffered access statistics to the database; return how many entries they cover.
-
-    A transaction of its own, committed without a sync (``synchronous = NORMAL``): the next
-    synced commit carries it to the disk, and a crash before then loses only these counts.
-    """
-    with db.lock:
-        conn = db.writer
-        # Inside this thread's own transaction, the next flush writes them.
-        if db.writer_closed or db.owner is not None or not len(access):
-            return 0
-        rows = access.take()
-        relax = sync == "FULL"
-        try:
-            with translated("sqlite", "writing the L0 access statistics"):
-                if relax:
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    conn.executemany(
-                        "UPDATE entries SET access_count = access_count + ?,"
-                        " last_accessed = max(last_accessed, ?) WHERE iri = ?",
-                        rows,
-                    )
-                    access.committing()
-                    conn.execute("COMMIT")
-                finally:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    if relax:
-                        conn.execute("PRAGMA synchronous = FULL")
-        except BaseException:
-            access.abandoned()
-            raise
-        access.committed()
-    return len(rows)
 
 
 def _upgrade(conn: sqlite3.Connection) -> None:

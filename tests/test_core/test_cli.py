@@ -88,6 +88,18 @@ def test_bench_l0_readers_prints_a_row_per_reader_count(tmp_path: Path) -> None:
     assert "search p95 ms" in text
 
 
+@pytest.mark.parametrize("readers", [[], ["--readers", "1"]])
+def test_bench_l0_refuses_an_unwritable_output_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], readers: list[str]
+) -> None:
+    missing = tmp_path / "no" / "such" / "l0.json"
+    code, text = run("bench", "l0", "--entries", "100000", *readers, "--json", str(missing))
+    assert (code, text) == (2, "")
+    assert str(missing) in capsys.readouterr().err
+    code, _ = run("bench", "l0", "--entries", "100000", "--json", str(tmp_path))
+    assert code == 2
+
+
 def test_bad_numbers_are_rejected_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["bench", "l0", "--entries", "zero"])

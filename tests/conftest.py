@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,3 +27,33 @@ def file_store(tmp_path: Path) -> Iterator[L0Store]:
     """An L0 store in a file under the test's temporary directory."""
     with L0Store(tmp_path / "l0.sqlite3") as value:
         yield value
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[int]:
+    """A real Chroma server on a free localhost port, started with the package's own CLI."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chroma = Path(sys.executable).parent / "chroma"
+    server = subprocess.Popen(
+        [str(chroma), "run", "--path", str(tmp_path / "server"), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2
+                ).close()
+                break
+            except Exception:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

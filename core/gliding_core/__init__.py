@@ -54,7 +54,7 @@ from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.remote import HttpEmbedder
-from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
+from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
 from gliding_core.scope import (
@@ -122,6 +122,7 @@ __all__ = [
     "Scope",
     "SearchFilters",
     "SearchHit",
+    "SearchResults",
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",

@@ -2,31 +2,39 @@
 
 Invariants: defaults are chosen in one place (``MemoryConfig``); collaborators may be passed in
 ready-made; ``Memory()`` keeps everything in memory, ``Memory.open(path)`` keeps everything under
-one directory; closing the memory closes what it owns, once.
+one directory. A directory's embedded engines (Chroma's files) belong to one process at a time,
+which holds the directory's lock file while it is open (``gliding_core.ownership``); L0 is shared
+by any number of processes. A memory that fails to open closes whatever it had opened and
+releases the lock; closing the memory closes what it owns, once.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.attention.topics import TopicMonitor
 from gliding_core.attention.window import ContextWindowManager
 from gliding_core.bus import EventBus
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import ConfigError, InvalidInputError, StorageError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
-from gliding_core.hyperspace.search import HybridSearch, SearchHit
+from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
+from gliding_core.jsonld import preview
+from gliding_core.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
+from gliding_core.manifest import read_manifest, server_collection, update_manifest
+from gliding_core.ownership import OwnerLock
 from gliding_core.session import Session, SessionServices
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -37,23 +45,7 @@ logger = logging.getLogger(__name__)
 STORE_FILE = "l0.sqlite3"
 EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
 CHROMA_DIR = "chroma"
-MANIFEST_FILE = "memory.json"
 POINCARE_FILE = "poincare.npz"
-
-
-def _configured_embedder(config: MemoryConfig) -> Embedder:
-    """The embedder ``config`` names, with the HTTP API's settings when it names one."""
-    return make_embedder(
-        config.embedder,
-        model=config.embedder_model,
-        url=config.embedder_url,
-        api_key=config.embedder_api_key,
-    )
-
-
-def _collection(directory: Path | None) -> str | None:
-    """A persistent memory keeps one collection; an in-memory one gets a fresh name."""
-    return None if directory is None else "gliding-l0"
 
 
 class Memory:
@@ -62,7 +54,7 @@ class Memory:
     Args:
         config: settings; ``MemoryConfig.from_env()`` when omitted (the defaults, with what the
             ``GLIDING_*`` variables and the API keys' usual variables set).
-        store: a ready L0 store; an in-memory one built from ``config`` when omitted.
+        store: a ready L0 store; the directory's (or an in-memory one) when omitted.
         tokens: a ready token counter; one for ``config.token_encoding`` when omitted.
         embedder: the embedding model for search, relevance and topics; by default the backend
             ``config.embedder`` names (``auto``: the local model when installed, else a
@@ -70,7 +62,15 @@ class Memory:
         summarizer: writes L1 summaries; the extractive summarizer by default.
         bus: the event bus; a new one when omitted.
         directory: where the memory keeps its files, or ``None`` when it lives in memory.
+        engines: whether to run the embedded engines (see ``Memory.open``).
         clock: the time source of sessions (seconds); tests pass a fake one.
+
+    Raises:
+        InvalidInputError: an argument has the wrong type.
+        DirectoryInUseError: another open memory owns the directory's embedded engines.
+        IndexMismatchError: a shared Chroma server's collection holds another embedder's
+            vectors.
+        StorageError: a file of the memory cannot be opened or is damaged.
 
     Example:
         >>> with Memory() as memory:
@@ -87,45 +87,111 @@ class Memory:
         summarizer: Summarizer | None = None,
         bus: EventBus | None = None,
         directory: Path | None = None,
+        engines: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        _check_parts(config, store, embedder, summarizer, directory, engines)
         self.config = config or MemoryConfig.from_env()
         self.directory = directory
-        self.tokens = tokens or TokenCounter(self.config.token_encoding)
-        self.store = store or L0Store(None, self.config.store)
+        self.engines = engines
+        self._closer = ExitStack()
+        self._ready = False
+        try:
+            manifest = self._read_manifest()
+            self._open_files(store, embedder)
+            self.tokens = tokens or TokenCounter(self.config.token_encoding)
+            self.summarizer = summarizer or ExtractiveSummarizer(self.tokens)
+            self.bus = bus or EventBus(self.config.bus_history)
+            self.supplements = SupplementaryInputStore(self.store, self.bus)
+            self.services = SessionServices(
+                store=self.store,
+                tokens=self.tokens,
+                summarizer=self.summarizer,
+                bus=self.bus,
+                embedder=self.embedder,
+                clock=clock,
+            )
+            self.topics = TopicMonitor(self.bus, self.config.topics, self.sessions)
+            self._closer.callback(self.topics.stop)
+            self._index = self._open_index()
+            self.hyperspace = HybridSearch(self.store, self._index)
+            self.structure = StructureIndex(
+                self.store, None if directory is None else directory / POINCARE_FILE
+            )
+            self._write_manifest(manifest)
+        except BaseException:
+            self._closer.close()
+            raise
+        self._sessions: dict[tuple[str, str], Session] = {}
+        self._lock = threading.Lock()
+        self._ready = True
+
+    @property
+    def _embedded(self) -> bool:
+        """Whether this memory runs Chroma in process (on files it must own, when it has any)."""
+        return self.engines and self.config.chroma_host is None
+
+    def _open_files(self, store: L0Store | None, embedder: Embedder | None) -> None:
+        """Take the directory's lock when the engines are embedded, then open L0 and the cache."""
+        directory = self.directory
+        self.owner: OwnerLock | None = None
+        if directory is not None and self._embedded:
+            self.owner = OwnerLock.acquire(directory)
+            self._closer.callback(self.owner.release)
+        made = store is None
+        if store is None:
+            store = L0Store(
+                None if directory is None else directory / STORE_FILE, self.config.store
+            )
+        self.store = store
+        # A store passed in becomes the memory's to close, once the memory has opened.
+        self._closer.callback(lambda: store.close() if made or self._ready else None)
         self._cache = CachedEmbedder(
             embedder if embedder is not None else _configured_embedder(self.config),
             None if directory is None else directory / EMBEDDING_CACHE_FILE,
         )
+        self._closer.callback(self._cache.close)
+        closer = getattr(self._cache.inner, "close", None)
+        if embedder is None and callable(closer):  # an embedder the memory made (an HTTP pool)
+            self._closer.callback(closer)
         self.embedder: Embedder = self._cache
-        # An embedder the memory made is the memory's to close (an HTTP one holds a pool).
-        self._owns_embedder = embedder is None
-        self.summarizer = summarizer or ExtractiveSummarizer(self.tokens)
-        self.bus = bus or EventBus(self.config.bus_history)
-        self.supplements = SupplementaryInputStore(self.store, self.bus)
-        self.services = SessionServices(
-            store=self.store,
-            tokens=self.tokens,
-            summarizer=self.summarizer,
-            bus=self.bus,
-            embedder=self.embedder,
-            clock=clock,
-        )
-        self.topics = TopicMonitor(self.bus, self.config.topics, self.sessions)
-        self._chroma = client = chroma_client(
-            None if directory is None else directory / CHROMA_DIR,
+
+    def _open_index(self) -> DenseIndex | None:
+        """Open the dense index when this memory runs it (embedded, or on a Chroma server)."""
+        if not self.engines and self.config.chroma_host is None:
+            logger.info("%r opened without its engines: search is lexical only", self)
+            return None
+        client = chroma_client(
+            None if self.directory is None or not self._embedded else self.directory / CHROMA_DIR,
             host=self.config.chroma_host,
             port=self.config.chroma_port,
         )
-        self.index = DenseIndex(self.store, self.embedder, client, _collection(directory))
-        self.hyperspace = HybridSearch(self.store, self.index)
-        self.structure = StructureIndex(
-            self.store, None if directory is None else directory / POINCARE_FILE
+        self._closer.callback(close_client, client)  # stops Chroma's system unless shared
+        index = DenseIndex(
+            self.store,
+            self.embedder,
+            client,
+            self._collection(),
+            # Only the owner of the collection's files may drop them; a shared server's
+            # collection may be another process's.
+            on_mismatch="rebuild" if self.owner is not None else "raise",
         )
-        if directory is not None:
-            self._check_manifest(directory)
-        self._sessions: dict[tuple[str, str], Session] = {}
-        self._lock = threading.Lock()
+        self._closer.callback(index.close)
+        return index
+
+    @property
+    def index(self) -> DenseIndex:
+        """The dense index.
+
+        Raises:
+            ConfigError: the memory was opened without its engines (``engines=False``).
+        """
+        if self._index is None:
+            raise ConfigError(
+                f"{self!r} was opened with engines=False and has no dense index; its search "
+                "is lexical only (open it with engines=True in the process that owns it)"
+            )
+        return self._index
 
     @classmethod
     def open(
@@ -135,26 +201,42 @@ class Memory:
         config: MemoryConfig | None = None,
         embedder: Embedder | None = None,
         summarizer: Summarizer | None = None,
+        engines: bool = True,
     ) -> Memory:
         """Open (creating if needed) the memory kept under the directory ``path``.
 
+        One process at a time runs a directory's embedded engines (Chroma's files): it holds
+        the directory's lock file (``owner.lock``) until it closes the memory or dies. Any
+        number of other processes may open the same directory with ``engines=False`` for L0
+        work: storing and reading entries, supplementary inputs, sessions, and lexical search
+        (the results' ``arms`` say so). Their writes reach the owner's dense index through L0's
+        change log, before the owner's next search or when it next opens. For several processes
+        that all search by meaning, run the dense index on a Chroma server
+        (``MemoryConfig(chroma_host=..., chroma_port=...)``): no process then owns the
+        directory, and each one's writes reach the shared index.
+
+        Args:
+            path: the memory's directory; created with its parents when missing.
+            config: settings; ``MemoryConfig.from_env()`` when omitted.
+            embedder: see ``Memory``.
+            summarizer: see ``Memory``.
+            engines: ``False`` opens the directory without its embedded engines and without
+                taking its lock (a Chroma server, when configured, still serves the dense arm).
+
         Raises:
-            InvalidInputError: ``path`` exists and is not a directory.
+            InvalidInputError: ``path`` is not a usable path, exists and is not a directory, or
+                another argument has the wrong type.
+            DirectoryInUseError: another open memory owns the directory (its ``pid`` names
+                the holder).
+            StorageError: the directory or one of its files cannot be created, opened or read.
         """
-        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-            raise InvalidInputError(f"memory path must be a non-empty path, got {path!r}")
-        directory = Path(path)
-        if directory.exists() and not directory.is_dir():
-            raise InvalidInputError(f"memory path {str(directory)!r} exists and is not a directory")
-        directory.mkdir(parents=True, exist_ok=True)
-        config = config or MemoryConfig.from_env()
-        store = L0Store(directory / STORE_FILE, config.store)
+        _check_parts(config, None, embedder, summarizer, None, engines)
         return cls(
             config=config,
-            store=store,
             embedder=embedder,
             summarizer=summarizer,
-            directory=directory,
+            directory=_prepare(path),
+            engines=engines,
         )
 
     @property
@@ -164,23 +246,27 @@ class Memory:
 
     def search(
         self, query: str, k: int = 10, *, filters: SearchFilters | None = None
-    ) -> list[SearchHit]:
+    ) -> SearchResults:
         """Hybrid search of everything in L0 (see ``HybridSearch.search``)."""
         return self.hyperspace.search(query, k, filters=filters)
 
-    def _check_manifest(self, directory: Path) -> None:
-        """Record the embedder in ``memory.json``; re-embed the index when it changed."""
-        path = directory / MANIFEST_FILE
-        previous = json.loads(path.read_text()) if path.is_file() else {}
-        if previous.get("embedder") != self.embedder_name:
-            if previous.get("embedder") is not None or self.index.count() != self.store.count():
-                logger.warning(
-                    "embedder changed from %r to %r: rebuilding the dense index",
-                    previous.get("embedder"),
-                    self.embedder_name,
-                )
-                self.index.reset()
-            path.write_text(json.dumps({"embedder": self.embedder_name}, indent=2) + "\n")
+    def _read_manifest(self) -> dict[str, Any]:
+        """Return the directory's ``memory.json`` (``{}`` when none), checked before opening."""
+        return {} if self.directory is None else read_manifest(self.directory)
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Record the embedder in ``memory.json`` (the owner's job; the index checks its own)."""
+        directory, name = self.directory, self.embedder_name
+        if directory is not None and self.owner is not None and manifest.get("embedder") != name:
+            update_manifest(directory, {"embedder": name})
+
+    def _collection(self) -> str | None:
+        """Name the collection: fresh in memory, fixed in owned files, chosen once on a server."""
+        if self.directory is None:
+            return None
+        if self._embedded:
+            return "gliding-l0"
+        return server_collection(self.directory)
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""
@@ -231,15 +317,9 @@ class Memory:
         )
 
     def close(self) -> None:
-        """Stop the topic monitor and close the store; closing twice is harmless."""
-        self.topics.stop()
-        self.index.close()
-        close_client(self._chroma)  # stops Chroma's system when no other memory shares it
-        self.store.close()
-        self._cache.close()
-        closer = getattr(self._cache.inner, "close", None)
-        if self._owns_embedder and callable(closer):
-            closer()
+        """Stop the topic monitor, close the index, Chroma, the cache and the store, and release
+        the directory; closing twice is harmless."""
+        self._closer.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -250,3 +330,65 @@ class Memory:
     def __repr__(self) -> str:
         where = "in memory" if self.directory is None else str(self.directory)
         return f"Memory({where})"
+
+
+def _configured_embedder(config: MemoryConfig) -> Embedder:
+    """The embedder ``config`` names, with the HTTP API's settings when it names one."""
+    return make_embedder(
+        config.embedder,
+        model=config.embedder_model,
+        url=config.embedder_url,
+        api_key=config.embedder_api_key,
+    )
+
+
+def _check_parts(
+    config: object,
+    store: object,
+    embedder: object,
+    summarizer: object,
+    directory: object,
+    engines: object,
+) -> None:
+    """Reject collaborators of the wrong type before anything is opened."""
+    if config is not None and not isinstance(config, MemoryConfig):
+        raise InvalidInputError(
+            f"config must be a MemoryConfig (MemoryConfig(**values) builds one), "
+            f"got {preview(config)}"
+        )
+    if store is not None and not isinstance(store, L0Store):
+        raise InvalidInputError(f"store must be an L0Store, got {preview(store)}")
+    if embedder is not None and not isinstance(embedder, Embedder):
+        raise InvalidInputError(
+            f"embedder must have embed_documents and embed_query, got {preview(embedder)}"
+        )
+    if summarizer is not None and not isinstance(summarizer, Summarizer):
+        raise InvalidInputError(f"summarizer must be a Summarizer, got {preview(summarizer)}")
+    if directory is not None and not isinstance(directory, Path):
+        raise InvalidInputError(f"directory must be a Path, got {preview(directory)}")
+    if not isinstance(engines, bool):
+        raise InvalidInputError(f"engines must be True or False, got {preview(engines)}")
+
+
+def _prepare(path: object) -> Path:
+    """Return ``path`` as a directory that exists, creating it and its parents when missing.
+
+    Raises:
+        InvalidInputError: ``path`` is not a non-empty path, or it (or a parent) is a file.
+        StorageError: the directory cannot be created (permissions, a read-only disk ...).
+    """
+    name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise InvalidInputError(f"memory path must be a non-empty path, got {preview(path)}")
+    directory = Path(name)
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise InvalidInputError(f"memory path {name!r} exists and is not a directory")
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise InvalidInputError(
+            f"memory path {name!r} cannot be a directory: a part of it is a file ({exc})"
+        ) from exc
+    except OSError as exc:
+        raise StorageError(f"cannot create the memory directory {name!r}: {exc}") from exc
+    return directory

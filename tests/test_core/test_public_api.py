@@ -63,6 +63,7 @@ def test_all_is_pinned() -> None:
         "Scope",
         "SearchFilters",
         "SearchHit",
+        "SearchResults",
         "SentenceTransformerEmbedder",
         "Session",
         "SessionConfig",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory, Record
+from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
 from gliding_core.filters import SearchFilters
 from gliding_core.memory import MANIFEST_FILE
 
@@ -205,42 +205,6 @@ def test_a_persistent_memory_keeps_its_index_and_reports_its_embedder(tmp_path: 
         assert json.loads((tmp_path / MANIFEST_FILE).read_text()) == {"embedder": "hash-64"}
 
 
-@pytest.fixture
-def chroma_server(tmp_path: Path) -> Iterator[int]:
-    """A real Chroma server on a free localhost port, started with the package's own CLI."""
-    import socket
-    import subprocess
-    import sys
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    chroma = Path(sys.executable).parent / "chroma"
-    server = subprocess.Popen(
-        [str(chroma), "run", "--path", str(tmp_path / "server"), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        import urllib.request
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2
-                ).close()
-                break
-            except Exception:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 CHROMA_CLIENT = """
 import sys
 from gliding_core import HashEmbedder, Memory, MemoryConfig
@@ -265,3 +229,15 @@ def test_the_dense_index_can_live_in_a_chroma_server(chroma_server: int) -> None
         check=True,
     )
     assert result.stdout.split() == ["2", "urn:jwt"]
+
+
+def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory) -> None:
+    _knowledge(memory)
+    hits = memory.search("JWT signing keys", 2)
+    assert isinstance(hits, list)
+    assert hits.arms == ("lexical", "dense")
+    assert hits.index_behind == 0
+    assert "index_behind=0" in repr(hits)
+    lexical = HybridSearch(memory.store, None).search("JWT signing keys", 2)
+    assert lexical.arms == ("lexical",)
+    assert {h.iri for h in lexical} <= {"urn:jwt", "urn:task"}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gliding_core.boundary import translated
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder, _check_texts, embedder_name
 from gliding_core.hyperspace.remote import DEFAULT_MODELS, DEFAULT_URLS, HttpEmbedder
@@ -135,7 +136,8 @@ class CachedEmbedder:
     """Wrap an embedder so that no text is embedded twice by the same model.
 
     Vectors are keyed by the model's name and the SHA-256 of the text, in SQLite: a file that
-    survives restarts, or memory.
+    survives restarts (and may be shared by several processes), or memory. SQLite's errors
+    (a corrupt file, a lock held too long) are raised as ``StorageError`` naming the file.
 
     Args:
         inner: the embedder to call on a miss.
@@ -143,16 +145,29 @@ class CachedEmbedder:
     """
 
     def __init__(self, inner: Embedder, path: str | os.PathLike[str] | None = None) -> None:
+        if not callable(getattr(inner, "embed_documents", None)) or not callable(
+            getattr(inner, "embed_query", None)
+        ):
+            raise InvalidInputError(f"inner must be an Embedder, got {preview(inner)}")
         self.inner = inner
         self.name = embedder_name(inner)
+        self.where = ":memory:" if path is None else os.fspath(path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            ":memory:" if path is None else os.fspath(path), check_same_thread=False
-        )
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, digest BLOB NOT NULL,"
-            " vector BLOB NOT NULL, PRIMARY KEY (model, digest)) WITHOUT ROWID"
-        )
+        with translated("sqlite", f"opening the embedding cache {self.where!r}"):
+            self._conn = sqlite3.connect(self.where, check_same_thread=False, timeout=30.0)
+        try:
+            with translated("sqlite", f"opening the embedding cache {self.where!r}"):
+                if path is not None:
+                    # WAL: processes sharing the memory directory read while one writes.
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL,"
+                    " digest BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, digest))"
+                    " WITHOUT ROWID"
+                )
+        except BaseException:
+            self._conn.close()
+            raise
         self.hits = self.misses = 0
 
     @property
@@ -193,7 +208,7 @@ class CachedEmbedder:
     def _lookup(self, digests: list[bytes]) -> dict[bytes, npt.NDArray[np.float32]]:
         out: dict[bytes, npt.NDArray[np.float32]] = {}
         unique = list(dict.fromkeys(digests))
-        with self._lock:
+        with self._lock, translated("sqlite", f"reading the embedding cache {self.where!r}"):
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
                 rows = self._conn.execute(
@@ -206,7 +221,8 @@ class CachedEmbedder:
         return out
 
     def _save(self, vectors: dict[bytes, npt.NDArray[np.float32]]) -> None:
-        with self._lock, self._conn:
+        doing = f"writing the embedding cache {self.where!r}"
+        with self._lock, translated("sqlite", doing), self._conn:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO embeddings (model, digest, vector) VALUES (?, ?, ?)",
                 [

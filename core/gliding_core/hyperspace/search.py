@@ -2,22 +2,29 @@
 
 Invariants: the same ``SearchFilters`` restrict every arm; the arms are fused by weighted
 reciprocal rank, ``sum(weight / (rrf_k + rank))`` with ``rrf_k = 60``; every hit carries its
-rank and score in each arm that found it, so any result can be explained.
+rank and score in each arm that found it, so any result can be explained. Before the dense arm
+runs, its index catches up with L0; results say which arms ran and how many L0 changes the
+dense index had not applied (``SearchResults``), and a search on an index that is behind logs
+a warning, so entries are never missing silently. A query the embedder cannot embed is searched
+by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gliding_core.entry import Entry
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.vectors import Vector
 from gliding_core.jsonld import preview
 from gliding_core.store import L0Store
+
+logger = logging.getLogger(__name__)
 
 RRF_K = 60
 ARMS = ("lexical", "dense")
@@ -43,6 +50,28 @@ class SearchHit:
     def iri(self) -> str:
         """The entry's IRI."""
         return self.entry.iri
+
+
+class SearchResults(list[SearchHit]):
+    """The hits of a search, best first (a list), and what the search could see.
+
+    Attributes:
+        arms: the arms that ran (``("lexical",)`` for a memory without its dense index).
+        index_behind: how many committed L0 changes the dense index had not applied when it
+            was queried (0: it saw everything); entries they wrote may be missing from its arm.
+    """
+
+    def __init__(
+        self, hits: Iterable[SearchHit] = (), *, arms: tuple[str, ...], index_behind: int = 0
+    ) -> None:
+        super().__init__(hits)
+        self.arms, self.index_behind = arms, index_behind
+
+    def __repr__(self) -> str:
+        return (
+            f"SearchResults({list.__repr__(self)}, arms={self.arms!r}, "
+            f"index_behind={self.index_behind})"
+        )
 
 
 class HybridSearch:
@@ -101,8 +130,13 @@ class HybridSearch:
         *,
         filters: SearchFilters | None = None,
         weights: Mapping[str, float] | None = None,
-    ) -> list[SearchHit]:
-        """Return the ``k`` best entries for ``query`` that pass ``filters``, best first."""
+    ) -> SearchResults:
+        """Return the ``k`` best entries for ``query`` that pass ``filters``, best first.
+
+        The dense index first catches up with L0 (unless another thread is already doing so);
+        if it is still behind, the results' ``index_behind`` says by how much and a warning is
+        logged.
+        """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError(f"query must be a non-empty string, got {preview(query)}")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -111,9 +145,14 @@ class HybridSearch:
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
         mix = self.weights if weights is None else _check_weights(weights)
         limits = filters or SearchFilters()
+        behind = self._refresh()
         # One query vector for the dense arm and the re-rank: the query is embedded once.
-        probe = None if self.dense is None else self.dense.vector(query)
-        ranked = self.arms(query, max(k, self.candidates), limits, vector=probe)
+        probe = self._probe(query)
+        n = max(k, self.candidates)
+        if self.dense is not None and probe is None:
+            ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
+        else:
+            ranked = self.arms(query, n, limits, vector=probe)
         fused, detail = self.fuse(ranked, mix)
         best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
         if self.rerank:
@@ -122,7 +161,35 @@ class HybridSearch:
             final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
         entries = self.store.get_many(top)
-        return [SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries]
+        return SearchResults(
+            (SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries),
+            arms=tuple(arm for arm in ARMS if arm in ranked),
+            index_behind=behind,
+        )
+
+    def _probe(self, query: str) -> Vector | None:
+        """Embed the query for the dense arm; ``None`` without one, or when the embedder fails
+        (the search goes on with the lexical arm, and says so in its ``arms``)."""
+        if self.dense is None:
+            return None
+        try:
+            return self.dense.vector(query)
+        except EmbedderError as exc:
+            logger.warning("the query could not be embedded (%s): searching by words only", exc)
+            return None
+
+    def _refresh(self) -> int:
+        """Let the dense index catch up; return how many changes it still has not applied."""
+        if self.dense is None:
+            return 0
+        behind = self.dense.refresh()
+        if behind:
+            logger.warning(
+                "the dense index is %d L0 changes behind: recent entries may be missing from "
+                "its arm (it is retrying)",
+                behind,
+            )
+        return behind
 
     def arms(
         self, query: str, n: int, filters: SearchFilters, *, vector: Vector | None = None

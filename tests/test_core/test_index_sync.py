@@ -1,0 +1,300 @@
+"""The dense index never falls behind L0: watermark, catch-up, retries, chunks, metadata."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import chromadb.errors
+import pytest
+
+from gliding_core import (
+    DenseIndex,
+    EmbedderError,
+    HashEmbedder,
+    IndexMismatchError,
+    InvalidInputError,
+    L0Store,
+    Memory,
+    Record,
+    StorageError,
+)
+from gliding_core.hyperspace.dense import DIMENSION_KEY, EMBEDDER_KEY, chroma_client, close_client
+from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
+
+
+def _records(n: int, prefix: str = "urn:e:") -> list[Record]:
+    return [
+        Record({"@id": f"{prefix}{i}", "text": f"entry {i} about topic {i % 97}"}) for i in range(n)
+    ]
+
+
+def _indexed(memory: Memory) -> set[str]:
+    return set(memory.index._ids())
+
+
+def _l0_iris(memory: Memory) -> set[str]:
+    return {iri for batch in memory.store.scan_texts() for iri, _ in batch}
+
+
+class FailingUpserts:
+    """A fault between the L0 commit and Chroma: the collection's upserts raise until healed."""
+
+    def __init__(self, index: DenseIndex) -> None:
+        self.index, self.failures = index, 0
+        self._real = index.collection.upsert
+        index.collection.upsert = self  # the real collection, with one method failing
+
+    def __call__(self, **kwargs: Any) -> None:
+        self.failures += 1
+        raise chromadb.errors.InternalError("injected: the segment is unavailable")
+
+    def heal(self) -> None:
+        self.index.collection.upsert = self._real
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with Memory(embedder=HashEmbedder(64)) as value:
+        yield value
+
+
+def test_a_put_many_larger_than_chromas_batch_is_fully_indexed(memory: Memory) -> None:
+    assert memory.index.max_batch < 12_000  # the case the issue saw: one upsert was refused
+    memory.store.put_many(_records(12_000))
+    assert memory.index.behind() == 0
+    assert memory.index.count() == 12_000
+    assert _indexed(memory) == _l0_iris(memory)
+    hits = memory.search("entry 11999 about topic 68", 3)
+    assert hits.index_behind == 0
+    assert "urn:e:11999" in {h.iri for h in hits}
+    # One scan batch larger than Chroma's: the upsert itself must split it.
+    memory.index.collection.delete(ids=["urn:e:0", "urn:e:11999"])
+    assert memory.index.rebuild(batch=12_000) == 12_000
+    assert memory.index.count() == 12_000
+
+
+def test_a_failed_update_says_the_index_is_behind_and_is_repaired(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory.index.retry_s = 3_600.0  # no timer during the test: the search repairs it
+    memory.store.put_many(_records(5))
+    fault = FailingUpserts(memory.index)
+    with caplog.at_level(logging.WARNING):
+        memory.store.put_many(_records(3, "urn:late:"))  # returns normally: the write stands
+        hits = memory.search("entry 2 about topic 2", 10)
+    assert fault.failures >= 2  # the write's own update, then the search's retry
+    assert hits.index_behind == 3
+    assert hits.arms == ("lexical", "dense")
+    assert "urn:late:2" in {h.iri for h in hits}  # the lexical arm still finds it
+    assert "3 L0 changes behind" in caplog.text
+    fault.heal()
+    again = memory.search("entry 2 about topic 2", 10)
+    assert again.index_behind == 0
+    assert "urn:late:2" in {iri for iri, _ in memory.index.query("entry 2 about topic 2", 10)}
+    assert _indexed(memory) == _l0_iris(memory)
+
+
+def test_a_retry_timer_repairs_the_index_without_a_search(memory: Memory) -> None:
+    memory.index.retry_s = 0.05
+    fault = FailingUpserts(memory.index)
+    memory.store.put_many(_records(4))
+    assert memory.index.behind() == 4
+    fault.heal()
+    deadline = time.monotonic() + 60  # a wait for the timer, not a measure of speed
+    while memory.index.behind() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert memory.index.behind() == 0
+    assert memory.index.count() == 4
+
+
+def test_a_fault_between_commit_and_upsert_is_repaired_on_reopen(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.index.retry_s = 3_600.0
+        memory.store.put_many(_records(50))
+        FailingUpserts(memory.index)
+        memory.store.put_many(_records(40, "urn:lost:"))
+        memory.store.delete("urn:e:0")
+        assert memory.index.behind() > 0
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as again:
+        assert again.index.behind() == 0
+        assert _indexed(again) == _l0_iris(again)
+        for i in range(40):
+            text = f"entry {i} about topic {i % 97}"
+            found = {iri for iri, _ in again.index.query(text, 5)}
+            assert f"urn:lost:{i}" in found
+
+
+CRASHING_WRITER = """
+import os, signal, sys
+from gliding_core import HashEmbedder, Memory, Record
+from gliding_core.hyperspace.dense import DenseIndex
+
+memory = Memory.open(sys.argv[1], embedder=HashEmbedder(64))
+memory.store.put_many([Record({"@id": f"urn:kept:{i}", "text": f"kept {i}"}) for i in range(30)])
+
+def crash(self, items):  # the process dies after L0 committed, before Chroma saw anything
+    os.kill(os.getpid(), signal.SIGKILL)
+
+DenseIndex.upsert = crash
+memory.store.put_many(
+    [Record({"@id": f"urn:crash:{i}", "text": f"written before the crash {i}"}) for i in range(60)]
+)
+"""
+
+
+def test_a_process_killed_between_commit_and_upsert_loses_nothing(tmp_path: Path) -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(tmp_path)], capture_output=True, timeout=120
+    )
+    assert child.returncode == -9, child.stderr.decode()
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:  # the lock died with it
+        assert memory.store.count() == 90
+        assert memory.index.behind() == 0
+        assert _indexed(memory) == _l0_iris(memory)
+        for i in range(60):
+            dense = memory.hyperspace.arms(f"written before the crash {i}", 5, _no_filters())
+            assert f"urn:crash:{i}" in {iri for iri, _ in dense["dense"]}
+
+
+def _no_filters() -> Any:
+    from gliding_core import SearchFilters
+
+    return SearchFilters()
+
+
+def test_the_watermark_is_recorded_in_l0(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(10))
+        name = memory.index.watermark_name
+    with L0Store(tmp_path / STORE_FILE) as store:
+        assert store.watermark(name) == store.change_sequence() > 0
+
+
+def test_a_lost_chroma_directory_is_rebuilt_from_l0(tmp_path: Path) -> None:
+    import shutil
+
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(20))
+    shutil.rmtree(tmp_path / CHROMA_DIR)  # the watermark says 20, the new collection is empty
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as again:
+        assert again.index.count() == 20
+
+
+def test_another_embedder_without_a_manifest_rebuilds_the_owned_index(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(10))
+    (tmp_path / MANIFEST_FILE).unlink()
+    with Memory.open(tmp_path, embedder=HashEmbedder(128)) as changed:
+        metadata = changed.index.collection.metadata
+        assert metadata[EMBEDDER_KEY] == "hash-128"
+        assert metadata[DIMENSION_KEY] == 128
+        assert changed.index.count() == 10
+        assert changed.search("entry 3 about topic 3", 3)[0].iri == "urn:e:3"
+
+
+def test_a_collection_of_another_embedder_raises_when_not_owned(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(5))
+    client = chroma_client(tmp_path / CHROMA_DIR)
+    try:
+        with L0Store(tmp_path / STORE_FILE) as store:
+            with pytest.raises(IndexMismatchError, match="hash-64"):
+                DenseIndex(store, HashEmbedder(128), client, "gliding-l0", on_mismatch="raise")
+            kept = DenseIndex(store, HashEmbedder(64), client, "gliding-l0", on_mismatch="raise")
+            assert kept.count() == 5  # nothing was deleted
+            kept.close()
+    finally:
+        close_client(client)
+
+
+def test_chroma_failures_are_storage_errors(memory: Memory) -> None:
+    memory.store.put_many(_records(3))
+    memory.index.client.delete_collection(memory.index.name)  # pulled from under the index
+    with pytest.raises(StorageError, match="dense index"):
+        memory.index.count()
+    with pytest.raises(StorageError, match="dense index"):
+        memory.search("entry 1", 3)
+    with pytest.raises(StorageError):
+        memory.index.upsert([("urn:x", "text")])
+
+
+def test_a_rebuild_holds_every_entry_across_chunks(memory: Memory) -> None:
+    memory.index.max_batch = 7  # chunks as small as a constrained server's
+    memory.store.put_many(_records(40))
+    assert memory.index.count() == 40
+    memory.index.collection.delete(ids=[f"urn:e:{i}" for i in range(10)])
+    assert memory.index.rebuild(batch=9) == 40
+    assert _indexed(memory) == _l0_iris(memory)
+
+
+def test_a_search_inside_a_rolled_back_transaction_indexes_nothing(memory: Memory) -> None:
+    def failing() -> None:
+        with memory.store.transaction():
+            memory.store.put({"@id": "urn:ghost", "text": "never committed text"})
+            memory.search("never committed text", 3)  # sees the write; the index must not
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    assert memory.index.count() == 0
+    memory.store.put({"@id": "urn:real", "text": "committed afterwards"})  # takes the same seq
+    assert memory.index.behind() == 0
+    assert _indexed(memory) == {"urn:real"}
+
+
+class FlakyEmbedder(HashEmbedder):
+    """An embedding API that is down until told otherwise (a fake at the network edge)."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.down = False
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        if self.down:
+            raise EmbedderError("injected: the embedding API does not answer")
+        return super().embed_documents(texts)
+
+
+def test_an_embedder_down_at_open_delays_the_rebuild_but_loses_nothing(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(30))
+    import shutil
+
+    shutil.rmtree(tmp_path / CHROMA_DIR)
+    (tmp_path / EMBEDDING_CACHE_FILE).unlink()  # or the rebuild needs no embedder at all
+    embedder = FlakyEmbedder()
+    embedder.down = True
+    with Memory.open(tmp_path, embedder=embedder) as again:  # opens: L0 and lexical search work
+        again.index.retry_s = 3_600.0
+        assert again.index.behind() > 0
+        hits = again.search("entry 7 about topic 7", 3)
+        assert hits.index_behind > 0
+        assert hits.arms == ("lexical",)  # the query could not be embedded either
+        assert hits[0].iri == "urn:e:7"
+        embedder.down = False
+        assert again.search("entry 7 about topic 7", 3).index_behind == 0
+        assert again.index.count() == 30
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"on_mismatch": "delete"}, "on_mismatch"),
+        ({"retry_s": 0}, "retry_s"),
+        ({"retry_s": True}, "retry_s"),
+        ({"collection": 7}, "collection"),
+    ],
+)
+def test_bad_index_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
+    client = chroma_client()
+    try:
+        with L0Store() as store, pytest.raises(InvalidInputError, match=message):
+            DenseIndex(store, HashEmbedder(64), client, **kwargs)
+    finally:
+        close_client(client)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gliding_core.errors import ConfigError
+from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
 from gliding_core.tokens import DEFAULT_ENCODING
 
 
@@ -54,6 +55,11 @@ class StoreConfig(Settings):
         text_keys: node properties holding plain text, for which a merge keeps the longer value.
         default_importance: the importance of a new entry written without one.
         stop_words: words full-text queries leave out (unless nothing else is left).
+        max_depth: how deep a node or its metadata may nest (the node itself is level 1).
+            64 by default: the JSON codecs recurse, and a node must stay readable from inside
+            a deep call stack; at most 255.
+        max_label_bytes: the longest tag or named graph name accepted, in UTF-8 bytes (they
+            are index keys and travel in every filter, unlike the content they label).
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -62,6 +68,8 @@ class StoreConfig(Settings):
     text_keys: frozenset[str] = frozenset({"text"})
     default_importance: float = Field(default=0.5, ge=0.0, le=1.0)
     stop_words: frozenset[str] = DEFAULT_STOP_WORDS
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=MAX_DEPTH_CEILING)
+    max_label_bytes: int = Field(default=2_048, ge=1)
 
 
 class EvictionPolicy(Settings):

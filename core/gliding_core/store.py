@@ -35,12 +35,14 @@ from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import (
     Node,
     canonical_json,
+    check_iris,
+    check_text,
     node_text,
     parse_canonical,
     preview,
     validate_iri,
 )
-from gliding_core.staging import SEPARATOR, Rows, Staged, check_size, new_entry, stage
+from gliding_core.staging import SEPARATOR, Rows, Staged, check_record, check_tags, new_entry, stage
 
 logger = logging.getLogger(__name__)
 
@@ -304,7 +306,7 @@ class L0Store:
             if "@id" not in node:
                 node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
                 content = canonical_json(node)
-            check_size(node["@id"], content, limit)
+            check_record(record, node["@id"], content, self.config)
             requests.append((node, content, record))
             iris.append(node["@id"])
         now = time.time()
@@ -330,7 +332,14 @@ class L0Store:
                         staged[node["@id"]] = entry
                         next_id += 1
                     else:
-                        stage(entry, node, record, text_keys=self.config.text_keys, max_bytes=limit)
+                        stage(
+                            entry,
+                            node,
+                            record,
+                            text_keys=self.config.text_keys,
+                            max_bytes=limit,
+                            max_depth=self.config.max_depth,
+                        )
                 for entry in staged.values():
                     if entry.changed:
                         rows.add(entry, now)
@@ -408,7 +417,7 @@ class L0Store:
             EntryNotFoundError: no entry has ``iri``.
         """
         validate_iri(iri)
-        adding = Record({"@id": iri}, tags=add).tags
+        adding = check_tags(Record({"@id": iri}, tags=add).tags, self.config)
         removing = set(Record({"@id": iri}, tags=remove).tags)
         with self._session(write=True) as conn:
             row = conn.execute("SELECT id, tags FROM entries WHERE iri = ?", (iri,)).fetchone()
@@ -559,6 +568,7 @@ class L0Store:
         """Return the entries whose IRI starts with ``prefix``, in IRI order."""
         if not isinstance(prefix, str) or not prefix:
             raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
+        check_text(prefix, what="prefix")
         # A range on the unique IRI index; the upper bound is the prefix's successor string.
         upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if ord(prefix[-1]) < 0x10FFFF else None
         if upper is None:
@@ -617,7 +627,7 @@ class L0Store:
         ``params`` are bound before the IRIs.
         """
         rows: list[Any] = []
-        unique = list(dict.fromkeys(iris))
+        unique = check_iris(iris)
         with self._session(write=False) as conn:
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start : start + _CHUNK]
@@ -842,6 +852,7 @@ def _check_names(values: object, what: str) -> list[str]:
             raise InvalidInputError(
                 f"each of {what} must be a non-empty string, got {preview(value)}"
             )
+        check_text(value, what=f"each of {what}")
     return list(dict.fromkeys(values))
 
 

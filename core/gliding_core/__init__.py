@@ -29,6 +29,7 @@ from gliding_core.errors import (
     IndexMismatchError,
     InvalidInputError,
     InvalidNodeError,
+    NodeTooDeepError,
     StorageError,
 )
 from gliding_core.filters import SearchFilters
@@ -87,6 +88,7 @@ __all__ = [
     "MemoryConfig",
     "MesiState",
     "ModelView",
+    "NodeTooDeepError",
     "PoincareIndex",
     "PoincareSettings",
     "Record",

@@ -3,18 +3,21 @@
 A filter is validated when built and turns into one SQL condition on the entries table (alias
 ``e``) with its parameters; the lexical arm joins it into the full-text query, the dense arm
 checks its candidates against it.
+
+Invariants: a built filter holds only labels (tags, types, graph) by the rule writes use, so
+every tag, type or graph a write accepts can be filtered on; its numbers are finite floats
+(numpy scalars are converted), so they bind as SQL parameters.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gliding_core.entry import check_importance
+from gliding_core.entry import check_importance, check_real
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import is_label, preview
+from gliding_core.jsonld import check_label, preview
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,30 +43,17 @@ class SearchFilters:
     until: float | None = None
 
     def __post_init__(self) -> None:
+        set_ = object.__setattr__
         for name in ("tags_all", "tags_any", "types"):
-            value = getattr(self, name)
-            if isinstance(value, str) or not all(is_label(v) for v in value):
-                raise InvalidInputError(
-                    f"{name} must be a list of non-empty strings, got {preview(value)}"
-                )
-            object.__setattr__(self, name, tuple(value))
-        if self.named_graph is not None and not is_label(self.named_graph):
-            raise InvalidInputError(
-                f"named_graph must be a non-empty string, got {preview(self.named_graph)}"
-            )
+            set_(self, name, _check_labels(getattr(self, name), name))
+        if self.named_graph is not None:
+            set_(self, "named_graph", check_label(self.named_graph, what="named_graph"))
         for name in ("min_importance", "max_importance"):
             if getattr(self, name) is not None:
-                check_importance(getattr(self, name))
+                set_(self, name, check_importance(getattr(self, name)))
         for name in ("since", "until"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-            ):
-                raise InvalidInputError(
-                    f"{name} must be a UNIX time in seconds, got {preview(value)}"
-                )
+            if getattr(self, name) is not None:
+                set_(self, name, check_real(getattr(self, name), what=f"{name} (UNIX seconds)"))
         low, high = self.min_importance, self.max_importance
         if low is not None and high is not None and low > high:
             raise InvalidInputError(f"importance range is empty: {low} > {high}")
@@ -107,6 +97,16 @@ class SearchFilters:
                 parts.append(f"{column} {operator} ?")
                 params.append(value)
         return (" AND ".join(parts) or "1"), params
+
+
+def _check_labels(values: object, name: str) -> tuple[str, ...]:
+    """Return ``values`` as a tuple if it is a list of labels (see ``jsonld.label_problem``)."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidInputError(f"{name} must be a list of strings, got {preview(values)}")
+    items = tuple(values)
+    for value in items:
+        check_label(value, what=f"each of {name}")
+    return items
 
 
 def _unique(values: Sequence[str]) -> list[str]:

@@ -48,6 +48,7 @@ def test_all_is_pinned() -> None:
         "MemoryConfig",
         "MesiState",
         "ModelView",
+        "NodeTooDeepError",
         "PoincareIndex",
         "PoincareSettings",
         "Record",
@@ -91,6 +92,7 @@ def test_all_is_pinned() -> None:
         (errors.ClosedError, RuntimeError),
         (errors.IndexMismatchError, ValueError),
         (errors.DirectoryInUseError, RuntimeError),
+        (errors.NodeTooDeepError, ValueError),
     ],
 )
 def test_each_error_is_a_gliding_error_and_the_builtin_it_refines(

@@ -420,9 +420,11 @@ def test_translated_passes_unknown_exceptions_and_gliding_errors_through() -> No
 
 def test_translated_maps_a_real_sqlite_error() -> None:
     conn = sqlite3.connect(":memory:")
-    with pytest.raises(StorageError, match="selecting") as caught:
-        with translated("sqlite", "selecting"):
-            conn.execute("SELECT * FROM no_such_table")
+    with (
+        pytest.raises(StorageError, match="selecting") as caught,
+        translated("sqlite", "selecting"),
+    ):
+        conn.execute("SELECT * FROM no_such_table")
     assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
     conn.close()
 

@@ -37,6 +37,9 @@ from gliding_core.errors import InvalidInputError, InvalidNodeError, NodeTooDeep
 
 Node = dict[str, Any]
 
+# The most results one search may ask for: the dense index's bindings overflow near 2**31.
+MAX_RESULTS = 1_000_000
+
 # How deep a node may nest (the node itself is depth 1, an object or array in it depth 2 ...).
 # The JSON encoder and decoder recurse in C, one interpreter frame per level: a node read back
 # from inside a deep call stack (a framework's callbacks, a recursive agent) must still leave
@@ -339,11 +342,11 @@ def _surrogate_path(value: object) -> str | None:
     while stack:
         path, item = stack.pop()
         if isinstance(item, str):
-            if not _encodes(item):
+            if not encodes_as_utf8(item):
                 return path
         elif isinstance(item, Mapping):
             for key, inner in item.items():
-                if isinstance(key, str) and not _encodes(key):
+                if isinstance(key, str) and not encodes_as_utf8(key):
                     return f"the key {key!r} of {path}"
                 stack.append((f"{path}.{key}", inner))
         elif isinstance(item, (list, tuple)):
@@ -351,7 +354,10 @@ def _surrogate_path(value: object) -> str | None:
     return None
 
 
-def _encodes(text: str) -> bool:
+def encodes_as_utf8(text: str) -> bool:
+    """Return whether ``text`` encodes as UTF-8, that is, holds no lone surrogate."""
+    if text.isascii():
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

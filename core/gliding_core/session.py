@@ -195,7 +195,7 @@ class Session:
         if relevance is not None:
             relevance = _check_score(relevance)
         if at is not None:
-            at = check_real(at, what="at (a UNIX time in seconds)")
+            at = _check_time(at)
         summary = self.services.summarizer.summarize(content, self.config.max_summary_tokens)
         embedding = self._embed(summary)
         with self._lock:
@@ -546,6 +546,17 @@ def _shorten(text: str, width: int) -> str:
 def _check_name(value: object, what: str) -> str:
     """A role or agent name: a label, so no control character and no lone surrogate."""
     return check_label(value, what=what)
+
+
+# The UNIX times a turn's ISO timestamp can show: years 1 to 9999.
+_TIMES = (-62_135_596_800.0, 253_402_300_799.0)
+
+
+def _check_time(value: object) -> float:
+    moment = check_real(value, what="at (a UNIX time in seconds)")
+    if not _TIMES[0] <= moment <= _TIMES[1]:
+        raise InvalidInputError(f"at must be a UNIX time of the years 1 to 9999, got {moment!r}")
+    return moment
 
 
 def _check_score(value: object) -> float:

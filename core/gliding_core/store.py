@@ -37,6 +37,7 @@ from gliding_core.jsonld import (
     canonical_json,
     check_iris,
     check_text,
+    encodes_as_utf8,
     node_text,
     parse_canonical,
     preview,
@@ -519,7 +520,7 @@ class L0Store:
         return None if entry is None else entry.node
 
     def __contains__(self, iri: object) -> bool:
-        if not isinstance(iri, str):
+        if not isinstance(iri, str) or not encodes_as_utf8(iri):
             return False
         with self._session(write=False) as conn:
             return (
@@ -859,7 +860,7 @@ def _check_names(values: object, what: str) -> list[str]:
 def _check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInputError(f"limit must be an int >= 1, got {preview(limit)}")
-    return limit
+    return min(limit, 2**63 - 1)  # SQLite's largest INTEGER: a larger limit means no limit
 
 
 @contextmanager

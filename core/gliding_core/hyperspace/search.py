@@ -16,7 +16,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.vectors import Vector
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import MAX_RESULTS, check_text, preview
 from gliding_core.store import L0Store
 
 RRF_K = 60
@@ -105,8 +105,9 @@ class HybridSearch:
         """Return the ``k`` best entries for ``query`` that pass ``filters``, best first."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError(f"query must be a non-empty string, got {preview(query)}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be an int >= 1, got {preview(k)}")
+        check_text(query, what="query")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_RESULTS:
+            raise InvalidInputError(f"k must be an int in [1, {MAX_RESULTS}], got {preview(k)}")
         if filters is not None and not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
         mix = self.weights if weights is None else _check_weights(weights)

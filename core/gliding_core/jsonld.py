@@ -29,7 +29,7 @@ import re
 import reprlib
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -104,17 +104,16 @@ def _subclass_repr(value: object) -> str:
 _SHALLOW = frozenset({str, bytes, dict, list, tuple, set, frozenset, int, float, bool, type(None)})
 
 
-class ParsedNode(NamedTuple):
-    """A validated node: a new dict, its canonical JSON, its ``@type`` values, its depth."""
-
-    node: Node
-    content: str
-    types: tuple[str, ...]
-    depth: int
+# A validated node: a new dict, its canonical JSON, its ``@type`` values and its depth. A plain
+# tuple, not a named one: it is built for every node written, and a named one costs more.
+ParsedNode = tuple[Node, str, tuple[str, ...], int]
 
 
 def parse_node(value: object, *, max_depth: int = MAX_DEPTH_CEILING) -> ParsedNode:
     """Validate a JSON-LD node given as a mapping or as JSON text.
+
+    Returns:
+        The node as a new dict, its canonical JSON text, its ``@type`` values and its depth.
 
     Raises:
         InvalidNodeError: ``value`` is not JSON, not an object, not JSON-serialisable, holds a
@@ -148,7 +147,7 @@ def parse_node(value: object, *, max_depth: int = MAX_DEPTH_CEILING) -> ParsedNo
         _check_references(node)
     if "@id" in node:
         validate_iri(node["@id"], what="@id")
-    return ParsedNode(node, content, tuple(node_types(node)), depth)
+    return node, content, tuple(node_types(node)), depth
 
 
 def _loads(text: str | bytes | bytearray, max_depth: int) -> Any:

@@ -197,6 +197,19 @@ def plain(value: Any) -> Any:
 
 
 @st.composite
+def mixed(draw: st.DrawFn, plausible: list[Any], odd: list[Any]) -> list[Any]:
+    """Arguments drawn all plausible, with one odd, or all odd, a third of the time each."""
+    arguments = [draw(strategy) for strategy in plausible]
+    mode = draw(st.sampled_from(["plausible", "one odd", "all odd"]))
+    if mode == "one odd":
+        position = draw(st.integers(0, len(odd) - 1))
+        arguments[position] = draw(odd[position])
+    elif mode == "all odd":
+        arguments = [draw(strategy) for strategy in odd]
+    return arguments
+
+
+@st.composite
 def put_arguments(draw: st.DrawFn) -> list[Any]:
     """``put``'s five arguments: all plausible, one odd, or all odd, a third of the time each."""
     plain_node = st.fixed_dictionaries(
@@ -342,16 +355,20 @@ def test_search_with_any_filters_answers_or_refuses(
 
 @EXAMPLES
 @given(
-    task=st.one_of(good_iris, iris, numbers),
-    role=st.one_of(words, texts, numbers),
-    content=st.one_of(words, texts, numbers, st.none()),
-    relevance=importances,
-    metadata=metadatas,
-    at=st.one_of(st.none(), numbers, texts),
+    arguments=mixed(
+        [good_iris, words, words, st.none(), st.none(), st.none()],
+        [
+            st.one_of(iris, numbers),
+            st.one_of(texts, numbers),
+            st.one_of(texts, numbers, st.none()),
+            importances,
+            metadatas,
+            st.one_of(numbers, texts),
+        ],
+    )
 )
-def test_a_turn_is_archived_as_given_or_refused(
-    memory: Memory, task: Any, role: Any, content: Any, relevance: Any, metadata: Any, at: Any
-) -> None:
+def test_a_turn_is_archived_as_given_or_refused(memory: Memory, arguments: list[Any]) -> None:
+    task, role, content, relevance, metadata, at = arguments
     ok, session = attempt(
         lambda: memory.session(task, role="SA" if isinstance(role, str) else role)
     )
@@ -374,22 +391,22 @@ def test_a_turn_is_archived_as_given_or_refused(
 
 @EXAMPLES
 @given(
-    task=st.one_of(good_iris, good_iris, iris, numbers),
-    content=st.one_of(words, words, texts, numbers, st.none()),
-    producer=st.one_of(st.none(), words, texts, numbers),
-    relevance=importances,
-    consumer=st.one_of(st.none(), texts, numbers),
-    limit=st.one_of(st.none(), st.integers(-1, 3), numbers),
+    arguments=mixed(
+        [good_iris, words, st.none(), st.none(), st.none(), st.none()],
+        [
+            st.one_of(iris, numbers),
+            st.one_of(texts, numbers, st.none()),
+            st.one_of(texts, numbers),
+            importances,
+            st.one_of(texts, numbers),
+            st.one_of(st.integers(-1, 3), numbers),
+        ],
+    )
 )
 def test_a_supplement_is_delivered_as_given_or_refused(
-    memory: Memory,
-    task: Any,
-    content: Any,
-    producer: Any,
-    relevance: Any,
-    consumer: Any,
-    limit: Any,
+    memory: Memory, arguments: list[Any]
 ) -> None:
+    task, content, producer, relevance, consumer, limit = arguments
     before = state(memory.store)
     ok, item = attempt(
         lambda: memory.supplements.put(task, content, producer=producer, relevance=relevance)

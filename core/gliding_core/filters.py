@@ -19,6 +19,9 @@ from gliding_core.entry import check_importance, check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import check_label, preview
 
+# The most results one search may ask for: the dense index's bindings overflow near 2**31.
+MAX_RESULTS = 1_000_000
+
 
 @dataclass(frozen=True, slots=True)
 class SearchFilters:

@@ -37,15 +37,13 @@ from gliding_core.errors import InvalidInputError, InvalidNodeError, NodeTooDeep
 
 Node = dict[str, Any]
 
-# The most results one search may ask for: the dense index's bindings overflow near 2**31.
-MAX_RESULTS = 1_000_000
-
 # How deep a node may nest (the node itself is depth 1, an object or array in it depth 2 ...).
 # The JSON encoder and decoder recurse in C, one interpreter frame per level: a node read back
 # from inside a deep call stack (a framework's callbacks, a recursive agent) must still leave
 # room under the recursion limit of 1,000. Real JSON-LD nests a handful of levels.
 DEFAULT_MAX_DEPTH = 64
-# No setting may go above this: orjson's own limit (255), and far below the recursion limit.
+# No setting may go above this: orjson's own limit. A store set this high reads its deepest
+# nodes back only from call stacks some 700 frames short of the recursion limit.
 MAX_DEPTH_CEILING = 255
 
 _RESERVED_TEXT_KEYS = frozenset({"@id", "@context", "@type"})

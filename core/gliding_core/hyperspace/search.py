@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from gliding_core.entry import Entry
 from gliding_core.errors import InvalidInputError
-from gliding_core.filters import SearchFilters
+from gliding_core.filters import MAX_RESULTS, SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.vectors import Vector
-from gliding_core.jsonld import MAX_RESULTS, check_text, preview
+from gliding_core.jsonld import check_text, preview
 from gliding_core.store import L0Store
 
 RRF_K = 60

@@ -160,8 +160,8 @@ def check_real(value: object, *, what: str) -> float:
     Raises:
         InvalidInputError: the message names ``what`` and the value.
     """
-    if type(value) is float or type(value) is int:
-        number = float(value)
+    if type(value) is float:
+        number = value
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidInputError(f"{what} must be a real number, got {preview(value)}")
     else:

@@ -571,7 +571,7 @@ class L0Store:
             raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
         check_text(prefix, what="prefix")
         # A range on the unique IRI index; the upper bound is the prefix's successor string.
-        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if ord(prefix[-1]) < 0x10FFFF else None
+        upper = prefix[:-1] + _next_char(prefix[-1]) if ord(prefix[-1]) < 0x10FFFF else None
         if upper is None:
             return self._select("WHERE e.iri >= ? ORDER BY e.iri", [prefix], limit)
         return self._select("WHERE e.iri >= ? AND e.iri < ? ORDER BY e.iri", [prefix, upper], limit)
@@ -837,6 +837,11 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ..
             conn.execute(statement, list(chain.from_iterable(rows[start : start + per])))
     if whole < len(rows):
         conn.executemany(f"{head} VALUES {single}", rows[whole:])
+
+
+def _next_char(char: str) -> str:
+    """The character after ``char``, skipping the surrogates (no stored IRI holds one)."""
+    return chr(0xE000 if ord(char) == 0xD7FF else ord(char) + 1)
 
 
 def _split(joined: str) -> tuple[str, ...]:

@@ -288,7 +288,9 @@ def test_importance_takes_numpy_integers(store: L0Store, value: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", [True, np.bool_(True), float("nan"), np.float32("inf"), "0.5", 1.5, -0.1, 0.5j]
+    "value",
+    [True, np.bool_(True), float("nan"), np.float32("inf"), "0.5", 1.5, -0.1, 0.5j, 10**400],
+    ids=repr,
 )
 def test_importance_refuses_what_is_no_number_in_range(store: L0Store, value: Any) -> None:
     with pytest.raises(InvalidInputError, match="importance"):
@@ -432,3 +434,18 @@ def test_translated_maps_a_real_sqlite_error() -> None:
 def test_an_unknown_backend_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="unknown backend"):
         rows("redis")  # type: ignore[arg-type]
+
+
+def test_a_prefix_just_below_the_surrogates_finds_its_entries(store: L0Store) -> None:
+    """The range's upper bound skips the surrogates (hypothesis found it binding one)."""
+    store.put({"@id": "urn:\ud7ffa"})
+    store.put({"@id": "urn:\ue000"})
+    assert [entry.iri for entry in store.by_prefix("urn:\ud7ff")] == ["urn:\ud7ffa"]
+
+
+def test_huge_limits_mean_no_limit_and_a_huge_k_is_refused(memory: Memory) -> None:
+    memory.store.put({"@id": "urn:a", "text": "limits"}, tags=["t"])
+    assert len(memory.store.by_tags(["t"], limit=2**64)) == 1
+    assert len(memory.store.search_text("limits", limit=10**30)) == 1
+    with pytest.raises(InvalidInputError, match="k must be"):
+        memory.search("limits", 2**32)

@@ -23,6 +23,7 @@ Merge laws (seed 000, section 二), checked by property-based tests:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import json.scanner
 import re
@@ -62,7 +63,24 @@ _ENCODER = json.JSONEncoder(
 _SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
-_REPR = reprlib.Repr()
+class _Preview(reprlib.Repr):
+    """``reprlib.Repr`` showing a dict's keys in their order, as ``repr`` does (not sorted)."""
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        pieces = [
+            f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}"
+            for key, value in itertools.islice(x.items(), self.maxdict)
+        ]
+        if len(x) > self.maxdict:
+            pieces.append("...")
+        return "{" + ", ".join(pieces) + "}"
+
+
+_REPR = _Preview()
 _REPR.maxlevel = 3  # reprlib recurses; three levels cannot exhaust a stack
 _REPR.maxstring = _PREVIEW
 _REPR.maxother = _PREVIEW

@@ -6,6 +6,10 @@ request to it by the merge rules, and ``Rows`` lists what the batch writes, tabl
 - importance averaged with the stored one when the request gives one, kept otherwise;
 - metadata merged key by key (new wins); graph and MESI state replaced when given;
 - ``generation`` increases by one on each request that changes anything.
+
+``check_record`` holds each request to the store's own limits before the transaction starts
+(content and metadata size, nesting depth, tag and graph name size); ``stage`` holds the merge
+result to them again, so no entry is ever written over a limit.
 """
 
 from __future__ import annotations

@@ -449,3 +449,7 @@ def test_huge_limits_mean_no_limit_and_a_huge_k_is_refused(memory: Memory) -> No
     assert len(memory.store.search_text("limits", limit=10**30)) == 1
     with pytest.raises(InvalidInputError, match="k must be"):
         memory.search("limits", 2**32)
+
+
+def test_a_preview_keeps_the_order_of_a_dict() -> None:
+    assert preview({"role": "user", "content": "x"}) == "{'role': 'user', 'content': 'x'}"

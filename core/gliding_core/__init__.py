@@ -41,6 +41,7 @@ from gliding_core.errors import (
     IndexMismatchError,
     InvalidInputError,
     InvalidNodeError,
+    NodeTooDeepError,
     StaleWriteError,
     StorageError,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "MesiState",
     "ModelView",
     "NodeSource",
+    "NodeTooDeepError",
     "PoincareIndex",
     "PoincareSettings",
     "Reading",

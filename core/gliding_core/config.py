@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gliding_core.errors import ConfigError
+from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
 from gliding_core.tokens import DEFAULT_ENCODING
 
 
@@ -60,6 +61,11 @@ class StoreConfig(Settings):
             written (they are also written on close).
         access_buffer_limit: how many entries' buffered statistics make the store write them
             before the interval is up.
+        max_depth: how deep a node or its metadata may nest (the node itself is level 1).
+            64 by default: the JSON codecs recurse, and a node must stay readable from inside
+            a deep call stack; at most 255.
+        max_label_bytes: the longest tag or named graph name accepted, in UTF-8 bytes (they
+            are index keys and travel in every filter, unlike the content they label).
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -70,6 +76,8 @@ class StoreConfig(Settings):
     stop_words: frozenset[str] = DEFAULT_STOP_WORDS
     access_flush_interval_s: float = Field(default=1.0, gt=0.0, le=3600.0)
     access_buffer_limit: int = Field(default=10_000, gt=0)
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=MAX_DEPTH_CEILING)
+    max_label_bytes: int = Field(default=2_048, ge=1)
 
 
 class EvictionPolicy(Settings):

@@ -1,6 +1,10 @@
 """L0: the entry record, its MESI state, and the validated write request.
 
 Invariant: a ``Record`` that was constructed is valid; the store never sees unchecked input.
+It holds a node and metadata that encode as UTF-8 and nest at most ``MAX_DEPTH_CEILING`` deep
+(the store then holds the depth against its own, lower, ``StoreConfig.max_depth``), tags and a
+named graph that are labels (see ``jsonld.label_problem``), and an importance that is a float.
+Numbers are any finite real number but a bool (a numpy ``float32`` too), converted to ``float``.
 Timestamps are UNIX seconds (UTC).
 """
 
@@ -8,13 +12,24 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
 
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import Node, canonical_json, is_label, parse_node, preview
+from gliding_core.jsonld import (
+    MAX_DEPTH_CEILING,
+    Node,
+    canonical_json,
+    check_label,
+    check_text,
+    nesting_depth,
+    parse_canonical,
+    parse_node,
+    preview,
+)
 
 
 class MesiState(str, Enum):
@@ -91,9 +106,11 @@ class Record:
     """A validated request to write one node, with the entry fields the caller sets.
 
     ``None`` means "not given": a new entry takes the default, a merge keeps the existing value.
+    ``depth`` is how deep the node or the metadata nests, whichever is deeper.
 
     Raises:
         InvalidNodeError: the node is not a valid JSON-LD object.
+        NodeTooDeepError: the node or the metadata nests deeper than ``MAX_DEPTH_CEILING``.
         InvalidInputError: a tag, the importance, the graph, the metadata or the state is invalid.
     """
 
@@ -105,6 +122,7 @@ class Record:
     named_graph: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     mesi_state: MesiState | None = None
+    depth: int = 1
 
     def __init__(
         self,
@@ -117,7 +135,7 @@ class Record:
         mesi_state: MesiState | str | None = None,
     ) -> None:
         set_ = object.__setattr__
-        parsed, content, types = parse_node(node)
+        parsed, content, types, depth = parse_node(node)
         set_(self, "node", parsed)
         set_(self, "content", content)
         set_(self, "types", types)
@@ -127,17 +145,41 @@ class Record:
             importance = check_importance(importance)
         set_(self, "importance", importance)
         set_(self, "named_graph", None if named_graph is None else _check_graph(named_graph))
-        set_(self, "metadata", {} if metadata is None else _check_metadata(metadata))
+        checked, metadata_depth = ({}, 0) if metadata is None else _check_metadata(metadata)
+        set_(self, "metadata", checked)
         set_(self, "mesi_state", None if mesi_state is None else MesiState.parse(mesi_state))
+        set_(self, "depth", max(depth, metadata_depth))
+
+
+def check_real(value: object, *, what: str) -> float:
+    """Return ``value`` as a float if it is a finite real number (not a bool).
+
+    Any ``numbers.Real`` counts: ``int``, ``float``, ``fractions.Fraction`` and numpy's scalar
+    types (a ``float32`` as well as a ``float64``).
+
+    Raises:
+        InvalidInputError: the message names ``what`` and the value.
+    """
+    if type(value) is float:
+        number = value
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidInputError(f"{what} must be a real number, got {preview(value)}")
+    else:
+        try:
+            number = float(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidInputError(f"{what} must be a real number, got {preview(value)}") from exc
+    if not math.isfinite(number):
+        raise InvalidInputError(f"{what} must be finite, got {preview(value)}")
+    return number
 
 
 def check_importance(value: object) -> float:
-    """Return ``value`` as a float if it is a number in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError(f"importance must be a number in [0, 1], got {preview(value)}")
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidInputError(f"importance must be in [0, 1], got {value!r}")
-    return float(value)
+    """Return ``value`` as a float if it is a real number in [0, 1] (see ``check_real``)."""
+    number = check_real(value, what="importance")
+    if not 0.0 <= number <= 1.0:
+        raise InvalidInputError(f"importance must be in [0, 1], got {preview(value)}")
+    return number
 
 
 def _check_tags(tags: object) -> tuple[str, ...]:
@@ -150,34 +192,32 @@ def _check_tags(tags: object) -> tuple[str, ...]:
         items = tags
     checked: list[str] = []
     for tag in items:
-        if not isinstance(tag, str) or not is_label(tag):
-            raise InvalidInputError(
-                "each tag must be a non-empty string without control characters,"
-                f" got {preview(tag)}"
-            )
-        checked.append(tag)
+        if type(tag) is not str or not tag.isprintable() or not tag.strip():
+            check_label(tag, what="each tag")
+        checked.append(tag)  # type: ignore[arg-type]  # check_label refused any other type
     return tuple(dict.fromkeys(checked))
 
 
 def _check_graph(graph: object) -> str | None:
     if graph is None:
         return None
-    if not isinstance(graph, str) or not graph.strip():
-        raise InvalidInputError(f"named_graph must be a non-empty string, got {preview(graph)}")
-    return graph
+    return check_label(graph, what="named_graph")
 
 
-def _check_metadata(metadata: object) -> dict[str, Any]:
+def _check_metadata(metadata: object) -> tuple[dict[str, Any], int]:
+    """Return the metadata as plain JSON values and its depth."""
     if not metadata and (metadata is None or isinstance(metadata, Mapping)):
-        return {}
+        return {}, 0
     if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
         raise InvalidInputError(
             f"metadata must be a mapping with string keys, got {preview(metadata)}"
         )
+    depth = nesting_depth(dict(metadata), MAX_DEPTH_CEILING, what="metadata")
     try:
-        value: dict[str, Any] = json.loads(canonical_json(metadata))
+        content = canonical_json(metadata)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(
             f"metadata is not JSON-serialisable: {preview(metadata)} ({exc})"
         ) from exc
-    return value
+    check_text(content, what="metadata", locate=metadata)
+    return parse_canonical(content), depth

@@ -6,6 +6,7 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     GlidingError
     ├── InvalidInputError (ValueError)        a public function was given a bad value
     │   ├── InvalidNodeError                  not JSON, not an object, a bad ``@id`` ...
+    │   │   └── NodeTooDeepError              nested deeper than the configured limit
     │   └── ContentTooLargeError              content over the configured size limit
     ├── ConfigError (ValueError)              a setting cannot be used
     │   ├── EncodingUnavailableError          the token encoding cannot be loaded
@@ -109,3 +110,7 @@ class StaleWriteError(GlidingError, RuntimeError):
         self.based_on = based_on
         self.current_generation = current_generation
         self.current_value = current_value
+
+
+class NodeTooDeepError(InvalidNodeError):
+    """A JSON-LD node (or metadata) nests deeper than ``StoreConfig.max_depth``."""

@@ -8,18 +8,24 @@ Every field is a condition and the conditions are joined with AND; ``any_of`` an
 nest filters, so a scope can say "my entries, or the shared graphs, and never an input"
 (``gliding_core.scope``). Exclusions hold at query time, in the same SQL as the rest: an entry
 written between two searches is filtered like every other.
+
+Invariants: a built filter holds only labels (tags, types, graph) by the rule writes use, so
+every tag, type or graph a write accepts can be filtered on; its numbers are finite floats
+(numpy scalars are converted), so they bind as SQL parameters.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gliding_core.entry import check_importance
+from gliding_core.entry import check_importance, check_real
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import is_label, preview
+from gliding_core.jsonld import check_label, preview
+
+# The most results one search may ask for: the dense index's bindings overflow near 2**31.
+MAX_RESULTS = 1_000_000
 
 _LABEL_LISTS = ("named_graphs", "exclude_tags", "exclude_tag_prefixes", "exclude_types")
 
@@ -59,32 +65,20 @@ class SearchFilters:
     all_of: tuple[SearchFilters, ...] = ()
 
     def __post_init__(self) -> None:
+        set_ = object.__setattr__
         for name in ("tags_all", "tags_any", "types", *_LABEL_LISTS):
             value = getattr(self, name)
             if name in _LABEL_LISTS and not isinstance(value, (list, tuple)):
                 raise InvalidInputError(f"{name} must be a list of strings, got {preview(value)}")
-            if isinstance(value, str) or not all(is_label(v) for v in value):
-                raise InvalidInputError(
-                    f"{name} must be a list of non-empty strings, got {preview(value)}"
-                )
-            object.__setattr__(self, name, tuple(value))
-        if self.named_graph is not None and not is_label(self.named_graph):
-            raise InvalidInputError(
-                f"named_graph must be a non-empty string, got {preview(self.named_graph)}"
-            )
+            set_(self, name, _check_labels(value, name))
+        if self.named_graph is not None:
+            set_(self, "named_graph", check_label(self.named_graph, what="named_graph"))
         for name in ("min_importance", "max_importance"):
             if getattr(self, name) is not None:
-                check_importance(getattr(self, name))
+                set_(self, name, check_importance(getattr(self, name)))
         for name in ("since", "until"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-            ):
-                raise InvalidInputError(
-                    f"{name} must be a UNIX time in seconds, got {preview(value)}"
-                )
+            if getattr(self, name) is not None:
+                set_(self, name, check_real(getattr(self, name), what=f"{name} (UNIX seconds)"))
         for name in ("any_of", "all_of"):
             value = getattr(self, name)
             if not isinstance(value, (list, tuple)) or not all(
@@ -93,7 +87,7 @@ class SearchFilters:
                 raise InvalidInputError(
                     f"{name} must be a list of SearchFilters, got {preview(value)}"
                 )
-            object.__setattr__(self, name, tuple(value))
+            set_(self, name, tuple(value))
         low, high = self.min_importance, self.max_importance
         if low is not None and high is not None and low > high:
             raise InvalidInputError(f"importance range is empty: {low} > {high}")
@@ -173,6 +167,16 @@ def _prefix_range(prefix: str) -> list[str]:
     """The bounds of the strings that start with ``prefix``: itself, and its successor."""
     last = ord(prefix[-1])
     return [prefix] if last == 0x10FFFF else [prefix, prefix[:-1] + chr(last + 1)]
+
+
+def _check_labels(values: object, name: str) -> tuple[str, ...]:
+    """Return ``values`` as a tuple if it is a list of labels (see ``jsonld.label_problem``)."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidInputError(f"{name} must be a list of strings, got {preview(values)}")
+    items = tuple(values)
+    for value in items:
+        check_label(value, what=f"each of {name}")
+    return items
 
 
 def _unique(values: Sequence[str]) -> list[str]:

@@ -8,6 +8,8 @@ Invariants:
 - Phase 2 evicts the lowest score: score = beta * semantic + (1 - beta) * (w_r * recency +
   w_c * cost). More relevant, more recent and smaller turns score higher and stay longer.
 - Token counts are exact (the memory's token counter).
+- Input: turn content, goals and queries are text that encodes as UTF-8; roles and agent
+  names are labels; scores and times are finite real numbers, kept as floats.
 Thread-safe: one lock per session.
 """
 
@@ -25,10 +27,11 @@ from gliding_core.attention.relevance import RelevanceTracker, similarity
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import EvictionPolicy, SessionConfig
+from gliding_core.entry import check_real
 from gliding_core.errors import EntryNotFoundError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector, as_vector
-from gliding_core.jsonld import node_text, preview, validate_iri
+from gliding_core.jsonld import check_label, check_text, node_text, preview, validate_iri
 from gliding_core.store import L0Store
 from gliding_core.summarize import Summarizer
 from gliding_core.tokens import TokenCounter
@@ -190,12 +193,13 @@ class Session:
             raise InvalidInputError(
                 f"turn content must be a non-empty string, got {preview(content)}"
             )
+        check_text(content, what="turn content")
         if relevance is not None:
             relevance = _check_score(relevance)
         if isinstance(tags, str) or not isinstance(tags, (list, tuple)):
             raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))):
-            raise InvalidInputError(f"at must be a UNIX time in seconds, got {preview(at)}")
+        if at is not None:
+            at = _check_time(at)
         summary = self.services.summarizer.summarize(content, self.config.max_summary_tokens)
         embedding = self._embed(summary)
         with self._lock:
@@ -254,6 +258,7 @@ class Session:
         """Set the task goal the relevance tracker compares inputs with (5W2H what + why)."""
         if not isinstance(goal, str) or not goal.strip():
             raise InvalidInputError(f"task goal must be a non-empty string, got {preview(goal)}")
+        check_text(goal, what="task goal")
         self.tracker.set_task(self._embed(goal))
 
     def set_budget(self, budget: int) -> None:
@@ -459,6 +464,8 @@ class Session:
         """
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+        if query is not None:
+            check_text(query, what="query")
         limit = self.budget if budget is None else min(self.budget, _check_budget(budget))
         target = None if not query else self._embed(query)
         with self._lock:
@@ -542,15 +549,26 @@ def _shorten(text: str, width: int) -> str:
 
 
 def _check_name(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{what} must be a non-empty string, got {preview(value)}")
-    return value
+    """A role or agent name: a label, so no control character and no lone surrogate."""
+    return check_label(value, what=what)
+
+
+# The UNIX times a turn's ISO timestamp can show: years 1 to 9999.
+_TIMES = (-62_135_596_800.0, 253_402_300_799.0)
+
+
+def _check_time(value: object) -> float:
+    moment = check_real(value, what="at (a UNIX time in seconds)")
+    if not _TIMES[0] <= moment <= _TIMES[1]:
+        raise InvalidInputError(f"at must be a UNIX time of the years 1 to 9999, got {moment!r}")
+    return moment
 
 
 def _check_score(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+    score = check_real(value, what="relevance")
+    if not 0.0 <= score <= 1.0:
         raise InvalidInputError(f"relevance must be a number in [0, 1], got {preview(value)}")
-    return float(value)
+    return score
 
 
 def _check_budget(value: object) -> int:

@@ -6,19 +6,26 @@ request to it by the merge rules, and ``Rows`` lists what the batch writes, tabl
 - importance averaged with the stored one when the request gives one, kept otherwise;
 - metadata merged key by key (new wins); graph and MESI state replaced when given;
 - ``generation`` increases by one on each request that changes anything.
+
+``check_record`` holds each request to the store's own limits before the transaction starts
+(content and metadata size, nesting depth, tag and graph name size); ``stage`` holds the merge
+result to them again, so no entry is ever written over a limit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gliding_core.config import StoreConfig
 from gliding_core.entry import MesiState, Record
-from gliding_core.errors import ContentTooLargeError
+from gliding_core.errors import ContentTooLargeError, NodeTooDeepError
 from gliding_core.jsonld import (
+    MAX_DEPTH_CEILING,
     Node,
     canonical_json,
     content_hash,
     merge_nodes,
+    nesting_depth,
     node_context,
     node_facets,
     node_types,
@@ -67,6 +74,60 @@ def check_size(iri: object, content: str, limit: int) -> None:
         )
 
 
+def check_record(record: Record, iri: str, content: str, config: StoreConfig) -> None:
+    """Hold a write request to the store's limits: content size, nesting depth, label sizes.
+
+    ``content`` is the node's canonical JSON as it will be written (with its minted ``@id``).
+
+    Raises:
+        ContentTooLargeError: the content, the metadata, a tag or the named graph is too large.
+        NodeTooDeepError: the node or its metadata nests deeper than ``config.max_depth``.
+    """
+    check_size(iri, content, config.max_content_bytes)
+    if record.depth > config.max_depth:
+        raise NodeTooDeepError(
+            f"node {preview(iri)} or its metadata nests {record.depth} levels deep, over the"
+            f" limit of {config.max_depth} (StoreConfig.max_depth)"
+        )
+    quarter = config.max_label_bytes // 4  # a label this short fits, whatever its characters
+    for tag in record.tags:  # inline: this runs for every record of every batch
+        if len(tag) > quarter:
+            check_label_size(tag, config.max_label_bytes, what="tag")
+    graph = record.named_graph
+    if graph is not None and len(graph) > quarter:
+        check_label_size(graph, config.max_label_bytes, what="named_graph")
+    if record.metadata:
+        _check_metadata_size(iri, record.metadata, config.max_content_bytes)
+
+
+def _check_metadata_size(iri: str, metadata: dict[str, object], limit: int) -> None:
+    text = canonical_json(metadata)
+    if len(text) * 4 > limit and len(text.encode("utf-8")) > limit:
+        raise ContentTooLargeError(
+            f"metadata of {preview(iri)} is {len(text.encode('utf-8'))} bytes, over the limit of"
+            f" {limit} bytes (StoreConfig.max_content_bytes)"
+        )
+
+
+def check_tags(tags: tuple[str, ...], config: StoreConfig) -> tuple[str, ...]:
+    """Return ``tags`` if each is within ``config.max_label_bytes`` (see ``check_label_size``)."""
+    for tag in tags:
+        check_label_size(tag, config.max_label_bytes, what="tag")
+    return tags
+
+
+def check_label_size(label: str, limit: int, *, what: str) -> None:
+    """Raise ``ContentTooLargeError`` when a tag or graph name is over ``limit`` UTF-8 bytes."""
+    if len(label) * 4 <= limit:
+        return
+    size = len(label.encode("utf-8"))
+    if size > limit:
+        raise ContentTooLargeError(
+            f"{what} {preview(label)} is {size} bytes, over the limit of {limit} bytes"
+            " (StoreConfig.max_label_bytes)"
+        )
+
+
 def new_entry(
     entry_id: int,
     node: Node,
@@ -101,10 +162,23 @@ def new_entry(
 
 
 def stage(
-    entry: Staged, node: Node, record: Record, *, text_keys: frozenset[str], max_bytes: int
+    entry: Staged,
+    node: Node,
+    record: Record,
+    *,
+    text_keys: frozenset[str],
+    max_bytes: int,
+    max_depth: int = MAX_DEPTH_CEILING,
 ) -> None:
-    """Merge the write request (``node`` with ``record``'s options) into ``entry`` in place."""
+    """Merge the write request (``node`` with ``record``'s options) into ``entry`` in place.
+
+    Raises:
+        ContentTooLargeError: the merged node is over ``max_bytes``.
+        NodeTooDeepError: the merged node nests deeper than ``max_depth`` (an entry written
+            under a higher limit, merged after the limit was lowered).
+    """
     merged = merge_nodes(entry.node, node, text_keys=text_keys)
+    nesting_depth(merged, max_depth, what=f"the merge into {preview(entry.iri)}")
     content = canonical_json(merged)
     check_size(entry.iri, content, max_bytes)
     digest = content_hash(content) if content != entry.content else entry.content_hash

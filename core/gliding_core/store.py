@@ -76,12 +76,15 @@ from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import (
     Node,
     canonical_json,
+    check_iris,
+    check_text,
+    encodes_as_utf8,
     node_text,
     parse_canonical,
     preview,
     validate_iri,
 )
-from gliding_core.staging import SEPARATOR, Rows, Staged, check_size, new_entry, stage
+from gliding_core.staging import SEPARATOR, Rows, Staged, check_record, check_tags, new_entry, stage
 
 logger = logging.getLogger(__name__)
 
@@ -504,7 +507,7 @@ class L0Store:
             if "@id" not in node:
                 node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
                 content = canonical_json(node)
-            check_size(node["@id"], content, limit)
+            check_record(record, node["@id"], content, self.config)
             requests.append((node, content, record))
             iris.append(node["@id"])
         now = time.time()
@@ -530,7 +533,14 @@ class L0Store:
                         staged[node["@id"]] = entry
                         next_id += 1
                     else:
-                        stage(entry, node, record, text_keys=self.config.text_keys, max_bytes=limit)
+                        stage(
+                            entry,
+                            node,
+                            record,
+                            text_keys=self.config.text_keys,
+                            max_bytes=limit,
+                            max_depth=self.config.max_depth,
+                        )
                 for entry in staged.values():
                     if entry.changed:
                         rows.add(entry, now)
@@ -609,7 +619,7 @@ class L0Store:
             EntryNotFoundError: no entry has ``iri``.
         """
         validate_iri(iri)
-        adding = Record({"@id": iri}, tags=add).tags
+        adding = check_tags(Record({"@id": iri}, tags=add).tags, self.config)
         removing = set(Record({"@id": iri}, tags=remove).tags)
         with self._session() as conn:
             row = conn.execute("SELECT id, tags FROM entries WHERE iri = ?", (iri,)).fetchone()
@@ -703,7 +713,7 @@ class L0Store:
         return None if entry is None else entry.node
 
     def __contains__(self, iri: object) -> bool:
-        if not isinstance(iri, str):
+        if not isinstance(iri, str) or not encodes_as_utf8(iri):
             return False
         with self._reading() as conn:
             return (
@@ -752,8 +762,9 @@ class L0Store:
         """Return the entries whose IRI starts with ``prefix``, in IRI order."""
         if not isinstance(prefix, str) or not prefix:
             raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
+        check_text(prefix, what="prefix")
         # A range on the unique IRI index; the upper bound is the prefix's successor string.
-        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if ord(prefix[-1]) < 0x10FFFF else None
+        upper = prefix[:-1] + _next_char(prefix[-1]) if ord(prefix[-1]) < 0x10FFFF else None
         if upper is None:
             return self._select("WHERE e.iri >= ? ORDER BY e.iri", [prefix], limit)
         return self._select("WHERE e.iri >= ? AND e.iri < ? ORDER BY e.iri", [prefix, upper], limit)
@@ -1012,7 +1023,7 @@ def _chunked(
 ) -> list[Any]:
     """Run ``sql`` (whose ``{holes}`` takes IRIs) over ``iris`` in chunks; return the rows."""
     rows: list[Any] = []
-    unique = list(dict.fromkeys(iris))
+    unique = check_iris(iris)
     for start in range(0, len(unique), _CHUNK):
         chunk = unique[start : start + _CHUNK]
         holes = ", ".join("?" * len(chunk))
@@ -1105,6 +1116,11 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ..
         conn.executemany(f"{head} VALUES {single}", rows[whole:])
 
 
+def _next_char(char: str) -> str:
+    """The character after ``char``, skipping the surrogates (no stored IRI holds one)."""
+    return chr(0xE000 if ord(char) == 0xD7FF else ord(char) + 1)
+
+
 def _split(joined: str) -> tuple[str, ...]:
     return tuple(joined.split(SEPARATOR)) if joined else ()
 
@@ -1119,6 +1135,7 @@ def _check_names(values: object, what: str) -> list[str]:
             raise InvalidInputError(
                 f"each of {what} must be a non-empty string, got {preview(value)}"
             )
+        check_text(value, what=f"each of {what}")
     return list(dict.fromkeys(values))
 
 
@@ -1131,7 +1148,7 @@ def _check_sequence(value: object, what: str) -> int:
 def _check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInputError(f"limit must be an int >= 1, got {preview(limit)}")
-    return limit
+    return min(limit, 2**63 - 1)  # SQLite's largest INTEGER: a larger limit means no limit
 
 
 @contextmanager

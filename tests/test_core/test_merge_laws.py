@@ -133,7 +133,7 @@ def test_the_fast_canonical_form_is_exactly_the_standard_one(node: dict[str, Any
     fast = _fast_canonical(node)
     if fast is None:
         return
-    parsed, content = fast
+    parsed, content, _depth = fast
     assert content == canonical_json(node)
     assert parsed == json.loads(content)
 

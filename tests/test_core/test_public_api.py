@@ -53,6 +53,7 @@ def test_all_is_pinned() -> None:
         "MesiState",
         "ModelView",
         "NodeSource",
+        "NodeTooDeepError",
         "PoincareIndex",
         "PoincareSettings",
         "Reading",
@@ -108,6 +109,7 @@ def test_all_is_pinned() -> None:
         (errors.ClosedError, RuntimeError),
         (errors.IndexMismatchError, ValueError),
         (errors.DirectoryInUseError, RuntimeError),
+        (errors.NodeTooDeepError, ValueError),
     ],
 )
 def test_each_error_is_a_gliding_error_and_the_builtin_it_refines(

@@ -8,6 +8,8 @@ Invariants:
 - Order: inputs are delivered in the order their ``put`` committed, so each producer's inputs
   arrive in the order it sent them.
 - Audit: consumed inputs are kept, marked with when and by whom they were consumed.
+- Input: content is text that encodes as UTF-8; producer and consumer are labels (no control
+  character); relevance is a finite real number in [0, 1], kept as a float.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import uuid
 from dataclasses import dataclass
 
 from gliding_core.bus import EventBus, EventType
-from gliding_core.entry import Entry
+from gliding_core.entry import Entry, check_real
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import preview, validate_iri
+from gliding_core.jsonld import check_label, check_text, preview, validate_iri
 from gliding_core.store import L0Store
 
 PENDING = "supplement:pending"
@@ -71,16 +73,13 @@ class SupplementaryInputStore:
             raise InvalidInputError(
                 f"input content must be a non-empty string, got {preview(content)}"
             )
-        if producer is not None and (not isinstance(producer, str) or not producer):
-            raise InvalidInputError(f"producer must be a non-empty string, got {preview(producer)}")
-        if relevance is not None and (
-            isinstance(relevance, bool)
-            or not isinstance(relevance, (int, float))
-            or not 0 <= relevance <= 1
-        ):
-            raise InvalidInputError(
-                f"relevance must be a number in [0, 1], got {preview(relevance)}"
-            )
+        check_text(content, what="input content")
+        if producer is not None:
+            check_label(producer, what="producer")
+        if relevance is not None:
+            relevance = check_real(relevance, what="relevance")
+            if not 0.0 <= relevance <= 1.0:
+                raise InvalidInputError(f"relevance must be in [0, 1], got {preview(relevance)}")
         now = time.time()
         node = {
             "@id": IRI_PREFIX + str(uuid.uuid4()),
@@ -112,6 +111,8 @@ class SupplementaryInputStore:
     ) -> list[SupplementaryInput]:
         """Return the task's pending inputs, oldest first, and mark them consumed (kept)."""
         validate_iri(task_iri, what="task IRI")
+        if consumer is not None:
+            check_label(consumer, what="consumer")
         now = time.time()
         taken = []
         with self.store.transaction():
@@ -141,6 +142,9 @@ class SupplementaryInputStore:
 
     def wait(self, task_iri: str, timeout: float) -> bool:
         """Block until the task has a pending input or ``timeout`` seconds pass."""
+        validate_iri(task_iri, what="task IRI")
+        if check_real(timeout, what="timeout") < 0:
+            raise InvalidInputError(f"timeout must be >= 0 seconds, got {preview(timeout)}")
         deadline = time.monotonic() + timeout
         with self._arrived:
             while not self.snapshot(task_iri):

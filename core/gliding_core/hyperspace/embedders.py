@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import check_text, preview
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -89,9 +89,9 @@ def _features(word: str, dimension: int) -> tuple[tuple[int, float, float], ...]
 
 
 def _check_texts(texts: object) -> list[str]:
+    """Return the texts to embed as a list, each a str that encodes as UTF-8."""
     if isinstance(texts, str) or not isinstance(texts, Sequence):
         raise InvalidInputError(f"texts must be a list of strings, got {preview(texts)}")
     for text in texts:
-        if not isinstance(text, str):
-            raise InvalidInputError(f"each text to embed must be a str, got {preview(text)}")
+        check_text(text, what="each text to embed")
     return list(texts)

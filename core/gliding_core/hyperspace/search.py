@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from gliding_core.entry import Entry
 from gliding_core.errors import EmbedderError, InvalidInputError
-from gliding_core.filters import SearchFilters
+from gliding_core.filters import MAX_RESULTS, SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.vectors import Vector
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import check_text, preview
 from gliding_core.store import L0Store
 
 logger = logging.getLogger(__name__)
@@ -139,8 +139,9 @@ class HybridSearch:
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError(f"query must be a non-empty string, got {preview(query)}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be an int >= 1, got {preview(k)}")
+        check_text(query, what="query")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_RESULTS:
+            raise InvalidInputError(f"k must be an int in [1, {MAX_RESULTS}], got {preview(k)}")
         if filters is not None and not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
         mix = self.weights if weights is None else _check_weights(weights)

@@ -35,6 +35,12 @@ class EventType(str, Enum):
     TURN_EVICTED = "TURN_EVICTED"
     TURN_PAGED_IN = "TURN_PAGED_IN"
     CACHE_INVALIDATE = "CACHE_INVALIDATE"
+    # L2 blackboard nodes; the payload carries ``iri``, ``graph`` and ``generation``.
+    NODE_CREATED = "NODE_CREATED"
+    NODE_UPDATED = "NODE_UPDATED"
+    NODE_DELETED = "NODE_DELETED"
+    # Dirty blackboard nodes written to L0; the payload carries ``iris`` and ``count``.
+    MEMORY_WRITE_BACK = "MEMORY_WRITE_BACK"
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,6 +161,34 @@ class TopicConfig(Settings):
     proactive_fill: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
+# -- L2 blackboard -------------------------------------------------------------------------------
+
+
+class BlackboardConfig(Settings):
+    """L2 blackboard settings.
+
+    Attributes:
+        endpoint: the base URL of a SPARQL 1.1 server (``oxigraph serve``) holding the graph;
+            embedded pyoxigraph when unset (in memory, or on disk under the memory directory).
+        max_node_bytes: the largest node JSON accepted, in UTF-8 bytes.
+        max_batch_nodes: the most nodes one write may carry.
+        cache_nodes: how many nodes the node cache keeps in front of the store.
+        critical_tags: tags whose nodes are written through to L0 before the write returns.
+        flush_interval_s: how often dirty nodes are flushed to L0; 0 turns the timer off.
+        flush_batch: how many nodes one L0 transaction of a flush takes.
+        permissions: ``{role: {area: [operation, ...]}}`` replacing the default matrix.
+    """
+
+    endpoint: str | None = None
+    max_node_bytes: int = Field(default=262_144, gt=0)
+    max_batch_nodes: int = Field(default=10_000, gt=0)
+    cache_nodes: int = Field(default=100_000, ge=0)
+    critical_tags: frozenset[str] = frozenset({"emphasis", "user_intent", "confirmed_fact"})
+    flush_interval_s: float = Field(default=5.0, ge=0.0)
+    flush_batch: int = Field(default=500, gt=0)
+    permissions: dict[str, dict[str, list[str]]] | None = None
+
+
 class MemoryConfig(Settings):
     """Settings of the whole memory.
 
@@ -173,6 +201,7 @@ class MemoryConfig(Settings):
         bus_history: how many recent events the memory bus keeps.
         embedder: the embedding backend when none is passed in (``auto``: the best available).
         chroma_host, chroma_port: a Chroma server for the dense index; embedded when unset.
+        blackboard: the L2 blackboard settings.
     """
 
     store: StoreConfig = StoreConfig()
@@ -184,3 +213,4 @@ class MemoryConfig(Settings):
     embedder: Literal["auto", "local", "chroma-onnx", "hash"] = "auto"
     chroma_host: str | None = None
     chroma_port: int = Field(default=8000, ge=1, le=65_535)
+    blackboard: BlackboardConfig = BlackboardConfig()

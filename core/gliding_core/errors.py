@@ -14,7 +14,8 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     ├── StorageError (RuntimeError)           the storage backend failed
     │   └── DirectoryInUseError               another process owns the directory's engines
     ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
-    └── ClosedError (RuntimeError)            the memory or store was used after close()
+    ├── ClosedError (RuntimeError)            the memory or store was used after close()
+    └── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
 
 Backend exceptions (``sqlite3.Error``, Chroma's, Oxigraph's, httpx's) are translated at one
 boundary, ``gliding_core.boundary``, with ``raise ... from exc``, so callers only ever need to
@@ -78,3 +79,17 @@ class DirectoryInUseError(StorageError):
     def __init__(self, message: str, *, pid: int | None = None) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class PermissionDeniedError(GlidingError, PermissionError):
+    """An agent's role may not perform an operation on a blackboard graph; nothing was done.
+
+    Attributes:
+        role: the agent's role.
+        graph: the named graph of the refused operation.
+        operation: ``create``, ``read``, ``update``, ``delete``, or ``sparql-update``.
+    """
+
+    def __init__(self, message: str, *, role: str, graph: str, operation: str) -> None:
+        super().__init__(message)
+        self.role, self.graph, self.operation = role, graph, operation

@@ -18,6 +18,8 @@ from pathlib import Path
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.attention.topics import TopicMonitor
 from gliding_core.attention.window import ContextWindowManager
+from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import InvalidInputError
@@ -39,6 +41,7 @@ EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
 CHROMA_DIR = "chroma"
 MANIFEST_FILE = "memory.json"
 POINCARE_FILE = "poincare.npz"
+BLACKBOARD_DIR = "blackboard"
 
 
 def _collection(directory: Path | None) -> str | None:
@@ -113,6 +116,8 @@ class Memory:
             self._check_manifest(directory)
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
+        self._blackboard: Blackboard | None = None
+        self._blackboard_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -217,8 +222,33 @@ class Memory:
             summary_tokens=summary_tokens,
         )
 
+    @property
+    def blackboard(self) -> Blackboard:
+        """The L2 blackboard, built on first use, flushing to this memory's L0 store.
+
+        Its graph is the configured SPARQL endpoint, else on disk under the memory directory
+        (``Memory.open``), else in memory.
+        """
+        with self._blackboard_lock:
+            if self._blackboard is None:
+                settings = self.config.blackboard
+                path = None if self.directory is None else self.directory / BLACKBOARD_DIR
+                backend = open_graph(path=path, endpoint=settings.endpoint)
+                board = Blackboard(backend, store=self.store, bus=self.bus, config=settings)
+                if backend.kind != "memory":
+                    board.flush()  # what a crash left dirty
+                self._blackboard = board
+            return self._blackboard
+
+    def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
+        """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""
+        return self.blackboard.agent(name, role=role, task=task)
+
     def close(self) -> None:
         """Stop the topic monitor and close the store; closing twice is harmless."""
+        with self._blackboard_lock:
+            if self._blackboard is not None:
+                self._blackboard.close()  # flushes to L0, so before the store closes
         self.topics.stop()
         self.index.close()
         close_client(self._chroma)  # stops Chroma's system when no other memory shares it

@@ -38,6 +38,9 @@ PREFIXES: dict[str, str] = {
     "xsd": XSD,
 }
 
+# The prologue of every query the project ships (and the one to give your own queries).
+PROLOGUE = "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in PREFIXES.items())
+
 AREAS = (
     "plan",
     "execution",

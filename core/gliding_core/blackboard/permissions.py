@@ -122,11 +122,12 @@ class PermissionMatrix:
     def allows(self, role: str, area: str, operation: Operation | str) -> bool:
         """Return whether ``role`` may perform ``operation`` on nodes of ``area``."""
         key = ROLE_ALIASES.get(role, role)
-        return Operation.parse(operation) in self._rules.get(key, {}).get(area, frozenset())
+        op = operation if isinstance(operation, Operation) else Operation.parse(operation)
+        return op in self._rules.get(key, {}).get(area, frozenset())
 
     def check(self, role: str, area: str, operation: Operation | str, *, graph: str) -> None:
         """Raise ``PermissionDeniedError`` unless ``role`` may do ``operation`` in ``area``."""
-        op = Operation.parse(operation)
+        op = operation if isinstance(operation, Operation) else Operation.parse(operation)
         if not self.allows(role, area, op):
             raise PermissionDeniedError(
                 f"role {role!r} may not {op.value} in the {area!r} area (graph {graph})",

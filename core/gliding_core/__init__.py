@@ -7,8 +7,14 @@ from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.attention.topics import Boundary, TopicMonitor
 from gliding_core.attention.window import ContextWindowManager, FittedWindow
+from gliding_core.blackboard.agents import Agent, AgentRegistry, AgentStatus
+from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
+from gliding_core.blackboard.leases import Lease, LeaseMode, LeaseTable
+from gliding_core.blackboard.messages import Message, MessageBoard
+from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.config import (
+    CoordinationConfig,
     EvictionPolicy,
     MemoryConfig,
     SessionConfig,
@@ -18,6 +24,7 @@ from gliding_core.config import (
 from gliding_core.conversation import Conversation, ModelView, entry_text
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
+    AgentNotFoundError,
     ClosedError,
     ConfigError,
     ContentTooLargeError,
@@ -25,11 +32,19 @@ from gliding_core.errors import (
     EmbedderError,
     EncodingUnavailableError,
     EntryNotFoundError,
+    FencingTokenError,
     GlidingError,
     IndexMismatchError,
     InvalidInputError,
     InvalidNodeError,
+    InvalidTransitionError,
+    LeaseConflictError,
+    LeaseError,
+    LeaseNotHeldError,
+    LeaseTimeoutError,
     StorageError,
+    TaskCycleError,
+    TaskNotFoundError,
 )
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import (
@@ -52,6 +67,10 @@ from gliding_core.tokens import TokenCounter
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentNotFoundError",
+    "AgentRegistry",
+    "AgentStatus",
     "ArmResult",
     "Boundary",
     "CachedEmbedder",
@@ -61,6 +80,8 @@ __all__ = [
     "Context",
     "ContextWindowManager",
     "Conversation",
+    "CoordinationConfig",
+    "CoordinationDB",
     "DenseIndex",
     "DirectoryInUseError",
     "Edge",
@@ -74,6 +95,7 @@ __all__ = [
     "EventType",
     "EvictionPolicy",
     "ExtractiveSummarizer",
+    "FencingTokenError",
     "FittedWindow",
     "GlidingError",
     "HashEmbedder",
@@ -82,11 +104,22 @@ __all__ = [
     "IndexMismatchError",
     "InvalidInputError",
     "InvalidNodeError",
+    "InvalidTransitionError",
     "L0Store",
+    "Lease",
+    "LeaseConflictError",
+    "LeaseError",
+    "LeaseMode",
+    "LeaseNotHeldError",
+    "LeaseTable",
+    "LeaseTimeoutError",
     "Memory",
     "MemoryConfig",
     "MesiState",
+    "Message",
+    "MessageBoard",
     "ModelView",
+    "NodeMirror",
     "PoincareIndex",
     "PoincareSettings",
     "Record",
@@ -103,6 +136,11 @@ __all__ = [
     "Summarizer",
     "SupplementaryInput",
     "SupplementaryInputStore",
+    "Task",
+    "TaskCycleError",
+    "TaskNotFoundError",
+    "TaskRegistry",
+    "TaskStatus",
     "TextHit",
     "TokenCounter",
     "TopicConfig",

@@ -18,6 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from gliding_core.benchmarks.leases import lease_benchmark
 from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.leases import COMPATIBLE, STRENGTH, Lease, LeaseMode, LeaseTable
 from gliding_core.bus import EventBus, EventType
@@ -552,3 +553,29 @@ class LeaseMachine(RuleBasedStateMachine):
 
 TestLeaseMachine = LeaseMachine.TestCase
 TestLeaseMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+# -- the benchmark -----------------------------------------------------------------------------
+
+
+def test_the_lease_benchmark_reports_its_three_figures(tmp_path: Path) -> None:
+    figures = lease_benchmark(tmp_path, processes=2, seconds=0.2, samples=20)
+    assert set(figures) == {
+        "acquire_release_p50_ms",
+        "acquire_release_p95_ms",
+        "contended_grants_per_s",
+    }
+    assert 0 < figures["acquire_release_p50_ms"] <= figures["acquire_release_p95_ms"]
+    assert figures["contended_grants_per_s"] > 0
+    with CoordinationDB(tmp_path / "blackboard.sqlite3") as db:
+        assert LeaseTable(db).leases() == []  # every grant was released
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"processes": 0}, {"samples": True}, {"seconds": 0}, {"seconds": "1"}]
+)
+def test_the_lease_benchmark_refuses_bad_arguments(
+    tmp_path: Path, kwargs: dict[str, object]
+) -> None:
+    with pytest.raises(InvalidInputError):
+        lease_benchmark(tmp_path, **kwargs)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from gliding_core.blackboard.agents import Agent, AgentRegistry, AgentStatus
 from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
 from gliding_core.blackboard.leases import Lease, LeaseMode, LeaseTable
 from gliding_core.blackboard.messages import Message, MessageBoard
+from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.config import (
@@ -80,6 +81,7 @@ __all__ = [
     "Context",
     "ContextWindowManager",
     "Conversation",
+    "Coordination",
     "CoordinationConfig",
     "CoordinationDB",
     "DenseIndex",

@@ -18,6 +18,7 @@ from gliding_core.blackboard.agents import (
 )
 from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.leases import LeaseTable
+from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import (
@@ -308,3 +309,42 @@ def test_agents_are_mirrored_into_their_task_s_agents_area(
 
 def test_agent_iris_are_escaped() -> None:
     assert agent_iri("a<b>") == "urn:gliding-horse:agent:a%3Cb%3E"
+
+
+# -- the four registries together --------------------------------------------------------------
+
+
+def test_coordination_wires_the_registries_over_one_database(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    mirror = RecordingMirror()
+    with Coordination.open(tmp_path, mirror=mirror, clock=clock) as coordination:
+        assert coordination.db.path == str(tmp_path / "blackboard.sqlite3")
+        task = coordination.tasks.register("urn:t:1")
+        agent = coordination.agents.register("do-1", role="do", task=task.iri)
+        lease = coordination.leases.acquire("urn:n:1", agent.name, "write", ttl_s=5)
+        clock.now += 4
+        coordination.agents.heartbeat(agent.name)
+        assert coordination.leases.holders("urn:n:1")[0].expires_at == clock.now + 5
+        coordination.messages.publish("progress", {"lease": lease.token}, task=task.iri)
+        assert {"urn:t:1", agent.iri} <= set(mirror.nodes)
+        assert len(mirror.nodes) == 3  # the task, the agent and the message
+        seen = {e.type for e in coordination.bus.recent()}
+        assert {"TASK_REGISTERED", "AGENT_REGISTERED", "LEASE_GRANTED"} <= seen
+        assert "COORDINATION_MESSAGE" in seen
+        replacement = RecordingMirror()
+        coordination.mirror = replacement
+        assert coordination.mirror is replacement
+        assert coordination.remirror() == 2
+        assert set(replacement.nodes) == {"urn:t:1", agent.iri}
+    assert coordination.db.closed
+    assert not coordination.agents.sweeper_running
+    coordination.close()
+
+
+def test_coordination_leaves_a_borrowed_database_open() -> None:
+    with CoordinationDB() as db:
+        Coordination(db, owns_db=False).close()
+        assert not db.closed
+        with pytest.raises(InvalidInputError, match="CoordinationDB"):
+            Coordination("db")  # type: ignore[arg-type]

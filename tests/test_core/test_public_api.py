@@ -26,6 +26,7 @@ def test_all_is_pinned() -> None:
         "Context",
         "ContextWindowManager",
         "Conversation",
+        "Coordination",
         "CoordinationConfig",
         "CoordinationDB",
         "DenseIndex",

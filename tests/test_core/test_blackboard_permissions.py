@@ -19,7 +19,7 @@ from tests.test_core.test_blackboard_graph import make_backend
 TASK = "iri://task/t1"
 OTHER = "iri://task/t2"
 
-# The reference's matrix, written out: (role, area) -> what the role may do there.
+# The default matrix, written out: (role, area) -> what the role may do there.
 EXPECTED = {
     ("plan", "plan"): "crud",
     ("plan", "knowledge"): "r",
@@ -29,6 +29,10 @@ EXPECTED = {
     ("check", "execution"): "r",
     ("act", "decision"): "crud",
     ("act", "review"): "r",
+    **{(role, "tasks"): "ru" for role in ("do", "check", "act")},
+    ("plan", "tasks"): "cru",
+    **{(role, "agents"): "r" for role in ("plan", "do", "check", "act")},
+    **{(role, "messages"): "cr" for role in ("plan", "do", "check", "act")},
 }
 LETTERS = {"c": Operation.CREATE, "r": Operation.READ, "u": Operation.UPDATE, "d": Operation.DELETE}
 
@@ -45,7 +49,7 @@ def agents(board: Blackboard) -> dict[str, AgentHandle]:
     return {role: board.agent(f"{role}-agent", role=role, task=TASK) for role in DEFAULT_MATRIX}
 
 
-def test_the_default_matrix_is_the_reference_one() -> None:
+def test_the_default_matrix_is_the_reference_one_plus_coordination() -> None:
     matrix = PermissionMatrix()
     for role in ["plan", "do", "check", "act"]:
         for area in AREAS:

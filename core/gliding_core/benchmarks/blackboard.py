@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pyoxigraph as ox
 
+from gliding_core.benchmarks.leases import lease_benchmark
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.vocabulary import PROLOGUE
@@ -245,10 +246,6 @@ def _flush_per_s(directory: Path, nodes: int) -> float:
 
 
 def _lease_figures(directory: Path, seconds: float) -> dict[str, float]:
-    try:
-        from gliding_core.blackboard.leases import lease_benchmark  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
     figures: dict[str, float] = lease_benchmark(directory, processes=4, seconds=seconds)
     return figures
 

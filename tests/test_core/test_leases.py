@@ -425,6 +425,48 @@ def test_a_sigkilled_holder_s_lease_expires_and_the_waiter_gets_it(tmp_path: Pat
             child.stdout.close()
 
 
+_COUNTER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from gliding_core.blackboard.coordination import CoordinationDB
+    from gliding_core.blackboard.leases import LeaseTable
+    db_path, counter, name, rounds = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    table = LeaseTable(CoordinationDB(db_path))
+    tokens = []
+    for _ in range(rounds):
+        with table.hold("urn:counter", name, "exclusive", timeout_s=120) as lease:
+            counter.write_text(str(int(counter.read_text()) + 1))  # a read-modify-write
+            tokens.append(lease.token)
+    print(" ".join(map(str, tokens)))
+    """
+)
+
+
+def test_exclusive_leases_serialise_processes_and_tokens_never_repeat(tmp_path: Path) -> None:
+    path, counter = tmp_path / "blackboard.sqlite3", tmp_path / "counter.txt"
+    counter.write_text("0")
+    LeaseTable(CoordinationDB(path)).db.close()  # create the tables once
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COUNTER, str(path), str(counter), f"p{n}", "40"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in range(3)
+    ]
+    outputs = [child.communicate(timeout=300)[0] for child in children]
+    assert all(child.returncode == 0 for child in children)
+    assert counter.read_text() == "120"  # no increment lost: never two holders at once
+    tokens = [int(token) for output in outputs for token in output.split()]
+    assert len(tokens) == len(set(tokens)) == 120
+    for output in outputs:
+        mine = [int(token) for token in output.split()]
+        assert mine == sorted(mine)
+
+
 # -- the state machine -------------------------------------------------------------------------
 
 AGENTS = ("a", "b", "c")
@@ -485,13 +527,17 @@ class LeaseMachine(RuleBasedStateMachine):
         lease = self.leases.try_acquire(resource, agent, mode)
         assert not blocking, f"{agent} got {mode} on {resource} beside {blocking}"
         own = live.get(agent)
+        expires = self.clock.now + TTL
         if own is not None and STRENGTH[mode] <= STRENGTH[own.mode]:
-            assert (lease.token, lease.depth) == (own.token, own.depth + 1)
-            own.depth, own.expires_at = lease.depth, lease.expires_at
+            own.depth, own.expires_at = own.depth + 1, max(own.expires_at, expires)
+            assert (lease.token, lease.depth, lease.mode) == (own.token, own.depth, own.mode)
+            assert lease.expires_at == own.expires_at
             return
         assert lease.token > self.last_token, "tokens must strictly increase"
         self.last_token = lease.token
-        live[agent] = Held(mode, lease.depth, lease.expires_at, lease.token)
+        depth = 1 if own is None else own.depth + 1
+        assert (lease.depth, lease.mode, lease.expires_at) == (depth, mode, expires)
+        live[agent] = Held(mode, depth, expires, lease.token)
 
     @rule(agent=st.sampled_from(AGENTS), resource=st.sampled_from(RESOURCES))
     def release(self, agent: str, resource: str) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -44,6 +45,8 @@ from gliding_core.jsonld import preview
 logger = logging.getLogger(__name__)
 
 COORDINATION_FILE = "blackboard.sqlite3"
+MAX_NAME_LENGTH = 2_048
+_SPACE = re.compile(r"\s")
 
 
 class NodeMirror(Protocol):
@@ -219,12 +222,14 @@ def forget_nodes(mirror: NodeMirror | None, iris: Sequence[str]) -> None:
 
 def check_name(value: object, what: str) -> str:
     """Return ``value`` if it is a usable name or IRI: a non-empty string without whitespace."""
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+    if not isinstance(value, str) or not value or _SPACE.search(value) is not None:
         raise InvalidInputError(
             f"{what} must be a non-empty string without spaces, got {preview(value)}"
         )
-    if len(value) > 2_048:
-        raise InvalidInputError(f"{what} is longer than 2048 characters: {preview(value)}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidInputError(
+            f"{what} is longer than {MAX_NAME_LENGTH} characters: {preview(value)}"
+        )
     return value
 
 

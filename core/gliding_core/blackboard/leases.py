@@ -35,6 +35,10 @@ Invariants:
 - A lease is live while ``clock() < expires_at``. Expired leases are ignored by every read
   and deleted by the next grant on their resource (or by ``expire()``); a grant never waits for
   a sweeper.
+- Grants are not queued: a waiter gets the lease at its first attempt after the conflicting
+  holders are gone, so a stream of readers can delay an Exclusive waiter until its timeout, and
+  two readers that both wait to upgrade wait for each other (ask for the strongest mode needed
+  first).
 - Waiting uses the monotonic clock for its deadline; expiry uses the coordination clock.
   Waiters in this process are woken by a release; waiters in other processes poll, backing off
   up to ``max_wait_poll_s``.

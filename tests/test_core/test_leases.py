@@ -327,6 +327,21 @@ async def test_an_awaited_lease_is_granted_after_release(leases: LeaseTable) -> 
     assert (await waiting).holder == "b"
 
 
+async def test_awaiting_agents_take_an_exclusive_lease_in_turn(leases: LeaseTable) -> None:
+    order: list[str] = []
+
+    async def work(name: str) -> None:
+        lease = await leases.acquire_async("urn:r", name, X, timeout_s=60)
+        order.append(name)
+        assert [held.holder for held in leases.holders("urn:r")] == [name]
+        await asyncio.sleep(0.001)
+        leases.release(lease.resource, name)
+
+    await asyncio.gather(*(work(f"agent-{n}") for n in range(4)))
+    assert sorted(order) == [f"agent-{n}" for n in range(4)]
+    assert leases._async_waiters == []
+
+
 async def test_an_awaited_lease_times_out(leases: LeaseTable) -> None:
     leases.try_acquire("urn:r", "a", X)
     with pytest.raises(LeaseTimeoutError):

@@ -54,7 +54,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from enum import Enum
 
@@ -201,6 +201,7 @@ class LeaseTable:
         self.bus = bus
         self._released = threading.Condition()
         self._releases = 0
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         db.ensure_schema(_SCHEMA)
 
     # -- granting ------------------------------------------------------------------------------
@@ -266,19 +267,21 @@ class LeaseTable:
     ) -> Lease:
         """Await a lease like ``acquire``, without blocking the event loop while waiting.
 
-        Each attempt runs in a worker thread (it may wait for another process's database lock).
+        Each attempt runs in a worker thread (it may wait for another process's database lock);
+        a release in this process wakes the waiter at once.
         """
         request = self._request(resource, holder, mode, ttl_s)
         deadline = _deadline(timeout_s)
         pause = _FIRST_WAIT_S
         while True:
+            seen = self._releases
             outcome = self._settle(await asyncio.to_thread(self._attempt, *request))
             if outcome.lease is not None:
                 return outcome.lease
             left = _left(deadline)
             if left <= 0:
                 raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
-            await asyncio.sleep(min(pause, left))
+            await self._await_release(seen, min(pause, left))
             pause = min(pause * 2, self.db.config.max_wait_poll_s)
 
     @contextmanager
@@ -495,10 +498,32 @@ class LeaseTable:
         with self._released:
             self._released.wait_for(lambda: self._releases != seen, timeout_s)
 
+    async def _await_release(self, seen: int, timeout_s: float) -> None:
+        """Await a release in this process after the count ``seen``, or the timeout."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, future)
+        with self._released:
+            if self._releases != seen:
+                return
+            self._async_waiters.append(waiter)
+        try:
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(future, timeout_s)
+        finally:
+            with self._released:
+                if waiter in self._async_waiters:
+                    self._async_waiters.remove(waiter)
+
     def _woken(self) -> None:
         with self._released:
             self._releases += 1
             self._released.notify_all()
+            waiters, self._async_waiters = self._async_waiters, []
+        for loop, future in waiters:
+            # RuntimeError: the waiter's loop has closed, so nobody is waiting any more.
+            with suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, future)
 
     def _publish(self, kind: EventType, lease: Lease, **extra: object) -> None:
         if self.bus is not None:
@@ -595,6 +620,11 @@ def _conflict(
 
 def _not_held(resource: str, holder: str) -> LeaseNotHeldError:
     return LeaseNotHeldError(f"{holder!r} holds no live lease on {resource!r}")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _deadline(timeout_s: float | None) -> float | None:

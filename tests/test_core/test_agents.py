@@ -245,6 +245,41 @@ def test_a_sweep_marks_silent_agents_error_and_releases_their_leases(
     assert agents.sweep() == []  # an Error agent is not lost twice
 
 
+def test_a_sweep_deletes_expired_leases(
+    agents: AgentRegistry, leases: LeaseTable, bus: EventBus, clock: FakeClock
+) -> None:
+    leases.bus = bus
+    agents.register("a", role="do", task="urn:t:1", heartbeat_timeout_s=3_600)
+    leases.try_acquire("urn:n:forgotten", "a", "read", ttl_s=1)
+    clock.now += 2
+    assert agents.sweep() == []
+    assert [e.payload["resource"] for e in bus.recent(EventType.LEASE_EXPIRED)] == [
+        "urn:n:forgotten"
+    ]
+
+
+def test_an_agent_swept_by_another_process_learns_it_was_lost(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "shared.sqlite3"
+    config = CoordinationConfig(heartbeat_timeout_s=30, sweep_interval_s=0)
+    with (
+        CoordinationDB(path, clock=clock, config=config) as here,
+        CoordinationDB(path, clock=clock, config=config) as there,
+    ):
+        mine, theirs = AgentRegistry(here, leases=LeaseTable(here)), AgentRegistry(there)
+        mine.register("a", role="do", task="urn:t:1")
+        clock.now += 20
+        mine.heartbeat("a")
+        clock.now += 20
+        assert theirs.sweep() == []  # the beat of the other process counts
+        clock.now += 20
+        assert [agent.name for agent in theirs.sweep()] == ["a"]
+        with pytest.raises(InvalidTransitionError, match="register it again"):
+            mine.heartbeat("a")
+        assert mine.register("a", role="do", task="urn:t:1").incarnation == 2
+
+
 def test_the_sweeper_thread_starts_with_the_first_agent_and_stops_with_close(
     tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -85,6 +86,34 @@ def test_messages_from_another_process_are_read_in_order(tmp_path: Path) -> None
         subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=120)
         remote = board.read_since(topic="remote")
     assert [m.payload["i"] for m in remote] == list(range(20))
+
+
+def test_every_message_whose_publish_returned_survives_a_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "blackboard.sqlite3"
+    script = textwrap.dedent(
+        """
+        import sys
+        from gliding_core.blackboard.coordination import CoordinationDB
+        from gliding_core.blackboard.messages import MessageBoard
+        board = MessageBoard(CoordinationDB(sys.argv[1]))
+        i = 0
+        while True:
+            message = board.publish("work", {"i": i})
+            print(message.sequence, flush=True)
+            i += 1
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    returned = [int(child.stdout.readline()) for _ in range(200)]
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    child.stdout.close()
+    with CoordinationDB(path) as db:
+        stored = [m.sequence for m in MessageBoard(db).read_since()]
+    assert stored[: len(returned)] == returned  # none lost, in order, none invented before
 
 
 # -- pushes ------------------------------------------------------------------------------------

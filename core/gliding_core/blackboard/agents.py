@@ -18,8 +18,9 @@ Invariants:
   same one. Finishing (Completed), being lost (Error) and unregistering release the agent's
   leases right after the agent's row changes (if the process dies in between, the leases
   expire by their TTL).
-- The sweeper runs on one daemon thread, started by the first registration when
-  ``sweep_interval_s`` > 0 and stopped by ``close()``; ``sweep()`` does the same on demand.
+- The sweeper (which also deletes expired leases) runs on one daemon thread, started by the
+  first registration when ``sweep_interval_s`` > 0 and stopped by ``close()``; ``sweep()``
+  does the same on demand.
   A sweep re-checks each agent's silence inside its transaction, so an agent of another
   process that beat meanwhile is left alone.
 - Agents are mirrored into the graph as ``Agent`` nodes in the ``agents`` area of their task;
@@ -377,13 +378,17 @@ class AgentRegistry:
     def sweep(self) -> list[Agent]:
         """Mark every silent agent Error, release its leases and publish ``AGENT_LOST``.
 
-        Returns the agents marked, as they are now.
+        Also deletes every expired lease (publishing ``LEASE_EXPIRED``), so leases on
+        resources nobody asks for again do not linger. Returns the agents marked, as they are
+        now.
         """
         lost = []
         for candidate in self.silent():
             agent = self._lose(candidate.name)
             if agent is not None:
                 lost.append(agent)
+        if self.leases is not None:
+            self.leases.expire()
         return lost
 
     def _lose(self, name: str) -> Agent | None:

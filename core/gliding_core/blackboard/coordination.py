@@ -10,8 +10,8 @@ Where it lives: ``blackboard.sqlite3`` in the memory's directory for ``Memory.op
 
 Invariants:
 - One connection per ``CoordinationDB``, used under one re-entrant lock: a lease grant is a
-  ~30 us transaction, so threads gain nothing from a connection each but would pay SQLite's
-  file locking between them; other processes open their own ``CoordinationDB`` on the file, and
+  transaction of a few statements (tens of microseconds), so threads gain nothing from a
+  connection each but would pay SQLite's file locking between them; other processes open their own ``CoordinationDB`` on the file, and
   WAL plus a busy timeout serialise the writers of all processes.
 - Every write is one transaction (``write()``); a nested ``write()`` on the same thread is a
   savepoint of the outer one, so it commits and rolls back with it.
@@ -19,7 +19,7 @@ Invariants:
   the lock is always the innermost one and cannot take part in a deadlock; the registries
   publish and mirror after the transaction.
 - SQLite exceptions leave through ``gliding_core.boundary`` as ``StorageError``; SQL is built
-  from constants, every value travels as a parameter.
+  from constants (and validated integers), every value travels as a parameter.
 - The graph mirror (``NodeMirror``) is derived state: SQLite is the truth, a mirror failure is
   logged and the change stands; the registries can mirror everything again (``remirror()``).
 """

@@ -11,8 +11,9 @@ Where it lives: ``blackboard.sqlite3`` in the memory's directory for ``Memory.op
 Invariants:
 - One connection per ``CoordinationDB``, used under one re-entrant lock: a lease grant is a
   transaction of a few statements (tens of microseconds), so threads gain nothing from a
-  connection each but would pay SQLite's file locking between them; other processes open their own ``CoordinationDB`` on the file, and
-  WAL plus a busy timeout serialise the writers of all processes.
+  connection each but would pay SQLite's file locking between them; other processes open
+  their own ``CoordinationDB`` on the file, and WAL plus a busy timeout serialise the writers
+  of all processes.
 - Every write is one transaction (``write()``); a nested ``write()`` on the same thread is a
   savepoint of the outer one, so it commits and rolls back with it.
 - Nothing calls out of this module while holding the lock (no bus event, no graph mirror), so

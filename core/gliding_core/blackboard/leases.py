@@ -21,7 +21,7 @@ excludes everyone.
 
 Invariants:
 - No two live leases of one resource held by different holders are incompatible.
-- Every grant takes a token from one counter in the database, so tokens strictly increase
+- Every grant takes a token from one sequence in the database, so tokens strictly increase
   across resources, threads and processes. A re-entrant acquisition by the holder of a lease
   of the same or a stronger mode is not a new grant: it deepens the lease (each acquisition
   needs its release) and keeps its token. Asking for a stronger mode than held upgrades the
@@ -82,14 +82,17 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (resource, holder)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS leases_by_holder ON leases (holder);
-CREATE TABLE IF NOT EXISTS lease_fences (
-    resource TEXT PRIMARY KEY, token INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS lease_counter (
-    id INTEGER PRIMARY KEY CHECK (id = 1), token INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS lease_grants (
+    token INTEGER PRIMARY KEY AUTOINCREMENT,
+    resource TEXT NOT NULL,
+    fenced INTEGER NOT NULL CHECK (fenced IN (0, 1)),
+    UNIQUE (resource, fenced)
 );
-INSERT OR IGNORE INTO lease_counter (id, token) VALUES (1, 0);
 """
+# lease_grants keeps the newest grant per resource and kind (fenced or not): each grant
+# replaces the row of its kind, and AUTOINCREMENT gives the new row a rowid above every rowid
+# ever used, so one statement both takes the next token and, for Write and Exclusive, moves
+# the fence. Tokens never go back, even after every row is replaced or deleted.
 _COLUMNS = "resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at"
 _FIRST_WAIT_S = 0.0005
 
@@ -461,7 +464,7 @@ class LeaseTable:
         resource = check_name(resource, "resource")
         with self.db.read(f"reading the fence of {resource!r}") as conn:
             row = conn.execute(
-                "SELECT token FROM lease_fences WHERE resource = ?", (resource,)
+                "SELECT token FROM lease_grants WHERE resource = ? AND fenced = 1", (resource,)
             ).fetchone()
         return None if row is None else int(row[0])
 
@@ -478,7 +481,7 @@ class LeaseTable:
         with self.db.read(f"checking the fence of {resource!r}") as conn:
             own = _live(conn, resource, holder, self.db.clock())
             row = conn.execute(
-                "SELECT token FROM lease_fences WHERE resource = ?", (resource,)
+                "SELECT token FROM lease_grants WHERE resource = ? AND fenced = 1", (resource,)
             ).fetchone()
         newest = None if row is None else int(row[0])
         problem = _fence_problem(own, token, newest)
@@ -557,9 +560,12 @@ def _deepen(conn: sqlite3.Connection, own: Lease, expires: float) -> Lease:
 
 
 def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
-    """Write a new grant (or an upgrade) with the next token of the counter."""
-    conn.execute("UPDATE lease_counter SET token = token + 1 WHERE id = 1")
-    token = int(conn.execute("SELECT token FROM lease_counter WHERE id = 1").fetchone()[0])
+    """Write a new grant (or an upgrade) with the next token."""
+    cursor = conn.execute(
+        "INSERT OR REPLACE INTO lease_grants (resource, fenced) VALUES (?, ?)",
+        (lease.resource, int(lease.mode in FENCED_MODES)),
+    )
+    token = int(cursor.lastrowid or 0)
     conn.execute(
         f"INSERT OR REPLACE INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -573,11 +579,6 @@ def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
             lease.expires_at,
         ),
     )
-    if lease.mode in FENCED_MODES:
-        conn.execute(
-            "INSERT OR REPLACE INTO lease_fences (resource, token) VALUES (?, ?)",
-            (lease.resource, token),
-        )
     return Lease(
         lease.resource,
         lease.holder,

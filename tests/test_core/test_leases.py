@@ -658,3 +658,10 @@ def test_the_lease_benchmark_refuses_bad_arguments(
 ) -> None:
     with pytest.raises(InvalidInputError):
         lease_benchmark(tmp_path, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.stress
+class TestLeaseMachineAtLength(LeaseMachine.TestCase):
+    """The same machine with many more and longer runs (``pytest -m stress``)."""
+
+    settings = settings(max_examples=1_000, stateful_step_count=80, deadline=None)

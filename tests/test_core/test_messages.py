@@ -137,10 +137,14 @@ def test_subscribers_get_the_messages_of_their_topic_and_task(board: MessageBoar
 def test_messages_are_pushed_on_the_memory_s_bus(db: CoordinationDB) -> None:
     bus = EventBus()
     board = MessageBoard(db, bus=bus)
+    received: list[Message] = []
+    board.subscribe(received.append)
+    bus.publish(EventType.COORDINATION_MESSAGE, {"text": "not from a board"})
     message = board.publish("hello", {"x": 1}, task="urn:t:1", sender="plan-1")
-    event = bus.recent(EventType.COORDINATION_MESSAGE)[0]
+    event = bus.recent(EventType.COORDINATION_MESSAGE)[-1]
     assert (event.task_iri, event.source) == ("urn:t:1", "plan-1")
     assert Message(**event.payload) == message
+    assert received == [message]
 
 
 def test_pushes_follow_the_sequence_order_across_threads(board: MessageBoard) -> None:

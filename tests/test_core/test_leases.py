@@ -423,39 +423,49 @@ _HOLDER = textwrap.dedent(
     table = LeaseTable(CoordinationDB(sys.argv[1]))
     lease = table.try_acquire("urn:shared", "child", "exclusive", ttl_s=float(sys.argv[2]))
     print(lease.token, flush=True)
-    time.sleep(600)
+    while True:  # a live holder: it renews well inside its TTL, until it is killed
+        time.sleep(0.05)
+        table.renew("urn:shared", "child")
     """
 )
 
 
 def test_a_sigkilled_holder_s_lease_expires_and_the_waiter_gets_it(tmp_path: Path) -> None:
     path = tmp_path / "blackboard.sqlite3"
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(path), "0.5"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    try:
-        assert child.stdout is not None
-        child_token = int(child.stdout.readline())
-        with CoordinationDB(path) as db:
-            leases = LeaseTable(db)
+    with CoordinationDB(path) as db:
+        leases = LeaseTable(db)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, str(path), "2.0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        try:
+            assert child.stdout is not None
+            child_token = int(child.stdout.readline())
             with pytest.raises(LeaseConflictError) as caught:
                 leases.try_acquire("urn:shared", "parent", "write")
             assert caught.value.holders == (("child", "exclusive"),)
+            granted: list[Lease] = []
+            waiter = threading.Thread(
+                target=lambda: granted.append(
+                    leases.acquire("urn:shared", "parent", "write", timeout_s=120)
+                )
+            )
+            waiter.start()
             child.send_signal(signal.SIGKILL)
             child.wait(30)
-            lease = leases.acquire("urn:shared", "parent", "write", timeout_s=30)
-            assert lease.token > child_token
-            leases.check_fence("urn:shared", "parent", lease.token)
-            with pytest.raises(FencingTokenError):
-                leases.check_fence("urn:shared", "child", child_token)
-    finally:
-        child.kill()
-        child.wait(30)
-        if child.stdout is not None:
-            child.stdout.close()
+            waiter.join(150)
+        finally:
+            child.kill()
+            child.wait(30)
+            if child.stdout is not None:
+                child.stdout.close()
+        [lease] = granted
+        assert lease.token > child_token
+        leases.check_fence("urn:shared", "parent", lease.token)
+        with pytest.raises(FencingTokenError):
+            leases.check_fence("urn:shared", "child", child_token)
 
 
 _COUNTER = textwrap.dedent(

@@ -250,13 +250,10 @@ class LeaseTable:
         pause = _FIRST_WAIT_S
         while True:
             seen = self._releases
-            outcome = self._settle(self._attempt(*request))
-            if outcome.lease is not None:
-                return outcome.lease
-            left = _left(deadline)
-            if left <= 0:
-                raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
-            self._wait_for_release(seen, min(pause, left))
+            lease = self._granted(self._attempt(*request), request, deadline)
+            if lease is not None:
+                return lease
+            self._wait_for_release(seen, min(pause, _left(deadline)))
             pause = min(pause * 2, self.db.config.max_wait_poll_s)
 
     async def acquire_async(
@@ -278,13 +275,11 @@ class LeaseTable:
         pause = _FIRST_WAIT_S
         while True:
             seen = self._releases
-            outcome = self._settle(await asyncio.to_thread(self._attempt, *request))
-            if outcome.lease is not None:
-                return outcome.lease
-            left = _left(deadline)
-            if left <= 0:
-                raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
-            await self._await_release(seen, min(pause, left))
+            outcome = await asyncio.to_thread(self._attempt, *request)
+            lease = self._granted(outcome, request, deadline)
+            if lease is not None:
+                return lease
+            await self._await_release(seen, min(pause, _left(deadline)))
             pause = min(pause * 2, self.db.config.max_wait_poll_s)
 
     @contextmanager
@@ -309,6 +304,18 @@ class LeaseTable:
     ) -> tuple[str, str, LeaseMode, float]:
         ttl = self.db.config.lease_ttl_s if ttl_s is None else check_seconds(ttl_s, "ttl_s")
         return check_name(resource, "resource"), check_name(holder, "holder"), check_mode(mode), ttl
+
+    def _granted(
+        self,
+        outcome: _Outcome,
+        request: tuple[str, str, LeaseMode, float],
+        deadline: float | None,
+    ) -> Lease | None:
+        """Settle an attempt of a wait: the lease, or None to wait on (raising at the deadline)."""
+        self._settle(outcome)
+        if outcome.lease is None and _left(deadline) <= 0:
+            raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
+        return outcome.lease
 
     def _attempt(self, resource: str, holder: str, mode: LeaseMode, ttl_s: float) -> _Outcome:
         """Grant if no live lease of another holder is incompatible with ``mode``."""

@@ -6,14 +6,18 @@ agent's L1 session, in one L0 transaction, so the next model call carries them: 
 context of any chain that renders it, and, with ``GlidingMemoryMiddleware`` sharing the same
 ``Conversation``, as new user messages in the model request.
 
-Invariants: an input is taken exactly once (taking and archiving are one transaction); the
-handler never raises into the agent's run for an empty queue.
+With a middleware that serves several scopes (users, threads), build the handler with
+``for_middleware``: each cycle start takes the inputs of the run's own scope.
+
+Invariants: an input is taken exactly once (taking and archiving are one transaction), by the
+run of its scope only; the handler never raises into the agent's run for an empty queue.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -21,12 +25,16 @@ from langchain_core.messages import BaseMessage
 
 from gliding_core import Conversation, InvalidInputError, Memory, SupplementaryInput
 
+if TYPE_CHECKING:
+    from gliding_langchain.middleware import GlidingMemoryMiddleware
+
 
 class SupplementaryInputCallbackHandler(BaseCallbackHandler):
     """Move a task's pending supplementary inputs into its L1 session at each cycle start.
 
     Args:
         conversation: the agent's conversation (share it with ``GlidingMemoryMiddleware``).
+        resolve: returns the conversation of the current run; ``conversation`` when omitted.
 
     Attributes:
         taken: every input the handler took, oldest first.
@@ -39,12 +47,17 @@ class SupplementaryInputCallbackHandler(BaseCallbackHandler):
     raise_error = True  # a failed hand-over must stop the run, not lose the input silently
     run_inline = True  # take the inputs before the model call goes out
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(
+        self, conversation: Conversation, *, resolve: Callable[[], Conversation] | None = None
+    ) -> None:
         if not isinstance(conversation, Conversation):
             raise InvalidInputError(
                 f"conversation must be a gliding Conversation, got {conversation!r:.80}"
             )
+        if resolve is not None and not callable(resolve):
+            raise InvalidInputError(f"resolve must be callable, got {resolve!r:.80}")
         self.conversation = conversation
+        self._resolve = resolve
         self.taken: list[SupplementaryInput] = []
         self.cycles = 0
         self._lock = threading.Lock()
@@ -56,9 +69,17 @@ class SupplementaryInputCallbackHandler(BaseCallbackHandler):
         """Return a handler for ``agent`` working on ``task_iri`` in ``memory``."""
         return cls(Conversation(memory, task_iri, agent=agent))
 
+    @classmethod
+    def for_middleware(
+        cls, middleware: GlidingMemoryMiddleware
+    ) -> SupplementaryInputCallbackHandler:
+        """Return a handler that takes, at each cycle start, the inputs of the run's scope."""
+        return cls(middleware.conversation, resolve=middleware.current_conversation)
+
     def cycle_start(self) -> list[SupplementaryInput]:
-        """Take the pending inputs into the session; return them."""
-        taken = self.conversation.take_pending()
+        """Take the pending inputs of the run's scope into its session; return them."""
+        chat = self.conversation if self._resolve is None else self._resolve()
+        taken = chat.take_pending()
         with self._lock:
             self.cycles += 1
             self.taken.extend(taken)

@@ -10,8 +10,13 @@ exactly), and one turn of the chat's L1 session. With a ``budget``, ``messages``
 budgeted view (the memory as a system message, then the newest messages that fit), which keeps
 the prompts of a long chat small; ``all_messages`` always returns everything.
 
+The chat's ``session_id`` is its scope, a thread (``gliding_core.scope``: the same scope as a
+LangGraph run with that ``thread_id``): its messages and turns carry the scope's tag, recall
+reads that scope only, and input for the chat is put for ``scope_task_iri(thread_id=session_id)``.
+
 Invariants: ``clear`` hides the messages from the history but keeps them in L0 (nothing stored
-is lost; recall still finds them); messages come back in the order they were added.
+is lost; recall still finds them); messages come back in the order they were added; no other
+scope (and no reader without one) reads a chat's messages.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from urllib.parse import quote
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, SystemMessage, message_to_dict, messages_from_dict
 
-from gliding_core import Conversation, InvalidInputError, Memory
+from gliding_core import Conversation, InvalidInputError, Memory, Scope
 from gliding_langchain.messages import to_record, to_records
 
 CHAT_PREFIX = "urn:gliding:chat:"
@@ -55,7 +60,7 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
         self.session_id = session_id
         self.graph = CHAT_PREFIX + quote(session_id, safe="")
         self._tag = f"chat:{quote(session_id, safe='')}"
-        self.conversation = Conversation(memory, self.graph, budget=budget)
+        self.conversation = Conversation(memory, scope=Scope.thread(session_id), budget=budget)
         self.budget = budget
 
     @property
@@ -100,9 +105,10 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
             }
             for m in stamped
         ]
+        tags = [self._tag, ACTIVE, self.conversation.scope.tag]
         with self.memory.store.transaction():
             for node in nodes:
-                self.memory.store.put(node, tags=[self._tag, ACTIVE], named_graph=self.graph)
+                self.memory.store.put(node, tags=tags, named_graph=self.graph)
         self.conversation.record(to_records(stamped))
 
     def _iri(self, message_id: str) -> str:

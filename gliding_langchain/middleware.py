@@ -10,23 +10,35 @@ With ``create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory, ta
   then the supplementary inputs;
 - after the call, the model's reply is archived.
 
+Every read and write has the run's scope (``gliding_core.scope``): the ``user_id`` of the
+runtime context (an attribute or a key) or of ``config["configurable"]``, else the run's
+``thread_id``, else the task the middleware was built with (single-tenant use). Each scope has
+its own ``Conversation`` (its L1 session, its supplementary inputs, its recall), so bob's model
+request never quotes alice's turns; input for alice is put for
+``scope_task_iri(user_id="alice")``.
+
 Invariants: the graph state keeps the full history; only what the model sees is budgeted; each
-message is archived once; each supplementary input is added to the state exactly once.
+message is archived once; each supplementary input is added to the state exactly once, and is
+seen by the model only as that message; concurrent runs of different scopes share no state but
+the memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
-from collections.abc import Awaitable, Callable
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import SystemMessage
-from langgraph.runtime import Runtime
+from langgraph.config import get_config
+from langgraph.runtime import Runtime, get_runtime
 
 from gliding_core import Conversation, InvalidInputError, Memory, ModelView, SearchFilters
+from gliding_core.scope import Scope, Shared, resolve_scope
 from gliding_langchain.messages import supplement_message, to_records
 
 ModelHandler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
@@ -47,11 +59,15 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         window_share: the share of the budget the newest messages may take.
         summary_share: the share of the memory message the L1 context may take.
         recall_filters: restrict recall to some graphs, tags or types.
-        conversation: a ready conversation (shared with a callback handler); the arguments
-            above are then ignored.
+        shared: named graph IRIs or scopes every run's recall reads besides its own scope.
+        conversation: a ready conversation (shared with a callback handler): the one of runs
+            that name no user or thread; ``memory`` and ``task_iri`` are then taken from it.
         keep_views: how many of the latest views ``views`` keeps.
+        max_scopes: how many scopes' conversations are kept ready (their state lives in the
+            memory's sessions, so one dropped here is rebuilt as it was).
 
     Attributes:
+        conversation: the conversation of runs that name no user or thread.
         views: the views of the latest model calls, oldest first (what the model saw).
 
     Example:
@@ -71,12 +87,14 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         window_share: float = 0.5,
         summary_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
+        shared: Sequence[Shared] = (),
         conversation: Conversation | None = None,
         keep_views: int = 1_000,
+        max_scopes: int = 1_024,
     ) -> None:
         super().__init__()
-        if isinstance(keep_views, bool) or not isinstance(keep_views, int) or keep_views < 1:
-            raise InvalidInputError(f"keep_views must be an int >= 1, got {keep_views!r:.80}")
+        _check_count(keep_views, "keep_views")
+        _check_count(max_scopes, "max_scopes")
         if conversation is None:
             if not isinstance(memory, Memory):
                 raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
@@ -92,6 +110,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 window_share=window_share,
                 summary_share=summary_share,
                 recall_filters=recall_filters,
+                shared=shared,
             )
         elif not isinstance(conversation, Conversation):
             raise InvalidInputError(
@@ -99,14 +118,58 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         self.conversation = conversation
         self.views: deque[ModelView] = deque(maxlen=keep_views)
+        self._max_scopes = max_scopes
+        self._chats: OrderedDict[Scope, Conversation] = OrderedDict()
         self._lock = threading.Lock()
+
+    # -- scopes --------------------------------------------------------------------------------
+
+    def scope_of(self, runtime: Runtime[Any] | None) -> Scope:
+        """Return the scope of the current run: its user, else its thread, else the task.
+
+        The user is ``runtime.context``'s ``user_id`` (attribute or key), else
+        ``config["configurable"]["user_id"]``; the thread is ``configurable["thread_id"]``.
+        """
+        runtime = runtime if runtime is not None else _current_runtime()
+        configurable = _configurable()
+        user = _field(getattr(runtime, "context", None), "user_id")
+        user = user if user is not None else _field(configurable, "user_id")
+        thread = _field(configurable, "thread_id")
+        if thread is None:
+            thread = _field(getattr(runtime, "execution_info", None), "thread_id")
+        return resolve_scope(
+            user_id=_identity(user), thread_id=_identity(thread), default=self.conversation.scope
+        )
+
+    def current_conversation(self) -> Conversation:
+        """Return the conversation of the run this is called in (the default one outside)."""
+        return self.conversation_for(self.scope_of(_current_runtime()))
+
+    def conversation_for(self, scope: Scope) -> Conversation:
+        """Return the conversation of ``scope``, built like the default one on first use."""
+        if not isinstance(scope, Scope):
+            raise InvalidInputError(f"scope must be a gliding Scope, got {scope!r:.80}")
+        if scope == self.conversation.scope:
+            return self.conversation
+        with self._lock:
+            chat = self._chats.get(scope)
+            if chat is None:
+                chat = self._chats[scope] = self.conversation.for_scope(scope)
+                while len(self._chats) > self._max_scopes:
+                    self._chats.popitem(last=False)
+            self._chats.move_to_end(scope)
+            return chat
+
+    def _chat(self, runtime: Runtime[Any] | None) -> Conversation:
+        return self.conversation_for(self.scope_of(runtime))
 
     # -- before and after the model --------------------------------------------------------------
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Archive the state's new messages; add pending supplementary inputs to the state."""
-        self.conversation.record(to_records(state["messages"]))
-        delivered = self.conversation.deliver()
+        chat = self._chat(runtime)
+        chat.record(to_records(state["messages"]))
+        delivered = chat.deliver()
         if not delivered:
             return None
         return {"messages": [supplement_message(item) for item in delivered]}
@@ -119,7 +182,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Archive the model's reply."""
-        self.conversation.record(to_records(state["messages"]))
+        self._chat(runtime).record(to_records(state["messages"]))
         return None
 
     async def aafter_model(
@@ -148,7 +211,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         records = to_records([*system, *request.messages])
         for position, record in enumerate(records):  # an id-less message is known by position
             record.setdefault("id", f"{_POSITION}{position}")
-        view = self.conversation.view(records)
+        view = self._chat(request.runtime).view(records)
         with self._lock:
             self.views.append(view)
         originals = dict(
@@ -173,3 +236,45 @@ def _with_memory(system: list[SystemMessage], memory: str) -> SystemMessage | No
     else:
         content = [*original.content, {"type": "text", "text": memory}]
     return original.model_copy(update={"content": content})
+
+
+def _current_runtime() -> Runtime[Any] | None:
+    """The runtime of the graph run this is called in, or ``None`` outside one."""
+    try:
+        runtime = get_runtime()
+    except (RuntimeError, KeyError):  # outside a runnable context, or not a graph run
+        return None
+    return runtime if isinstance(runtime, Runtime) else None
+
+
+def _configurable() -> Mapping[str, Any]:
+    """The run's ``config["configurable"]``, empty outside a run."""
+    try:
+        config = get_config()
+    except RuntimeError:  # called outside a runnable context
+        return {}
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    return configurable if isinstance(configurable, Mapping) else {}
+
+
+def _field(source: object, name: str) -> object:
+    """``source[name]`` of a mapping, else ``source.name``, else ``None``."""
+    if source is None:
+        return None
+    if isinstance(source, Mapping):
+        return source.get(name)
+    return getattr(source, name, None)
+
+
+def _identity(value: object) -> str | None:
+    """A user or thread id as a scope key: a string, or an int or UUID given for one."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, uuid.UUID)) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidInputError(f"a user or thread id must be a string, got {value!r:.80}")
+
+
+def _check_count(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{what} must be an int >= 1, got {value!r:.80}")

@@ -11,6 +11,13 @@ Invariants:
 - Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
   item, and each namespace's items in the order their keys were first written;
   ``list_namespaces`` sorts.
+- Search never crosses namespaces: a query is ranked among the items under the prefix alone
+  (the SQL filter of both search arms names their graphs), and without the memory's per-graph
+  prior, so an item's score never depends on another namespace's items. A namespace per user
+  (``("memories", user_id)``, LangMem's template) is that user's scope: a search under it never
+  returns another user's item; a search under a shorter prefix is the caller naming them all.
+- With a ``scope_template``, an item of a namespace that matches it carries the scope's tag
+  (``gliding_core.scope``), like the turns of that user's agent.
 - A batch is validated whole first, answers its reads from the state before the batch, then
   applies its writes (the last one per key wins) in one L0 transaction: all of them or none.
 """
@@ -18,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import math
 import time
@@ -43,6 +51,7 @@ from langgraph.store.base import (
 
 from gliding_core import Entry, InvalidInputError, Memory, SearchFilters
 from gliding_core.jsonld import preview
+from gliding_core.scope import Kind, Scope
 
 IRI_PREFIX = "urn:gliding:langgraph:"
 ITEM_TYPE = "LangGraphItem"
@@ -51,6 +60,7 @@ WRITTEN = "langgraph_written_at"  # entry metadata: when the item was last put
 
 Namespace = tuple[str, ...]
 
+_PLACEHOLDERS: dict[str, Kind] = {"{user_id}": "user", "{thread_id}": "thread"}
 _COMPARISONS = ("$gt", "$gte", "$lt", "$lte")
 _OPERATORS = frozenset({"$eq", "$ne", *_COMPARISONS})
 
@@ -64,6 +74,11 @@ class GlidingStore(BaseStore):
 
     Args:
         memory: the memory that keeps the items; the store does not close it.
+        scope_template: the namespaces that belong to a scope, as LangMem writes them:
+            ``("memories", "{user_id}")`` puts the items of ``("memories", "alice")`` in
+            ``Scope.user("alice")`` (``{thread_id}`` names a thread), so that user's agent
+            recalls them and no other scope reads them. Items of other namespaces are of no
+            scope.
 
     Example:
         >>> with Memory() as memory:
@@ -73,12 +88,26 @@ class GlidingStore(BaseStore):
         {'theme': 'dark'}
     """
 
-    __slots__ = ("memory",)
+    __slots__ = ("memory", "scope_template")
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, *, scope_template: Namespace | None = None) -> None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
         self.memory = memory
+        self.scope_template = _check_template(scope_template)
+
+    def scope_of(self, namespace: Namespace) -> Scope | None:
+        """Return the scope ``namespace`` belongs to by ``scope_template``, or ``None``."""
+        template = self.scope_template
+        if template is None or len(namespace) != len(template):
+            return None
+        found: Scope | None = None
+        for want, label in zip(template, namespace, strict=True):
+            if want in _PLACEHOLDERS:
+                found = Scope(_PLACEHOLDERS[want], label)
+            elif want != label:
+                return None
+        return found
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` (reads against the state before the batch, then the writes) in order.
@@ -126,23 +155,29 @@ class GlidingStore(BaseStore):
         ]
         if not op.query or not op.query.strip():
             return [_to_hit(entry) for entry in entries[op.offset : op.offset + op.limit]]
-        scores = self._rank(op.query, {entry.iri for entry in entries}, op.offset + op.limit)
+        graphs = tuple(dict.fromkeys(str(entry.named_graph) for entry in entries))
         by_iri = {entry.iri: entry for entry in entries}
+        scores = self._rank(op.query, graphs, set(by_iri), op.offset + op.limit)
         ranked = [_to_hit(by_iri[iri], score) for iri, score in scores.items()]
         # Entries without text have no score; like InMemoryStore, they come after the ranked.
         ranked += [_to_hit(entry) for entry in entries if entry.iri not in scores]
         return ranked[op.offset : op.offset + op.limit]
 
-    def _rank(self, query: str, allowed: set[str], wanted: int) -> dict[str, float]:
-        """Return the hybrid search scores of the ``allowed`` IRIs, best first, at least
-        ``wanted`` of them when there are; the search widens until it has them."""
-        if not allowed:
+    def _rank(
+        self, query: str, graphs: tuple[str, ...], allowed: set[str], wanted: int
+    ) -> dict[str, float]:
+        """Return the hybrid search scores of the ``allowed`` items (all in ``graphs``), best
+        first, at least ``wanted`` of them when there are; the search widens until it has them."""
+        if not graphs:
             return {}
-        total = sum(self._graphs().values())
-        filters = SearchFilters(types=(ITEM_TYPE,))
-        k = min(max(wanted, 1), total)
+        counts = self._graphs()
+        total = sum(counts.get(graph, 0) for graph in graphs)
+        filters = SearchFilters(types=(ITEM_TYPE,), named_graphs=graphs)
+        search = copy.copy(self.memory.hyperspace)
+        search.group_weight = 0.0  # a namespace holding a strong match lifts none of its items
+        k = min(max(wanted, 1), max(total, 1))
         while True:
-            hits = self.memory.search(query, k, filters=filters)
+            hits = search.search(query, k, filters=filters)
             scores = {hit.iri: hit.score for hit in hits if hit.iri in allowed}
             if len(scores) >= wanted or k >= total:
                 return scores
@@ -182,8 +217,10 @@ class GlidingStore(BaseStore):
                 if op.value is None:
                     store.delete(iri)
                     continue
+                scope = self.scope_of(op.namespace)
                 store.put(
                     {"@id": iri, "@type": ITEM_TYPE, "value": dict(op.value)},
+                    tags=[scope.tag] if scope is not None else [],
                     named_graph=graph,
                     metadata={ORDER: self._namespace_order(graph), WRITTEN: now},
                 )
@@ -247,6 +284,21 @@ def _to_hit(entry: Entry, score: float | None = None) -> SearchItem:
 
 
 # -- validation --------------------------------------------------------------------------------
+
+
+def _check_template(template: object) -> Namespace | None:
+    """Accept a namespace with exactly one ``{user_id}`` or ``{thread_id}`` label."""
+    if template is None:
+        return None
+    if not isinstance(template, tuple) or not all(isinstance(t, str) and t for t in template):
+        raise InvalidInputError(
+            f"scope_template must be a tuple of labels, got {preview(template)}"
+        )
+    if sum(label in _PLACEHOLDERS for label in template) != 1:
+        raise InvalidInputError(
+            f"scope_template needs one {{user_id}} or {{thread_id}} label, got {preview(template)}"
+        )
+    return template
 
 
 def _check_op(op: object) -> None:

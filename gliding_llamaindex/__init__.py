@@ -3,7 +3,8 @@
 Each module is one LlamaIndex concept: ``GlidingMemory`` (a chat memory with a budgeted view),
 ``GlidingMemoryBlock`` (long-term memory for the stock ``Memory``), ``GlidingRetriever``
 (hybrid search of L0), and the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
-``LlamaIndexSummarizer``.
+``LlamaIndexSummarizer``. Each reads and writes one scope (``gliding_core.scope``): a user, a
+session (``session_id``, a thread scope) or a task.
 """
 
 from gliding_llamaindex.embeddings import GlidingEmbedding, LlamaIndexEmbedder

@@ -28,6 +28,7 @@ import hashlib
 import json
 import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.scope import Shared, resolve_scope
 from gliding_llamaindex.messages import Record, check_messages, from_record, to_record
 
 DEFAULT_TASK = "urn:gliding:task:llamaindex"
@@ -103,6 +105,9 @@ class GlidingMemory(BaseMemory):
         memory: Memory | None = None,
         task_iri: str = DEFAULT_TASK,
         *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        shared: Sequence[Shared] = (),
         budget: int | None = None,
         token_limit: int | None = None,
         agent: str = "agent",
@@ -118,7 +123,10 @@ class GlidingMemory(BaseMemory):
         Args:
             memory: the gliding memory; a new in-memory ``Memory()`` (closed by ``close``) when
                 omitted.
-            task_iri: the task; supplementary inputs are put for it.
+            task_iri: the task of a memory with neither ``session_id`` nor ``user_id``.
+            session_id: the chat's key: its scope is this thread (``Scope.thread``).
+            user_id: the user: their scope (``Scope.user``), shared by all their sessions.
+            shared: named graph IRIs or scopes recall reads besides the memory's own scope.
             budget: the token budget of ``get``; the L1 session's budget when omitted.
             token_limit: LlamaIndex's name for ``budget``; give one of the two.
             agent, role, recall_k, window_share, summary_share, recall_filters: see
@@ -134,13 +142,15 @@ class GlidingMemory(BaseMemory):
                 f"give budget or token_limit, not both: got {preview(budget)} "
                 f"and {preview(token_limit)}"
             )
+        scope = resolve_scope(user_id=user_id, thread_id=session_id, default=task_iri)
         owned = None
         if memory is None:
             memory = owned = Memory()
         try:
             conversation = Conversation(
                 memory,
-                task_iri,
+                scope=scope,
+                shared=shared,
                 agent=agent,
                 role=role,
                 budget=budget if budget is not None else token_limit,
@@ -163,6 +173,12 @@ class GlidingMemory(BaseMemory):
     def conversation(self) -> Conversation:
         """The conversation this memory reads and archives into."""
         return self._conversation
+
+    @property
+    def session_id(self) -> str | None:
+        """The chat's key when the memory is scoped to a thread (a session), else ``None``."""
+        scope = self._conversation.scope
+        return scope.key if scope.kind == "thread" else None
 
     @property
     def last_view(self) -> ModelView | None:

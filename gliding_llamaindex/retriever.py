@@ -1,13 +1,16 @@
 """Adapter: ``GlidingRetriever``, LlamaIndex retrieval over the hybrid search of L0.
 
-Invariants: one ``Memory.search`` per query; a node's id is its entry's IRI, its text the
-entry's text (a turn's words, or the node's text values), its score the fused hybrid score;
-the metadata holds what filters can select on, and is hidden from embedding and from the LLM
-(``get_content`` is the entry's text alone).
+Invariants: a retriever reads its scope (``gliding_core.scope``) and the graphs or scopes it
+shares, never another scope's entries; one without a scope reads the entries of no scope; none
+returns a supplementary input. One ``Memory.search`` per query; a node's id is its entry's
+IRI, its text the entry's text (a turn's words, or the node's text values), its score the fused
+hybrid score; the metadata holds what filters can select on, and is hidden from embedding and
+from the LLM (``get_content`` is the entry's text alone).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -20,6 +23,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.scope import Scope, Shared, reader_filters
 
 
 class GlidingRetriever(BaseRetriever):
@@ -29,6 +33,9 @@ class GlidingRetriever(BaseRetriever):
         memory: the memory to search.
         k: how many nodes to return at most.
         filters: restrict the search (tags, types, named graph, importance, time).
+        scope: whose entries to read (a user, a thread, a task); without one, only the entries
+            of no scope.
+        shared: named graph IRIs or scopes to read as well.
         callback_manager: LlamaIndex callbacks.
         verbose: LlamaIndex's verbose flag.
 
@@ -43,6 +50,8 @@ class GlidingRetriever(BaseRetriever):
         *,
         k: int = 5,
         filters: SearchFilters | None = None,
+        scope: Scope | None = None,
+        shared: Sequence[Shared] = (),
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -54,13 +63,16 @@ class GlidingRetriever(BaseRetriever):
             raise InvalidInputError(
                 f"filters must be SearchFilters or None, got {preview(filters)}"
             )
+        readable = reader_filters(scope, shared, base=filters)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self.memory = memory
         self.k = k
         self.filters = filters
+        self.scope = scope
+        self._readable = readable
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = self.memory.search(query_bundle.query_str, self.k, filters=self.filters)
+        hits = self.memory.search(query_bundle.query_str, self.k, filters=self._readable)
         return [NodeWithScore(node=to_node(hit.entry), score=hit.score) for hit in hits]
 
 

@@ -18,6 +18,18 @@ from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.coherence import (
+    CoherenceCoordinator,
+    CopyEvent,
+    DictNodeSource,
+    LocalDirectory,
+    NodeSource,
+    Reading,
+    SharedContext,
+    SQLiteDirectory,
+    SQLiteNodeSource,
+    render_shared,
+)
 from gliding_core.config import (
     BlackboardConfig,
     CoordinationConfig,
@@ -49,6 +61,7 @@ from gliding_core.errors import (
     LeaseNotHeldError,
     LeaseTimeoutError,
     PermissionDeniedError,
+    StaleWriteError,
     StorageError,
     TaskCycleError,
     TaskNotFoundError,
@@ -56,16 +69,23 @@ from gliding_core.errors import (
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import (
     CachedEmbedder,
-    HttpEmbedder,
     SentenceTransformerEmbedder,
     auto_embedder,
 )
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
+from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.scope import (
+    Scope,
+    adopt_unscoped_turns,
+    reader_filters,
+    resolve_scope,
+    scope_task_iri,
+)
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -86,6 +106,7 @@ __all__ = [
     "Boundary",
     "CachedEmbedder",
     "ClosedError",
+    "CoherenceCoordinator",
     "ConfigError",
     "ContentTooLargeError",
     "Context",
@@ -94,7 +115,9 @@ __all__ = [
     "Coordination",
     "CoordinationConfig",
     "CoordinationDB",
+    "CopyEvent",
     "DenseIndex",
+    "DictNodeSource",
     "DirectoryInUseError",
     "Edge",
     "EmbeddedGraph",
@@ -127,6 +150,7 @@ __all__ = [
     "LeaseNotHeldError",
     "LeaseTable",
     "LeaseTimeoutError",
+    "LocalDirectory",
     "Memory",
     "MemoryConfig",
     "MesiState",
@@ -134,20 +158,27 @@ __all__ = [
     "MessageBoard",
     "ModelView",
     "NodeMirror",
+    "NodeSource",
     "Operation",
     "PermissionDeniedError",
     "PermissionMatrix",
     "PoincareIndex",
     "PoincareSettings",
     "QueryResult",
+    "Reading",
     "Record",
     "RelevanceTracker",
+    "SQLiteDirectory",
+    "SQLiteNodeSource",
+    "Scope",
     "SearchFilters",
     "SearchHit",
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",
+    "SharedContext",
     "SparqlEndpoint",
+    "StaleWriteError",
     "StorageError",
     "StoreConfig",
     "StructureIndex",
@@ -166,6 +197,11 @@ __all__ = [
     "TopicMonitor",
     "Turn",
     "__version__",
+    "adopt_unscoped_turns",
     "auto_embedder",
     "entry_text",
+    "reader_filters",
+    "render_shared",
+    "resolve_scope",
+    "scope_task_iri",
 ]

@@ -52,6 +52,8 @@ class EventType(str, Enum):
     AGENT_STATUS_CHANGED = "AGENT_STATUS_CHANGED"
     AGENT_LOST = "AGENT_LOST"
     COORDINATION_MESSAGE = "COORDINATION_MESSAGE"
+    # A write to a shared node invalidated other agents' copies (gliding_core.coherence).
+    COPIES_INVALIDATED = "COPIES_INVALIDATED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,14 @@ A model view, within one token budget, holds:
    never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
+A conversation belongs to one scope (``gliding_core.scope``: a user, a thread, or the task it was
+built for): its turns carry the scope's tag, its session and supplementary inputs use the
+scope's task IRI, and recall reads the scope's entries and the graphs shared explicitly, never
+another scope's. Recall and the L1 context never quote a supplementary input (pending, consumed,
+or the turn that archived a delivered one): the SQL filter of the search leaves them out, so an
+input put while a view is built cannot slip in; the delivered message is the only place the
+model sees it.
+
 Invariants: the view's token count is exact for what is sent (cl100k chat framing, as
 ``ContextWindowManager.count``); the history is never modified, only viewed; each message is
 archived once (by its ``id``); each supplementary input is shown as a new message exactly once.
@@ -35,6 +43,7 @@ from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import node_text, preview
 from gliding_core.memory import Memory
+from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
 
 Message = dict[str, Any]
@@ -66,18 +75,22 @@ class ModelView:
 
 
 class Conversation:
-    """One agent's chat on one task, bound to its L1 session and to L0.
+    """One agent's chat in one scope, bound to its L1 session and to L0.
 
     Args:
         memory: the memory to read and archive into.
-        task_iri: the task; supplementary inputs are put for it.
+        task_iri: the task; supplementary inputs are put for it. Give it or ``scope``.
+        scope: the scope (user, thread or task) read and written; ``Scope.task(task_iri)``
+            when omitted. Its ``task_iri`` is the conversation's task.
+        shared: named graph IRIs or scopes that recall reads besides the scope's own entries.
         agent: the agent's name (one session per agent and task).
         role: the agent's role; picks the eviction policy preset.
         budget: the token budget of each model view; the session's budget when omitted.
         recall_k: how many L0 hits the memory message may quote.
         window_share: the share of the room (after system messages and supplements) that the
             newest history messages may take; the memory message gets the rest.
-        recall_filters: restrict recall (for instance to some named graphs or tags).
+        recall_filters: restrict recall further (for instance to some tags); the scope's
+            conditions always hold.
         summary_share: the share of the memory message's room the L1 context may take when part
             of the history is out of the window; recall gets the rest.
 
@@ -91,8 +104,10 @@ class Conversation:
     def __init__(
         self,
         memory: Memory,
-        task_iri: str,
+        task_iri: str | None = None,
         *,
+        scope: Scope | None = None,
+        shared: Sequence[Shared] = (),
         agent: str = "agent",
         role: str = "SA",
         budget: int | None = None,
@@ -103,8 +118,9 @@ class Conversation:
     ) -> None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+        self.scope = _scope_of(task_iri, scope)
         self.memory = memory
-        self.session: Session = memory.session(task_iri, agent=agent, role=role)
+        self.session: Session = memory.session(self.scope.task_iri, agent=agent, role=role)
         self.budget = self.session.budget if budget is None else _check_int(budget, "budget", 1)
         self.recall_k = _check_int(recall_k, "recall_k", 0)
         self.window_share = _check_share(window_share, "window_share")
@@ -114,6 +130,8 @@ class Conversation:
                 f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
             )
         self.recall_filters = recall_filters
+        self.shared = tuple(shared) if isinstance(shared, (list, tuple)) else shared
+        self._readable = self.scope.filters(self.shared, base=recall_filters)
         # Shared by every conversation on the session (one per agent and task in a memory):
         # a second adapter instance neither archives a message again nor re-shows an input.
         self._recorded = self.session.archived_messages  # message id -> L0 archive IRI
@@ -124,6 +142,29 @@ class Conversation:
     def task_iri(self) -> str:
         """The task this conversation works on."""
         return self.session.task_iri
+
+    def for_scope(self, scope: Scope) -> Conversation:
+        """Return a conversation like this one (memory, agent, budget, shares) for ``scope``.
+
+        Its state lives in the memory's session of that scope, so two conversations built for
+        one scope share it. Returns ``self`` for this conversation's own scope.
+        """
+        if not isinstance(scope, Scope):
+            raise InvalidInputError(f"scope must be a Scope, got {preview(scope)}")
+        if scope == self.scope:
+            return self
+        return Conversation(
+            self.memory,
+            scope=scope,
+            shared=self.shared,
+            agent=self.session.agent,
+            role=self.session.role,
+            budget=self.budget,
+            recall_k=self.recall_k,
+            window_share=self.window_share,
+            recall_filters=self.recall_filters,
+            summary_share=self.summary_share,
+        )
 
     # -- supplementary input -------------------------------------------------------------------
 
@@ -171,7 +212,9 @@ class Conversation:
                 if not text:
                     continue
                 metadata = {"message_id": key} if key else None
-                turn = self.session.add_turn(item["role"], text, metadata=metadata)
+                turn = self.session.add_turn(
+                    item["role"], text, metadata=metadata, tags=[self.scope.tag]
+                )
                 turns.append(turn)
                 if key is not None:
                     self._recorded[key] = turn.l0_archive_iri
@@ -272,10 +315,11 @@ class Conversation:
             ids = {str(m.get("id")) for m in shown}
             with self._lock:
                 seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
-            inputs = {_supplement_iri(m) for m in shown if m.get("supplement")}
             with self._lock:  # a callback handler's start_cycle may be adding to it
                 taken = dict(self.session.taken_inputs)
-            seen_turns |= {turn for iri, (_, turn) in taken.items() if iri in inputs}
+            # No input is quoted in the L1 context: the delivered message is where it is seen.
+            seen_turns |= {turn for _, turn in taken.values()}
+            seen_turns |= {t.l0_archive_iri for t in self.session.turns if t.is_supplement}
             share = int(room * self.summary_share)
             context = self.session.context(query, budget=max(1, share), exclude=seen_turns)
             summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
@@ -290,7 +334,7 @@ class Conversation:
             seen = {" ".join(_text(m).split()) for m in shown}
             lines: list[str] = []
             used = tokens.count("\n\n".join([*parts, RECALL_HEADER]))
-            candidates = self.memory.search(query, self.recall_k * 2, filters=self.recall_filters)
+            candidates = self.memory.search(query, self.recall_k * 2, filters=self._readable)
             for hit in candidates:
                 if len(hits) >= self.recall_k:
                     break
@@ -320,6 +364,22 @@ class Conversation:
         while text and tokens.count(text) > room:  # joins can merge tokens; cut to be exact
             text = tokens.truncate(text, max(0, tokens.count(text) - 2))
         return text, hits
+
+
+def _scope_of(task_iri: object, scope: object) -> Scope:
+    """The conversation's scope: ``scope``, or the task's; they must agree when both are given."""
+    if scope is None:
+        if not isinstance(task_iri, str):
+            raise InvalidInputError(f"task_iri must be a string, got {preview(task_iri)}")
+        return Scope.task(task_iri)
+    if not isinstance(scope, Scope):
+        raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")
+    if task_iri is not None and task_iri != scope.task_iri:
+        raise InvalidInputError(
+            f"task_iri {preview(task_iri)} is not the task of scope {scope.name!r}"
+            f" ({scope.task_iri!r})"
+        )
+    return scope
 
 
 def entry_text(entry: Entry) -> str:
@@ -358,13 +418,6 @@ def _after_tool_groups(messages: list[Message]) -> list[Message]:
             out += held
             held = []
     return out + held
-
-
-def _supplement_iri(message: Message) -> str:
-    """The IRI of the supplementary input a message delivers: its ``supplement`` value when that
-    is a string, else its ``id``."""
-    value = message.get("supplement")
-    return value if isinstance(value, str) else str(message.get("id"))
 
 
 def _last_user(messages: list[Message]) -> str | None:

@@ -24,7 +24,9 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   └── FencingTokenError                 a guarded write presented a stale token
     ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
     ├── ClosedError (RuntimeError)            the memory or store was used after close()
-    └── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
+    ├── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
+    └── StaleWriteError (RuntimeError)        a shared node moved past the generation a write
+                                              was based on; carries the current one
 
 Backend exceptions (``sqlite3.Error``, Chroma's, Oxigraph's, httpx's) are translated at one
 boundary, ``gliding_core.boundary``, with ``raise ... from exc``, so callers only ever need to
@@ -32,6 +34,8 @@ catch ``GlidingError``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class GlidingError(Exception):
@@ -184,3 +188,30 @@ class FencingTokenError(LeaseError):
         self.holder = holder
         self.token = token
         self.newest = newest
+
+
+class StaleWriteError(GlidingError, RuntimeError):
+    """A write to a shared node was based on a generation the node has moved past; nothing written.
+
+    Attributes:
+        iri: the node.
+        based_on: the generation the refused write named.
+        current_generation: the node's generation now.
+        current_value: the node's value at ``current_generation`` (a copy), so the writer can
+            merge and retry without another read.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        iri: str,
+        based_on: int,
+        current_generation: int,
+        current_value: dict[str, Any] | None,
+    ) -> None:
+        super().__init__(message)
+        self.iri = iri
+        self.based_on = based_on
+        self.current_generation = current_generation
+        self.current_value = current_value

@@ -3,6 +3,11 @@
 A filter is validated when built and turns into one SQL condition on the entries table (alias
 ``e``) with its parameters; the lexical arm joins it into the full-text query, the dense arm
 checks its candidates against it.
+
+Every field is a condition and the conditions are joined with AND; ``any_of`` and ``all_of``
+nest filters, so a scope can say "my entries, or the shared graphs, and never an input"
+(``gliding_core.scope``). Exclusions hold at query time, in the same SQL as the rest: an entry
+written between two searches is filtered like every other.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from gliding_core.entry import check_importance
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import is_label, preview
 
+_LABEL_LISTS = ("named_graphs", "exclude_tags", "exclude_tag_prefixes", "exclude_types")
+
 
 @dataclass(frozen=True, slots=True)
 class SearchFilters:
@@ -28,6 +35,12 @@ class SearchFilters:
         named_graph: the entry is in this named graph.
         min_importance, max_importance: the importance range, inclusive.
         since, until: the creation time range (UNIX seconds), inclusive.
+        named_graphs: the entry is in one of these named graphs.
+        exclude_tags: the entry carries none of these tags.
+        exclude_tag_prefixes: the entry carries no tag that starts with one of these.
+        exclude_types: the entry has none of these JSON-LD types.
+        any_of: the entry passes at least one of these filters (none given: no condition).
+        all_of: the entry passes every one of these filters.
     """
 
     tags_all: tuple[str, ...] = ()
@@ -38,10 +51,18 @@ class SearchFilters:
     max_importance: float | None = None
     since: float | None = None
     until: float | None = None
+    named_graphs: tuple[str, ...] = ()
+    exclude_tags: tuple[str, ...] = ()
+    exclude_tag_prefixes: tuple[str, ...] = ()
+    exclude_types: tuple[str, ...] = ()
+    any_of: tuple[SearchFilters, ...] = ()
+    all_of: tuple[SearchFilters, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("tags_all", "tags_any", "types"):
+        for name in ("tags_all", "tags_any", "types", *_LABEL_LISTS):
             value = getattr(self, name)
+            if name in _LABEL_LISTS and not isinstance(value, (list, tuple)):
+                raise InvalidInputError(f"{name} must be a list of strings, got {preview(value)}")
             if isinstance(value, str) or not all(is_label(v) for v in value):
                 raise InvalidInputError(
                     f"{name} must be a list of non-empty strings, got {preview(value)}"
@@ -64,6 +85,15 @@ class SearchFilters:
                 raise InvalidInputError(
                     f"{name} must be a UNIX time in seconds, got {preview(value)}"
                 )
+        for name in ("any_of", "all_of"):
+            value = getattr(self, name)
+            if not isinstance(value, (list, tuple)) or not all(
+                isinstance(v, SearchFilters) for v in value
+            ):
+                raise InvalidInputError(
+                    f"{name} must be a list of SearchFilters, got {preview(value)}"
+                )
+            object.__setattr__(self, name, tuple(value))
         low, high = self.min_importance, self.max_importance
         if low is not None and high is not None and low > high:
             raise InvalidInputError(f"importance range is empty: {low} > {high}")
@@ -106,7 +136,43 @@ class SearchFilters:
             if value is not None:
                 parts.append(f"{column} {operator} ?")
                 params.append(value)
+        _nested_sql(self, parts, params)
         return (" AND ".join(parts) or "1"), params
+
+
+def _nested_sql(filters: SearchFilters, parts: list[str], params: list[Any]) -> None:
+    """Add the conditions of the fields that came with scoping: several graphs, exclusions and
+    nested filters."""
+    if filters.named_graphs:
+        graphs = _unique(filters.named_graphs)
+        parts.append(f"e.named_graph IN ({_marks(graphs)})")
+        params += graphs
+    for values, table, column in (
+        (filters.exclude_tags, "entry_tags", "tag"),
+        (filters.exclude_types, "entry_types", "type"),
+    ):
+        if values:
+            unique = _unique(values)
+            parts.append(
+                f"e.id NOT IN (SELECT entry_id FROM {table} WHERE {column} IN ({_marks(unique)}))"
+            )
+            params += unique
+    for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
+        bounds = _prefix_range(prefix)
+        where = "tag >= ? AND tag < ?" if len(bounds) == 2 else "tag >= ?"
+        parts.append(f"e.id NOT IN (SELECT entry_id FROM entry_tags WHERE {where})")
+        params += bounds
+    for nested, joiner in ((filters.any_of, " OR "), (filters.all_of, " AND ")):
+        if nested:
+            conditions = [part.sql() for part in nested]
+            parts.append("(" + joiner.join(f"({sql})" for sql, _ in conditions) + ")")
+            params += [value for _, values in conditions for value in values]
+
+
+def _prefix_range(prefix: str) -> list[str]:
+    """The bounds of the strings that start with ``prefix``: itself, and its successor."""
+    last = ord(prefix[-1])
+    return [prefix] if last == 0x10FFFF else [prefix, prefix[:-1] + chr(last + 1)]
 
 
 def _unique(values: Sequence[str]) -> list[str]:

@@ -169,6 +169,7 @@ class Session:
         relevance: float | None = None,
         metadata: dict[str, Any] | None = None,
         at: float | None = None,
+        tags: Sequence[str] = (),
     ) -> Turn:
         """Archive ``content`` to L0, add its summary to the chain, and evict if over budget.
 
@@ -182,6 +183,7 @@ class Session:
             relevance: a relevance score to use instead of the tracker's.
             metadata: extra entry metadata for the L0 archive.
             at: when the turn happened (UNIX seconds); now by default. For replaying history.
+            tags: extra L0 tags of the archive (an adapter's scope, ``gliding_core.scope``).
         """
         role = _check_name(role, "role")
         if not isinstance(content, str) or not content.strip():
@@ -190,6 +192,8 @@ class Session:
             )
         if relevance is not None:
             relevance = _check_score(relevance)
+        if isinstance(tags, str) or not isinstance(tags, (list, tuple)):
+            raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
         if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))):
             raise InvalidInputError(f"at must be a UNIX time in seconds, got {preview(at)}")
         summary = self.services.summarizer.summarize(content, self.config.max_summary_tokens)
@@ -200,7 +204,7 @@ class Session:
                 self.tracker.set_task(embedding)
             score = self.tracker.score(embedding) if relevance is None else relevance
             now = self.services.clock() if at is None else float(at)
-            iri = self._archive(role, content, summary, now, supplement, metadata)
+            iri = self._archive(role, content, summary, now, supplement, metadata, tags)
             turn = Turn(
                 role=role,
                 summary=summary,
@@ -266,6 +270,7 @@ class Session:
         now: float,
         supplement: bool,
         metadata: dict[str, Any] | None,
+        extra_tags: Sequence[str] = (),
     ) -> str:
         self._count += 1
         node = {
@@ -279,7 +284,7 @@ class Session:
             "text": content,
             "summary": summary,
         }
-        tags = ["turn", f"session:{self.id}", f"role:{role}"]
+        tags = ["turn", f"session:{self.id}", f"role:{role}", *extra_tags]
         return self.services.store.put(
             node, tags=tags, named_graph=self.iri, metadata=metadata or {}
         )

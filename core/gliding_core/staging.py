@@ -136,7 +136,8 @@ def stage(
 class Rows:
     """The SQL parameters that write a batch's changed entries and bring each index in line.
 
-    ``changes`` are the ``(iri, text)`` pairs of the entries whose text was (re)indexed.
+    ``changes`` are the ``(iri, text)`` pairs of the entries whose text was (re)indexed;
+    ``relogged`` the IRIs among them whose text differs from what it was (for the change log).
     """
 
     created: list[tuple[object, ...]] = field(default_factory=list)
@@ -149,6 +150,7 @@ class Rows:
     edges: list[tuple[int, str, str]] = field(default_factory=list)
     texts: list[tuple[int, str]] = field(default_factory=list)
     changes: list[tuple[str, str | None]] = field(default_factory=list)
+    relogged: list[str] = field(default_factory=list)
 
     def add(self, entry: Staged, now: float) -> None:
         """Add the rows that write ``entry`` as staged."""
@@ -181,6 +183,7 @@ class Rows:
     def _reindex(self, entry: Staged, types: tuple[str, ...]) -> None:
         """Add the rows that replace the entry's types, edges and text in their indexes."""
         entry_id = entry.id
+        old_text = ""
         if entry.indexed_node is not None:
             self.unindexed.append((entry_id,))
             self.old_types += [(t, entry_id) for t in entry.indexed_types]
@@ -188,7 +191,7 @@ class Rows:
             old_text = node_facets(entry.indexed_node)[1]
             if old_text:
                 self.old_texts.append((entry_id, old_text))
-        self._index(entry_id, entry.iri, entry.node, types)
+        self._index(entry_id, entry.iri, entry.node, types, old_text=old_text)
 
     def add_new(
         self,
@@ -228,10 +231,15 @@ class Rows:
         )
         for tag in tags:  # a loop, not a comprehension: a frame fewer for the usual few
             self.tags.append((tag, entry_id))
-        self._index(entry_id, iri, node, record.types)
+        self._index(entry_id, iri, node, record.types, old_text="")
 
-    def _index(self, entry_id: int, iri: str, node: Node, types: tuple[str, ...]) -> None:
-        """Add the rows that put a node's types, references and text in their indexes."""
+    def _index(
+        self, entry_id: int, iri: str, node: Node, types: tuple[str, ...], *, old_text: str
+    ) -> None:
+        """Add the rows that put a node's types, references and text in their indexes.
+
+        ``old_text`` is the text the entry had before this write ("" for none).
+        """
         references, text = node_facets(node)
         for t in types:
             self.types.append((t, entry_id))
@@ -239,4 +247,6 @@ class Rows:
             self.edges.append((entry_id, predicate, target))
         if text:
             self.texts.append((entry_id, text))
+        if text != old_text:
+            self.relogged.append(iri)
         self.changes.append((iri, text))

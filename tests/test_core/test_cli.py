@@ -71,8 +71,63 @@ def test_bench_l0_prints_and_writes_figures(tmp_path: Path) -> None:
         assert key in text
 
 
+def test_bench_l0_readers_prints_a_row_per_reader_count(tmp_path: Path) -> None:
+    out = tmp_path / "readers.json"
+    code, text = run(
+        "bench", "l0", "--entries", "300", "--readers", "1,2", "--seconds", "1", "--json", str(out)
+    )
+    assert code == 0
+    figures = json.loads(out.read_text())
+    assert list(figures["readers"]) == ["1", "2"]
+    for phase in figures["readers"].values():
+        assert phase["reads_per_s"] > 0
+        assert phase["get_p95_ms"] >= phase["get_p50_ms"] > 0
+    assert figures["readers"]["1"]["reads_per_s_vs_first"] == 1.0
+    assert set(figures["get_during_held_write_ms"]) == {"median", "max"}
+    assert "get while another thread holds" in text
+    assert "search p95 ms" in text
+
+
+@pytest.mark.parametrize("readers", [[], ["--readers", "1"]])
+def test_bench_l0_refuses_an_unwritable_output_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], readers: list[str]
+) -> None:
+    missing = tmp_path / "no" / "such" / "l0.json"
+    code, text = run("bench", "l0", "--entries", "100000", *readers, "--json", str(missing))
+    assert (code, text) == (2, "")
+    assert str(missing) in capsys.readouterr().err
+    code, _ = run("bench", "l0", "--entries", "100000", "--json", str(tmp_path))
+    assert code == 2
+
+
 def test_bad_numbers_are_rejected_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["bench", "l0", "--entries", "zero"])
     assert info.value.code == 2
     assert "positive integer" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        run("--version")
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("gliding-horse 0.")
+
+
+def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run("bench", "search", "--help")
+    assert "(default: 10000)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["missing/figures.json", "."])
+def test_an_unwritable_output_path_is_refused_before_the_run(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / where
+    code, text = run(
+        "bench", "poincare", "--edges", str(tmp_path / "none.tsv"), "--json", str(target)
+    )
+    assert code == 2
+    assert text == ""
+    assert "--json" in capsys.readouterr().err

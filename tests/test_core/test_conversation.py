@@ -15,7 +15,13 @@ from gliding_core import (
     InvalidInputError,
     Memory,
     MemoryConfig,
+    Scope,
+    SearchFilters,
     TopicConfig,
+    adopt_unscoped_turns,
+    reader_filters,
+    resolve_scope,
+    scope_task_iri,
 )
 
 TASK = "urn:task:conversation"
@@ -235,3 +241,155 @@ def test_a_memory_block_may_ask_for_the_l1_context_without_a_history(memory: Mem
 
     assert "[Context from" not in conversation.view([], query="crates").memory
     assert "[Context from" in conversation.view([], query="crates", summary=True).memory
+
+
+# -- scopes --------------------------------------------------------------------------------------
+
+
+def test_scope_mapping_is_injective_and_documented() -> None:
+    assert Scope.user("alice").task_iri == "urn:gliding:scope:user:alice"
+    assert Scope.user("alice").tag == "scope:user:alice"
+    assert Scope.thread("t/1").name == "thread:t%2F1"
+    assert Scope.task(TASK).task_iri == TASK
+    assert Scope.user("a:b").tag != Scope.user("a").tag
+    assert len({Scope.user("x").tag, Scope.thread("x").tag, Scope.user("x:").tag}) == 3
+    iris = {Scope.user("x").task_iri, Scope.thread("x").task_iri, Scope.task("urn:x").task_iri}
+    assert len(iris) == 3
+    assert scope_task_iri(user_id="alice", thread_id="t1") == Scope.user("alice").task_iri
+    assert scope_task_iri(thread_id="t1") == Scope.thread("t1").task_iri
+    assert scope_task_iri(default=TASK) == TASK
+    assert resolve_scope(default=Scope.user("z")) == Scope.user("z")
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Scope.user(""), "user id"),
+        (lambda: Scope.thread(7), "thread id"),  # type: ignore[arg-type]
+        (lambda: Scope("group", "x"), "kind"),  # type: ignore[arg-type]
+        (lambda: Scope.task("not an iri"), "task IRI"),
+        (lambda: Scope.user("\ud800"), "Unicode"),
+        (lambda: resolve_scope(), "needs a user_id"),
+        (lambda: Scope.user("a").filters("urn:kg:x"), "shared"),
+        (lambda: Scope.user("a").filters([3]), "shared"),  # type: ignore[list-item]
+        (lambda: reader_filters("user:a"), "scope"),  # type: ignore[arg-type]
+        (lambda: SearchFilters(any_of=(1,)), "any_of"),  # type: ignore[arg-type]
+        (lambda: SearchFilters(exclude_types=("",)), "exclude_types"),
+        (lambda: SearchFilters(named_graphs=3), "named_graphs"),  # type: ignore[arg-type]
+        (lambda: SearchFilters(all_of=[SearchFilters(), "x"]), "all_of"),  # type: ignore[list-item]
+    ],
+)
+def test_bad_scopes_get_typed_errors(make: Any, match: str) -> None:
+    with pytest.raises(InvalidInputError, match=match):
+        make()
+
+
+def test_a_conversation_recalls_its_scope_and_the_shared_graphs_only(memory: Memory) -> None:
+    alice = Conversation(memory, scope=Scope.user("alice"), shared=["urn:kg:common"], budget=200)
+    bob = Conversation(memory, scope=Scope.user("bob"), budget=200)
+    alice.record([{"role": "user", "content": "My locker code is 7781.", "id": "a1"}])
+    bob.record([{"role": "user", "content": "My locker code is 1234.", "id": "b1"}])
+    memory.store.put({"@id": "urn:kg:1", "text": "Lockers open at 8."}, named_graph="urn:kg:common")
+    memory.store.put({"@id": "urn:loose", "text": "Locker code list: 0000."})  # of no scope
+    memory.supplements.put(alice.task_iri, "My locker code changed to 9999.")  # pending
+
+    view = alice.view([{"role": "user", "content": "locker code?", "id": "q"}])
+
+    assert "7781" in view.memory
+    assert "Lockers open at 8." in view.memory
+    for other in ("1234", "0000", "9999"):
+        assert other not in view.memory
+    assert alice.session is not bob.session
+    with pytest.raises(InvalidInputError, match="is not the task of scope"):
+        Conversation(memory, TASK, scope=Scope.user("alice"))
+
+
+def test_scope_filters_hold_in_both_search_arms(memory: Memory) -> None:
+    common = "urn:kg:common"
+    memory.store.put({"@id": "urn:a", "text": "red kite"}, tags=[Scope.user("a").tag])
+    memory.store.put({"@id": "urn:b", "text": "red kite"}, tags=[Scope.user("b").tag])
+    memory.store.put({"@id": "urn:c", "text": "red kite"}, named_graph=common)
+    memory.store.put({"@id": "urn:d", "text": "red kite"})
+    memory.store.put({"@id": "urn:e", "@type": "SupplementaryInput", "text": "red kite"})
+
+    def found(filters: SearchFilters) -> set[str]:
+        return {hit.iri for hit in memory.search("red kite", 10, filters=filters)}
+
+    assert found(Scope.user("a").filters()) == {"urn:a"}
+    assert found(Scope.user("a").filters([common])) == {"urn:a", "urn:c"}
+    assert found(Scope.user("a").filters([Scope.user("b")])) == {"urn:a", "urn:b"}
+    assert found(reader_filters(None)) == {"urn:c", "urn:d"}
+    only_c = SearchFilters(named_graph=common)
+    assert found(Scope.user("a").filters([common], base=only_c)) == {"urn:c"}
+    assert found(SearchFilters(exclude_tags=(Scope.user("a").tag,))) == {
+        "urn:b",
+        "urn:c",
+        "urn:d",
+        "urn:e",
+    }
+
+
+def test_no_input_reaches_the_l1_context_but_as_its_message(memory: Memory) -> None:
+    conversation = Conversation(memory, TASK, budget=120)
+    conversation.record(chat(20))
+    memory.supplements.put(TASK, "Crates on dock 3 are fragile.")
+    conversation.take_pending()  # in the session, as a callback handler leaves it
+
+    view = conversation.view(chat(20), summary=True)
+    delivered = conversation.deliver()
+    later = conversation.view(chat(20), supplements=delivered, summary=True)
+
+    assert "fragile" not in view.memory
+    assert "fragile" not in later.memory
+    assert sum("fragile" in str(m["content"]) for m in later.messages) == 1
+
+
+SCOPES = [Scope.user("a"), Scope.user("b"), Scope.thread("a"), Scope.task("urn:t:1")]
+GRAPHS = ["urn:kg:1", "urn:kg:2"]
+ENTRY = st.tuples(
+    st.sampled_from([None, *SCOPES]),
+    st.sampled_from([None, *GRAPHS]),
+    st.booleans(),  # a supplementary input
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    entries=st.lists(ENTRY, max_size=12),
+    reader=st.sampled_from([None, *SCOPES]),
+    shared=st.lists(st.sampled_from([*GRAPHS, *SCOPES]), max_size=3, unique=True),
+)
+def test_what_a_reader_may_read_is_exactly_its_scope_and_shares(
+    memory: Memory, entries: list[Any], reader: Scope | None, shared: list[Any]
+) -> None:
+    """The SQL of ``reader_filters`` picks exactly the entries the scoping rules allow."""
+    prefix = f"urn:case:{len(memory.store.by_prefix('urn:case:', limit=None))}:"
+    expected = []
+    for index, (owner, graph, is_input) in enumerate(entries):
+        iri = f"{prefix}{index}"
+        node = {"@id": iri, "@type": "SupplementaryInput" if is_input else "Note", "text": "x"}
+        tags = [owner.tag] if owner is not None else []
+        memory.store.put(node, tags=tags, named_graph=graph)
+        readable = owner == reader or graph in shared or owner in shared
+        if not is_input and readable:
+            expected.append(iri)
+
+    found = memory.store.matching(reader_filters(reader, shared), None)
+
+    assert [iri for iri in found if iri.startswith(prefix)] == expected
+
+
+def test_turns_from_before_scopes_are_adopted_by_their_task(memory: Memory) -> None:
+    old = memory.session(TASK)
+    old.add_turn("user", "The vault code is 5512.")  # archived without a scope tag
+    unscoped = Conversation(memory, TASK, budget=200)
+    question = [{"role": "user", "content": "vault code?", "id": "q"}]
+    assert "5512" not in unscoped.view(question).memory
+
+    assert adopt_unscoped_turns(memory.store) == 1
+    assert adopt_unscoped_turns(memory.store) == 0  # once
+    assert "5512" in Conversation(memory, TASK, budget=200).view(question).memory
+    with pytest.raises(InvalidInputError, match="store"):
+        adopt_unscoped_turns("not a store")  # type: ignore[arg-type]

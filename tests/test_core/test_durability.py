@@ -1,4 +1,5 @@
-"""L0 durability and concurrency: SIGKILL mid-stream, many threads, many processes."""
+"""L0 durability and concurrency: SIGKILL mid-stream, many threads, readers beside a writer,
+many processes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gliding_core import L0Store
+from gliding_core import L0Store, Record
 
 WRITER = textwrap.dedent(
     """
@@ -90,6 +91,42 @@ def test_many_threads_write_one_store(file_store: L0Store) -> None:
     assert shared is not None
     assert len(shared.tags) == 4 * 150  # no merge lost a tag
     assert shared.generation == 4 * 150
+
+
+def test_readers_beside_a_writer_never_see_half_a_batch(file_store: L0Store) -> None:
+    """Each reader works on a snapshot of a commit: a batch is all there or not at all."""
+    batches, size = 30, 40
+    seen: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                count = file_store.count()
+                tagged = len(file_store.by_tags(["batch"]))
+                hits = len(file_store.search_ids("batched", limit=batches * size))
+                seen.extend((count, tagged, hits))
+        except BaseException as exc:  # collected for the main thread
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    try:
+        for b in range(batches):
+            file_store.put_many(
+                Record({"@id": f"urn:b{b}:{i}", "text": "batched"}, tags=["batch"])
+                for i in range(size)
+            )
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join()
+    assert errors == []
+    assert seen
+    assert {n % size for n in seen} == {0}
+    assert file_store.count() == batches * size
 
 
 def test_many_processes_write_one_store(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from gliding_core import (
     Record,
     StoreConfig,
 )
-from gliding_core.store import MINTED_IRI_PREFIX
+from gliding_core.store import MINTED_IRI_PREFIX, SCHEMA_VERSION
 
 
 def test_put_returns_the_iri_and_get_returns_every_field(store: L0Store) -> None:
@@ -406,7 +406,7 @@ def test_a_version_1_store_gets_a_contentless_text_index(tmp_path: Path) -> None
         assert store.search_text("painting") == []
     assert _indexed_words(path) == []
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
 
 

@@ -121,3 +121,21 @@ def test_a_repeated_or_odd_id_never_replaces_a_message(memory: Memory) -> None:
     assert [m.text for m in history.messages] == ["hello", "yo", "again", "hi"]
     assert len({m.id for m in history.messages}) == 4
     assert len(history.conversation.session.turns) == 4
+
+
+def test_a_chat_is_a_thread_scope_no_other_chat_reads(memory: Memory) -> None:
+    from gliding_core import Scope
+    from gliding_langchain import GlidingRetriever
+
+    mine = GlidingChatMessageHistory(memory, "mine", budget=120)
+    theirs = GlidingChatMessageHistory(memory, "theirs", budget=120)
+    mine.add_messages([HumanMessage("My cat is called Saffron."), AIMessage("Noted.")])
+    theirs.add_messages([HumanMessage("My cat is called Pepper."), AIMessage("Noted.")])
+    theirs.add_messages(chat(20))
+    theirs.add_message(HumanMessage("What is my cat called?"))
+
+    prompt = "\n".join(m.text for m in theirs.messages)
+    assert "Pepper" in prompt
+    assert "Saffron" not in prompt
+    assert mine.conversation.scope == Scope.thread("mine")
+    assert GlidingRetriever(memory=memory, k=50).invoke("cat called Saffron Pepper") == []

@@ -85,8 +85,12 @@ def test_get_recalls_an_early_fact_for_the_input(memory: Memory) -> None:
 
 
 def test_recall_quotes_l0_hits_for_the_input(memory: Memory) -> None:
-    history = chat(memory, budget=250)
-    memory.store.put({"@id": "urn:note:wifi", "text": "Guest wifi password: heron-lantern-42."})
+    # A note of no scope is read through a graph the memory shares explicitly.
+    history = GlidingMemory.from_defaults(memory, TASK, budget=250, shared=["urn:kg:office"])
+    memory.store.put(
+        {"@id": "urn:note:wifi", "text": "Guest wifi password: heron-lantern-42."},
+        named_graph="urn:kg:office",
+    )
     for i in range(30):
         history.put(user(f"Item {i}: book movers for floor {i} and label crate {i}."))
 

@@ -104,3 +104,37 @@ async def test_bad_inputs_are_typed_errors(memory: Memory) -> None:
         GlidingMemoryBlock.from_memory("nope", TASK)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="Conversation"):
         GlidingMemoryBlock("nope")  # type: ignore[arg-type]
+
+
+async def test_one_block_serves_each_session_in_its_own_scope(
+    memory: Memory, engine: AsyncEngine
+) -> None:
+    from gliding_core.scope import Scope, scope_task_iri
+
+    block = GlidingMemoryBlock.from_memory(memory, budget=200, per_session=True)
+    chats = {
+        name: ChatMemory.from_defaults(
+            session_id=name,
+            token_limit=300,
+            token_flush_size=60,
+            chat_history_token_ratio=0.5,
+            memory_blocks=[block],
+            async_engine=engine,
+        )
+        for name in ("harbour", "orchard")
+    }
+    code = {"harbour": "kestrel-19", "orchard": "plover-44"}
+    for name, chat in chats.items():
+        await chat.aput(ChatMessage(role="user", content=f"The gate code is {code[name]}."))
+        for i in range(20):
+            await chat.aput(ChatMessage(role="user", content=f"Book slot {i} at {i}h."))
+            await chat.aput(ChatMessage(role="assistant", content=f"Slot {i} booked."))
+    memory.supplements.put(scope_task_iri(thread_id="orchard"), "The orchard gate sticks.")
+
+    for name, chat in chats.items():
+        text = (await chat.aget(input="What is the gate code?"))[0].content or ""
+        other = "orchard" if name == "harbour" else "harbour"
+        assert code[name] in text
+        assert code[other] not in text
+        assert ("gate sticks" in text) == (name == "orchard")
+    assert block.conversation_for("orchard").scope == Scope.thread("orchard")

@@ -3,6 +3,13 @@
 Synthetic, deterministic data (seeded): each node has a Zipf-distributed text of 12-24 words
 from a 20,000-word vocabulary, one of five types, and two tags, one of which is shared by exactly
 100 entries, so a tag query returns 100 hits.
+
+``run_readers`` measures reads in parallel: for each number of reader threads, on one file
+store preloaded with those entries, every reader alternates a ``get`` of a random entry and a
+three-word text search for a fixed time while one writer thread streams ``put_many`` batches of
+new entries. Figures per reader count: get and text-search p50/p95 and aggregate reads/s, with
+ratios against the first reader count of the same run; then the latency of a ``get`` issued
+while another thread holds a write transaction open (median of several).
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ import resource
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +176,165 @@ def _measure(
         "text_search_p50_ms": text_p50,
         "text_search_p95_ms": text_p95,
     }
+
+
+STREAM_BATCH = 500  # entries per put_many of the streaming writer: a commit every few ms
+
+
+def run_readers(
+    entries: int,
+    readers: Sequence[int],
+    *,
+    seconds: float = 3.0,
+    hold_s: float = 0.5,
+    holds: int = 5,
+    seed: int = 0,
+    directory: Path | None = None,
+) -> dict[str, Any]:
+    """Run the parallel-read benchmark on a new file store and return its figures."""
+    rng = random.Random(seed)
+    vocab = _vocabulary(rng)
+    data = _records(entries, rng, vocab)
+    stream = _records(entries, random.Random(seed + 1), vocab)
+    figures: dict[str, Any] = {"entries": entries, "seconds": seconds, "readers": {}}
+    with (
+        tempfile.TemporaryDirectory(dir=directory) as tmp,
+        L0Store(Path(tmp) / "bench.sqlite3", StoreConfig()) as store,
+    ):
+        for offset in range(0, entries, BATCH):
+            store.put_many(_batch(data, offset, BATCH, "urn:bench"))
+        queries = [" ".join(rng.sample(vocab[50:5_000], 3)) for _ in range(1_000)]
+        written = 0
+        for count in readers:
+            phase = _phase(store, count, seconds, entries, queries, stream, written, seed)
+            written = phase.pop("streamed_total")
+            figures["readers"][str(count)] = phase
+        figures["get_during_held_write_ms"] = _held_gets(store, hold_s, holds, entries)
+    _add_ratios(figures["readers"], str(readers[0]))
+    figures["hold_s"] = hold_s
+    return figures
+
+
+def _batch(data: list[dict[str, Any]], offset: int, size: int, prefix: str) -> list[Record]:
+    """Return records of ``data[offset:offset + size]`` under IRIs with ``prefix``."""
+    records = []
+    for item in data[offset : offset + size]:
+        node = {**item["node"], "@id": prefix + item["node"]["@id"].removeprefix("urn:bench")}
+        records.append(Record(node, tags=item["tags"], importance=item["importance"]))
+    return records
+
+
+def _phase(
+    store: L0Store,
+    count: int,
+    seconds: float,
+    entries: int,
+    queries: list[str],
+    stream: list[dict[str, Any]],
+    written: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Run ``count`` readers and the streaming writer for ``seconds``; return the figures."""
+    stop = threading.Event()
+    gets: list[list[float]] = [[] for _ in range(count)]
+    searches: list[list[float]] = [[] for _ in range(count)]
+    streamed = [written]
+    writer = threading.Thread(target=_stream, args=(store, stream, streamed, stop))
+    threads = [
+        threading.Thread(
+            target=_read,
+            args=(store, random.Random(seed * 1_000 + n), entries, queries, gets[n], searches[n]),
+            kwargs={"stop": stop},
+        )
+        for n in range(count)
+    ]
+    writer.start()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    writer.join()
+    all_gets = [s for samples in gets for s in samples]
+    all_searches = [s for samples in searches for s in samples]
+    get_p50, get_p95 = _quantiles(all_gets)
+    text_p50, text_p95 = _quantiles(all_searches)
+    return {
+        "get_p50_ms": get_p50,
+        "get_p95_ms": get_p95,
+        "text_search_p50_ms": text_p50,
+        "text_search_p95_ms": text_p95,
+        "reads_per_s": (len(all_gets) + len(all_searches)) / elapsed,
+        "writer_entries_per_s": (streamed[0] - written) / elapsed,
+        "streamed_total": streamed[0],
+    }
+
+
+def _read(
+    store: L0Store,
+    rng: random.Random,
+    entries: int,
+    queries: list[str],
+    gets: list[float],
+    searches: list[float],
+    *,
+    stop: threading.Event,
+) -> None:
+    """Alternate a get and a text search until ``stop``; append each latency in ms."""
+    while not stop.is_set():
+        iri = f"urn:bench:{rng.randrange(entries)}"
+        started = time.perf_counter_ns()
+        store.get(iri)
+        middle = time.perf_counter_ns()
+        store.search_text(rng.choice(queries))
+        ended = time.perf_counter_ns()
+        gets.append((middle - started) / 1e6)
+        searches.append((ended - middle) / 1e6)
+
+
+def _stream(
+    store: L0Store, stream: list[dict[str, Any]], streamed: list[int], stop: threading.Event
+) -> None:
+    """Write batches of new entries until ``stop``; keep the running total in ``streamed``."""
+    while not stop.is_set():
+        offset = streamed[0] % len(stream)
+        lap = streamed[0] // len(stream)
+        store.put_many(_batch(stream, offset, STREAM_BATCH, f"urn:stream:{lap}"))
+        streamed[0] += min(STREAM_BATCH, len(stream) - offset)
+
+
+def _held_gets(store: L0Store, hold_s: float, holds: int, entries: int) -> dict[str, float]:
+    """Time a get issued while another thread holds a write transaction for ``hold_s``."""
+    samples = []
+    for attempt in range(holds):
+        inside = threading.Event()
+        holder = threading.Thread(target=_hold, args=(store, attempt, inside, hold_s))
+        holder.start()
+        inside.wait()
+        started = time.perf_counter_ns()
+        store.get(f"urn:bench:{attempt % entries}")
+        samples.append((time.perf_counter_ns() - started) / 1e6)
+        holder.join()
+    return {"median": statistics.median(samples), "max": max(samples)}
+
+
+def _hold(store: L0Store, number: int, inside: threading.Event, hold_s: float) -> None:
+    """Write inside a transaction, set ``inside``, and keep the transaction open ``hold_s``."""
+    with store.transaction():
+        store.put({"@id": f"urn:bench:held:{number}", "text": "held open"})
+        inside.set()
+        time.sleep(hold_s)
+
+
+def _add_ratios(phases: dict[str, dict[str, Any]], base: str) -> None:
+    """Add each phase's figures as ratios against the phase of ``base`` readers."""
+    first = phases[base]
+    for phase in phases.values():
+        phase["reads_per_s_vs_first"] = phase["reads_per_s"] / first["reads_per_s"]
+        phase["get_p50_vs_first"] = phase["get_p50_ms"] / first["get_p50_ms"]
+        phase["text_search_p50_vs_first"] = (
+            phase["text_search_p50_ms"] / first["text_search_p50_ms"]
+        )

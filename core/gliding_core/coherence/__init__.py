@@ -1,0 +1,62 @@
+"""L2 coherence: MESI copies of shared nodes, one coherent view per agent, fewest tokens shown.
+
+Every agent holds copies of the shared (blackboard) nodes it read, each with the generation it
+read. The ``Directory`` is the one place that holds per-agent state: per node, which agents
+hold a copy, in which MESI state, at which generation. The ``CoherenceCoordinator`` executes
+the protocol (``protocol.TRANSITIONS``, a table of pure transitions) for an agent's reads, writes,
+write-backs, evictions and lease expiries, against a ``NodeSource`` (the blackboard, through a
+narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` shows an
+agent's shared nodes by what it already saw: a reference, the change, or the whole node.
+
+Invariants (each module states its own): single writer / multiple readers per node; a served
+copy equals the node's current value and generation; generations never decrease; a write based
+on an old generation is refused unless the writer holds a Write lease; dirty values are written
+back before any copy is downgraded or dropped, critical ones before the write returns.
+
+Decision on L0's ``mesi_state`` column: retired. A single column per entry cannot say "A holds
+M, B holds I", and L0 is the main memory under the agents' caches, which in MESI has no state of
+its own. From this layer on the directory alone holds copy states; nothing reads or writes the
+column. It stays in the schema with its default ``S`` so existing files open unchanged;
+``L0Store.set_mesi_state`` should be deprecated and the column dropped at the next schema
+upgrade (a change to ``store.py`` and ``entry.py`` left to their owner).
+"""
+
+from gliding_core.coherence.context import SharedContext, SharedItem, render_shared
+from gliding_core.coherence.coordinator import (
+    CRITICAL_TAGS,
+    CoherenceCoordinator,
+    NodeDelta,
+    Reading,
+)
+from gliding_core.coherence.directory import (
+    Copy,
+    Directory,
+    LocalDirectory,
+    NodeRecord,
+    SQLiteDirectory,
+)
+from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent, Transition, transition
+from gliding_core.coherence.sources import DictNodeSource, NodeSource, SQLiteNodeSource
+
+__all__ = [
+    "CRITICAL_TAGS",
+    "TRANSITIONS",
+    "Action",
+    "CoherenceCoordinator",
+    "Copy",
+    "CopyEvent",
+    "DictNodeSource",
+    "Directory",
+    "LocalDirectory",
+    "NodeDelta",
+    "NodeRecord",
+    "NodeSource",
+    "Reading",
+    "SQLiteDirectory",
+    "SQLiteNodeSource",
+    "SharedContext",
+    "SharedItem",
+    "Transition",
+    "render_shared",
+    "transition",
+]

@@ -1,0 +1,423 @@
+"""L2 coherence: the coordinator an agent's handle calls to read and write shared nodes.
+
+It executes the transition table of ``gliding_core.coherence.protocol`` against a
+``Directory`` (copy states, generations, recent values) and a ``NodeSource`` (where committed
+values live: the blackboard, or a small source of ``gliding_core.coherence.sources``).
+
+Invariants:
+- No stale read: a read is served from a copy only if the directory, checked through its
+  change token, still holds that copy valid at the node's current generation; otherwise it goes
+  to the directory and, on a miss, to the source. A process that missed an announcement still
+  sees the token move.
+- Optimistic concurrency: a write names the generation it is based on; if the node has moved
+  on it is refused with ``StaleWriteError`` carrying the current generation and value, nothing
+  is written and the writer's copy becomes ``INVALID``. An agent for which ``holds_write_lease``
+  answers true is never refused this way.
+- Every dirty value is written back (``write_back``) before its copy is downgraded, dropped or
+  overwritten; a write tagged with a critical tag is written through before ``write`` returns.
+- A write that invalidated other copies publishes ``COPIES_INVALIDATED`` on the bus, after its
+  transition committed; a write from ``EXCLUSIVE`` or ``MODIFIED`` publishes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple
+
+import orjson
+
+from gliding_core.bus import EventBus, EventType
+from gliding_core.coherence.directory import Copy, Directory, LocalDirectory, NodeRecord
+from gliding_core.coherence.protocol import Action, CopyEvent, transition
+from gliding_core.coherence.sources import NodeSource, check_generation, refused
+from gliding_core.entry import MesiState
+from gliding_core.errors import (
+    EntryNotFoundError,
+    InvalidInputError,
+    InvalidNodeError,
+    StaleWriteError,
+)
+from gliding_core.jsonld import (
+    Node,
+    canonical_json,
+    parse_node,
+    preview,
+    validate_iri,
+)
+
+logger = logging.getLogger(__name__)
+
+CRITICAL_TAGS = frozenset({"emphasis", "user_intent", "confirmed_fact"})
+"""Tags whose writes are written through to L0 before the write returns (seed 000, 六)."""
+
+WriteBack = Callable[[str, Node, int], None]
+"""Persist ``(iri, value, generation)`` to L0."""
+
+LeaseCheck = Callable[[str, str], bool]
+"""Answer whether ``(agent, iri)``'s agent holds a Write lease on the node."""
+
+Kind = Literal["hit", "change", "whole"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDelta:
+    """What differs between two generations of a node: changed or added values, removed keys."""
+
+    iri: str
+    from_generation: int
+    to_generation: int
+    changed: dict[str, Any]
+    removed: tuple[str, ...]
+
+
+class Reading(NamedTuple):
+    """What a read returned to one agent (a named tuple: a read hit builds one per call).
+
+    Attributes:
+        value: the node at ``generation`` (a fresh copy).
+        kind: ``hit`` (the agent already held this generation), ``change`` (it held an older
+            one still kept: ``delta`` says what differs) or ``whole`` (it never saw the node,
+            or its generation is no longer kept).
+        seen_generation: the generation the agent's copy had before the read, if any.
+    """
+
+    iri: str
+    value: Node
+    generation: int
+    kind: Kind
+    seen_generation: int | None = None
+    delta: NodeDelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    generation: int
+    text: bytes  # canonical JSON, UTF-8: orjson parses bytes faster than str
+    token: Hashable
+
+
+def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDelta:
+    """Return the properties of ``new`` that differ from ``old``, and those it dropped."""
+    changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
+    removed = tuple(sorted(k for k in old if k not in new))
+    return NodeDelta(iri, generations[0], generations[1], changed, removed)
+
+
+def _check_agent(agent: object) -> str:
+    if not isinstance(agent, str) or not agent.strip():
+        raise InvalidInputError(f"agent must be a non-empty name, got {preview(agent)}")
+    return agent
+
+
+class CoherenceCoordinator:
+    """Keeps every agent's copies of shared nodes coherent (MESI with optimistic writes).
+
+    The source and ``write_back`` are called inside the directory's transaction, so a
+    transition and its effects commit together or not at all; neither may write to the
+    directory's own database file through another connection (it would wait on itself).
+
+    Args:
+        source: where committed values live.
+        directory: where copy states live; a fresh ``LocalDirectory`` by default.
+        bus: where invalidations are announced; a private bus by default.
+        write_back: persists a node to L0; ``None`` keeps dirty values on the source only.
+        holds_write_lease: whether an agent holds a Write lease on a node (never, by default).
+        critical_tags: tags whose writes are written through.
+    """
+
+    def __init__(
+        self,
+        source: NodeSource,
+        directory: Directory | None = None,
+        *,
+        bus: EventBus | None = None,
+        write_back: WriteBack | None = None,
+        holds_write_lease: LeaseCheck | None = None,
+        critical_tags: Iterable[str] = CRITICAL_TAGS,
+    ) -> None:
+        for name, fn in (("write_back", write_back), ("holds_write_lease", holds_write_lease)):
+            if fn is not None and not callable(fn):
+                raise InvalidInputError(f"{name} must be callable, got {fn!r}")
+        self.source = source
+        self.directory: Directory = directory if directory is not None else LocalDirectory()
+        self.bus = bus if bus is not None else EventBus()
+        self._write_back = write_back
+        self._holds_lease = holds_write_lease or (lambda agent, iri: False)
+        self.critical_tags = frozenset(critical_tags)
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], _Held] = {}
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, agent: str, iri: str) -> Reading:
+        """Return the current value of ``iri`` for ``agent``, leaving ``agent`` a valid copy.
+
+        Raises:
+            EntryNotFoundError: the source has no node ``iri``.
+        """
+        agent = _check_agent(agent)
+        return self._read(agent, validate_iri(iri), self.directory.token())
+
+    def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
+        """Read several nodes for ``agent``, validating its copies with one change check.
+
+        Each reading is the node's value as of the call's start or later: the one token taken
+        first vouches for every copy it still matches.
+
+        Raises:
+            EntryNotFoundError: the source has no node of one of ``iris`` (earlier ones are
+                read).
+        """
+        agent = _check_agent(agent)
+        wanted = [validate_iri(iri) for iri in ([iris] if isinstance(iris, str) else iris)]
+        token = self.directory.token()
+        return [self._read(agent, iri, token) for iri in wanted]
+
+    def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
+        key = (agent, iri)
+        held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
+        if held is not None and held.token == token:
+            return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
+        record, vouched = self.directory.snapshot(iri)
+        mine = record.copies.get(agent)
+        if mine is not None and self._current(mine, record) and record.value is not None:
+            self._remember(key, record.generation, record.value, vouched)
+            return Reading(iri, dict(record.value), record.generation, "hit", mine.generation)
+        reading, after = self.directory.update(iri, lambda r: self._read_change(agent, r))
+        self._remember(key, reading.generation, reading.value, after)
+        return reading
+
+    @staticmethod
+    def _current(copy: Copy, record: NodeRecord) -> bool:
+        return bool(copy.state is not MesiState.INVALID and copy.generation == record.generation)
+
+    def _read_change(self, agent: str, record: NodeRecord) -> tuple[NodeRecord, Reading]:
+        mine = record.copies.get(agent)
+        if mine is not None and self._current(mine, record) and record.value is not None:
+            return record, Reading(
+                record.iri, dict(record.value), record.generation, "hit", mine.generation
+            )
+        # A miss always asks the source: a node written around the directory is caught here.
+        value, generation = self.source.get(record.iri)
+        record = self._moved_to(record, value, generation)
+        for other in record.holders(besides=agent):
+            record = self._step(record, other.agent, CopyEvent.REMOTE_READ)
+        shared = bool(record.holders(besides=agent))
+        row = transition(MesiState.INVALID, CopyEvent.LOCAL_READ, others_hold=shared)
+        record = record.with_copy(agent, row.state, record.generation)
+        return record, self._fetched(record, None if mine is None else mine.generation)
+
+    def _fetched(self, record: NodeRecord, seen: int | None) -> Reading:
+        assert record.value is not None
+        value, generation = dict(record.value), record.generation
+        old = None if seen is None else self.directory.version(record.iri, seen)
+        if old is None or seen is None:
+            return Reading(record.iri, value, generation, "whole", seen)
+        delta = diff(record.iri, old, value, (seen, generation))
+        return Reading(record.iri, value, generation, "change", seen, delta)
+
+    def _moved_to(self, record: NodeRecord, value: Node, generation: int) -> NodeRecord:
+        if generation < record.generation:
+            raise InvalidInputError(
+                f"the node source moved {record.iri!r} back from generation "
+                f"{record.generation} to {generation}"
+            )
+        if generation > record.generation:
+            for other in record.holders():
+                record = self._step(record, other.agent, CopyEvent.REMOTE_WRITE)
+        return replace(record, generation=generation, value=value)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def write(
+        self,
+        agent: str,
+        iri: str,
+        value: object,
+        *,
+        based_on: int,
+        tags: Iterable[str] = (),
+    ) -> int:
+        """Commit ``value`` as ``iri``'s next generation for ``agent``; return that generation.
+
+        Args:
+            agent: the writer.
+            iri: the node (created when absent and ``based_on`` is 0).
+            value: the whole new value, a JSON-LD node (mapping or JSON text).
+            based_on: the generation the writer read and changed (0 for a new node).
+            tags: the write's tags; one of ``critical_tags`` writes it through to L0.
+
+        Raises:
+            StaleWriteError: the node has moved past ``based_on`` (and ``agent`` holds no Write
+                lease); nothing was written and ``agent``'s copy is now ``INVALID``.
+        """
+        key = (_check_agent(agent), validate_iri(iri))
+        node = parse_node(value)[0]
+        if node.get("@id", iri) != iri:
+            raise InvalidNodeError(
+                f"the node's @id {node['@id']!r} is not the IRI written, {iri!r}"
+            )
+        check_generation(based_on, what="based_on")
+        labels = list(tags) if not isinstance(tags, str) else [tags]
+        if not all(isinstance(label, str) for label in labels):
+            raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
+        critical = bool(self.critical_tags.intersection(labels))
+        leased = bool(self._holds_lease(agent, iri))
+        outcome, token = self.directory.update(
+            iri, lambda r: self._write_change(agent, r, node, based_on, leased)
+        )
+        if isinstance(outcome, StaleWriteError):
+            self._forget(key)
+            raise outcome
+        generation, invalidated = outcome
+        self._remember(key, generation, node, token)
+        if invalidated:
+            self.bus.publish(
+                EventType.COPIES_INVALIDATED,
+                {"iri": iri, "generation": generation, "writer": agent, "agents": invalidated},
+                source="coherence",
+            )
+        if critical:
+            self.write_back(agent, iri)
+        return generation
+
+    def _write_change(
+        self, agent: str, record: NodeRecord, node: Node, based_on: int, leased: bool
+    ) -> tuple[NodeRecord, tuple[int, list[str]] | StaleWriteError]:
+        record = self._known(record)
+        for _ in range(2):  # a leased writer retries once if the node moved around the directory
+            if record.generation != based_on and not leased:
+                return self._refuse(agent, record, based_on)
+            # Dirty copies of other agents are written back before the source moves on, so a
+            # failing write-back leaves nothing half-done.
+            others = [c.agent for c in record.holders(besides=agent)]
+            stepped = record
+            for other in others:
+                stepped = self._step(stepped, other, CopyEvent.REMOTE_WRITE)
+            try:
+                generation = self.source.put(record.iri, node, record.generation)
+            except StaleWriteError as exc:
+                if exc.current_value is None:
+                    return self._refuse(agent, record, based_on)
+                record = self._moved_to(record, exc.current_value, exc.current_generation)
+                continue
+            mine = stepped.copies.get(agent)
+            state = MesiState.INVALID if mine is None else mine.state
+            row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
+            announced = others if Action.ANNOUNCE_INVALIDATION in row.actions else []
+            stepped = replace(stepped, generation=generation, value=node)
+            return stepped.with_copy(agent, row.state, generation), (generation, announced)
+        return self._refuse(agent, record, based_on)
+
+    def _known(self, record: NodeRecord) -> NodeRecord:
+        """Return ``record``, or for a node the directory never saw, the source's state of it."""
+        if record.generation > 0:
+            return record
+        try:
+            value, generation = self.source.get(record.iri)
+        except EntryNotFoundError:
+            return record
+        return self._moved_to(record, value, generation)
+
+    def _refuse(
+        self, agent: str, record: NodeRecord, based_on: int
+    ) -> tuple[NodeRecord, StaleWriteError]:
+        error = refused(record.iri, based_on, record.generation, record.value)
+        mine = record.copies.get(agent)
+        if mine is not None and mine.state is not MesiState.INVALID:
+            record = self._step(record, agent, CopyEvent.REMOTE_WRITE)
+        return record, error
+
+    # -- write-back, eviction, lease expiry, crash ---------------------------------------------
+
+    def write_back(self, agent: str, iri: str) -> None:
+        """Write ``agent``'s dirty copy of ``iri`` back to L0 (M -> E or S); clean copies: no-op."""
+        key = (_check_agent(agent), validate_iri(iri))
+        self.directory.update(iri, lambda r: (self._step(r, agent, CopyEvent.WRITE_BACK), None))
+        # The next read revalidates against the directory (cheap): a token taken here could
+        # bless a copy that another agent's write invalidated before this call.
+        self._forget(key)
+
+    def evict(self, agent: str, iri: str) -> None:
+        """Drop ``agent``'s copy of ``iri``, writing a dirty one back first."""
+        self._drop(_check_agent(agent), validate_iri(iri), CopyEvent.EVICTION)
+
+    def expire_lease(self, agent: str, iri: str) -> None:
+        """Invalidate the copy ``agent`` held under a lease that lapsed (dirty: written back)."""
+        self._drop(_check_agent(agent), validate_iri(iri), CopyEvent.LEASE_EXPIRY)
+
+    def drop_agent(self, agent: str) -> list[str]:
+        """Evict every copy ``agent`` holds (it left or crashed); return their IRIs."""
+        iris = self.directory.holdings(_check_agent(agent))
+        for iri in iris:
+            self._drop(agent, iri, CopyEvent.EVICTION)
+        return iris
+
+    def _drop(self, agent: str, iri: str, event: CopyEvent) -> None:
+        def change(record: NodeRecord) -> tuple[NodeRecord, None]:
+            if agent not in record.copies:
+                return record, None
+            record = self._step(record, agent, event)
+            # An evicted copy is gone (a later read sends the node whole); a lapsed lease keeps
+            # the generation the agent saw, so its next read is sent the change.
+            return (record.without_copy(agent) if event is CopyEvent.EVICTION else record), None
+
+        self.directory.update(iri, change)
+        self._forget((agent, iri))
+
+    # -- the table, executed ---------------------------------------------------------------------
+
+    def _step(self, record: NodeRecord, agent: str, event: CopyEvent) -> NodeRecord:
+        """Apply ``event`` to ``agent``'s copy in ``record``, performing the row's write-back."""
+        copy = record.copies.get(agent)
+        state = MesiState.INVALID if copy is None else copy.state
+        row = transition(state, event, others_hold=bool(record.holders(besides=agent)))
+        dirty = Action.WRITE_BACK in row.actions and record.value is not None
+        if dirty and self._write_back is not None:
+            self._write_back(record.iri, dict(record.value or {}), record.generation)
+        if copy is None:
+            return record
+        return record.with_copy(agent, row.state, copy.generation)
+
+    # -- the process-local copies ----------------------------------------------------------------
+
+    def copies(self, iri: str) -> dict[str, MesiState]:
+        """Return every agent's state for ``iri``, as the directory holds it."""
+        return {a: c.state for a, c in self.directory.record(validate_iri(iri)).copies.items()}
+
+    def moved(self, seen: Mapping[str, int]) -> list[str]:
+        """Return which of ``seen``'s nodes are no longer at the generation given (sorted).
+
+        For what was built from shared nodes (an L1 turn, an L3 view): record the generation of
+        each node it used, and ask here whether it has gone stale.
+        """
+        if not isinstance(seen, Mapping):
+            raise InvalidInputError(f"seen must map IRIs to generations, got {preview(seen)}")
+        stale = []
+        for iri, generation in seen.items():
+            check_generation(generation, what=f"the generation of {iri!r}")
+            if self.directory.record(validate_iri(iri)).generation != generation:
+                stale.append(iri)
+        return sorted(stale)
+
+    def delta(self, iri: str, from_generation: int) -> NodeDelta | None:
+        """Return the change from ``from_generation`` to the current one, if still kept."""
+        check_generation(from_generation, what="from_generation")
+        record = self.directory.record(validate_iri(iri))
+        old = self.directory.version(iri, from_generation)
+        if old is None or record.value is None:
+            return None
+        return diff(iri, old, record.value, (from_generation, record.generation))
+
+    def _remember(
+        self, key: tuple[str, str], generation: int, value: Node, token: Hashable
+    ) -> None:
+        with self._lock:
+            self._held[key] = _Held(generation, canonical_json(value).encode(), token)
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._held.pop(key, None)

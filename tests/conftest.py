@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gliding_core import L0Store
+from gliding_core.benchmarks.blackboard import oxigraph_server as serve_oxigraph
 
 
 @pytest.fixture
@@ -57,3 +58,14 @@ def chroma_server(tmp_path: Path) -> Iterator[int]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `oxigraph serve` on a free loopback port, data in a temporary directory; its URL.
+
+    Started once for the session (the blackboard's tests clear it before each use) and
+    stopped at teardown.
+    """
+    with serve_oxigraph(tmp_path_factory.mktemp("oxigraph") / "data") as url:
+        yield url

@@ -7,6 +7,16 @@ from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.attention.topics import Boundary, TopicMonitor
 from gliding_core.attention.window import ContextWindowManager, FittedWindow
+from gliding_core.blackboard.agents import Agent, AgentRegistry, AgentStatus
+from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
+from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, QueryResult, SparqlEndpoint
+from gliding_core.blackboard.leases import Lease, LeaseMode, LeaseTable
+from gliding_core.blackboard.messages import Message, MessageBoard
+from gliding_core.blackboard.nodes import BoardNode
+from gliding_core.blackboard.permissions import Operation, PermissionMatrix
+from gliding_core.blackboard.registries import Coordination
+from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence import (
     CoherenceCoordinator,
@@ -21,6 +31,8 @@ from gliding_core.coherence import (
     render_shared,
 )
 from gliding_core.config import (
+    BlackboardConfig,
+    CoordinationConfig,
     EvictionPolicy,
     MemoryConfig,
     SessionConfig,
@@ -30,6 +42,7 @@ from gliding_core.config import (
 from gliding_core.conversation import Conversation, ModelView, entry_text
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
+    AgentNotFoundError,
     ClosedError,
     ConfigError,
     ContentTooLargeError,
@@ -37,13 +50,22 @@ from gliding_core.errors import (
     EmbedderError,
     EncodingUnavailableError,
     EntryNotFoundError,
+    FencingTokenError,
     GlidingError,
     IndexMismatchError,
     InvalidInputError,
     InvalidNodeError,
+    InvalidTransitionError,
+    LeaseConflictError,
+    LeaseError,
+    LeaseNotHeldError,
+    LeaseTimeoutError,
     NodeTooDeepError,
+    PermissionDeniedError,
     StaleWriteError,
     StorageError,
+    TaskCycleError,
+    TaskNotFoundError,
 )
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import (
@@ -73,7 +95,15 @@ from gliding_core.tokens import TokenCounter
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentHandle",
+    "AgentNotFoundError",
+    "AgentRegistry",
+    "AgentStatus",
     "ArmResult",
+    "Blackboard",
+    "BlackboardConfig",
+    "BoardNode",
     "Boundary",
     "CachedEmbedder",
     "ClosedError",
@@ -83,11 +113,15 @@ __all__ = [
     "Context",
     "ContextWindowManager",
     "Conversation",
+    "Coordination",
+    "CoordinationConfig",
+    "CoordinationDB",
     "CopyEvent",
     "DenseIndex",
     "DictNodeSource",
     "DirectoryInUseError",
     "Edge",
+    "EmbeddedGraph",
     "Embedder",
     "EmbedderError",
     "EncodingUnavailableError",
@@ -98,24 +132,41 @@ __all__ = [
     "EventType",
     "EvictionPolicy",
     "ExtractiveSummarizer",
+    "FencingTokenError",
     "FittedWindow",
     "GlidingError",
+    "GraphBackend",
     "HashEmbedder",
     "HttpEmbedder",
     "HybridSearch",
     "IndexMismatchError",
     "InvalidInputError",
     "InvalidNodeError",
+    "InvalidTransitionError",
     "L0Store",
+    "Lease",
+    "LeaseConflictError",
+    "LeaseError",
+    "LeaseMode",
+    "LeaseNotHeldError",
+    "LeaseTable",
+    "LeaseTimeoutError",
     "LocalDirectory",
     "Memory",
     "MemoryConfig",
     "MesiState",
+    "Message",
+    "MessageBoard",
     "ModelView",
+    "NodeMirror",
     "NodeSource",
     "NodeTooDeepError",
+    "Operation",
+    "PermissionDeniedError",
+    "PermissionMatrix",
     "PoincareIndex",
     "PoincareSettings",
+    "QueryResult",
     "Reading",
     "Record",
     "RelevanceTracker",
@@ -129,6 +180,7 @@ __all__ = [
     "Session",
     "SessionConfig",
     "SharedContext",
+    "SparqlEndpoint",
     "StaleWriteError",
     "StorageError",
     "StoreConfig",
@@ -137,6 +189,11 @@ __all__ = [
     "Summarizer",
     "SupplementaryInput",
     "SupplementaryInputStore",
+    "Task",
+    "TaskCycleError",
+    "TaskNotFoundError",
+    "TaskRegistry",
+    "TaskStatus",
     "TextHit",
     "TokenCounter",
     "TopicConfig",

@@ -1,11 +1,11 @@
 """The error boundary: every backend's exceptions become ``GlidingError``s in one place.
 
-Each backend (SQLite, Chroma, Oxigraph, HTTP) has one table of ``(exception, GlidingError
-subclass)`` rows, most specific first; ``translated(backend, doing)`` wraps a block so that
-the first row matching a raised exception re-raises it as the mapped class, ``from`` the
-original, with a message saying what was being done. An exception the table does not name
-passes through unchanged (a programming error should stay visible), and a ``GlidingError``
-raised inside the block is never wrapped twice.
+Each backend (SQLite, Chroma, Oxigraph, HTTP embedders, a SPARQL endpoint) has one table of
+``(exception, GlidingError subclass)`` rows, most specific first; ``translated(backend, doing)``
+wraps a block so that the first row matching a raised exception re-raises it as the mapped
+class, ``from`` the original, with a message saying what was being done. An exception the
+table does not name passes through unchanged (a programming error should stay visible), and a
+``GlidingError`` raised inside the block is never wrapped twice.
 
 Invariants: no module above a backend's adapter catches that backend's exceptions itself; the
 tables are data, so tests enumerate them; backend packages are imported only when their table
@@ -27,7 +27,7 @@ from gliding_core.errors import (
     StorageError,
 )
 
-Backend = Literal["sqlite", "chroma", "oxigraph", "http"]
+Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql"]
 
 # A row names its exception as a class, or as "module:Class" for a backend that is imported
 # only when the table is used.
@@ -58,6 +58,12 @@ TABLES: dict[str, tuple[_Row, ...]] = {
         ("httpx:HTTPStatusError", EmbedderError),
         ("httpx:HTTPError", EmbedderError),
         (OSError, EmbedderError),
+    ),
+    # A SPARQL 1.1 endpoint under the blackboard: the transport failed, not the caller.
+    "sparql": (
+        ("httpx:TimeoutException", StorageError),
+        ("httpx:HTTPError", StorageError),
+        (OSError, StorageError),
     ),
 }
 

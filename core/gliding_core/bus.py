@@ -35,6 +35,23 @@ class EventType(str, Enum):
     TURN_EVICTED = "TURN_EVICTED"
     TURN_PAGED_IN = "TURN_PAGED_IN"
     CACHE_INVALIDATE = "CACHE_INVALIDATE"
+    # L2 blackboard nodes; the payload carries ``iri``, ``graph`` and ``generation``.
+    NODE_CREATED = "NODE_CREATED"
+    NODE_UPDATED = "NODE_UPDATED"
+    NODE_DELETED = "NODE_DELETED"
+    # Dirty blackboard nodes written to L0; the payload carries ``iris`` and ``count``.
+    MEMORY_WRITE_BACK = "MEMORY_WRITE_BACK"
+    # L2 coordination (leases, tasks, agents, messages); payloads are described in each module.
+    LEASE_GRANTED = "LEASE_GRANTED"
+    LEASE_RELEASED = "LEASE_RELEASED"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    TASK_REGISTERED = "TASK_REGISTERED"
+    TASK_STATUS_CHANGED = "TASK_STATUS_CHANGED"
+    TASK_RELEASED = "TASK_RELEASED"
+    AGENT_REGISTERED = "AGENT_REGISTERED"
+    AGENT_STATUS_CHANGED = "AGENT_STATUS_CHANGED"
+    AGENT_LOST = "AGENT_LOST"
+    COORDINATION_MESSAGE = "COORDINATION_MESSAGE"
     # A write to a shared node invalidated other agents' copies (gliding_core.coherence).
     COPIES_INVALIDATED = "COPIES_INVALIDATED"
 

@@ -117,6 +117,14 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     speed.set_defaults(handler=_bench_search)
 
+    board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
+    board.add_argument("--nodes", type=_positive, default=2_000, help="nodes written per run")
+    board.add_argument("--construct-nodes", type=_positive, default=10_000)
+    board.add_argument("--queries", type=_positive, default=200, help="CONSTRUCTs per figure")
+    board.add_argument("--backends", type=_names, default=["memory", "disk", "server"])
+    board.add_argument("--lease-seconds", type=float, default=2.0)
+    board.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    board.set_defaults(handler=_bench_blackboard)
     coherence = bench.add_parser(
         "coherence", help="MESI tokens and stale reads against agent-coherence"
     )
@@ -438,6 +446,40 @@ def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
     )
     out.write(render(["method", "precision", "recall", "F1", "predicted"], rows, title=title))
     out.write("\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import blackboard
+
+    figures = blackboard.run(
+        nodes=args.nodes,
+        construct_nodes=args.construct_nodes,
+        queries=args.queries,
+        backends=args.backends,
+        lease_seconds=args.lease_seconds,
+    )
+    backends = figures["backends"]
+    rows = [
+        (kind, int(n), r["writes_per_s"], b["baseline_writes_per_s"], r["reads_per_s"],
+         r["reads_miss_per_s"])
+        for kind, b in backends.items()
+        for n, r in b["agents"].items()
+    ]  # fmt: skip
+    title = f"Blackboard nodes ({args.nodes:,} single-node writes through agent handles)"
+    headers = ["backend", "agents", "writes/s", "raw writes/s", "reads/s (hit)", "reads/s (miss)"]
+    out.write(render(headers, rows, title=title) + "\n")
+    hops = ["construct_1hop_p50_ms", "construct_1hop_p95_ms", "construct_2hop_p50_ms",
+            "construct_2hop_p95_ms"]  # fmt: skip
+    rows = [(kind, *(b[name] for name in hops)) for kind, b in backends.items()]
+    title = f"CONSTRUCT from a random node, {args.construct_nodes:,} nodes (ms)"
+    out.write(
+        render(["backend", "1-hop p50", "1-hop p95", "2-hop p50", "2-hop p95"], rows, title=title)
+        + "\n"
+    )
+    other = [*figures["leases"].items(), ("flush_per_s", figures["flush_per_s"])]
+    out.write(render(["figure", "value"], other, title="Leases and flush to L0") + "\n")
     _write_json(args.json, figures)
     return 0
 

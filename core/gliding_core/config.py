@@ -177,6 +177,69 @@ class TopicConfig(Settings):
     proactive_fill: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
+# -- L2 coordination (branch bbcoord): leases, tasks, agents, messages -------------------------
+
+
+class CoordinationConfig(Settings):
+    """Settings of the blackboard's coordination database (leases, tasks, agents, messages).
+
+    The heartbeat renews an agent's leases, so an agent should beat well inside both
+    ``lease_ttl_s`` and ``heartbeat_timeout_s`` (every third of the shorter one is a good pace).
+
+    Attributes:
+        lease_ttl_s: how long a lease lives unless renewed (the holder's heartbeat renews it).
+        heartbeat_timeout_s: an agent silent for longer is marked Error by the sweeper and its
+            leases are released (the reference had no default).
+        sweep_interval_s: how often the background sweeper looks for silent agents; 0 runs it
+            only on demand.
+        busy_timeout_ms: how long a write waits for another process's lock on the database.
+        durability: ``"normal"`` survives a crash of the process (a power loss may lose the last
+            commits); ``"full"`` syncs every commit to disk, at about a millisecond each.
+        max_message_bytes: the largest coordination message payload, in UTF-8 bytes of JSON.
+        max_wait_poll_s: the longest pause between two attempts while awaiting a lease (waiters
+            in the same process are woken at once by a release; other processes poll).
+    """
+
+    lease_ttl_s: float = Field(default=30.0, gt=0.0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0.0)
+    sweep_interval_s: float = Field(default=5.0, ge=0.0)
+    busy_timeout_ms: int = Field(default=30_000, ge=0)
+    durability: Literal["full", "normal"] = "normal"
+    max_message_bytes: int = Field(default=65_536, gt=0)
+    max_wait_poll_s: float = Field(default=0.02, gt=0.0)
+
+
+# -- L2 blackboard -------------------------------------------------------------------------------
+
+
+class BlackboardConfig(Settings):
+    """L2 blackboard settings.
+
+    Attributes:
+        endpoint: the base URL of a SPARQL 1.1 server (``oxigraph serve``) holding the graph;
+            embedded pyoxigraph when unset (in memory, or on disk under the memory directory).
+        max_node_bytes: the largest node JSON accepted, in UTF-8 bytes.
+        max_batch_nodes: the most nodes one write may carry.
+        cache_nodes: how many nodes the node cache keeps in front of the store.
+        critical_tags: tags whose nodes are written through to L0 before the write returns.
+        flush_interval_s: how often dirty nodes are flushed to L0; 0 turns the timer off.
+        flush_batch: how many nodes one L0 transaction of a flush takes.
+        permissions: ``{role: {area: [operation, ...]}}`` replacing the default matrix.
+        coordination: the settings of the coordination database (leases, tasks, agents,
+            messages).
+    """
+
+    endpoint: str | None = None
+    max_node_bytes: int = Field(default=262_144, gt=0)
+    max_batch_nodes: int = Field(default=10_000, gt=0)
+    cache_nodes: int = Field(default=100_000, ge=0)
+    critical_tags: frozenset[str] = frozenset({"emphasis", "user_intent", "confirmed_fact"})
+    flush_interval_s: float = Field(default=5.0, ge=0.0)
+    flush_batch: int = Field(default=500, gt=0)
+    permissions: dict[str, dict[str, list[str]]] | None = None
+    coordination: CoordinationConfig = CoordinationConfig()
+
+
 class MemoryConfig(Settings):
     """Settings of the whole memory.
 
@@ -195,6 +258,7 @@ class MemoryConfig(Settings):
             ``http://localhost:11434`` when unset).
         embedder_api_key: the HTTP API's bearer token (never shown in ``repr``).
         chroma_host, chroma_port: a Chroma server for the dense index; embedded when unset.
+        blackboard: the L2 blackboard settings.
 
     ``MemoryConfig.from_env()`` reads the same settings from the environment (see there).
     """
@@ -211,6 +275,7 @@ class MemoryConfig(Settings):
     embedder_api_key: str | None = Field(default=None, repr=False)
     chroma_host: str | None = None
     chroma_port: int = Field(default=8000, ge=1, le=65_535)
+    blackboard: BlackboardConfig = BlackboardConfig()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:

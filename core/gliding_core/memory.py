@@ -22,6 +22,9 @@ from typing import Any
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.attention.topics import TopicMonitor
 from gliding_core.attention.window import ContextWindowManager
+from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.graph import open_graph
+from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import ConfigError, InvalidInputError, StorageError
@@ -46,6 +49,7 @@ STORE_FILE = "l0.sqlite3"
 EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
 CHROMA_DIR = "chroma"
 POINCARE_FILE = "poincare.npz"
+BLACKBOARD_DIR = "blackboard"
 
 
 class Memory:
@@ -124,6 +128,8 @@ class Memory:
             raise
         self._sessions: dict[tuple[str, str], Session] = {}
         self._lock = threading.Lock()
+        self._blackboard: Blackboard | None = None
+        self._blackboard_lock = threading.Lock()
         self._ready = True
 
     @property
@@ -315,6 +321,56 @@ class Memory:
             keep_recent=keep_recent,
             summary_tokens=summary_tokens,
         )
+
+    @property
+    def blackboard(self) -> Blackboard:
+        """The L2 blackboard, built on first use, flushing to this memory's L0 store.
+
+        Its graph is the configured SPARQL endpoint, else on disk under the memory directory
+        (``Memory.open``; the directory's owner only, like Chroma's files), else in memory; its
+        coordination database (leases, tasks, agents, messages) is ``blackboard.sqlite3`` in
+        the directory, or private in memory.
+
+        Raises:
+            ConfigError: the memory was opened with ``engines=False`` and no SPARQL endpoint
+                is configured (the on-disk graph belongs to the directory's owner).
+            DirectoryInUseError: another process owns the directory.
+        """
+        with self._blackboard_lock:
+            if self._blackboard is None:
+                self._blackboard = self._open_blackboard()
+            return self._blackboard
+
+    def _open_blackboard(self) -> Blackboard:
+        settings = self.config.blackboard
+        path = None if self.directory is None else self.directory / BLACKBOARD_DIR
+        if path is not None and settings.endpoint is None:
+            if not self.engines:
+                raise ConfigError(
+                    f"{self!r} was opened with engines=False: its blackboard needs a SPARQL "
+                    "endpoint (MemoryConfig(blackboard=BlackboardConfig(endpoint=...)))"
+                )
+            if self.owner is None:  # Chroma runs on a server: the graph's files still need one
+                self.owner = OwnerLock.acquire(path.parent)
+                self._closer.callback(self.owner.release)
+        coordination = Coordination.open(self.directory, config=settings.coordination, bus=self.bus)
+        board = Blackboard(
+            open_graph(path=path, endpoint=settings.endpoint),
+            store=self.store,
+            bus=self.bus,
+            config=settings,
+            coordination=coordination,
+        )
+        # Closed first (the stack is last in, first out): it flushes to L0 before the store closes.
+        self._closer.callback(board.close)
+        if board.backend.kind != "memory":
+            board.flush()  # what a crash left dirty
+            coordination.remirror()  # what a crash left unmirrored
+        return board
+
+    def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
+        """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""
+        return self.blackboard.agent(name, role=role, task=task)
 
     def close(self) -> None:
         """Stop the topic monitor, close the index, Chroma, the cache and the store, and release

@@ -1,0 +1,495 @@
+"""L2: blackboard nodes: validation, JSON-LD to RDF, generations, the cache and the single writer.
+
+A node is a JSON-LD object with an absolute ``@id``, kept in exactly one named graph. Writing it
+puts its RDF (read by a JSON-LD processor under the project's context) into that graph, and
+its bookkeeping into ``META_GRAPH``: a record (its JSON text, generation and tags), its graph,
+and a dirty mark while L0 has not seen its last version (three quads a node).
+
+Invariants:
+- One writer per store: every write, delete and clean-mark takes ``NodeStore``'s lock, reads
+  the old state and writes the new one as one SPARQL update (pyoxigraph 0.5.13 on disk loses
+  concurrent read-modify-write updates; one lock made them exact, so the lock is kept for the
+  in-memory store and the endpoint too). The cache is exact under it: one process writes a
+  store (RocksDB's lock ensures it on disk; for a server it is the deployment's rule until the
+  MESI directory coordinates several).
+- A call is atomic: a batch is validated whole (JSON, ``@id``, size, count) before anything is
+  written, then goes to the store as one update, so it is all there or none of it.
+- Generations are per node, start at 1 and increase by one on every write; a deletion leaves a
+  tombstone that keeps the generation, so a node written again continues from it.
+- Blank nodes are skolemised to IRIs derived from the node's IRI and their position, so a
+  rewrite removes exactly the old node's triples and nothing lingers.
+- The cache holds what the store holds (written after the update succeeds), including that an
+  IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
+  reads the bookkeeping from the store. Events are published after the commit, outside the lock, and
+  carry IRI, graph and generation (the seam of the MESI directory).
+- A node describes itself: ``@graph`` and ``@included`` are refused; an embedded object with its
+  own ``@id`` adds triples about that IRI, which a rewrite of either node may remove.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyoxigraph as ox
+
+from gliding_core.blackboard.graph import (
+    Dataset,
+    GraphBackend,
+    QueryResult,
+    Term,
+    quads_text,
+    term_value,
+)
+from gliding_core.blackboard.vocabulary import (
+    META_GRAPH,
+    SKOLEM_PREFIX,
+    meta,
+    with_context,
+)
+from gliding_core.boundary import translated
+from gliding_core.bus import EventBus, EventType
+from gliding_core.errors import ContentTooLargeError, InvalidInputError, InvalidNodeError
+from gliding_core.jsonld import (
+    DEFAULT_MAX_DEPTH,
+    Node,
+    canonical_json,
+    is_label,
+    parse_canonical,
+    parse_node,
+    preview,
+)
+
+MINTED_PREFIX = "urn:uuid:"
+_BOOLEAN = ox.NamedNode("http://www.w3.org/2001/XMLSchema#boolean")
+_TRUE = ox.Literal("true", datatype=_BOOLEAN)
+_META = ox.NamedNode(META_GRAPH)
+_RECORD, _GRAPH, _DIRTY = (ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty"))
+_REFUSED_KEYS = ("@graph", "@included")
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(frozen=True, slots=True)
+class BoardNode:
+    """One node on the blackboard, as last written (an immutable snapshot).
+
+    Attributes:
+        iri: the node's ``@id``.
+        content: its canonical JSON text, exactly as written.
+        graph: the named graph it lives in.
+        generation: 1 on its first write, one more on every later one.
+        tags: its tags (a critical tag makes the write go through to L0).
+        dirty: whether it changed since it was last flushed to L0.
+    """
+
+    iri: str
+    content: str
+    graph: str
+    generation: int
+    tags: tuple[str, ...] = ()
+    dirty: bool = True
+
+    @property
+    def node(self) -> Node:
+        """The JSON-LD node (a fresh dict on every call)."""
+        return parse_canonical(self.content)
+
+    def quads(self) -> list[ox.Quad]:
+        """Return the node's bookkeeping quads."""
+        record = (  # the content is JSON text already: only escaped once, as a string
+            f'{{"content":{_ENCODE(self.content)},"generation":{self.generation},'
+            f'"tags":{_ENCODE(list(self.tags))}}}'
+        )
+        subject = ox.NamedNode(self.iri)
+        quads = [
+            ox.Quad(subject, _RECORD, ox.Literal(record), _META),
+            ox.Quad(subject, _GRAPH, ox.NamedNode(self.graph), _META),
+        ]
+        if self.dirty:
+            quads.append(ox.Quad(subject, _DIRTY, _TRUE, _META))
+        return quads
+
+
+@dataclass(frozen=True, slots=True)
+class NodeWrite:
+    """A validated request to write one node into one graph."""
+
+    iri: str
+    content: str
+    graph: str
+    tags: tuple[str, ...]
+    triples: tuple[ox.Quad, ...]  # the node's RDF, in ``graph``
+
+    @classmethod
+    def check(cls, node: object, graph: str, tags: Sequence[str], *, max_bytes: int) -> NodeWrite:
+        """Validate a node for ``graph`` and turn it into RDF; nothing is written.
+
+        Raises:
+            InvalidNodeError: not a JSON object, no absolute ``@id``, refused keys, or JSON-LD
+                the processor rejects (a remote ``@context`` among them).
+            ContentTooLargeError: the node's JSON is over ``max_bytes``.
+        """
+        parsed, content, _, _ = parse_node(node, max_depth=DEFAULT_MAX_DEPTH)
+        if "@id" not in parsed:
+            parsed = {"@id": MINTED_PREFIX + str(uuid.uuid4()), **parsed}
+            content = canonical_json(parsed)
+        iri = check_iri(parsed["@id"], "@id")
+        size = len(content.encode("utf-8"))
+        if size > max_bytes:
+            raise ContentTooLargeError(
+                f"node {iri!r} is {size} bytes of JSON, over the blackboard's limit of {max_bytes}"
+            )
+        for key in _REFUSED_KEYS:
+            if key in parsed:
+                raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
+        target = check_iri(graph, "graph")
+        return cls(iri, content, target, check_tags(tags), rdf_of(parsed, target))
+
+
+def check_iri(value: object, what: str) -> str:
+    """Return ``value`` if it is an absolute IRI."""
+    if not isinstance(value, str):
+        raise InvalidNodeError(f"{what} must be an absolute IRI string, got {preview(value)}")
+    try:
+        ox.NamedNode(value)
+    except ValueError as exc:
+        raise InvalidNodeError(f"{what} must be an absolute IRI, got {value!r} ({exc})") from exc
+    return value
+
+
+def check_tags(tags: object) -> tuple[str, ...]:
+    """Return the tags, de-duplicated in order, if each is a non-empty printable string."""
+    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
+        raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
+    checked = []
+    for tag in tags:
+        if not is_label(tag):
+            raise InvalidInputError(f"each tag must be a non-empty string, got {preview(tag)}")
+        checked.append(tag)
+    return tuple(dict.fromkeys(checked))
+
+
+def rdf_of(node: Node, graph: str) -> tuple[ox.Quad, ...]:
+    """Return the node's RDF in ``graph``, its blank nodes skolemised deterministically.
+
+    A blank node becomes ``urn:gliding-horse:genid:<digest of the node IRI>:<n>``, numbered in
+    the processor's (deterministic) output order, so the same node always gives the same quads.
+    """
+    document = canonical_json(with_context(node))
+    with translated("oxigraph", f"reading node {node['@id']!r} as JSON-LD"):
+        parsed = list(ox.parse(document, format=ox.RdfFormat.JSON_LD))
+    name = ox.NamedNode(graph)
+    blank = False
+    for quad in parsed:
+        if not isinstance(quad.graph_name, ox.DefaultGraph):
+            raise InvalidNodeError(f"node {node['@id']!r} puts triples into another graph")
+        blank = (
+            blank or isinstance(quad.subject, ox.BlankNode) or isinstance(quad.object, ox.BlankNode)
+        )
+    if not blank:  # the usual node: its triples as they are
+        return tuple(ox.Quad(q.subject, q.predicate, q.object, name) for q in parsed)
+    labels: dict[str, ox.NamedNode] = {}
+    stem = f"{SKOLEM_PREFIX}{hashlib.sha1(node['@id'].encode()).hexdigest()[:20]}:"
+
+    def skolem(term: Any) -> Any:
+        if isinstance(term, ox.BlankNode):
+            if term.value not in labels:
+                labels[term.value] = ox.NamedNode(f"{stem}{len(labels)}")
+            return labels[term.value]
+        return term
+
+    return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
+
+
+class _Tombstone:
+    """The record of a deleted node: its last generation, kept so a rewrite continues it."""
+
+    __slots__ = ("generation",)
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+
+    def quads(self, iri: str) -> list[ox.Quad]:
+        record = json.dumps({"generation": self.generation, "deleted": True})
+        return [ox.Quad(ox.NamedNode(iri), _RECORD, ox.Literal(record), _META)]
+
+
+class _Absent(_Tombstone):
+    """The cache's knowledge that the store has nothing under an IRI (exact: one writer)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+_Known = BoardNode | _Tombstone
+
+
+class NodeStore:
+    """The node layer over one ``GraphBackend``: the cache, the generations and the writer.
+
+    Args:
+        backend: the quad store.
+        max_node_bytes: the largest node JSON accepted.
+        max_batch: the most nodes one call may write.
+        cache_size: how many nodes the cache keeps (least recently used leave first).
+        bus: where change events go (none when ``None``).
+    """
+
+    def __init__(
+        self,
+        backend: GraphBackend,
+        *,
+        max_node_bytes: int = 262_144,
+        max_batch: int = 10_000,
+        cache_size: int = 100_000,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.backend = backend
+        self.max_node_bytes, self.max_batch, self.cache_size = max_node_bytes, max_batch, cache_size
+        self.bus = bus
+        self.writer = threading.RLock()
+        self._cache: OrderedDict[str, _Known] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def prepare(self, nodes: object, graph: str, tags: Sequence[str] = ()) -> list[NodeWrite]:
+        """Validate a batch of nodes for one graph (see ``NodeWrite.check``)."""
+        if isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Iterable):
+            raise InvalidInputError(
+                f"nodes must be a list of JSON-LD objects, got {preview(nodes)}"
+            )
+        requests = [NodeWrite.check(n, graph, tags, max_bytes=self.max_node_bytes) for n in nodes]
+        if len(requests) > self.max_batch:
+            raise ContentTooLargeError(
+                f"a batch of {len(requests)} nodes is over the limit of {self.max_batch} per call"
+            )
+        return requests
+
+    def write(
+        self, requests: Sequence[NodeWrite], *, source: str | None = None, dirty: bool = True
+    ) -> list[BoardNode]:
+        """Write validated nodes in one transaction; return them as stored, in order."""
+        if not requests:
+            return []
+        with self.writer:
+            old = self._current([r.iri for r in requests])
+            written: dict[str, BoardNode] = {}
+            final: dict[str, NodeWrite] = {}
+            for request in requests:
+                previous = written.get(request.iri) or old.get(request.iri)
+                generation = (previous.generation if previous is not None else 0) + 1
+                written[request.iri] = BoardNode(
+                    request.iri, request.content, request.graph, generation, request.tags, dirty
+                )
+                final[request.iri] = request
+            quads = [q for r in final.values() for q in r.triples]
+            quads += [q for node in written.values() for q in node.quads()]
+            stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
+            if stored:
+                self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+            else:  # only new nodes: nothing to take out, a plain (atomic) insert
+                self.backend.extend(quads)
+            self._remember(written.values())
+        self._publish_writes(list(written.values()), old, source)
+        return [written[r.iri] for r in requests]
+
+    def delete(self, iris: Sequence[str], *, source: str | None = None) -> list[BoardNode]:
+        """Delete nodes (their generations stay as tombstones); return those that existed."""
+        checked = [check_iri(iri, "IRI") for iri in iris]
+        with self.writer:
+            old = {k: v for k, v in self._current(checked).items() if isinstance(v, BoardNode)}
+            if old:
+                tombstones = {iri: _Tombstone(node.generation) for iri, node in old.items()}
+                quads = [q for iri, t in tombstones.items() for q in t.quads(iri)]
+                self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+                with self._cache_lock:
+                    self._cache.update(tombstones)
+        for node in old.values():
+            self._publish(EventType.NODE_DELETED, node, source)
+        return list(old.values())
+
+    def mark_clean(self, nodes: Sequence[BoardNode]) -> None:
+        """Clear the dirty mark of nodes whose generation has not moved since they were read."""
+        if not nodes:
+            return
+        with self.writer:
+            current = self._current([n.iri for n in nodes])
+            clean = []
+            for node in nodes:
+                now = current.get(node.iri)
+                if isinstance(now, BoardNode) and now.generation == node.generation and now.dirty:
+                    clean.append(replace(now, dirty=False))
+            if not clean:
+                return
+            marks = [ox.Quad(ox.NamedNode(n.iri), _DIRTY, _TRUE, _META) for n in clean]
+            self.backend.update(f"DELETE DATA {{ {quads_text(marks)} }}")
+            self._remember(clean)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, iri: str) -> BoardNode | None:
+        """Return the node with ``iri`` (the cache first), or ``None``."""
+        with self._cache_lock:
+            cached = self._cache.get(iri)
+            if cached is not None:
+                self._cache.move_to_end(iri)
+                return cached if isinstance(cached, BoardNode) else None
+        return self.get_many([check_iri(iri, "IRI")]).get(iri)
+
+    def get_many(self, iris: Sequence[str]) -> dict[str, BoardNode]:
+        """Return the existing nodes among ``iris``, by IRI."""
+        return {k: v for k, v in self._current(iris).items() if isinstance(v, BoardNode)}
+
+    def iris_in(self, graphs: Sequence[str]) -> list[str]:
+        """Return the IRIs of the nodes kept in ``graphs``, sorted."""
+        found: set[str] = set()
+        for graph in graphs:
+            result = self.backend.query(
+                f"SELECT ?s WHERE {{ GRAPH {_META} {{ ?s {_GRAPH} {ox.NamedNode(graph)} }} }}",
+                dataset=Dataset((), (META_GRAPH,)),
+            )
+            found.update(term_value(row["s"]) for row in result.rows)
+        return sorted(found)
+
+    def iris_of_type(self, type_iri: str, graphs: Sequence[str]) -> list[str]:
+        """Return the IRIs of nodes typed ``type_iri`` in ``graphs``, sorted."""
+        if not graphs:
+            return []
+        kind = ox.NamedNode(check_iri(type_iri, "type"))
+        result = self.backend.query(
+            f"SELECT DISTINCT ?s WHERE {{ GRAPH ?g {{ ?s a {kind} }} }}",
+            dataset=Dataset((), tuple(graphs)),
+        )
+        return sorted(term_value(row["s"]) for row in result.rows)
+
+    def dirty(self, graphs: Sequence[str] | None = None) -> list[BoardNode]:
+        """Return the nodes changed since their last flush (in ``graphs`` when given)."""
+        result = self.backend.query(
+            f"SELECT ?s WHERE {{ GRAPH {_META} {{ ?s {_DIRTY} ?d }} }}",
+            dataset=Dataset((), (META_GRAPH,)),
+        )
+        iris = sorted(term_value(row["s"]) for row in result.rows)
+        wanted = None if graphs is None else set(graphs)
+        return [
+            node
+            for node in self.get_many(iris).values()
+            if node.dirty and (wanted is None or node.graph in wanted)
+        ]
+
+    def query(self, text: str, **options: Any) -> QueryResult:
+        """Run a query on the backend (see ``GraphBackend.query``)."""
+        return self.backend.query(text, **options)
+
+    def forget_cache(self) -> None:
+        """Empty the cache (the next reads go to the store)."""
+        with self._cache_lock:
+            self._cache.clear()
+
+    def cached(self, iri: str) -> bool:
+        """Return whether ``iri`` is in the cache."""
+        with self._cache_lock:
+            return iri in self._cache
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _current(self, iris: Sequence[str]) -> dict[str, _Known]:
+        found: dict[str, _Known] = {}
+        missing = []
+        with self._cache_lock:
+            for iri in iris:
+                cached = self._cache.get(iri)
+                if cached is None:
+                    missing.append(iri)
+                else:
+                    self._cache.move_to_end(iri)
+                    found[iri] = cached
+        if missing:
+            loaded = self._load(list(dict.fromkeys(missing)))
+            for iri in missing:
+                loaded.setdefault(iri, _Absent())
+            found.update(loaded)
+            self._remember(loaded.values(), loaded)
+        return found
+
+    def _load(self, iris: Sequence[str]) -> dict[str, _Known]:
+        """Read the bookkeeping of ``iris`` from the store."""
+        facts: dict[str, dict[str, Term]] = {}
+        for quad in self.backend.triples_of(iris, META_GRAPH):
+            facts.setdefault(term_value(quad.subject), {})[quad.predicate.value] = quad.object
+        return {iri: _from_facts(iri, found) for iri, found in facts.items()}
+
+    def _remember(
+        self, nodes: Iterable[_Known], by_iri: Mapping[str, _Known] | None = None
+    ) -> None:
+        with self._cache_lock:
+            if by_iri is not None:
+                self._cache.update(by_iri)
+            else:
+                for node in nodes:
+                    if isinstance(node, BoardNode):
+                        self._cache[node.iri] = node
+                        self._cache.move_to_end(node.iri)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    def _publish_writes(
+        self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
+    ) -> None:
+        for node in nodes:
+            existed = isinstance(old.get(node.iri), BoardNode)
+            kind = EventType.NODE_UPDATED if existed else EventType.NODE_CREATED
+            self._publish(kind, node, source)
+
+    def _publish(self, kind: EventType, node: BoardNode, source: str | None) -> None:
+        if self.bus is not None:
+            self.bus.publish(
+                kind,
+                {"iri": node.iri, "graph": node.graph, "generation": node.generation},
+                source=source,
+            )
+
+
+def _from_facts(iri: str, facts: Mapping[str, Term]) -> _Known:
+    record = json.loads(term_value(facts[meta("record")]))
+    if record.get("deleted") or meta("graph") not in facts:
+        return _Tombstone(int(record["generation"]))
+    return BoardNode(
+        iri,
+        record["content"],
+        term_value(facts[meta("graph")]),
+        int(record["generation"]),
+        tuple(record["tags"]),
+        dirty=meta("dirty") in facts,
+    )
+
+
+def _removal(old: Mapping[str, _Known]) -> str:
+    """The update operations that take the old nodes' triples and bookkeeping out.
+
+    Each node's triples are removed by subject in its graph (whatever drifted in is removed
+    too), its skolemised blank nodes by their exact quads, its bookkeeping by subject.
+    """
+    parts = []
+    skolems: list[ox.Quad] = []
+    for iri, known in old.items():
+        subject = ox.NamedNode(iri)
+        if isinstance(known, BoardNode):
+            parts.append(
+                f"DELETE WHERE {{ GRAPH {ox.NamedNode(known.graph)} {{ {subject} ?p ?o }} }}"
+            )
+            skolems += [
+                q
+                for q in rdf_of(known.node, known.graph)
+                if term_value(q.subject).startswith(SKOLEM_PREFIX)
+            ]
+        parts.append(f"DELETE WHERE {{ GRAPH {_META} {{ {subject} ?p ?o }} }}")
+    if skolems:
+        parts.append(f"DELETE DATA {{ {quads_text(skolems)} }}")
+    return " ;\n".join(parts)

@@ -1,0 +1,141 @@
+"""L2 -> L0: dirty blackboard nodes written back to the durable store, critical ones through.
+
+Every node write marks the node dirty (in the graph's bookkeeping, in the same update as the
+node). ``WriteBack.flush`` copies dirty nodes to L0 in batches, one L0 transaction per batch,
+then clears their dirty marks where the generation has not moved meanwhile (a node rewritten
+during a flush stays dirty and goes in the next one). A node carrying a critical tag
+(``emphasis``, ``user_intent``, ``confirmed_fact`` by default) is flushed before the write
+that made it returns (write-through). Flushes also run on a timer, on task completion and on
+close.
+
+An L0 entry written by a flush is exactly the node: the entry is deleted and put again in one
+L0 transaction (L0's ``put`` merges by ``@id``, which would keep removed properties and tags),
+with the node's tags, its graph as ``named_graph`` and ``{"l2_generation": n}`` as metadata.
+L0's own bookkeeping of the entry (access count, creation time, its generation) restarts.
+
+What a crash (SIGKILL, power kept) may lose:
+- write-through: nothing that was written; the write returned after L0 committed.
+- write-back, blackboard on disk: nothing; dirty marks are on disk with the nodes, and the next
+  open of the blackboard flushes them (``recover``).
+- write-back, blackboard in memory: the changes since the last flush (at most one timer
+  interval of writes, plus a task not yet completed).
+A node flushed to L0 and not yet marked clean is flushed again after a crash: the same entry.
+
+Invariants: flushes are serialised (one at a time), so L0 never receives an older generation of
+a node after a newer one; a failed L0 batch leaves its nodes dirty.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+
+from gliding_core.blackboard.nodes import BoardNode, NodeStore
+from gliding_core.bus import EventBus, EventType
+from gliding_core.entry import Record
+from gliding_core.store import L0Store
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CRITICAL_TAGS = frozenset({"emphasis", "user_intent", "confirmed_fact"})
+
+
+class WriteBack:
+    """Copies dirty blackboard nodes to L0.
+
+    Args:
+        nodes: the blackboard's node layer.
+        store: the L0 store written to.
+        critical_tags: tags that make a write go through to L0 before it returns.
+        batch: how many nodes one L0 transaction takes.
+        bus: where ``MEMORY_WRITE_BACK`` events go.
+    """
+
+    def __init__(
+        self,
+        nodes: NodeStore,
+        store: L0Store,
+        *,
+        critical_tags: Iterable[str] = DEFAULT_CRITICAL_TAGS,
+        batch: int = 500,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.nodes, self.store, self.bus = nodes, store, bus
+        self.critical_tags = frozenset(critical_tags)
+        self.batch = batch
+        self._lock = threading.Lock()
+        self._timer: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def is_critical(self, node: BoardNode) -> bool:
+        """Return whether the node's tags ask for write-through."""
+        return not self.critical_tags.isdisjoint(node.tags)
+
+    def after_write(self, written: Sequence[BoardNode]) -> int:
+        """Write the critical nodes among ``written`` through to L0; return how many."""
+        critical = [node for node in written if self.is_critical(node)]
+        return self.flush_nodes(critical) if critical else 0
+
+    def flush(self, graphs: Sequence[str] | None = None) -> int:
+        """Flush every dirty node (of ``graphs`` when given) to L0; return how many."""
+        return self.flush_nodes(self.nodes.dirty(graphs))
+
+    def flush_nodes(self, nodes: Sequence[BoardNode]) -> int:
+        """Write ``nodes`` to L0 as exact entries, batch by batch; return how many."""
+        count = 0
+        with self._lock:
+            # Re-read under the lock: a flush that ran meanwhile may have written them.
+            current = self.nodes.get_many([n.iri for n in nodes])
+            pending = [current[n.iri] for n in nodes if n.iri in current and current[n.iri].dirty]
+            for start in range(0, len(pending), self.batch):
+                chunk = pending[start : start + self.batch]
+                self._write_entries(chunk)
+                self.nodes.mark_clean(chunk)
+                count += len(chunk)
+                if self.bus is not None:
+                    self.bus.publish(
+                        EventType.MEMORY_WRITE_BACK,
+                        {"iris": [n.iri for n in chunk], "count": len(chunk)},
+                        source="blackboard",
+                    )
+        return count
+
+    def _write_entries(self, chunk: Sequence[BoardNode]) -> None:
+        records = [
+            Record(
+                node.content,
+                tags=node.tags,
+                named_graph=node.graph,
+                metadata={"l2_generation": node.generation},
+            )
+            for node in chunk
+        ]
+        with self.store.transaction():
+            for node in chunk:
+                self.store.delete(node.iri)
+            self.store.put_many(records)
+
+    def start(self, interval_s: float) -> None:
+        """Flush every ``interval_s`` seconds on a daemon thread until ``stop()``."""
+        if interval_s <= 0 or self._timer is not None:
+            return
+        self._stop.clear()
+        self._timer = threading.Thread(
+            target=self._run, args=(interval_s,), name="gliding-blackboard-flush", daemon=True
+        )
+        self._timer.start()
+
+    def _run(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            try:
+                self.flush()
+            except Exception:
+                logger.exception("timed flush of the blackboard to L0 failed; nodes stay dirty")
+
+    def stop(self) -> None:
+        """Stop the timer thread (waiting for a flush in progress); stopping twice is harmless."""
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.join()
+            self._timer = None

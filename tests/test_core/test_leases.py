@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from gliding_core.benchmarks.leases import lease_benchmark
+from gliding_core.benchmarks.leases import contended_grants, lease_benchmark
 from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.leases import COMPATIBLE, STRENGTH, Lease, LeaseMode, LeaseTable
 from gliding_core.bus import EventBus, EventType
@@ -658,6 +658,11 @@ def test_the_lease_benchmark_reports_its_three_figures(tmp_path: Path) -> None:
     assert figures["contended_grants_per_s"] > 0
     with CoordinationDB(tmp_path / "blackboard.sqlite3") as db:
         assert LeaseTable(db).leases() == []  # every grant was released
+
+
+def test_a_failing_benchmark_process_is_reported_with_its_error(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="lease benchmark process failed"):
+        contended_grants(tmp_path / "missing" / "blackboard.sqlite3", 1, 0.1)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from gliding_core.benchmarks.leases import lease_benchmark
+from gliding_core.benchmarks.leases import contended_grants, lease_benchmark
 from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.leases import COMPATIBLE, STRENGTH, Lease, LeaseMode, LeaseTable
 from gliding_core.bus import EventBus, EventType
@@ -413,6 +413,53 @@ def test_a_db_that_is_not_a_coordination_db_is_refused() -> None:
         LeaseTable("blackboard.sqlite3")  # type: ignore[arg-type]
 
 
+# -- the coordination database ----------------------------------------------------------------
+
+
+def test_a_failed_nested_write_rolls_back_only_itself(db: CoordinationDB) -> None:
+    db.ensure_schema("CREATE TABLE IF NOT EXISTS probe (value TEXT);")
+
+    def insert_then_fail(value: str) -> None:
+        with db.write(f"inserting {value}") as conn:
+            conn.execute("INSERT INTO probe VALUES (?)", (value,))
+            raise KeyError(value)
+
+    with db.write("outer") as conn:
+        conn.execute("INSERT INTO probe VALUES ('outer')")
+        with pytest.raises(KeyError):
+            insert_then_fail("inner")  # a savepoint of the outer write
+    with pytest.raises(KeyError):
+        insert_then_fail("lost")
+    with db.read("reading") as conn:
+        assert conn.execute("SELECT value FROM probe").fetchall() == [("outer",)]
+
+
+def test_a_bad_statement_is_a_storage_error_and_leaves_no_transaction(db: CoordinationDB) -> None:
+    with (
+        pytest.raises(StorageError, match="doing the impossible"),
+        db.write("doing the impossible") as conn,
+    ):
+        conn.execute("INSERT INTO no_such_table VALUES (1)")
+    with db.write("then something else") as conn:
+        conn.execute("SELECT 1")
+
+
+def test_the_database_of_a_directory_and_bad_arguments(tmp_path: Path) -> None:
+    with CoordinationDB.in_directory(tmp_path) as db:
+        assert db.path == str(tmp_path / "blackboard.sqlite3")
+        assert "blackboard.sqlite3" in repr(db)
+    with CoordinationDB.in_directory(None) as db:
+        assert db.path is None
+    with pytest.raises(InvalidInputError, match="path"):
+        CoordinationDB(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="clock"):
+        CoordinationDB(clock=1.0)  # type: ignore[arg-type]
+    closed = CoordinationDB()
+    closed.close()
+    with pytest.raises(ClosedError), closed.read("reading"):
+        pass
+
+
 # -- processes ---------------------------------------------------------------------------------
 
 _HOLDER = textwrap.dedent(
@@ -658,6 +705,11 @@ def test_the_lease_benchmark_reports_its_three_figures(tmp_path: Path) -> None:
     assert figures["contended_grants_per_s"] > 0
     with CoordinationDB(tmp_path / "blackboard.sqlite3") as db:
         assert LeaseTable(db).leases() == []  # every grant was released
+
+
+def test_a_failing_benchmark_process_is_reported_with_its_error(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="lease benchmark process failed"):
+        contended_grants(tmp_path / "missing" / "blackboard.sqlite3", 1, 0.1)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,30 @@ def test_a_dependency_closing_a_cycle_is_refused_naming_the_cycle(tasks: TaskReg
     assert "urn:t:a -> urn:t:c -> urn:t:b -> urn:t:a" in str(caught.value)
     assert tasks.get("urn:t:a").depends_on == ()  # nothing written
     assert tasks.layers("urn:t:a") == [["urn:t:a"], ["urn:t:b"], ["urn:t:c"]]
+
+
+def test_two_threads_closing_a_cycle_at_once_cannot_both_succeed(tasks: TaskRegistry) -> None:
+    tasks.register("urn:t:a")
+    tasks.register("urn:t:b")
+    outcomes: list[str] = []
+
+    def link(task: str, dependency: str) -> None:
+        try:
+            tasks.add_dependency(task, dependency)
+            outcomes.append("linked")
+        except TaskCycleError:
+            outcomes.append("cycle")
+
+    threads = [
+        threading.Thread(target=link, args=("urn:t:a", "urn:t:b")),
+        threading.Thread(target=link, args=("urn:t:b", "urn:t:a")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(outcomes) == ["cycle", "linked"]
+    assert len(tasks.layers("urn:t:a")) == 2
 
 
 def test_a_task_cannot_depend_on_itself_or_on_its_ancestor(tasks: TaskRegistry) -> None:

@@ -2,29 +2,27 @@
 
 Uncontended: one process acquires and releases a Write lease ``samples`` times on a file
 database (a new resource each time, as agents lease nodes), timing each pair. Contended:
-``processes`` processes (spawned, each with its own ``CoordinationDB`` on the same file) loop
+``processes`` processes (each an interpreter with its own ``CoordinationDB`` on the file) loop
 for ``seconds`` acquiring a Write lease on one shared resource, waiting for it when another
 holds it, and releasing it at once; the figure is the total number of grants per second.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import statistics
+import subprocess
+import sys
 import time
-from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 from gliding_core.blackboard.coordination import COORDINATION_FILE, CoordinationDB, check_seconds
 from gliding_core.blackboard.leases import LeaseMode, LeaseTable
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import InvalidInputError, LeaseTimeoutError, StorageError
 from gliding_core.jsonld import preview
 
 SHARED_RESOURCE = "urn:gliding-horse:bench:shared"
 _WARM_UP = 100
-_START_TIMEOUT_S = 120.0
 
 
 def lease_benchmark(
@@ -49,7 +47,7 @@ def lease_benchmark(
     return {
         "acquire_release_p50_ms": _percentile(timings, 50),
         "acquire_release_p95_ms": _percentile(timings, 95),
-        "contended_grants_per_s": _contended(path, processes, seconds) / seconds,
+        "contended_grants_per_s": sum(contended_grants(path, processes, seconds)) / seconds,
     }
 
 
@@ -69,54 +67,87 @@ def _uncontended(path: Path, samples: int) -> list[float]:
     return timings
 
 
-def _contended(path: Path, processes: int, seconds: float) -> int:
-    context = multiprocessing.get_context("spawn")
-    ready: Queue[int] = context.Queue()
-    results: Queue[int] = context.Queue()
-    go = context.Event()
-    workers = [
-        context.Process(
-            target=_contend, args=(str(path), f"bench-{n}", seconds, ready, go, results)
-        )
-        for n in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
+def contended_grants(path: Path, processes: int, seconds: float) -> list[int]:
+    """Run ``processes`` child processes contending for one lease; return each one's grants.
+
+    The children are plain interpreters (``python -c``), not ``multiprocessing`` workers, so
+    the benchmark runs from any caller (a script on stdin, a notebook) whatever its main module.
+    """
+    command = [sys.executable, "-c", _CHILD, os.fspath(path), "", str(seconds)]
+    env = {**os.environ, "PYTHONPATH": _import_path()}
+    children = []
     try:
-        for _ in workers:
-            ready.get(timeout=_START_TIMEOUT_S)
-        go.set()
-        return sum(results.get(timeout=seconds + _START_TIMEOUT_S) for _ in workers)
+        for number in range(processes):
+            command[4] = f"bench-{number}"
+            children.append(
+                subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                )
+            )
+        for child in children:
+            _expect(child, "ready")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        return [int(_expect(child, "")) for child in children]
     finally:
-        for worker in workers:
-            worker.join(timeout=_START_TIMEOUT_S)
-            if worker.is_alive():
-                worker.kill()
-                worker.join()
+        for child in children:
+            child.kill()
+            child.communicate()
 
 
-def _contend(
-    path: str,
-    holder: str,
-    seconds: float,
-    ready: Queue[int],
-    go: EventType,
-    results: Queue[int],
-) -> None:
-    """Grant, release and count on the shared resource until the time is up (a child process)."""
+def _expect(child: subprocess.Popen[str], wanted: str) -> str:
+    """Read the child's next line (``wanted`` when given), or fail with what it printed."""
+    assert child.stdout is not None
+    line = child.stdout.readline().strip()
+    if not line or (wanted and line != wanted):
+        child.kill()
+        _, errors = child.communicate()
+        raise StorageError(
+            f"a lease benchmark process failed (exit {child.returncode}): {errors[-2_000:]}"
+        )
+    return line
+
+
+def _import_path() -> str:
+    """Return a PYTHONPATH under which the children import this very ``gliding_core``."""
+    here = str(Path(__file__).resolve().parents[2])  # the folder holding gliding_core
+    inherited = os.environ.get("PYTHONPATH")
+    return here if not inherited else os.pathsep.join((here, inherited))
+
+
+_CHILD = """
+import sys
+from gliding_core.benchmarks.leases import contend
+contend(sys.argv[1], sys.argv[2], float(sys.argv[3]))
+"""
+
+
+def contend(path: str, holder: str, seconds: float) -> None:
+    """Grant, release and count on the shared resource until the time is up (in a child).
+
+    Prints ``ready`` once the database is open, waits for a line on stdin, then runs and
+    prints its number of grants.
+    """
     with CoordinationDB(path) as db:
         leases = LeaseTable(db)
-        ready.put(os.getpid())
-        go.wait()
+        print("ready", flush=True)
+        sys.stdin.readline()
         grants, deadline = 0, time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             try:
                 leases.acquire(SHARED_RESOURCE, holder, LeaseMode.WRITE, timeout_s=left)
-            except TimeoutError:
+            except LeaseTimeoutError:
                 break
             leases.release(SHARED_RESOURCE, holder)
             grants += 1
-    results.put(grants)
+    print(grants, flush=True)
 
 
 def _percentile(values: list[float], percent: int) -> float:

@@ -27,11 +27,9 @@ Invariants:
 from __future__ import annotations
 
 import os
-import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
@@ -41,19 +39,22 @@ from gliding_core.blackboard.graph import (
     GraphBackend,
     QueryResult,
     Term,
-    mask_opaque,
     term_value,
 )
 from gliding_core.blackboard.graph import open_graph as _open_graph
+from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.nodes import BoardNode, NodeStore, check_iri
-from gliding_core.blackboard.permissions import Operation, PermissionMatrix
+from gliding_core.blackboard.permissions import PermissionMatrix
+from gliding_core.blackboard.sparql import (
+    FenceChecker,
+    check_query,
+    task_graphs,
+    type_iri,
+)
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     META_GRAPH,
-    VOCAB,
     area_graph,
-    check_area,
-    graph_area,
 )
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
@@ -61,64 +62,12 @@ from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
     ClosedError,
     InvalidInputError,
-    LeaseConflictError,
-    PermissionDeniedError,
 )
 from gliding_core.jsonld import preview
 from gliding_core.store import L0Store
 
 if TYPE_CHECKING:
-    from gliding_core.blackboard.agents import Agent, AgentStatus
-    from gliding_core.blackboard.leases import Lease, LeaseMode
-    from gliding_core.blackboard.messages import Message
     from gliding_core.blackboard.registries import Coordination
-    from gliding_core.blackboard.tasks import Task
-
-_UPDATE_KEYWORDS = frozenset(
-    {"insert", "delete", "load", "clear", "create", "drop", "copy", "move", "add", "with"}
-)
-_SERVICE = re.compile(r"(?<![\w:])service(?![\w:])", re.IGNORECASE)
-MIRRORED_AREAS = frozenset({"tasks", "agents", "messages"})
-"""Areas the coordination layer writes; agents reach them through their handle's operations."""
-_PROLOGUE = re.compile(r"\s*(?:base\s*<>|prefix\s+[\w.-]*:\s*<>)", re.IGNORECASE)
-
-
-class FenceChecker(Protocol):
-    """What a guarded write needs from the lease table (``LeaseTable.check_fence``)."""
-
-    def check_fence(self, resource: str, holder: str, token: int) -> None:
-        """Raise unless ``token`` is the newest one granted for ``resource`` to ``holder``."""
-        ...
-
-
-def type_iri(name: str) -> str:
-    """Return the IRI of a type given as a vocabulary term (``"Task"``) or an absolute IRI."""
-    if not isinstance(name, str) or not name:
-        raise InvalidInputError(f"a type must be a non-empty string, got {preview(name)}")
-    return name if ":" in name else VOCAB + name
-
-
-def check_query(text: object) -> str:
-    """Return ``text`` if it is a SPARQL query that may run here: not an update, no SERVICE.
-
-    Raises:
-        InvalidInputError: not a string, or it calls a remote ``SERVICE``.
-        PermissionDeniedError: it is a SPARQL UPDATE.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInputError(f"a SPARQL query must be a non-empty string, got {preview(text)}")
-    bare = re.sub(r"<\s*>", "<>", mask_opaque(text))
-    if _SERVICE.search(bare) or "\\u" in bare.lower():
-        raise InvalidInputError("SPARQL SERVICE (a remote query) is not allowed on the blackboard")
-    words = _PROLOGUE.sub(" ", bare).split()
-    if words and words[0].lower() in _UPDATE_KEYWORDS:
-        raise PermissionDeniedError(
-            "SPARQL UPDATE is not allowed here; write nodes through the blackboard",
-            role="agent",
-            graph="*",
-            operation="sparql-update",
-        )
-    return text
 
 
 class Blackboard:
@@ -377,11 +326,6 @@ class Blackboard:
         return f"Blackboard({self.backend!r})"
 
 
-def task_graphs(task: str, areas: Sequence[str] = AREAS) -> list[str]:
-    """Return the named graphs of a task's areas."""
-    return [area_graph(task, check_area(a)) for a in areas]
-
-
 def _check_bindings(bindings: Mapping[str, Term] | None) -> Mapping[str, Term] | None:
     if bindings is None:
         return None
@@ -398,295 +342,6 @@ def _check_bindings(bindings: Mapping[str, Term] | None) -> Mapping[str, Term] |
                 f" got {preview(value)}"
             )
     return bindings
-
-
-class AgentHandle:
-    """One agent's identity on the blackboard; every operation is checked against its role.
-
-    Made by ``Blackboard.agent`` (or ``Memory.agent``); the agent never states who it is again.
-
-    Raises:
-        InvalidInputError: the name or task is not valid, or the matrix does not know the role.
-    """
-
-    def __init__(self, board: Blackboard, name: str, *, role: str, task: str) -> None:
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidInputError(
-                f"an agent name must be a non-empty string, got {preview(name)}"
-            )
-        self.board = board
-        self.name = name
-        self.role = board.permissions.role(role)
-        self.task = check_iri(task, "task IRI")
-
-    def _check(self, area: str, operation: Operation) -> str:
-        graph = area_graph(self.task, area)
-        self.board.permissions.check(self.role, area, operation, graph=graph)
-        return graph
-
-    def write(
-        self,
-        nodes: Sequence[Mapping[str, Any] | str],
-        *,
-        area: str,
-        tags: Sequence[str] = (),
-        lease_token: int | None = None,
-    ) -> list[BoardNode]:
-        """Write nodes into an area of the agent's task (create or update, as the role allows).
-
-        Args:
-            nodes: the JSON-LD nodes, one batch (all or nothing).
-            area: the area they go to (``"plan"``, ``"execution"``...).
-            tags: tags of every node (a critical tag writes through to L0).
-            lease_token: the fencing token of the agent's lease on each node's IRI; a write
-                with a token older than the newest grant is refused.
-
-        Raises:
-            PermissionDeniedError: the role may not create or update there (or delete a node
-                it would move out of another area).
-            FencingTokenError: the token is stale or the lease is not the agent's.
-        """
-        board = self.board
-        graph = area_graph(self.task, self._writable(area))
-        requests = board.nodes.prepare(nodes, graph, tags)
-        with board.nodes.writer:  # existence, rights and fences do not change before the write
-            existing = board.nodes.get_many([r.iri for r in requests])
-            for request in requests:
-                self._check_write(existing.get(request.iri), area)
-                self._check_lease(request.iri, lease_token)
-            written = board.nodes.write(requests, source=self.name)
-        board._after_write(written)
-        return written
-
-    def _check_write(self, old: BoardNode | None, area: str) -> None:
-        if old is None:
-            self._check(area, Operation.CREATE)
-            return
-        self._check(area, Operation.UPDATE)
-        if old.graph != area_graph(self.task, area):
-            self._check(self._area_of(old), Operation.DELETE)
-
-    def _writable(self, area: str) -> str:
-        if check_area(area) in MIRRORED_AREAS:
-            raise PermissionDeniedError(
-                f"the {area!r} area is written by the coordination layer; use the handle's"
-                " task, status and message operations",
-                role=self.role,
-                graph=area_graph(self.task, area),
-                operation="create",
-            )
-        return area
-
-    def _check_lease(self, iri: str, token: int | None) -> None:
-        """Refuse a write that a live Write or Exclusive lease on ``iri`` does not allow."""
-        board = self.board
-        if token is not None:
-            if board.fences is None:
-                raise InvalidInputError("this blackboard has no lease table to check tokens")
-            board.fences.check_fence(iri, self.name, token)
-            return
-        if board.coordination is None:
-            return
-        guards = [lease for lease in board.coordination.leases.holders(iri) if lease.mode != "read"]
-        others = tuple((g.holder, g.mode.value) for g in guards if g.holder != self.name)
-        if others:
-            raise LeaseConflictError(
-                f"{iri!r} is leased for writing by {[h for h, _ in others]}; {self.name!r} may"
-                " not write it",
-                resource=iri,
-                holders=others,
-            )
-        if guards:
-            raise InvalidInputError(
-                f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
-            )
-
-    def _area_of(self, node: BoardNode) -> str:
-        """Return the area of the agent's task that holds ``node``, or refuse."""
-        place = graph_area(node.graph)
-        if place is None or place[0] != self.task:
-            raise PermissionDeniedError(
-                f"node {node.iri!r} is not in an area of task {self.task!r}",
-                role=self.role,
-                graph=node.graph,
-                operation="read",
-            )
-        return place[1]
-
-    def read(self, iri: str) -> BoardNode | None:
-        """Return a node of the agent's task, or ``None`` when there is none.
-
-        Raises:
-            PermissionDeniedError: the node is in an area (or task) the role may not read.
-        """
-        node = self.board.read(iri)
-        if node is not None:
-            self._check(self._area_of(node), Operation.READ)
-        return node
-
-    def readable_areas(self) -> list[str]:
-        """Return the areas this agent may read."""
-        return self.board.permissions.areas(self.role, Operation.READ)
-
-    def by_area(self, area: str) -> list[BoardNode]:
-        """Return the nodes of one area of the agent's task."""
-        self._check(check_area(area), Operation.READ)
-        return self.board.by_task(self.task, [area])
-
-    def by_type(self, type_name: str) -> list[BoardNode]:
-        """Return the nodes of a type in the areas this agent may read."""
-        return self.board.by_type(type_name, task=self.task, areas=self.readable_areas())
-
-    def delete(self, iris: Sequence[str]) -> int:
-        """Delete nodes of the agent's task; return how many existed.
-
-        Raises:
-            PermissionDeniedError: a node is in an area where the role may not delete.
-        """
-        board = self.board
-        with board.nodes.writer:
-            existing = board.nodes.get_many([check_iri(i, "IRI") for i in iris])
-            for node in existing.values():
-                self._check(self._writable(self._area_of(node)), Operation.DELETE)
-                self._check_lease(node.iri, None)
-            return board.delete(list(existing), source=self.name)
-
-    def query(
-        self,
-        sparql: str,
-        *,
-        areas: Sequence[str] | None = None,
-        bindings: Mapping[str, Term] | None = None,
-    ) -> QueryResult:
-        """Run a SPARQL query over the graphs the agent may read (``areas`` narrows them).
-
-        The dataset is set by the blackboard: ``FROM`` / ``FROM NAMED`` in the text cannot
-        widen it.
-
-        Raises:
-            PermissionDeniedError: an update, or an area the role may not read (or none).
-        """
-        readable = self.readable_areas()
-        wanted = readable if areas is None else [check_area(a) for a in areas]
-        for area in wanted:
-            self._check(area, Operation.READ)
-        if not wanted:
-            raise PermissionDeniedError(
-                f"role {self.role!r} may read no area of the blackboard",
-                role=self.role,
-                graph="*",
-                operation="read",
-            )
-        check_query(sparql)
-        return self.board.query(sparql, graphs=task_graphs(self.task, wanted), bindings=bindings)
-
-    # -- coordination: status, leases, tasks, messages -----------------------------------------
-
-    def heartbeat(
-        self, *, status: AgentStatus | str | None = None, operation: str | None = None
-    ) -> Agent:
-        """Tell the blackboard the agent is alive (renewing its leases), maybe with a status."""
-        return self.board._coordination().agents.heartbeat(
-            self.name, status=status, operation=operation
-        )
-
-    def set_status(self, status: AgentStatus | str, *, operation: str | None = None) -> Agent:
-        """Report the agent's status (Idle, Working, Waiting, Completed, Error)."""
-        return self.board._coordination().agents.set_status(self.name, status, operation=operation)
-
-    def acquire(
-        self,
-        resource: str,
-        mode: LeaseMode | str = "write",
-        *,
-        ttl_s: float | None = None,
-        timeout_s: float | None = None,
-    ) -> Lease:
-        """Take a lease on ``resource`` (a node IRI guards its writes), waiting up to
-        ``timeout_s``; its ``token`` is what guarded writes present."""
-        leases = self.board._coordination().leases
-        return leases.acquire(resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s)
-
-    async def acquire_async(
-        self,
-        resource: str,
-        mode: LeaseMode | str = "write",
-        *,
-        ttl_s: float | None = None,
-        timeout_s: float | None = None,
-    ) -> Lease:
-        """Await a lease like ``acquire`` without blocking the event loop."""
-        leases = self.board._coordination().leases
-        return await leases.acquire_async(
-            resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s
-        )
-
-    @contextmanager
-    def hold(
-        self, resource: str, mode: LeaseMode | str = "write", *, timeout_s: float | None = None
-    ) -> Iterator[Lease]:
-        """Hold a lease for the block (acquired on entry, released on exit)."""
-        leases = self.board._coordination().leases
-        with leases.hold(resource, self.name, mode, timeout_s=timeout_s) as lease:
-            yield lease
-
-    def release(self, resource: str) -> bool:
-        """Release the agent's lease on ``resource``; return whether it held one."""
-        return self.board._coordination().leases.release(resource, self.name)
-
-    def task_status(self) -> Task:
-        """Return the agent's task as registered (status, parent, dependencies)."""
-        self._check("tasks", Operation.READ)
-        return self.board._coordination().tasks.get(self.task)
-
-    def register_subtask(self, iri: str, *, depends_on: Sequence[str] = ()) -> Task:
-        """Register a subtask of the agent's task (the matrix's create on ``tasks``)."""
-        self._check("tasks", Operation.CREATE)
-        return self.board._coordination().tasks.register(
-            iri, parent=self.task, depends_on=depends_on
-        )
-
-    def start_task(self) -> Task:
-        """Move the agent's task to running (the matrix's update on ``tasks``)."""
-        return self._move_task(lambda tasks: tasks.start(self.task))
-
-    def complete_task(self) -> Task:
-        """Complete the agent's task; its areas are flushed to L0 before this returns."""
-        return self._move_task(lambda tasks: tasks.complete(self.task))
-
-    def fail_task(self) -> Task:
-        """Mark the agent's task failed."""
-        return self._move_task(lambda tasks: tasks.fail(self.task))
-
-    def _move_task(self, change: Callable[[Any], Task]) -> Task:
-        self._check("tasks", Operation.UPDATE)
-        return change(self.board._coordination().tasks)
-
-    def publish(self, topic: str, payload: Mapping[str, Any] | None = None) -> Message:
-        """Publish a coordination message on the agent's task, signed with its name."""
-        self._check("messages", Operation.CREATE)
-        return self.board._coordination().messages.publish(
-            topic, payload, task=self.task, sender=self.name
-        )
-
-    def messages(
-        self, since: int = 0, *, topic: str | None = None, limit: int | None = None
-    ) -> list[Message]:
-        """Return the task's messages after sequence ``since``, in order, all of them."""
-        self._check("messages", Operation.READ)
-        return self.board._coordination().messages.read_since(
-            since, topic=topic, task=self.task, limit=limit
-        )
-
-    def subscribe(
-        self, callback: Callable[[Message], None], *, topic: str | None = None
-    ) -> Subscription:
-        """Push each new message of the agent's task (and ``topic``) to ``callback``."""
-        self._check("messages", Operation.READ)
-        return self.board._coordination().messages.subscribe(callback, topic=topic, task=self.task)
-
-    def __repr__(self) -> str:
-        return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
 
 
 __all__ = ["AgentHandle", "Blackboard", "EmbeddedGraph", "check_query", "task_graphs", "type_iri"]

@@ -15,7 +15,8 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   └── DirectoryInUseError               another process owns the directory's engines
     ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
     ├── ClosedError (RuntimeError)            the memory or store was used after close()
-    └── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
+    ├── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
+    └── FrameNotFoundError (LookupError)      no projection frame has this name
 
 Backend exceptions (``sqlite3.Error``, Chroma's, Oxigraph's, httpx's) are translated at one
 boundary, ``gliding_core.boundary``, with ``raise ... from exc``, so callers only ever need to
@@ -93,3 +94,7 @@ class PermissionDeniedError(GlidingError, PermissionError):
     def __init__(self, message: str, *, role: str, graph: str, operation: str) -> None:
         super().__init__(message)
         self.role, self.graph, self.operation = role, graph, operation
+
+
+class FrameNotFoundError(GlidingError, LookupError):
+    """No projection frame has the requested name."""

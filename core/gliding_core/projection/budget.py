@@ -1,0 +1,179 @@
+"""L3: fitting a projection into a token budget, in steps that lose the least first.
+
+The projection's text is its JSON-LD document, ``{"@context": CONTEXT_URL, "@graph": [...]}``
+in compact JSON, counted exactly with the memory's token counter. When it is over the budget
+it degrades one step at a time and stops at the first that fits:
+
+``full`` -> ``depth-2`` -> ``depth-1`` (objects nested deeper become ``{"@id"}`` links) ->
+``links`` (every nested object a link) -> ``summaries`` (each node its ``@id``, ``@type`` and
+summary) -> ``fewer-nodes`` (the most important summaries that fit, each whole) -> ``empty``.
+
+Invariants: ``Projection.tokens`` is the exact count of ``Projection.text`` and never exceeds
+the budget; a node is always whole or absent; the result has at least one node whenever one
+summarised node alone would fit (the reference truncated to zero); ``empty`` is the empty text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gliding_core.blackboard.vocabulary import CONTEXT_URL
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import preview
+from gliding_core.tokens import TokenCounter
+
+STEPS = ("full", "depth-2", "depth-1", "links", "summaries", "fewer-nodes", "empty")
+_SUMMARY_KEYS = ("summary", "description", "name", "title", "text", "content")
+_SUMMARY_CHARS = 200
+DEFAULT_IMPORTANCE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """A frame's view of a task, fitted to a budget.
+
+    Attributes:
+        task: the task's IRI.
+        frame: the frame's name.
+        text: the JSON-LD document in compact JSON ("" when nothing fits).
+        tokens: the exact token count of ``text``.
+        iris: the IRIs of the top-level nodes shown, in order.
+        step: the degradation step taken (one of ``STEPS``).
+        total: how many nodes the frame returned before fitting.
+        budget: the budget it was fitted to.
+        cached: whether the frame's result came from the view cache.
+    """
+
+    task: str
+    frame: str
+    text: str
+    tokens: int
+    iris: tuple[str, ...]
+    step: str
+    total: int
+    budget: int
+    cached: bool = False
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The JSON-LD document (an empty dict for ``empty``)."""
+        value: dict[str, Any] = json.loads(self.text) if self.text else {}
+        return value
+
+
+def check_budget(budget: object) -> int:
+    """Return ``budget`` if it is an int >= 0."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise InvalidInputError(f"budget must be an int >= 0 tokens, got {preview(budget)}")
+    return budget
+
+
+def render(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """Return the projection document of ``nodes`` as compact JSON."""
+    document = {"@context": CONTEXT_URL, "@graph": list(nodes)}
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def fit(
+    nodes: Sequence[Mapping[str, Any]], budget: int, counter: TokenCounter
+) -> tuple[str, int, tuple[dict[str, Any], ...], str]:
+    """Return ``(text, tokens, nodes shown, step)`` for the first step within ``budget``."""
+    budget = check_budget(budget)
+    if nodes:
+        for step, shaped in _shapes(nodes):
+            text = render(shaped)
+            tokens = counter.count(text)
+            if tokens <= budget:
+                return text, tokens, tuple(shaped), step
+        chosen = _fewest(nodes, budget, counter)
+        if chosen:
+            text = render(chosen)
+            return text, counter.count(text), tuple(chosen), "fewer-nodes"
+    return "", 0, (), "empty"
+
+
+def _shapes(nodes: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The candidate shapes, cheapest last (computed lazily would save little: nodes are few)."""
+    return [
+        ("full", [dict(n) for n in nodes]),
+        ("depth-2", [limit_depth(n, 2) for n in nodes]),
+        ("depth-1", [limit_depth(n, 1) for n in nodes]),
+        ("links", [limit_depth(n, 0) for n in nodes]),
+        ("summaries", summaries(nodes)),
+    ]
+
+
+def limit_depth(node: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    """Return ``node`` with objects nested more than ``depth`` levels down as ``{"@id"}`` links.
+
+    An anonymous object (no ``@id``) past the limit cannot be linked, so it is left out.
+    """
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key.startswith("@"):
+            out[key] = value
+            continue
+        kept = _limit_value(value, depth)
+        if kept is not _GONE:
+            out[key] = kept
+    return out
+
+
+_GONE = object()
+
+
+def _limit_value(value: Any, depth: int) -> Any:
+    if isinstance(value, list):
+        items = [_limit_value(item, depth) for item in value]
+        kept = [item for item in items if item is not _GONE]
+        return kept if kept else _GONE
+    if isinstance(value, dict) and "@value" not in value:
+        if depth > 0:
+            return limit_depth(value, depth - 1)
+        return {"@id": value["@id"]} if "@id" in value else _GONE
+    return value
+
+
+def summaries(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return each node as its ``@id``, ``@type`` and a one-value summary."""
+    return [summarise(n) for n in nodes]
+
+
+def summarise(node: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a node's ``@id``, ``@type`` and summary (or description, name, text...)."""
+    out = {k: node[k] for k in ("@id", "@type") if k in node}
+    for key in _SUMMARY_KEYS:
+        value = node.get(key)
+        if isinstance(value, list):
+            value = next((v for v in value if isinstance(v, str)), None)
+        if isinstance(value, str) and value:
+            if len(value) > _SUMMARY_CHARS:
+                value = value[:_SUMMARY_CHARS] + "..."
+            out["summary"] = value
+            break
+    return out
+
+
+def importance(node: Mapping[str, Any]) -> float:
+    """Return a node's ``importance`` (a number in [0, 1]); 0.5 when it has none."""
+    value = node.get("importance")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    return DEFAULT_IMPORTANCE
+
+
+def _fewest(
+    nodes: Sequence[Mapping[str, Any]], budget: int, counter: TokenCounter
+) -> list[dict[str, Any]]:
+    """Return the most important summaries that fit together (greedy), in their first order."""
+    shaped = summaries(nodes)
+    ranked = sorted(range(len(nodes)), key=lambda i: (-importance(nodes[i]), i))
+    chosen: set[int] = set()
+    for index in ranked:
+        trial = [shaped[i] for i in sorted(chosen | {index})]
+        if counter.count(render(trial)) <= budget:
+            chosen.add(index)
+    return [shaped[i] for i in sorted(chosen)]

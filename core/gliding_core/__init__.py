@@ -25,6 +25,7 @@ from gliding_core.errors import (
     EmbedderError,
     EncodingUnavailableError,
     EntryNotFoundError,
+    FrameNotFoundError,
     GlidingError,
     IndexMismatchError,
     InvalidInputError,
@@ -44,6 +45,7 @@ from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -54,6 +56,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArmResult",
     "Boundary",
+    "CacheStats",
     "CachedEmbedder",
     "ClosedError",
     "ConfigError",
@@ -75,6 +78,9 @@ __all__ = [
     "EvictionPolicy",
     "ExtractiveSummarizer",
     "FittedWindow",
+    "Frame",
+    "FrameNotFoundError",
+    "FrameSet",
     "GlidingError",
     "HashEmbedder",
     "HttpEmbedder",
@@ -89,6 +95,8 @@ __all__ = [
     "ModelView",
     "PoincareIndex",
     "PoincareSettings",
+    "Projection",
+    "Projector",
     "Record",
     "RelevanceTracker",
     "SearchFilters",
@@ -108,6 +116,7 @@ __all__ = [
     "TopicConfig",
     "TopicMonitor",
     "Turn",
+    "ViewCache",
     "__version__",
     "auto_embedder",
     "entry_text",

@@ -15,6 +15,7 @@ def test_all_is_pinned() -> None:
     assert gliding_core.__all__ == [
         "ArmResult",
         "Boundary",
+        "CacheStats",
         "CachedEmbedder",
         "ClosedError",
         "ConfigError",
@@ -36,6 +37,9 @@ def test_all_is_pinned() -> None:
         "EvictionPolicy",
         "ExtractiveSummarizer",
         "FittedWindow",
+        "Frame",
+        "FrameNotFoundError",
+        "FrameSet",
         "GlidingError",
         "HashEmbedder",
         "HttpEmbedder",
@@ -50,6 +54,8 @@ def test_all_is_pinned() -> None:
         "ModelView",
         "PoincareIndex",
         "PoincareSettings",
+        "Projection",
+        "Projector",
         "Record",
         "RelevanceTracker",
         "SearchFilters",
@@ -69,6 +75,7 @@ def test_all_is_pinned() -> None:
         "TopicConfig",
         "TopicMonitor",
         "Turn",
+        "ViewCache",
         "__version__",
         "auto_embedder",
         "entry_text",
@@ -91,6 +98,7 @@ def test_all_is_pinned() -> None:
         (errors.ClosedError, RuntimeError),
         (errors.IndexMismatchError, ValueError),
         (errors.DirectoryInUseError, RuntimeError),
+        (errors.FrameNotFoundError, LookupError),
     ],
 )
 def test_each_error_is_a_gliding_error_and_the_builtin_it_refines(

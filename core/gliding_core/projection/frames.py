@@ -176,12 +176,15 @@ def _var(name: str) -> str:
 
 
 def _embedded(*links: str) -> str:
-    """WHERE part binding ``?link`` objects under ``links`` and their own properties."""
+    """Return the WHERE part binding the objects under ``links``, three levels deep."""
     values = " ".join(f"gh:{link}" for link in links)
-    return f"OPTIONAL {{ VALUES ?link {{ {values} }} ?node ?link ?object . ?object ?op ?ov }}"
+    return (
+        f"OPTIONAL {{ VALUES ?link {{ {values} }} ?node ?link ?o1 . ?o1 ?p1 ?v1 ."
+        " OPTIONAL { ?v1 ?p2 ?v2 . OPTIONAL { ?v2 ?p3 ?v3 } } }"
+    )
 
 
-_EMBED_TEMPLATE = "?node ?link ?object . ?object ?op ?ov ."
+_EMBED_TEMPLATE = "?node ?link ?o1 . ?o1 ?p1 ?v1 . ?v1 ?p2 ?v2 . ?v2 ?p3 ?v3 ."
 
 
 def _frame(

@@ -46,6 +46,7 @@ from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
 from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
+from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -59,6 +60,7 @@ __all__ = [
     "CacheStats",
     "CachedEmbedder",
     "ClosedError",
+    "Completion",
     "ConfigError",
     "ContentTooLargeError",
     "Context",
@@ -81,6 +83,7 @@ __all__ = [
     "Frame",
     "FrameNotFoundError",
     "FrameSet",
+    "FrameSource",
     "GlidingError",
     "HashEmbedder",
     "HttpEmbedder",
@@ -97,8 +100,10 @@ __all__ = [
     "PoincareSettings",
     "Projection",
     "Projector",
+    "Read",
     "Record",
     "RelevanceTracker",
+    "Scheduler",
     "SearchFilters",
     "SearchHit",
     "SentenceTransformerEmbedder",

@@ -66,6 +66,7 @@ class Projector:
         *,
         budget: int | None = None,
         params: Mapping[str, object] | None = None,
+        exclude: frozenset[str] = frozenset(),
     ) -> Projection:
         """Return ``frame``'s view of ``task`` within ``budget`` tokens.
 
@@ -74,6 +75,7 @@ class Projector:
             frame: a frame's name.
             budget: the most tokens of the text; the frame's ``max_tokens`` when omitted.
             params: the frame's parameters (``{"plan": "urn:..."}``); unbound when omitted.
+            exclude: IRIs of nodes to leave out (what the model already sees).
 
         Raises:
             FrameNotFoundError: no such frame.
@@ -89,12 +91,15 @@ class Projector:
         cached = view is not None
         if view is None:
             view = self._materialise(chosen, task, given)
-        fitted = view.fitted.get(limit)
+        nodes = view.nodes
+        if exclude:
+            nodes = tuple(n for n in nodes if n.get("@id") not in exclude)
+        fitted = view.fitted.get(limit) if nodes is view.nodes else None
         if fitted is None:
-            text, tokens, shown, step = fit(view.nodes, limit, self.tokens)
+            text, tokens, shown, step = fit(nodes, limit, self.tokens)
             iris = tuple(n["@id"] for n in shown if "@id" in n)
-            fitted = Projection(task, chosen.name, text, tokens, iris, step, len(view.nodes), limit)
-            if view.valid:
+            fitted = Projection(task, chosen.name, text, tokens, iris, step, len(nodes), limit)
+            if view.valid and nodes is view.nodes:
                 view.fitted[limit] = fitted
         return fitted if not cached else _as_cached(fitted)
 

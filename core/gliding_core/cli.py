@@ -96,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument("--embedders", type=_names, default=["hash", "local"])
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     speed.set_defaults(handler=_bench_search)
+
+    projection = bench.add_parser("projection", help="L3 frame latency, invalidation, budgets")
+    projection.add_argument("--nodes", type=_numbers, default=[1_000, 10_000])
+    projection.add_argument("--repeat", type=_positive, default=30)
+    projection.add_argument("--views", type=_numbers, default=[10, 1_000, 100_000])
+    projection.add_argument("--seed", type=int, default=0)
+    projection.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    projection.set_defaults(handler=_bench_projection)
     return parser
 
 
@@ -344,6 +352,30 @@ def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
     out.write("\n")
     _write_json(args.json, figures)
     return 0
+
+
+def _bench_projection(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import projection
+
+    figures = projection.run(args.nodes, repeat=args.repeat, views=args.views, seed=args.seed)
+    rows = [
+        (name, *(f["by_nodes"][str(n)][k] for n in args.nodes for k in _PROJECTION_KEYS))
+        for name, f in figures["frames"].items()
+    ]
+    headers = ["frame", *(f"{k[:-3]} {n:,}" for n in args.nodes for k in _PROJECTION_KEYS)]
+    out.write(render(headers, rows, title="L3 frame latency (ms) by nodes per task") + "\n\n")
+    summary = [
+        *((f"invalidation µs at {v} views", us) for v, us in figures["invalidation_us"].items()),
+        ("budget fit share", figures["budget_fit_share"]),
+        ("tokens mean", figures["tokens_mean"]),
+        ("raw tokens mean", figures["raw_tokens_mean"]),
+    ]
+    out.write(render(["figure", "value"], summary, title="L3 invalidation and budgets") + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+_PROJECTION_KEYS = ("cold_p50_ms", "cold_p95_ms", "cached_p50_ms", "cached_p95_ms")
 
 
 if __name__ == "__main__":  # pragma: no cover

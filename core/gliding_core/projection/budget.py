@@ -16,7 +16,7 @@ summarised node alone would fit (the reference truncated to zero); ``empty`` is 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,8 @@ STEPS = ("full", "depth-2", "depth-1", "links", "summaries", "fewer-nodes", "emp
 _SUMMARY_KEYS = ("summary", "description", "name", "title", "text", "content")
 _SUMMARY_CHARS = 200
 DEFAULT_IMPORTANCE = 0.5
+# How many tokens a node's JSON may lose to merges at its boundaries inside a document.
+_MERGE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +85,13 @@ def fit(
     """Return ``(text, tokens, nodes shown, step)`` for the first step within ``budget``."""
     budget = check_budget(budget)
     if nodes:
-        for step, shaped in _shapes(nodes):
+        previous = ""
+        for step, shape in _SHAPES:
+            shaped = shape(nodes)
             text = render(shaped)
+            if text == previous:
+                continue  # nothing nested this deep: the same text does not fit either
+            previous = text
             tokens = counter.count(text)
             if tokens <= budget:
                 return text, tokens, tuple(shaped), step
@@ -95,15 +102,13 @@ def fit(
     return "", 0, (), "empty"
 
 
-def _shapes(nodes: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """The candidate shapes, cheapest last (computed lazily would save little: nodes are few)."""
-    return [
-        ("full", [dict(n) for n in nodes]),
-        ("depth-2", [limit_depth(n, 2) for n in nodes]),
-        ("depth-1", [limit_depth(n, 1) for n in nodes]),
-        ("links", [limit_depth(n, 0) for n in nodes]),
-        ("summaries", summaries(nodes)),
-    ]
+_SHAPES: tuple[tuple[str, Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]], ...] = (
+    ("full", lambda nodes: [dict(n) for n in nodes]),
+    ("depth-2", lambda nodes: [limit_depth(n, 2) for n in nodes]),
+    ("depth-1", lambda nodes: [limit_depth(n, 1) for n in nodes]),
+    ("links", lambda nodes: [limit_depth(n, 0) for n in nodes]),
+    ("summaries", lambda nodes: summaries(nodes)),
+)
 
 
 def limit_depth(node: Mapping[str, Any], depth: int) -> dict[str, Any]:
@@ -168,12 +173,50 @@ def importance(node: Mapping[str, Any]) -> float:
 def _fewest(
     nodes: Sequence[Mapping[str, Any]], budget: int, counter: TokenCounter
 ) -> list[dict[str, Any]]:
-    """Return the most important summaries that fit together (greedy), in their first order."""
+    """Return the most important summaries that fit together, in their first order.
+
+    Each summary is counted once; the most important are taken while the sum of their counts
+    (and a token per separator) fits, then the exact count of the document decides and drops
+    the least important until it fits. A document of one summary is always tried, so one
+    node that fits alone is never left out.
+    """
     shaped = summaries(nodes)
+    sizes = [counter.count(_compact(n)) for n in shaped]  # count_many starts a thread pool
+    room = budget - counter.count(render([]))
     ranked = sorted(range(len(nodes)), key=lambda i: (-importance(nodes[i]), i))
-    chosen: set[int] = set()
+    chosen: list[int] = []
+    used = 0
     for index in ranked:
-        trial = [shaped[i] for i in sorted(chosen | {index})]
-        if counter.count(render(trial)) <= budget:
-            chosen.add(index)
+        cost = sizes[index] + (1 if chosen else 0)  # a comma between two nodes
+        if used + cost <= room:
+            chosen.append(index)
+            used += cost
+    while chosen and _count(shaped, chosen, counter) > budget:
+        chosen.pop()  # the least important of those taken
+    if not chosen:
+        return [shaped[i] for i in _first_alone(shaped, ranked, budget, counter)]
+    slack = budget - _count(shaped, chosen, counter)
+    for index in ranked:  # boundaries merge tokens: what is left may take another node
+        if index not in chosen and sizes[index] <= slack + _MERGE:
+            trial = [*chosen, index]
+            total = _count(shaped, trial, counter)
+            if total <= budget:
+                chosen, slack = trial, budget - total
     return [shaped[i] for i in sorted(chosen)]
+
+
+def _count(shaped: Sequence[dict[str, Any]], chosen: Sequence[int], counter: TokenCounter) -> int:
+    return counter.count(render([shaped[i] for i in sorted(chosen)]))
+
+
+def _first_alone(
+    shaped: Sequence[dict[str, Any]], ranked: Sequence[int], budget: int, counter: TokenCounter
+) -> list[int]:
+    for index in ranked:
+        if counter.count(render([shaped[index]])) <= budget:
+            return [index]
+    return []
+
+
+def _compact(node: Mapping[str, Any]) -> str:
+    return json.dumps(node, ensure_ascii=False, separators=(",", ":"))

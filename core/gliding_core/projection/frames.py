@@ -13,8 +13,10 @@ Invariants:
   every plan's steps).
 - The query sees only the frame's areas of the task (the dataset is set by the blackboard, so
   ``FROM`` in the text cannot widen it), never another task's graphs.
-- Every frame marks its selected nodes with ``SELECTED`` in its template, so the framing step
-  knows the frame's nodes from the objects they embed; the mark never reaches the output.
+- A frame runs as two queries: ``selection`` picks at most ``max_nodes`` nodes (a SELECT),
+  then the CONSTRUCT builds exactly those (their IRIs, from the store's own answer, fill a
+  ``VALUES`` clause). The template marks the selected nodes with ``SELECTED``, so the framing
+  step knows them from the objects they embed; the mark never reaches the output.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from enum import Enum
 import pyoxigraph as ox
 
 from gliding_core.blackboard.board import check_query
-from gliding_core.blackboard.vocabulary import AREAS, PREFIXES, check_area
+from gliding_core.blackboard.vocabulary import AREAS, PREFIXES, area_graph, check_area
 from gliding_core.errors import FrameNotFoundError, InvalidInputError
 from gliding_core.jsonld import preview
 
@@ -51,15 +53,19 @@ class Frame:
     Attributes:
         name: the frame's name (``pa_init``).
         description: who uses it and for what.
-        where: the body of the CONSTRUCT's WHERE clause; it binds ``?node`` to each selected
-            node and may bind ``?p`` / ``?o`` to the properties shown (see ``template``).
+        where: the group pattern that selects the frame's nodes: it binds ``?node``.
         template: the CONSTRUCT template, without braces (the ``SELECTED`` mark is added).
+        body: the pattern binding the template's variables once ``?node`` is bound to the
+            selected nodes; ``where`` when empty (shipped frames give one of OPTIONALs only, so
+            the CONSTRUCT never re-runs the selection).
         params: the parameters bound as ``?name`` and how (``{"plan": ParamKind.IRI}``);
-            ``task`` (the task's IRI) is always bound.
+            ``?task`` (the task's IRI) and ``?area_<area>`` (the task's graph of an area,
+            ``?area_knowledge``) are bound whenever ``where`` uses them.
         areas: the task's areas the query sees.
         max_nodes: the most selected nodes the frame returns.
         max_tokens: the default token budget of a projection of this frame.
-        embed: the properties whose objects are embedded as nested nodes.
+        embed: the properties whose objects are embedded as nested nodes (their triples are
+            read by subject, ``framing.EMBED_DEPTH`` levels down).
         roles: the roles the frame is meant for (documentation and the scheduler's defaults).
     """
 
@@ -73,6 +79,7 @@ class Frame:
     max_tokens: int = 512
     embed: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
+    body: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -86,22 +93,41 @@ class Frame:
         object.__setattr__(self, "embed", tuple(self.embed))
         check_query(self.sparql)
         try:
-            ox.Store().query(self.sparql)  # parses the text; an empty store answers at once
+            ox.Store().query(self.sparql)  # parses the texts; an empty store answers at once
+            ox.Store().query(self.selection)
         except SyntaxError as exc:
             raise InvalidInputError(
                 f"frame {self.name!r}: its SPARQL does not parse: {exc}"
             ) from exc
 
     @property
-    def sparql(self) -> str:
-        """The whole CONSTRUCT query (prefixes, template with the mark, WHERE, LIMIT)."""
-        mark = f"?node <{SELECTED}> true ."
-        # Solutions, not nodes, are limited: a multi-valued property gives a node several.
-        limit = self.max_nodes * 8
+    def selection(self) -> str:
+        """The query choosing the frame's nodes: ``SELECT DISTINCT ?node ... LIMIT max_nodes``.
+
+        The parameters are projected too: the store binds only projected variables.
+        """
+        names = [n for n in ("task", *(f"area_{a}" for a in AREAS)) if uses(self.where, n)]
+        names += list(self.params)
+        projected = " ".join(f"?{n}" for n in ["node", *names])
         return (
-            f"{PROLOGUE}CONSTRUCT {{ {mark} {self.template} }}\n"
-            f"WHERE {{ {self.where} }}\nLIMIT {limit}"
+            f"{PROLOGUE}SELECT DISTINCT {projected} WHERE {{ {self.where} }}\n"
+            f"LIMIT {self.max_nodes}"
         )
+
+    def construct(self, nodes: str = "") -> str:
+        """The CONSTRUCT of the frame, for the chosen ``nodes`` (serialised IRIs) when given.
+
+        The IRIs come from the store's own answer to ``selection``, never from a caller.
+        """
+        mark = f"?node <{SELECTED}> true ."
+        chosen = f"VALUES ?node {{ {nodes} }} " if nodes else ""
+        body = self.body or self.where
+        return f"{PROLOGUE}CONSTRUCT {{ {mark} {self.template} }}\nWHERE {{ {chosen}{body} }}"
+
+    @property
+    def sparql(self) -> str:
+        """The whole CONSTRUCT (prefixes, the template with the selection mark, WHERE)."""
+        return self.construct()
 
     def bindings(
         self, task: str, params: Mapping[str, object]
@@ -120,8 +146,11 @@ class Frame:
             )
         bound: dict[str, ox.NamedNode | ox.Literal] = {}
         task_term = _iri(task, "task")
-        if re.search(r"[?$]task\b", self.where):  # the store refuses a variable not in the query
+        if uses(self.where, "task"):  # the store refuses a variable the query does not use
             bound["task"] = task_term
+        for area in AREAS:
+            if uses(self.where, f"area_{area}"):
+                bound[f"area_{area}"] = ox.NamedNode(area_graph(task, area))
         for key, value in params.items():
             if value is None:
                 continue
@@ -130,12 +159,18 @@ class Frame:
         return bound
 
 
+def uses(text: str, variable: str) -> bool:
+    """Return whether the query text mentions ``?variable`` (or ``$variable``)."""
+    return re.search(rf"[?$]{re.escape(variable)}\b", text) is not None
+
+
 def _check_params(name: str, params: object) -> dict[str, ParamKind]:
     if not isinstance(params, Mapping):
         raise InvalidInputError(f"frame {name!r}: params must be a mapping of names to kinds")
     checked: dict[str, ParamKind] = {}
     for key, kind in params.items():
-        if not isinstance(key, str) or not _VARIABLE.match(key) or key == "task":
+        reserved = key == "task" or (isinstance(key, str) and key.startswith("area_"))
+        if not isinstance(key, str) or not _VARIABLE.match(key) or reserved:
             raise InvalidInputError(f"frame {name!r}: bad parameter name {preview(key)}")
         try:
             checked[key] = ParamKind(kind)
@@ -163,28 +198,10 @@ def _literal(value: object, what: str) -> ox.Literal:
     return ox.Literal(value)
 
 
-def _optional(*names: str) -> str:
-    return " ".join(f"OPTIONAL {{ ?node gh:{n} ?{_var(n)} }}" for n in names)
-
-
-def _shown(*names: str) -> str:
-    return " ".join(f"?node gh:{n} ?{_var(n)} ." for n in names)
-
-
-def _var(name: str) -> str:
-    return "v_" + name
-
-
-def _embedded(*links: str) -> str:
-    """Return the WHERE part binding the objects under ``links``, three levels deep."""
-    values = " ".join(f"gh:{link}" for link in links)
-    return (
-        f"OPTIONAL {{ VALUES ?link {{ {values} }} ?node ?link ?o1 . ?o1 ?p1 ?v1 ."
-        " OPTIONAL { ?v1 ?p2 ?v2 . OPTIONAL { ?v2 ?p3 ?v3 } } }"
-    )
-
-
-_EMBED_TEMPLATE = "?node ?link ?o1 . ?o1 ?p1 ?v1 . ?v1 ?p2 ?v2 . ?v2 ?p3 ?v3 ."
+def _properties(names: Sequence[str]) -> str:
+    """Return the pattern reading a node's type and ``names`` in one join."""
+    values = " ".join(["rdf:type", *(f"gh:{n}" for n in names)])
+    return f"OPTIONAL {{ VALUES ?p {{ {values} }} ?node ?p ?o }}"
 
 
 def _frame(
@@ -197,12 +214,17 @@ def _frame(
     **options: object,
 ) -> Frame:
     shown = (*shown, *(link for link in embed if link not in shown))
-    where = f"{select} OPTIONAL {{ ?node a ?type }} {_optional(*shown)}"
-    template = f"?node a ?type . {_shown(*shown)}"
-    if embed:
-        where += f" {_embedded(*embed)}"
-        template += f" {_EMBED_TEMPLATE}"
-    return Frame(name, description, where, template, embed=tuple(embed), **options)  # type: ignore[arg-type]
+    body = _properties(shown)
+    template = "?node ?p ?o ."
+    return Frame(
+        name,
+        description,
+        select,
+        template,
+        embed=tuple(embed),
+        body=body,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 _W5H2 = ("what", "why", "who", "when", "where", "how", "howMuch")
@@ -221,8 +243,7 @@ SHIPPED: tuple[Frame, ...] = (
         "pa_init",
         "Plan: the task (goal, constraints, resources, 5W2H), its plans and its knowledge.",
         "{ ?task a gh:Task . BIND(?task AS ?node) } UNION { ?node gh:task ?task }"
-        " UNION { GRAPH ?g { ?node gh:summary ?any }"
-        " FILTER(STRSTARTS(STR(?g), 'urn:gliding-horse:graph:knowledge:')) }",
+        " UNION { GRAPH ?area_knowledge { ?node gh:summary ?any } }",
         ("summary", "goal", "constraints", "resources", "deadline", "status", "importance", *_W5H2),
         embed=("subTasks", "resources"),
         areas=("tasks", "plan", "knowledge"),

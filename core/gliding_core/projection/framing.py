@@ -26,17 +26,20 @@ from gliding_core.blackboard.vocabulary import (
     CONTEXT,
     RDF_TYPE,
     SKOLEM_PREFIX,
+    VOCAB,
     XSD,
     document_loader,
 )
 from gliding_core.boundary import translated
-from gliding_core.projection.frames import SELECTED, Frame
+from gliding_core.projection.frames import SELECTED, Frame, uses
 
 MAX_DEPTH = 4
+EMBED_DEPTH = 3
 _NATIVE = {XSD + "integer": int, XSD + "double": float, XSD + "decimal": float}
 _BOOLEAN = XSD + "boolean"
 _STRING = XSD + "string"
-_OPTIONS = {"documentLoader": document_loader, "graph": True}
+# The input is built expanded from the triples, so pyld need not expand it again.
+_OPTIONS = {"documentLoader": document_loader, "graph": True, "skipExpansion": True}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +60,62 @@ def run_frame(
     board: Blackboard, frame: Frame, task: str, params: Mapping[str, object]
 ) -> FrameResult:
     """Run ``frame`` over ``task``'s graphs with ``params`` bound; return its framed nodes."""
-    bindings = frame.bindings(task, params)
-    result = board.query(
-        frame.sparql, graphs=task_graphs(task, frame.areas), bindings=dict(bindings)
-    )
+    bindings = dict(frame.bindings(task, params))
+    graphs = task_graphs(task, frame.areas)
+    chosen = board.query(frame.selection, graphs=graphs, bindings=bindings)
+    picked = {str(r["node"]): None for r in chosen.rows if isinstance(r.get("node"), ox.NamedNode)}
+    nodes = " ".join(picked)
+    if not nodes:
+        return FrameResult((), frozenset())
+    text = frame.construct(nodes)
+    # The store refuses to bind a variable the query does not use.
+    used = {k: v for k, v in bindings.items() if uses(text, k)}
+    result = board.query(text, graphs=graphs, bindings=used)
     expanded, selected = expand(result.triples)
+    if frame.embed:
+        _read_embedded(board, graphs, expanded, {VOCAB + link for link in frame.embed})
     return FrameResult(frame_nodes(expanded, selected, task, frame.max_nodes), frozenset(expanded))
+
+
+def _read_embedded(
+    board: Blackboard,
+    graphs: list[str],
+    expanded: dict[str, dict[str, Any]],
+    links: set[str],
+) -> None:
+    """Add to ``expanded`` the objects under ``links``, and theirs, ``EMBED_DEPTH`` levels down.
+
+    Each level is one query by subject, its IRIs taken from the store's own answers.
+    """
+    frontier = _targets(expanded.values(), expanded, links)
+    for _ in range(EMBED_DEPTH):
+        if not frontier:
+            return
+        subjects = " ".join(str(ox.NamedNode(iri)) for iri in sorted(frontier))
+        result = board.query(
+            f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ VALUES ?s {{ {subjects} }} ?s ?p ?o }}",
+            graphs=graphs,
+        )
+        found, _ = expand(result.triples)
+        for iri, node in found.items():
+            expanded.setdefault(iri, node)
+        frontier = _targets(found.values(), expanded, None)
+
+
+def _targets(
+    nodes: Iterable[Mapping[str, Any]], known: Mapping[str, Any], links: set[str] | None
+) -> set[str]:
+    """Return the IRIs ``nodes`` link to (under ``links``, or any property) not yet known."""
+    found = set()
+    for node in nodes:
+        for key, values in node.items():
+            if key.startswith("@") or (links is not None and key not in links):
+                continue
+            for value in values:
+                target = value.get("@id")
+                if isinstance(target, str) and target not in known and not target.startswith("_:"):
+                    found.add(target)
+    return found
 
 
 def expand(triples: Iterable[ox.Triple]) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -126,8 +179,27 @@ def frame_nodes(
     if not selected:
         return ()
     order = sorted(selected, key=lambda iri: (iri != task, iri))[:limit]
-    by_id = compact(expanded.values())
+    by_id = compact(expanded[iri] for iri in _reachable(expanded, order))
     return tuple(_embed(by_id[iri], by_id, (iri,)) for iri in order if iri in by_id)
+
+
+def _reachable(expanded: Mapping[str, Mapping[str, Any]], roots: list[str]) -> list[str]:
+    """Return ``roots`` and the subjects they link to (within ``MAX_DEPTH`` hops), in order."""
+    seen = dict.fromkeys(roots)
+    frontier = list(roots)
+    for _ in range(MAX_DEPTH):
+        following = []
+        for iri in frontier:
+            for key, values in expanded[iri].items():
+                if key.startswith("@"):
+                    continue
+                for value in values:
+                    target = value.get("@id")
+                    if target in expanded and target not in seen:
+                        seen[target] = None
+                        following.append(target)
+        frontier = following
+    return list(seen)
 
 
 def _embed(node: Mapping[str, Any], by_id: Mapping[str, Any], path: tuple[str, ...]) -> Any:

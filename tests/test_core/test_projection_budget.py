@@ -13,7 +13,7 @@ from gliding_core import InvalidInputError
 from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
 from gliding_core.bus import EventBus
 from gliding_core.projection import STEPS, Projector
-from gliding_core.projection.budget import fit, limit_depth, render, summarise
+from gliding_core.projection.budget import fit, limit_depth, references, render, summarise
 from gliding_core.tokens import TokenCounter
 
 TASK = "urn:ex:task:budget"
@@ -73,9 +73,19 @@ def test_fewer_nodes_keeps_the_most_important_whole() -> None:
     assert tokens <= two
 
 
+def test_references_when_no_summary_fits() -> None:
+    nodes = [deep_node(i, importance=i / 10) for i in range(3)]
+    nodes = [{**n, "summary": "long " * 40} for n in nodes]
+    one = COUNTER.count(render(references(nodes[2:])))
+    _, tokens, shown, step = fit(nodes, one, COUNTER)
+    assert step == "references"
+    assert shown == ({"@id": "urn:ex:n2", "@type": "PlanStep"},)
+    assert tokens <= one
+
+
 def test_never_zero_when_one_would_fit() -> None:
     nodes = [deep_node(i) for i in range(20)]
-    one = min(COUNTER.count(render([summarise(n)])) for n in nodes)
+    one = min(COUNTER.count(render(references([n]))) for n in nodes)
     text, tokens, shown, step = fit(nodes, one, COUNTER)
     assert len(shown) >= 1
     assert tokens <= one
@@ -122,7 +132,7 @@ def test_the_result_is_within_budget_for_any_graph(
     assert step in STEPS
     assert tokens == COUNTER.count(text) <= budget
     assert (text == "") == (step == "empty")
-    if any(COUNTER.count(render([summarise(n)])) <= budget for n in nodes):
+    if any(COUNTER.count(render(references([n]))) <= budget for n in nodes):
         assert shown, "a node would have fitted"
     ids = {n["@id"] for n in nodes}
     assert all(n["@id"] in ids for n in shown)

@@ -6,11 +6,13 @@ it degrades one step at a time and stops at the first that fits:
 
 ``full`` -> ``depth-2`` -> ``depth-1`` (objects nested deeper become ``{"@id"}`` links) ->
 ``links`` (every nested object a link) -> ``summaries`` (each node its ``@id``, ``@type`` and
-summary) -> ``fewer-nodes`` (the most important summaries that fit, each whole) -> ``empty``.
+summary) -> ``fewer-nodes`` (the most important summaries that fit, each whole) ->
+``references`` (the most important nodes' ``@id`` and ``@type``) -> ``empty``.
 
 Invariants: ``Projection.tokens`` is the exact count of ``Projection.text`` and never exceeds
-the budget; a node is always whole or absent; the result has at least one node whenever one
-summarised node alone would fit (the reference truncated to zero); ``empty`` is the empty text.
+the budget; a node is whole (in the step's shape) or absent; the result has at least one node
+whenever one node's reference alone would fit (the reference implementation truncated to
+zero); ``empty`` is the empty text.
 """
 
 from __future__ import annotations
@@ -25,12 +27,22 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.tokens import TokenCounter
 
-STEPS = ("full", "depth-2", "depth-1", "links", "summaries", "fewer-nodes", "empty")
+STEPS = (
+    "full",
+    "depth-2",
+    "depth-1",
+    "links",
+    "summaries",
+    "fewer-nodes",
+    "references",
+    "empty",
+)
 _SUMMARY_KEYS = ("summary", "description", "name", "title", "text", "content")
 _SUMMARY_CHARS = 200
 DEFAULT_IMPORTANCE = 0.5
 # How many tokens a node's JSON may lose to merges at its boundaries inside a document.
 _MERGE = 3
+_EXTRA_TRIES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +107,11 @@ def fit(
             tokens = counter.count(text)
             if tokens <= budget:
                 return text, tokens, tuple(shaped), step
-        chosen = _fewest(nodes, budget, counter)
-        if chosen:
-            text = render(chosen)
-            return text, counter.count(text), tuple(chosen), "fewer-nodes"
+        for step, shape in (("fewer-nodes", summaries), ("references", references)):
+            chosen = _fewest(nodes, shape(nodes), budget, counter)
+            if chosen:
+                text = render(chosen)
+                return text, counter.count(text), tuple(chosen), step
     return "", 0, (), "empty"
 
 
@@ -170,17 +183,24 @@ def importance(node: Mapping[str, Any]) -> float:
     return DEFAULT_IMPORTANCE
 
 
-def _fewest(
-    nodes: Sequence[Mapping[str, Any]], budget: int, counter: TokenCounter
-) -> list[dict[str, Any]]:
-    """Return the most important summaries that fit together, in their first order.
+def references(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Return each node as its ``@id`` and ``@type`` only."""
+    return [{k: n[k] for k in ("@id", "@type") if k in n} for n in nodes]
 
-    Each summary is counted once; the most important are taken while the sum of their counts
-    (and a token per separator) fits, then the exact count of the document decides and drops
-    the least important until it fits. A document of one summary is always tried, so one
-    node that fits alone is never left out.
+
+def _fewest(
+    nodes: Sequence[Mapping[str, Any]],
+    shaped: Sequence[dict[str, Any]],
+    budget: int,
+    counter: TokenCounter,
+) -> list[dict[str, Any]]:
+    """Return the most important of the ``shaped`` nodes that fit together, in their order.
+
+    Each is counted once; the most important are taken while the sum of their counts (and a
+    token per separator) fits, then the exact count of the document decides and drops the
+    least important until it fits; a few more exact tries use what boundary merges left.
+    A document of one node is always tried, so one node that fits alone is never left out.
     """
-    shaped = summaries(nodes)
     sizes = [counter.count(_compact(n)) for n in shaped]  # count_many starts a thread pool
     room = budget - counter.count(render([]))
     ranked = sorted(range(len(nodes)), key=lambda i: (-importance(nodes[i]), i))
@@ -196,8 +216,9 @@ def _fewest(
     if not chosen:
         return [shaped[i] for i in _first_alone(shaped, ranked, budget, counter)]
     slack = budget - _count(shaped, chosen, counter)
-    for index in ranked:  # boundaries merge tokens: what is left may take another node
-        if index not in chosen and sizes[index] <= slack + _MERGE:
+    candidates = [i for i in ranked if i not in chosen][:_EXTRA_TRIES]
+    for index in candidates:  # boundaries merge tokens: what is left may take another node
+        if sizes[index] <= slack + _MERGE:
             trial = [*chosen, index]
             total = _count(shaped, trial, counter)
             if total <= budget:

@@ -104,6 +104,17 @@ def _parser() -> argparse.ArgumentParser:
     projection.add_argument("--seed", type=int, default=0)
     projection.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     projection.set_defaults(handler=_bench_projection)
+
+    prefetch = bench.add_parser(
+        "prefetch", help="frame reads of a multi-agent trace, prefetch on/off"
+    )
+    prefetch.add_argument("--tasks", type=_positive, default=4)
+    prefetch.add_argument("--entities", type=_positive, default=60)
+    prefetch.add_argument("--steps", type=_positive, default=10)
+    prefetch.add_argument("--think", type=float, default=0.2, help="seconds an agent thinks")
+    prefetch.add_argument("--seed", type=int, default=0)
+    prefetch.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    prefetch.set_defaults(handler=_bench_prefetch)
     return parser
 
 
@@ -375,6 +386,25 @@ def _bench_projection(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _bench_prefetch(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import prefetch
+
+    figures = prefetch.run(
+        tasks=args.tasks,
+        entities=args.entities,
+        steps=args.steps,
+        think_s=args.think,
+        seed=args.seed,
+    )
+    keys = ["hit_rate", "frame_p50_ms", "frame_p95_ms", "prefetched", "prefetched_unused"]
+    rows = [(mode, *(figures[mode][k] for k in keys)) for mode in _PREFETCH_MODES]
+    title = f"Prefetch: {args.tasks} agents x {args.steps} steps, {args.entities} entities each"
+    out.write(render(["run", *keys], rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+_PREFETCH_MODES = ("without_prefetch", "with_prefetch")
 _PROJECTION_KEYS = ("cold_p50_ms", "cold_p95_ms", "cached_p50_ms", "cached_p95_ms")
 
 

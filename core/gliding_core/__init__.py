@@ -7,8 +7,20 @@ from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.attention.topics import Boundary, TopicMonitor
 from gliding_core.attention.window import ContextWindowManager, FittedWindow
+from gliding_core.blackboard.agents import Agent, AgentRegistry, AgentStatus
+from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
+from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, QueryResult, SparqlEndpoint
+from gliding_core.blackboard.leases import Lease, LeaseMode, LeaseTable
+from gliding_core.blackboard.messages import Message, MessageBoard
+from gliding_core.blackboard.nodes import BoardNode
+from gliding_core.blackboard.permissions import Operation, PermissionMatrix
+from gliding_core.blackboard.registries import Coordination
+from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.config import (
+    BlackboardConfig,
+    CoordinationConfig,
     EvictionPolicy,
     MemoryConfig,
     SessionConfig,
@@ -18,6 +30,7 @@ from gliding_core.config import (
 from gliding_core.conversation import Conversation, ModelView, entry_text
 from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
+    AgentNotFoundError,
     ClosedError,
     ConfigError,
     ContentTooLargeError,
@@ -25,12 +38,21 @@ from gliding_core.errors import (
     EmbedderError,
     EncodingUnavailableError,
     EntryNotFoundError,
+    FencingTokenError,
     FrameNotFoundError,
     GlidingError,
     IndexMismatchError,
     InvalidInputError,
     InvalidNodeError,
+    InvalidTransitionError,
+    LeaseConflictError,
+    LeaseError,
+    LeaseNotHeldError,
+    LeaseTimeoutError,
+    PermissionDeniedError,
     StorageError,
+    TaskCycleError,
+    TaskNotFoundError,
 )
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import (
@@ -55,7 +77,15 @@ from gliding_core.tokens import TokenCounter
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentHandle",
+    "AgentNotFoundError",
+    "AgentRegistry",
+    "AgentStatus",
     "ArmResult",
+    "Blackboard",
+    "BlackboardConfig",
+    "BoardNode",
     "Boundary",
     "CacheStats",
     "CachedEmbedder",
@@ -66,9 +96,13 @@ __all__ = [
     "Context",
     "ContextWindowManager",
     "Conversation",
+    "Coordination",
+    "CoordinationConfig",
+    "CoordinationDB",
     "DenseIndex",
     "DirectoryInUseError",
     "Edge",
+    "EmbeddedGraph",
     "Embedder",
     "EmbedderError",
     "EncodingUnavailableError",
@@ -79,27 +113,44 @@ __all__ = [
     "EventType",
     "EvictionPolicy",
     "ExtractiveSummarizer",
+    "FencingTokenError",
     "FittedWindow",
     "Frame",
     "FrameNotFoundError",
     "FrameSet",
     "FrameSource",
     "GlidingError",
+    "GraphBackend",
     "HashEmbedder",
     "HttpEmbedder",
     "HybridSearch",
     "IndexMismatchError",
     "InvalidInputError",
     "InvalidNodeError",
+    "InvalidTransitionError",
     "L0Store",
+    "Lease",
+    "LeaseConflictError",
+    "LeaseError",
+    "LeaseMode",
+    "LeaseNotHeldError",
+    "LeaseTable",
+    "LeaseTimeoutError",
     "Memory",
     "MemoryConfig",
     "MesiState",
+    "Message",
+    "MessageBoard",
     "ModelView",
+    "NodeMirror",
+    "Operation",
+    "PermissionDeniedError",
+    "PermissionMatrix",
     "PoincareIndex",
     "PoincareSettings",
     "Projection",
     "Projector",
+    "QueryResult",
     "Read",
     "Record",
     "RelevanceTracker",
@@ -109,6 +160,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",
+    "SparqlEndpoint",
     "StorageError",
     "StoreConfig",
     "StructureIndex",
@@ -116,6 +168,11 @@ __all__ = [
     "Summarizer",
     "SupplementaryInput",
     "SupplementaryInputStore",
+    "Task",
+    "TaskCycleError",
+    "TaskNotFoundError",
+    "TaskRegistry",
+    "TaskStatus",
     "TextHit",
     "TokenCounter",
     "TopicConfig",

@@ -41,6 +41,17 @@ class EventType(str, Enum):
     NODE_DELETED = "NODE_DELETED"
     # Dirty blackboard nodes written to L0; the payload carries ``iris`` and ``count``.
     MEMORY_WRITE_BACK = "MEMORY_WRITE_BACK"
+    # L2 coordination (leases, tasks, agents, messages); payloads are described in each module.
+    LEASE_GRANTED = "LEASE_GRANTED"
+    LEASE_RELEASED = "LEASE_RELEASED"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    TASK_REGISTERED = "TASK_REGISTERED"
+    TASK_STATUS_CHANGED = "TASK_STATUS_CHANGED"
+    TASK_RELEASED = "TASK_RELEASED"
+    AGENT_REGISTERED = "AGENT_REGISTERED"
+    AGENT_STATUS_CHANGED = "AGENT_STATUS_CHANGED"
+    AGENT_LOST = "AGENT_LOST"
+    COORDINATION_MESSAGE = "COORDINATION_MESSAGE"
 
 
 @dataclass(frozen=True, slots=True)

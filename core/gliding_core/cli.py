@@ -97,6 +97,15 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     speed.set_defaults(handler=_bench_search)
 
+    board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
+    board.add_argument("--nodes", type=_positive, default=2_000, help="nodes written per run")
+    board.add_argument("--construct-nodes", type=_positive, default=10_000)
+    board.add_argument("--queries", type=_positive, default=200, help="CONSTRUCTs per figure")
+    board.add_argument("--backends", type=_names, default=["memory", "disk", "server"])
+    board.add_argument("--lease-seconds", type=float, default=2.0)
+    board.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    board.set_defaults(handler=_bench_blackboard)
+
     projection = bench.add_parser("projection", help="L3 frame latency, invalidation, budgets")
     projection.add_argument("--nodes", type=_numbers, default=[1_000, 10_000])
     projection.add_argument("--repeat", type=_positive, default=30)
@@ -361,6 +370,52 @@ def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
     )
     out.write(render(["method", "precision", "recall", "F1", "predicted"], rows, title=title))
     out.write("\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import blackboard
+
+    figures = blackboard.run(
+        nodes=args.nodes,
+        construct_nodes=args.construct_nodes,
+        queries=args.queries,
+        backends=args.backends,
+        lease_seconds=args.lease_seconds,
+    )
+    rows = []
+    for kind, backend in figures["backends"].items():
+        for agents, run in backend["agents"].items():
+            rows.append(
+                (
+                    kind,
+                    int(agents),
+                    run["writes_per_s"],
+                    run["reads_per_s"],
+                    run["reads_miss_per_s"],
+                )
+            )
+    title = f"Blackboard nodes ({args.nodes:,} single-node writes through agent handles)"
+    headers = ["backend", "agents", "writes/s", "reads/s (hit)", "reads/s (miss)"]
+    out.write(render(headers, rows, title=title) + "\n")
+    rows = [
+        (
+            kind,
+            b["construct_1hop_p50_ms"],
+            b["construct_1hop_p95_ms"],
+            b["construct_2hop_p50_ms"],
+            b["construct_2hop_p95_ms"],
+        )
+        for kind, b in figures["backends"].items()
+    ]
+    title = f"CONSTRUCT from a random node, {args.construct_nodes:,} nodes (ms)"
+    out.write(
+        render(["backend", "1-hop p50", "1-hop p95", "2-hop p50", "2-hop p95"], rows, title=title)
+        + "\n"
+    )
+    other = [*figures["leases"].items(), ("flush_per_s", figures["flush_per_s"])]
+    out.write(render(["figure", "value"], other, title="Leases and flush to L0") + "\n")
     _write_json(args.json, figures)
     return 0
 

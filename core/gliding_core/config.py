@@ -161,6 +161,38 @@ class TopicConfig(Settings):
     proactive_fill: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
+# -- L2 coordination (branch bbcoord): leases, tasks, agents, messages -------------------------
+
+
+class CoordinationConfig(Settings):
+    """Settings of the blackboard's coordination database (leases, tasks, agents, messages).
+
+    The heartbeat renews an agent's leases, so an agent should beat well inside both
+    ``lease_ttl_s`` and ``heartbeat_timeout_s`` (every third of the shorter one is a good pace).
+
+    Attributes:
+        lease_ttl_s: how long a lease lives unless renewed (the holder's heartbeat renews it).
+        heartbeat_timeout_s: an agent silent for longer is marked Error by the sweeper and its
+            leases are released (the reference had no default).
+        sweep_interval_s: how often the background sweeper looks for silent agents; 0 runs it
+            only on demand.
+        busy_timeout_ms: how long a write waits for another process's lock on the database.
+        durability: ``"normal"`` survives a crash of the process (a power loss may lose the last
+            commits); ``"full"`` syncs every commit to disk, at about a millisecond each.
+        max_message_bytes: the largest coordination message payload, in UTF-8 bytes of JSON.
+        max_wait_poll_s: the longest pause between two attempts while awaiting a lease (waiters
+            in the same process are woken at once by a release; other processes poll).
+    """
+
+    lease_ttl_s: float = Field(default=30.0, gt=0.0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0.0)
+    sweep_interval_s: float = Field(default=5.0, ge=0.0)
+    busy_timeout_ms: int = Field(default=30_000, ge=0)
+    durability: Literal["full", "normal"] = "normal"
+    max_message_bytes: int = Field(default=65_536, gt=0)
+    max_wait_poll_s: float = Field(default=0.02, gt=0.0)
+
+
 # -- L2 blackboard -------------------------------------------------------------------------------
 
 
@@ -177,6 +209,8 @@ class BlackboardConfig(Settings):
         flush_interval_s: how often dirty nodes are flushed to L0; 0 turns the timer off.
         flush_batch: how many nodes one L0 transaction of a flush takes.
         permissions: ``{role: {area: [operation, ...]}}`` replacing the default matrix.
+        coordination: the settings of the coordination database (leases, tasks, agents,
+            messages).
     """
 
     endpoint: str | None = None
@@ -187,6 +221,7 @@ class BlackboardConfig(Settings):
     flush_interval_s: float = Field(default=5.0, ge=0.0)
     flush_batch: int = Field(default=500, gt=0)
     permissions: dict[str, dict[str, list[str]]] | None = None
+    coordination: CoordinationConfig = CoordinationConfig()
 
 
 class MemoryConfig(Settings):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any, TextIO
 
-from gliding_core import demo_search, demo_session
+from gliding_core import demo_blackboard, demo_search, demo_session
 from gliding_core.entry import Record
 from gliding_core.memory import Memory
 from gliding_core.table import render
@@ -140,6 +140,7 @@ def run(out: TextIO, memory: Memory | None = None) -> None:
         _show_l0(out, memory)
         demo_search.run(out, memory)
         demo_session.run(out, memory)
+        demo_blackboard.run(out, memory)
         for part in entry_points(group=DEMO_GROUP):
             try:
                 show = part.load()

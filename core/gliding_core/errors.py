@@ -6,13 +6,22 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     GlidingError
     ├── InvalidInputError (ValueError)        a public function was given a bad value
     │   ├── InvalidNodeError                  not JSON, not an object, a bad ``@id`` ...
-    │   └── ContentTooLargeError              content over the configured size limit
+    │   ├── ContentTooLargeError              content over the configured size limit
+    │   ├── TaskCycleError                    a dependency would close a cycle of tasks
+    │   └── InvalidTransitionError            a task or agent status change the table forbids
     ├── ConfigError (ValueError)              a setting cannot be used
     │   ├── EncodingUnavailableError          the token encoding cannot be loaded
     │   └── IndexMismatchError                the dense index was built by another embedder
     ├── EntryNotFoundError (LookupError)      no entry has this IRI
+    │   ├── TaskNotFoundError                 no task has this IRI
+    │   └── AgentNotFoundError                no agent has this name
     ├── StorageError (RuntimeError)           the storage backend failed
     │   └── DirectoryInUseError               another process owns the directory's engines
+    ├── LeaseError (RuntimeError)             a blackboard lease could not be had or used
+    │   ├── LeaseConflictError                incompatible holders have the resource
+    │   │   └── LeaseTimeoutError (TimeoutError)  still held by them when the wait ended
+    │   ├── LeaseNotHeldError (LookupError)   the holder has no live lease on the resource
+    │   └── FencingTokenError                 a guarded write presented a stale token
     ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
     ├── ClosedError (RuntimeError)            the memory or store was used after close()
     ├── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
@@ -94,6 +103,88 @@ class PermissionDeniedError(GlidingError, PermissionError):
     def __init__(self, message: str, *, role: str, graph: str, operation: str) -> None:
         super().__init__(message)
         self.role, self.graph, self.operation = role, graph, operation
+
+
+class TaskCycleError(InvalidInputError):
+    """A task dependency would close a cycle; nothing was written.
+
+    Attributes:
+        cycle: the tasks of the cycle, each waiting for the next, first and last the same.
+    """
+
+    def __init__(self, message: str, *, cycle: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cycle = cycle
+
+
+class InvalidTransitionError(InvalidInputError):
+    """A task or agent status change that the transition table does not allow.
+
+    Attributes:
+        current: the status the task or agent has.
+        requested: the status that was asked for.
+    """
+
+    def __init__(self, message: str, *, current: str, requested: str) -> None:
+        super().__init__(message)
+        self.current = current
+        self.requested = requested
+
+
+class TaskNotFoundError(EntryNotFoundError):
+    """No task is registered under the IRI."""
+
+
+class AgentNotFoundError(EntryNotFoundError):
+    """No agent is registered under the name."""
+
+
+class LeaseError(GlidingError, RuntimeError):
+    """A blackboard lease could not be granted, renewed or used."""
+
+
+class LeaseConflictError(LeaseError):
+    """The resource is held by holders whose leases are incompatible with the request.
+
+    Attributes:
+        resource: the resource asked for.
+        holders: the conflicting holders with their modes, ``(holder, mode)`` pairs.
+    """
+
+    def __init__(
+        self, message: str, *, resource: str, holders: tuple[tuple[str, str], ...]
+    ) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.holders = holders
+
+
+class LeaseTimeoutError(LeaseConflictError, TimeoutError):
+    """A lease was awaited and the conflicting holders still had the resource at the deadline."""
+
+
+class LeaseNotHeldError(LeaseError, LookupError):
+    """The holder has no live lease on the resource (never granted, released or expired)."""
+
+
+class FencingTokenError(LeaseError):
+    """A guarded write presented a token that is not the newest write grant its holder owns.
+
+    Attributes:
+        resource: the resource written.
+        holder: who presented the token.
+        token: the token presented.
+        newest: the newest write-capable token granted on the resource, if any.
+    """
+
+    def __init__(
+        self, message: str, *, resource: str, holder: str, token: int, newest: int | None
+    ) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.holder = holder
+        self.token = token
+        self.newest = newest
 
 
 class FrameNotFoundError(GlidingError, LookupError):

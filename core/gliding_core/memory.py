@@ -20,6 +20,7 @@ from gliding_core.attention.topics import TopicMonitor
 from gliding_core.attention.window import ContextWindowManager
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import open_graph
+from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import InvalidInputError
@@ -227,16 +228,26 @@ class Memory:
         """The L2 blackboard, built on first use, flushing to this memory's L0 store.
 
         Its graph is the configured SPARQL endpoint, else on disk under the memory directory
-        (``Memory.open``), else in memory.
+        (``Memory.open``), else in memory; its coordination database (leases, tasks, agents,
+        messages) is ``blackboard.sqlite3`` in the directory, or private in memory.
         """
         with self._blackboard_lock:
             if self._blackboard is None:
                 settings = self.config.blackboard
                 path = None if self.directory is None else self.directory / BLACKBOARD_DIR
-                backend = open_graph(path=path, endpoint=settings.endpoint)
-                board = Blackboard(backend, store=self.store, bus=self.bus, config=settings)
-                if backend.kind != "memory":
+                coordination = Coordination.open(
+                    self.directory, config=settings.coordination, bus=self.bus
+                )
+                board = Blackboard(
+                    open_graph(path=path, endpoint=settings.endpoint),
+                    store=self.store,
+                    bus=self.bus,
+                    config=settings,
+                    coordination=coordination,
+                )
+                if board.backend.kind != "memory":
                     board.flush()  # what a crash left dirty
+                    coordination.remirror()  # what a crash left unmirrored
                 self._blackboard = board
             return self._blackboard
 

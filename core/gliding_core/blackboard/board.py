@@ -13,7 +13,14 @@ Invariants:
   and named graphs), which overrides any ``FROM`` / ``FROM NAMED`` in the text; it is always a
   query, never an update, and never reaches a remote ``SERVICE``.
 - A guarded write (``lease_token=``) is refused unless the token is the newest one granted for
-  each node's IRI to this agent (fencing).
+  each node's IRI to this agent (fencing); a node under another agent's live Write or
+  Exclusive lease is refused to every other writer, and its holder must present the token.
+- The ``tasks``, ``agents`` and ``messages`` areas are written by the coordination layer only
+  (through ``mirror``); agents change them through the handle's task, status and message
+  operations, which the matrix checks like node operations.
+- With a coordination layer, a task's completion flushes its areas to L0 before
+  ``complete`` returns, and closing the blackboard closes the coordination first (its sweeper
+  mirrors into the graph).
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
 """
 
@@ -22,8 +29,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyoxigraph as ox
 
@@ -47,11 +55,23 @@ from gliding_core.blackboard.vocabulary import (
     graph_area,
 )
 from gliding_core.blackboard.writeback import WriteBack
-from gliding_core.bus import EventBus
+from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.config import BlackboardConfig
-from gliding_core.errors import ClosedError, InvalidInputError, PermissionDeniedError
+from gliding_core.errors import (
+    ClosedError,
+    InvalidInputError,
+    LeaseConflictError,
+    PermissionDeniedError,
+)
 from gliding_core.jsonld import preview
 from gliding_core.store import L0Store
+
+if TYPE_CHECKING:
+    from gliding_core.blackboard.agents import Agent, AgentStatus
+    from gliding_core.blackboard.leases import Lease, LeaseMode
+    from gliding_core.blackboard.messages import Message
+    from gliding_core.blackboard.registries import Coordination
+    from gliding_core.blackboard.tasks import Task
 
 _UPDATE_KEYWORDS = frozenset(
     {"insert", "delete", "load", "clear", "create", "drop", "copy", "move", "add", "with"}
@@ -61,6 +81,8 @@ _OPAQUE = re.compile(
     r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>|#[^\n]*'
 )
 _SERVICE = re.compile(r"(?<![\w:])service(?![\w:])", re.IGNORECASE)
+MIRRORED_AREAS = frozenset({"tasks", "agents", "messages"})
+"""Areas the coordination layer writes; agents reach them through their handle's operations."""
 _PROLOGUE = re.compile(r"\s*(?:base\s*<>|prefix\s+[\w.-]*:\s*<>)", re.IGNORECASE)
 
 
@@ -111,7 +133,9 @@ class Blackboard:
         bus: where node and write-back events go.
         config: the blackboard settings.
         permissions: the role x area x operation matrix (from ``config`` when omitted).
-        fences: the lease table guarded writes are checked against.
+        fences: the lease table guarded writes are checked against (the coordination's).
+        coordination: the leases, tasks, agents and messages; the blackboard mirrors their
+            state, flushes a task's areas when it completes, and closes it.
 
     Example:
         >>> board = Blackboard(EmbeddedGraph())
@@ -129,6 +153,7 @@ class Blackboard:
         config: BlackboardConfig | None = None,
         permissions: PermissionMatrix | None = None,
         fences: FenceChecker | None = None,
+        coordination: Coordination | None = None,
     ) -> None:
         self.config = config or BlackboardConfig()
         self.backend = backend
@@ -141,7 +166,11 @@ class Blackboard:
             bus=bus,
         )
         self.permissions = permissions or PermissionMatrix(self.config.permissions)
-        self.fences = fences
+        self.fences: FenceChecker | None = fences
+        self.coordination = coordination
+        self._completions: Subscription | None = None
+        if coordination is not None:
+            self._attach(coordination)
         self.writeback: WriteBack | None = None
         if store is not None:
             self.writeback = WriteBack(
@@ -154,6 +183,24 @@ class Blackboard:
             self.writeback.start(self.config.flush_interval_s)
         self._closed = False
         self._close_lock = threading.Lock()
+
+    def _attach(self, coordination: Coordination) -> None:
+        coordination.mirror = self
+        if self.fences is None:
+            self.fences = coordination.leases
+        self._completions = coordination.bus.subscribe(
+            self._on_task_status, [EventType.TASK_STATUS_CHANGED]
+        )
+
+    def _on_task_status(self, event: Event) -> None:
+        """Flush a completed task's areas to L0 (on the thread that completed it)."""
+        if event.payload.get("status") == "completed" and event.task_iri is not None:
+            self.flush(task=event.task_iri)
+
+    def _coordination(self) -> Coordination:
+        if self.coordination is None:
+            raise InvalidInputError("this blackboard has no coordination layer (leases, tasks...)")
+        return self.coordination
 
     @classmethod
     def open(
@@ -292,9 +339,15 @@ class Blackboard:
     # -- agents ------------------------------------------------------------------------------
 
     def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
-        """Return the handle through which the agent ``name`` of ``role`` works on ``task``."""
+        """Return the handle through which the agent ``name`` of ``role`` works on ``task``.
+
+        With a coordination layer the agent is registered (again: a heartbeat).
+        """
         self._check_open()
-        return AgentHandle(self, name, role=role, task=task)
+        handle = AgentHandle(self, name, role=role, task=task)
+        if self.coordination is not None:
+            self.coordination.agents.register(handle.name, role=handle.role, task=handle.task)
+        return handle
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -312,6 +365,10 @@ class Blackboard:
         with self._close_lock:
             if self._closed:
                 return
+            if self.coordination is not None:
+                if self._completions is not None:
+                    self._completions.cancel()
+                self.coordination.close()  # its sweeper mirrors into the graph: first
             if self.writeback is not None:
                 self.writeback.stop()
                 self.writeback.flush()
@@ -398,14 +455,13 @@ class AgentHandle:
             FencingTokenError: the token is stale or the lease is not the agent's.
         """
         board = self.board
-        graph = area_graph(self.task, check_area(area))
+        graph = area_graph(self.task, self._writable(area))
         requests = board.nodes.prepare(nodes, graph, tags)
-        with board.nodes.writer:  # existence and rights do not change before the write
+        with board.nodes.writer:  # existence, rights and fences do not change before the write
             existing = board.nodes.get_many([r.iri for r in requests])
             for request in requests:
                 self._check_write(existing.get(request.iri), area)
-                if lease_token is not None:
-                    self._check_fence(request.iri, lease_token)
+                self._check_lease(request.iri, lease_token)
             written = board.nodes.write(requests, source=self.name)
         board._after_write(written)
         return written
@@ -418,10 +474,40 @@ class AgentHandle:
         if old.graph != area_graph(self.task, area):
             self._check(self._area_of(old), Operation.DELETE)
 
-    def _check_fence(self, iri: str, token: int) -> None:
-        if self.board.fences is None:
-            raise InvalidInputError("this blackboard has no lease table to check lease tokens")
-        self.board.fences.check_fence(iri, self.name, token)
+    def _writable(self, area: str) -> str:
+        if check_area(area) in MIRRORED_AREAS:
+            raise PermissionDeniedError(
+                f"the {area!r} area is written by the coordination layer; use the handle's"
+                " task, status and message operations",
+                role=self.role,
+                graph=area_graph(self.task, area),
+                operation="create",
+            )
+        return area
+
+    def _check_lease(self, iri: str, token: int | None) -> None:
+        """Refuse a write that a live Write or Exclusive lease on ``iri`` does not allow."""
+        board = self.board
+        if token is not None:
+            if board.fences is None:
+                raise InvalidInputError("this blackboard has no lease table to check tokens")
+            board.fences.check_fence(iri, self.name, token)
+            return
+        if board.coordination is None:
+            return
+        guards = [lease for lease in board.coordination.leases.holders(iri) if lease.mode != "read"]
+        others = tuple((g.holder, g.mode.value) for g in guards if g.holder != self.name)
+        if others:
+            raise LeaseConflictError(
+                f"{iri!r} is leased for writing by {[h for h, _ in others]}; {self.name!r} may"
+                " not write it",
+                resource=iri,
+                holders=others,
+            )
+        if guards:
+            raise InvalidInputError(
+                f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
+            )
 
     def _area_of(self, node: BoardNode) -> str:
         """Return the area of the agent's task that holds ``node``, or refuse."""
@@ -469,7 +555,8 @@ class AgentHandle:
         with board.nodes.writer:
             existing = board.nodes.get_many([check_iri(i, "IRI") for i in iris])
             for node in existing.values():
-                self._check(self._area_of(node), Operation.DELETE)
+                self._check(self._writable(self._area_of(node)), Operation.DELETE)
+                self._check_lease(node.iri, None)
             return board.delete(list(existing), source=self.name)
 
     def query(
@@ -500,6 +587,111 @@ class AgentHandle:
             )
         check_query(sparql)
         return self.board.query(sparql, graphs=task_graphs(self.task, wanted), bindings=bindings)
+
+    # -- coordination: status, leases, tasks, messages -----------------------------------------
+
+    def heartbeat(
+        self, *, status: AgentStatus | str | None = None, operation: str | None = None
+    ) -> Agent:
+        """Tell the blackboard the agent is alive (renewing its leases), maybe with a status."""
+        return self.board._coordination().agents.heartbeat(
+            self.name, status=status, operation=operation
+        )
+
+    def set_status(self, status: AgentStatus | str, *, operation: str | None = None) -> Agent:
+        """Report the agent's status (Idle, Working, Waiting, Completed, Error)."""
+        return self.board._coordination().agents.set_status(self.name, status, operation=operation)
+
+    def acquire(
+        self,
+        resource: str,
+        mode: LeaseMode | str = "write",
+        *,
+        ttl_s: float | None = None,
+        timeout_s: float | None = None,
+    ) -> Lease:
+        """Take a lease on ``resource`` (a node IRI guards its writes), waiting up to
+        ``timeout_s``; its ``token`` is what guarded writes present."""
+        leases = self.board._coordination().leases
+        return leases.acquire(resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s)
+
+    async def acquire_async(
+        self,
+        resource: str,
+        mode: LeaseMode | str = "write",
+        *,
+        ttl_s: float | None = None,
+        timeout_s: float | None = None,
+    ) -> Lease:
+        """Await a lease like ``acquire`` without blocking the event loop."""
+        leases = self.board._coordination().leases
+        return await leases.acquire_async(
+            resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s
+        )
+
+    @contextmanager
+    def hold(
+        self, resource: str, mode: LeaseMode | str = "write", *, timeout_s: float | None = None
+    ) -> Iterator[Lease]:
+        """Hold a lease for the block (acquired on entry, released on exit)."""
+        leases = self.board._coordination().leases
+        with leases.hold(resource, self.name, mode, timeout_s=timeout_s) as lease:
+            yield lease
+
+    def release(self, resource: str) -> bool:
+        """Release the agent's lease on ``resource``; return whether it held one."""
+        return self.board._coordination().leases.release(resource, self.name)
+
+    def task_status(self) -> Task:
+        """Return the agent's task as registered (status, parent, dependencies)."""
+        self._check("tasks", Operation.READ)
+        return self.board._coordination().tasks.get(self.task)
+
+    def register_subtask(self, iri: str, *, depends_on: Sequence[str] = ()) -> Task:
+        """Register a subtask of the agent's task (the matrix's create on ``tasks``)."""
+        self._check("tasks", Operation.CREATE)
+        return self.board._coordination().tasks.register(
+            iri, parent=self.task, depends_on=depends_on
+        )
+
+    def start_task(self) -> Task:
+        """Move the agent's task to running (the matrix's update on ``tasks``)."""
+        return self._move_task(lambda tasks: tasks.start(self.task))
+
+    def complete_task(self) -> Task:
+        """Complete the agent's task; its areas are flushed to L0 before this returns."""
+        return self._move_task(lambda tasks: tasks.complete(self.task))
+
+    def fail_task(self) -> Task:
+        """Mark the agent's task failed."""
+        return self._move_task(lambda tasks: tasks.fail(self.task))
+
+    def _move_task(self, change: Callable[[Any], Task]) -> Task:
+        self._check("tasks", Operation.UPDATE)
+        return change(self.board._coordination().tasks)
+
+    def publish(self, topic: str, payload: Mapping[str, Any] | None = None) -> Message:
+        """Publish a coordination message on the agent's task, signed with its name."""
+        self._check("messages", Operation.CREATE)
+        return self.board._coordination().messages.publish(
+            topic, payload, task=self.task, sender=self.name
+        )
+
+    def messages(
+        self, since: int = 0, *, topic: str | None = None, limit: int | None = None
+    ) -> list[Message]:
+        """Return the task's messages after sequence ``since``, in order, all of them."""
+        self._check("messages", Operation.READ)
+        return self.board._coordination().messages.read_since(
+            since, topic=topic, task=self.task, limit=limit
+        )
+
+    def subscribe(
+        self, callback: Callable[[Message], None], *, topic: str | None = None
+    ) -> Subscription:
+        """Push each new message of the agent's task (and ``topic``) to ``callback``."""
+        self._check("messages", Operation.READ)
+        return self.board._coordination().messages.subscribe(callback, topic=topic, task=self.task)
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"

@@ -1,13 +1,15 @@
 """L2: the RDF backends of the blackboard, behind one small protocol.
 
-``GraphBackend`` is what the node layer needs from a quad store: an atomic SPARQL update, a
-SPARQL query over a chosen dataset with variables bound safely, and ``close()``. Two classes
+``GraphBackend`` is what the node layer needs from a quad store: an atomic SPARQL update, an
+atomic insert of quads, the triples of given subjects in a graph (the node layer's look-up by
+IRI), a SPARQL query over a chosen dataset with variables bound safely, and ``close()``. Two classes
 implement it: ``EmbeddedGraph`` (pyoxigraph's ``Store``, in memory or on disk) and
 ``SparqlEndpoint`` (any SPARQL 1.1 protocol endpoint over httpx, such as ``oxigraph serve``).
 
 Invariants:
-- ``update`` applies its whole text or nothing (one transaction in Oxigraph, one request to an
-  endpoint). Callers build update text from terms (``str(NamedNode(...))``), never by splicing.
+- ``update`` and ``extend`` apply all of their change or nothing (one transaction in Oxigraph,
+  one request to an endpoint). Callers build update text from terms (``str(NamedNode(...))``),
+  never by splicing.
 - ``query`` never lets the text widen the dataset: when ``dataset`` is given it replaces the
   query's ``FROM`` / ``FROM NAMED`` (pyoxigraph's ``default_graph`` / ``named_graphs``, the
   protocol's ``default-graph-uri`` / ``named-graph-uri``). ``dataset=None`` is the whole store,
@@ -92,6 +94,14 @@ class GraphBackend(Protocol):
         """Apply a SPARQL 1.1 update, all of it or nothing."""
         ...
 
+    def extend(self, quads: Sequence[ox.Quad]) -> None:
+        """Add quads, all of them or none."""
+        ...
+
+    def triples_of(self, subjects: Sequence[str], graph: str) -> list[ox.Quad]:
+        """Return every quad of ``graph`` whose subject is one of ``subjects``."""
+        ...
+
     def query(
         self,
         text: str,
@@ -149,6 +159,20 @@ class EmbeddedGraph:
         """Apply a SPARQL update in one transaction."""
         with translated("oxigraph", "updating the blackboard graph"):
             self.store.update(text)
+
+    def extend(self, quads: Sequence[ox.Quad]) -> None:
+        """Add quads in one transaction."""
+        with translated("oxigraph", "adding to the blackboard graph"):
+            self.store.extend(quads)
+
+    def triples_of(self, subjects: Sequence[str], graph: str) -> list[ox.Quad]:
+        """Return the quads of ``graph`` about ``subjects`` (one index look-up each)."""
+        store, name = self.store, ox.NamedNode(graph)
+        found: list[ox.Quad] = []
+        with translated("oxigraph", "reading the blackboard graph"):
+            for subject in subjects:
+                found.extend(store.quads_for_pattern(ox.NamedNode(subject), None, None, name))
+        return found
 
     def query(
         self,
@@ -242,6 +266,26 @@ class SparqlEndpoint:
         """Send a SPARQL update (one request: the server applies all of it or nothing)."""
         self._post(self.update_url, text, "application/sparql-update", [], "*/*")
 
+    def extend(self, quads: Sequence[ox.Quad]) -> None:
+        """Send the quads as one ``INSERT DATA``."""
+        if quads:
+            self.update(f"INSERT DATA {{ {quads_text(quads)} }}")
+
+    def triples_of(self, subjects: Sequence[str], graph: str) -> list[ox.Quad]:
+        """Return the quads of ``graph`` about ``subjects`` (one query)."""
+        if not subjects:
+            return []
+        values = " ".join(str(ox.NamedNode(s)) for s in subjects)
+        # VALUES inside the GRAPH block: Oxigraph then starts from the subjects (outside it,
+        # a pattern of several triples is evaluated whole before the join).
+        result = self.query(
+            f"SELECT ?s ?p ?o WHERE {{ GRAPH {ox.NamedNode(graph)} {{ VALUES ?s {{ {values} }}"
+            " ?s ?p ?o } }",
+            dataset=Dataset((), (graph,)),
+        )
+        name = ox.NamedNode(graph)
+        return [ox.Quad(r["s"], r["p"], r["o"], name) for r in result.rows]  # type: ignore[arg-type]
+
     def query(
         self,
         text: str,
@@ -285,6 +329,15 @@ class SparqlEndpoint:
         return f"SparqlEndpoint({self.url!r})"
 
 
+def quads_text(quads: Sequence[ox.Quad]) -> str:
+    """Return quads as SPARQL ``GRAPH`` blocks of ``INSERT DATA`` / ``DELETE DATA``."""
+    blocks: dict[str, list[str]] = {}
+    for quad in quads:
+        line = f"{quad.subject} {quad.predicate} {quad.object} ."
+        blocks.setdefault(str(quad.graph_name), []).append(line)
+    return " ".join(f"GRAPH {graph} {{ {' '.join(lines)} }}" for graph, lines in blocks.items())
+
+
 def _values_clause(bindings: Mapping[str, Term]) -> str:
     names = " ".join(f"?{ox.Variable(name).value}" for name in bindings)
     terms = " ".join(str(value) for value in bindings.values())
@@ -308,5 +361,6 @@ __all__: Sequence[str] = (
     "SparqlEndpoint",
     "Term",
     "open_graph",
+    "quads_text",
     "term_value",
 )

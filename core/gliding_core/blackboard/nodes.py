@@ -2,13 +2,16 @@
 
 A node is a JSON-LD object with an absolute ``@id``, kept in exactly one named graph. Writing it
 puts its RDF (read by a JSON-LD processor under the project's context) into that graph, and
-its bookkeeping (its JSON text, generation, graph, tags, dirty mark) into ``META_GRAPH``.
+its bookkeeping into ``META_GRAPH``: a record (its JSON text, generation and tags), its graph,
+and a dirty mark while L0 has not seen its last version (three quads a node).
 
 Invariants:
 - One writer per store: every write, delete and clean-mark takes ``NodeStore``'s lock, reads
   the old state and writes the new one as one SPARQL update (pyoxigraph 0.5.13 on disk loses
   concurrent read-modify-write updates; one lock made them exact, so the lock is kept for the
-  in-memory store and the endpoint too).
+  in-memory store and the endpoint too). The cache is exact under it: one process writes a
+  store (RocksDB's lock ensures it on disk; for a server it is the deployment's rule until the
+  MESI directory coordinates several).
 - A call is atomic: a batch is validated whole (JSON, ``@id``, size, count) before anything is
   written, then goes to the store as one update, so it is all there or none of it.
 - Generations are per node, start at 1 and increase by one on every write; a deletion leaves a
@@ -30,12 +33,19 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyoxigraph as ox
 
-from gliding_core.blackboard.graph import Dataset, GraphBackend, QueryResult, Term, term_value
+from gliding_core.blackboard.graph import (
+    Dataset,
+    GraphBackend,
+    QueryResult,
+    Term,
+    quads_text,
+    term_value,
+)
 from gliding_core.blackboard.vocabulary import (
     META_GRAPH,
     SKOLEM_PREFIX,
@@ -48,12 +58,10 @@ from gliding_core.errors import ContentTooLargeError, InvalidInputError, Invalid
 from gliding_core.jsonld import Node, canonical_json, is_label, parse_canonical, parse_node, preview
 
 MINTED_PREFIX = "urn:uuid:"
-_XSD_INTEGER = ox.NamedNode("http://www.w3.org/2001/XMLSchema#integer")
-_TRUE = str(ox.Literal("true", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#boolean")))
-_META = str(ox.NamedNode(META_GRAPH))
-_P_JSON, _P_GENERATION, _P_GRAPH, _P_TAGS, _P_DIRTY = (
-    str(ox.NamedNode(meta(name))) for name in ("json", "generation", "graph", "tags", "dirty")
-)
+_BOOLEAN = ox.NamedNode("http://www.w3.org/2001/XMLSchema#boolean")
+_TRUE = ox.Literal("true", datatype=_BOOLEAN)
+_META = ox.NamedNode(META_GRAPH)
+_RECORD, _GRAPH, _DIRTY = (ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty"))
 _REFUSED_KEYS = ("@graph", "@included")
 
 
@@ -82,6 +90,21 @@ class BoardNode:
         """The JSON-LD node (a fresh dict on every call)."""
         return parse_canonical(self.content)
 
+    def quads(self) -> list[ox.Quad]:
+        """Return the node's bookkeeping quads."""
+        record = json.dumps(
+            {"content": self.content, "generation": self.generation, "tags": list(self.tags)},
+            separators=(",", ":"),
+        )
+        subject = ox.NamedNode(self.iri)
+        quads = [
+            ox.Quad(subject, _RECORD, ox.Literal(record), _META),
+            ox.Quad(subject, _GRAPH, ox.NamedNode(self.graph), _META),
+        ]
+        if self.dirty:
+            quads.append(ox.Quad(subject, _DIRTY, _TRUE, _META))
+        return quads
+
 
 @dataclass(frozen=True, slots=True)
 class NodeWrite:
@@ -91,7 +114,7 @@ class NodeWrite:
     content: str
     graph: str
     tags: tuple[str, ...]
-    quads: str  # the node's triples in that graph, as SPARQL data
+    triples: tuple[ox.Quad, ...]  # the node's RDF, in ``graph``
 
     @classmethod
     def check(cls, node: object, graph: str, tags: Sequence[str], *, max_bytes: int) -> NodeWrite:
@@ -115,7 +138,8 @@ class NodeWrite:
         for key in _REFUSED_KEYS:
             if key in parsed:
                 raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
-        return cls(iri, content, check_iri(graph, "graph"), check_tags(tags), _quads(parsed))
+        target = check_iri(graph, "graph")
+        return cls(iri, content, target, check_tags(tags), rdf_of(parsed, target))
 
 
 def check_iri(value: object, what: str) -> str:
@@ -141,49 +165,48 @@ def check_tags(tags: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(checked))
 
 
-def _quads(node: Node) -> str:
-    """Return the node's triples as N-Triples lines, blank nodes skolemised deterministically."""
+def rdf_of(node: Node, graph: str) -> tuple[ox.Quad, ...]:
+    """Return the node's RDF in ``graph``, its blank nodes skolemised deterministically.
+
+    A blank node becomes ``urn:gliding-horse:genid:<digest of the node IRI>:<n>``, numbered in
+    the processor's (deterministic) output order, so the same node always gives the same quads.
+    """
     document = canonical_json(with_context(node))
     with translated("oxigraph", f"reading node {node['@id']!r} as JSON-LD"):
-        quads = list(ox.parse(document, format=ox.RdfFormat.JSON_LD))
-    labels: dict[str, str] = {}
+        parsed = list(ox.parse(document, format=ox.RdfFormat.JSON_LD))
+    name = ox.NamedNode(graph)
+    labels: dict[str, ox.NamedNode] = {}
     stem = f"{SKOLEM_PREFIX}{hashlib.sha1(node['@id'].encode()).hexdigest()[:20]}:"
-    lines = []
-    for quad in quads:
+
+    def skolem(term: Any) -> Any:
+        if isinstance(term, ox.BlankNode):
+            if term.value not in labels:
+                labels[term.value] = ox.NamedNode(f"{stem}{len(labels)}")
+            return labels[term.value]
+        return term
+
+    quads = []
+    for quad in parsed:
         if not isinstance(quad.graph_name, ox.DefaultGraph):
             raise InvalidNodeError(f"node {node['@id']!r} puts triples into another graph")
-        terms = [_skolem(t, labels, stem) for t in (quad.subject, quad.predicate, quad.object)]
-        lines.append(" ".join(terms) + " .")
-    return "\n".join(lines)
-
-
-def _skolem(term: Any, labels: dict[str, str], stem: str) -> str:
-    if isinstance(term, ox.BlankNode):
-        if term.value not in labels:
-            labels[term.value] = str(ox.NamedNode(f"{stem}{len(labels)}"))
-        return labels[term.value]
-    return str(term)
-
-
-def _literal(text: str) -> str:
-    return str(ox.Literal(text))
-
-
-def _integer(value: int) -> str:
-    return str(ox.Literal(str(value), datatype=_XSD_INTEGER))
-
-
-def _values(iris: Iterable[str]) -> str:
-    return " ".join(str(ox.NamedNode(iri)) for iri in iris)
+        quads.append(ox.Quad(skolem(quad.subject), quad.predicate, skolem(quad.object), name))
+    return tuple(quads)
 
 
 class _Tombstone:
-    """The cache's record of a deleted node: its last generation."""
+    """The record of a deleted node: its last generation, kept so a rewrite continues it."""
 
     __slots__ = ("generation",)
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
+
+    def quads(self, iri: str) -> list[ox.Quad]:
+        record = json.dumps({"generation": self.generation, "deleted": True})
+        return [ox.Quad(ox.NamedNode(iri), _RECORD, ox.Literal(record), _META)]
+
+
+_Known = BoardNode | _Tombstone
 
 
 class NodeStore:
@@ -210,7 +233,7 @@ class NodeStore:
         self.max_node_bytes, self.max_batch, self.cache_size = max_node_bytes, max_batch, cache_size
         self.bus = bus
         self.writer = threading.RLock()
-        self._cache: OrderedDict[str, BoardNode | _Tombstone] = OrderedDict()
+        self._cache: OrderedDict[str, _Known] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     # -- writes ------------------------------------------------------------------------------
@@ -231,24 +254,29 @@ class NodeStore:
     def write(
         self, requests: Sequence[NodeWrite], *, source: str | None = None, dirty: bool = True
     ) -> list[BoardNode]:
-        """Write validated nodes as one update; return them as stored, in order."""
+        """Write validated nodes in one transaction; return them as stored, in order."""
         if not requests:
             return []
         with self.writer:
             old = self._current([r.iri for r in requests])
             written: dict[str, BoardNode] = {}
+            final: dict[str, NodeWrite] = {}
             for request in requests:
                 previous = written.get(request.iri) or old.get(request.iri)
                 generation = (previous.generation if previous is not None else 0) + 1
                 written[request.iri] = BoardNode(
                     request.iri, request.content, request.graph, generation, request.tags, dirty
                 )
-            final = {r.iri: r for r in requests}
-            self.backend.update(_write_update(final, written, old))
+                final[request.iri] = request
+            quads = [q for r in final.values() for q in r.triples]
+            quads += [q for node in written.values() for q in node.quads()]
+            if old:
+                self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+            else:  # only new nodes: nothing to take out, a plain (atomic) insert
+                self.backend.extend(quads)
             self._remember(written.values())
-        results = [written[r.iri] for r in requests]
         self._publish_writes(list(written.values()), old, source)
-        return results
+        return [written[r.iri] for r in requests]
 
     def delete(self, iris: Sequence[str], *, source: str | None = None) -> list[BoardNode]:
         """Delete nodes (their generations stay as tombstones); return those that existed."""
@@ -256,10 +284,11 @@ class NodeStore:
         with self.writer:
             old = {k: v for k, v in self._current(checked).items() if isinstance(v, BoardNode)}
             if old:
-                self.backend.update(_delete_update(old))
+                tombstones = {iri: _Tombstone(node.generation) for iri, node in old.items()}
+                quads = [q for iri, t in tombstones.items() for q in t.quads(iri)]
+                self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
                 with self._cache_lock:
-                    for iri, node in old.items():
-                        self._cache[iri] = _Tombstone(node.generation)
+                    self._cache.update(tombstones)
         for node in old.values():
             self._publish(EventType.NODE_DELETED, node, source)
         return list(old.values())
@@ -268,26 +297,18 @@ class NodeStore:
         """Clear the dirty mark of nodes whose generation has not moved since they were read."""
         if not nodes:
             return
-        rows = " ".join(f"({ox.NamedNode(n.iri)} {_integer(n.generation)})" for n in nodes)
-        update = (
-            f"DELETE {{ GRAPH {_META} {{ ?s {_P_DIRTY} ?d }} }}"
-            f" WHERE {{ VALUES (?s ?g) {{ {rows} }}"
-            f" GRAPH {_META} {{ ?s {_P_GENERATION} ?g ; {_P_DIRTY} ?d }} }}"
-        )
         with self.writer:
-            self.backend.update(update)
-            with self._cache_lock:
-                for node in nodes:
-                    cached = self._cache.get(node.iri)
-                    if isinstance(cached, BoardNode) and cached.generation == node.generation:
-                        self._cache[node.iri] = BoardNode(
-                            cached.iri,
-                            cached.content,
-                            cached.graph,
-                            cached.generation,
-                            cached.tags,
-                            dirty=False,
-                        )
+            current = self._current([n.iri for n in nodes])
+            clean = []
+            for node in nodes:
+                now = current.get(node.iri)
+                if isinstance(now, BoardNode) and now.generation == node.generation and now.dirty:
+                    clean.append(replace(now, dirty=False))
+            if not clean:
+                return
+            marks = [ox.Quad(ox.NamedNode(n.iri), _DIRTY, _TRUE, _META) for n in clean]
+            self.backend.update(f"DELETE DATA {{ {quads_text(marks)} }}")
+            self._remember(clean)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -298,8 +319,7 @@ class NodeStore:
             if cached is not None:
                 self._cache.move_to_end(iri)
                 return cached if isinstance(cached, BoardNode) else None
-        found = self.get_many([check_iri(iri, "IRI")])
-        return found.get(iri)
+        return self.get_many([check_iri(iri, "IRI")]).get(iri)
 
     def get_many(self, iris: Sequence[str]) -> dict[str, BoardNode]:
         """Return the existing nodes among ``iris``, by IRI."""
@@ -307,37 +327,39 @@ class NodeStore:
 
     def iris_in(self, graphs: Sequence[str]) -> list[str]:
         """Return the IRIs of the nodes kept in ``graphs``, sorted."""
-        if not graphs:
-            return []
-        result = self.backend.query(
-            f"SELECT ?s WHERE {{ VALUES ?g {{ {_values(graphs)} }} GRAPH {_META}"
-            f" {{ ?s {_P_GRAPH} ?g ; {_P_JSON} ?j }} }}",
-            dataset=Dataset((), (META_GRAPH,)),
-        )
-        return sorted(term_value(row["s"]) for row in result.rows)
+        found: set[str] = set()
+        for graph in graphs:
+            result = self.backend.query(
+                f"SELECT ?s WHERE {{ GRAPH {_META} {{ ?s {_GRAPH} {ox.NamedNode(graph)} }} }}",
+                dataset=Dataset((), (META_GRAPH,)),
+            )
+            found.update(term_value(row["s"]) for row in result.rows)
+        return sorted(found)
 
     def iris_of_type(self, type_iri: str, graphs: Sequence[str]) -> list[str]:
         """Return the IRIs of nodes typed ``type_iri`` in ``graphs``, sorted."""
         if not graphs:
             return []
+        kind = ox.NamedNode(check_iri(type_iri, "type"))
         result = self.backend.query(
-            "SELECT DISTINCT ?s ?type WHERE { GRAPH ?g { ?s a ?type } }",
+            f"SELECT DISTINCT ?s WHERE {{ GRAPH ?g {{ ?s a {kind} }} }}",
             dataset=Dataset((), tuple(graphs)),
-            bindings={"type": ox.NamedNode(check_iri(type_iri, "type"))},
         )
         return sorted(term_value(row["s"]) for row in result.rows)
 
     def dirty(self, graphs: Sequence[str] | None = None) -> list[BoardNode]:
         """Return the nodes changed since their last flush (in ``graphs`` when given)."""
-        scope = "" if graphs is None else f"VALUES ?g {{ {_values(graphs)} }}"
-        if graphs is not None and not graphs:
-            return []
         result = self.backend.query(
-            f"SELECT ?s WHERE {{ {scope} GRAPH {_META} {{ ?s {_P_DIRTY} ?d ; {_P_GRAPH} ?g }} }}",
+            f"SELECT ?s WHERE {{ GRAPH {_META} {{ ?s {_DIRTY} ?d }} }}",
             dataset=Dataset((), (META_GRAPH,)),
         )
         iris = sorted(term_value(row["s"]) for row in result.rows)
-        return [n for n in self._load(iris).values() if isinstance(n, BoardNode) and n.dirty]
+        wanted = None if graphs is None else set(graphs)
+        return [
+            node
+            for node in self.get_many(iris).values()
+            if node.dirty and (wanted is None or node.graph in wanted)
+        ]
 
     def query(self, text: str, **options: Any) -> QueryResult:
         """Run a query on the backend (see ``GraphBackend.query``)."""
@@ -355,8 +377,8 @@ class NodeStore:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _current(self, iris: Sequence[str]) -> dict[str, BoardNode | _Tombstone]:
-        found: dict[str, BoardNode | _Tombstone] = {}
+    def _current(self, iris: Sequence[str]) -> dict[str, _Known]:
+        found: dict[str, _Known] = {}
         missing = []
         with self._cache_lock:
             for iri in iris:
@@ -369,37 +391,32 @@ class NodeStore:
         if missing:
             loaded = self._load(list(dict.fromkeys(missing)))
             found.update(loaded)
-            self._remember(loaded.values())
+            self._remember(loaded.values(), loaded)
         return found
 
-    def _load(self, iris: Sequence[str]) -> dict[str, BoardNode | _Tombstone]:
+    def _load(self, iris: Sequence[str]) -> dict[str, _Known]:
         """Read the bookkeeping of ``iris`` from the store."""
-        if not iris:
-            return {}
-        result = self.backend.query(
-            "SELECT ?s ?json ?generation ?graph ?tags ?dirty"
-            f" WHERE {{ VALUES ?s {{ {_values(iris)} }}"
-            f" GRAPH {_META} {{ ?s {_P_GENERATION} ?generation ; {_P_GRAPH} ?graph ."
-            f" OPTIONAL {{ ?s {_P_JSON} ?json }} OPTIONAL {{ ?s {_P_TAGS} ?tags }}"
-            f" OPTIONAL {{ ?s {_P_DIRTY} ?dirty }} }} }}",
-            dataset=Dataset((), (META_GRAPH,)),
-        )
-        found: dict[str, BoardNode | _Tombstone] = {}
-        for row in result.rows:
-            found[term_value(row["s"])] = _from_row(row)
-        return found
+        facts: dict[str, dict[str, Term]] = {}
+        for quad in self.backend.triples_of(iris, META_GRAPH):
+            facts.setdefault(term_value(quad.subject), {})[quad.predicate.value] = quad.object
+        return {iri: _from_facts(iri, found) for iri, found in facts.items()}
 
-    def _remember(self, nodes: Iterable[BoardNode | _Tombstone]) -> None:
+    def _remember(
+        self, nodes: Iterable[_Known], by_iri: Mapping[str, _Known] | None = None
+    ) -> None:
         with self._cache_lock:
-            for node in nodes:
-                if isinstance(node, BoardNode):
-                    self._cache[node.iri] = node
-                    self._cache.move_to_end(node.iri)
+            if by_iri is not None:
+                self._cache.update(by_iri)
+            else:
+                for node in nodes:
+                    if isinstance(node, BoardNode):
+                        self._cache[node.iri] = node
+                        self._cache.move_to_end(node.iri)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
 
     def _publish_writes(
-        self, nodes: list[BoardNode], old: Mapping[str, Any], source: str | None
+        self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
     ) -> None:
         for node in nodes:
             existed = isinstance(old.get(node.iri), BoardNode)
@@ -415,81 +432,40 @@ class NodeStore:
             )
 
 
-def _from_row(row: Mapping[str, Term]) -> BoardNode | _Tombstone:
-    generation = int(term_value(row["generation"]))
-    if "json" not in row:
-        return _Tombstone(generation)
-    tags = tuple(json.loads(term_value(row["tags"]))) if "tags" in row else ()
+def _from_facts(iri: str, facts: Mapping[str, Term]) -> _Known:
+    record = json.loads(term_value(facts[meta("record")]))
+    if record.get("deleted") or meta("graph") not in facts:
+        return _Tombstone(int(record["generation"]))
     return BoardNode(
-        term_value(row["s"]),
-        term_value(row["json"]),
-        term_value(row["graph"]),
-        generation,
-        tags,
-        dirty="dirty" in row,
+        iri,
+        record["content"],
+        term_value(facts[meta("graph")]),
+        int(record["generation"]),
+        tuple(record["tags"]),
+        dirty=meta("dirty") in facts,
     )
 
 
-def _write_update(
-    requests: Mapping[str, NodeWrite],
-    written: Mapping[str, BoardNode],
-    old: Mapping[str, BoardNode | _Tombstone],
-) -> str:
-    """One update: the old triples and bookkeeping out, the new ones in."""
+def _removal(old: Mapping[str, _Known]) -> str:
+    """The update operations that take the old nodes' triples and bookkeeping out.
+
+    Each node's triples are removed by subject in its graph (whatever drifted in is removed
+    too), its skolemised blank nodes by their exact quads, its bookkeeping by subject.
+    """
     parts = []
-    replaced = {iri: node for iri, node in old.items() if isinstance(node, BoardNode)}
-    if replaced:
-        parts.append(_delete_update(replaced, keep_generation=False))
-    tombstones = [iri for iri in old if iri not in replaced]
-    if tombstones:  # their bookkeeping goes; the generation comes back, one higher, below
-        parts.append(_delete_meta(tombstones))
-    data = []
-    for iri, request in requests.items():
-        node = written[iri]
-        if request.quads:
-            data.append(f"GRAPH {ox.NamedNode(request.graph)} {{ {request.quads} }}")
-        bookkeeping = [
-            f"{_P_JSON} {_literal(node.content)}",
-            f"{_P_GENERATION} {_integer(node.generation)}",
-            f"{_P_GRAPH} {ox.NamedNode(node.graph)}",
-            f"{_P_TAGS} {_literal(json.dumps(list(node.tags)))}",
-        ]
-        if node.dirty:
-            bookkeeping.append(f"{_P_DIRTY} {_TRUE}")
-        data.append(f"GRAPH {_META} {{ {ox.NamedNode(iri)} {' ; '.join(bookkeeping)} . }}")
-    parts.append(f"INSERT DATA {{ {' '.join(data)} }}")
-    return " ;\n".join(parts)
-
-
-def _delete_meta(nodes: Iterable[str]) -> str:
-    return (
-        f"DELETE {{ GRAPH {_META} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?s {{ {_values(nodes)} }}"
-        f" GRAPH {_META} {{ ?s ?p ?o }} }}"
-    )
-
-
-def _delete_update(nodes: Mapping[str, BoardNode], *, keep_generation: bool = True) -> str:
-    """Remove the nodes' triples (skolemised ones included) and their bookkeeping."""
-    rows = " ".join(f"({ox.NamedNode(n.iri)} {ox.NamedNode(n.graph)})" for n in nodes.values())
-    parts = [
-        f"DELETE {{ GRAPH ?g {{ ?s ?p ?o }} }} WHERE {{ VALUES (?s ?g) {{ {rows} }}"
-        f" GRAPH ?g {{ ?s ?p ?o }} }}"
-    ]
-    skolems = []
-    for node in nodes.values():
-        lines = [
-            line for line in _quads(node.node).splitlines() if line.startswith("<" + SKOLEM_PREFIX)
-        ]
-        if lines:
-            skolems.append(f"GRAPH {ox.NamedNode(node.graph)} {{ {' '.join(lines)} }}")
+    skolems: list[ox.Quad] = []
+    for iri, known in old.items():
+        subject = ox.NamedNode(iri)
+        if isinstance(known, BoardNode):
+            parts.append(
+                f"DELETE WHERE {{ GRAPH {ox.NamedNode(known.graph)} {{ {subject} ?p ?o }} }}"
+            )
+            skolems += [
+                q
+                for q in rdf_of(known.node, known.graph)
+                if term_value(q.subject).startswith(SKOLEM_PREFIX)
+            ]
+        parts.append(f"DELETE WHERE {{ GRAPH {_META} {{ {subject} ?p ?o }} }}")
     if skolems:
-        parts.append(f"DELETE DATA {{ {' '.join(skolems)} }}")
-    parts.append(_delete_meta(nodes))
-    if keep_generation:
-        tombstones = " ".join(
-            f"{ox.NamedNode(n.iri)} {_P_GENERATION} {_integer(n.generation)} ;"
-            f" {_P_GRAPH} {ox.NamedNode(n.graph)} ."
-            for n in nodes.values()
-        )
-        parts.append(f"INSERT DATA {{ GRAPH {_META} {{ {tombstones} }} }}")
+        parts.append(f"DELETE DATA {{ {quads_text(skolems)} }}")
     return " ;\n".join(parts)

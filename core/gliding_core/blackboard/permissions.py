@@ -2,7 +2,10 @@
 
 The default matrix is the reference implementation's (seed 000, section 四), with its two
 levels split into the four operations: a role that could write an area may create, read,
-update and delete there; a role that could read it may read::
+update and delete there; a role that could read it may read. The reference wrote coordination
+state as the system, outside the matrix; here agents reach it through their handles, so every
+role also reads the task and agent areas, changes its task's status (update on ``tasks``),
+and publishes and reads coordination messages; the planner also registers subtasks::
 
     role   area        operations
     plan   plan        create read update delete
@@ -13,6 +16,9 @@ update and delete there; a role that could read it may read::
     check  execution   read
     act    decision    create read update delete
     act    review      read
+    all    tasks       read update (plan: create too)
+    all    agents      read
+    all    messages    create read
 
 Invariants:
 - What the matrix does not grant is refused: an unknown role, area or operation has no rights.
@@ -56,11 +62,23 @@ class Operation(str, Enum):
 _ALL = frozenset(Operation)
 _READ = frozenset({Operation.READ})
 
+_C, _R, _U = Operation.CREATE, Operation.READ, Operation.UPDATE
+_COORDINATION = {
+    "tasks": frozenset({_R, _U}),
+    "agents": _READ,
+    "messages": frozenset({_C, _R}),
+}
+
 DEFAULT_MATRIX: Mapping[str, Mapping[str, frozenset[Operation]]] = {
-    "plan": {"plan": _ALL, "knowledge": _READ},
-    "do": {"execution": _ALL, "knowledge": _READ},
-    "check": {"review": _ALL, "execution": _READ},
-    "act": {"decision": _ALL, "review": _READ},
+    "plan": {
+        "plan": _ALL,
+        "knowledge": _READ,
+        **_COORDINATION,
+        "tasks": frozenset({_C, _R, _U}),
+    },
+    "do": {"execution": _ALL, "knowledge": _READ, **_COORDINATION},
+    "check": {"review": _ALL, "execution": _READ, **_COORDINATION},
+    "act": {"decision": _ALL, "review": _READ, **_COORDINATION},
 }
 
 # Other names of the four roles (the reference's abbreviations and aliases).
@@ -122,11 +140,12 @@ class PermissionMatrix:
     def allows(self, role: str, area: str, operation: Operation | str) -> bool:
         """Return whether ``role`` may perform ``operation`` on nodes of ``area``."""
         key = ROLE_ALIASES.get(role, role)
-        return Operation.parse(operation) in self._rules.get(key, {}).get(area, frozenset())
+        op = operation if isinstance(operation, Operation) else Operation.parse(operation)
+        return op in self._rules.get(key, {}).get(area, frozenset())
 
     def check(self, role: str, area: str, operation: Operation | str, *, graph: str) -> None:
         """Raise ``PermissionDeniedError`` unless ``role`` may do ``operation`` in ``area``."""
-        op = Operation.parse(operation)
+        op = operation if isinstance(operation, Operation) else Operation.parse(operation)
         if not self.allows(role, area, op):
             raise PermissionDeniedError(
                 f"role {role!r} may not {op.value} in the {area!r} area (graph {graph})",

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote
@@ -37,6 +38,9 @@ PREFIXES: dict[str, str] = {
     "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
     "xsd": XSD,
 }
+
+# The prologue of every query the project ships (and the one to give your own queries).
+PROLOGUE = "".join(f"PREFIX {name}: <{iri}>\n" for name, iri in PREFIXES.items())
 
 AREAS = (
     "plan",
@@ -78,6 +82,14 @@ def area_graph(task_iri: str, area: str) -> str:
     Raises:
         InvalidInputError: ``task_iri`` is not an IRI or ``area`` is not one of ``AREAS``.
     """
+    if not isinstance(task_iri, str) or not isinstance(area, str):
+        validate_iri(task_iri, what="task IRI")
+        check_area(area)
+    return _area_graph(task_iri, area)
+
+
+@functools.lru_cache(maxsize=4096)  # every checked operation names its graph
+def _area_graph(task_iri: str, area: str) -> str:
     validate_iri(task_iri, what="task IRI")
     return f"{_GRAPH_PREFIX}{check_area(area)}:{quote(task_iri, safe='')}"
 
@@ -86,6 +98,11 @@ def graph_area(graph: str) -> tuple[str, str] | None:
     """Return the ``(task IRI, area)`` a named graph belongs to, or ``None`` for other graphs."""
     if not isinstance(graph, str) or not graph.startswith(_GRAPH_PREFIX):
         return None
+    return _graph_area(graph)
+
+
+@functools.lru_cache(maxsize=4096)
+def _graph_area(graph: str) -> tuple[str, str] | None:
     area, sep, encoded = graph[len(_GRAPH_PREFIX) :].partition(":")
     if not sep or area not in AREAS or not encoded:
         return None

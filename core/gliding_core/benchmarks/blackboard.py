@@ -1,0 +1,285 @@
+"""Benchmark of the L2 blackboard: node writes and reads, CONSTRUCT latency, leases, flush.
+
+Three backends: embedded pyoxigraph in memory, on disk, and ``oxigraph serve`` on a loopback
+port (started here, in a temporary directory). For each, 1, 4 and 16 agent threads write nodes
+one per call through their agent handles (permissions checked), read them back from the cache
+and, after emptying it, from the store; then 10,000 linked nodes are loaded and 1-hop and
+2-hop CONSTRUCTs from random nodes are timed (p50/p95). Leases and the flush to L0 are timed
+once. Synthetic, deterministic data (seeded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyoxigraph as ox
+
+from gliding_core.benchmarks.leases import lease_benchmark
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
+from gliding_core.blackboard.vocabulary import PROLOGUE
+from gliding_core.config import BlackboardConfig
+from gliding_core.errors import ConfigError, StorageError
+from gliding_core.store import L0Store
+
+TASK = "urn:bench:task"
+AGENTS = (1, 4, 16)
+BACKENDS = ("memory", "disk", "server")
+_CONFIG = BlackboardConfig(flush_interval_s=0.0)
+ONE_HOP = PROLOGUE + (
+    "CONSTRUCT { ?start gh:link ?next . ?next gh:summary ?summary }"
+    " WHERE { ?start gh:link ?next . ?next gh:summary ?summary }"
+)
+TWO_HOP = PROLOGUE + (
+    "CONSTRUCT { ?start gh:link ?a . ?a gh:link ?b . ?b gh:summary ?summary }"
+    " WHERE { ?start gh:link ?a . ?a gh:link ?b . ?b gh:summary ?summary }"
+)
+
+
+def oxigraph_binary() -> str:
+    """Return the path of the ``oxigraph`` server binary (beside Python, or on the PATH).
+
+    Raises:
+        ConfigError: it is not installed.
+    """
+    beside = Path(sys.executable).with_name("oxigraph")
+    found = str(beside) if beside.is_file() else shutil.which("oxigraph")
+    if found is None:
+        raise ConfigError("the `oxigraph` server is not installed (pip install oxigraph)")
+    return found
+
+
+def free_port() -> int:
+    """Return a TCP port that is free on the loopback interface now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def oxigraph_server(directory: Path, *, wait_s: float = 30.0) -> Iterator[str]:
+    """Run ``oxigraph serve`` on a free loopback port with its data in ``directory``; its URL.
+
+    The server is stopped when the block ends.
+
+    Raises:
+        StorageError: the server exited or did not answer within ``wait_s``.
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [oxigraph_binary(), "serve", "-l", str(directory), "-b", f"127.0.0.1:{port}"]
+    with (directory.parent / f"{directory.name}.log").open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_until_answering(url, process, wait_s)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_until_answering(url: str, process: subprocess.Popen[bytes], wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise StorageError(f"oxigraph serve exited with {process.returncode}")
+        with contextlib.suppress(httpx.TransportError):
+            answer = httpx.post(
+                f"{url}/query",
+                content=b"ASK {}",
+                headers={"content-type": "application/sparql-query"},
+                timeout=1.0,
+            )
+            if answer.status_code == 200:
+                return
+        time.sleep(0.05)
+    raise StorageError(f"oxigraph serve did not answer at {url} within {wait_s} s")
+
+
+def _node(i: int, total: int) -> dict[str, Any]:
+    return {
+        "@id": f"urn:bench:n{i}",
+        "@type": "Step",
+        "summary": f"step {i} of the benchmark task",
+        "status": "done" if i % 3 else "running",
+        "link": [
+            {"@id": f"urn:bench:n{(i * 7 + 1) % total}"},
+            {"@id": f"urn:bench:n{(i * 13 + 5) % total}"},
+        ],
+    }
+
+
+def _in_threads(count: int, work: Callable[[int], None]) -> float:
+    """Run ``work(thread_index)`` on ``count`` threads at once; return the seconds taken."""
+    start = threading.Barrier(count + 1)
+
+    def run(index: int) -> None:
+        start.wait()
+        work(index)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    began = time.perf_counter()
+    start.wait()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - began
+
+
+def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, float]:
+    per_agent = max(1, nodes // agents)
+    handles = [board.agent(f"agent-{a}", role="do", task=TASK) for a in range(agents)]
+    iris = [[f"urn:bench:a{a}:{i}" for i in range(per_agent)] for a in range(agents)]
+
+    def write(a: int) -> None:
+        for i, iri in enumerate(iris[a]):
+            handles[a].write([{"@id": iri, "@type": "Step", "summary": f"s{i}"}], area="execution")
+
+    def read(a: int) -> None:
+        for iri in iris[a]:
+            handles[a].read(iri)
+
+    def reread(a: int) -> None:
+        for _ in range(rounds):
+            read(a)
+
+    rounds = 10
+    total = per_agent * agents
+    written = _in_threads(agents, write)
+    hits = _in_threads(agents, reread)
+    board.nodes.forget_cache()
+    misses = _in_threads(agents, read)
+    return {
+        "writes_per_s": round(total / written),
+        "reads_per_s": round(total * rounds / hits),
+        "reads_miss_per_s": round(total / misses),
+    }
+
+
+def _percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def _construct_figures(board: Blackboard, nodes: int, queries: int, seed: int) -> dict[str, float]:
+    for start in range(0, nodes, 1_000):
+        batch = [_node(i, nodes) for i in range(start, min(nodes, start + 1_000))]
+        board.write(batch, task=TASK, area="execution")
+    doer = board.agent("reader", role="do", task=TASK)
+    rng = random.Random(seed)
+    figures: dict[str, float] = {}
+    for name, text in (("1hop", ONE_HOP), ("2hop", TWO_HOP)):
+        latencies = []
+        for _ in range(queries):
+            origin = ox.NamedNode(f"urn:bench:n{rng.randrange(nodes)}")
+            began = time.perf_counter()
+            result = doer.query(text, bindings={"start": origin})
+            latencies.append((time.perf_counter() - began) * 1000)
+            if not result.triples:
+                raise StorageError(f"the {name} CONSTRUCT found nothing from {origin}")
+        figures[f"construct_{name}_p50_ms"] = round(statistics.median(latencies), 3)
+        figures[f"construct_{name}_p95_ms"] = round(_percentile(latencies, 0.95), 3)
+    return figures
+
+
+def _backend(kind: str, directory: Path, server: str | None) -> GraphBackend:
+    if kind == "memory":
+        return EmbeddedGraph()
+    if kind == "disk":
+        return EmbeddedGraph(tempfile.mkdtemp(dir=directory))
+    if server is None:
+        raise ConfigError("no SPARQL server for the server backend")
+    endpoint = SparqlEndpoint(server)
+    endpoint.update("CLEAR ALL")
+    return endpoint
+
+
+def _backend_figures(
+    kind: str,
+    directory: Path,
+    server: str | None,
+    *,
+    nodes: int,
+    construct_nodes: int,
+    queries: int,
+    seed: int,
+) -> dict[str, Any]:
+    agents: dict[str, dict[str, float]] = {}
+    for count in AGENTS:
+        with Blackboard(_backend(kind, directory, server), config=_CONFIG) as board:
+            agents[str(count)] = _agent_figures(board, count, nodes)
+    with Blackboard(_backend(kind, directory, server), config=_CONFIG) as board:
+        constructs = _construct_figures(board, construct_nodes, queries, seed)
+    return {"agents": agents, **constructs}
+
+
+def _flush_per_s(directory: Path, nodes: int) -> float:
+    with L0Store(directory / "flush.sqlite3") as store:
+        board = Blackboard(EmbeddedGraph(), store=store, config=_CONFIG)
+        for start in range(0, nodes, 1_000):
+            batch = [_node(i, nodes) for i in range(start, min(nodes, start + 1_000))]
+            board.write(batch, task=TASK, area="execution")
+        began = time.perf_counter()
+        flushed = board.flush()
+        elapsed = time.perf_counter() - began
+        board.close()
+    return round(flushed / elapsed)
+
+
+def _lease_figures(directory: Path, seconds: float) -> dict[str, float]:
+    figures: dict[str, float] = lease_benchmark(directory, processes=4, seconds=seconds)
+    return figures
+
+
+def run(
+    *,
+    nodes: int = 2_000,
+    construct_nodes: int = 10_000,
+    queries: int = 200,
+    backends: Sequence[str] = BACKENDS,
+    lease_seconds: float = 2.0,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Run the benchmark and return the figures (the shape ``bench blackboard --json`` writes)."""
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise ConfigError(f"unknown blackboard backends {unknown}; known: {list(BACKENDS)}")
+    with tempfile.TemporaryDirectory(prefix="gliding-bench-") as temporary:
+        directory = Path(temporary)
+        with contextlib.ExitStack() as stack:
+            server = None
+            if "server" in backends:
+                server = stack.enter_context(oxigraph_server(directory / "server"))
+            figures: dict[str, Any] = {"backends": {}}
+            for kind in backends:
+                figures["backends"][kind] = _backend_figures(
+                    kind,
+                    directory,
+                    server,
+                    nodes=nodes,
+                    construct_nodes=construct_nodes,
+                    queries=queries,
+                    seed=seed,
+                )
+        figures["leases"] = _lease_figures(directory, lease_seconds)
+        figures["flush_per_s"] = _flush_per_s(directory, construct_nodes)
+    return figures

@@ -1,0 +1,191 @@
+"""The blackboard part of ``gliding-horse demo``: one plan/do/check/act round on one task.
+
+Four agents register on the L2 blackboard, take leases, write to their areas, are refused
+where the permission matrix forbids, exchange a message, and the finished task is flushed to
+L0. Writes to the stream it is given; works on the memory it is given.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from gliding_core.blackboard.board import AgentHandle
+from gliding_core.blackboard.vocabulary import PROLOGUE, area_graph
+from gliding_core.errors import GlidingError
+from gliding_core.memory import Memory
+from gliding_core.table import render
+
+TASK = "urn:demo:task/refund-endpoint"
+PLAN = "urn:demo:bb/plan"
+CODE = "urn:demo:bb/code"
+REVIEW = "urn:demo:bb/review"
+DECISION = "urn:demo:bb/decision"
+
+
+def run(out: TextIO, memory: Memory) -> None:
+    """Run the round on ``memory``'s blackboard and write what happens."""
+    board = memory.blackboard
+    if board.coordination is None:
+        raise AssertionError("the demo needs the blackboard's coordination layer")
+    board.coordination.tasks.register(TASK)
+    team = {
+        role: memory.agent(name, role=role, task=TASK)
+        for name, role in [
+            ("planner", "plan"),
+            ("coder", "do"),
+            ("reviewer", "check"),
+            ("lead", "act"),
+        ]
+    }
+    refusals: list[tuple[str, str, str]] = []
+    team["plan"].start_task()
+    _plan(team["plan"])
+    _do(team["do"], refusals)
+    _check(team["check"], refusals)
+    _act(team["act"], refusals)
+    _say(out, "L2: four agents on one task (plan, do, check, act)", _agents_table(memory))
+    _say(
+        out,
+        "Refused by the permission matrix (nothing was written or read)",
+        render(["agent", "tried", "refusal"], refusals),
+    )
+    messages = team["do"].messages()
+    _say(
+        out,
+        "Coordination messages of the task (durable, in order)",
+        render(
+            ["seq", "topic", "from", "payload"],
+            [(m.sequence, m.topic, m.sender or "-", str(dict(m.payload))) for m in messages],
+        ),
+    )
+    seen = team["check"].query(PROLOGUE + "SELECT DISTINCT ?s WHERE { ?s ?p ?o } ORDER BY ?s")
+    _say(
+        out,
+        "The reviewer's SPARQL sees only the graphs its role may read",
+        "\n".join(row["s"] for row in seen.values()),
+    )
+    through = memory.store.get(DECISION)
+    before = [iri for iri in (PLAN, CODE, REVIEW) if memory.store.get(iri) is not None]
+    team["act"].complete_task()
+    after = [iri for iri in (PLAN, CODE, REVIEW, DECISION) if memory.store.get(iri) is not None]
+    _say(
+        out,
+        "Write-back to L0",
+        "the decision (tag confirmed_fact) was in L0 before the task ended:"
+        f" {through is not None}\nother nodes in L0 before completion: {len(before)};"
+        f" after: {len(after)} of 4",
+    )
+
+
+def _plan(planner: AgentHandle) -> None:
+    with planner.hold(PLAN) as lease:
+        planner.write(
+            [
+                {
+                    "@id": PLAN,
+                    "@type": "Plan",
+                    "summary": "POST /refunds, idempotent, audited",
+                    "steps": ["validate the payment", "call the vault", "write the audit row"],
+                }
+            ],
+            area="plan",
+            lease_token=lease.token,
+        )
+    planner.publish("plan-ready", {"plan": PLAN, "steps": 3})
+
+
+def _do(coder: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
+    coder.set_status("Working", operation="coding the refund endpoint")
+    _try(refusals, "coder", "read the plan area", lambda: coder.read(PLAN))
+    ready = coder.messages(topic="plan-ready")[-1]
+    with coder.hold(CODE) as lease:
+        coder.write(
+            [
+                {
+                    "@id": CODE,
+                    "@type": "Result",
+                    "summary": "refund endpoint with tests",
+                    "implements": {"@id": str(ready.payload["plan"])},
+                }
+            ],
+            area="execution",
+            lease_token=lease.token,
+        )
+    _try(
+        refusals,
+        "coder",
+        "write a review",
+        lambda: coder.write([{"@id": REVIEW, "verdict": "great"}], area="review"),
+    )
+    coder.publish("code-ready", {"result": CODE})
+
+
+def _check(reviewer: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
+    code = reviewer.read(CODE)
+    reviewer.write(
+        [
+            {
+                "@id": REVIEW,
+                "@type": "Review",
+                "verdict": "approve",
+                "about": {"@id": CODE},
+                "note": f"checked generation {code.generation if code else 0}",
+            }
+        ],
+        area="review",
+    )
+    _try(
+        refusals,
+        "reviewer",
+        "update the code",
+        lambda: reviewer.write([{"@id": CODE, "summary": "rewritten"}], area="execution"),
+    )
+
+
+def _act(lead: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
+    review = lead.read(REVIEW)
+    lead.write(
+        [
+            {
+                "@id": DECISION,
+                "@type": "Decision",
+                "summary": "ship the refund endpoint",
+                "basedOn": {"@id": REVIEW},
+                "verdict": review.node["verdict"] if review else "-",
+            }
+        ],
+        area="decision",
+        tags=["confirmed_fact"],
+    )
+    _try(refusals, "lead", "run SPARQL UPDATE", lambda: lead.query("CLEAR ALL"))
+
+
+def _try(refusals: list[tuple[str, str, str]], agent: str, what: str, action: object) -> None:
+    try:
+        action()  # type: ignore[operator]
+    except GlidingError as error:
+        refusals.append((agent, what, f"{type(error).__name__}: {error}"[:90]))
+    else:
+        raise AssertionError(f"{agent} was allowed to {what}")
+
+
+def _agents_table(memory: Memory) -> str:
+    board = memory.blackboard
+    rows = []
+    for node in board.by_type("Agent", task=TASK):
+        agent = node.node
+        rows.append((agent["name"], agent["role"], agent["status"], agent.get("operation", "-")))
+    written = [
+        (n.iri.removeprefix("urn:demo:bb/"), n.graph.rsplit(":", 2)[-2], n.generation)
+        for n in board.by_task(TASK, ["plan", "execution", "review", "decision"])
+    ]
+    return (
+        render(["agent", "role", "status", "operation"], rows)
+        + "\n\n"
+        + render(["node", "area", "generation"], written)
+        + f"\n(areas are named graphs, e.g. {area_graph(TASK, 'plan')})"
+    )
+
+
+def _say(out: TextIO, title: str, body: str) -> None:
+    out.write(f"\n== {title}\n{body}\n")

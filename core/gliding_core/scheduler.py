@@ -8,8 +8,8 @@ of the task, its entries in L0 (written back under the task's graphs) or, given 
 L0 search finds for it. ``FrameSource`` is this read as a context source of the model view.
 
 ``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
-nodes (and its subtasks') are released from the blackboard, its views are invalidated, and
-``TASK_COMPLETED`` is published.
+nodes (and its subtasks', from the coordination layer's task registry when there is one) are
+released from the blackboard, its views are invalidated, and ``TASK_COMPLETED`` is published.
 
 Invariants:
 - Each level is read only when the one above it has nothing to show; every answer is within
@@ -179,9 +179,18 @@ class Scheduler:
         """Return the context source that shows ``role``'s view of ``task`` to a model."""
         return FrameSource(self, task, role, params=params)
 
-    def complete(self, task: str, *, subtasks: Sequence[str] = ()) -> Completion:
-        """Flush ``task`` (and ``subtasks``) to L0, release their nodes, publish the event."""
-        tasks = [check_iri(t, "task IRI") for t in (task, *subtasks)]
+    def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
+        """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.
+
+        Args:
+            task: the finished task.
+            subtasks: the tasks under it; by default its subtree in the blackboard's task
+                registry (none without a coordination layer, or for an unregistered task).
+        """
+        check_iri(task, "task IRI")
+        if subtasks is None:
+            subtasks = self._subtree(task)
+        tasks = list(dict.fromkeys(check_iri(t, "task IRI") for t in (task, *subtasks)))
         flushed = sum(self.board.flush(task=t) for t in tasks)
         released = invalidated = 0
         for each in tasks:
@@ -200,6 +209,12 @@ class Scheduler:
                 source="scheduler",
             )
         return Completion(task, flushed, released, invalidated)
+
+    def _subtree(self, task: str) -> list[str]:
+        coordination = self.board.coordination
+        if coordination is None or task not in coordination.tasks:
+            return []
+        return coordination.tasks.subtree(task)[1:]
 
     def _release(self, task: str) -> int:
         if self.board.writeback is None:

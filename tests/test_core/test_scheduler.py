@@ -189,3 +189,18 @@ def test_a_user_frame_serves_a_role(memory: Memory) -> None:
     )
     scheduler = Scheduler(projector, roles={"do": "steps_only"})
     assert scheduler.read(TASK, "do", budget=400).iris == (f"{TASK}/s1",)
+
+
+def test_completion_finds_the_subtree_in_the_task_registry(
+    memory: Memory, scheduler: Scheduler
+) -> None:
+    coordination = memory.blackboard.coordination
+    assert coordination is not None
+    coordination.tasks.register(TASK)
+    coordination.tasks.register(SUB, parent=TASK)
+    write_plan(memory)
+    write_plan(memory, SUB)
+    completion = scheduler.complete(TASK)
+    assert memory.blackboard.by_task(SUB) == []
+    assert completion.released >= 4
+    assert memory.bus.recent(TASK_COMPLETED)[-1].payload["subtasks"] == [SUB]

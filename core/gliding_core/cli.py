@@ -432,6 +432,10 @@ def _bench_projection(args: argparse.Namespace, out: TextIO) -> int:
     out.write(render(headers, rows, title="L3 frame latency (ms) by nodes per task") + "\n\n")
     summary = [
         *((f"invalidation µs at {v} views", us) for v, us in figures["invalidation_us"].items()),
+        *(
+            (f"invalidation µs at {v} views, 3 hot tasks", us)
+            for v, us in figures["invalidation_hot_us"].items()
+        ),
         ("budget fit share", figures["budget_fit_share"]),
         ("tokens mean", figures["tokens_mean"]),
         ("raw tokens mean", figures["raw_tokens_mean"]),

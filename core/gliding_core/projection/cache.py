@@ -13,7 +13,8 @@ Invalidation (``listen`` subscribes it to the memory bus; any producer of these 
 
 Invariants:
 - Invalidating a node costs time in the number of views it is in, never in the number of views
-  cached: each index lookup is a dict lookup, and an invalid view leaves both indexes.
+  cached nor in their sizes: one dict lookup, then a flag per view (an index entry is checked
+  when used; a view leaves the indexes when it is replaced, evicted or dropped).
 - A view never serves a node older than the latest committed write: a result computed while a
   write it depends on was being announced is not cached (``put`` checks the invalidations
   since the query began, and refuses when it cannot see back that far).
@@ -50,9 +51,9 @@ def view_key(task: str, frame: str, params: Mapping[str, object]) -> ViewKey:
     return (task, frame, pairs)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class View:
-    """One materialised frame result."""
+    """One materialised frame result (hashed by identity: the indexes hold views)."""
 
     key: ViewKey
     nodes: tuple[dict[str, Any], ...]
@@ -87,8 +88,9 @@ class ViewCache:
             raise InvalidInputError(f"max_views must be an int >= 1, got {preview(max_views)}")
         self.max_views = max_views
         self._views: OrderedDict[ViewKey, View] = OrderedDict()
-        self._by_node: dict[str, set[ViewKey]] = {}
-        self._by_graph: dict[str, set[ViewKey]] = {}
+        self._by_node: dict[str, set[View]] = {}
+        self._by_graph: dict[str, set[View]] = {}
+        self._by_task: dict[str, set[View]] = {}
         self._lock = threading.Lock()
         self._hits = self._misses = self._invalidations = self._sequence = 0
         self._recent: deque[tuple[int, str]] = deque(maxlen=_RECENT)
@@ -132,10 +134,7 @@ class ViewCache:
                 return view
             self._remove(key)
             self._views[key] = view
-            for iri in iris:
-                self._by_node.setdefault(iri, set()).add(key)
-            for graph in view.graphs:
-                self._by_graph.setdefault(graph, set()).add(key)
+            self._index(view)
             while len(self._views) > self.max_views:
                 self._remove(next(iter(self._views)))
         return view
@@ -145,63 +144,75 @@ class ViewCache:
             return False
         if not self._recent or self._recent[0][0] > since + 1:
             return True  # the record does not reach back to the query's start: be safe
-        names = view.iris | set(view.graphs)
+        names = view.iris | {*view.graphs, view.key[0]}
         return any(seq > since and name in names for seq, name in self._recent)
 
     def invalidate(self, iri: str) -> int:
         """Invalidate the views built from node ``iri``; return how many."""
         with self._lock:
-            return self._invalidate_keys(self._by_node.get(iri), iri)
+            return self._invalidate(self._by_node, iri)
 
     def invalidate_graph(self, graph: str) -> int:
         """Invalidate the views read from ``graph``; return how many."""
         with self._lock:
-            return self._invalidate_keys(self._by_graph.get(graph), graph)
+            return self._invalidate(self._by_graph, graph)
 
     def invalidate_task(self, task: str) -> int:
         """Invalidate every view of ``task``; return how many."""
         with self._lock:
-            keys = [k for k, v in self._views.items() if k[0] == task and v.valid]
-            return self._invalidate_keys(set(keys), task)
+            return self._invalidate(self._by_task, task)
 
     def holds(self, iri: str) -> bool:
         """Return whether a valid view was built from node ``iri``."""
         with self._lock:
-            return bool(self._by_node.get(iri))
+            return any(view.valid for view in self._by_node.get(iri, ()))
 
-    def _invalidate_keys(self, keys: set[ViewKey] | None, name: str) -> int:
+    def _invalidate(self, index: dict[str, set[View]], name: str) -> int:
+        """Invalidate the views ``index`` files under ``name``; return how many were valid.
+
+        Only the entry of ``name`` is removed: the view's other entries stay until the view
+        leaves the cache (visiting them would cost the view's size, not its count), and an
+        entry of an invalid view is simply skipped.
+        """
         self._sequence += 1
         self._recent.append((self._sequence, name))
-        if not keys:
+        views = index.pop(name, None)
+        if not views:
             return 0
         count = 0
-        for key in list(keys):
-            view = self._views.get(key)
-            if view is not None and view.valid:
+        for view in views:
+            if view.valid:
                 view.valid = False
-                view.fitted.clear()
-                self._unindex(view)
+                if view.fitted:
+                    view.fitted.clear()
                 count += 1
         self._invalidations += count
         return count
 
-    def _unindex(self, view: View) -> None:
+    def _index(self, view: View) -> None:
         for iri in view.iris:
-            keys = self._by_node.get(iri)
-            if keys is not None:
-                keys.discard(view.key)
-                if not keys:
-                    del self._by_node[iri]
+            self._by_node.setdefault(iri, set()).add(view)
         for graph in view.graphs:
-            keys = self._by_graph.get(graph)
-            if keys is not None:
-                keys.discard(view.key)
-                if not keys:
-                    del self._by_graph[graph]
+            self._by_graph.setdefault(graph, set()).add(view)
+        self._by_task.setdefault(view.key[0], set()).add(view)
+
+    def _unindex(self, view: View) -> None:
+        for index, names in (
+            (self._by_node, view.iris),
+            (self._by_graph, view.graphs),
+            (self._by_task, (view.key[0],)),
+        ):
+            for name in names:
+                views = index.get(name)
+                if views is not None:
+                    views.discard(view)
+                    if not views:
+                        del index[name]
 
     def _remove(self, key: ViewKey) -> None:
         view = self._views.pop(key, None)
-        if view is not None and view.valid:
+        if view is not None:
+            view.valid = False
             self._unindex(view)
 
     def drop_invalid(self) -> int:
@@ -209,7 +220,7 @@ class ViewCache:
         with self._lock:
             gone = [k for k, v in self._views.items() if not v.valid]
             for key in gone:
-                del self._views[key]
+                self._remove(key)
             return len(gone)
 
     def clear(self) -> None:
@@ -218,6 +229,7 @@ class ViewCache:
             self._views.clear()
             self._by_node.clear()
             self._by_graph.clear()
+            self._by_task.clear()
             self._sequence += 1
             self._recent.clear()  # a query running now cannot be cached: record lost
 
@@ -259,8 +271,6 @@ class ViewCache:
         if not isinstance(iri, str):
             return
         with self._lock:
-            held = bool(self._by_node.get(iri))
-            count = self._invalidate_keys(self._by_node.get(iri), iri)
+            held = self._invalidate(self._by_node, iri)  # the views holding it, now invalid
             if not held and event.type == EventType.NODE_UPDATED.value and isinstance(graph, str):
-                count += self._invalidate_keys(self._by_graph.get(graph), graph)
-        del count
+                self._invalidate(self._by_graph, graph)

@@ -248,3 +248,27 @@ def test_bindings_are_terms_not_text() -> None:
     bound = frame.bindings(TASK, {"agent": "agent-zq7"})
     assert bound == {"agent": ox.Literal("agent-zq7")}
     assert "zq7" not in frame.sparql
+
+
+def test_frames_project_the_same_over_a_sparql_endpoint(
+    oxigraph_server: str, counter: TokenCounter
+) -> None:
+    """The endpoint binds parameters with a trailing VALUES clause: the same answers."""
+    from gliding_core.blackboard.graph import SparqlEndpoint
+
+    endpoint = SparqlEndpoint(oxigraph_server)
+    endpoint.update("CLEAR ALL")
+    texts: dict[str, list[str]] = {}
+    for kind, backend in (("memory", EmbeddedGraph()), ("server", endpoint)):
+        with Blackboard(backend) as board:
+            mine = pdca_round(board, TASK, "login")
+            pdca_round(board, OTHER, "billing")
+            projector = Projector(board, counter)
+            texts[kind] = [projector.project(TASK, n, budget=4_000).text for n in EXPECTED]
+            texts[kind].append(
+                projector.project(TASK, "ca_review", params={"artifact": mine["art"]}).text
+            )
+            texts[kind].append(
+                projector.project(TASK, "error_analysis", params={"agent": "do-1"}).text
+            )
+    assert texts["server"] == texts["memory"]

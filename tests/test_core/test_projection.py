@@ -272,3 +272,10 @@ def test_frames_project_the_same_over_a_sparql_endpoint(
                 projector.project(TASK, "error_analysis", params={"agent": "do-1"}).text
             )
     assert texts["server"] == texts["memory"]
+
+
+def test_a_processor_error_is_a_gliding_error() -> None:
+    from gliding_core.projection.framing import compact
+
+    with pytest.raises(InvalidInputError, match="compacting a projection"):
+        compact([{"@id": "urn:ex:a", VOCAB + "p": [{"@list": [{"@list": "x"}]}]}])

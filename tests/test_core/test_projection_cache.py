@@ -113,6 +113,8 @@ def test_coherence_invalidations_plug_in(projector: Projector, bus: EventBus) ->
     projector.project(TASK, "da_input")
     bus.publish(EventType.CACHE_INVALIDATE, {"iris": ["urn:ex:unrelated", "urn:ex:s2"]})
     assert not projector.project(TASK, "da_input").cached
+    bus.publish("COPIES_INVALIDATED", {"iri": "urn:ex:s2", "generation": 3, "agents": ["b"]})
+    assert not projector.project(TASK, "da_input").cached
 
 
 def test_closing_stops_listening(projector: Projector, board: Blackboard) -> None:

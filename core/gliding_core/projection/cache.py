@@ -6,8 +6,8 @@ fitted from it. Two indexes point back at views: node IRI -> views built from th
 graph -> views read from that graph.
 
 Invalidation (``listen`` subscribes it to the memory bus; any producer of these events works):
-- ``NODE_UPDATED`` / ``NODE_DELETED`` / ``CACHE_INVALIDATE`` (the coherence layer's, with an
-  ``iri`` or a list of ``iris``): exactly the views built from that node.
+- ``NODE_UPDATED`` / ``NODE_DELETED`` / ``CACHE_INVALIDATE`` / ``COPIES_INVALIDATED`` (the
+  coherence layer's, with an ``iri`` or a list of ``iris``): exactly the views built from it.
 - ``NODE_CREATED``, and ``NODE_UPDATED`` of a node no view holds: the views read from its graph
   (a new or changed node may now match their frame).
 
@@ -37,11 +37,15 @@ from gliding_core.projection.budget import Projection
 
 ViewKey = tuple[str, str, tuple[tuple[str, str], ...]]
 _RECENT = 8_192
+# The coherence layer (issue 13) announces a write that invalidated agents' copies as
+# COPIES_INVALIDATED (with ``iri`` and ``generation``); by name, so no import of that layer.
+COPIES_INVALIDATED = "COPIES_INVALIDATED"
 INVALIDATING = (
-    EventType.NODE_CREATED,
-    EventType.NODE_UPDATED,
-    EventType.NODE_DELETED,
-    EventType.CACHE_INVALIDATE,
+    EventType.NODE_CREATED.value,
+    EventType.NODE_UPDATED.value,
+    EventType.NODE_DELETED.value,
+    EventType.CACHE_INVALIDATE.value,
+    COPIES_INVALIDATED,
 )
 
 
@@ -252,7 +256,7 @@ class ViewCache:
 
     def listen(self, bus: EventBus) -> Subscription:
         """Invalidate views on the bus's node and coherence events; return the subscription."""
-        return bus.subscribe(self.on_event, [t.value for t in INVALIDATING])
+        return bus.subscribe(self.on_event, INVALIDATING)
 
     def on_event(self, event: Event) -> None:
         """Apply one node or coherence event (see the module docstring)."""

@@ -199,6 +199,8 @@ def test_an_iri_parameter_must_be_an_iri(projector: Projector) -> None:
         projector.project("no task", "da_input")
     with pytest.raises(FrameNotFoundError, match="plan_detail"):
         projector.project(TASK, "plan_detail")
+    with pytest.raises(InvalidInputError, match="exclude"):
+        projector.project(TASK, "da_input", exclude="urn:ex:a")  # type: ignore[arg-type]
 
 
 def test_users_register_frames_the_same_way(

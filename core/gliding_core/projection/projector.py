@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from gliding_core.blackboard.board import Blackboard, task_graphs
 from gliding_core.blackboard.nodes import check_iri
 from gliding_core.bus import EventBus, Subscription
-from gliding_core.jsonld import canonical_json
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import canonical_json, preview
 from gliding_core.projection.budget import Projection, check_budget, fit
 from gliding_core.projection.cache import View, ViewCache, view_key
 from gliding_core.projection.frames import Frame, FrameSet
@@ -86,6 +87,7 @@ class Projector:
         limit = chosen.max_tokens if budget is None else check_budget(budget)
         given = dict(params or {})
         chosen.bindings(task, given)  # validates before the cache is consulted
+        exclude = _check_exclude(exclude)
         key = view_key(task, chosen.name, given)
         view = self.cache.get(key)
         cached = view is not None
@@ -116,6 +118,14 @@ class Projector:
         if self._subscription is not None:
             self._subscription.cancel()
             self._subscription = None
+
+
+def _check_exclude(exclude: object) -> frozenset[str]:
+    if isinstance(exclude, (str, bytes)) or not isinstance(exclude, (set, frozenset, list, tuple)):
+        raise InvalidInputError(f"exclude must be a set of IRIs, got {preview(exclude)}")
+    if not all(isinstance(iri, str) for iri in exclude):
+        raise InvalidInputError(f"exclude must hold IRI strings, got {preview(exclude)}")
+    return frozenset(exclude)
 
 
 def _as_cached(projection: Projection) -> Projection:

@@ -1,12 +1,13 @@
 """L0 -> L2: intent-driven prefetch: what an agent is about to need, paged into the blackboard.
 
 On an intent change (a new plan step, a new task for an agent, entities mentioned in the
-latest message) the prefetcher walks two hops breadth-first from the entities involved, over
-L0 edges (references between entries, both directions) and blackboard links (references in
-the nodes' JSON), and scores each entity reached ``0.5 ** hops``, summed over the starting
-entities (a start counts once per entity, at its first, shortest visit). The ``top_k`` best
-not already on the blackboard nor queued are paged in by a background worker: the L0 entry is
-written, clean, into the task's ``knowledge`` area, where the role frames see it.
+latest message; ``listen`` takes them from the memory bus) the prefetcher walks two hops
+breadth-first from the entities involved, over L0 edges (references between entries, both
+directions) and blackboard links (references in the nodes' JSON, both directions), and scores
+each entity reached ``0.5 ** hops``, summed over the starting entities (a start counts once
+per entity, at its first, shortest visit). The ``top_k`` best not already on the blackboard
+nor queued are paged in by a background worker: the L0 entry is written, clean, into the
+task's ``knowledge`` area, where the role frames see it.
 
 Invariants:
 - The queue is bounded (``queue_size``): a full queue drops the new request (counted) rather
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 import re
 import threading
@@ -34,7 +36,8 @@ import pyoxigraph as ox
 
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.nodes import check_iri
-from gliding_core.blackboard.vocabulary import area_graph
+from gliding_core.blackboard.vocabulary import area_graph, graph_area
+from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.errors import ClosedError, GlidingError, InvalidInputError
 from gliding_core.jsonld import node_references, preview
 from gliding_core.store import L0Store
@@ -201,6 +204,36 @@ class Prefetcher:
     def on_task(self, task: str) -> list[str]:
         """Queue what is related to a task an agent was just given."""
         return self.on_intent(task, [task])
+
+    def listen(self, bus: EventBus) -> list[Subscription]:
+        """Turn the bus's intent changes into prefetches; return the subscriptions.
+
+        A plan step created on the blackboard (its links: the entities of the step), an agent
+        registered on a task (``AGENT_REGISTERED``) and a coordination message of a task (the
+        IRIs it mentions) are intent changes.
+        """
+        return [
+            bus.subscribe(self._on_node, [EventType.NODE_CREATED.value]),
+            bus.subscribe(self._on_agent, [EventType.AGENT_REGISTERED.value]),
+            bus.subscribe(self._on_message, [EventType.COORDINATION_MESSAGE.value]),
+        ]
+
+    def _on_node(self, event: Event) -> None:
+        place = graph_area(str(event.payload.get("graph")))
+        iri = event.payload.get("iri")
+        if place is None or place[1] != "plan" or not isinstance(iri, str) or self._stopped:
+            return
+        if event.source == "prefetch":
+            return
+        self.on_intent(place[0], [iri])  # hop 1: what the step links to; hop 2: theirs
+
+    def _on_agent(self, event: Event) -> None:
+        if event.task_iri is not None and not self._stopped:
+            self.on_task(event.task_iri)
+
+    def _on_message(self, event: Event) -> None:
+        if event.task_iri is not None and not self._stopped:
+            self.on_message(event.task_iri, json.dumps(event.payload.get("payload", {})))
 
     # -- the queue and the worker ------------------------------------------------------------
 

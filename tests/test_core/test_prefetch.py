@@ -10,6 +10,7 @@ import pytest
 from gliding_core import ClosedError, InvalidInputError, L0Store, StorageError
 from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
 from gliding_core.blackboard.vocabulary import area_graph
+from gliding_core.bus import EventBus
 from gliding_core.prefetch import Prefetcher
 
 TASK = "urn:ex:task:pf"
@@ -181,3 +182,27 @@ def test_arguments_are_checked(world: tuple[Blackboard, L0Store]) -> None:
             prefetcher.related(["not an iri"])
         with pytest.raises(InvalidInputError, match="message"):
             prefetcher.on_message(TASK, 3)  # type: ignore[arg-type]
+
+
+def test_intents_come_from_the_bus(world: tuple[Blackboard, L0Store]) -> None:
+    _, store = world
+    bus = EventBus()
+    board = Blackboard(EmbeddedGraph(), bus=bus)
+    with Prefetcher(board, store, top_k=3) as prefetcher:
+        subscriptions = prefetcher.listen(bus)
+        board.write(
+            [{"@id": "urn:ex:step1", "@type": "PlanStep", "uses": {"@id": "urn:ex:c"}}],
+            task=TASK,
+            area="plan",
+        )
+        assert prefetcher.drain(timeout=30)
+        assert prefetcher.loaded[:1] == ["urn:ex:c"]  # the step's link, then its neighbours
+        assert set(prefetcher.loaded) <= {"urn:ex:c", "urn:ex:b", "urn:ex:d"}
+        bus.publish("COORDINATION_MESSAGE", {"payload": {"see": "urn:ex:e"}}, task_iri=TASK)
+        assert prefetcher.drain(timeout=30)
+        assert "urn:ex:a" in prefetcher.loaded
+        bus.publish("AGENT_REGISTERED", {"name": "do-1", "role": "do"}, task_iri="urn:ex:f")
+        assert prefetcher.drain(timeout=30)
+        for subscription in subscriptions:
+            subscription.cancel()
+    board.close()

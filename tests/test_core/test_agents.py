@@ -245,6 +245,41 @@ def test_a_sweep_marks_silent_agents_error_and_releases_their_leases(
     assert agents.sweep() == []  # an Error agent is not lost twice
 
 
+def test_a_sweep_deletes_expired_leases(
+    agents: AgentRegistry, leases: LeaseTable, bus: EventBus, clock: FakeClock
+) -> None:
+    leases.bus = bus
+    agents.register("a", role="do", task="urn:t:1", heartbeat_timeout_s=3_600)
+    leases.try_acquire("urn:n:forgotten", "a", "read", ttl_s=1)
+    clock.now += 2
+    assert agents.sweep() == []
+    assert [e.payload["resource"] for e in bus.recent(EventType.LEASE_EXPIRED)] == [
+        "urn:n:forgotten"
+    ]
+
+
+def test_an_agent_swept_by_another_process_learns_it_was_lost(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    path = tmp_path / "shared.sqlite3"
+    config = CoordinationConfig(heartbeat_timeout_s=30, sweep_interval_s=0)
+    with (
+        CoordinationDB(path, clock=clock, config=config) as here,
+        CoordinationDB(path, clock=clock, config=config) as there,
+    ):
+        mine, theirs = AgentRegistry(here, leases=LeaseTable(here)), AgentRegistry(there)
+        mine.register("a", role="do", task="urn:t:1")
+        clock.now += 20
+        mine.heartbeat("a")
+        clock.now += 20
+        assert theirs.sweep() == []  # the beat of the other process counts
+        clock.now += 20
+        assert [agent.name for agent in theirs.sweep()] == ["a"]
+        with pytest.raises(InvalidTransitionError, match="register it again"):
+            mine.heartbeat("a")
+        assert mine.register("a", role="do", task="urn:t:1").incarnation == 2
+
+
 def test_the_sweeper_thread_starts_with_the_first_agent_and_stops_with_close(
     tmp_path: Path, clock: FakeClock
 ) -> None:
@@ -348,3 +383,59 @@ def test_coordination_leaves_a_borrowed_database_open() -> None:
         assert not db.closed
         with pytest.raises(InvalidInputError, match="CoordinationDB"):
             Coordination("db")  # type: ignore[arg-type]
+
+
+class ProbingMirror(RecordingMirror):
+    """A mirror that checks, from another thread, that the database is not locked meanwhile.
+
+    The blackboard's writer takes its own lock and then the database's (for the fence), so a
+    registry that mirrored while holding the database's lock could deadlock with it.
+    """
+
+    def __init__(self, db: CoordinationDB) -> None:
+        super().__init__()
+        self.db, self.blocked = db, 0
+
+    def mirror(self, task_iri: str, area: str, nodes: Sequence[Mapping[str, Any]]) -> None:
+        self._probe()
+        super().mirror(task_iri, area, nodes)
+
+    def forget(self, iris: Sequence[str]) -> None:
+        self._probe()
+        super().forget(iris)
+
+    def _probe(self) -> None:
+        free: list[bool] = []
+
+        def try_lock() -> None:
+            got = self.db._lock.acquire(timeout=5)
+            free.append(got)
+            if got:
+                self.db._lock.release()
+
+        prober = threading.Thread(target=try_lock)
+        prober.start()
+        prober.join()
+        self.blocked += not free[0]
+
+
+def test_no_registry_mirrors_or_publishes_while_holding_the_database(
+    db: CoordinationDB, clock: FakeClock
+) -> None:
+    mirror = ProbingMirror(db)
+    coordination = Coordination(db, mirror=mirror, owns_db=False)
+    coordination.bus.subscribe(lambda event: mirror._probe())
+    coordination.tasks.register("urn:t:1")
+    coordination.agents.register("a", role="do", task="urn:t:1")
+    coordination.agents.register("a", role="do", task="urn:t:1")
+    coordination.leases.acquire("urn:n:1", "a", "write")
+    coordination.agents.heartbeat("a", status="Working")
+    coordination.messages.publish("progress", task="urn:t:1", sender="a")
+    clock.now += 60
+    assert [agent.name for agent in coordination.agents.sweep()] == ["a"]
+    coordination.tasks.start("urn:t:1")
+    coordination.tasks.complete("urn:t:1")
+    coordination.tasks.release("urn:t:1")
+    coordination.agents.unregister("a")
+    coordination.close()
+    assert mirror.blocked == 0

@@ -275,6 +275,24 @@ def test_a_blocked_acquire_gets_the_lease_when_it_is_released(leases: LeaseTable
     assert leases.holders("urn:r")[0].holder == "b"
 
 
+def test_exclusive_leases_serialise_threads(leases: LeaseTable) -> None:
+    counter = [0]
+
+    def increment(name: str) -> None:
+        for _ in range(25):
+            with leases.hold("urn:counter", name, X, timeout_s=60):
+                value = counter[0]
+                threading.Event().wait(0.0001)  # give another thread the chance to interleave
+                counter[0] = value + 1
+
+    threads = [threading.Thread(target=increment, args=(f"t{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert counter[0] == 100
+
+
 def test_an_acquire_times_out_naming_the_holders(leases: LeaseTable) -> None:
     leases.try_acquire("urn:r", "a", W)
     with pytest.raises(LeaseTimeoutError) as caught:
@@ -307,6 +325,21 @@ async def test_an_awaited_lease_is_granted_after_release(leases: LeaseTable) -> 
     assert not waiting.done()
     leases.release("urn:r", "a")
     assert (await waiting).holder == "b"
+
+
+async def test_awaiting_agents_take_an_exclusive_lease_in_turn(leases: LeaseTable) -> None:
+    order: list[str] = []
+
+    async def work(name: str) -> None:
+        lease = await leases.acquire_async("urn:r", name, X, timeout_s=60)
+        order.append(name)
+        assert [held.holder for held in leases.holders("urn:r")] == [name]
+        await asyncio.sleep(0.001)
+        leases.release(lease.resource, name)
+
+    await asyncio.gather(*(work(f"agent-{n}") for n in range(4)))
+    assert sorted(order) == [f"agent-{n}" for n in range(4)]
+    assert leases._async_waiters == []
 
 
 async def test_an_awaited_lease_times_out(leases: LeaseTable) -> None:
@@ -390,39 +423,91 @@ _HOLDER = textwrap.dedent(
     table = LeaseTable(CoordinationDB(sys.argv[1]))
     lease = table.try_acquire("urn:shared", "child", "exclusive", ttl_s=float(sys.argv[2]))
     print(lease.token, flush=True)
-    time.sleep(600)
+    while True:  # a live holder: it renews well inside its TTL, until it is killed
+        time.sleep(0.05)
+        table.renew("urn:shared", "child")
     """
 )
 
 
 def test_a_sigkilled_holder_s_lease_expires_and_the_waiter_gets_it(tmp_path: Path) -> None:
     path = tmp_path / "blackboard.sqlite3"
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(path), "0.5"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    try:
-        assert child.stdout is not None
-        child_token = int(child.stdout.readline())
-        with CoordinationDB(path) as db:
-            leases = LeaseTable(db)
+    with CoordinationDB(path) as db:
+        leases = LeaseTable(db)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, str(path), "2.0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        try:
+            assert child.stdout is not None
+            child_token = int(child.stdout.readline())
             with pytest.raises(LeaseConflictError) as caught:
                 leases.try_acquire("urn:shared", "parent", "write")
             assert caught.value.holders == (("child", "exclusive"),)
+            granted: list[Lease] = []
+            waiter = threading.Thread(
+                target=lambda: granted.append(
+                    leases.acquire("urn:shared", "parent", "write", timeout_s=120)
+                )
+            )
+            waiter.start()
             child.send_signal(signal.SIGKILL)
             child.wait(30)
-            lease = leases.acquire("urn:shared", "parent", "write", timeout_s=30)
-            assert lease.token > child_token
-            leases.check_fence("urn:shared", "parent", lease.token)
-            with pytest.raises(FencingTokenError):
-                leases.check_fence("urn:shared", "child", child_token)
-    finally:
-        child.kill()
-        child.wait(30)
-        if child.stdout is not None:
-            child.stdout.close()
+            waiter.join(150)
+        finally:
+            child.kill()
+            child.wait(30)
+            if child.stdout is not None:
+                child.stdout.close()
+        [lease] = granted
+        assert lease.token > child_token
+        leases.check_fence("urn:shared", "parent", lease.token)
+        with pytest.raises(FencingTokenError):
+            leases.check_fence("urn:shared", "child", child_token)
+
+
+_COUNTER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from gliding_core.blackboard.coordination import CoordinationDB
+    from gliding_core.blackboard.leases import LeaseTable
+    db_path, counter, name, rounds = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    table = LeaseTable(CoordinationDB(db_path))
+    tokens = []
+    for _ in range(rounds):
+        with table.hold("urn:counter", name, "exclusive", timeout_s=120) as lease:
+            counter.write_text(str(int(counter.read_text()) + 1))  # a read-modify-write
+            tokens.append(lease.token)
+    print(" ".join(map(str, tokens)))
+    """
+)
+
+
+def test_exclusive_leases_serialise_processes_and_tokens_never_repeat(tmp_path: Path) -> None:
+    path, counter = tmp_path / "blackboard.sqlite3", tmp_path / "counter.txt"
+    counter.write_text("0")
+    LeaseTable(CoordinationDB(path)).db.close()  # create the tables once
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COUNTER, str(path), str(counter), f"p{n}", "25"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in range(3)
+    ]
+    outputs = [child.communicate(timeout=300)[0] for child in children]
+    assert all(child.returncode == 0 for child in children)
+    assert counter.read_text() == "75"  # no increment lost: never two holders at once
+    tokens = [int(token) for output in outputs for token in output.split()]
+    assert len(tokens) == len(set(tokens)) == 75
+    for output in outputs:
+        mine = [int(token) for token in output.split()]
+        assert mine == sorted(mine)
 
 
 # -- the state machine -------------------------------------------------------------------------
@@ -485,13 +570,17 @@ class LeaseMachine(RuleBasedStateMachine):
         lease = self.leases.try_acquire(resource, agent, mode)
         assert not blocking, f"{agent} got {mode} on {resource} beside {blocking}"
         own = live.get(agent)
+        expires = self.clock.now + TTL
         if own is not None and STRENGTH[mode] <= STRENGTH[own.mode]:
-            assert (lease.token, lease.depth) == (own.token, own.depth + 1)
-            own.depth, own.expires_at = lease.depth, lease.expires_at
+            own.depth, own.expires_at = own.depth + 1, max(own.expires_at, expires)
+            assert (lease.token, lease.depth, lease.mode) == (own.token, own.depth, own.mode)
+            assert lease.expires_at == own.expires_at
             return
         assert lease.token > self.last_token, "tokens must strictly increase"
         self.last_token = lease.token
-        live[agent] = Held(mode, lease.depth, lease.expires_at, lease.token)
+        depth = 1 if own is None else own.depth + 1
+        assert (lease.depth, lease.mode, lease.expires_at) == (depth, mode, expires)
+        live[agent] = Held(mode, depth, expires, lease.token)
 
     @rule(agent=st.sampled_from(AGENTS), resource=st.sampled_from(RESOURCES))
     def release(self, agent: str, resource: str) -> None:
@@ -579,3 +668,10 @@ def test_the_lease_benchmark_refuses_bad_arguments(
 ) -> None:
     with pytest.raises(InvalidInputError):
         lease_benchmark(tmp_path, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.stress
+class TestLeaseMachineAtLength(LeaseMachine.TestCase):
+    """The same machine with many more and longer runs (``pytest -m stress``)."""
+
+    settings = settings(max_examples=1_000, stateful_step_count=80, deadline=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -87,6 +88,34 @@ def test_messages_from_another_process_are_read_in_order(tmp_path: Path) -> None
     assert [m.payload["i"] for m in remote] == list(range(20))
 
 
+def test_every_message_whose_publish_returned_survives_a_sigkill(tmp_path: Path) -> None:
+    path = tmp_path / "blackboard.sqlite3"
+    script = textwrap.dedent(
+        """
+        import sys
+        from gliding_core.blackboard.coordination import CoordinationDB
+        from gliding_core.blackboard.messages import MessageBoard
+        board = MessageBoard(CoordinationDB(sys.argv[1]))
+        i = 0
+        while True:
+            message = board.publish("work", {"i": i})
+            print(message.sequence, flush=True)
+            i += 1
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    returned = [int(child.stdout.readline()) for _ in range(200)]
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    child.stdout.close()
+    with CoordinationDB(path) as db:
+        stored = [m.sequence for m in MessageBoard(db).read_since()]
+    assert stored[: len(returned)] == returned  # none lost, in order, none invented before
+
+
 # -- pushes ------------------------------------------------------------------------------------
 
 
@@ -108,10 +137,14 @@ def test_subscribers_get_the_messages_of_their_topic_and_task(board: MessageBoar
 def test_messages_are_pushed_on_the_memory_s_bus(db: CoordinationDB) -> None:
     bus = EventBus()
     board = MessageBoard(db, bus=bus)
+    received: list[Message] = []
+    board.subscribe(received.append)
+    bus.publish(EventType.COORDINATION_MESSAGE, {"text": "not from a board"})
     message = board.publish("hello", {"x": 1}, task="urn:t:1", sender="plan-1")
-    event = bus.recent(EventType.COORDINATION_MESSAGE)[0]
+    event = bus.recent(EventType.COORDINATION_MESSAGE)[-1]
     assert (event.task_iri, event.source) == ("urn:t:1", "plan-1")
     assert Message(**event.payload) == message
+    assert received == [message]
 
 
 def test_pushes_follow_the_sequence_order_across_threads(board: MessageBoard) -> None:

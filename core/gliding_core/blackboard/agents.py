@@ -18,8 +18,9 @@ Invariants:
   same one. Finishing (Completed), being lost (Error) and unregistering release the agent's
   leases right after the agent's row changes (if the process dies in between, the leases
   expire by their TTL).
-- The sweeper runs on one daemon thread, started by the first registration when
-  ``sweep_interval_s`` > 0 and stopped by ``close()``; ``sweep()`` does the same on demand.
+- The sweeper (which also deletes expired leases) runs on one daemon thread, started by the
+  first registration when ``sweep_interval_s`` > 0 and stopped by ``close()``; ``sweep()``
+  does the same on demand.
   A sweep re-checks each agent's silence inside its transaction, so an agent of another
   process that beat meanwhile is left alone.
 - Agents are mirrored into the graph as ``Agent`` nodes in the ``agents`` area of their task;
@@ -234,27 +235,20 @@ class AgentRegistry:
         )
         with self.db.write(f"registering agent {name!r}") as conn:
             known = _find(conn, name)
-            if known is not None and known.status in LIVE:
+            fresh = known is None or known.status not in LIVE
+            if known is not None and not fresh:
                 if (known.role, known.task) != (role, task):
                     raise InvalidInputError(
                         f"agent {name!r} is live as {known.role!r} on {known.task!r}; "
                         f"it cannot register as {role!r} on {task!r}"
                     )
-                return self.heartbeat(name)
-            incarnation = 1 if known is None else known.incarnation + 1
-            now = self.db.clock()
-            conn.execute(
-                f"INSERT OR REPLACE INTO agents ({_COLUMNS}) "
-                "VALUES (?, ?, ?, 'Idle', NULL, ?, ?, ?, ?, 1)",
-                (name, role, task, now, now, timeout, incarnation),
-            )
-            agent = _existing(conn, name)
+                agent = self._apply(conn, known, known.status, None)  # a heartbeat
+            else:
+                agent = _insert(conn, name, role, task, timeout, known, self.db.clock())
         self._refresh([name])
-        self._publish(
-            EventType.AGENT_REGISTERED,
-            agent,
-            {"name": name, "role": role, "incarnation": incarnation},
-        )
+        if fresh:
+            payload = {"name": name, "role": role, "incarnation": agent.incarnation}
+            self._publish(EventType.AGENT_REGISTERED, agent, payload)
         self._start_sweeper()
         return agent
 
@@ -313,15 +307,7 @@ class AgentRegistry:
         with self.db.write(f"recording a heartbeat of agent {name!r}") as conn:
             before = _existing(conn, name)
             after = before.status if target is None else target
-            _check_transition(before, after)
-            conn.execute(
-                "UPDATE agents SET status = ?, operation = COALESCE(?, operation), "
-                "last_heartbeat = ?, revision = revision + 1 WHERE name = ?",
-                (after.value, operation, self.db.clock(), name),
-            )
-            if self.leases is not None and after in LIVE:
-                self.leases.renew_all(name)
-            agent = _existing(conn, name)
+            agent = self._apply(conn, before, after, operation)
         if after not in LIVE and self.leases is not None:
             self.leases.release_all(name)
         self._refresh([name])
@@ -337,6 +323,20 @@ class AgentRegistry:
                 },
             )
         return agent
+
+    def _apply(
+        self, conn: sqlite3.Connection, before: Agent, after: AgentStatus, operation: str | None
+    ) -> Agent:
+        """Record a heartbeat with status ``after`` (renewing the leases of a live agent)."""
+        _check_transition(before, after)
+        conn.execute(
+            "UPDATE agents SET status = ?, operation = COALESCE(?, operation), "
+            "last_heartbeat = ?, revision = revision + 1 WHERE name = ?",
+            (after.value, operation, self.db.clock(), before.name),
+        )
+        if self.leases is not None and after in LIVE:
+            self.leases.renew_all(before.name)
+        return _existing(conn, before.name)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -378,13 +378,17 @@ class AgentRegistry:
     def sweep(self) -> list[Agent]:
         """Mark every silent agent Error, release its leases and publish ``AGENT_LOST``.
 
-        Returns the agents marked, as they are now.
+        Also deletes every expired lease (publishing ``LEASE_EXPIRED``), so leases on
+        resources nobody asks for again do not linger. Returns the agents marked, as they are
+        now.
         """
         lost = []
         for candidate in self.silent():
             agent = self._lose(candidate.name)
             if agent is not None:
                 lost.append(agent)
+        if self.leases is not None:
+            self.leases.expire()
         return lost
 
     def _lose(self, name: str) -> Agent | None:
@@ -486,6 +490,24 @@ def _agent(row: tuple[Any, ...]) -> Agent:
         incarnation,
         revision,
     )
+
+
+def _insert(
+    conn: sqlite3.Connection,
+    name: str,
+    role: str,
+    task: str,
+    timeout_s: float,
+    known: Agent | None,
+    now: float,
+) -> Agent:
+    """Write a new registration (a new incarnation of a finished agent)."""
+    incarnation = 1 if known is None else known.incarnation + 1
+    conn.execute(
+        f"INSERT OR REPLACE INTO agents ({_COLUMNS}) VALUES (?, ?, ?, 'Idle', NULL, ?, ?, ?, ?, 1)",
+        (name, role, task, now, now, timeout_s, incarnation),
+    )
+    return _existing(conn, name)
 
 
 def _find(conn: sqlite3.Connection, name: str) -> Agent | None:

@@ -41,6 +41,7 @@ from gliding_core.blackboard.graph import (
     GraphBackend,
     QueryResult,
     Term,
+    mask_opaque,
     term_value,
 )
 from gliding_core.blackboard.graph import open_graph as _open_graph
@@ -76,10 +77,6 @@ if TYPE_CHECKING:
 _UPDATE_KEYWORDS = frozenset(
     {"insert", "delete", "load", "clear", "create", "drop", "copy", "move", "add", "with"}
 )
-# Strings, IRIs and comments: the parts of a query where a keyword is not a keyword.
-_OPAQUE = re.compile(
-    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>|#[^\n]*'
-)
 _SERVICE = re.compile(r"(?<![\w:])service(?![\w:])", re.IGNORECASE)
 MIRRORED_AREAS = frozenset({"tasks", "agents", "messages"})
 """Areas the coordination layer writes; agents reach them through their handle's operations."""
@@ -110,7 +107,7 @@ def check_query(text: object) -> str:
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidInputError(f"a SPARQL query must be a non-empty string, got {preview(text)}")
-    bare = _OPAQUE.sub(lambda m: "<>" if m.group(0).startswith("<") else " ", text)
+    bare = re.sub(r"<\s*>", "<>", mask_opaque(text))
     if _SERVICE.search(bare) or "\\u" in bare.lower():
         raise InvalidInputError("SPARQL SERVICE (a remote query) is not allowed on the blackboard")
     words = _PROLOGUE.sub(" ", bare).split()

@@ -10,16 +10,17 @@ Where it lives: ``blackboard.sqlite3`` in the memory's directory for ``Memory.op
 
 Invariants:
 - One connection per ``CoordinationDB``, used under one re-entrant lock: a lease grant is a
-  ~30 us transaction, so threads gain nothing from a connection each but would pay SQLite's
-  file locking between them; other processes open their own ``CoordinationDB`` on the file, and
-  WAL plus a busy timeout serialise the writers of all processes.
+  transaction of a few statements (tens of microseconds), so threads gain nothing from a
+  connection each but would pay SQLite's file locking between them; other processes open
+  their own ``CoordinationDB`` on the file, and WAL plus a busy timeout serialise the writers
+  of all processes.
 - Every write is one transaction (``write()``); a nested ``write()`` on the same thread is a
   savepoint of the outer one, so it commits and rolls back with it.
 - Nothing calls out of this module while holding the lock (no bus event, no graph mirror), so
   the lock is always the innermost one and cannot take part in a deadlock; the registries
   publish and mirror after the transaction.
 - SQLite exceptions leave through ``gliding_core.boundary`` as ``StorageError``; SQL is built
-  from constants, every value travels as a parameter.
+  from constants (and validated integers), every value travels as a parameter.
 - The graph mirror (``NodeMirror``) is derived state: SQLite is the truth, a mirror failure is
   logged and the change stands; the registries can mirror everything again (``remirror()``).
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -44,6 +46,8 @@ from gliding_core.jsonld import preview
 logger = logging.getLogger(__name__)
 
 COORDINATION_FILE = "blackboard.sqlite3"
+MAX_NAME_LENGTH = 2_048
+_SPACE = re.compile(r"\s")
 
 
 class NodeMirror(Protocol):
@@ -219,12 +223,14 @@ def forget_nodes(mirror: NodeMirror | None, iris: Sequence[str]) -> None:
 
 def check_name(value: object, what: str) -> str:
     """Return ``value`` if it is a usable name or IRI: a non-empty string without whitespace."""
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+    if not isinstance(value, str) or not value or _SPACE.search(value) is not None:
         raise InvalidInputError(
             f"{what} must be a non-empty string without spaces, got {preview(value)}"
         )
-    if len(value) > 2_048:
-        raise InvalidInputError(f"{what} is longer than 2048 characters: {preview(value)}")
+    if len(value) > MAX_NAME_LENGTH:
+        raise InvalidInputError(
+            f"{what} is longer than {MAX_NAME_LENGTH} characters: {preview(value)}"
+        )
     return value
 
 

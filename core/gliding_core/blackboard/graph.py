@@ -14,8 +14,10 @@ Invariants:
   query's ``FROM`` / ``FROM NAMED`` (pyoxigraph's ``default_graph`` / ``named_graphs``, the
   protocol's ``default-graph-uri`` / ``named-graph-uri``). ``dataset=None`` is the whole store,
   the default graph being the union of every graph (the system's view).
-- ``bindings`` bind variables to terms: pyoxigraph substitutions embedded, a trailing ``VALUES``
-  clause of serialised terms at an endpoint. A bound variable must be projected by a SELECT.
+- ``bindings`` bind variables to terms: pyoxigraph substitutions embedded; at an endpoint, a
+  ``VALUES`` block of serialised terms opening the query's outer group (where Oxigraph starts
+  from it; a trailing ``VALUES`` was joined after the whole pattern: 26 ms for a 2-hop
+  CONSTRUCT at 10,000 nodes). A bound variable must be projected by a SELECT.
 - Results come back as pyoxigraph terms from both backends, so callers see one shape.
 - pyoxigraph 0.5.13 on disk loses concurrent read-modify-write updates: writers must be
   serialised above this layer (the node layer's single writer does it).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -301,7 +304,7 @@ class SparqlEndpoint:
             params += [("default-graph-uri", g) for g in dataset.default]
             params += [("named-graph-uri", g) for g in dataset.named]
         if bindings:
-            text = f"{text}\n{_values_clause(bindings)}"
+            text = with_values(text, bindings)
         accept = f"{_RESULTS_JSON}, {_N_TRIPLES};q=0.9"
         response = self._post(self.query_url, text, "application/sparql-query", params, accept)
         kind = response.headers.get("content-type", "").split(";")[0].strip()
@@ -336,6 +339,38 @@ def quads_text(quads: Sequence[ox.Quad]) -> str:
         line = f"{quad.subject} {quad.predicate} {quad.object} ."
         blocks.setdefault(str(quad.graph_name), []).append(line)
     return " ".join(f"GRAPH {graph} {{ {' '.join(lines)} }}" for graph, lines in blocks.items())
+
+
+# Strings, IRIs and comments: where braces and keywords are not syntax.
+_OPAQUE = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>|#[^\n]*'
+)
+_GROUP_AFTER = re.compile(r"(?<![\w:?$])(?:where|select|ask|describe)(?![\w:])", re.IGNORECASE)
+
+
+def mask_opaque(text: str) -> str:
+    """Return ``text`` with its strings, IRIs and comments blanked (same length, ``<`` kept)."""
+
+    def blank(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found.startswith("<"):
+            return "<" + " " * (len(found) - 2) + ">"
+        return " " * len(found)
+
+    return _OPAQUE.sub(blank, text)
+
+
+def with_values(text: str, bindings: Mapping[str, Term]) -> str:
+    """Return the query with a ``VALUES`` block of ``bindings`` opening its outer group."""
+    masked = mask_opaque(text)
+    keywords = list(_GROUP_AFTER.finditer(masked))
+    where = [k for k in keywords if k.group(0).lower() == "where"]
+    anchor = where or keywords[:1]
+    start = masked.find("{", anchor[0].end()) if anchor else -1
+    clause = _values_clause(bindings)
+    if start < 0:  # not a form this recognises: the trailing VALUES of the grammar
+        return f"{text}\n{clause}"
+    return f"{text[: start + 1]} {clause} {text[start + 1 :]}"
 
 
 def _values_clause(bindings: Mapping[str, Term]) -> str:

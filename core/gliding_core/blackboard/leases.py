@@ -21,7 +21,7 @@ excludes everyone.
 
 Invariants:
 - No two live leases of one resource held by different holders are incompatible.
-- Every grant takes a token from one counter in the database, so tokens strictly increase
+- Every grant takes a token from one sequence in the database, so tokens strictly increase
   across resources, threads and processes. A re-entrant acquisition by the holder of a lease
   of the same or a stronger mode is not a new grant: it deepens the lease (each acquisition
   needs its release) and keeps its token. Asking for a stronger mode than held upgrades the
@@ -35,6 +35,10 @@ Invariants:
 - A lease is live while ``clock() < expires_at``. Expired leases are ignored by every read
   and deleted by the next grant on their resource (or by ``expire()``); a grant never waits for
   a sweeper.
+- Grants are not queued: a waiter gets the lease at its first attempt after the conflicting
+  holders are gone, so a stream of readers can delay an Exclusive waiter until its timeout, and
+  two readers that both wait to upgrade wait for each other (ask for the strongest mode needed
+  first).
 - Waiting uses the monotonic clock for its deadline; expiry uses the coordination clock.
   Waiters in this process are woken by a release; waiters in other processes poll, backing off
   up to ``max_wait_poll_s``.
@@ -50,7 +54,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from enum import Enum
 
@@ -78,14 +82,17 @@ CREATE TABLE IF NOT EXISTS leases (
     PRIMARY KEY (resource, holder)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS leases_by_holder ON leases (holder);
-CREATE TABLE IF NOT EXISTS lease_fences (
-    resource TEXT PRIMARY KEY, token INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS lease_counter (
-    id INTEGER PRIMARY KEY CHECK (id = 1), token INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS lease_grants (
+    token INTEGER PRIMARY KEY AUTOINCREMENT,
+    resource TEXT NOT NULL,
+    fenced INTEGER NOT NULL CHECK (fenced IN (0, 1)),
+    UNIQUE (resource, fenced)
 );
-INSERT OR IGNORE INTO lease_counter (id, token) VALUES (1, 0);
 """
+# lease_grants keeps the newest grant per resource and kind (fenced or not): each grant
+# replaces the row of its kind, and AUTOINCREMENT gives the new row a rowid above every rowid
+# ever used, so one statement both takes the next token and, for Write and Exclusive, moves
+# the fence. Tokens never go back, even after every row is replaced or deleted.
 _COLUMNS = "resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at"
 _FIRST_WAIT_S = 0.0005
 
@@ -197,6 +204,7 @@ class LeaseTable:
         self.bus = bus
         self._released = threading.Condition()
         self._releases = 0
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         db.ensure_schema(_SCHEMA)
 
     # -- granting ------------------------------------------------------------------------------
@@ -242,13 +250,10 @@ class LeaseTable:
         pause = _FIRST_WAIT_S
         while True:
             seen = self._releases
-            outcome = self._settle(self._attempt(*request))
-            if outcome.lease is not None:
-                return outcome.lease
-            left = _left(deadline)
-            if left <= 0:
-                raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
-            self._wait_for_release(seen, min(pause, left))
+            lease = self._granted(self._attempt(*request), request, deadline)
+            if lease is not None:
+                return lease
+            self._wait_for_release(seen, min(pause, _left(deadline)))
             pause = min(pause * 2, self.db.config.max_wait_poll_s)
 
     async def acquire_async(
@@ -262,19 +267,19 @@ class LeaseTable:
     ) -> Lease:
         """Await a lease like ``acquire``, without blocking the event loop while waiting.
 
-        Each attempt runs in a worker thread (it may wait for another process's database lock).
+        Each attempt runs in a worker thread (it may wait for another process's database lock);
+        a release in this process wakes the waiter at once.
         """
         request = self._request(resource, holder, mode, ttl_s)
         deadline = _deadline(timeout_s)
         pause = _FIRST_WAIT_S
         while True:
-            outcome = self._settle(await asyncio.to_thread(self._attempt, *request))
-            if outcome.lease is not None:
-                return outcome.lease
-            left = _left(deadline)
-            if left <= 0:
-                raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
-            await asyncio.sleep(min(pause, left))
+            seen = self._releases
+            outcome = await asyncio.to_thread(self._attempt, *request)
+            lease = self._granted(outcome, request, deadline)
+            if lease is not None:
+                return lease
+            await self._await_release(seen, min(pause, _left(deadline)))
             pause = min(pause * 2, self.db.config.max_wait_poll_s)
 
     @contextmanager
@@ -299,6 +304,18 @@ class LeaseTable:
     ) -> tuple[str, str, LeaseMode, float]:
         ttl = self.db.config.lease_ttl_s if ttl_s is None else check_seconds(ttl_s, "ttl_s")
         return check_name(resource, "resource"), check_name(holder, "holder"), check_mode(mode), ttl
+
+    def _granted(
+        self,
+        outcome: _Outcome,
+        request: tuple[str, str, LeaseMode, float],
+        deadline: float | None,
+    ) -> Lease | None:
+        """Settle an attempt of a wait: the lease, or None to wait on (raising at the deadline)."""
+        self._settle(outcome)
+        if outcome.lease is None and _left(deadline) <= 0:
+            raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
+        return outcome.lease
 
     def _attempt(self, resource: str, holder: str, mode: LeaseMode, ttl_s: float) -> _Outcome:
         """Grant if no live lease of another holder is incompatible with ``mode``."""
@@ -454,7 +471,7 @@ class LeaseTable:
         resource = check_name(resource, "resource")
         with self.db.read(f"reading the fence of {resource!r}") as conn:
             row = conn.execute(
-                "SELECT token FROM lease_fences WHERE resource = ?", (resource,)
+                "SELECT token FROM lease_grants WHERE resource = ? AND fenced = 1", (resource,)
             ).fetchone()
         return None if row is None else int(row[0])
 
@@ -471,7 +488,7 @@ class LeaseTable:
         with self.db.read(f"checking the fence of {resource!r}") as conn:
             own = _live(conn, resource, holder, self.db.clock())
             row = conn.execute(
-                "SELECT token FROM lease_fences WHERE resource = ?", (resource,)
+                "SELECT token FROM lease_grants WHERE resource = ? AND fenced = 1", (resource,)
             ).fetchone()
         newest = None if row is None else int(row[0])
         problem = _fence_problem(own, token, newest)
@@ -491,10 +508,32 @@ class LeaseTable:
         with self._released:
             self._released.wait_for(lambda: self._releases != seen, timeout_s)
 
+    async def _await_release(self, seen: int, timeout_s: float) -> None:
+        """Await a release in this process after the count ``seen``, or the timeout."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiter = (loop, future)
+        with self._released:
+            if self._releases != seen:
+                return
+            self._async_waiters.append(waiter)
+        try:
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(future, timeout_s)
+        finally:
+            with self._released:
+                if waiter in self._async_waiters:
+                    self._async_waiters.remove(waiter)
+
     def _woken(self) -> None:
         with self._released:
             self._releases += 1
             self._released.notify_all()
+            waiters, self._async_waiters = self._async_waiters, []
+        for loop, future in waiters:
+            # RuntimeError: the waiter's loop has closed, so nobody is waiting any more.
+            with suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, future)
 
     def _publish(self, kind: EventType, lease: Lease, **extra: object) -> None:
         if self.bus is not None:
@@ -528,9 +567,12 @@ def _deepen(conn: sqlite3.Connection, own: Lease, expires: float) -> Lease:
 
 
 def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
-    """Write a new grant (or an upgrade) with the next token of the counter."""
-    conn.execute("UPDATE lease_counter SET token = token + 1 WHERE id = 1")
-    token = int(conn.execute("SELECT token FROM lease_counter WHERE id = 1").fetchone()[0])
+    """Write a new grant (or an upgrade) with the next token."""
+    cursor = conn.execute(
+        "INSERT OR REPLACE INTO lease_grants (resource, fenced) VALUES (?, ?)",
+        (lease.resource, int(lease.mode in FENCED_MODES)),
+    )
+    token = int(cursor.lastrowid or 0)
     conn.execute(
         f"INSERT OR REPLACE INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -544,11 +586,6 @@ def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
             lease.expires_at,
         ),
     )
-    if lease.mode in FENCED_MODES:
-        conn.execute(
-            "INSERT OR REPLACE INTO lease_fences (resource, token) VALUES (?, ?)",
-            (lease.resource, token),
-        )
     return Lease(
         lease.resource,
         lease.holder,
@@ -591,6 +628,11 @@ def _conflict(
 
 def _not_held(resource: str, holder: str) -> LeaseNotHeldError:
     return LeaseNotHeldError(f"{holder!r} holds no live lease on {resource!r}")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _deadline(timeout_s: float | None) -> float | None:

@@ -54,6 +54,7 @@ CREATE INDEX IF NOT EXISTS messages_by_task ON messages (task, sequence) WHERE t
 """
 _COLUMNS = "sequence, iri, topic, task, sender, payload, created_at"
 MESSAGES_AREA = "messages"
+_FIELDS = frozenset(("sequence", "iri", "topic", "task", "sender", "payload", "created_at"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +242,8 @@ class MessageBoard:
         task = None if task is None else check_name(task, "task IRI")
 
         def deliver(event: Event) -> None:
+            if set(event.payload) != _FIELDS:
+                return  # another publisher's event of the same type: not a stored message
             message = Message(**event.payload)
             if (topic is None or message.topic == topic) and (task is None or message.task == task):
                 callback(message)

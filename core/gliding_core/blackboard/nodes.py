@@ -18,8 +18,9 @@ Invariants:
   tombstone that keeps the generation, so a node written again continues from it.
 - Blank nodes are skolemised to IRIs derived from the node's IRI and their position, so a
   rewrite removes exactly the old node's triples and nothing lingers.
-- The cache holds what the store holds (written after the update succeeds); a miss reads the
-  bookkeeping from the store. Events are published after the commit, outside the lock, and
+- The cache holds what the store holds (written after the update succeeds), including that an
+  IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
+  reads the bookkeeping from the store. Events are published after the commit, outside the lock, and
   carry IRI, graph and generation (the seam of the MESI directory).
 - A node describes itself: ``@graph`` and ``@included`` are refused; an embedded object with its
   own ``@id`` adds triples about that IRI, which a rewrite of either node may remove.
@@ -63,6 +64,7 @@ _TRUE = ox.Literal("true", datatype=_BOOLEAN)
 _META = ox.NamedNode(META_GRAPH)
 _RECORD, _GRAPH, _DIRTY = (ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty"))
 _REFUSED_KEYS = ("@graph", "@included")
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +94,9 @@ class BoardNode:
 
     def quads(self) -> list[ox.Quad]:
         """Return the node's bookkeeping quads."""
-        record = json.dumps(
-            {"content": self.content, "generation": self.generation, "tags": list(self.tags)},
-            separators=(",", ":"),
+        record = (  # the content is JSON text already: only escaped once, as a string
+            f'{{"content":{_ENCODE(self.content)},"generation":{self.generation},'
+            f'"tags":{_ENCODE(list(self.tags))}}}'
         )
         subject = ox.NamedNode(self.iri)
         quads = [
@@ -175,6 +177,15 @@ def rdf_of(node: Node, graph: str) -> tuple[ox.Quad, ...]:
     with translated("oxigraph", f"reading node {node['@id']!r} as JSON-LD"):
         parsed = list(ox.parse(document, format=ox.RdfFormat.JSON_LD))
     name = ox.NamedNode(graph)
+    blank = False
+    for quad in parsed:
+        if not isinstance(quad.graph_name, ox.DefaultGraph):
+            raise InvalidNodeError(f"node {node['@id']!r} puts triples into another graph")
+        blank = (
+            blank or isinstance(quad.subject, ox.BlankNode) or isinstance(quad.object, ox.BlankNode)
+        )
+    if not blank:  # the usual node: its triples as they are
+        return tuple(ox.Quad(q.subject, q.predicate, q.object, name) for q in parsed)
     labels: dict[str, ox.NamedNode] = {}
     stem = f"{SKOLEM_PREFIX}{hashlib.sha1(node['@id'].encode()).hexdigest()[:20]}:"
 
@@ -185,12 +196,7 @@ def rdf_of(node: Node, graph: str) -> tuple[ox.Quad, ...]:
             return labels[term.value]
         return term
 
-    quads = []
-    for quad in parsed:
-        if not isinstance(quad.graph_name, ox.DefaultGraph):
-            raise InvalidNodeError(f"node {node['@id']!r} puts triples into another graph")
-        quads.append(ox.Quad(skolem(quad.subject), quad.predicate, skolem(quad.object), name))
-    return tuple(quads)
+    return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
 
 
 class _Tombstone:
@@ -204,6 +210,13 @@ class _Tombstone:
     def quads(self, iri: str) -> list[ox.Quad]:
         record = json.dumps({"generation": self.generation, "deleted": True})
         return [ox.Quad(ox.NamedNode(iri), _RECORD, ox.Literal(record), _META)]
+
+
+class _Absent(_Tombstone):
+    """The cache's knowledge that the store has nothing under an IRI (exact: one writer)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
 
 
 _Known = BoardNode | _Tombstone
@@ -270,8 +283,9 @@ class NodeStore:
                 final[request.iri] = request
             quads = [q for r in final.values() for q in r.triples]
             quads += [q for node in written.values() for q in node.quads()]
-            if old:
-                self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+            stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
+            if stored:
+                self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
             else:  # only new nodes: nothing to take out, a plain (atomic) insert
                 self.backend.extend(quads)
             self._remember(written.values())
@@ -390,6 +404,8 @@ class NodeStore:
                     found[iri] = cached
         if missing:
             loaded = self._load(list(dict.fromkeys(missing)))
+            for iri in missing:
+                loaded.setdefault(iri, _Absent())
             found.update(loaded)
             self._remember(loaded.values(), loaded)
         return found

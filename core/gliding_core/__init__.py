@@ -67,6 +67,7 @@ from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
 from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
 from gliding_core.session import Context, Session, Turn
@@ -148,6 +149,8 @@ __all__ = [
     "PermissionMatrix",
     "PoincareIndex",
     "PoincareSettings",
+    "PrefetchStats",
+    "Prefetcher",
     "Projection",
     "Projector",
     "QueryResult",

@@ -84,6 +84,8 @@ def test_all_is_pinned() -> None:
         "PermissionMatrix",
         "PoincareIndex",
         "PoincareSettings",
+        "PrefetchStats",
+        "Prefetcher",
         "Projection",
         "Projector",
         "QueryResult",

@@ -51,6 +51,7 @@ from gliding_core.errors import (
     EncodingUnavailableError,
     EntryNotFoundError,
     FencingTokenError,
+    FrameNotFoundError,
     GlidingError,
     IndexMismatchError,
     InvalidInputError,
@@ -80,6 +81,9 @@ from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.prefetch import Prefetcher, PrefetchStats
+from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
+from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
 from gliding_core.scope import (
     Scope,
     adopt_unscoped_turns,
@@ -105,9 +109,11 @@ __all__ = [
     "BlackboardConfig",
     "BoardNode",
     "Boundary",
+    "CacheStats",
     "CachedEmbedder",
     "ClosedError",
     "CoherenceCoordinator",
+    "Completion",
     "ConfigError",
     "ContentTooLargeError",
     "Context",
@@ -134,6 +140,10 @@ __all__ = [
     "ExtractiveSummarizer",
     "FencingTokenError",
     "FittedWindow",
+    "Frame",
+    "FrameNotFoundError",
+    "FrameSet",
+    "FrameSource",
     "GlidingError",
     "GraphBackend",
     "HashEmbedder",
@@ -166,12 +176,18 @@ __all__ = [
     "PermissionMatrix",
     "PoincareIndex",
     "PoincareSettings",
+    "PrefetchStats",
+    "Prefetcher",
+    "Projection",
+    "Projector",
     "QueryResult",
+    "Read",
     "Reading",
     "Record",
     "RelevanceTracker",
     "SQLiteDirectory",
     "SQLiteNodeSource",
+    "Scheduler",
     "Scope",
     "SearchFilters",
     "SearchHit",
@@ -199,6 +215,7 @@ __all__ = [
     "TopicConfig",
     "TopicMonitor",
     "Turn",
+    "ViewCache",
     "__version__",
     "adopt_unscoped_turns",
     "auto_embedder",

@@ -27,7 +27,7 @@ from gliding_core.errors import (
     StorageError,
 )
 
-Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql"]
+Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql", "jsonld"]
 
 # A row names its exception as a class, or as "module:Class" for a backend that is imported
 # only when the table is used.
@@ -65,6 +65,8 @@ TABLES: dict[str, tuple[_Row, ...]] = {
         ("httpx:HTTPError", StorageError),
         (OSError, StorageError),
     ),
+    # pyld, the JSON-LD processor of L3 projections: it refuses a document or a context.
+    "jsonld": (("pyld.jsonld:JsonLdError", InvalidInputError),),
 }
 
 _resolved: dict[str, tuple[tuple[type[BaseException], type[GlidingError]], ...]] = {}

@@ -131,6 +131,25 @@ def _parser() -> argparse.ArgumentParser:
     coherence.add_argument("--seeds", type=_positive, default=10, help="runs per workload")
     coherence.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     coherence.set_defaults(handler=_bench_coherence)
+
+    projection = bench.add_parser("projection", help="L3 frame latency, invalidation, budgets")
+    projection.add_argument("--nodes", type=_numbers, default=[1_000, 10_000])
+    projection.add_argument("--repeat", type=_positive, default=30)
+    projection.add_argument("--views", type=_numbers, default=[10, 1_000, 100_000])
+    projection.add_argument("--seed", type=int, default=0)
+    projection.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    projection.set_defaults(handler=_bench_projection)
+
+    prefetch = bench.add_parser(
+        "prefetch", help="frame reads of a multi-agent trace, prefetch on/off"
+    )
+    prefetch.add_argument("--tasks", type=_positive, default=4)
+    prefetch.add_argument("--entities", type=_positive, default=60)
+    prefetch.add_argument("--steps", type=_positive, default=10)
+    prefetch.add_argument("--think", type=float, default=0.2, help="seconds an agent thinks")
+    prefetch.add_argument("--seed", type=int, default=0)
+    prefetch.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    prefetch.set_defaults(handler=_bench_prefetch)
     _show_defaults(parser)
     return parser
 
@@ -500,6 +519,53 @@ def _bench_coherence(args: argparse.Namespace, out: TextIO) -> int:
         out.write("\n\n")
     _write_json(args.json, figures)
     return 0
+
+
+def _bench_projection(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import projection
+
+    figures = projection.run(args.nodes, repeat=args.repeat, views=args.views, seed=args.seed)
+    rows = [
+        (name, *(f["by_nodes"][str(n)][k] for n in args.nodes for k in _PROJECTION_KEYS))
+        for name, f in figures["frames"].items()
+    ]
+    headers = ["frame", *(f"{k[:-3]} {n:,}" for n in args.nodes for k in _PROJECTION_KEYS)]
+    out.write(render(headers, rows, title="L3 frame latency (ms) by nodes per task") + "\n\n")
+    summary = [
+        *((f"invalidation µs at {v} views", us) for v, us in figures["invalidation_us"].items()),
+        *(
+            (f"invalidation µs at {v} views, 3 hot tasks", us)
+            for v, us in figures["invalidation_hot_us"].items()
+        ),
+        ("budget fit share", figures["budget_fit_share"]),
+        ("tokens mean", figures["tokens_mean"]),
+        ("raw tokens mean", figures["raw_tokens_mean"]),
+    ]
+    out.write(render(["figure", "value"], summary, title="L3 invalidation and budgets") + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_prefetch(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import prefetch
+
+    figures = prefetch.run(
+        tasks=args.tasks,
+        entities=args.entities,
+        steps=args.steps,
+        think_s=args.think,
+        seed=args.seed,
+    )
+    keys = ["hit_rate", "frame_p50_ms", "frame_p95_ms", "prefetched", "prefetched_unused"]
+    rows = [(mode, *(figures[mode][k] for k in keys)) for mode in _PREFETCH_MODES]
+    title = f"Prefetch: {args.tasks} agents x {args.steps} steps, {args.entities} entities each"
+    out.write(render(["run", *keys], rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+_PREFETCH_MODES = ("without_prefetch", "with_prefetch")
+_PROJECTION_KEYS = ("cold_p50_ms", "cold_p95_ms", "cached_p50_ms", "cached_p95_ms")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,8 +26,9 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     ├── EmbedderError (RuntimeError)          an embedding backend failed or is unavailable
     ├── ClosedError (RuntimeError)            the memory or store was used after close()
     ├── PermissionDeniedError (PermissionError) a role may not do this on a blackboard graph
-    └── StaleWriteError (RuntimeError)        a shared node moved past the generation a write
-                                              was based on; carries the current one
+    ├── StaleWriteError (RuntimeError)        a shared node moved past the generation a write
+    │                                         was based on; carries the current one
+    └── FrameNotFoundError (LookupError)      no projection frame has this name
 
 Backend exceptions (``sqlite3.Error``, Chroma's, Oxigraph's, httpx's) are translated at one
 boundary, ``gliding_core.boundary``, with ``raise ... from exc``, so callers only ever need to
@@ -220,3 +221,7 @@ class StaleWriteError(GlidingError, RuntimeError):
 
 class NodeTooDeepError(InvalidNodeError):
     """A JSON-LD node (or metadata) nests deeper than ``StoreConfig.max_depth``."""
+
+
+class FrameNotFoundError(GlidingError, LookupError):
+    """No projection frame has the requested name."""

@@ -297,6 +297,11 @@ class Blackboard:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called (background workers over the board stop then)."""
+        return self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the blackboard is closed")

@@ -1,0 +1,24 @@
+"""L3: projections: each role's frame of a task, cut from the blackboard, cached, in budget.
+
+``frames`` (the nine shipped frames as SPARQL CONSTRUCT, and user frames), ``framing`` (the
+CONSTRUCT's triples as compact JSON-LD nodes, with pyld), ``budget`` (the degradation steps
+within a token budget), ``cache`` (materialised views and the reverse index that invalidates
+them) and ``projector`` (``Projector.project``, which puts them together).
+"""
+
+from gliding_core.projection.budget import STEPS, Projection
+from gliding_core.projection.cache import CacheStats, ViewCache
+from gliding_core.projection.frames import SHIPPED, Frame, FrameSet, ParamKind
+from gliding_core.projection.projector import Projector
+
+__all__ = [
+    "SHIPPED",
+    "STEPS",
+    "CacheStats",
+    "Frame",
+    "FrameSet",
+    "ParamKind",
+    "Projection",
+    "Projector",
+    "ViewCache",
+]

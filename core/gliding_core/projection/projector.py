@@ -1,0 +1,144 @@
+"""L3: the projector: a frame's view of a task, from the view cache or the blackboard, in budget.
+
+``Projector.project(task, frame, budget=...)`` returns the frame's nodes for the task as one
+JSON-LD document within the budget (``budget``'s degradation steps), from the view cache when
+a valid view is there, else by running the frame over the blackboard and caching the result.
+
+Invariants: a projection is exactly within its budget (or ``empty``); the view it came from was
+valid when served (the cache listens to the blackboard's bus from construction until
+``close()``); a projection is only ever built from the task's own graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gliding_core.blackboard.board import Blackboard, task_graphs
+from gliding_core.blackboard.nodes import check_iri
+from gliding_core.bus import EventBus, Subscription
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import canonical_json, preview
+from gliding_core.projection.budget import Projection, check_budget, fit
+from gliding_core.projection.cache import View, ViewCache, view_key
+from gliding_core.projection.frames import Frame, FrameSet
+from gliding_core.projection.framing import run_frame
+from gliding_core.tokens import TokenCounter
+
+
+class Projector:
+    """Projects frames of tasks on a blackboard, through a view cache.
+
+    Args:
+        board: the blackboard read.
+        tokens: the memory's token counter (exact counts).
+        frames: the frames known; the nine shipped ones when omitted.
+        cache: the view cache; a new one when omitted.
+        bus: where invalidations come from; the blackboard's bus when omitted (no automatic
+            invalidation when both are ``None``: call ``cache.invalidate`` yourself).
+    """
+
+    def __init__(
+        self,
+        board: Blackboard,
+        tokens: TokenCounter,
+        *,
+        frames: FrameSet | None = None,
+        cache: ViewCache | None = None,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.board, self.tokens = board, tokens
+        self.frames = frames or FrameSet()
+        self.cache = cache or ViewCache()
+        source = bus if bus is not None else board.bus
+        self._subscription: Subscription | None = (
+            self.cache.listen(source) if source is not None else None
+        )
+
+    def register(self, frame: Frame, *, replace: bool = False) -> None:
+        """Add a frame of your own (see ``FrameSet.register``)."""
+        self.frames.register(frame, replace=replace)
+        if replace:
+            self.cache.clear()
+
+    def project(
+        self,
+        task: str,
+        frame: str,
+        *,
+        budget: int | None = None,
+        params: Mapping[str, object] | None = None,
+        exclude: frozenset[str] = frozenset(),
+    ) -> Projection:
+        """Return ``frame``'s view of ``task`` within ``budget`` tokens.
+
+        Args:
+            task: the task's IRI.
+            frame: a frame's name.
+            budget: the most tokens of the text; the frame's ``max_tokens`` when omitted.
+            params: the frame's parameters (``{"plan": "urn:..."}``); unbound when omitted.
+            exclude: IRIs of nodes to leave out (what the model already sees).
+
+        Raises:
+            FrameNotFoundError: no such frame.
+            InvalidInputError: a bad task IRI, budget or parameter.
+        """
+        check_iri(task, "task IRI")
+        chosen = self.frames.get(frame)
+        limit = chosen.max_tokens if budget is None else check_budget(budget)
+        given = dict(params or {})
+        chosen.bindings(task, given)  # validates before the cache is consulted
+        exclude = _check_exclude(exclude)
+        key = view_key(task, chosen.name, given)
+        view = self.cache.get(key)
+        cached = view is not None
+        if view is None:
+            view = self._materialise(chosen, task, given)
+        nodes = view.nodes
+        if exclude:
+            nodes = tuple(n for n in nodes if n.get("@id") not in exclude)
+        fitted = view.fitted.get(limit) if nodes is view.nodes else None
+        if fitted is None:
+            text, tokens, shown, step = fit(nodes, limit, self.tokens)
+            iris = tuple(n["@id"] for n in shown if "@id" in n)
+            fitted = Projection(task, chosen.name, text, tokens, iris, step, len(nodes), limit)
+            if view.valid and nodes is view.nodes:
+                view.fitted[limit] = fitted
+        return fitted if not cached else _as_cached(fitted)
+
+    def _materialise(self, frame: Frame, task: str, params: Mapping[str, object]) -> View:
+        since = self.cache.sequence
+        result = run_frame(self.board, frame, task, params)
+        size = len(canonical_json({"@graph": list(result.nodes)}).encode("utf-8"))
+        graphs = task_graphs(task, frame.areas)
+        key = view_key(task, frame.name, params)
+        return self.cache.put(key, result.nodes, result.iris, graphs, since=since, size=size)
+
+    def close(self) -> None:
+        """Stop listening to the bus; closing twice is harmless."""
+        if self._subscription is not None:
+            self._subscription.cancel()
+            self._subscription = None
+
+
+def _check_exclude(exclude: object) -> frozenset[str]:
+    if isinstance(exclude, (str, bytes)) or not isinstance(exclude, (set, frozenset, list, tuple)):
+        raise InvalidInputError(f"exclude must be a set of IRIs, got {preview(exclude)}")
+    if not all(isinstance(iri, str) for iri in exclude):
+        raise InvalidInputError(f"exclude must hold IRI strings, got {preview(exclude)}")
+    return frozenset(exclude)
+
+
+def _as_cached(projection: Projection) -> Projection:
+    if projection.cached:
+        return projection
+    return Projection(
+        projection.task,
+        projection.frame,
+        projection.text,
+        projection.tokens,
+        projection.iris,
+        projection.step,
+        projection.total,
+        projection.budget,
+        cached=True,
+    )

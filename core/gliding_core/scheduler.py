@@ -1,0 +1,305 @@
+"""L3 -> L2 -> L0: the scheduler's read path for an agent's role, and the end of a task.
+
+``Scheduler.read(task, role, budget=...)`` answers with the role's frame (plan: ``pa_init``,
+do: ``da_input``, check: ``ca_review``, act: ``aa_decision``, any other role:
+``summary_only``; configurable) projected within the budget. When the frame has nothing to
+show, the task's blackboard nodes are shown instead (L2), and when the blackboard holds nothing
+of the task, its entries in L0 (written back under the task's graphs) or, given a query, what
+L0 search finds for it. ``FrameSource`` is this read as a context source of the model view.
+
+``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
+nodes (and its subtasks', from the coordination layer's task registry when there is one) are
+released from the blackboard, its views are invalidated, and ``TASK_COMPLETED`` is published.
+
+Invariants:
+- Each level is read only when the one above it has nothing to show; every answer is within
+  its budget, counted exactly, and quotes nothing the caller says is already shown.
+- Release never loses a write: a node is removed from the blackboard only once it is in L0 (a
+  blackboard without write-back releases nothing), and a node written after the flush stays.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gliding_core.blackboard.board import Blackboard, task_graphs
+from gliding_core.blackboard.nodes import check_iri
+from gliding_core.blackboard.permissions import ROLE_ALIASES
+from gliding_core.bus import EventBus
+from gliding_core.errors import InvalidInputError
+from gliding_core.hyperspace.search import SearchHit
+from gliding_core.jsonld import preview
+from gliding_core.projection.budget import check_budget, fit
+from gliding_core.projection.projector import Projector
+from gliding_core.sources import SourcePart, SourceRequest
+from gliding_core.store import L0Store
+
+logger = logging.getLogger(__name__)
+
+TASK_COMPLETED = "TASK_COMPLETED"
+DEFAULT_ROLE_FRAMES: Mapping[str, str] = {
+    "plan": "pa_init",
+    "do": "da_input",
+    "check": "ca_review",
+    "act": "aa_decision",
+}
+DEFAULT_FRAME = "summary_only"
+LEVELS = ("l3", "l2", "l0", "none")
+
+Search = Callable[[str, int], Sequence[SearchHit]]
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What the read path found for a role.
+
+    Attributes:
+        level: where it came from: ``"l3"`` (the frame), ``"l2"`` (the task's blackboard
+            nodes), ``"l0"`` (the durable store) or ``"none"``.
+        text: the JSON-LD document shown ("" for none).
+        tokens: its exact token count.
+        iris: every IRI it quotes, in order.
+        frame: the frame used at L3.
+        step: the budget step taken (see ``gliding_core.projection.STEPS``).
+    """
+
+    level: str
+    text: str
+    tokens: int
+    iris: tuple[str, ...]
+    frame: str
+    step: str
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What ``Scheduler.complete`` did: nodes flushed to L0, released, views invalidated."""
+
+    task: str
+    flushed: int
+    released: int
+    invalidated: int
+
+
+class Scheduler:
+    """Serves each role its frame of a task, falling back to L2 and L0; ends tasks.
+
+    Args:
+        projector: the L3 projector (over the blackboard).
+        store: the L0 store (the last level of the read path); none when ``None``.
+        search: L0 search (``memory.search``), used with a query when L0 holds nothing of
+            the task's graphs.
+        roles: role -> frame, replacing the defaults (``DEFAULT_ROLE_FRAMES``).
+        default_frame: the frame of any other role.
+        bus: where ``TASK_COMPLETED`` goes; the blackboard's bus when omitted.
+    """
+
+    def __init__(
+        self,
+        projector: Projector,
+        *,
+        store: L0Store | None = None,
+        search: Search | None = None,
+        roles: Mapping[str, str] | None = None,
+        default_frame: str = DEFAULT_FRAME,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.projector = projector
+        self.board: Blackboard = projector.board
+        self.store, self.search = store, search
+        self.roles = dict(DEFAULT_ROLE_FRAMES if roles is None else _check_roles(roles))
+        for frame in (*self.roles.values(), default_frame):
+            projector.frames.get(frame)
+        self.default_frame = default_frame
+        self.bus = bus if bus is not None else self.board.bus
+
+    @classmethod
+    def for_memory(cls, memory: Any, **options: Any) -> Scheduler:
+        """Return a scheduler over a ``Memory``'s blackboard, counter, store and search."""
+        projector = Projector(memory.blackboard, memory.tokens)
+        return cls(projector, store=memory.store, search=memory.search, **options)
+
+    def frame_for(self, role: str) -> str:
+        """Return the frame of ``role`` (aliases such as ``pa`` or ``planner`` resolved)."""
+        if not isinstance(role, str) or not role.strip():
+            raise InvalidInputError(f"a role must be a non-empty string, got {preview(role)}")
+        name = role.strip().lower()
+        name = ROLE_ALIASES.get(name, name)
+        return self.roles.get(name, self.default_frame)
+
+    def read(
+        self,
+        task: str,
+        role: str,
+        *,
+        budget: int,
+        query: str | None = None,
+        params: Mapping[str, object] | None = None,
+        shown: frozenset[str] = frozenset(),
+    ) -> Read:
+        """Return the role's view of ``task`` within ``budget`` tokens: L3, else L2, else L0."""
+        check_iri(task, "task IRI")
+        check_budget(budget)
+        frame = self.frame_for(role)
+        projection = self.projector.project(
+            task, frame, budget=budget, params=params, exclude=frozenset(shown)
+        )
+        if projection.iris:
+            nodes = projection.document.get("@graph", [])
+            return Read(
+                "l3", projection.text, projection.tokens, _quoted(nodes), frame, projection.step
+            )
+        for level, nodes in (("l2", self._l2(task)), ("l0", self._l0(task, query))):
+            wanted = [n for n in nodes if n.get("@id") not in shown]
+            if wanted:
+                text, tokens, kept, step = fit(wanted, budget, self.projector.tokens)
+                if kept:
+                    return Read(level, text, tokens, _quoted(kept), frame, step)
+        return Read("none", "", 0, (), frame, "empty")
+
+    def _l2(self, task: str) -> list[dict[str, Any]]:
+        return [_bare(node.node) for node in self.board.by_task(task)]
+
+    def _l0(self, task: str, query: str | None) -> list[dict[str, Any]]:
+        if self.store is None:
+            return []
+        found: list[dict[str, Any]] = []
+        for graph in task_graphs(task):
+            found += [_bare(entry.node) for entry in self.store.by_graph(graph, limit=100)]
+        if not found and query and query.strip() and self.search is not None:
+            found = [_bare(hit.entry.node) for hit in self.search(query, 10)]
+        return found
+
+    def source(
+        self, task: str, role: str, *, params: Mapping[str, object] | None = None
+    ) -> FrameSource:
+        """Return the context source that shows ``role``'s view of ``task`` to a model."""
+        return FrameSource(self, task, role, params=params)
+
+    def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
+        """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.
+
+        Args:
+            task: the finished task.
+            subtasks: the tasks under it; by default its subtree in the blackboard's task
+                registry (none without a coordination layer, or for an unregistered task).
+        """
+        check_iri(task, "task IRI")
+        if subtasks is None:
+            subtasks = self._subtree(task)
+        tasks = list(dict.fromkeys(check_iri(t, "task IRI") for t in (task, *subtasks)))
+        flushed = sum(self.board.flush(task=t) for t in tasks)
+        released = invalidated = 0
+        for each in tasks:
+            released += self._release(each)
+            invalidated += self.projector.cache.invalidate_task(each)
+        if self.bus is not None:
+            self.bus.publish(
+                TASK_COMPLETED,
+                {
+                    "task": task,
+                    "subtasks": list(subtasks),
+                    "flushed": flushed,
+                    "released": released,
+                },
+                task_iri=task,
+                source="scheduler",
+            )
+        return Completion(task, flushed, released, invalidated)
+
+    def _subtree(self, task: str) -> list[str]:
+        coordination = self.board.coordination
+        if coordination is None or task not in coordination.tasks:
+            return []
+        return coordination.tasks.subtree(task)[1:]
+
+    def _release(self, task: str) -> int:
+        if self.board.writeback is None:
+            return 0  # nothing would hold the nodes afterwards
+        with self.board.nodes.writer:  # no write lands between the check and the delete
+            nodes = self.board.by_task(task)
+            clean = [n.iri for n in nodes if not n.dirty]
+            return self.board.delete(clean, source="scheduler") if clean else 0
+
+
+class FrameSource:
+    """A context source: an agent's role's view of its task (the scheduler's read path).
+
+    Args:
+        scheduler: the scheduler reading.
+        task: the agent's task.
+        role: the agent's role.
+        params: the frame's parameters, if any.
+        name: the source's name in the view.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        task: str,
+        role: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        name: str = "frame",
+    ) -> None:
+        self.scheduler = scheduler
+        self.task = check_iri(task, "task IRI")
+        self.role = role
+        scheduler.frame_for(role)
+        self.params = dict(params or {})
+        self.name = name
+
+    def fill(self, request: SourceRequest) -> SourcePart:
+        """Return the role's view within ``request.budget``, leaving out what is shown."""
+        if not isinstance(request, SourceRequest):
+            raise InvalidInputError(f"expected a SourceRequest, got {preview(request)}")
+        read = self.scheduler.read(
+            self.task,
+            self.role,
+            budget=request.budget,
+            query=request.query,
+            params=self.params,
+            shown=request.shown,
+        )
+        if not read.text:
+            return SourcePart.empty(self.name)
+        return SourcePart(self.name, read.text, read.tokens, read.iris)
+
+
+def _bare(node: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a node without its own ``@context`` (the projection document carries one)."""
+    return {k: v for k, v in node.items() if k != "@context"}
+
+
+def _quoted(nodes: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Return every ``@id`` in ``nodes``, nested ones too, in document order."""
+    found: dict[str, None] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            iri = value.get("@id")
+            if isinstance(iri, str):
+                found[iri] = None
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for node in nodes:
+        walk(node)
+    return tuple(found)
+
+
+def _check_roles(roles: object) -> dict[str, str]:
+    if not isinstance(roles, Mapping):
+        raise InvalidInputError(f"roles must map role names to frames, got {preview(roles)}")
+    checked = {}
+    for role, frame in roles.items():
+        if not isinstance(role, str) or not role.strip() or not isinstance(frame, str):
+            raise InvalidInputError(f"bad role -> frame pair {role!r} -> {frame!r}")
+        checked[ROLE_ALIASES.get(role.strip().lower(), role.strip().lower())] = frame
+    return checked

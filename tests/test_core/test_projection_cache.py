@@ -1,0 +1,190 @@
+"""L3 view cache: hits, the reverse index, event-driven invalidation, stats, no stale view."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from gliding_core import InvalidInputError
+from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
+from gliding_core.bus import EventBus, EventType
+from gliding_core.projection import Projector, ViewCache
+from gliding_core.projection.cache import view_key
+from gliding_core.tokens import TokenCounter
+
+TASK = "urn:ex:task:cache"
+OTHER = "urn:ex:task:other"
+COUNTER = TokenCounter()
+
+
+def step(i: int, summary: str = "") -> dict[str, object]:
+    return {
+        "@id": f"urn:ex:s{i}",
+        "@type": "PlanStep",
+        "plan": {"@id": "urn:ex:plan"},
+        "summary": summary or f"step {i}",
+    }
+
+
+@pytest.fixture
+def bus() -> EventBus:
+    return EventBus()
+
+
+@pytest.fixture
+def board(bus: EventBus) -> Iterator[Blackboard]:
+    with Blackboard(EmbeddedGraph(), bus=bus) as value:
+        value.write([step(1), step(2)], task=TASK, area="plan")
+        value.write([step(9)], task=OTHER, area="plan")
+        yield value
+
+
+@pytest.fixture
+def projector(board: Blackboard) -> Iterator[Projector]:
+    value = Projector(board, COUNTER)
+    yield value
+    value.close()
+
+
+def test_a_second_read_is_a_hit(projector: Projector) -> None:
+    first = projector.project(TASK, "da_input")
+    second = projector.project(TASK, "da_input")
+    assert not first.cached
+    assert second.cached
+    assert first.text == second.text
+    stats = projector.cache.stats()
+    assert (stats.views, stats.valid, stats.invalid, stats.hits, stats.misses) == (1, 1, 0, 1, 1)
+    assert stats.bytes > 0
+
+
+def test_views_are_keyed_by_task_frame_and_parameters(projector: Projector) -> None:
+    projector.project(TASK, "da_input")
+    projector.project(TASK, "da_input", params={"plan": "urn:ex:plan"})
+    projector.project(OTHER, "da_input")
+    projector.project(TASK, "reference_only")
+    assert projector.cache.stats().views == 4
+    assert view_key(TASK, "f", {"b": "2", "a": "1"}) == view_key(TASK, "f", {"a": "1", "b": "2"})
+
+
+def test_a_write_invalidates_exactly_the_views_of_that_node(
+    projector: Projector, board: Blackboard
+) -> None:
+    projector.project(TASK, "da_input")
+    projector.project(TASK, "summary_only")
+    projector.project(OTHER, "da_input")
+    board.write([step(1, "rewritten")], task=TASK, area="plan")
+    stats = projector.cache.stats()
+    assert (stats.valid, stats.invalid, stats.invalidations) == (1, 2, 2)
+    fresh = projector.project(TASK, "da_input")
+    assert not fresh.cached
+    assert "rewritten" in fresh.text
+    assert projector.project(OTHER, "da_input").cached
+
+
+def test_a_new_node_invalidates_the_views_of_its_graph(
+    projector: Projector, board: Blackboard
+) -> None:
+    projector.project(TASK, "da_input")
+    projector.project(OTHER, "da_input")
+    board.write([step(3)], task=TASK, area="plan")
+    assert "urn:ex:s3" in projector.project(TASK, "da_input").iris
+    assert projector.project(OTHER, "da_input").cached
+
+
+def test_a_deletion_invalidates(projector: Projector, board: Blackboard) -> None:
+    projector.project(TASK, "da_input")
+    board.delete(["urn:ex:s2"])
+    assert "urn:ex:s2" not in projector.project(TASK, "da_input").iris
+
+
+def test_an_update_that_makes_a_node_match_is_seen(projector: Projector, board: Blackboard) -> None:
+    board.write([{"@id": "urn:ex:loose", "@type": "PlanStep"}], task=TASK, area="plan")
+    assert "urn:ex:loose" not in projector.project(TASK, "da_input").iris
+    board.write([{**step(0), "@id": "urn:ex:loose"}], task=TASK, area="plan")
+    assert "urn:ex:loose" in projector.project(TASK, "da_input").iris
+
+
+def test_coherence_invalidations_plug_in(projector: Projector, bus: EventBus) -> None:
+    projector.project(TASK, "da_input")
+    bus.publish(EventType.CACHE_INVALIDATE, {"iri": "urn:ex:s1", "generation": 7})
+    assert projector.cache.stats().invalid == 1
+    projector.project(TASK, "da_input")
+    bus.publish(EventType.CACHE_INVALIDATE, {"iris": ["urn:ex:unrelated", "urn:ex:s2"]})
+    assert not projector.project(TASK, "da_input").cached
+    bus.publish("COPIES_INVALIDATED", {"iri": "urn:ex:s2", "generation": 3, "agents": ["b"]})
+    assert not projector.project(TASK, "da_input").cached
+
+
+def test_closing_stops_listening(projector: Projector, board: Blackboard) -> None:
+    projector.project(TASK, "da_input")
+    projector.close()
+    projector.close()
+    board.write([step(1, "later")], task=TASK, area="plan")
+    assert projector.cache.stats().invalid == 0
+
+
+def test_invalidation_touches_only_the_views_holding_the_node() -> None:
+    cache = ViewCache(max_views=50_000)
+    for i in range(20_000):
+        key = view_key(f"urn:ex:t{i}", "f", {})
+        cache.put(key, (), frozenset({f"urn:ex:n{i}", "urn:ex:shared"}), [f"urn:g:{i}"], since=0)
+    assert cache.invalidate("urn:ex:n5") == 1
+    assert cache.invalidate("urn:ex:n5") == 0  # an invalid view left the index
+    assert cache.invalidate_graph("urn:g:6") == 1
+    assert cache.invalidate("urn:ex:shared") == 19_998
+    assert cache.drop_invalid() == 20_000
+    assert cache.stats().views == 0
+
+
+def test_a_result_racing_a_write_is_not_cached() -> None:
+    cache = ViewCache()
+    key = view_key(TASK, "f", {})
+    since = cache.sequence
+    cache.invalidate("urn:ex:n1")  # a write lands while the query runs
+    view = cache.put(key, (), frozenset({"urn:ex:n1"}), ["urn:g"], since=since)
+    assert not view.valid
+    assert cache.get(key) is None
+    since = cache.sequence
+    cache.invalidate("urn:ex:elsewhere")
+    assert cache.put(key, (), frozenset({"urn:ex:n1"}), ["urn:g"], since=since).valid
+
+
+def test_least_recently_used_views_leave_first() -> None:
+    cache = ViewCache(max_views=2)
+    keys = [view_key(TASK, f"f{i}", {}) for i in range(3)]
+    cache.put(keys[0], (), frozenset({"urn:a"}), [], since=0)
+    cache.put(keys[1], (), frozenset({"urn:b"}), [], since=0)
+    assert cache.get(keys[0]) is not None
+    cache.put(keys[2], (), frozenset({"urn:c"}), [], since=0)
+    assert cache.get(keys[1]) is None
+    assert cache.get(keys[0]) is not None
+    assert not cache.holds("urn:b")
+    with pytest.raises(InvalidInputError, match="max_views"):
+        ViewCache(max_views=0)
+
+
+def test_no_read_serves_an_older_version_than_the_last_write(
+    projector: Projector, board: Blackboard
+) -> None:
+    """A writer and a reader race; after each write returns, the next read shows it."""
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            projector.project(TASK, "da_input")
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for version in range(40):
+            board.write([step(1, f"version {version}")], task=TASK, area="plan")
+            text = projector.project(TASK, "da_input").text
+            if f'"version {version}"' not in text:
+                errors.append(f"version {version} missing: {text}")
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from gliding_core import GlidingError, HashEmbedder, L0Store, Memory, MemoryConfig
@@ -429,7 +429,6 @@ def test_a_supplement_is_delivered_as_given_or_refused(
 MANIFESTS = [None, "", "{", "[]", '"text"', '{"embedder": 5}', "\x00\x01", '{"embedder": null}']
 
 
-@pytest.mark.xfail(strict=False, reason="Memory.open hardening lands on the index branch")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     layout=st.sampled_from(["missing", "directory", "file", "parent-is-file", "nested"]),
@@ -449,11 +448,14 @@ def test_memory_open_opens_or_refuses(
     root = Path(tempfile.mkdtemp())
     try:
         path: Any = root / (name or "memory")
-        if layout == "directory":
-            path.mkdir(exist_ok=True)
-        elif layout == "file":
-            path.write_text("not a directory")
-        elif layout == "parent-is-file":
+        try:  # a name the file system itself refuses cannot be laid out: no case to test
+            if layout == "directory":
+                path.mkdir(exist_ok=True)
+            elif layout == "file":
+                path.write_text("not a directory")
+        except (OSError, UnicodeError, ValueError):
+            assume(False)
+        if layout == "parent-is-file":
             (root / "parent").write_text("a file")
             path = root / "parent" / "memory"
         elif layout == "nested":

@@ -157,9 +157,13 @@ def test_a_process_killed_between_commit_and_upsert_loses_nothing(tmp_path: Path
         assert memory.store.count() == 90
         assert memory.index.behind() == 0
         assert _indexed(memory) == _l0_iris(memory)
+        # Scored exactly over every entry: what is checked is that each vector is there and
+        # right. (The approximate graph of a collection whose writer was killed missed one
+        # nearest entry once under heavy load: the next check is of the index, not of HNSW.)
+        everything = sorted(_l0_iris(memory))
         for i in range(60):
-            dense = memory.hyperspace.arms(f"written before the crash {i}", 5, _no_filters())
-            assert f"urn:crash:{i}" in {iri for iri, _ in dense["dense"]}
+            found = memory.index.query(f"written before the crash {i}", 5, allowed=everything)
+            assert f"urn:crash:{i}" in {iri for iri, _ in found}
 
 
 def _no_filters() -> Any:

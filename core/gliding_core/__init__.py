@@ -34,13 +34,13 @@ from gliding_core.errors import (
 from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.backends import (
     CachedEmbedder,
-    HttpEmbedder,
     SentenceTransformerEmbedder,
     auto_embedder,
 )
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
+from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory

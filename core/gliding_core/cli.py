@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from gliding_core import demo
+from gliding_core import __version__, demo
 from gliding_core.errors import GlidingError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder
@@ -20,7 +21,7 @@ from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
 from gliding_core.store import L0Store
 from gliding_core.table import render
 
-EMBEDDERS = ["auto", "local", "chroma-onnx", "hash"]
+EMBEDDERS = ["auto", "local", "chroma-onnx", "hash", "openai", "ollama"]
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -28,6 +29,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     stream = out or sys.stdout
     parser = _parser()
     args = parser.parse_args(argv)
+    problem = _unwritable(getattr(args, "json", None))
+    if problem:  # checked before the work: a finished run is never lost to a bad path
+        sys.stderr.write(f"gliding-horse: error: --json {problem}\n")
+        return 2
     try:
         code: int = args.handler(args, stream)
     except GlidingError as exc:
@@ -37,7 +42,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gliding-horse", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="gliding-horse",
+        description="Agent memory modelled on a CPU cache hierarchy: demo, inspect, benchmarks.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run_demo = commands.add_parser("demo", help="run the demo on embedded defaults")
@@ -62,41 +72,69 @@ def _parser() -> argparse.ArgumentParser:
     tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
     tokens.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
     tokens.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
-    tokens.add_argument("--budgets", type=_numbers, default=[500, 1000, 2000, 4000])
-    tokens.add_argument("--embedder", choices=EMBEDDERS, default="auto")
+    tokens.add_argument(
+        "--budgets", type=_numbers, default=[500, 1000, 2000, 4000], help="L1 token budgets"
+    )
+    tokens.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
     tokens.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     tokens.set_defaults(handler=_bench_tokens)
 
     topics = bench.add_parser("topics", help="topic-shift detection on joined LoCoMo sessions")
     topics.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
-    topics.add_argument("--sequences", type=_positive, default=30)
-    topics.add_argument("--seed", type=int, default=0)
-    topics.add_argument("--embedder", choices=EMBEDDERS, default="auto")
+    topics.add_argument("--sequences", type=_positive, default=30, help="joined sequences")
+    topics.add_argument("--seed", type=int, default=0, help="random seed")
+    topics.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
     topics.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     topics.set_defaults(handler=_bench_topics)
 
     locomo = bench.add_parser("locomo", help="long-term recall on LoCoMo: hybrid vs its arms")
     locomo.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
     locomo.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
-    locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto")
+    locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
     locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     locomo.set_defaults(handler=_bench_locomo)
 
     poincare = bench.add_parser("poincare", help="Poincaré reconstruction against gensim")
     poincare.add_argument("--edges", type=Path, required=True, help="child TAB parent file")
-    poincare.add_argument("--dim", type=_positive, default=10)
-    poincare.add_argument("--epochs", type=_positive, default=75)
+    poincare.add_argument("--dim", type=_positive, default=10, help="embedding dimension")
+    poincare.add_argument("--epochs", type=_positive, default=75, help="training epochs")
     poincare.add_argument("--no-gensim", action="store_true", help="skip the gensim comparison")
     poincare.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     poincare.set_defaults(handler=_bench_poincare)
 
     speed = bench.add_parser("search", help="hybrid search latency and ingest throughput")
-    speed.add_argument("--entries", type=_positive, default=10_000)
-    speed.add_argument("--queries", type=_positive, default=300)
-    speed.add_argument("--embedders", type=_names, default=["hash", "local"])
+    speed.add_argument("--entries", type=_positive, default=10_000, help="entries stored")
+    speed.add_argument("--queries", type=_positive, default=300, help="queries timed")
+    speed.add_argument(
+        "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
+    )
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     speed.set_defaults(handler=_bench_search)
+    _show_defaults(parser)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand's help the defaults of its options."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+                _show_defaults(child)
+
+
+def _unwritable(path: Path | None) -> str | None:
+    """Why ``path`` cannot take the figures, or ``None`` when it can (or is not given)."""
+    if path is None:
+        return None
+    if path.is_dir():
+        return f"{str(path)!r} is a directory, not a file"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"the folder {str(folder)!r} of {str(path)!r} does not exist"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{str(path)!r} is not writable"
+    return None
 
 
 def _positive(text: str) -> int:
@@ -130,6 +168,9 @@ def _write_json(path: Path | None, figures: object) -> None:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    reconfigure = getattr(out, "reconfigure", None)
+    if callable(reconfigure):  # a pipe is block-buffered: show each line as it is written
+        reconfigure(line_buffering=True)
     if args.path is None:
         demo.run(out)
     else:

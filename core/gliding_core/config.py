@@ -6,6 +6,8 @@ Every default of the memory is chosen here and nowhere else. A bad value raises
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -171,8 +173,16 @@ class MemoryConfig(Settings):
         topics: the topic-shift monitor settings.
         relevance_alpha: the relevance tracker's weight of the task goal (seed 001: 0.6).
         bus_history: how many recent events the memory bus keeps.
-        embedder: the embedding backend when none is passed in (``auto``: the best available).
+        embedder: the embedding backend when none is passed in: ``auto`` (the best local one),
+            ``local``, ``chroma-onnx``, ``hash``, or an HTTP API, ``openai`` (any
+            OpenAI-compatible server) or ``ollama``.
+        embedder_model: the HTTP API's model (its usual default when unset).
+        embedder_url: the HTTP API's server (``https://api.openai.com``,
+            ``http://localhost:11434`` when unset).
+        embedder_api_key: the HTTP API's bearer token (never shown in ``repr``).
         chroma_host, chroma_port: a Chroma server for the dense index; embedded when unset.
+
+    ``MemoryConfig.from_env()`` reads the same settings from the environment (see there).
     """
 
     store: StoreConfig = StoreConfig()
@@ -181,6 +191,63 @@ class MemoryConfig(Settings):
     topics: TopicConfig = TopicConfig()
     relevance_alpha: float = Field(default=0.6, ge=0.0, le=1.0)
     bus_history: int = Field(default=1_000, ge=0)
-    embedder: Literal["auto", "local", "chroma-onnx", "hash"] = "auto"
+    embedder: Literal["auto", "local", "chroma-onnx", "hash", "openai", "ollama"] = "auto"
+    embedder_model: str | None = Field(default=None, min_length=1)
+    embedder_url: str | None = Field(default=None, pattern=r"^https?://")
+    embedder_api_key: str | None = Field(default=None, repr=False)
     chroma_host: str | None = None
     chroma_port: int = Field(default=8000, ge=1, le=65_535)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
+        """Return the settings the environment gives, with ``overrides`` on top.
+
+        Read when called, never at import. Unset variables keep the defaults:
+
+        - ``GLIDING_EMBEDDER``: ``embedder`` (``openai``, ``ollama``, ``local`` ...);
+        - ``GLIDING_EMBEDDER_MODEL``: ``embedder_model``;
+        - ``GLIDING_EMBEDDER_URL``: ``embedder_url``; else ``OPENAI_BASE_URL`` for ``openai``
+          and ``OLLAMA_HOST`` for ``ollama`` (``host:port`` gets ``http://``);
+        - ``GLIDING_EMBEDDER_API_KEY``: ``embedder_api_key``; else ``OPENAI_API_KEY`` for
+          ``openai``;
+        - ``GLIDING_CHROMA_HOST`` / ``GLIDING_CHROMA_PORT``: the Chroma server;
+        - ``GLIDING_TOKEN_ENCODING``: ``token_encoding``.
+
+        Raises:
+            ConfigError: a variable holds a value the setting refuses (named in the message).
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for variable, name in _ENVIRONMENT:
+            if env.get(variable):
+                values[name] = env[variable]
+        if "chroma_port" in values:
+            values["chroma_port"] = _port(values["chroma_port"])
+        backend = values.get("embedder", overrides.get("embedder"))
+        if backend == "openai":
+            values.setdefault("embedder_url", env.get("OPENAI_BASE_URL") or None)
+            values.setdefault("embedder_api_key", env.get("OPENAI_API_KEY") or None)
+        elif backend == "ollama" and env.get("OLLAMA_HOST"):
+            host = env["OLLAMA_HOST"]
+            values.setdefault("embedder_url", host if "://" in host else f"http://{host}")
+        values = {k: v for k, v in values.items() if v is not None}
+        return cls(**{**values, **overrides})
+
+
+_ENVIRONMENT = (
+    ("GLIDING_EMBEDDER", "embedder"),
+    ("GLIDING_EMBEDDER_MODEL", "embedder_model"),
+    ("GLIDING_EMBEDDER_URL", "embedder_url"),
+    ("GLIDING_EMBEDDER_API_KEY", "embedder_api_key"),
+    ("GLIDING_CHROMA_HOST", "chroma_host"),
+    ("GLIDING_CHROMA_PORT", "chroma_port"),
+    ("GLIDING_TOKEN_ENCODING", "token_encoding"),
+)
+
+
+def _port(text: str) -> int | str:
+    """A port number from text; text that is not one is passed on, for the setting to refuse."""
+    try:
+        return int(text)
+    except ValueError:
+        return text

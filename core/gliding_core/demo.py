@@ -135,21 +135,31 @@ def knowledge_set() -> list[Record]:
 def run(out: TextIO, memory: Memory | None = None) -> None:
     """Run the demo on ``memory`` (a new in-memory one by default) and write what it shows."""
     owned = memory is None
+    if owned:
+        _progress(out, "Opening an in-memory memory and loading its embedding model ...")
     memory = memory or Memory()
     try:
         _show_l0(out, memory)
         demo_search.run(out, memory)
+        _progress(out, "\nRunning an agent session (embedding each turn) ...")
         demo_session.run(out, memory)
         for part in entry_points(group=DEMO_GROUP):
+            _progress(out, f"\nLoading the {part.name} demo ...")
             try:
                 show = part.load()
             except ImportError as error:  # its extra is not installed
-                out.write(f"\n(skipping the {part.name} demo: {error})\n")
+                out.write(f"(skipping the {part.name} demo: {error})\n")
                 continue
             show(out, memory)
     finally:
         if owned:
             memory.close()
+
+
+def _progress(out: TextIO, line: str) -> None:
+    """Say what the next slow step is, at once (the stream may be buffered)."""
+    out.write(line + "\n")
+    out.flush()
 
 
 def _show_l0(out: TextIO, memory: Memory) -> None:

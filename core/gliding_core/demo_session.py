@@ -132,7 +132,7 @@ def _describe(event: Event) -> str:
     payload = event.payload
     if event.type == EventType.TURN_EVICTED:
         return (
-            f"evicted ({payload['reason']}) {payload['iri'].rsplit('/', 2)[-2:]!s} "
+            f"evicted ({payload['reason']}) {' '.join(payload['iri'].rsplit('/', 2)[-2:])} "
             f"- {payload['tokens']} tokens, still in L0"
         )
     if event.type == EventType.TOPIC_SHIFT:

@@ -41,6 +41,16 @@ MANIFEST_FILE = "memory.json"
 POINCARE_FILE = "poincare.npz"
 
 
+def _configured_embedder(config: MemoryConfig) -> Embedder:
+    """The embedder ``config`` names, with the HTTP API's settings when it names one."""
+    return make_embedder(
+        config.embedder,
+        model=config.embedder_model,
+        url=config.embedder_url,
+        api_key=config.embedder_api_key,
+    )
+
+
 def _collection(directory: Path | None) -> str | None:
     """A persistent memory keeps one collection; an in-memory one gets a fresh name."""
     return None if directory is None else "gliding-l0"
@@ -50,7 +60,8 @@ class Memory:
     """An agent memory: L0, the L1 sessions and the attention layer, with their services.
 
     Args:
-        config: settings; ``MemoryConfig()`` when omitted.
+        config: settings; ``MemoryConfig.from_env()`` when omitted (the defaults, with what the
+            ``GLIDING_*`` variables and the API keys' usual variables set).
         store: a ready L0 store; an in-memory one built from ``config`` when omitted.
         tokens: a ready token counter; one for ``config.token_encoding`` when omitted.
         embedder: the embedding model for search, relevance and topics; by default the backend
@@ -78,15 +89,17 @@ class Memory:
         directory: Path | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.config = config or MemoryConfig()
+        self.config = config or MemoryConfig.from_env()
         self.directory = directory
         self.tokens = tokens or TokenCounter(self.config.token_encoding)
         self.store = store or L0Store(None, self.config.store)
         self._cache = CachedEmbedder(
-            embedder if embedder is not None else make_embedder(self.config.embedder),
+            embedder if embedder is not None else _configured_embedder(self.config),
             None if directory is None else directory / EMBEDDING_CACHE_FILE,
         )
         self.embedder: Embedder = self._cache
+        # An embedder the memory made is the memory's to close (an HTTP one holds a pool).
+        self._owns_embedder = embedder is None
         self.summarizer = summarizer or ExtractiveSummarizer(self.tokens)
         self.bus = bus or EventBus(self.config.bus_history)
         self.supplements = SupplementaryInputStore(self.store, self.bus)
@@ -134,7 +147,7 @@ class Memory:
         if directory.exists() and not directory.is_dir():
             raise InvalidInputError(f"memory path {str(directory)!r} exists and is not a directory")
         directory.mkdir(parents=True, exist_ok=True)
-        config = config or MemoryConfig()
+        config = config or MemoryConfig.from_env()
         store = L0Store(directory / STORE_FILE, config.store)
         return cls(
             config=config,
@@ -224,6 +237,9 @@ class Memory:
         close_client(self._chroma)  # stops Chroma's system when no other memory shares it
         self.store.close()
         self._cache.close()
+        closer = getattr(self._cache.inner, "close", None)
+        if self._owns_embedder and callable(closer):
+            closer()
 
     def __enter__(self) -> Memory:
         return self

@@ -76,3 +76,29 @@ def test_bad_numbers_are_rejected_by_the_parser(capsys: pytest.CaptureFixture[st
         main(["bench", "l0", "--entries", "zero"])
     assert info.value.code == 2
     assert "positive integer" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        run("--version")
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith("gliding-horse 0.")
+
+
+def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run("bench", "search", "--help")
+    assert "(default: 10000)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["missing/figures.json", "."])
+def test_an_unwritable_output_path_is_refused_before_the_run(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / where
+    code, text = run(
+        "bench", "poincare", "--edges", str(tmp_path / "none.tsv"), "--json", str(target)
+    )
+    assert code == 2
+    assert text == ""
+    assert "--json" in capsys.readouterr().err

@@ -36,6 +36,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
+from gliding_core.benchmarks import progress
 from gliding_core.benchmarks.conversations import Conversation, Turn, answerable, load
 from gliding_core.config import MemoryConfig, TopicConfig
 from gliding_core.conversation import Conversation as Chat
@@ -177,7 +178,7 @@ def run(
     scores: dict[str, dict[str, list[float]]] = {m: {} for m in names}
     timings: dict[str, list[float]] = {"ingest": []}
     questions = 0
-    for conversation in data:
+    for conversation in progress(data, "LoCoMo conversations"):
         questions += _conversation(conversation, embedder, methods, scores, timings)
         _conversation_contexts(conversation, embedder, context_methods, scores, timings)
     return {

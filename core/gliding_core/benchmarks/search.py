@@ -12,6 +12,7 @@ import statistics
 import time
 from typing import Any
 
+from gliding_core.benchmarks import progress
 from gliding_core.benchmarks.l0 import _records, _vocabulary
 from gliding_core.config import MemoryConfig, TopicConfig
 from gliding_core.entry import Record
@@ -29,13 +30,13 @@ def run(entries: int, embedder: Embedder, *, queries: int = 300, seed: int = 0) 
     config = MemoryConfig(topics=TopicConfig(interval_s=0))
     with Memory(config=config, embedder=embedder) as memory:
         start = time.perf_counter()
-        for offset in range(0, entries, BATCH):
+        for offset in progress(range(0, entries, BATCH), "ingest batches"):
             memory.store.put_many(
                 [Record(d["node"], tags=d["tags"]) for d in data[offset : offset + BATCH]]
             )
         ingest = entries / (time.perf_counter() - start)
         latencies = []
-        for i in range(queries):
+        for i in progress(range(queries), "queries"):
             query = f"{' '.join(rng.sample(vocab[50:5_000], 3))} q{i}"
             start = time.perf_counter()
             memory.search(query, 10)

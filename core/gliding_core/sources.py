@@ -1,0 +1,76 @@
+"""Context sources: what fills the memory part of a model view, one source at a time.
+
+A model view (``gliding_core.conversation``) gives its memory room to an ordered list of
+sources: the L1 context, recall from L0, and a role's L3 frame over the blackboard are three of
+them. Each is asked for at most ``budget`` tokens for a query and answers with what it would
+show, counted exactly with the memory's counter; the view then asks the next one with what is
+left. A new layer adds a source; the view does not change.
+
+Invariants: a source never returns more tokens than it was asked for (``tokens`` is the exact
+count of ``text``); it quotes nothing whose IRI is in ``request.shown`` (what the window or an
+earlier source already shows), and lists in ``iris`` every IRI it quotes, so later sources can
+skip them; an empty answer is ``SourcePart.empty(name)``, never an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import preview
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRequest:
+    """What a view asks of one source.
+
+    Attributes:
+        query: what the model is about to answer (the latest user message), if known.
+        budget: the most tokens the answer may take (>= 0).
+        shown: IRIs (L0 entries, L1 turn archives, L2 nodes) already visible to the model.
+    """
+
+    query: str | None
+    budget: int
+    shown: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.query is not None and not isinstance(self.query, str):
+            raise InvalidInputError(f"query must be a string or None, got {preview(self.query)}")
+        if isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 0:
+            raise InvalidInputError(f"budget must be an int >= 0, got {preview(self.budget)}")
+        object.__setattr__(self, "shown", frozenset(self.shown))
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePart:
+    """What one source would show.
+
+    Attributes:
+        source: the source's name (``"l1"``, ``"recall"``, ``"frame"`` ...).
+        text: the text to put in the memory message ("" for nothing).
+        tokens: the exact token count of ``text`` with the memory's counter.
+        iris: every IRI the text quotes, in the order quoted.
+    """
+
+    source: str
+    text: str
+    tokens: int
+    iris: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def empty(cls, source: str) -> SourcePart:
+        """The answer of a source with nothing to show."""
+        return cls(source, "", 0, ())
+
+
+@runtime_checkable
+class ContextSource(Protocol):
+    """Something that can fill part of a model view's memory room."""
+
+    name: str
+
+    def fill(self, request: SourceRequest) -> SourcePart:
+        """Return what this source would show within ``request.budget`` tokens."""
+        ...

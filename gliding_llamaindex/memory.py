@@ -35,7 +35,9 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.memory.types import BaseMemory
+from typing_extensions import Unpack
 
+from gliding_core.config import ConversationSettings, Placement, ViewOptions
 from gliding_core.conversation import Conversation, ModelView
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
@@ -45,6 +47,8 @@ from gliding_core.scope import Shared, resolve_scope
 from gliding_llamaindex.messages import Record, check_messages, from_record, to_record
 
 DEFAULT_TASK = "urn:gliding:task:llamaindex"
+# A user message before the newest turn: ReActAgent drops a leading system message.
+DEFAULT_PLACEMENT: Placement = "user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,17 +112,13 @@ class GlidingMemory(BaseMemory):
         session_id: str | None = None,
         user_id: str | None = None,
         shared: Sequence[Shared] = (),
-        budget: int | None = None,
         token_limit: int | None = None,
-        agent: str = "agent",
-        role: str = "SA",
-        recall_k: int = 5,
-        window_share: float = 0.5,
-        summary_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
+        settings: ConversationSettings | None = None,
         chat_history: list[ChatMessage] | None = None,
+        **options: Unpack[ViewOptions],
     ) -> GlidingMemory:
-        """Build a memory for ``agent`` on ``task_iri``.
+        """Build a memory for an agent on ``task_iri``.
 
         Args:
             memory: the gliding memory; a new in-memory ``Memory()`` (closed by ``close``) when
@@ -127,21 +127,28 @@ class GlidingMemory(BaseMemory):
             session_id: the chat's key: its scope is this thread (``Scope.thread``).
             user_id: the user: their scope (``Scope.user``), shared by all their sessions.
             shared: named graph IRIs or scopes recall reads besides the memory's own scope.
-            budget: the token budget of ``get``; the L1 session's budget when omitted.
-            token_limit: LlamaIndex's name for ``budget``; give one of the two.
-            agent, role, recall_k, window_share, summary_share, recall_filters: see
-                ``Conversation``.
+            token_limit: LlamaIndex's name for the ``budget`` option; give one of the two.
+            recall_filters: restrict recall further (see ``Conversation``).
+            settings: agent, role, budget, recall size, shares and placement
+                (``ConversationSettings``). Placement is ``"user"`` unless given: ``ReActAgent``
+                drops the leading system message, ``FunctionAgent`` reads either.
             chat_history: messages to start with.
+            **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
 
         Raises:
             InvalidInputError: ``memory`` is not a ``Memory``, or ``budget`` and
                 ``token_limit`` disagree; and what ``Conversation`` rejects.
         """
+        budget = options.get("budget")
         if budget is not None and token_limit is not None and budget != token_limit:
             raise InvalidInputError(
                 f"give budget or token_limit, not both: got {preview(budget)} "
                 f"and {preview(token_limit)}"
             )
+        if token_limit is not None:
+            options["budget"] = token_limit
+        if settings is None:
+            options.setdefault("placement", DEFAULT_PLACEMENT)
         scope = resolve_scope(user_id=user_id, thread_id=session_id, default=task_iri)
         owned = None
         if memory is None:
@@ -151,13 +158,9 @@ class GlidingMemory(BaseMemory):
                 memory,
                 scope=scope,
                 shared=shared,
-                agent=agent,
-                role=role,
-                budget=budget if budget is not None else token_limit,
-                recall_k=recall_k,
-                window_share=window_share,
-                summary_share=summary_share,
                 recall_filters=recall_filters,
+                settings=settings,
+                **options,
             )
         except Exception:
             if owned is not None:

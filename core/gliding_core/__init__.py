@@ -5,10 +5,9 @@ The public API is re-exported here; the export list is pinned by a test.
 
 from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
-from gliding_core.attention.topics import Boundary, TopicMonitor
-from gliding_core.attention.window import ContextWindowManager, FittedWindow
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.config import (
+    ConversationSettings,
     EvictionPolicy,
     MemoryConfig,
     SessionConfig,
@@ -32,6 +31,7 @@ from gliding_core.errors import (
     StorageError,
 )
 from gliding_core.filters import SearchFilters
+from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import (
     CachedEmbedder,
     SentenceTransformerEmbedder,
@@ -44,11 +44,14 @@ from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.memory_sources import RecallSource, SessionContextSource
 from gliding_core.scope import Scope, reader_filters, resolve_scope, scope_task_iri
 from gliding_core.session import Context, Session, Turn
+from gliding_core.sources import ContextSource, SourcePart, SourceRequest
 from gliding_core.store import L0Store
-from gliding_core.summarize import ExtractiveSummarizer, Summarizer
+from gliding_core.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
+from gliding_core.topics import Boundary, TopicMonitor
 
 __version__ = "0.1.0"
 
@@ -56,12 +59,14 @@ __all__ = [
     "ArmResult",
     "Boundary",
     "CachedEmbedder",
+    "ChatFraming",
     "ClosedError",
     "ConfigError",
     "ContentTooLargeError",
     "Context",
-    "ContextWindowManager",
+    "ContextSource",
     "Conversation",
+    "ConversationSettings",
     "DenseIndex",
     "DirectoryInUseError",
     "Edge",
@@ -75,7 +80,6 @@ __all__ = [
     "EventType",
     "EvictionPolicy",
     "ExtractiveSummarizer",
-    "FittedWindow",
     "GlidingError",
     "HashEmbedder",
     "HttpEmbedder",
@@ -87,9 +91,11 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "MesiState",
+    "ModelSummarizer",
     "ModelView",
     "PoincareIndex",
     "PoincareSettings",
+    "RecallSource",
     "Record",
     "RelevanceTracker",
     "Scope",
@@ -98,6 +104,9 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",
+    "SessionContextSource",
+    "SourcePart",
+    "SourceRequest",
     "StorageError",
     "StoreConfig",
     "StructureIndex",

@@ -213,27 +213,37 @@ class Conversation:
 
     # -- archiving -----------------------------------------------------------------------------
 
-    def record(self, messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
+    def record(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tags: Sequence[str] = (),
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[Turn]:
         """Archive the messages not archived before into L0 and the L1 session.
 
         A message is known by its ``id``; one without an ``id`` is archived every time it is
         passed. System messages, delivered supplements (already archived when taken), the
         memory message and messages without text are skipped. All messages are checked before
-        any is archived.
+        any is archived. ``tags`` and ``metadata`` (one mapping per message) go on the archive
+        entries (the chat log's marks, ``gliding_core.chatlog``).
         """
         items = check_messages(messages)
+        extra = [dict(m) for m in metadata] if metadata is not None else [{} for _ in items]
+        if len(extra) != len(items):
+            raise InvalidInputError(f"metadata has {len(extra)} items for {len(items)} messages")
         turns = []
         with self._lock:
-            for item in items:
+            for item, more in zip(items, extra, strict=True):
                 key = item.get("id")
                 if _not_archived(item) or key in self._recorded:
                     continue
                 text = message_text(item).strip()
                 if not text:
                     continue
-                metadata = {"message_id": key} if key else None
+                marks = {**more, "message_id": key} if key else more
                 turn = self.session.add_turn(
-                    item["role"], text, metadata=metadata, tags=[self.scope.tag]
+                    item["role"], text, metadata=marks or None, tags=[self.scope.tag, *tags]
                 )
                 turns.append(turn)
                 if key is not None:
@@ -243,6 +253,17 @@ class Conversation:
     def archived(self, message_id: str) -> str | None:
         """Return the L0 IRI a recorded message was archived under, or ``None``."""
         return self._recorded.get(message_id)
+
+    def adopt(self, message_id: str, iri: str) -> None:
+        """Know ``message_id`` as archived under ``iri`` (a chat log reopened after a restart)."""
+        with self._lock:
+            self._recorded.setdefault(message_id, iri)
+
+    def input_turn(self, input_iri: str) -> str | None:
+        """Return the IRI of the turn that archived a taken supplementary input, or ``None``."""
+        with self._lock:
+            taken = self.session.taken_inputs.get(input_iri)
+        return taken[1] if taken else None
 
     # -- the model's view ----------------------------------------------------------------------
 

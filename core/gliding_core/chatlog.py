@@ -3,7 +3,8 @@
 Both adapters' chat histories (LangChain's ``GlidingChatMessageHistory``, LlamaIndex's
 ``GlidingMemory``) keep their messages here and only convert them. A message is a record
 (``gliding_core.framing``) and is known by its ``id`` (the one identity rule: the framework's
-id when it has one, else a fresh ``uuid4`` hex given once, when first logged). A delivered
+id when it has one, else a fresh ``uuid4`` hex given once, when first logged; an append-only
+history renews an id the log already holds, so no message replaces another). A delivered
 supplementary input is marked by ``supplement``: the input's IRI (the one marker).
 
 Storage: a message with text is one L0 entry, its turn's archive (``Conversation.record``), so
@@ -87,11 +88,18 @@ class ChatLog:
         return self._read([self.tag, ACTIVE])
 
     def append(
-        self, records: Sequence[Mapping[str, Any]], natives: Sequence[Any] | None = None
+        self,
+        records: Sequence[Mapping[str, Any]],
+        natives: Sequence[Any] | None = None,
+        *,
+        renew: bool = False,
     ) -> list[LoggedMessage]:
         """Log the records not logged before; a record without ``id`` gets a fresh one.
 
-        Returns the messages logged now, in order. All records are checked before any is written.
+        A record whose ``id`` the log holds is skipped (it is logged already), or, with
+        ``renew`` (an append-only history, where every message added is new), logged under a
+        fresh id. Returns the messages logged now, in order, with their ids. All records are
+        checked before any is written.
 
         Raises:
             InvalidInputError: a record is malformed, or ``natives`` does not match ``records``.
@@ -103,7 +111,8 @@ class ChatLog:
         with self._lock:
             fresh: list[tuple[Message, Any]] = []
             for item, native in zip(items, extra, strict=True):
-                item.setdefault("id", uuid.uuid4().hex)
+                if "id" not in item or (renew and item["id"] in self._ids):
+                    item["id"] = uuid.uuid4().hex
                 if item["id"] not in self._ids:
                     self._ids.add(item["id"])
                     fresh.append((item, native))

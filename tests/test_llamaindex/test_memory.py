@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
@@ -269,3 +270,25 @@ def test_set_archives_only_new_messages_wherever_they_are(memory: Memory) -> Non
     history.set([])
     history.put(user("message number 0"))  # said again: a new message
     assert len(session.turns) == 7
+
+
+def test_a_memory_reopened_on_its_directory_and_session_has_its_history(tmp_path: Path) -> None:
+    call = ChatMessage(
+        role="assistant",
+        blocks=[ToolCallBlock(tool_call_id="c1", tool_name="lookup", tool_kwargs={"q": "gate"})],
+    )
+    result = ChatMessage(role="tool", content="gate 4", additional_kwargs={"tool_call_id": "c1"})
+    sent = [user("Which gate does the ferry leave from?"), call, result, assistant("Gate 4.")]
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        first = GlidingMemory.from_defaults(memory, session_id="ferry")
+        first.put_messages(sent)
+        entries = memory.store.count()
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        again = GlidingMemory.from_defaults(memory, session_id="ferry")
+        assert again.get_all() == sent  # exactly, tool calls and all
+        assert GlidingMemory.from_defaults(memory, session_id="other").get_all() == []
+        again.set(again.get_all())  # the same history: nothing archived again
+        assert memory.store.count() == entries
+        again.put(user("And the return ferry?"))
+        assert memory.store.count() == entries + 1  # one L0 entry per message
+        assert [m.content for m in again.get_all()][-1] == "And the return ferry?"

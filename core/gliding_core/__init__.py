@@ -6,6 +6,7 @@ The public API is re-exported here; the export list is pinned by a test.
 from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.chatlog import ChatLog, LoggedMessage
 from gliding_core.config import (
     ConversationSettings,
     EvictionPolicy,
@@ -60,6 +61,7 @@ __all__ = [
     "Boundary",
     "CachedEmbedder",
     "ChatFraming",
+    "ChatLog",
     "ClosedError",
     "ConfigError",
     "ContentTooLargeError",
@@ -88,6 +90,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidNodeError",
     "L0Store",
+    "LoggedMessage",
     "Memory",
     "MemoryConfig",
     "MesiState",

@@ -62,14 +62,16 @@ class ChatLog:
 
     Args:
         conversation: the conversation whose scope and session archive the messages.
-        chat: the chat's name within the scope (one scope may hold several chats); ``"main"``.
+        chat: the chat's name within the scope; the conversation's agent by default, so each
+            agent of a scope has its own chat, and every adapter of one agent shares it.
     """
 
-    def __init__(self, conversation: Conversation, chat: str = "main") -> None:
+    def __init__(self, conversation: Conversation, chat: str | None = None) -> None:
         if not isinstance(conversation, Conversation):
             raise InvalidInputError(
                 f"conversation must be a Conversation, got {preview(conversation)}"
             )
+        chat = conversation.settings.agent if chat is None else chat
         if not isinstance(chat, str) or not chat:
             raise InvalidInputError(f"chat must be a non-empty string, got {preview(chat)}")
         self.conversation = conversation

@@ -96,3 +96,13 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
         with pytest.raises(InvalidInputError, match="Conversation"):
             ChatLog(memory)  # type: ignore[arg-type]
         assert log.messages() == []
+
+
+def test_each_agent_of_a_scope_has_its_own_chat() -> None:
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        scope = Scope.thread("t1")
+        planner = ChatLog(Conversation(memory, scope=scope, agent="planner"))
+        coder = ChatLog(Conversation(memory, scope=scope, agent="coder"))
+        planner.append([{"role": "user", "content": "plan it", "id": "m1"}])
+        assert coder.messages() == []
+        assert [m.id for m in ChatLog(planner.conversation).messages()] == ["m1"]

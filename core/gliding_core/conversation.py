@@ -70,6 +70,7 @@ from gliding_core.memory_sources import (
 from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.tokens import TokenCounter
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
 _MIN_MEMORY = 12  # the smallest memory room worth asking the sources to fill
@@ -400,7 +401,7 @@ def _ledger(session: Session) -> _Ledger:
         return ledger
 
 
-def _exact(parts: list[SourcePart], room: int, tokens: Any) -> list[SourcePart]:
+def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[SourcePart]:
     """Cut the last parts until the joined text is within ``room`` (joins can merge tokens)."""
     while parts and tokens.count(_SEPARATOR.join(p.text for p in parts)) > room:
         last = parts.pop()

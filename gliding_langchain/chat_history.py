@@ -5,10 +5,12 @@ LangChain deprecated ``BaseChatMessageHistory`` in langchain-core 1.6.4; new age
 ``RunnableWithMessageHistory``. It never calls the deprecated base initialiser, so creating one
 does not warn (``RunnableWithMessageHistory`` itself still warns when built).
 
-Each message is one L0 entry in the chat's named graph (the whole message, so it comes back
-exactly), and one turn of the chat's L1 session. With a ``budget``, ``messages`` returns the
-budgeted view (the memory as a system message, then the newest messages that fit), which keeps
-the prompts of a long chat small; ``all_messages`` always returns everything.
+The messages live in the core's durable chat log (``gliding_core.chatlog``) of the chat's scope:
+each message is one L0 entry (its turn's archive, with the whole message so it comes back
+exactly) and one turn of the chat's L1 session; this module only converts messages. With a
+``budget``, ``messages`` returns the budgeted view (the memory message where ``placement`` puts
+it, then the newest messages that fit), which keeps the prompts of a long chat small;
+``all_messages`` always returns everything.
 
 The chat's ``session_id`` is its scope, a thread (``gliding_core.scope``: the same scope as a
 LangGraph run with that ``thread_id``): its messages and turns carry the scope's tag, recall
@@ -21,20 +23,19 @@ scope (and no reader without one) reads a chat's messages.
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Sequence
-from urllib.parse import quote
+from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, SystemMessage, message_to_dict, messages_from_dict
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from typing_extensions import Unpack
 
 from gliding_core import Conversation, InvalidInputError, Memory, Scope
-from gliding_langchain.messages import to_record, to_records
+from gliding_core.chatlog import ChatLog, LoggedMessage
+from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_langchain.messages import from_record, to_records
 
-CHAT_PREFIX = "urn:gliding:chat:"
-ACTIVE = "chat:active"
-CLEARED = "chat:cleared"
+NATIVE = "langchain"  # the key of this adapter's form of a message in the chat log
 
 
 class GlidingChatMessageHistory(BaseChatMessageHistory):
@@ -43,7 +44,9 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
     Args:
         memory: the memory to keep the chat in.
         session_id: the chat's id (any non-empty string).
-        budget: when given, ``messages`` returns the budgeted view in this many tokens.
+        settings: the view's settings (``ConversationSettings``); with a ``budget``,
+            ``messages`` returns the budgeted view in that many tokens.
+        **options: fields of ``settings`` to replace (``budget=1500`` ...).
 
     Example:
         >>> chain = RunnableWithMessageHistory(
@@ -51,23 +54,30 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
         ... )  # doctest: +SKIP
     """
 
-    def __init__(self, memory: Memory, session_id: str, *, budget: int | None = None) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        session_id: str,
+        *,
+        settings: ConversationSettings | None = None,
+        **options: Unpack[ViewOptions],
+    ) -> None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
         if not isinstance(session_id, str) or not session_id:
             raise InvalidInputError(f"session_id must be a non-empty string, got {session_id!r}")
         self.memory = memory
         self.session_id = session_id
-        self.graph = CHAT_PREFIX + quote(session_id, safe="")
-        self._tag = f"chat:{quote(session_id, safe='')}"
-        self.conversation = Conversation(memory, scope=Scope.thread(session_id), budget=budget)
-        self.budget = budget
+        self.conversation = Conversation(
+            memory, scope=Scope.thread(session_id), settings=settings, **options
+        )
+        self.budget = options.get("budget", settings.budget if settings else None)
+        self._log = ChatLog(self.conversation)
 
     @property
     def all_messages(self) -> list[BaseMessage]:
         """Every message of the chat since the last ``clear``, oldest first."""
-        entries = self.memory.store.by_tags([self._tag, ACTIVE])
-        return messages_from_dict([json.loads(e.content)["message"] for e in entries])
+        return [_message(logged) for logged in self._log.messages()]
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -78,44 +88,25 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
         records = to_records(history)
         view = self.conversation.view(records)
         by_id = {r["id"]: m for r, m in zip(records, history, strict=True) if "id" in r}
-        kept = [by_id[r["id"]] for r in view.messages if r.get("id") in by_id]
-        return ([SystemMessage(content=view.memory)] if view.memory else []) + kept
+        return [by_id[r["id"]] if r.get("id") in by_id else from_record(r) for r in view.messages]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append ``messages``: one L0 transaction for all of them, then the L1 turns."""
+        """Append ``messages``, each as a new message of the chat (a taken id is renewed)."""
         items = list(messages) if isinstance(messages, Sequence) else messages
         if not isinstance(items, list) or not all(isinstance(m, BaseMessage) for m in items):
             raise InvalidInputError(f"messages must be LangChain messages, got {messages!r:.80}")
-        # A message keeps its id unless it has none, or another message (in this batch or
-        # already in the chat) has it: then it gets a fresh one, so no message replaces another.
-        taken = set(self.memory.store.contents([self._iri(m.id) for m in items if m.id]))
-        stamped: list[BaseMessage] = []
-        for message in items:
-            if not message.id or self._iri(message.id) in taken:
-                message = message.model_copy(update={"id": uuid.uuid4().hex})
-            taken.add(self._iri(str(message.id)))
-            stamped.append(message)
-        nodes = [
-            {
-                "@id": self._iri(str(m.id)),
-                "@type": "ChatMessage",
-                "role": to_record(m)["role"],
-                "text": m.text,
-                "message": message_to_dict(m),
-            }
-            for m in stamped
-        ]
-        tags = [self._tag, ACTIVE, self.conversation.scope.tag]
-        with self.memory.store.transaction():
-            for node in nodes:
-                self.memory.store.put(node, tags=tags, named_graph=self.graph)
-        self.conversation.record(to_records(stamped))
-
-    def _iri(self, message_id: str) -> str:
-        return f"{self.graph}/message/{quote(message_id, safe='')}"
+        natives = [{NATIVE: message_to_dict(m)} for m in items]
+        self._log.append(to_records(items), natives, renew=True)
 
     def clear(self) -> None:
         """Hide every message from the history; L0 keeps them, tagged ``chat:cleared``."""
-        with self.memory.store.transaction():
-            for entry in self.memory.store.by_tags([self._tag, ACTIVE]):
-                self.memory.store.retag(entry.iri, add=[CLEARED], remove=[ACTIVE])
+        self._log.clear()
+
+
+def _message(logged: LoggedMessage) -> BaseMessage:
+    """The LangChain message of a logged one: from its dict form, under the log's id."""
+    native: Any = logged.native
+    if not isinstance(native, dict) or NATIVE not in native:  # logged by another adapter
+        return from_record(logged.record)
+    (message,) = messages_from_dict([native[NATIVE]])
+    return message if message.id == logged.id else message.model_copy(update={"id": logged.id})

@@ -33,11 +33,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime, get_runtime
+from typing_extensions import Unpack
 
 from gliding_core import Conversation, InvalidInputError, Memory, ModelView, SearchFilters
+from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.scope import Scope, Shared, resolve_scope
 from gliding_langchain.messages import supplement_message, to_records
 
@@ -52,12 +54,9 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     Args:
         memory: the memory to archive into and recall from.
         task_iri: the task the agent works on; supplementary inputs are put for it.
-        agent: the agent's name (one L1 session per agent and task).
-        role: the agent's role; picks the eviction policy preset.
-        budget: tokens per model call (the prompt, tools aside); the session budget by default.
-        recall_k: how many L0 hits the memory message may quote.
-        window_share: the share of the budget the newest messages may take.
-        summary_share: the share of the memory message the L1 context may take.
+        settings: agent, role, budget (tokens per model call, tools aside), recall size, shares
+            and placement (``ConversationSettings``; ``"system"``: ``create_agent`` keeps the
+            system message, so the memory is appended to it).
         recall_filters: restrict recall to some graphs, tags or types.
         shared: named graph IRIs or scopes every run's recall reads besides its own scope.
         conversation: a ready conversation (shared with a callback handler): the one of runs
@@ -65,6 +64,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         keep_views: how many of the latest views ``views`` keeps.
         max_scopes: how many scopes' conversations are kept ready (their state lives in the
             memory's sessions, so one dropped here is rebuilt as it was).
+        **options: fields of ``settings`` to replace (``budget=2000``, ``recall_k=3`` ...).
 
     Attributes:
         conversation: the conversation of runs that name no user or thread.
@@ -80,17 +80,13 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         memory: Memory | None = None,
         task_iri: str | None = None,
         *,
-        agent: str = "agent",
-        role: str = "SA",
-        budget: int | None = None,
-        recall_k: int = 5,
-        window_share: float = 0.5,
-        summary_share: float = 0.5,
+        settings: ConversationSettings | None = None,
         recall_filters: SearchFilters | None = None,
         shared: Sequence[Shared] = (),
         conversation: Conversation | None = None,
         keep_views: int = 1_000,
         max_scopes: int = 1_024,
+        **options: Unpack[ViewOptions],
     ) -> None:
         super().__init__()
         _check_count(keep_views, "keep_views")
@@ -103,14 +99,10 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             conversation = Conversation(
                 memory,
                 task_iri,
-                agent=agent,
-                role=role,
-                budget=budget,
-                recall_k=recall_k,
-                window_share=window_share,
-                summary_share=summary_share,
+                settings=settings,
                 recall_filters=recall_filters,
                 shared=shared,
+                **options,
             )
         elif not isinstance(conversation, Conversation):
             raise InvalidInputError(
@@ -217,8 +209,21 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         originals = dict(
             zip((r["id"] for r in records[len(system) :]), request.messages, strict=True)
         )
-        kept = [originals[r["id"]] for r in view.messages if r.get("id") in originals]
-        return request.override(messages=kept, system_message=_with_memory(system, view.memory))
+        kept = [_message(r, originals) for r in view.messages if not _in_system(r, originals)]
+        memory = view.memory if self.conversation.settings.placement == "system" else ""
+        return request.override(messages=kept, system_message=_with_memory(system, memory))
+
+
+def _in_system(record: Mapping[str, Any], originals: Mapping[str, Any]) -> bool:
+    """Whether a view record goes into the request's system message (not its messages)."""
+    return record["role"] == "system" and record.get("id") not in originals
+
+
+def _message(record: Mapping[str, Any], originals: Mapping[str, Any]) -> Any:
+    """The request message of a view record: the original, or the memory as a human message."""
+    if record.get("id") in originals:
+        return originals[record["id"]]
+    return HumanMessage(content=record["content"])
 
 
 def _with_memory(system: list[SystemMessage], memory: str) -> SystemMessage | None:

@@ -2,8 +2,8 @@
 its summarizer, so users keep the models they already configured.
 
 Invariants: the embedder returns one vector per text, in order, or raises ``EmbedderError``;
-a summary never exceeds its token limit (the model's answer is cut when it runs over), and a
-failed model call raises ``GlidingError`` rather than writing an empty summary.
+the summarizer is a converter for ``gliding_core.ModelSummarizer``, which owns the limit and the
+failure policy (a failing or empty model answer falls back to the extractive summary, logged).
 """
 
 from __future__ import annotations
@@ -12,17 +12,13 @@ from collections.abc import Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from gliding_core import EmbedderError, GlidingError, InvalidInputError, TokenCounter
-from gliding_core.summarize import check_request
+from gliding_core import EmbedderError, InvalidInputError, TokenCounter
+from gliding_core.summarize import ModelSummarizer, Summarizer
 
 _ISOLATED: RunnableConfig = {"callbacks": [], "tags": ["nostream", "gliding-summary"]}
-SUMMARY_PROMPT = (
-    "Summarise the following conversation turn in at most {limit} tokens. Keep names, numbers, "
-    "dates and decisions; answer with the summary only."
-)
 
 
 class LangChainEmbedder:
@@ -65,39 +61,26 @@ class LangChainEmbedder:
             raise EmbedderError(f"{self.name} failed to embed a query: {error}") from error
 
 
-class LangChainSummarizer:
-    """A LangChain chat model as the memory's summarizer (L1 turn summaries, window summaries).
+class LangChainSummarizer(ModelSummarizer):
+    """A LangChain chat model as the memory's summarizer (L1 turn summaries).
 
     Args:
         model: the chat model.
         tokens: the counter that enforces the limit; ``memory.tokens``.
+        fallback: writes the summary when the model fails; extractive by default.
     """
 
-    def __init__(self, model: BaseChatModel, tokens: TokenCounter) -> None:
+    def __init__(
+        self, model: BaseChatModel, tokens: TokenCounter, *, fallback: Summarizer | None = None
+    ) -> None:
         if not isinstance(model, BaseChatModel):
             raise InvalidInputError(f"expected a LangChain chat model, got {model!r:.80}")
-        if not isinstance(tokens, TokenCounter):
-            raise InvalidInputError(f"tokens must be a TokenCounter, got {tokens!r:.80}")
         self.model = model
-        self.tokens = tokens
+        super().__init__(self._complete, tokens, name=type(model).__name__, fallback=fallback)
 
-    def summarize(self, text: str, max_tokens: int) -> str:
-        """Return the model's summary of ``text``, cut to ``max_tokens``; short text as is."""
-        text = check_request(text, max_tokens)
-        if self.tokens.count(text) <= max_tokens:
-            return text
-        prompt = [
-            SystemMessage(content=SUMMARY_PROMPT.format(limit=max_tokens)),
-            HumanMessage(content=text),
-        ]
-        try:
-            # Its own run: no callbacks or streaming of the agent run it may be called from.
-            answer = self.model.invoke(prompt, config=_ISOLATED).text.strip()
-        except Exception as error:
-            raise GlidingError(f"the summarizer model failed: {error}") from error
-        if not answer:
-            raise GlidingError("the summarizer model returned an empty summary")
-        return self.tokens.truncate(answer, max_tokens)
+    def _complete(self, prompt: str) -> str:
+        # Its own run: no callbacks or streaming of the agent run it may be called from.
+        return self.model.invoke([HumanMessage(content=prompt)], config=_ISOLATED).text
 
 
 def _check_texts(texts: object) -> list[str]:

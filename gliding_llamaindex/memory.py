@@ -1,10 +1,12 @@
 """Adapter: ``GlidingMemory``, a LlamaIndex chat memory that shows the model a budgeted view.
 
-The full chat history is kept here, in order; every message put is archived once into L0 and
-the L1 session (``Conversation.record``). ``get`` returns ``Conversation.view`` of it: the
-leading system messages, one memory system message (L1 context and hybrid recall for the
-input), the newest messages that fit, and the supplementary inputs other threads put for the
-task (``memory.supplements.put(task_iri, text)``).
+The full chat history is the core's durable chat log (``gliding_core.chatlog``) of the memory's
+scope: every message put is one L0 entry, archived once into L0 and the L1 session, and a memory
+reopened on the same directory and ``session_id`` has its history back. ``get`` returns
+``Conversation.view`` of it: the leading system messages, one memory message (L1 context and
+hybrid recall for the input; a user message before the newest turn by default, see
+``placement``), the newest messages that fit, and the supplementary inputs other threads put
+for the task (``memory.supplements.put(task_iri, text)``). This module only converts messages.
 
 Invariants:
 - ``get_all`` returns every message put or set, and each delivered supplementary input, in order;
@@ -14,12 +16,12 @@ Invariants:
 - A supplementary input is delivered once: it becomes a user message of the history the first
   time ``get`` sees it, and is kept in every later view (so the model keeps seeing what it
   answered); it is never delivered again.
-- A message is archived once: each entry has a key of its own; ``set`` keeps the entry of each
+- A message is archived once: each gets an id when first put; ``set`` keeps the id of each
   message already in the history (matched by role, text and tool calls, in order), so only the
-  new ones are archived, whatever their places.
+  new ones are archived; kept messages keep their first order.
 - Callers get copies: LlamaIndex agents edit the messages they are given; the history here does
   not change with them.
-Thread-safe: the history has one lock. The async methods are BaseMemory's (a worker thread).
+Thread-safe: the log has one lock. The async methods are BaseMemory's (a worker thread).
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ import json
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.memory.types import BaseMemory
+from typing_extensions import Unpack
 
+from gliding_core.chatlog import ChatLog
+from gliding_core.config import ConversationSettings, Placement, ViewOptions
 from gliding_core.conversation import Conversation, ModelView
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
@@ -45,19 +49,9 @@ from gliding_core.scope import Shared, resolve_scope
 from gliding_llamaindex.messages import Record, check_messages, from_record, to_record
 
 DEFAULT_TASK = "urn:gliding:task:llamaindex"
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One history message with its archive key; a delivered supplement keeps its flag."""
-
-    key: str
-    message: ChatMessage
-    supplement: bool = False
-
-    @property
-    def record(self) -> Record:
-        return to_record(self.message, key=self.key, supplement=self.supplement)
+# A user message before the newest turn: ReActAgent drops a leading system message.
+DEFAULT_PLACEMENT: Placement = "user"
+NATIVE = "llama_index"  # the key of this adapter's form of a message in the chat log
 
 
 class GlidingMemory(BaseMemory):
@@ -75,9 +69,7 @@ class GlidingMemory(BaseMemory):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     _conversation: Conversation = PrivateAttr()
-    _history: list[_Entry] = PrivateAttr(default_factory=list)
-    _epoch: int = PrivateAttr(default=0)
-    _serial: int = PrivateAttr(default=0)
+    _log: ChatLog = PrivateAttr()
     _last_view: ModelView | None = PrivateAttr(default=None)
     _owned: Memory | None = PrivateAttr(default=None)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
@@ -91,6 +83,7 @@ class GlidingMemory(BaseMemory):
             )
         super().__init__()
         self._conversation = conversation
+        self._log = ChatLog(conversation)
         if chat_history:
             self.set(chat_history)
 
@@ -108,17 +101,13 @@ class GlidingMemory(BaseMemory):
         session_id: str | None = None,
         user_id: str | None = None,
         shared: Sequence[Shared] = (),
-        budget: int | None = None,
         token_limit: int | None = None,
-        agent: str = "agent",
-        role: str = "SA",
-        recall_k: int = 5,
-        window_share: float = 0.5,
-        summary_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
+        settings: ConversationSettings | None = None,
         chat_history: list[ChatMessage] | None = None,
+        **options: Unpack[ViewOptions],
     ) -> GlidingMemory:
-        """Build a memory for ``agent`` on ``task_iri``.
+        """Build a memory for an agent on ``task_iri``.
 
         Args:
             memory: the gliding memory; a new in-memory ``Memory()`` (closed by ``close``) when
@@ -127,21 +116,28 @@ class GlidingMemory(BaseMemory):
             session_id: the chat's key: its scope is this thread (``Scope.thread``).
             user_id: the user: their scope (``Scope.user``), shared by all their sessions.
             shared: named graph IRIs or scopes recall reads besides the memory's own scope.
-            budget: the token budget of ``get``; the L1 session's budget when omitted.
-            token_limit: LlamaIndex's name for ``budget``; give one of the two.
-            agent, role, recall_k, window_share, summary_share, recall_filters: see
-                ``Conversation``.
+            token_limit: LlamaIndex's name for the ``budget`` option; give one of the two.
+            recall_filters: restrict recall further (see ``Conversation``).
+            settings: agent, role, budget, recall size, shares and placement
+                (``ConversationSettings``). Placement is ``"user"`` unless given: ``ReActAgent``
+                drops the leading system message, ``FunctionAgent`` reads either.
             chat_history: messages to start with.
+            **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
 
         Raises:
             InvalidInputError: ``memory`` is not a ``Memory``, or ``budget`` and
                 ``token_limit`` disagree; and what ``Conversation`` rejects.
         """
+        budget = options.get("budget")
         if budget is not None and token_limit is not None and budget != token_limit:
             raise InvalidInputError(
                 f"give budget or token_limit, not both: got {preview(budget)} "
                 f"and {preview(token_limit)}"
             )
+        if token_limit is not None:
+            options["budget"] = token_limit
+        if settings is None:
+            options.setdefault("placement", DEFAULT_PLACEMENT)
         scope = resolve_scope(user_id=user_id, thread_id=session_id, default=task_iri)
         owned = None
         if memory is None:
@@ -151,13 +147,9 @@ class GlidingMemory(BaseMemory):
                 memory,
                 scope=scope,
                 shared=shared,
-                agent=agent,
-                role=role,
-                budget=budget if budget is not None else token_limit,
-                recall_k=recall_k,
-                window_share=window_share,
-                summary_share=summary_share,
                 recall_filters=recall_filters,
+                settings=settings,
+                **options,
             )
         except Exception:
             if owned is not None:
@@ -197,22 +189,20 @@ class GlidingMemory(BaseMemory):
         """
         query = _query(input)
         with self._lock:
-            for item in self._conversation.deliver():
-                message = ChatMessage(role=MessageRole.USER, content=item.content)
-                self._history.append(_Entry(item.iri, message, supplement=True))
-            entries = {entry.key: entry.message for entry in self._history}
-            records = [entry.record for entry in self._history]
-        view = self._conversation.view(records, query=query)
+            delivered = [
+                {"role": "user", "content": item.content, "id": item.iri, "supplement": item.iri}
+                for item in self._conversation.deliver()
+            ]
+            self._log.append(delivered)
+            logged = self._log.messages()
+        view = self._conversation.view([m.record for m in logged], query=query)
         self._last_view = view
-        return [
-            entries[r["id"]].model_copy(deep=True) if r.get("id") in entries else from_record(r)
-            for r in view.messages
-        ]
+        natives = {m.id: m.native for m in logged}
+        return [_message(r, natives.get(str(r.get("id")))) for r in view.messages]
 
     def get_all(self) -> list[ChatMessage]:
         """Return the full history (with delivered supplements), unbudgeted, as copies."""
-        with self._lock:
-            return [entry.message.model_copy(deep=True) for entry in self._history]
+        return [_message(m.record, m.native) for m in self._log.messages()]
 
     def put(self, message: ChatMessage) -> None:
         """Append ``message`` to the history and archive it.
@@ -226,29 +216,27 @@ class GlidingMemory(BaseMemory):
         """Append ``messages`` to the history and archive them; all are checked first."""
         checked = check_messages(messages)
         with self._lock:
-            fresh = [self._entry(m) for m in checked]
-            self._conversation.record([entry.record for entry in fresh])
-            self._history.extend(fresh)
+            self._log.append([to_record(m) for m in checked], [_native(m) for m in checked])
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history with ``messages``; those not archived before are archived."""
         checked = check_messages(messages)
         with self._lock:
-            unused: dict[str, list[_Entry]] = {}
-            for entry in self._history:
-                unused.setdefault(_digest(entry.message), []).append(entry)
-            entries = []
-            for message in checked:  # a message already in the history keeps its entry
+            unused: dict[str, list[str]] = {}
+            for logged in self._log.messages():
+                message = _message(logged.record, logged.native)
+                unused.setdefault(_digest(message), []).append(logged.id)
+            records = []
+            for message in checked:  # a message already in the history keeps its id
                 same = unused.get(_digest(message))
-                entries.append(same.pop(0) if same else self._entry(message))
-            self._conversation.record([entry.record for entry in entries])
-            self._history = entries
+                records.append(to_record(message, key=same.pop(0) if same else None))
+            self._log.keep([r["id"] for r in records if "id" in r])
+            self._log.append(records, [_native(m) for m in checked])
 
     def reset(self) -> None:
         """Forget the chat history; what was archived in L0 stays there (long-term memory)."""
         with self._lock:
-            self._history = []
-            self._epoch += 1
+            self._log.clear()
             self._last_view = None
 
     def close(self) -> None:
@@ -256,11 +244,17 @@ class GlidingMemory(BaseMemory):
         if self._owned is not None:
             self._owned.close()
 
-    def _entry(self, message: ChatMessage) -> _Entry:
-        """A new history entry, under a key no other entry of this memory has."""
-        self._serial += 1
-        key = f"llamaindex:{self._epoch}:{self._serial}:{_digest(message)}"
-        return _Entry(key, message.model_copy(deep=True))
+
+def _native(message: ChatMessage) -> Any:
+    """The JSON form of a message, from which it comes back exactly (marked as LlamaIndex's)."""
+    return {NATIVE: message.model_dump(mode="json")}
+
+
+def _message(record: Record, native: Any) -> ChatMessage:
+    """The message of a logged record: from its JSON form, else (another adapter's) the record."""
+    if isinstance(native, dict) and NATIVE in native:
+        return ChatMessage.model_validate(native[NATIVE])
+    return from_record(record)
 
 
 def _digest(message: ChatMessage) -> str:

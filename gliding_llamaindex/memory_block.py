@@ -28,6 +28,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
+from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.conversation import Conversation
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
@@ -89,36 +90,33 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
         session_id: str | None = None,
         user_id: str | None = None,
         shared: Sequence[Shared] = (),
-        budget: int | None = None,
-        agent: str = "agent",
-        role: str = "SA",
-        recall_k: int = 5,
         recall_filters: SearchFilters | None = None,
+        settings: ConversationSettings | None = None,
         per_session: bool = False,
         **data: Any,
     ) -> GlidingMemoryBlock:
-        """Build a block for ``agent``; ``budget`` bounds the recall text.
+        """Build a block; the ``budget`` of ``settings`` bounds the recall text.
 
         The block's scope is ``user_id``'s when given, else the session's (``session_id``, the
         stock ``Memory``'s key), else ``task_iri``'s (see ``gliding_core.scope``). With
         ``per_session`` the scope of each call is its memory's session instead (the one built
-        here serves calls that name no session).
+        here serves calls that name no session). Keyword arguments that are fields of
+        ``ConversationSettings`` (``budget``, ``recall_k``, ``agent`` ...) replace them; the
+        others are the block's fields (``name``, ``priority`` ...).
 
         Raises:
             InvalidInputError: ``memory`` is not a ``Memory``, nothing names a scope; and what
                 ``Conversation`` rejects.
         """
+        options = {k: data.pop(k) for k in list(data) if k in ViewOptions.__annotations__}
         default = task_iri if task_iri is not None or not per_session else DEFAULT_TASK
         scope = resolve_scope(user_id=user_id, thread_id=session_id, default=default)
         conversation = Conversation(
             memory,
             scope=scope,
             shared=shared,
-            agent=agent,
-            role=role,
-            budget=budget,
-            recall_k=recall_k,
             recall_filters=recall_filters,
+            settings=ConversationSettings.of(settings, **options),
         )
         return cls(conversation, per_session=per_session, **data)
 

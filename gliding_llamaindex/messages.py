@@ -1,8 +1,8 @@
 """Adapter: LlamaIndex ``ChatMessage`` <-> the plain message records ``gliding_core`` reads.
 
 A record is ``{"role", "content"}`` with OpenAI-style ``tool_calls`` (``id``, ``name``, ``args``)
-and ``tool_call_id`` when tools are used, an optional ``id``, and ``supplement: True`` on
-delivered supplementary input (see ``gliding_core.conversation``).
+and ``tool_call_id`` when tools are used, an optional ``id``, and ``supplement`` (the input's
+IRI) on delivered supplementary input (see ``gliding_core.framing``).
 
 Invariants: converting never modifies the message; the content of a record is the text of the
 message's text blocks (images and other media are not text and are left out); a record only
@@ -46,7 +46,9 @@ def check_messages(messages: object) -> list[ChatMessage]:
     return [check_message(m, i) for i, m in enumerate(messages)]
 
 
-def to_record(message: ChatMessage, *, key: str | None = None, supplement: bool = False) -> Record:
+def to_record(
+    message: ChatMessage, *, key: str | None = None, supplement: str | None = None
+) -> Record:
     """Return the record of ``message``; ``key`` becomes its ``id``."""
     record: Record = {"role": message.role.value, "content": message.content or ""}
     calls = [_call(block) for block in message.blocks if isinstance(block, ToolCallBlock)]
@@ -58,8 +60,8 @@ def to_record(message: ChatMessage, *, key: str | None = None, supplement: bool 
         record["tool_call_id"] = call_id
     if key is not None:
         record["id"] = key
-    if supplement:
-        record["supplement"] = True
+    if supplement is not None:
+        record["supplement"] = supplement
     return record
 
 

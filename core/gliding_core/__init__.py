@@ -5,8 +5,6 @@ The public API is re-exported here; the export list is pinned by a test.
 
 from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
-from gliding_core.attention.topics import Boundary, TopicMonitor
-from gliding_core.attention.window import ContextWindowManager, FittedWindow
 from gliding_core.blackboard.agents import Agent, AgentRegistry, AgentStatus
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
@@ -18,6 +16,7 @@ from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.chatlog import ChatLog, LoggedMessage
 from gliding_core.coherence import (
     CoherenceCoordinator,
     CopyEvent,
@@ -32,6 +31,7 @@ from gliding_core.coherence import (
 )
 from gliding_core.config import (
     BlackboardConfig,
+    ConversationSettings,
     CoordinationConfig,
     EvictionPolicy,
     MemoryConfig,
@@ -69,6 +69,7 @@ from gliding_core.errors import (
     TaskNotFoundError,
 )
 from gliding_core.filters import SearchFilters
+from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import (
     CachedEmbedder,
     SentenceTransformerEmbedder,
@@ -81,6 +82,7 @@ from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.memory_sources import RecallSource, SessionContextSource
 from gliding_core.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
 from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
@@ -92,9 +94,11 @@ from gliding_core.scope import (
     scope_task_iri,
 )
 from gliding_core.session import Context, Session, Turn
+from gliding_core.sources import ContextSource, SourcePart, SourceRequest
 from gliding_core.store import L0Store
-from gliding_core.summarize import ExtractiveSummarizer, Summarizer
+from gliding_core.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
+from gliding_core.topics import Boundary, TopicMonitor
 
 __version__ = "0.1.0"
 
@@ -111,14 +115,17 @@ __all__ = [
     "Boundary",
     "CacheStats",
     "CachedEmbedder",
+    "ChatFraming",
+    "ChatLog",
     "ClosedError",
     "CoherenceCoordinator",
     "Completion",
     "ConfigError",
     "ContentTooLargeError",
     "Context",
-    "ContextWindowManager",
+    "ContextSource",
     "Conversation",
+    "ConversationSettings",
     "Coordination",
     "CoordinationConfig",
     "CoordinationDB",
@@ -139,7 +146,6 @@ __all__ = [
     "EvictionPolicy",
     "ExtractiveSummarizer",
     "FencingTokenError",
-    "FittedWindow",
     "Frame",
     "FrameNotFoundError",
     "FrameSet",
@@ -162,11 +168,13 @@ __all__ = [
     "LeaseTable",
     "LeaseTimeoutError",
     "LocalDirectory",
+    "LoggedMessage",
     "Memory",
     "MemoryConfig",
     "MesiState",
     "Message",
     "MessageBoard",
+    "ModelSummarizer",
     "ModelView",
     "NodeMirror",
     "NodeSource",
@@ -183,6 +191,7 @@ __all__ = [
     "QueryResult",
     "Read",
     "Reading",
+    "RecallSource",
     "Record",
     "RelevanceTracker",
     "SQLiteDirectory",
@@ -195,7 +204,10 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",
+    "SessionContextSource",
     "SharedContext",
+    "SourcePart",
+    "SourceRequest",
     "SparqlEndpoint",
     "StaleWriteError",
     "StorageError",

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import Unpack
 
-from gliding_core.errors import ConfigError
-from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
+from gliding_core.errors import ConfigError, InvalidInputError
+from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, preview
 from gliding_core.tokens import DEFAULT_ENCODING
 
 
@@ -238,6 +240,101 @@ class BlackboardConfig(Settings):
     flush_batch: int = Field(default=500, gt=0)
     permissions: dict[str, dict[str, list[str]]] | None = None
     coordination: CoordinationConfig = CoordinationConfig()
+
+
+Placement = Literal["system", "user"]
+PLACEMENTS: tuple[Placement, ...] = ("system", "user")
+DEFAULT_RECALL_K = 5
+
+
+class ViewOptions(TypedDict, total=False):
+    """The fields of ``ConversationSettings`` as keyword arguments (every one optional)."""
+
+    agent: str
+    role: str
+    budget: int | None
+    recall_k: int
+    window_share: float
+    summary_share: float
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSettings:
+    """How a conversation shows the model its memory: one object for every adapter.
+
+    Attributes:
+        agent: the agent's name (one L1 session per agent and task).
+        role: the agent's role; picks the eviction policy preset.
+        budget: the token budget of each model view; the L1 session's budget when ``None``.
+        recall_k: how many L0 hits the memory message may quote.
+        window_share: the share of the room (after system messages and supplements) that the
+            newest history messages may take; the memory message gets the rest.
+        summary_share: the share of the memory message the L1 context may take when part of
+            the history is out of the window; recall gets the rest.
+        placement: where the memory text goes: ``"system"``, a system message after the
+            leading ones (agents that keep every system message: LangChain's ``create_agent``,
+            LlamaIndex's ``FunctionAgent``), or ``"user"``, a user message just before the
+            newest user turn (agents that replace the leading system message with their own,
+            as LlamaIndex's ``ReActAgent`` does).
+
+    Raises:
+        InvalidInputError: a field has a bad value (the message names the field and value).
+    """
+
+    agent: str = "agent"
+    role: str = "SA"
+    budget: int | None = None
+    recall_k: int = DEFAULT_RECALL_K
+    window_share: float = 0.5
+    summary_share: float = 0.5
+    placement: Placement = "system"
+
+    def __post_init__(self) -> None:
+        for name in ("agent", "role"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidInputError(f"{name} must be a non-empty string, got {preview(value)}")
+        if self.budget is not None:
+            _check_int(self.budget, "budget", 1)
+        _check_int(self.recall_k, "recall_k", 0)
+        for name in ("window_share", "summary_share"):
+            value = getattr(self, name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or not 0 <= value <= 1:
+                raise InvalidInputError(f"{name} must be in [0, 1], got {preview(value)}")
+            object.__setattr__(self, name, float(value))
+        if self.placement not in PLACEMENTS:
+            raise InvalidInputError(
+                f"placement must be one of {', '.join(PLACEMENTS)}, got {preview(self.placement)}"
+            )
+
+    @classmethod
+    def of(
+        cls, settings: ConversationSettings | None = None, **options: Unpack[ViewOptions]
+    ) -> ConversationSettings:
+        """Return ``settings`` (the defaults when ``None``) with ``options`` replacing fields.
+
+        Raises:
+            InvalidInputError: ``settings`` is not a ``ConversationSettings``, an option is
+                not a field, or a value is bad.
+        """
+        if settings is None:
+            settings = cls()
+        elif not isinstance(settings, ConversationSettings):
+            raise InvalidInputError(
+                f"settings must be ConversationSettings or None, got {preview(settings)}"
+            )
+        unknown = sorted(set(options) - set(ViewOptions.__annotations__))
+        if unknown:
+            raise InvalidInputError(f"unknown conversation setting {unknown[0]!r}")
+        return replace(settings, **options) if options else settings
+
+
+def _check_int(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
+    return value
 
 
 class MemoryConfig(Settings):

@@ -1,18 +1,22 @@
 """Conversation: what an agent's model sees at each step, and what the memory keeps of it.
 
 The framework adapters (LangChain middleware, LlamaIndex memory) translate their message objects
-into plain records (``{"role", "content"}`` with OpenAI-style ``tool_calls`` / ``tool_call_id``,
-an optional ``id``, and on delivered supplementary input ``supplement``: the input's IRI, or
-``True`` when the ``id`` is that IRI) and call this
-module; the behaviour they share lives here.
+into plain records (``gliding_core.framing``: ``{"role", "content"}`` with OpenAI-style
+``tool_calls`` / ``tool_call_id``, an optional ``id``, and on delivered supplementary input
+``supplement``: the input's IRI) and call this module; the behaviour they share lives here, and
+their settings are one ``ConversationSettings``.
 
 A model view, within one token budget, holds:
 1. the leading system messages of the request, unchanged;
-2. one memory message: the session's L1 context for the query (``summary_share`` of its room at
-   most), then the hybrid recall from L0 for it, leaving out what the window already shows;
-3. the whole history when it fits (the L1 context is then left out: it would only repeat it),
-   else the newest messages that fit in ``window_share`` of the room (the newest group always),
-   never separating a tool call from its results;
+2. one memory message (``"memory": True`` in its record), filled from an ordered list of context
+   sources (``gliding_core.sources``): by default the session's L1 context for the query
+   (``summary_share`` of the room at most, and only when part of the history is out of the
+   window: else it would only repeat it), then the hybrid recall from L0; each source is asked
+   for what is left, and skips what the window and the earlier sources show. A new layer adds a
+   source (``extra_sources``); the view does not change. The message is a system message after
+   the leading ones, or a user message just before the newest user turn (``placement``);
+3. the whole history when it fits, else the newest messages that fit in ``window_share`` of the
+   room (the newest group always), never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
 A conversation belongs to one scope (``gliding_core.scope``: a user, a thread, or the task it was
@@ -23,32 +27,54 @@ or the turn that archived a delivered one): the SQL filter of the search leaves 
 input put while a view is built cannot slip in; the delivered message is the only place the
 model sees it.
 
-Invariants: the view's token count is exact for what is sent (cl100k chat framing, as
-``ContextWindowManager.count``); the history is never modified, only viewed; each message is
-archived once (by its ``id``); each supplementary input is shown as a new message exactly once.
+Invariants: the view's token count is exact for what is sent (``ChatFraming.count``); the
+history is never modified, only viewed; each message is archived once (by its ``id``); each
+supplementary input is shown as a new message exactly once.
 """
 
 from __future__ import annotations
 
-import json
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing_extensions import Unpack
+
 from gliding_core.attention.supplementary import SupplementaryInput
-from gliding_core.attention.window import PER_REPLY, _check_list, _check_message, _groups, _text
-from gliding_core.entry import Entry
+from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
+from gliding_core.framing import (
+    PER_MESSAGE,
+    PER_REPLY,
+    ChatFraming,
+    Message,
+    after_tool_groups,
+    check_messages,
+    last_user_text,
+    message_text,
+    tool_groups,
+)
 from gliding_core.hyperspace.search import SearchHit
-from gliding_core.jsonld import node_text, preview
+from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.memory_sources import (
+    L1_SOURCE,
+    RECALL_HEADER,
+    RecallSource,
+    SessionContextSource,
+    entry_text,
+)
 from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
+from gliding_core.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.tokens import TokenCounter
 
-Message = dict[str, Any]
-RECALL_HEADER = "[Recalled from long-term memory]"
-_MIN_RECALL_LINE = 12
+__all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
+_MIN_MEMORY = 12  # the smallest memory room worth asking the sources to fill
+_SEPARATOR = "\n\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +89,7 @@ class ModelView:
         recall: the L0 hits the memory message quotes, best first.
         supplements: the supplementary inputs first shown in this view.
         dropped: history messages left out of the window.
+        parts: what each context source put in the memory message, in order.
     """
 
     messages: list[Message]
@@ -72,6 +99,7 @@ class ModelView:
     recall: list[SearchHit] = field(default_factory=list)
     supplements: list[SupplementaryInput] = field(default_factory=list)
     dropped: int = 0
+    parts: list[SourcePart] = field(default_factory=list)
 
 
 class Conversation:
@@ -83,16 +111,12 @@ class Conversation:
         scope: the scope (user, thread or task) read and written; ``Scope.task(task_iri)``
             when omitted. Its ``task_iri`` is the conversation's task.
         shared: named graph IRIs or scopes that recall reads besides the scope's own entries.
-        agent: the agent's name (one session per agent and task).
-        role: the agent's role; picks the eviction policy preset.
-        budget: the token budget of each model view; the session's budget when omitted.
-        recall_k: how many L0 hits the memory message may quote.
-        window_share: the share of the room (after system messages and supplements) that the
-            newest history messages may take; the memory message gets the rest.
         recall_filters: restrict recall further (for instance to some tags); the scope's
             conditions always hold.
-        summary_share: the share of the memory message's room the L1 context may take when part
-            of the history is out of the window; recall gets the rest.
+        settings: agent, role, budget, recall size, shares and placement
+            (``ConversationSettings``); the defaults when omitted.
+        extra_sources: context sources asked after the L1 context and recall (an L3 frame).
+        **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
 
     Example:
         >>> with Memory() as memory:  # doctest: +SKIP
@@ -108,35 +132,39 @@ class Conversation:
         *,
         scope: Scope | None = None,
         shared: Sequence[Shared] = (),
-        agent: str = "agent",
-        role: str = "SA",
-        budget: int | None = None,
-        recall_k: int = 5,
-        window_share: float = 0.5,
         recall_filters: SearchFilters | None = None,
-        summary_share: float = 0.5,
+        settings: ConversationSettings | None = None,
+        extra_sources: Sequence[ContextSource] = (),
+        **options: Unpack[ViewOptions],
     ) -> None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+        self.settings = ConversationSettings.of(settings, **options)
         self.scope = _scope_of(task_iri, scope)
-        self.memory = memory
-        self.session: Session = memory.session(self.scope.task_iri, agent=agent, role=role)
-        self.budget = self.session.budget if budget is None else _check_int(budget, "budget", 1)
-        self.recall_k = _check_int(recall_k, "recall_k", 0)
-        self.window_share = _check_share(window_share, "window_share")
-        self.summary_share = _check_share(summary_share, "summary_share")
         if recall_filters is not None and not isinstance(recall_filters, SearchFilters):
             raise InvalidInputError(
                 f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
             )
+        self.extra_sources = _check_sources(extra_sources)
+        self.memory = memory
+        self.session: Session = memory.session(
+            self.scope.task_iri, agent=self.settings.agent, role=self.settings.role
+        )
+        self.budget = self.settings.budget or self.session.budget
         self.recall_filters = recall_filters
         self.shared = tuple(shared) if isinstance(shared, (list, tuple)) else shared
-        self._readable = self.scope.filters(self.shared, base=recall_filters)
+        readable = self.scope.filters(self.shared, base=recall_filters)
+        self.sources: tuple[ContextSource, ...] = (
+            SessionContextSource(self.session),
+            RecallSource(memory, self.settings.recall_k, filters=readable),
+            *self.extra_sources,
+        )
         # Shared by every conversation on the session (one per agent and task in a memory):
         # a second adapter instance neither archives a message again nor re-shows an input.
-        self._recorded = self.session.archived_messages  # message id -> L0 archive IRI
-        self._shown = self.session.shown_inputs  # supplementary inputs shown as messages
-        self._lock = self.session.lock
+        ledger = _ledger(self.session)
+        self._recorded = ledger.recorded  # message id -> L0 archive IRI
+        self._shown = ledger.shown  # supplementary inputs shown as messages
+        self._lock = ledger.lock
 
     @property
     def task_iri(self) -> str:
@@ -144,7 +172,7 @@ class Conversation:
         return self.session.task_iri
 
     def for_scope(self, scope: Scope) -> Conversation:
-        """Return a conversation like this one (memory, agent, budget, shares) for ``scope``.
+        """Return a conversation like this one (memory, settings, sources) for ``scope``.
 
         Its state lives in the memory's session of that scope, so two conversations built for
         one scope share it. Returns ``self`` for this conversation's own scope.
@@ -157,13 +185,9 @@ class Conversation:
             self.memory,
             scope=scope,
             shared=self.shared,
-            agent=self.session.agent,
-            role=self.session.role,
-            budget=self.budget,
-            recall_k=self.recall_k,
-            window_share=self.window_share,
             recall_filters=self.recall_filters,
-            summary_share=self.summary_share,
+            settings=self.settings,
+            extra_sources=self.extra_sources,
         )
 
     # -- supplementary input -------------------------------------------------------------------
@@ -190,30 +214,37 @@ class Conversation:
 
     # -- archiving -----------------------------------------------------------------------------
 
-    def record(self, messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
+    def record(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tags: Sequence[str] = (),
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[Turn]:
         """Archive the messages not archived before into L0 and the L1 session.
 
         A message is known by its ``id``; one without an ``id`` is archived every time it is
-        passed. System messages, delivered supplements (already archived when taken) and
-        messages without text are skipped. All messages are checked before any is archived.
+        passed. System messages, delivered supplements (already archived when taken), the
+        memory message and messages without text are skipped. All messages are checked before
+        any is archived. ``tags`` and ``metadata`` (one mapping per message) go on the archive
+        entries (the chat log's marks, ``gliding_core.chatlog``).
         """
-        items = [_check_message(m, i) for i, m in enumerate(_check_list(messages))]
-        for index, item in enumerate(items):
-            key = item.get("id")
-            if key is not None and not isinstance(key, str):
-                raise InvalidInputError(f"message {index} id must be a string, got {preview(key)}")
+        items = check_messages(messages)
+        extra = [dict(m) for m in metadata] if metadata is not None else [{} for _ in items]
+        if len(extra) != len(items):
+            raise InvalidInputError(f"metadata has {len(extra)} items for {len(items)} messages")
         turns = []
         with self._lock:
-            for item in items:
+            for item, more in zip(items, extra, strict=True):
                 key = item.get("id")
-                if item["role"] == "system" or item.get("supplement") or key in self._recorded:
+                if _not_archived(item) or key in self._recorded:
                     continue
-                text = _text(item).strip()
+                text = message_text(item).strip()
                 if not text:
                     continue
-                metadata = {"message_id": key} if key else None
+                marks = {**more, "message_id": key} if key else more
                 turn = self.session.add_turn(
-                    item["role"], text, metadata=metadata, tags=[self.scope.tag]
+                    item["role"], text, metadata=marks or None, tags=[self.scope.tag, *tags]
                 )
                 turns.append(turn)
                 if key is not None:
@@ -223,6 +254,17 @@ class Conversation:
     def archived(self, message_id: str) -> str | None:
         """Return the L0 IRI a recorded message was archived under, or ``None``."""
         return self._recorded.get(message_id)
+
+    def adopt(self, message_id: str, iri: str) -> None:
+        """Know ``message_id`` as archived under ``iri`` (a chat log reopened after a restart)."""
+        with self._lock:
+            self._recorded.setdefault(message_id, iri)
+
+    def input_turn(self, input_iri: str) -> str | None:
+        """Return the IRI of the turn that archived a taken supplementary input, or ``None``."""
+        with self._lock:
+            taken = self.session.taken_inputs.get(input_iri)
+        return taken[1] if taken else None
 
     # -- the model's view ----------------------------------------------------------------------
 
@@ -245,125 +287,147 @@ class Conversation:
                 part of the history is out of the window; ``True`` for a memory block that
                 is shown without the history.
             supplements: inputs to append as user messages (see ``deliver``); messages marked
-                ``supplement: True`` in the history are kept too.
+                ``supplement`` in the history are kept too.
         """
-        items = [_check_message(m, i) for i, m in enumerate(_check_list(messages))]
+        items = check_messages(messages)
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+        limit = self.budget if budget is None else _check_int(budget, "budget", 1)
         extra = [
             {"role": "user", "content": s.content, "supplement": s.iri, "id": s.iri}
             for s in supplements
         ]
-        window = self.memory.window()
+        framing = self.memory.framing()
         lead = 0
         while lead < len(items) and items[lead]["role"] == "system":
             lead += 1
-        system, history = items[:lead], _after_tool_groups(items[lead:])
+        system, history = items[:lead], after_tool_groups(items[lead:])
         pinned = [m for m in history if m.get("supplement")] + extra
         rest = [m for m in history if not m.get("supplement")]
-        history_tokens = window.count(items + extra)
-        query = query if query else (_last_user(rest) or _last_user(pinned))
-        limit = self.budget if budget is None else _check_int(budget, "budget", 1)
-        room = limit - window.count(system + pinned)
-        whole = window.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
-        kept = [rest] if whole else self._window(rest, room, window)
-        shown = [m for k in kept for m in k]
-        room -= sum(window.count([m]) - PER_REPLY for m in shown)
+        query = query if query else (last_user_text(rest) or last_user_text(pinned))
+        room = limit - framing.count(system + pinned)
+        whole = framing.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
+        shown = rest if whole else self._window(rest, room, framing)
+        room -= framing.group_tokens(shown)
         with_summary = not whole if summary is None else bool(summary)
-        memory_text, hits = self._memory_text(query, room, shown + pinned, summary=with_summary)
-        out = list(system)
-        if memory_text:
-            out.append({"role": "system", "content": memory_text})
+        parts = self._fill(query, room, shown + pinned, summary=with_summary)
         visible = {id(m) for m in shown}
-        out += [m for m in history if m.get("supplement") or id(m) in visible] + extra
+        kept = [m for m in history if m.get("supplement") or id(m) in visible] + extra
+        memory_text = _SEPARATOR.join(p.text for p in parts)
+        out = self._place(system, kept, memory_text)
         return ModelView(
             out,
-            window.count(out),
-            history_tokens,
+            framing.count(out),
+            framing.count(items + extra),
             memory_text,
-            hits,
+            [hit for part in parts for hit in part.hits],
             list(supplements),
             len(rest) - len(shown),
+            parts,
         )
 
-    def _window(self, rest: list[Message], room: int, window: Any) -> list[list[Message]]:
+    def _window(self, rest: list[Message], room: int, framing: ChatFraming) -> list[Message]:
         """The newest groups of ``rest`` within ``window_share`` of ``room``; the newest always."""
-        groups = [[rest[i] for i in g] for g in _groups(rest)]
-        limit = int(max(0, room) * self.window_share)
+        groups = [[rest[i] for i in g] for g in tool_groups(rest)]
+        limit = int(max(0, room) * self.settings.window_share)
         kept: list[list[Message]] = []
         used = 0
         for group in reversed(groups):
-            cost = window.count(group) - PER_REPLY
+            cost = framing.group_tokens(group)
             if kept and used + cost > limit:
                 break
             kept.insert(0, group)
             used += cost
-        return kept
+        return [m for group in kept for m in group]
 
-    def _memory_text(
+    def _fill(
         self, query: str | None, room: int, shown: list[Message], *, summary: bool
-    ) -> tuple[str, list[SearchHit]]:
-        """The memory message: the L1 context first (half the room at most) when part of the
-        history is out of the window, then recall."""
+    ) -> list[SourcePart]:
+        """Ask the sources in order for what is left of the memory message's room."""
         tokens = self.memory.tokens
-        room -= 4  # the message's own framing and role
-        if room < _MIN_RECALL_LINE:
-            return "", []
-        parts = []
-        summarized: set[str] = set()
-        if summary:
-            ids = {str(m.get("id")) for m in shown}
-            with self._lock:
-                seen_turns = {self._recorded[i] for i in ids if i in self._recorded}
-            with self._lock:  # a callback handler's start_cycle may be adding to it
-                taken = dict(self.session.taken_inputs)
-            # No input is quoted in the L1 context: the delivered message is where it is seen.
-            seen_turns |= {turn for _, turn in taken.values()}
-            seen_turns |= {t.l0_archive_iri for t in self.session.turns if t.is_supplement}
-            share = int(room * self.summary_share)
-            context = self.session.context(query, budget=max(1, share), exclude=seen_turns)
-            summarized = {t.l0_archive_iri for t in context.main + context.low_relevance}
-            l1 = context.text
-            if tokens.count(l1) > share:
-                l1 = tokens.truncate(l1, share)
-            parts = [l1] if l1.strip() else []
-        hits: list[SearchHit] = []
-        if query and self.recall_k:
-            visible = {self._recorded.get(str(m.get("id")), "") for m in shown}
-            visible |= {str(m.get("id")) for m in shown} | summarized
-            seen = {" ".join(_text(m).split()) for m in shown}
-            lines: list[str] = []
-            used = tokens.count("\n\n".join([*parts, RECALL_HEADER]))
-            candidates = self.memory.search(query, self.recall_k * 2, filters=self._readable)
-            for hit in candidates:
-                if len(hits) >= self.recall_k:
-                    break
-                if hit.iri in visible or hit.entry.metadata.get("supplement") in visible:
-                    continue
-                node = json.loads(hit.entry.content)
-                body = " ".join(_readable(node).split())
-                if not body or body in seen:  # shown already, or a copy of a quoted hit
-                    continue
-                seen.add(body)
-                role = node.get("role")  # a turn is quoted as "[role] text"
-                text = f"[{role}] {body}" if isinstance(role, str) else body
-                line = f"- {text}"
-                cost = tokens.count(line) + 1
-                if used + cost > room:
-                    left = room - used - 1
-                    if left < _MIN_RECALL_LINE:
-                        break
-                    line = tokens.truncate(line, left)
-                    cost = tokens.count(line) + 1
-                lines.append(line)
-                hits.append(hit)
-                used += cost
-            if lines:
-                parts.append("\n".join([RECALL_HEADER, *lines]))
-        text = "\n\n".join(parts)
-        while text and tokens.count(text) > room:  # joins can merge tokens; cut to be exact
-            text = tokens.truncate(text, max(0, tokens.count(text) - 2))
-        return text, hits
+        room -= PER_MESSAGE + 1  # the memory message's own framing and role
+        if room < _MIN_MEMORY:
+            return []
+        ids = {str(m["id"]) for m in shown if m.get("id") is not None}
+        with self._lock:
+            iris = ids | {self._recorded[i] for i in ids if i in self._recorded}
+        seen = frozenset(" ".join(message_text(m).split()) for m in shown)
+        caps = {L1_SOURCE: int(room * self.settings.summary_share) if summary else 0}
+        parts: list[SourcePart] = []
+        left = room
+        for source in self.sources:
+            separator = tokens.count(_SEPARATOR) if parts else 0
+            ask = min(left - separator, caps.get(source.name, left))
+            if ask < 1:
+                continue
+            part = source.fill(SourceRequest(query, ask, frozenset(iris), seen))
+            if not part.text:
+                continue
+            parts.append(part)
+            iris |= set(part.iris)
+            left -= part.tokens + separator
+        return _exact(parts, room, tokens)
+
+    def _place(self, system: list[Message], kept: list[Message], text: str) -> list[Message]:
+        """The view's messages with the memory message where ``placement`` puts it."""
+        if not text:
+            return [*system, *kept]
+        if self.settings.placement == "system":
+            return [*system, {"role": "system", "content": text, "memory": True}, *kept]
+        newest = next((i for i in range(len(kept) - 1, -1, -1) if _is_turn(kept[i])), len(kept))
+        note = {"role": "user", "content": text, "memory": True}
+        return [*system, *kept[:newest], note, *kept[newest:]]
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """What the conversations on one session share: the messages archived, the inputs shown."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    recorded: dict[str, str] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+
+
+_LEDGERS: weakref.WeakKeyDictionary[Session, _Ledger] = weakref.WeakKeyDictionary()
+_LEDGERS_LOCK = threading.Lock()
+
+
+def _ledger(session: Session) -> _Ledger:
+    """The ledger of ``session``, made on first use and gone with the session."""
+    with _LEDGERS_LOCK:
+        ledger = _LEDGERS.get(session)
+        if ledger is None:
+            ledger = _LEDGERS[session] = _Ledger()
+        return ledger
+
+
+def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[SourcePart]:
+    """Cut the last parts until the joined text is within ``room`` (joins can merge tokens)."""
+    while parts and tokens.count(_SEPARATOR.join(p.text for p in parts)) > room:
+        last = parts.pop()
+        text = tokens.truncate(last.text, max(0, last.tokens - 2))
+        if text.strip():
+            parts.append(SourcePart(last.source, text, tokens.count(text), last.iris, last.hits))
+    return parts
+
+
+def _is_turn(message: Message) -> bool:
+    """Whether a message is a user turn (not a delivered supplementary input)."""
+    return message["role"] == "user" and not message.get("supplement")
+
+
+def _not_archived(message: Message) -> bool:
+    """System messages, delivered supplements and the memory message are never archived."""
+    return message["role"] == "system" or bool(message.get("supplement") or message.get("memory"))
+
+
+def _check_sources(sources: object) -> tuple[ContextSource, ...]:
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
+        raise InvalidInputError(f"extra_sources must be a list of sources, got {preview(sources)}")
+    for source in sources:
+        if not isinstance(source, ContextSource):
+            raise InvalidInputError(f"not a ContextSource: {preview(source)}")
+    return tuple(sources)
 
 
 def _scope_of(task_iri: object, scope: object) -> Scope:
@@ -380,59 +444,6 @@ def _scope_of(task_iri: object, scope: object) -> Scope:
             f" ({scope.task_iri!r})"
         )
     return scope
-
-
-def entry_text(entry: Entry) -> str:
-    """The text of an entry as a reader wants it: its ``text`` property when it has one (a turn,
-    a note), else every string and number value of the node, in key order."""
-    return _readable(json.loads(entry.content))
-
-
-def _readable(node: dict[str, Any]) -> str:
-    text = node.get("text")
-    return text if isinstance(text, str) else node_text(node)
-
-
-def _after_tool_groups(messages: list[Message]) -> list[Message]:
-    """Move each supplement that arrived inside a tool group (after a tool call, before all of
-    its results) to just after the group: providers reject a user message there."""
-    out: list[Message] = []
-    held: list[Message] = []
-    waiting: set[str] = set()
-    for message in messages:
-        if message.get("supplement"):
-            (held if waiting else out).append(message)
-            continue
-        if message["role"] == "tool" and message.get("tool_call_id") in waiting:
-            out.append(message)
-            waiting.discard(message["tool_call_id"])
-        else:  # any other message ends an open group (complete or not)
-            out += held
-            held = []
-            out.append(message)
-            calls = message.get("tool_calls") or []
-            waiting = {
-                c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)
-            }
-        if not waiting:
-            out += held
-            held = []
-    return out + held
-
-
-def _last_user(messages: list[Message]) -> str | None:
-    for message in reversed(messages):
-        if message["role"] == "user":
-            text = _text(message).strip()
-            if text:
-                return text
-    return None
-
-
-def _check_share(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise InvalidInputError(f"{what} must be in [0, 1], got {preview(value)}")
-    return float(value)
 
 
 def _check_int(value: object, what: str, minimum: int) -> int:

@@ -79,7 +79,7 @@ def run(out: TextIO, memory: Memory) -> None:
     events: list[Event] = []
     watch = [EventType.TURN_EVICTED, EventType.TOPIC_SHIFT, EventType.TURN_PAGED_IN]
     subscription = memory.bus.subscribe(events.append, types=watch)
-    window = memory.window()
+    window = memory.framing()
     rows: list[tuple[object, ...]] = []
     history: list[dict[str, str]] = []
     out.write(f"\n== L1: a {len(CONVERSATION)}-turn conversation in a session of {BUDGET} tokens\n")

@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
-from gliding_core.attention.topics import TopicMonitor
-from gliding_core.attention.window import ContextWindowManager
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.blackboard.registries import Coordination
@@ -29,6 +27,7 @@ from gliding_core.bus import EventBus
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import ConfigError, InvalidInputError, StorageError
 from gliding_core.filters import SearchFilters
+from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
@@ -42,6 +41,7 @@ from gliding_core.session import Session, SessionServices
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
+from gliding_core.topics import TopicMonitor
 
 logger = logging.getLogger(__name__)
 
@@ -312,15 +312,9 @@ class Memory:
         with self._lock:
             return list(self._sessions.values())
 
-    def window(self, *, keep_recent: int = 4, summary_tokens: int = 200) -> ContextWindowManager:
-        """Return a context window manager using this memory's counter, summarizer, embedder."""
-        return ContextWindowManager(
-            self.tokens,
-            self.summarizer,
-            embedder=self.embedder,
-            keep_recent=keep_recent,
-            summary_tokens=summary_tokens,
-        )
+    def framing(self) -> ChatFraming:
+        """Return the exact chat-message counter of this memory's token counter."""
+        return ChatFraming(self.tokens)
 
     @property
     def blackboard(self) -> Blackboard:

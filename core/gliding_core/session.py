@@ -124,9 +124,6 @@ class Session:
         self.weak_refs: list[str] = []
         # Every input the session took, by IRI, with its turn's IRI, in the order taken.
         self.taken_inputs: dict[str, tuple[SupplementaryInput, str]] = {}
-        # Kept here for the adapters, so every Conversation on this session shares them:
-        self.archived_messages: dict[str, str] = {}  # chat message id -> its turn's IRI
-        self.shown_inputs: set[str] = set()  # supplementary inputs shown as messages
         self._turns: list[Turn] = []
         self._count = 0
         self._lock = threading.RLock()
@@ -139,10 +136,14 @@ class Session:
         with self._lock:
             return list(self._turns)
 
-    @property
-    def lock(self) -> threading.RLock:
-        """The session's re-entrant lock: hold it to read or change several of its fields."""
-        return self._lock
+    def input_turns(self) -> set[str]:
+        """Return the IRIs of the turns that archive supplementary inputs (taken or in the chain).
+
+        A view leaves them out of the L1 context: the delivered message is where an input is seen.
+        """
+        with self._lock:
+            taken = {turn for _, turn in self.taken_inputs.values()}
+            return taken | {t.l0_archive_iri for t in self._turns if t.is_supplement}
 
     @property
     def budget(self) -> int:
@@ -342,16 +343,27 @@ class Session:
             evicted.append(self._drop(victim, "phase 2"))
         return evicted
 
-    def evict_old_topic(self, fill: float) -> list[Turn]:
-        """Evict turns marked as an old topic, oldest first, until the chain is at most
-        ``fill`` of its budget; return them (their content stays in L0)."""
+    def compress_topic(self, before: str, fill: float) -> tuple[list[Turn], list[Turn]]:
+        """Mark the turns older than the turn archived at ``before`` as an old topic, then evict
+        them, oldest first, until the chain is at most ``fill`` of its budget.
+
+        Returns the turns marked and the turns evicted (their content stays in L0). A ``before``
+        no longer in the chain (evicted meanwhile) marks the whole chain but its pinned turns.
+        """
         with self._lock:
+            start = next(
+                (i for i, t in enumerate(self._turns) if t.l0_archive_iri == before),
+                len(self._turns),
+            )
+            old = [t for t in self._turns[:start] if not t.pinned]
+            for turn in old:
+                turn.old_topic = True
             evicted = []
             for turn in [t for t in self._turns if t.old_topic and not t.pinned]:
                 if self.total_tokens <= fill * self.budget:
                     break
                 evicted.append(self._drop(turn, "old topic"))
-            return evicted
+            return old, evicted
 
     @staticmethod
     def _evictable(turn: Turn, protect: Turn | None) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from gliding_core.errors import InvalidInputError
+from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
 
 
@@ -29,11 +30,14 @@ class SourceRequest:
         query: what the model is about to answer (the latest user message), if known.
         budget: the most tokens the answer may take (>= 0).
         shown: IRIs (L0 entries, L1 turn archives, L2 nodes) already visible to the model.
+        seen: the whitespace-normalised texts already visible that have no IRI (messages not
+            archived): a source skips an item that says just that.
     """
 
     query: str | None
     budget: int
     shown: frozenset[str] = frozenset()
+    seen: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.query is not None and not isinstance(self.query, str):
@@ -41,6 +45,7 @@ class SourceRequest:
         if isinstance(self.budget, bool) or not isinstance(self.budget, int) or self.budget < 0:
             raise InvalidInputError(f"budget must be an int >= 0, got {preview(self.budget)}")
         object.__setattr__(self, "shown", frozenset(self.shown))
+        object.__setattr__(self, "seen", frozenset(self.seen))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +57,19 @@ class SourcePart:
         text: the text to put in the memory message ("" for nothing).
         tokens: the exact token count of ``text`` with the memory's counter.
         iris: every IRI the text quotes, in the order quoted.
+        hits: the L0 search hits behind the text, best first, when the source searched.
     """
 
     source: str
     text: str
     tokens: int
     iris: tuple[str, ...] = field(default_factory=tuple)
+    hits: tuple[SearchHit, ...] = field(default_factory=tuple)
 
     @classmethod
     def empty(cls, source: str) -> SourcePart:
         """The answer of a source with nothing to show."""
-        return cls(source, "", 0, ())
+        return cls(source, "", 0, (), ())
 
 
 @runtime_checkable

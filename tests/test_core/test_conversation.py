@@ -65,7 +65,7 @@ def test_a_long_history_is_cut_to_the_budget_and_the_old_fact_recalled(memory: M
     view = conversation.view(history)
 
     assert view.tokens <= 250
-    assert view.tokens == memory.window().count(view.messages)  # exact, as sent
+    assert view.tokens == memory.framing().count(view.messages)  # exact, as sent
     assert view.history_tokens > 2 * 250
     assert view.messages[-1]["id"] == "q"
     assert "5521" in view.memory
@@ -161,7 +161,7 @@ def test_the_view_keeps_the_newest_message_and_the_budget(
     view = conversation.view(history)
 
     assert view.messages[-1]["id"] == history[-1]["id"]
-    newest = memory.window().count([history[-1]])
+    newest = memory.framing().count([history[-1]])
     assert view.tokens <= max(budget, newest)
     kept = [m["id"] for m in view.messages if m["role"] != "system"]
     assert kept == sorted(kept, key=lambda key: int(key[1:]))  # order kept

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from gliding_core import EventType, Memory, MemoryConfig, SessionConfig, TopicConfig
-from gliding_core.attention.topics import boundaries
+from gliding_core.topics import boundaries
 
 BILLING = [
     "The invoice export for billing fails at night",

@@ -139,3 +139,28 @@ def test_a_chat_is_a_thread_scope_no_other_chat_reads(memory: Memory) -> None:
     assert "Saffron" not in prompt
     assert mine.conversation.scope == Scope.thread("mine")
     assert GlidingRetriever(memory=memory, k=50).invoke("cat called Saffron Pepper") == []
+
+
+def test_a_message_is_one_l0_entry_whatever_adapter_wrote_it(memory: Memory) -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from gliding_core import Scope
+    from gliding_llamaindex import GlidingMemory
+
+    langchain_chat = GlidingChatMessageHistory(memory, "shared-chat")
+    langchain_chat.add_messages([HumanMessage("The kiln fires at 1200 C."), AIMessage("Noted.")])
+    assert memory.store.count() == 2  # not 4: the message is its turn's archive
+    llamaindex_chat = GlidingMemory.from_defaults(memory, session_id="shared-chat")
+    llamaindex_chat.put(ChatMessage(role="user", content="And the glaze cures at 900 C."))
+    assert memory.store.count() == 3
+
+    # One chat log: each adapter reads what the other wrote, in order.
+    assert [m.content for m in llamaindex_chat.get_all()] == [
+        "The kiln fires at 1200 C.",
+        "Noted.",
+        "And the glaze cures at 900 C.",
+    ]
+    assert [m.text for m in langchain_chat.all_messages][-1] == "And the glaze cures at 900 C."
+    hits = memory.search("kiln fires 1200", 5, filters=Scope.thread("shared-chat").filters())
+    texts = [h.entry.node["text"] for h in hits]
+    assert texts.count("The kiln fires at 1200 C.") == 1  # found once, not twice

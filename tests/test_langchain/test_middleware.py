@@ -17,7 +17,14 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
+from gliding_core import (
+    ConversationSettings,
+    HashEmbedder,
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+    TopicConfig,
+)
 from gliding_langchain import (
     GlidingMemoryMiddleware,
     ScriptedChatModel,
@@ -243,3 +250,25 @@ def test_system_prompt_content_blocks_are_kept(memory: Memory) -> None:
     assert isinstance(system.content, list)
     assert system.content[0] == prompt.content[0]
     assert "[Context from" in system.content[-1]["text"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("placement", ["system", "user"])
+def test_the_memory_goes_where_the_placement_says(memory: Memory, placement: str) -> None:
+    model = ScriptedChatModel(reply=lambda messages: AIMessage(content="Noted."))
+    settings = ConversationSettings(budget=260, placement=placement)  # type: ignore[arg-type]
+    middleware = GlidingMemoryMiddleware(memory, TASK, settings=settings)
+    agent = create_agent(model, [], system_prompt="Be brief.", middleware=[middleware])
+    run_chat(agent, [*TURNS[:10], "What is my passport number?"])
+
+    request = model.requests[-1]
+    view = middleware.views[-1]
+    assert view.memory
+    assert request[-1].text == "What is my passport number?"
+    if placement == "system":
+        assert request[0].type == "system"
+        assert request[0].text.startswith("Be brief.")
+        assert view.memory in request[0].text
+    else:
+        assert request[0].text == "Be brief."  # the system prompt, alone
+        assert request[-2].type == "human"
+        assert request[-2].text == view.memory  # just before the newest turn

@@ -54,7 +54,7 @@ class RecordingModel:
 
 
 def tokens(memory: Memory, messages: list[ChatMessage]) -> int:
-    return memory.window().count(
+    return memory.framing().count(
         [{"role": m.role.value, "content": m.content or ""} for m in messages]
     )
 
@@ -103,8 +103,8 @@ async def test_agent_conversation_stays_in_budget_recalls_and_delivers_once(
     # The early fact is no longer in the window, but is recalled into the memory message.
     last = model.requests[-1]
     assert last[-1].content == "Remind me: what is the staging database password?"
-    assert last[0].role.value == "system"
-    assert "amber-falcon-77" in (last[0].content or "")  # from L1's context or L0's recall
+    assert last[-2].role.value == "user"  # the memory message, just before the newest turn
+    assert "amber-falcon-77" in (last[-2].content or "")  # from L1's context or L0's recall
     assert not carrying(last, FACT)
 
     # The supplement put between two runs is in the next request, once, as a user message.

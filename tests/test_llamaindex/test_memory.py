@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
@@ -30,7 +31,7 @@ def chat(memory: Memory, budget: int = 300) -> GlidingMemory:
 def count(memory: Memory, messages: list[ChatMessage]) -> int:
     """The exact token count of ``messages`` as sent, the way the core counts a view."""
     records = [{"role": m.role.value, "content": m.content or ""} for m in messages]
-    return memory.window().count(records)
+    return memory.framing().count(records)
 
 
 def test_put_keeps_the_history_and_archives_each_message_once(memory: Memory) -> None:
@@ -63,7 +64,10 @@ def test_get_shows_the_newest_messages_within_the_budget(memory: Memory) -> None
     assert history.last_view is not None
     assert history.last_view.tokens == count(memory, shown)
     assert shown[-1].content == "Answer 39: the crane runs shift 0 on pier 39."
-    assert shown[0].role.value == "system"  # the memory message
+    # The memory message: a user message just before the newest turn (the default placement).
+    assert shown[-3].role.value == "user"
+    assert shown[-3].content == history.last_view.memory
+    assert shown[-2].content.startswith("Question 39")
 
 
 def test_get_recalls_an_early_fact_for_the_input(memory: Memory) -> None:
@@ -76,11 +80,12 @@ def test_get_recalls_an_early_fact_for_the_input(memory: Memory) -> None:
 
     shown = history.get("what is the wifi password of the new office?")
 
-    memory_message = shown[0].content or ""
-    assert shown[0].role.value == "system"
-    assert "heron-lantern-42" in memory_message  # from L1's context or L0's recall
-    assert not any("heron" in (m.content or "") for m in shown[1:])  # not in the window
     assert history.last_view is not None
+    memory_message = history.last_view.memory
+    (carrier,) = [m for m in shown if m.content == memory_message]
+    assert carrier.role.value == "user"  # the default placement: before the newest turn
+    assert "heron-lantern-42" in memory_message  # from L1's context or L0's recall
+    assert not any("heron" in (m.content or "") for m in shown if m is not carrier)
     assert history.last_view.dropped > 0
 
 
@@ -98,7 +103,8 @@ def test_recall_quotes_l0_hits_for_the_input(memory: Memory) -> None:
 
     assert history.last_view is not None
     assert [hit.iri for hit in history.last_view.recall][:1] == ["urn:note:wifi"]
-    recalled = (shown[0].content or "").split(RECALL_HEADER, 1)[1]
+    (carrier,) = [m for m in shown if RECALL_HEADER in (m.content or "")]
+    recalled = (carrier.content or "").split(RECALL_HEADER, 1)[1]
     assert "heron-lantern-42" in recalled
 
 
@@ -139,7 +145,7 @@ def test_set_replaces_the_history_and_reset_forgets_it(memory: Memory) -> None:
 
     history.reset()
     assert history.get_all() == []
-    assert all(m.role.value == "system" for m in history.get())  # at most L1's context
+    assert len(history.get()) <= 1  # at most the memory message (L1's context)
     history.put(user("first"))  # new after a reset: archived again
     assert memory.store.count() == 4
 
@@ -264,3 +270,25 @@ def test_set_archives_only_new_messages_wherever_they_are(memory: Memory) -> Non
     history.set([])
     history.put(user("message number 0"))  # said again: a new message
     assert len(session.turns) == 7
+
+
+def test_a_memory_reopened_on_its_directory_and_session_has_its_history(tmp_path: Path) -> None:
+    call = ChatMessage(
+        role="assistant",
+        blocks=[ToolCallBlock(tool_call_id="c1", tool_name="lookup", tool_kwargs={"q": "gate"})],
+    )
+    result = ChatMessage(role="tool", content="gate 4", additional_kwargs={"tool_call_id": "c1"})
+    sent = [user("Which gate does the ferry leave from?"), call, result, assistant("Gate 4.")]
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        first = GlidingMemory.from_defaults(memory, session_id="ferry")
+        first.put_messages(sent)
+        entries = memory.store.count()
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        again = GlidingMemory.from_defaults(memory, session_id="ferry")
+        assert again.get_all() == sent  # exactly, tool calls and all
+        assert GlidingMemory.from_defaults(memory, session_id="other").get_all() == []
+        again.set(again.get_all())  # the same history: nothing archived again
+        assert memory.store.count() == entries
+        again.put(user("And the return ferry?"))
+        assert memory.store.count() == entries + 1  # one L0 entry per message
+        assert [m.content for m in again.get_all()][-1] == "And the return ferry?"

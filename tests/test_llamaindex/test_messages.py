@@ -39,11 +39,11 @@ def test_text_tool_calls_and_results_become_records() -> None:
         ("c2", "clock"),
         ("c3", "map"),
     ]
-    assert to_record(result, supplement=True) == {
+    assert to_record(result, supplement="urn:input:1") == {
         "role": "tool",
         "content": "3 degrees",
         "tool_call_id": "c1",
-        "supplement": True,
+        "supplement": "urn:input:1",
     }
 
 

@@ -118,7 +118,7 @@ def test_summarizer_falls_back_when_the_model_fails(caplog: pytest.LogCaptureFix
     tokens = TokenCounter()
     summarizer = LlamaIndexSummarizer(BrokenLLM(), tokens=tokens)
 
-    with caplog.at_level(logging.WARNING, logger="gliding_llamaindex.summarizer"):
+    with caplog.at_level(logging.WARNING, logger="gliding_core.summarize"):
         summary = summarizer.summarize(LONG, 25)
 
     assert summary.startswith("Sentence 0")  # the extractive summary keeps the first sentence

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gliding_core.attention.window import PER_REPLY
 from gliding_core.benchmarks import progress
 from gliding_core.benchmarks.conversations import Conversation, answerable, load
 from gliding_core.config import MemoryConfig, SessionConfig, TopicConfig
+from gliding_core.framing import PER_REPLY
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.memory import Memory
 
@@ -69,7 +69,7 @@ def _replay(
             "shares (events, dates, people, plans, feelings)."
         )
         session.add_turn("system", statement, relevance=1.0)
-        window = memory.window()
+        window = memory.framing()
         history = window.count([{"role": "system", "content": statement}]) - PER_REPLY
         dia_of: dict[str, str] = {}
         lines: list[tuple[str, int]] = []

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from gliding_core.attention.topics import boundaries
 from gliding_core.benchmarks.conversations import Turn, load
 from gliding_core.config import TopicConfig
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector, as_vector, cosine
+from gliding_core.topics import boundaries
 
 Detector = Callable[[list[Vector]], list[int]]
 

@@ -1,4 +1,4 @@
-"""Attention: the topic coherence monitor (seed 001, 4.5).
+"""L1, above the sessions: the topic coherence monitor (seed 001, 4.5).
 
 A boundary lies before turn ``i`` when the similarity between the block of ``window`` turns
 ending at ``i - 1`` and the block of up to ``window`` turns starting at ``i`` is below the
@@ -8,6 +8,9 @@ and compresses the old topic: its turns are marked to be evicted first and, whil
 above ``proactive_fill`` of its budget, evicted at once (archived in L0 as always).
 
 The background thread checks every ``interval_s`` seconds and stops when ``stop()`` is called.
+
+Invariants: the monitor sits above ``gliding_core.session`` and uses only its public methods (a
+copy of the chain, ``Session.compress_topic``); a boundary is reported once per session.
 """
 
 from __future__ import annotations
@@ -83,33 +86,25 @@ class TopicMonitor:
 
     def check(self, session: Session) -> list[Boundary]:
         """Find the session's new topic boundaries now; compress the old topic if one is new."""
-        with session._lock, self._lock:
-            turns = session.turns
-            found = boundaries(
-                [t.embedding for t in turns],
-                threshold=self.config.threshold,
-                window=self.config.window,
-            )
+        turns = session.turns
+        found = boundaries(
+            [t.embedding for t in turns], threshold=self.config.threshold, window=self.config.window
+        )
+        with self._lock:
             seen = self._seen.setdefault(session.iri, set())
             new = [b for b in found if turns[b.index].l0_archive_iri not in seen]
             seen.update(turns[b.index].l0_archive_iri for b in new)
         if new:
-            self._compress(session, new[-1], turns)
+            self._compress(session, new[-1], turns[new[-1].index])
         return new
 
-    def _compress(self, session: Session, boundary: Boundary, turns: list[Turn]) -> None:
-        with session._lock:
-            chain = session.turns
-            start = next((i for i, t in enumerate(chain) if t is turns[boundary.index]), len(chain))
-            old = [t for t in chain[:start] if not t.pinned]
-            for turn in old:
-                turn.old_topic = True
-            evicted = session.evict_old_topic(self.config.proactive_fill)
+    def _compress(self, session: Session, boundary: Boundary, first: Turn) -> None:
+        old, evicted = session.compress_topic(first.l0_archive_iri, self.config.proactive_fill)
         self.bus.publish(
             EventType.TOPIC_SHIFT,
             {
                 "session": session.iri,
-                "before": chain[start].l0_archive_iri if start < len(chain) else None,
+                "before": first.l0_archive_iri,
                 "similarity": boundary.similarity,
                 "old_topic_turns": [t.l0_archive_iri for t in old],
                 "evicted": [t.l0_archive_iri for t in evicted],

@@ -131,7 +131,9 @@ def _resolve(base: dict[str, Any], options: Mapping[str, Any]) -> dict[str, Any]
     if out.get("filter") is not None and not isinstance(out["filter"], SearchFilters):
         out["filter"] = filters_from_dict(out["filter"])
     if "include_turns" in out and not isinstance(out["include_turns"], bool):
-        raise InvalidInputError(f"include_turns must be a bool, got {preview(out['include_turns'])}")
+        raise InvalidInputError(
+            f"include_turns must be a bool, got {preview(out['include_turns'])}"
+        )
     scope = out.get("scope")
     if scope is not None and not isinstance(scope, Scope):
         raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")

@@ -98,7 +98,9 @@ def filters_from_dict(spec: object) -> SearchFilters:
 def _clause(key: str, value: object) -> SearchFilters:
     if key in ("$and", "$or"):
         if not isinstance(value, (list, tuple)) or not value:
-            raise InvalidInputError(f"{key} takes a non-empty list of filters, got {preview(value)}")
+            raise InvalidInputError(
+                f"{key} takes a non-empty list of filters, got {preview(value)}"
+            )
         nested = tuple(filters_from_dict(item) for item in value)
         return SearchFilters(all_of=nested) if key == "$and" else SearchFilters(any_of=nested)
     if key not in FIELDS:
@@ -158,10 +160,14 @@ _LABEL_BUILDERS: dict[tuple[str, str], Callable[[tuple[str, ...]], SearchFilters
 
 def _range(field: str, operator: str, argument: object) -> SearchFilters:
     if isinstance(argument, bool) or not isinstance(argument, (int, float)):
-        raise InvalidInputError(f"{field} {operator} compares with a number, got {preview(argument)}")
+        raise InvalidInputError(
+            f"{field} {operator} compares with a number, got {preview(argument)}"
+        )
     bound = float(argument)
     if not math.isfinite(bound):
-        raise InvalidInputError(f"{field} {operator} needs a finite number, got {preview(argument)}")
+        raise InvalidInputError(
+            f"{field} {operator} needs a finite number, got {preview(argument)}"
+        )
     low_name, high_name = _RANGES[field]
     low = {"$eq": bound, "$gte": bound, "$gt": math.nextafter(bound, math.inf)}.get(operator)
     high = {"$eq": bound, "$lte": bound, "$lt": math.nextafter(bound, -math.inf)}.get(operator)
@@ -171,4 +177,3 @@ def _range(field: str, operator: str, argument: object) -> SearchFilters:
     if high is not None:
         options[high_name] = high
     return SearchFilters(**options)
-

@@ -33,6 +33,8 @@ from gliding_core import (
 )
 from gliding_langchain.store import (
     ITEM_TYPE,
+    TEXTS,
+    VALUE,
     GlidingStore,
     decode_graph,
     item_iri,
@@ -79,7 +81,8 @@ def test_the_item_is_one_typed_entry_in_the_namespace_graph(
     assert entry is not None
     assert entry.named_graph == namespace_graph(("users", "42"))
     assert entry.jsonld_types == (ITEM_TYPE,)
-    assert entry.node["value"] == {"theme": "dark"}
+    assert entry.metadata[VALUE] == {"theme": "dark"}
+    assert entry.node[TEXTS] == ["dark"]
 
 
 def test_a_re_put_replaces_the_value_and_keeps_created_at(store: GlidingStore) -> None:
@@ -198,11 +201,29 @@ def test_query_search_ranks_by_hybrid_search(store: GlidingStore) -> None:
     ]
 
 
-def test_index_is_ignored_every_value_stays_searchable(store: GlidingStore) -> None:
+def test_index_false_and_index_fields_decide_what_a_query_searches(
+    store: GlidingStore, memory: Memory
+) -> None:
     store.put(("docs",), "hidden", {"text": "painting"}, index=False)
-    store.put(("docs",), "field", {"title": "painting", "body": "x"}, index=["body"])
-    assert {item.key for item in store.search(("docs",), query="painting")} == {"hidden", "field"}
-    assert all(item.score is not None for item in store.search(("docs",), query="painting"))
+    store.put(("docs",), "field", {"title": "painting", "body": "boats"}, index=["body"])
+    store.put(("docs",), "plain", {"title": "painting"})
+    hits = store.search(("docs",), query="painting")
+    # Matched through an indexed field only ("field" ranks by its body); unindexed comes last.
+    assert [(item.key, item.score is not None) for item in hits] == [
+        ("plain", True),
+        ("field", True),
+        ("hidden", False),
+    ]
+    assert hits[0].score > hits[1].score  # type: ignore[operator]
+    assert [item.key for item in store.search(("docs",), query="boats", limit=1)] == ["field"]
+    assert store.get(("docs",), "hidden") is not None  # still there for get and filters
+    assert [i.key for i in store.search(("docs",), filter={"text": "painting"})] == ["hidden"]
+    # The memory's full-text index holds only the indexed text too.
+    words = memory.store.search_ids("painting", limit=5)
+    assert [iri for iri, _ in words] == [item_iri(("docs",), "plain")]
+    # A re-put with index=False takes the text out.
+    store.put(("docs",), "plain", {"title": "painting"}, index=False)
+    assert memory.store.search_ids("painting", limit=5) == []
 
 
 def test_query_search_widens_until_it_has_the_page(store: GlidingStore) -> None:

@@ -73,7 +73,7 @@ class ItemIndex:
                 text = node_text(value)
                 out += [text] if text else []
             else:
-                out += [t for t in get_text_at_path(dict(value), tokenize_path(path)) if t]
+                out += [t for t in get_text_at_path(dict(value), path) if t]
         return out
 
     def warm(self, texts: Sequence[str]) -> None:

@@ -44,6 +44,7 @@ from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
+from gliding_core.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
 from gliding_core.scope import Scope, reader_filters, resolve_scope, scope_task_iri
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store import L0Store
@@ -53,6 +54,7 @@ from gliding_core.tokens import TokenCounter
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_K",
     "ArmResult",
     "Boundary",
     "CachedEmbedder",
@@ -113,6 +115,8 @@ __all__ = [
     "__version__",
     "auto_embedder",
     "entry_text",
+    "filters_from_dict",
+    "knowledge_filters",
     "reader_filters",
     "resolve_scope",
     "scope_task_iri",

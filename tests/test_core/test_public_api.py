@@ -13,6 +13,7 @@ from gliding_core import errors
 
 def test_all_is_pinned() -> None:
     assert gliding_core.__all__ == [
+        "DEFAULT_K",
         "ArmResult",
         "Boundary",
         "CachedEmbedder",
@@ -73,6 +74,8 @@ def test_all_is_pinned() -> None:
         "__version__",
         "auto_embedder",
         "entry_text",
+        "filters_from_dict",
+        "knowledge_filters",
         "reader_filters",
         "resolve_scope",
         "scope_task_iri",

@@ -2,16 +2,21 @@
 
 Each hit becomes a ``Document`` whose ``page_content`` is the entry's text and whose metadata
 says where it lives (IRI, named graph, tags, types) and why it ranked (fused score, each arm's
-rank). ``k``, the structured filters and the scope may be set on the retriever or per call.
+rank). As langchain-chroma's retriever: ``search_kwargs`` (``k``, ``filter``) set the defaults,
+a call's keyword arguments (``invoke(query, k=2, filter={...})``) override them, and ``filter``
+is a metadata dict (``{"tags": "decision"}``, ``$and``/``$or``, ``$in``, ``$gte``...; see
+``gliding_core.retrieval``) or ``SearchFilters``.
 
 Invariants: a retriever reads its scope (``gliding_core.scope``) and the graphs or scopes it
 shares, never another scope's entries; one without a scope reads only the entries of no scope;
-none returns a supplementary input.
+none returns a supplementary input; chat turns are left out unless ``include_turns`` is set.
+The async path runs the search in a worker thread: the event loop never waits on SQLite.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -20,10 +25,21 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from gliding_core import InvalidInputError, Memory, SearchFilters, SearchHit, entry_text
+from gliding_core.jsonld import preview
+from gliding_core.retrieval import (
+    DEFAULT_K,
+    check_k,
+    combine,
+    filters_from_dict,
+    knowledge_filters,
+)
 from gliding_core.scope import Scope, reader_filters
+
+# What search_kwargs and a call may set; "top_k" is taken as "k", "filters" as "filter".
+_OPTIONS = frozenset({"k", "top_k", "filter", "filters", "include_turns", "scope"})
 
 
 class GlidingRetriever(BaseRetriever):
@@ -31,73 +47,97 @@ class GlidingRetriever(BaseRetriever):
 
     Args:
         memory: the memory to search.
-        k: how many documents to return.
-        filters: structured filters (tags, types, named graph, importance, time).
+        k: how many documents to return (``gliding_core.retrieval.DEFAULT_K`` by default).
+        filters: structured filters: ``SearchFilters`` or a metadata dict.
+        search_kwargs: defaults for every call, as langchain-chroma takes them: ``k`` (or
+            ``top_k``), ``filter``, ``include_turns``; they override the fields above.
+        include_turns: also return chat turns (by default only knowledge entries).
         scope: whose entries to read (``Scope.user("alice")``); without one, only the entries
             of no scope.
         shared: named graph IRIs or scopes to read as well (a knowledge graph all users read).
 
     Example:
-        >>> retriever = GlidingRetriever(memory=memory, k=5)
+        >>> retriever = GlidingRetriever(memory=memory, search_kwargs={"k": 5})
         >>> docs = retriever.invoke("what did we decide about the database?")  # doctest: +SKIP
-        >>> docs = retriever.invoke("decisions", k=2, filters=SearchFilters(tags_any=("decision",)))
+        >>> docs = retriever.invoke("decisions", k=2, filter={"tags": "decision"})  # doctest: +SKIP
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     memory: Memory
-    k: int = 4
-    filters: SearchFilters | None = None
+    k: int = DEFAULT_K
+    filters: SearchFilters | dict[str, Any] | None = None
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    include_turns: bool = False
     scope: Scope | None = None
     shared: tuple[str | Scope, ...] = ()
 
     @field_validator("k")
     @classmethod
     def _check_k(cls, value: int) -> int:
-        if isinstance(value, bool) or value < 1:
-            raise InvalidInputError(f"k must be an int >= 1, got {value!r}")
-        return value
+        return check_k(value)
 
     def __init__(self, **data: Any) -> None:
         # Typed errors naming the bad value, before pydantic wraps them in its own.
         memory = data.get("memory")
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
-        reader_filters(data.get("scope"), data.get("shared", ()), base=data.get("filters"))
+        check_k(data.get("k", DEFAULT_K))
+        options = data.get("search_kwargs") or {}
+        if not isinstance(options, Mapping):
+            raise InvalidInputError(f"search_kwargs must be a dict, got {preview(options)}")
+        resolved = _resolve({"filter": data.get("filters")}, dict(options))
+        reader_filters(data.get("scope"), data.get("shared", ()), base=resolved.get("filter"))
         super().__init__(**data)
 
     def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-        filters: SearchFilters | None = None,
-        scope: Scope | None = None,
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        return self._search(query, k, filters, scope)
+        return self._search(query, options)
 
     async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-        filters: SearchFilters | None = None,
-        scope: Scope | None = None,
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        return await asyncio.to_thread(self._search, query, k, filters, scope)
+        return await asyncio.to_thread(self._search, query, options)
 
-    def _search(
-        self, query: str, k: int | None, filters: SearchFilters | None, scope: Scope | None
-    ) -> list[Document]:
+    def _search(self, query: str, options: dict[str, Any]) -> list[Document]:
+        base = {"k": self.k, "filter": self.filters, "include_turns": self.include_turns}
+        settings = _resolve(_resolve(base, self.search_kwargs), options)
         readable = reader_filters(
-            self.scope if scope is None else scope,
+            settings.get("scope") or self.scope,
             self.shared,
-            base=self.filters if filters is None else filters,
+            base=combine(
+                settings.get("filter"),
+                knowledge_filters(include_turns=bool(settings["include_turns"])),
+            ),
         )
-        hits = self.memory.search(query, self.k if k is None else k, filters=readable)
+        hits = self.memory.search(query, settings["k"], filters=readable)
         return [to_document(hit) for hit in hits]
+
+
+def _resolve(base: dict[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``base`` updated by ``options`` (set values only), checked and normalised."""
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown retriever option {unknown[0]!r}; options are {', '.join(sorted(_OPTIONS))}"
+        )
+    out = dict(base)
+    for name, value in options.items():
+        if value is not None:
+            out[{"top_k": "k", "filters": "filter"}.get(name, name)] = value
+    if "k" in out:
+        out["k"] = check_k(out["k"])
+    if out.get("filter") is not None and not isinstance(out["filter"], SearchFilters):
+        out["filter"] = filters_from_dict(out["filter"])
+    if "include_turns" in out and not isinstance(out["include_turns"], bool):
+        raise InvalidInputError(
+            f"include_turns must be a bool, got {preview(out['include_turns'])}"
+        )
+    scope = out.get("scope")
+    if scope is not None and not isinstance(scope, Scope):
+        raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")
+    return out
 
 
 def to_document(hit: SearchHit) -> Document:

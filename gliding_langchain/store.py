@@ -4,16 +4,25 @@ Invariants:
 - A namespace ``(a, b)`` is the named graph ``urn:gliding:langgraph:a/b``, each label
   percent-encoded (so ``/`` in a label is ``%2F``); an item is the entry ``<graph>#<key>``, its
   key percent-encoded, typed ``LangGraphItem``. Both encodings are reversible and injective.
-- The entry holds the value whole under ``value``: the L0 merge replaces a property as a whole,
-  so a re-put replaces the value, keeps ``created_at`` and the item's place, and bumps
-  ``updated_at``. ``get`` returns a value equal to the one put (values must survive JSON).
+- The entry's metadata holds the value whole (a re-put replaces it, keeps ``created_at`` and
+  the item's place, and bumps ``updated_at``); ``get`` returns a value equal to the one put
+  (values must survive JSON). The entry's text is the texts of the indexed fields alone
+  (``store_index``: the ``index`` argument of ``put``, else the ``IndexConfig`` fields, else the
+  whole value); ``index=False`` leaves it without text: found by ``get`` and filters, never
+  ranked by a query.
+- TTL as LangGraph's stores: ``ttl`` minutes on ``put`` (``TTLConfig.default_ttl`` when not
+  given) sets when the item expires; a ``get`` or ``search`` that returns it pushes that back by
+  its TTL when ``refresh_ttl`` (``TTLConfig.refresh_on_read``, by default on). An expired item
+  is never returned nor listed, even before ``sweep_ttl`` deletes it.
 - A namespace exists while it holds an item (deleting its last item forgets it).
 - Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
   item, and each namespace's items in the order their keys were first written;
   ``list_namespaces`` sorts.
 - Search never crosses namespaces: a query is ranked among the items under the prefix alone
   (the SQL filter of both search arms names their graphs), and without the memory's per-graph
-  prior, so an item's score never depends on another namespace's items. A namespace per user
+  prior, so an item's score never depends on another namespace's items; with an ``embed`` of
+  its own the score is the cosine of the query and the item's best text, the same in any
+  search. A namespace per user
   (``("memories", user_id)``, LangMem's template) is that user's scope: a search under it never
   returns another user's item; a search under a shorter prefix is the caller naming them all.
 - With a ``scope_template``, an item of a namespace that matches it carries the scope's tag
@@ -29,7 +38,7 @@ import copy
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, unquote
@@ -37,6 +46,7 @@ from urllib.parse import quote, unquote
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -46,17 +56,24 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
     validate_op_namespace,
 )
 
-from gliding_core import Entry, InvalidInputError, Memory, SearchFilters
-from gliding_core.jsonld import preview
+from gliding_core import ContentTooLargeError, Entry, InvalidInputError, Memory, SearchFilters
+from gliding_core.jsonld import canonical_json, preview
 from gliding_core.scope import Kind, Scope
+from gliding_langchain.store_index import ItemIndex, check_fields
 
 IRI_PREFIX = "urn:gliding:langgraph:"
 ITEM_TYPE = "LangGraphItem"
 ORDER = "langgraph_namespace_order"  # entry metadata: the place of the item's namespace
 WRITTEN = "langgraph_written_at"  # entry metadata: when the item was last put
+CREATED = "langgraph_created_at"  # entry metadata: when the item was first put
+VALUE = "langgraph_value"  # entry metadata: the item's value
+EXPIRES = "langgraph_expires_at"  # entry metadata: when the item expires (None: never)
+TTL = "langgraph_ttl_minutes"  # entry metadata: the item's TTL (None: none)
+TEXTS = "indexed"  # node property: the texts of the indexed fields
 
 Namespace = tuple[str, ...]
 
@@ -68,9 +85,9 @@ _OPERATORS = frozenset({"$eq", "$ne", *_COMPARISONS})
 class GlidingStore(BaseStore):
     """A LangGraph ``BaseStore`` whose items live in a gliding ``Memory``'s L0 store.
 
-    Items are full L0 entries: durable with ``Memory.open(path)``, and searchable by the
-    memory's hybrid search (words and meaning) when ``search`` is given a ``query``. Every
-    string and number of a value is searchable; the ``index`` argument of ``put`` is ignored.
+    Items are full L0 entries: durable with ``Memory.open(path)``, and searchable when
+    ``search`` is given a ``query``: by the memory's hybrid search (words and meaning), or by
+    the cosine of an ``index`` embedder of the store's own, as LangGraph's stores rank.
 
     Args:
         memory: the memory that keeps the items; the store does not close it.
@@ -79,6 +96,13 @@ class GlidingStore(BaseStore):
             ``Scope.user("alice")`` (``{thread_id}`` names a thread), so that user's agent
             recalls them and no other scope reads them. Items of other namespaces are of no
             scope.
+        index: LangGraph's ``IndexConfig``: ``fields`` (JSON paths; the whole value by default)
+            are what a query searches; ``embed`` (an ``Embeddings``, a function of texts, a
+            provider string, or the memory's embedder) ranks them by cosine; ``dims`` is
+            checked, not needed.
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``;
+            ``sweep_interval_minutes`` is not run by the store: call ``sweep_ttl``.
+        clock: the time source (seconds) of timestamps and TTLs; tests pass a fake one.
 
     Example:
         >>> with Memory() as memory:
@@ -88,13 +112,43 @@ class GlidingStore(BaseStore):
         {'theme': 'dark'}
     """
 
-    __slots__ = ("memory", "scope_template")
+    __slots__ = ("_clock", "_index", "index_config", "memory", "scope_template", "ttl_config")
 
-    def __init__(self, memory: Memory, *, scope_template: Namespace | None = None) -> None:
+    supports_ttl = True
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        scope_template: Namespace | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
+        if not callable(clock):
+            raise InvalidInputError(f"clock must be callable, got {preview(clock)}")
         self.memory = memory
         self.scope_template = _check_template(scope_template)
+        self._index = ItemIndex(index, memory.embedder)
+        self.index_config = index
+        self.ttl_config = _check_ttl_config(ttl)
+        self._clock = clock
+
+    def sweep_ttl(self) -> int:
+        """Delete the expired items (in one L0 transaction) and return how many there were."""
+        now = self._clock()
+        expired = [
+            entry.iri
+            for graph in self._graphs()
+            for entry in self.memory.store.by_graph(graph)
+            if _is_item(entry) and not _is_live(entry, now)
+        ]
+        with self.memory.store.transaction():
+            for iri in expired:
+                self.memory.store.delete(iri)
+        return len(expired)
 
     def scope_of(self, namespace: Namespace) -> Scope | None:
         """Return the scope ``namespace`` belongs to by ``scope_template``, or ``None``."""
@@ -117,13 +171,23 @@ class GlidingStore(BaseStore):
             InvalidInputError: any other argument is invalid; nothing was written.
         """
         batch = list(ops)
+        limit = self.memory.store.config.max_content_bytes
         for op in batch:
-            _check_op(op)
-        results = [self._read(op) for op in batch]
+            _check_op(op, limit)
+        now = self._clock()
+        refresh: dict[str, float] = {}
+        results = [self._read(op, now, refresh) for op in batch]
         writes = {(op.namespace, op.key): op for op in batch if isinstance(op, PutOp)}
-        if writes:
-            self._write(list(writes.values()))
+        texts = {address: self._texts(op) for address, op in writes.items()}
+        self._index.warm([text for found in texts.values() for text in found])
+        written = {item_iri(*address) for address in writes}
+        refresh = {iri: ttl for iri, ttl in refresh.items() if iri not in written}
+        if writes or refresh:
+            self._write(list(writes.values()), texts, refresh, now)
         return results
+
+    def _texts(self, op: PutOp) -> list[str]:
+        return [] if op.value is None else self._index.texts(op.value, op.index)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``batch`` in a worker thread: the L0 store and the dense index are synchronous."""
@@ -134,33 +198,55 @@ class GlidingStore(BaseStore):
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def _read(self, op: Op) -> Result:
+    def _read(self, op: Op, now: float, refresh: dict[str, float]) -> Result:
+        """Answer a read; note in ``refresh`` the TTL of each item it returns to refresh."""
+        found: list[tuple[Entry, float | None]]
         if isinstance(op, GetOp):
-            return self._get(op.namespace, op.key)
-        if isinstance(op, SearchOp):
-            return self._search(op)
-        if isinstance(op, ListNamespacesOp):
-            return self._list_namespaces(op)
-        return None
+            item = self._get(op.namespace, op.key, now)
+            found = [] if item is None else [(item, None)]
+        elif isinstance(op, SearchOp):
+            found = self._search(op, now)
+        elif isinstance(op, ListNamespacesOp):
+            return self._list_namespaces(op, now)
+        else:
+            return None
+        if op.refresh_ttl:
+            for entry, _ in found:
+                ttl = entry.metadata.get(TTL)
+                if isinstance(ttl, (int, float)):
+                    refresh[entry.iri] = float(ttl)
+        if isinstance(op, GetOp):
+            return _to_item(found[0][0]) if found else None
+        return [_to_hit(entry, score) for entry, score in found]
 
-    def _get(self, namespace: Namespace, key: str) -> Item | None:
+    def _get(self, namespace: Namespace, key: str, now: float) -> Entry | None:
         entry = self.memory.store.get(item_iri(namespace, key))  # counts the read
-        return None if entry is None or not _is_item(entry) else _to_item(entry)
+        if entry is None or not _is_item(entry) or not _is_live(entry, now):
+            return None
+        return entry
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    def _search(self, op: SearchOp, now: float) -> list[tuple[Entry, float | None]]:
+        """Return the page of live items under the prefix that pass the filter, with their
+        scores, ranked by the query when there is one."""
         entries = [
             entry
-            for entry in self._entries_under(op.namespace_prefix)
-            if _passes(entry.node["value"], op.filter)
+            for entry in self._entries_under(op.namespace_prefix, now)
+            if _passes(_value(entry), op.filter)
         ]
         if not op.query or not op.query.strip():
-            return [_to_hit(entry) for entry in entries[op.offset : op.offset + op.limit]]
-        graphs = tuple(dict.fromkeys(str(entry.named_graph) for entry in entries))
+            return [(entry, None) for entry in entries[op.offset : op.offset + op.limit]]
         by_iri = {entry.iri: entry for entry in entries}
-        scores = self._rank(op.query, graphs, set(by_iri), op.offset + op.limit)
-        ranked = [_to_hit(by_iri[iri], score) for iri, score in scores.items()]
+        if self._index.semantic:
+            items = [(entry.iri, _item_texts(entry)) for entry in entries]
+            scores = self._index.scores(op.query, items)
+        else:
+            graphs = tuple(dict.fromkeys(str(entry.named_graph) for entry in entries))
+            scores = self._rank(op.query, graphs, set(by_iri), op.offset + op.limit)
+        ranked: list[tuple[Entry, float | None]] = [
+            (by_iri[iri], score) for iri, score in scores.items()
+        ]
         # Entries without text have no score; like InMemoryStore, they come after the ranked.
-        ranked += [_to_hit(entry) for entry in entries if entry.iri not in scores]
+        ranked += [(entry, None) for entry in entries if entry.iri not in scores]
         return ranked[op.offset : op.offset + op.limit]
 
     def _rank(
@@ -183,8 +269,12 @@ class GlidingStore(BaseStore):
                 return scores
             k = min(k * 4, total)
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
-        namespaces = [decode_graph(graph) for graph in self._graphs()]
+    def _list_namespaces(self, op: ListNamespacesOp, now: float) -> list[Namespace]:
+        namespaces = [
+            decode_graph(graph)
+            for graph in self._graphs()
+            if any(_is_item(e) and _is_live(e, now) for e in self.memory.store.by_graph(graph))
+        ]
         for condition in op.match_conditions or ():
             namespaces = [ns for ns in namespaces if _matches_path(condition, ns)]
         if op.max_depth is not None:
@@ -196,12 +286,15 @@ class GlidingStore(BaseStore):
         counts = self.memory.store.graph_counts()
         return {graph: n for graph, n in counts.items() if graph.startswith(IRI_PREFIX)}
 
-    def _entries_under(self, prefix: Namespace) -> list[Entry]:
-        """Return the items under ``prefix``: namespaces in their order, items in key order."""
+    def _entries_under(self, prefix: Namespace, now: float) -> list[Entry]:
+        """Return the live items under ``prefix``: namespaces in their order, items in key
+        order."""
         groups = []
         for graph in self._graphs():
             if decode_graph(graph)[: len(prefix)] == prefix:
-                entries = [e for e in self.memory.store.by_graph(graph) if _is_item(e)]
+                entries = [
+                    e for e in self.memory.store.by_graph(graph) if _is_item(e) and _is_live(e, now)
+                ]
                 if entries:
                     groups.append((_order_of(entries[0]), graph, entries))
         groups.sort(key=lambda group: (group[0], group[1]))
@@ -209,21 +302,41 @@ class GlidingStore(BaseStore):
 
     # -- writes --------------------------------------------------------------------------------
 
-    def _write(self, ops: Sequence[PutOp]) -> None:
-        store, now = self.memory.store, time.time()
+    def _write(
+        self,
+        ops: Sequence[PutOp],
+        texts: Mapping[tuple[Namespace, str], list[str]],
+        refresh: Mapping[str, float],
+        now: float,
+    ) -> None:
+        store = self.memory.store
         with store.transaction():
+            known = store.get_many([item_iri(op.namespace, op.key) for op in ops])
             for op in ops:
                 iri, graph = item_iri(op.namespace, op.key), namespace_graph(op.namespace)
                 if op.value is None:
                     store.delete(iri)
                     continue
+                old = known.get(iri)
+                created = old.metadata.get(CREATED, now) if old is not None else now
                 scope = self.scope_of(op.namespace)
+                ttl = None if op.ttl is None else float(op.ttl)
                 store.put(
-                    {"@id": iri, "@type": ITEM_TYPE, "value": dict(op.value)},
+                    {"@id": iri, "@type": ITEM_TYPE, TEXTS: texts[(op.namespace, op.key)]},
                     tags=[scope.tag] if scope is not None else [],
                     named_graph=graph,
-                    metadata={ORDER: self._namespace_order(graph), WRITTEN: now},
+                    metadata={
+                        ORDER: self._namespace_order(graph),
+                        WRITTEN: now,
+                        CREATED: created,
+                        VALUE: dict(op.value),
+                        TTL: ttl,
+                        EXPIRES: None if ttl is None else now + ttl * 60,
+                    },
                 )
+            for iri, minutes in refresh.items():
+                if iri in store:
+                    store.put({"@id": iri}, metadata={EXPIRES: now + minutes * 60})
 
     def _namespace_order(self, graph: str) -> int:
         """Return the place of the namespace ``graph``: its own, or after every other one."""
@@ -255,7 +368,33 @@ def decode_graph(graph: str) -> Namespace:
 
 
 def _is_item(entry: Entry) -> bool:
-    return ITEM_TYPE in entry.jsonld_types and entry.named_graph is not None
+    return (
+        ITEM_TYPE in entry.jsonld_types
+        and entry.named_graph is not None
+        and isinstance(entry.metadata.get(VALUE), dict)
+    )
+
+
+def _is_live(entry: Entry, now: float) -> bool:
+    expires = entry.metadata.get(EXPIRES)
+    return not isinstance(expires, (int, float)) or expires > now
+
+
+def _value(entry: Entry) -> dict[str, Any]:
+    value = entry.metadata[VALUE]
+    assert isinstance(value, dict)
+    return value
+
+
+def _item_texts(entry: Entry) -> list[str]:
+    texts = entry.node.get(TEXTS)
+    return [t for t in texts if isinstance(t, str)] if isinstance(texts, list) else []
+
+
+def _stamp(entry: Entry, key: str) -> datetime:
+    value = entry.metadata.get(key)
+    seconds = float(value) if isinstance(value, (int, float)) else entry.created_at
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
 def _order_of(entry: Entry) -> int:
@@ -269,9 +408,9 @@ def _to_item(entry: Entry) -> Item:
     return Item(
         namespace=decode_graph(entry.named_graph),
         key=unquote(entry.iri.rpartition("#")[2]),
-        value=entry.node["value"],
-        created_at=datetime.fromtimestamp(entry.created_at, tz=timezone.utc),
-        updated_at=datetime.fromtimestamp(entry.updated_at, tz=timezone.utc),
+        value=_value(entry),
+        created_at=_stamp(entry, CREATED),
+        updated_at=_stamp(entry, WRITTEN),
     )
 
 
@@ -301,13 +440,41 @@ def _check_template(template: object) -> Namespace | None:
     return template
 
 
-def _check_op(op: object) -> None:
+def _check_ttl_config(config: object) -> TTLConfig | None:
+    """Accept LangGraph's ``TTLConfig``: a dict of its keys with numbers and booleans."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise InvalidInputError(f"ttl must be a TTLConfig dict, got {preview(config)}")
+    known = ("refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes")
+    for key, value in config.items():
+        if key not in known:
+            raise InvalidInputError(f"unknown TTL setting {key!r}; use {', '.join(known)}")
+        if key in ("refresh_on_read", "omit_expired") and not isinstance(value, bool):
+            raise InvalidInputError(f"{key} must be a bool, got {preview(value)}")
+        if key not in ("refresh_on_read", "omit_expired") and value is not None:
+            _check_minutes(value, key)
+    return TTLConfig(**config)  # type: ignore[typeddict-item]
+
+
+def _check_minutes(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInputError(f"{what} must be a number of minutes > 0, got {preview(value)}")
+    if not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be finite, got {preview(value)}")
+
+
+def _check_op(op: object, max_bytes: int) -> None:
     """Raise a typed error naming the bad value when ``op`` cannot run."""
     if isinstance(op, (GetOp, PutOp)):
         _check_address(op.namespace, op.key)
         if isinstance(op, PutOp) and op.value is not None:
             _check_writable(op.namespace)
-            _check_value(op.value)
+            _check_value(op.value, max_bytes)
+            if op.index not in (None, False):
+                check_fields(op.index, "index")
+            if op.ttl is not None:
+                _check_minutes(op.ttl, "ttl")
     elif isinstance(op, SearchOp):
         _check_page(op.limit, op.offset)
         if not isinstance(op.namespace_prefix, tuple):
@@ -355,8 +522,9 @@ def _check_text(value: object, what: str) -> None:
         raise InvalidInputError(f"{what} is not valid Unicode: {preview(value)}") from exc
 
 
-def _check_value(value: object) -> None:
-    """Accept a mapping with string keys that JSON gives back equal (what ``get`` returns)."""
+def _check_value(value: object, max_bytes: int) -> None:
+    """Accept a mapping with string keys that JSON gives back equal (what ``get`` returns),
+    no larger than the L0 store's content limit."""
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"value must be a dict, got {preview(value)}")
     try:
@@ -370,6 +538,11 @@ def _check_value(value: object) -> None:
     if not same:
         raise InvalidInputError(
             f"value does not survive JSON unchanged (non-string keys or tuples?): {preview(value)}"
+        )
+    size = len(canonical_json(dict(value)).encode("utf-8"))
+    if size > max_bytes:
+        raise ContentTooLargeError(
+            f"value of {size} bytes is over the store's limit of {max_bytes}: {preview(value)}"
         )
 
 

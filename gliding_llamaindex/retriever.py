@@ -1,21 +1,34 @@
 """Adapter: ``GlidingRetriever``, LlamaIndex retrieval over the hybrid search of L0.
 
+As LlamaIndex's vector retrievers: ``similarity_top_k`` results and ``MetadataFilters``
+(``ExactMatchFilter``, ``MetadataFilter`` with its operators, nested filters joined by ``and``
+or ``or``) on the node metadata L0 filters on (``tags``, ``types``, ``named_graph``,
+``importance``, ``created_at``; see ``gliding_core.retrieval``); ``SearchFilters`` are taken too.
+
 Invariants: a retriever reads its scope (``gliding_core.scope``) and the graphs or scopes it
 shares, never another scope's entries; one without a scope reads the entries of no scope; none
-returns a supplementary input. One ``Memory.search`` per query; a node's id is its entry's
-IRI, its text the entry's text (a turn's words, or the node's text values), its score the fused
-hybrid score; the metadata holds what filters can select on, and is hidden from embedding and
-from the LLM (``get_content`` is the entry's text alone).
+returns a supplementary input, and chat turns only with ``include_turns``. One
+``Memory.search`` per query, in a worker thread for ``aretrieve`` (the event loop never waits on
+SQLite); a node's id is its entry's IRI, its text the entry's text, its score the fused hybrid
+score; the metadata holds what filters can select on, and is hidden from embedding and from the
+LLM (``get_content`` is the entry's text alone).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 
 from gliding_core.conversation import entry_text
 from gliding_core.entry import Entry
@@ -23,7 +36,29 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.retrieval import (
+    DEFAULT_K,
+    check_k,
+    combine,
+    filters_from_dict,
+    knowledge_filters,
+)
 from gliding_core.scope import Scope, Shared, reader_filters
+
+# LlamaIndex's operators in the dict form of gliding_core.retrieval ("any" is "any of").
+_OPERATORS = {
+    FilterOperator.EQ: "$eq",
+    FilterOperator.NE: "$ne",
+    FilterOperator.GT: "$gt",
+    FilterOperator.GTE: "$gte",
+    FilterOperator.LT: "$lt",
+    FilterOperator.LTE: "$lte",
+    FilterOperator.IN: "$in",
+    FilterOperator.NIN: "$nin",
+    FilterOperator.ANY: "$in",
+    FilterOperator.ALL: "$all",
+    FilterOperator.CONTAINS: "$contains",
+}
 
 
 class GlidingRetriever(BaseRetriever):
@@ -31,8 +66,11 @@ class GlidingRetriever(BaseRetriever):
 
     Args:
         memory: the memory to search.
-        k: how many nodes to return at most.
-        filters: restrict the search (tags, types, named graph, importance, time).
+        similarity_top_k: how many nodes to return at most
+            (``gliding_core.retrieval.DEFAULT_K`` by default).
+        k: the same, by the name the LangChain retriever gives it; it wins when both are given.
+        filters: restrict the search: ``MetadataFilters`` or ``SearchFilters``.
+        include_turns: also return chat turns (by default only knowledge entries).
         scope: whose entries to read (a user, a thread, a task); without one, only the entries
             of no scope.
         shared: named graph IRIs or scopes to read as well.
@@ -40,16 +78,18 @@ class GlidingRetriever(BaseRetriever):
         verbose: LlamaIndex's verbose flag.
 
     Raises:
-        InvalidInputError: ``memory`` is not a ``Memory``, ``k`` is not an int >= 1, or
-            ``filters`` is not ``SearchFilters``.
+        InvalidInputError: ``memory`` is not a ``Memory``, ``similarity_top_k`` is not an
+            int >= 1, or ``filters`` cannot be expressed as L0 filters.
     """
 
     def __init__(
         self,
         memory: Memory,
         *,
-        k: int = 5,
-        filters: SearchFilters | None = None,
+        similarity_top_k: int = DEFAULT_K,
+        k: int | None = None,
+        filters: MetadataFilters | SearchFilters | None = None,
+        include_turns: bool = False,
         scope: Scope | None = None,
         shared: Sequence[Shared] = (),
         callback_manager: CallbackManager | None = None,
@@ -57,23 +97,70 @@ class GlidingRetriever(BaseRetriever):
     ) -> None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidInputError(f"k must be an int >= 1, got {preview(k)}")
-        if filters is not None and not isinstance(filters, SearchFilters):
-            raise InvalidInputError(
-                f"filters must be SearchFilters or None, got {preview(filters)}"
-            )
-        readable = reader_filters(scope, shared, base=filters)
+        if k is not None:
+            similarity_top_k = check_k(k)
+        check_k(similarity_top_k, "similarity_top_k")
+        if not isinstance(include_turns, bool):
+            raise InvalidInputError(f"include_turns must be a bool, got {preview(include_turns)}")
+        wanted = combine(to_search_filters(filters), knowledge_filters(include_turns=include_turns))
+        readable = reader_filters(scope, shared, base=wanted)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self.memory = memory
-        self.k = k
+        self.similarity_top_k = similarity_top_k
         self.filters = filters
         self.scope = scope
         self._readable = readable
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = self.memory.search(query_bundle.query_str, self.k, filters=self._readable)
+        hits = self.memory.search(
+            query_bundle.query_str, self.similarity_top_k, filters=self._readable
+        )
         return [NodeWithScore(node=to_node(hit.entry), score=hit.score) for hit in hits]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self._retrieve, query_bundle)
+
+
+def to_search_filters(filters: object) -> SearchFilters | None:
+    """Return ``filters`` (``MetadataFilters``, ``SearchFilters`` or ``None``) as L0 filters.
+
+    Raises:
+        InvalidInputError: anything else, a ``not`` condition, or an operator, key or value
+            L0 cannot filter on (the message names it).
+    """
+    if filters is None or isinstance(filters, SearchFilters):
+        return filters
+    if not isinstance(filters, MetadataFilters):
+        raise InvalidInputError(
+            f"filters must be MetadataFilters, SearchFilters or None, got {preview(filters)}"
+        )
+    return filters_from_dict(_as_dict(filters))
+
+
+def _as_dict(filters: MetadataFilters) -> dict[str, Any]:
+    """Return ``MetadataFilters`` in the dict form ``filters_from_dict`` reads."""
+    if filters.condition not in (FilterCondition.AND, FilterCondition.OR, None):
+        raise InvalidInputError(
+            f"filter condition {preview(filters.condition)} is not supported; use and / or"
+        )
+    parts = [
+        _as_dict(item) if isinstance(item, MetadataFilters) else _one(item)
+        for item in filters.filters
+    ]
+    if not parts:
+        return {}
+    joiner = "$or" if filters.condition == FilterCondition.OR else "$and"
+    return {joiner: parts}
+
+
+def _one(item: MetadataFilter) -> dict[str, Any]:
+    operator = _OPERATORS.get(FilterOperator(item.operator))
+    if operator is None:
+        raise InvalidInputError(
+            f"filter operator {item.operator.value!r} on {item.key!r} is not supported; "
+            f"use one of {', '.join(op.value for op in _OPERATORS)}"
+        )
+    return {item.key: {operator: item.value}}
 
 
 def to_node(entry: Entry) -> TextNode:

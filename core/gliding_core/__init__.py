@@ -85,6 +85,7 @@ from gliding_core.memory import Memory
 from gliding_core.memory_sources import RecallSource, SessionContextSource
 from gliding_core.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
+from gliding_core.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
 from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
 from gliding_core.scope import (
     Scope,
@@ -103,6 +104,7 @@ from gliding_core.topics import Boundary, TopicMonitor
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_K",
     "Agent",
     "AgentHandle",
     "AgentNotFoundError",
@@ -232,6 +234,8 @@ __all__ = [
     "adopt_unscoped_turns",
     "auto_embedder",
     "entry_text",
+    "filters_from_dict",
+    "knowledge_filters",
     "reader_filters",
     "render_shared",
     "resolve_scope",

@@ -13,6 +13,7 @@ from gliding_core import errors
 
 def test_all_is_pinned() -> None:
     assert gliding_core.__all__ == [
+        "DEFAULT_K",
         "Agent",
         "AgentHandle",
         "AgentNotFoundError",
@@ -142,6 +143,8 @@ def test_all_is_pinned() -> None:
         "adopt_unscoped_turns",
         "auto_embedder",
         "entry_text",
+        "filters_from_dict",
+        "knowledge_filters",
         "reader_filters",
         "render_shared",
         "resolve_scope",

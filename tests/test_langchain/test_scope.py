@@ -108,13 +108,16 @@ def test_two_users_two_threads_each_never_see_each_other(memory: Memory) -> None
     assert recalled > TURNS  # recall ran: the test would see a leak
     everything = " ".join(w for words in WORDS.values() for w in words)
     for user in WORDS:
-        docs = GlidingRetriever(memory=memory, k=20, scope=Scope.user(user)).invoke(everything)
+        retriever = GlidingRetriever(
+            memory=memory, k=20, scope=Scope.user(user), include_turns=True
+        )
+        docs = retriever.invoke(everything)
         assert docs
         assert all(leaks(user, d.page_content) == [] for d in docs)
         items = store.search(("memories", user), query=everything, limit=10)
         assert [item.value["text"] for item in items] == [" ".join(WORDS[user])]
     # A retriever without a scope reads no scope's entries.
-    assert GlidingRetriever(memory=memory, k=20).invoke(everything) == []
+    assert GlidingRetriever(memory=memory, k=20, include_turns=True).invoke(everything) == []
 
 
 def test_threads_without_a_user_are_scopes_of_their_own(memory: Memory) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
+from langchain_core.embeddings import DeterministicFakeEmbedding
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -33,6 +35,8 @@ from gliding_core import (
 )
 from gliding_langchain.store import (
     ITEM_TYPE,
+    TEXTS,
+    VALUE,
     GlidingStore,
     decode_graph,
     item_iri,
@@ -79,7 +83,8 @@ def test_the_item_is_one_typed_entry_in_the_namespace_graph(
     assert entry is not None
     assert entry.named_graph == namespace_graph(("users", "42"))
     assert entry.jsonld_types == (ITEM_TYPE,)
-    assert entry.node["value"] == {"theme": "dark"}
+    assert entry.metadata[VALUE] == {"theme": "dark"}
+    assert entry.node[TEXTS] == ["dark"]
 
 
 def test_a_re_put_replaces_the_value_and_keeps_created_at(store: GlidingStore) -> None:
@@ -198,11 +203,29 @@ def test_query_search_ranks_by_hybrid_search(store: GlidingStore) -> None:
     ]
 
 
-def test_index_is_ignored_every_value_stays_searchable(store: GlidingStore) -> None:
+def test_index_false_and_index_fields_decide_what_a_query_searches(
+    store: GlidingStore, memory: Memory
+) -> None:
     store.put(("docs",), "hidden", {"text": "painting"}, index=False)
-    store.put(("docs",), "field", {"title": "painting", "body": "x"}, index=["body"])
-    assert {item.key for item in store.search(("docs",), query="painting")} == {"hidden", "field"}
-    assert all(item.score is not None for item in store.search(("docs",), query="painting"))
+    store.put(("docs",), "field", {"title": "painting", "body": "boats"}, index=["body"])
+    store.put(("docs",), "plain", {"title": "painting"})
+    hits = store.search(("docs",), query="painting")
+    # Matched through an indexed field only ("field" ranks by its body); unindexed comes last.
+    assert [(item.key, item.score is not None) for item in hits] == [
+        ("plain", True),
+        ("field", True),
+        ("hidden", False),
+    ]
+    assert hits[0].score > hits[1].score  # type: ignore[operator]
+    assert [item.key for item in store.search(("docs",), query="boats", limit=1)] == ["field"]
+    assert store.get(("docs",), "hidden") is not None  # still there for get and filters
+    assert [i.key for i in store.search(("docs",), filter={"text": "painting"})] == ["hidden"]
+    # The memory's full-text index holds only the indexed text too.
+    words = memory.store.search_ids("painting", limit=5)
+    assert [iri for iri, _ in words] == [item_iri(("docs",), "plain")]
+    # A re-put with index=False takes the text out.
+    store.put(("docs",), "plain", {"title": "painting"}, index=False)
+    assert memory.store.search_ids("painting", limit=5) == []
 
 
 def test_query_search_widens_until_it_has_the_page(store: GlidingStore) -> None:
@@ -523,3 +546,249 @@ class StoreMachine(RuleBasedStateMachine):
 
 StoreMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=15, deadline=None)
 TestStoreAgainstInMemoryStore = StoreMachine.TestCase
+
+
+# -- differential with an index config, index arguments and TTL --------------------------------
+
+
+class Clock:
+    """A settable time source (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def embed_texts(texts: list[str]) -> list[list[float]]:
+    """The embedding function both stores are given (deterministic, no model)."""
+    return HashEmbedder(64).embed_documents(texts)
+
+
+INDEXES: list[Any] = [None, False, ["t"], ["s", "d.k"], ["t", "n"], ["missing"]]
+
+
+class IndexedStoreMachine(RuleBasedStateMachine):
+    """With an embedder, index arguments and TTLs, GlidingStore and InMemoryStore agree (the
+    model deletes an item once its TTL has passed, as a sweep would)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory = Memory(embedder=HashEmbedder())
+        self.clock = Clock()
+        config: Any = {"dims": 64, "embed": embed_texts, "fields": ["$"]}
+        self.store = GlidingStore(self.memory, index=config, clock=self.clock)
+        self.reference = InMemoryStore(index=config)
+        self.expiry: dict[tuple[tuple[str, ...], str], tuple[float, float]] = {}
+
+    def teardown(self) -> None:
+        self.memory.close()
+
+    def refresh(self, items: list[Any]) -> None:
+        for item in items:
+            address = (item.namespace, item.key)
+            if address in self.expiry:
+                minutes = self.expiry[address][1]
+                self.expiry[address] = (self.clock.now + minutes * 60, minutes)
+
+    @rule(
+        namespace=st.sampled_from(NAMESPACES[:4]),
+        key=st.sampled_from("pq"),
+        value=values,
+        index=st.sampled_from(INDEXES),
+        ttl=st.sampled_from([None, 1.0, 5.0]),
+    )
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        index: Any,
+        ttl: float | None,
+    ) -> None:
+        self.store.put(namespace, key, value, index=index, ttl=ttl)
+        # InMemoryStore keeps an item's old vectors when a re-put indexes less; drop them.
+        self.reference._vectors[namespace].pop(key, None)
+        self.reference.put(namespace, key, value, index=index)
+        self.expiry.pop((namespace, key), None)
+        if ttl is not None:
+            self.expiry[(namespace, key)] = (self.clock.now + ttl * 60, ttl)
+
+    @rule(minutes=st.sampled_from([0.5, 2.0, 6.0]))
+    def tick(self, minutes: float) -> None:
+        self.clock.now += minutes * 60
+        for address, (expires, _) in list(self.expiry.items()):
+            if expires <= self.clock.now:
+                self.reference.delete(*address)
+                del self.expiry[address]
+        forget_empty_namespaces(self.reference)
+
+    @rule(namespace=st.sampled_from(NAMESPACES[:4]), key=st.sampled_from("pq"))
+    def get(self, namespace: tuple[str, ...], key: str) -> None:
+        got, expected = self.store.get(namespace, key), self.reference.get(namespace, key)
+        forget_empty_namespaces(self.reference)
+        assert (got is None) == (expected is None)
+        if got is not None and expected is not None:
+            assert summary([got]) == summary([expected])
+            self.refresh([got])
+
+    @rule(
+        prefix=st.sampled_from(PREFIXES[:4]),
+        query=st.sampled_from([*WORDS, "x", "p"]),
+        limit=st.integers(1, 8),
+    )
+    def search_by_query(self, prefix: tuple[str, ...], query: str, limit: int) -> None:
+        got = self.store.search(prefix, query=query, limit=limit)
+        expected = self.reference.search(prefix, query=query, limit=limit)
+
+        def ranked(items: list[Any]) -> list[Any]:
+            scored = [(round(i.score, 4) if i.score is not None else None, i) for i in items]
+            return sorted(
+                ((s, i.namespace, i.key, i.value) for s, i in scored),
+                key=lambda row: (row[0] is None, -(row[0] or 0.0), row[1], row[2]),
+            )
+
+        assert ranked(got) == ranked(expected)
+        scores = [item.score for item in got if item.score is not None]
+        assert scores == sorted(scores, reverse=True)
+        self.refresh(got)
+
+    @rule()
+    def list_namespaces(self) -> None:
+        assert self.store.list_namespaces() == self.reference.list_namespaces()
+
+
+IndexedStoreMachine.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=20, deadline=None
+)
+TestIndexedStoreAgainstInMemoryStore = IndexedStoreMachine.TestCase
+
+
+# -- TTL ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def test_an_item_expires_after_its_ttl_and_a_read_refreshes_it(
+    memory: Memory, clock: Clock
+) -> None:
+    store = GlidingStore(memory, clock=clock)
+    assert store.supports_ttl
+    store.put(("docs",), "a", {"text": "short lived"}, ttl=5)
+    store.put(("docs",), "b", {"text": "kept"})
+    clock.now += 4 * 60
+    assert store.get(("docs",), "a") is not None  # refreshes: expires 5 minutes from now
+    clock.now += 4 * 60
+    assert [item.key for item in store.search(("docs",), query="lived")][:1] == ["a"]
+    clock.now += 4 * 60
+    assert store.get(("docs",), "a", refresh_ttl=False) is not None
+    clock.now += 2 * 60
+    assert store.get(("docs",), "a") is None
+    assert [item.key for item in store.search(("docs",))] == ["b"]
+    assert memory.store.get(item_iri(("docs",), "a")) is not None  # until a sweep
+    assert store.sweep_ttl() == 1
+    assert memory.store.get(item_iri(("docs",), "a")) is None
+    assert store.sweep_ttl() == 0
+
+
+def test_ttl_config_gives_a_default_and_can_turn_refresh_off(memory: Memory, clock: Clock) -> None:
+    store = GlidingStore(memory, ttl={"default_ttl": 1, "refresh_on_read": False}, clock=clock)
+    store.put(("a",), "k", {"v": 1})
+    store.put(("b",), "k", {"v": 2}, ttl=None)  # no TTL for this one
+    clock.now += 50
+    assert store.get(("a",), "k") is not None
+    clock.now += 20
+    assert store.get(("a",), "k") is None
+    assert store.get(("a",), "k", refresh_ttl=True) is None
+    assert store.list_namespaces() == [("b",)]  # an expired item's namespace is not listed
+
+
+def test_a_re_put_sets_the_ttl_anew(memory: Memory, clock: Clock) -> None:
+    store = GlidingStore(memory, clock=clock)
+    store.put(("docs",), "a", {"v": 1}, ttl=1)
+    store.put(("docs",), "a", {"v": 2})
+    clock.now += 3600
+    item = store.get(("docs",), "a")
+    assert item is not None
+    assert item.value == {"v": 2}
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"ttl": {"default_ttl": -1}}, "default_ttl"),
+        ({"ttl": {"forever": True}}, "forever"),
+        ({"ttl": {"refresh_on_read": "yes"}}, "refresh_on_read"),
+        ({"ttl": "1h"}, "1h"),
+        ({"index": {"dims": 0, "fields": ["t"]}}, "dims"),
+        ({"index": {"fields": "text"}}, "text"),
+        ({"index": {"colour": 1}}, "colour"),
+        ({"index": {"embed": 3}}, "3"),
+        ({"clock": 3}, "clock"),
+    ],
+)
+def test_bad_store_settings_are_typed_errors(
+    memory: Memory, options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(named)):
+        GlidingStore(memory, **options)
+
+
+def test_bad_ttl_and_index_on_put_write_nothing(memory: Memory) -> None:
+    store = GlidingStore(memory)
+    for options in ({"ttl": 0}, {"ttl": math.inf}, {"index": "text"}, {"index": [3]}):
+        with pytest.raises(InvalidInputError):
+            store.put(("docs",), "a", {"v": 1}, **options)
+    assert_nothing_written(memory, 0)
+
+
+# -- an embedder of the store's own ------------------------------------------------------------
+
+
+def test_own_embedder_scores_are_cosines_the_same_in_any_search(memory: Memory) -> None:
+    embeddings = DeterministicFakeEmbedding(size=32)
+    store = GlidingStore(memory, index={"dims": 32, "embed": embeddings, "fields": ["text"]})
+    store.put(("users", "1"), "a", {"text": "painting watercolours", "other": "boats"})
+    store.put(("users", "2"), "b", {"text": "painting watercolours at dawn"})
+    for i in range(5):  # another namespace full of near matches changes no score
+        store.put(("users", "3"), f"n{i}", {"text": f"painting watercolours {i}"})
+    alone = store.search(("users", "1"), query="painting watercolours")
+    together = {item.key: item.score for item in store.search(("users",), query="painting")}
+    wide = {
+        item.key: item.score for item in store.search(("users",), query="painting watercolours")
+    }
+    assert alone[0].score == pytest.approx(1.0)  # the same text: cosine 1
+    assert wide["a"] == pytest.approx(alone[0].score)
+    assert set(together) == {"a", "b", "n0", "n1", "n2", "n3", "n4"}
+    expected = store._index.scores("painting", [("x", ["painting watercolours"])])["x"]
+    assert together["a"] == pytest.approx(expected)
+
+
+def test_an_async_only_embed_is_refused(memory: Memory) -> None:
+    async def embed(texts: list[str]) -> list[list[float]]:
+        return [[1.0] for _ in texts]
+
+    with pytest.raises(InvalidInputError, match="async"):
+        GlidingStore(memory, index={"dims": 1, "embed": embed})
+
+
+def test_a_failing_embedder_writes_nothing(memory: Memory) -> None:
+    def broken(texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("embedding API down")
+
+    store = GlidingStore(memory, index={"dims": 4, "embed": broken})
+    with pytest.raises(RuntimeError, match="down"):
+        store.put(("docs",), "a", {"text": "hello"})
+    assert_nothing_written(memory, 0)
+
+
+def test_the_memory_embedder_as_embed_ranks_by_hybrid_search(memory: Memory) -> None:
+    store = GlidingStore(memory, index={"dims": 256, "embed": memory.embedder, "fields": ["t"]})
+    assert not store._index.semantic
+    store.put(("docs",), "a", {"t": "painting watercolours", "u": "rust"})
+    store.put(("docs",), "b", {"t": "rust compiler", "u": "painting"})
+    assert store.search(("docs",), query="painting")[0].key == "a"

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.core.vector_stores.types import (
+    ExactMatchFilter,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
 
-from gliding_core import InvalidInputError, Memory, SearchFilters
+from gliding_core import InvalidInputError, Memory, Scope, SearchFilters
+from gliding_core.retrieval import DEFAULT_K
 from gliding_llamaindex import GlidingRetriever
 
 
@@ -84,3 +95,109 @@ def test_a_memory_is_required_and_queries_are_checked(memory: Memory) -> None:
         GlidingRetriever("not memory")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="query must be a non-empty string"):
         GlidingRetriever(memory).retrieve("   ")
+
+
+# -- LlamaIndex's conventions ------------------------------------------------------------------
+
+
+def test_similarity_top_k_and_the_shared_default(filled: Memory) -> None:
+    assert len(GlidingRetriever(filled, similarity_top_k=2).retrieve("harbour port")) == 2
+    assert len(GlidingRetriever(filled).retrieve("harbour port")) == DEFAULT_K
+    assert GlidingRetriever(filled, k=3).similarity_top_k == 3
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        (MetadataFilters(filters=[ExactMatchFilter(key="tags", value="odd")]), {1, 3}),
+        (
+            MetadataFilters(
+                filters=[
+                    MetadataFilter(key="named_graph", value="urn:graph:west"),
+                    MetadataFilter(key="tags", value="even"),
+                ]
+            ),
+            {4},
+        ),
+        (
+            MetadataFilters(
+                filters=[
+                    MetadataFilter(key="importance", value=0.45, operator=FilterOperator.GT),
+                    MetadataFilter(key="tags", value="odd", operator=FilterOperator.NE),
+                ],
+                condition=FilterCondition.OR,
+            ),
+            {0, 2, 3, 4, "cake"},  # the cake note has no tag "odd"
+        ),
+        (
+            MetadataFilters(
+                filters=[
+                    MetadataFilter(key="tags", value=["odd", "even"], operator=FilterOperator.ANY),
+                    MetadataFilters(
+                        filters=[
+                            MetadataFilter(
+                                key="importance", value=0.35, operator=FilterOperator.LTE
+                            )
+                        ]
+                    ),
+                ]
+            ),
+            {0, 1},
+        ),
+    ],
+)
+def test_metadata_filters_select_on_l0(
+    filled: Memory, filters: MetadataFilters, expected: set[int | str]
+) -> None:
+    nodes = GlidingRetriever(filled, similarity_top_k=10, filters=filters).retrieve("port crane")
+    assert {n.node.node_id for n in nodes} == {f"urn:note:{i}" for i in expected}
+
+
+@pytest.mark.parametrize(
+    ("filters", "named"),
+    [
+        (MetadataFilters(filters=[ExactMatchFilter(key="colour", value="red")]), "colour"),
+        (
+            MetadataFilters(
+                filters=[MetadataFilter(key="tags", value="x", operator=FilterOperator.TEXT_MATCH)]
+            ),
+            "text_match",
+        ),
+        (
+            MetadataFilters(
+                filters=[ExactMatchFilter(key="tags", value="x")], condition=FilterCondition.NOT
+            ),
+            "not",
+        ),
+    ],
+)
+def test_filters_l0_cannot_express_are_typed_errors(
+    memory: Memory, filters: MetadataFilters, named: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=named):
+        GlidingRetriever(memory, filters=filters)
+
+
+def test_chat_turns_only_with_include_turns(memory: Memory) -> None:
+    scope = Scope.task("urn:task:chat")
+    memory.session(scope.task_iri).add_turn("user", "The harbour crane is red.", tags=[scope.tag])
+    plain = GlidingRetriever(memory, scope=scope).retrieve("harbour crane")
+    turns = GlidingRetriever(memory, scope=scope, include_turns=True).retrieve("harbour crane")
+    assert plain == []
+    assert [n.node.metadata["types"] for n in turns] == [["Turn"]]
+
+
+async def test_aretrieve_searches_off_the_event_loop(
+    filled: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+    search = filled.search
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(filled, "search", recording)
+    await GlidingRetriever(filled).aretrieve("cake recipe")
+    assert threads
+    assert threading.get_ident() not in threads

@@ -55,10 +55,12 @@ def test_two_users_two_sessions_each_never_see_each_other(memory: Memory) -> Non
     assert recalled > TURNS  # recall ran: a leak would have shown
     everything = " ".join(w for words in WORDS.values() for w in words)
     for user in WORDS:
-        nodes = GlidingRetriever(memory, k=20, scope=Scope.user(user)).retrieve(everything)
+        nodes = GlidingRetriever(memory, k=20, scope=Scope.user(user), include_turns=True).retrieve(
+            everything
+        )
         assert nodes
         assert all(leaks(user, n.node.get_content()) == [] for n in nodes)
-    assert GlidingRetriever(memory, k=20).retrieve(everything) == []
+    assert GlidingRetriever(memory, k=20, include_turns=True).retrieve(everything) == []
 
 
 def test_sessions_are_scopes_and_input_reaches_its_session_only(memory: Memory) -> None:

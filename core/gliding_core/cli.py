@@ -63,9 +63,9 @@ def _parser() -> argparse.ArgumentParser:
         dest="benchmark", required=True
     )
     l0 = bench.add_parser("l0", help="L0 store throughput and latency")
-    l0.add_argument("--entries", type=_positive, default=100_000)
-    l0.add_argument("--queries", type=_positive, default=2_000)
-    l0.add_argument("--seed", type=int, default=0)
+    l0.add_argument("--entries", type=_positive, default=100_000, help="entries stored")
+    l0.add_argument("--queries", type=_positive, default=2_000, help="reads timed per kind")
+    l0.add_argument("--seed", type=int, default=0, help="random seed")
     l0.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     l0.add_argument(
         "--readers",
@@ -119,10 +119,16 @@ def _parser() -> argparse.ArgumentParser:
 
     board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
     board.add_argument("--nodes", type=_positive, default=2_000, help="nodes written per run")
-    board.add_argument("--construct-nodes", type=_positive, default=10_000)
+    board.add_argument(
+        "--construct-nodes", type=_positive, default=10_000, help="graph size of the CONSTRUCTs"
+    )
     board.add_argument("--queries", type=_positive, default=200, help="CONSTRUCTs per figure")
-    board.add_argument("--backends", type=_names, default=["memory", "disk", "server"])
-    board.add_argument("--lease-seconds", type=float, default=2.0)
+    board.add_argument(
+        "--backends", type=_names, default=["memory", "disk", "server"], help="comma-separated"
+    )
+    board.add_argument(
+        "--lease-seconds", type=float, default=2.0, help="duration of the contended lease run"
+    )
     board.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     board.set_defaults(handler=_bench_blackboard)
     coherence = bench.add_parser(
@@ -133,21 +139,25 @@ def _parser() -> argparse.ArgumentParser:
     coherence.set_defaults(handler=_bench_coherence)
 
     projection = bench.add_parser("projection", help="L3 frame latency, invalidation, budgets")
-    projection.add_argument("--nodes", type=_numbers, default=[1_000, 10_000])
-    projection.add_argument("--repeat", type=_positive, default=30)
-    projection.add_argument("--views", type=_numbers, default=[10, 1_000, 100_000])
-    projection.add_argument("--seed", type=int, default=0)
+    projection.add_argument(
+        "--nodes", type=_numbers, default=[1_000, 10_000], help="nodes per task, comma-separated"
+    )
+    projection.add_argument("--repeat", type=_positive, default=30, help="timed reads per frame")
+    projection.add_argument(
+        "--views", type=_numbers, default=[10, 1_000, 100_000], help="cached views per run"
+    )
+    projection.add_argument("--seed", type=int, default=0, help="random seed")
     projection.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     projection.set_defaults(handler=_bench_projection)
 
     prefetch = bench.add_parser(
         "prefetch", help="frame reads of a multi-agent trace, prefetch on/off"
     )
-    prefetch.add_argument("--tasks", type=_positive, default=4)
-    prefetch.add_argument("--entities", type=_positive, default=60)
-    prefetch.add_argument("--steps", type=_positive, default=10)
+    prefetch.add_argument("--tasks", type=_positive, default=4, help="agents, one task each")
+    prefetch.add_argument("--entities", type=_positive, default=60, help="entities per task")
+    prefetch.add_argument("--steps", type=_positive, default=10, help="plan steps per agent")
     prefetch.add_argument("--think", type=float, default=0.2, help="seconds an agent thinks")
-    prefetch.add_argument("--seed", type=int, default=0)
+    prefetch.add_argument("--seed", type=int, default=0, help="random seed")
     prefetch.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     prefetch.set_defaults(handler=_bench_prefetch)
     _show_defaults(parser)

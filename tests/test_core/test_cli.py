@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,21 @@ def test_an_unwritable_output_path_is_refused_before_the_run(
     assert code == 2
     assert text == ""
     assert "--json" in capsys.readouterr().err
+
+
+def test_every_option_has_help_and_shows_its_default() -> None:
+    """Each option of each subcommand explains itself in --help (its default included)."""
+    import argparse
+
+    from gliding_core.cli import _parser
+
+    def walk(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.Action]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield from ((f"{name} {n}", a) for n, a in walk(child))
+            elif action.option_strings and action.dest not in ("help", "version"):
+                yield action.option_strings[-1], action
+
+    missing = [name for name, action in walk(_parser()) if not action.help]
+    assert missing == []

@@ -107,10 +107,18 @@ def translate(backend: Backend, exc: BaseException, doing: str) -> GlidingError 
         return None
     for kind, target in rows(backend):
         if isinstance(exc, kind):
-            error = target(f"{doing} failed ({backend}): {type(exc).__name__}: {exc}")
+            error = target(f"{doing} failed ({backend}): {type(exc).__name__}: {_text(exc)}")
             error.__cause__ = exc
             return error
     return None
+
+
+def _text(exc: BaseException) -> str:
+    """The message of ``exc``; its arguments when its own ``__str__`` fails (pyld's can)."""
+    try:
+        return str(exc)
+    except Exception:
+        return repr(exc.args)[:500]
 
 
 @contextmanager

@@ -430,6 +430,13 @@ def _prepare(path: object) -> Path:
     name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(name, str) or not name or "\0" in name:
         raise InvalidInputError(f"memory path must be a non-empty path, got {preview(path)}")
+    try:
+        os.fsencode(name)
+    except UnicodeError:
+        raise InvalidInputError(
+            f"memory path {preview(path)} cannot be a file name on this system (it holds"
+            " characters the file system encoding cannot write, such as a lone surrogate)"
+        ) from None
     directory = Path(name)
     try:
         if directory.exists() and not directory.is_dir():

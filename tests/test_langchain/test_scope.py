@@ -368,6 +368,7 @@ def test_a_shared_graph_reaches_every_user_and_nothing_else_does(memory: Memory)
         assert "nine days" not in request[0].text
     retriever = GlidingRetriever(memory=memory, scope=Scope.user("alice"), shared=(handbook,))
     assert [d.id for d in retriever.invoke("refunds")][:1] == ["urn:hb:1"]
-    bob = retriever.invoke("how long do refunds take", scope=Scope.user("bob"))  # per call
+    # per call; turns too (a retriever reads knowledge entries unless asked for chat turns)
+    bob = retriever.invoke("how long do refunds take", scope=Scope.user("bob"), include_turns=True)
     assert all(leaks("bob", d.page_content) == [] for d in bob)
     assert any("bob:" in d.page_content for d in bob)

@@ -183,7 +183,9 @@ class HybridSearch:
         """Let the dense index catch up; return how many changes it still has not applied."""
         if self.dense is None:
             return 0
-        behind = self.dense.refresh()
+        # Wait for a catch-up another thread is running (a writer's listener, the retry timer):
+        # a search never misses what was committed before it began, unless the index failed.
+        behind = self.dense.refresh(wait=True)
         if behind:
             logger.warning(
                 "the dense index is %d L0 changes behind: recent entries may be missing from "

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -33,11 +34,20 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if problem:  # checked before the work: a finished run is never lost to a bad path
         sys.stderr.write(f"gliding-horse: error: --json {problem}\n")
         return 2
+    started = time.monotonic()
+    benchmark = getattr(args, "benchmark", None)
+    if benchmark is not None:  # a benchmark runs for minutes: say so at once, on stderr
+        sys.stderr.write(f"gliding-horse: running bench {benchmark} ...\n")
+        sys.stderr.flush()
     try:
         code: int = args.handler(args, stream)
     except GlidingError as exc:
         sys.stderr.write(f"gliding-horse: error: {exc}\n")
         return 2
+    if benchmark is not None:
+        sys.stderr.write(
+            f"gliding-horse: bench {benchmark} done in {time.monotonic() - started:.0f} s\n"
+        )
     return code
 
 

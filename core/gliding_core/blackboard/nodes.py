@@ -48,6 +48,7 @@ from gliding_core.blackboard.graph import (
     term_value,
 )
 from gliding_core.blackboard.vocabulary import (
+    CONTEXT,
     META_GRAPH,
     SKOLEM_PREFIX,
     meta,
@@ -73,6 +74,7 @@ _META = ox.NamedNode(META_GRAPH)
 _RECORD, _GRAPH, _DIRTY = (ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty"))
 _REFUSED_KEYS = ("@graph", "@included")
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_CONTEXT_OPENING = '{"@context":' + canonical_json(CONTEXT) + ","  # CONTEXT is a constant
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,7 @@ class BoardNode:
         """Return the node's bookkeeping quads."""
         record = (  # the content is JSON text already: only escaped once, as a string
             f'{{"content":{_ENCODE(self.content)},"generation":{self.generation},'
-            f'"tags":{_ENCODE(list(self.tags))}}}'
+            f'"tags":{_ENCODE(list(self.tags)) if self.tags else "[]"}}}'
         )
         subject = ox.NamedNode(self.iri)
         quads = [
@@ -149,7 +151,7 @@ class NodeWrite:
             if key in parsed:
                 raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
         target = check_iri(graph, "graph")
-        return cls(iri, content, target, check_tags(tags), rdf_of(parsed, target))
+        return cls(iri, content, target, check_tags(tags), rdf_of(parsed, target, content))
 
 
 def check_iri(value: object, what: str) -> str:
@@ -175,13 +177,15 @@ def check_tags(tags: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(checked))
 
 
-def rdf_of(node: Node, graph: str) -> tuple[ox.Quad, ...]:
+def rdf_of(node: Node, graph: str, content: str | None = None) -> tuple[ox.Quad, ...]:
     """Return the node's RDF in ``graph``, its blank nodes skolemised deterministically.
 
     A blank node becomes ``urn:gliding-horse:genid:<digest of the node IRI>:<n>``, numbered in
     the processor's (deterministic) output order, so the same node always gives the same quads.
+    ``content``, when given, must be ``canonical_json(node)``: it saves serialising the node
+    again (the document read is the same text either way).
     """
-    document = canonical_json(with_context(node))
+    document = _document(node, content)
     with translated("oxigraph", f"reading node {node['@id']!r} as JSON-LD"):
         parsed = list(ox.parse(document, format=ox.RdfFormat.JSON_LD))
     name = ox.NamedNode(graph)
@@ -205,6 +209,17 @@ def rdf_of(node: Node, graph: str) -> tuple[ox.Quad, ...]:
         return term
 
     return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
+
+
+def _document(node: Node, content: str | None) -> str:
+    """The JSON-LD text the processor reads: ``canonical_json(with_context(node))``.
+
+    A node without ``@context`` whose keys all sort after it gets the context spliced in
+    front of its own canonical text (the same characters the encoder would write).
+    """
+    if content is not None and node and "@context" not in node and min(node) > "@context":
+        return _CONTEXT_OPENING + content[1:]
+    return canonical_json(with_context(node))
 
 
 class _Tombstone:

@@ -3,7 +3,8 @@
 Each module is one LlamaIndex concept: ``GlidingMemory`` (a chat memory with a budgeted view),
 ``GlidingMemoryBlock`` (long-term memory for the stock ``Memory``), ``GlidingRetriever``
 (hybrid search of L0), and the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
-``LlamaIndexSummarizer``. Each reads and writes one scope (``gliding_core.scope``): a user, a
+``LlamaIndexSummarizer``; ``MemoryToolSpec`` gives an agent tools to search and save its own
+long-term memory. Each reads and writes one scope (``gliding_core.scope``): a user, a
 session (``session_id``, a thread scope) or a task.
 """
 
@@ -12,6 +13,7 @@ from gliding_llamaindex.memory import GlidingMemory
 from gliding_llamaindex.memory_block import GlidingMemoryBlock
 from gliding_llamaindex.retriever import GlidingRetriever
 from gliding_llamaindex.summarizer import LlamaIndexSummarizer
+from gliding_llamaindex.tools import MemoryToolSpec
 
 __all__ = [
     "GlidingEmbedding",
@@ -20,4 +22,5 @@ __all__ = [
     "GlidingRetriever",
     "LlamaIndexEmbedder",
     "LlamaIndexSummarizer",
+    "MemoryToolSpec",
 ]

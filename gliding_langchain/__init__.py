@@ -5,7 +5,7 @@
 - ``GlidingRetriever``: hybrid search as a retriever.
 - ``GlidingStore``: a LangGraph store on L0 and Hyperspace.
 - ``create_search_memory_tool``, ``create_save_memory_tool``: tools with which an agent
-  manages its own long-term memory.
+  manages its own long-term memory; ``BlackboardToolkit``: the blackboard as one agent's tools.
 - ``GlidingChatMessageHistory``: the legacy path for ``RunnableWithMessageHistory``.
 - ``LangChainEmbedder``, ``LangChainSummarizer``: LangChain models as the memory's models.
 
@@ -13,6 +13,7 @@ Every read and write has a scope (``gliding_core.scope``): the run's user, else 
 the task the middleware was built with; no scope reads another's entries unless it is shared.
 """
 
+from gliding_langchain.board_tools import BlackboardToolkit
 from gliding_langchain.callbacks import SupplementaryInputCallbackHandler
 from gliding_langchain.chat_history import GlidingChatMessageHistory
 from gliding_langchain.middleware import GlidingMemoryMiddleware
@@ -28,6 +29,7 @@ from gliding_langchain.tools import (
 )
 
 __all__ = [
+    "BlackboardToolkit",
     "GlidingChatMessageHistory",
     "GlidingMemoryMiddleware",
     "GlidingRetriever",

@@ -148,7 +148,8 @@ class BlackboardToolkit(BaseToolkit):
     handle: AgentHandle
 
     def __init__(self, handle: AgentHandle, **data: Any) -> None:
-        super().__init__(handle=ops.check_handle(handle), **data)
+        # Positional, as the other toolkits take their one ready object; checked first.
+        super().__init__(**{**data, "handle": ops.check_handle(handle)})
 
     def get_tools(self) -> list[BaseTool]:
         """Return one tool per blackboard operation."""

@@ -3,7 +3,8 @@
 ``BlackboardToolkit(handle).get_tools()`` gives an agent the blackboard as tools: read a node,
 write a node (based on the generation it read), read-only SPARQL over the graphs it may read,
 claim and complete its task, list ready tasks, take and release leases, post and read
-coordination messages. Each tool calls ``gliding_core.board_tools`` with the handle.
+coordination messages, and (given a ``Scheduler``) project its role's frame. Each tool calls
+``gliding_core.board_tools`` with the handle.
 
 Invariants: the agent's name, role and task are the handle's, bound when the toolkit is built,
 never an argument the model fills in; a refusal (permission, stale generation, lease conflict)
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool, ToolException
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gliding_core import GlidingError, InvalidInputError
 from gliding_core import board_tools as ops
 from gliding_core.blackboard.handle import AgentHandle
+from gliding_core.scheduler import Scheduler
 
 
 class ReadNodeInput(BaseModel):
@@ -80,6 +83,18 @@ class ReadMessagesInput(BaseModel):
     topic: str | None = Field(default=None, description="Only this topic.")
 
 
+class ProjectInput(BaseModel):
+    """Arguments of ``project_frame``."""
+
+    budget: int = Field(default=2000, ge=1, description="The most tokens the view may take.")
+    query: str | None = Field(default=None, description="What to look for if nothing is there.")
+
+
+PROJECT = (
+    "Show your role's view of your task (its frame), within a token budget.",
+    ProjectInput,
+)
+
 # name -> (description, argument schema, operation over the handle)
 _TOOLS: dict[str, tuple[str, type[BaseModel], Callable[..., Any]]] = {
     "read_node": ("Read a blackboard node and its generation.", ReadNodeInput, ops.read_node),
@@ -111,16 +126,31 @@ _TOOLS: dict[str, tuple[str, type[BaseModel], Callable[..., Any]]] = {
 }
 
 
-def blackboard_tool(handle: AgentHandle, name: str) -> BaseTool:
+def blackboard_tool(
+    handle: AgentHandle, name: str, *, scheduler: Scheduler | None = None
+) -> BaseTool:
     """Return the tool ``name`` (a key of the toolkit) bound to ``handle``.
 
+    Args:
+        handle: the agent's handle.
+        name: the tool: ``read_node``, ``write_node``, ... or ``project_frame``.
+        scheduler: the scheduler ``project_frame`` reads through (required for it).
+
     Raises:
-        InvalidInputError: ``handle`` is not an ``AgentHandle`` or ``name`` no tool's.
+        InvalidInputError: ``handle`` is not an ``AgentHandle``, ``name`` no tool's, or
+            ``project_frame`` has no scheduler.
     """
     ops.check_handle(handle)
-    if name not in _TOOLS:
-        raise InvalidInputError(f"no blackboard tool is named {name!r}; tools: {sorted(_TOOLS)}")
-    description, schema, operation = _TOOLS[name]
+    if name == "project_frame" and scheduler is not None:
+        description, schema = PROJECT
+        operation: Callable[..., Any] = partial(_project, scheduler=scheduler)
+    elif name in _TOOLS:
+        description, schema, operation = _TOOLS[name]
+    else:
+        raise InvalidInputError(
+            f"no blackboard tool is named {name!r} (project_frame needs a scheduler);"
+            f" tools: {sorted(_TOOLS)}"
+        )
 
     def run(**arguments: Any) -> str:
         try:
@@ -133,11 +163,17 @@ def blackboard_tool(handle: AgentHandle, name: str) -> BaseTool:
     )
 
 
+def _project(handle: AgentHandle, *, scheduler: Scheduler, **arguments: Any) -> Any:
+    return ops.project_frame(handle, scheduler, **arguments)
+
+
 class BlackboardToolkit(BaseToolkit):
     """The blackboard as tools for one agent, whose identity and role the handle fixes.
 
     Args:
         handle: the agent's handle (``memory.agent("doer", role="do", task=TASK)``).
+        scheduler: a scheduler over its blackboard (``Scheduler.for_memory(memory)``); with
+            one, the toolkit also has ``project_frame``.
 
     Raises:
         InvalidInputError: ``handle`` is not an ``AgentHandle``.
@@ -146,6 +182,7 @@ class BlackboardToolkit(BaseToolkit):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     handle: AgentHandle
+    scheduler: Scheduler | None = None
 
     def __init__(self, handle: AgentHandle, **data: Any) -> None:
         # Positional, as the other toolkits take their one ready object; checked first.
@@ -153,4 +190,5 @@ class BlackboardToolkit(BaseToolkit):
 
     def get_tools(self) -> list[BaseTool]:
         """Return one tool per blackboard operation."""
-        return [blackboard_tool(self.handle, name) for name in _TOOLS]
+        names = [*_TOOLS, "project_frame"] if self.scheduler is not None else list(_TOOLS)
+        return [blackboard_tool(self.handle, n, scheduler=self.scheduler) for n in names]

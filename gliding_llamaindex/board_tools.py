@@ -3,8 +3,9 @@
 ``BlackboardToolSpec(handle).to_tool_list()`` gives a ``FunctionAgent`` the operations of
 ``gliding_core.board_tools``: read and write a node (based on a generation), read-only SPARQL,
 claim and complete its task, list ready tasks, take and release leases, post and read
-coordination messages. Each tool has a sync ``call`` and an async ``acall`` (the sync function
-in a worker thread, ``FunctionTool``'s default), so the event loop never waits on the board.
+coordination messages, and (given a ``Scheduler``) project its role's frame. Each tool has a
+sync ``call`` and an async ``acall`` (the sync function in a worker thread, ``FunctionTool``'s
+default), so the event loop never waits on the board.
 
 Invariants: the agent's name, role and task are the handle's, never an argument the model
 fills in; a refusal (permission, stale generation, lease conflict) is the tool's output, a text
@@ -23,6 +24,7 @@ from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSp
 from gliding_core import GlidingError
 from gliding_core import board_tools as ops
 from gliding_core.blackboard.handle import AgentHandle
+from gliding_core.scheduler import Scheduler
 
 Iri = Annotated[str, "The node's IRI (@id)."]
 
@@ -32,6 +34,8 @@ class BlackboardToolSpec(BaseToolSpec):
 
     Args:
         handle: the agent's handle (``memory.agent("doer", role="do", task=TASK)``).
+        scheduler: a scheduler over its blackboard (``Scheduler.for_memory(memory)``); with
+            one, the spec also has ``project_frame``.
 
     Raises:
         InvalidInputError: ``handle`` is not an ``AgentHandle``.
@@ -50,8 +54,11 @@ class BlackboardToolSpec(BaseToolSpec):
         "read_messages",
     ]
 
-    def __init__(self, handle: AgentHandle) -> None:
+    def __init__(self, handle: AgentHandle, *, scheduler: Scheduler | None = None) -> None:
         self.handle = ops.check_handle(handle)
+        self.scheduler = scheduler
+        if scheduler is not None:  # the frame tool exists only with a scheduler to read through
+            self.spec_functions = [*type(self).spec_functions, "project_frame"]
 
     def read_node(self, iri: Iri) -> str:
         """Read a blackboard node and its generation."""
@@ -118,6 +125,19 @@ class BlackboardToolSpec(BaseToolSpec):
     ) -> str:
         """Read your task's coordination messages."""
         return _answer(lambda: ops.read_messages(self.handle, since, topic=topic))
+
+    def project_frame(
+        self,
+        budget: Annotated[int, "The most tokens the view may take."] = 2000,
+        query: Annotated[str | None, "What to look for if nothing is there."] = None,
+    ) -> str:
+        """Show your role's view of your task (its frame), within a token budget."""
+        scheduler = self.scheduler
+        if scheduler is None:
+            return "Error: this tool set was built without a scheduler to project frames"
+        return _answer(
+            lambda: ops.project_frame(self.handle, scheduler, budget=budget, query=query)
+        )
 
 
 def _answer(call: Callable[[], object]) -> str:

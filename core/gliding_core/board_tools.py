@@ -11,6 +11,9 @@ A refusal the model can act on (``PermissionDeniedError``, ``StaleWriteError``,
 message saying what to do: the node's current generation to base a retry on, who holds the
 lease.
 
+``project_frame`` needs a ``Scheduler`` over the handle's blackboard (``Scheduler.for_memory``);
+the tool sets offer it when they are given one.
+
 Invariants: a tool acts only as its handle may; a write based on a generation the node has
 moved past changes nothing; every result is a JSON-ready dict or list.
 """
@@ -32,6 +35,7 @@ from gliding_core.errors import (
     StaleWriteError,
 )
 from gliding_core.jsonld import preview
+from gliding_core.scheduler import Scheduler
 
 
 def check_handle(handle: object) -> AgentHandle:
@@ -154,6 +158,29 @@ def read_messages(
         {"sequence": m.sequence, "topic": m.topic, "sender": m.sender, "payload": m.payload}
         for m in handle.messages(since, topic=topic)
     ]
+
+
+def project_frame(
+    handle: AgentHandle, scheduler: Scheduler, *, budget: int, query: str | None = None
+) -> dict[str, Any]:
+    """Return the agent's view of its task: its role's frame (L3), else L2, else L0.
+
+    Args:
+        handle: the reading agent (its task and role choose the frame).
+        scheduler: the scheduler over the handle's blackboard.
+        budget: the most tokens the view may take.
+        query: what to search L0 for when no level holds anything of the task.
+
+    Raises:
+        InvalidInputError: the scheduler is not over the handle's blackboard, or a bad budget.
+    """
+    if not isinstance(scheduler, Scheduler) or scheduler.board is not handle.board:
+        raise InvalidInputError(
+            f"scheduler must be a Scheduler over the handle's blackboard, got {preview(scheduler)}"
+        )
+    handle.task_status()  # the matrix's read on tasks: the view is of the agent's own task
+    view = scheduler.read(handle.task, handle.role, budget=budget, query=query)
+    return {"level": view.level, "frame": view.frame, "tokens": view.tokens, "view": view.text}
 
 
 def board_refusal(error: GlidingError) -> str:

@@ -14,6 +14,7 @@ from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
+from gliding_core.scheduler import Scheduler
 from gliding_langchain import BlackboardToolkit, ScriptedChatModel
 from gliding_langchain.board_tools import blackboard_tool
 
@@ -187,3 +188,17 @@ def test_an_agent_refused_a_stale_write_retries_with_the_current_generation(
     node = memory.blackboard.read("urn:node:plan")
     assert node is not None
     assert json.loads(node.content)["text"] == "mine"
+
+
+def test_project_frame_is_offered_with_a_scheduler(board: tuple[Memory, AgentHandle]) -> None:
+    memory, handle = board
+    assert "project_frame" not in tools(handle)
+    handle.write(
+        [{"@id": "urn:node:seen", "@type": "Step", "text": "boil water"}], area="execution"
+    )
+    toolkit = BlackboardToolkit(handle, scheduler=Scheduler.for_memory(memory))
+    project = {tool.name: tool for tool in toolkit.get_tools()}["project_frame"]
+    view = json.loads(project.invoke({"budget": 500}))
+    assert view["level"] in ("l3", "l2")
+    assert "boil water" in view["view"]
+    assert view["tokens"] <= 500

@@ -13,6 +13,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
+from gliding_core.scheduler import Scheduler
 from gliding_llamaindex import BlackboardToolSpec
 
 # Building a workflow inspects the agent's members; on a pydantic model that touches attributes
@@ -109,3 +110,16 @@ async def test_a_function_agent_writes_through_the_tools(
     answer = await agent.run("record that you are done")
     assert '"generation": 1' in str(answer)
     assert memory.blackboard.read("urn:node:agent") is not None
+
+
+def test_project_frame_with_a_scheduler(board: tuple[Memory, AgentHandle]) -> None:
+    memory, handle = board
+    assert "project_frame" not in tools(handle)
+    handle.write(
+        [{"@id": "urn:node:seen", "@type": "Step", "text": "boil water"}], area="execution"
+    )
+    spec = BlackboardToolSpec(handle, scheduler=Scheduler.for_memory(memory))
+    project = {t.metadata.get_name(): t for t in spec.to_tool_list()}["project_frame"]
+    view = json.loads(project.call(budget=500).content)
+    assert "boil water" in view["view"]
+    assert view["tokens"] <= 500

@@ -90,7 +90,7 @@ class ProjectInput(BaseModel):
     query: str | None = Field(default=None, description="What to look for if nothing is there.")
 
 
-PROJECT = (
+PROJECT: tuple[str, type[BaseModel]] = (
     "Show your role's view of your task (its frame), within a token budget.",
     ProjectInput,
 )
@@ -141,9 +141,12 @@ def blackboard_tool(
             ``project_frame`` has no scheduler.
     """
     ops.check_handle(handle)
+    description: str
+    schema: type[BaseModel]
+    operation: Callable[..., Any]
     if name == "project_frame" and scheduler is not None:
         description, schema = PROJECT
-        operation: Callable[..., Any] = partial(_project, scheduler=scheduler)
+        operation = partial(_project, scheduler=scheduler)
     elif name in _TOOLS:
         description, schema, operation = _TOOLS[name]
     else:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -202,3 +204,25 @@ def test_project_frame_is_offered_with_a_scheduler(board: tuple[Memory, AgentHan
     assert view["level"] in ("l3", "l2")
     assert "boil water" in view["view"]
     assert view["tokens"] <= 500
+
+
+def test_of_racing_writers_based_on_one_generation_exactly_one_wins(
+    board: tuple[Memory, AgentHandle],
+) -> None:
+    memory, handle = board
+    handle.write([{"@id": "urn:node:race", "text": "v1"}], area="execution")
+    writers = [tools(memory.agent(f"w{i}", role="do", task=TASK))["write_node"] for i in range(8)]
+    start = threading.Barrier(len(writers))
+
+    def write(tool: BaseTool, index: int) -> str:
+        start.wait()
+        node = {"@id": "urn:node:race", "text": f"by w{index}"}
+        return str(tool.invoke({"node": node, "area": "execution", "based_on": 1}))
+
+    with ThreadPoolExecutor(len(writers)) as pool:
+        replies = list(pool.map(write, writers, range(len(writers))))
+    assert sum(not reply.startswith("Error:") for reply in replies) == 1
+    assert all("at generation 2, not 1" in r for r in replies if r.startswith("Error:"))
+    node = memory.blackboard.read("urn:node:race")
+    assert node is not None
+    assert node.generation == 2

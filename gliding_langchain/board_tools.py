@@ -162,7 +162,12 @@ def blackboard_tool(
             raise ToolException(ops.board_refusal(exc)) from exc
 
     return StructuredTool.from_function(
-        run, name=name, description=description, args_schema=schema, handle_tool_error=True
+        run,
+        name=name,
+        description=description,
+        args_schema=schema,
+        handle_tool_error=True,
+        handle_validation_error=True,
     )
 
 

@@ -70,6 +70,7 @@ class _ScopedMemoryTool(BaseTool):
     scope: Scope | None = None
     shared: Sequence[str | Scope] = ()
     handle_tool_error: bool = True
+    handle_validation_error: bool = True  # a bad argument is the model's to fix, not a crash
 
     def __init__(self, **data: Any) -> None:
         # Typed errors naming the bad value, before pydantic wraps them in its own.

@@ -226,3 +226,10 @@ def test_of_racing_writers_based_on_one_generation_exactly_one_wins(
     node = memory.blackboard.read("urn:node:race")
     assert node is not None
     assert node.generation == 2
+
+
+def test_an_argument_out_of_the_schema_is_a_tool_error(board: tuple[Memory, AgentHandle]) -> None:
+    write = tools(board[1])["write_node"]
+    message = write.invoke({"type": "tool_call", "id": "c3", "name": "write_node", "args": {}})
+    assert isinstance(message, ToolMessage)
+    assert message.status == "error"

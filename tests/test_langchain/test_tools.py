@@ -180,3 +180,16 @@ def test_an_agent_saves_and_later_finds_a_memory(memory: Memory) -> None:
     bob = {"configurable": {"user_id": "bob", "thread_id": "b1"}}
     result = agent.invoke({"messages": [("user", "what do I love?")]}, config=bob)
     assert "sailing" not in result["messages"][-1].text
+
+
+def test_an_argument_out_of_the_schema_is_a_tool_error(memory: Memory) -> None:
+    search = create_search_memory_tool(memory, scope=ALICE)
+    call = {
+        "type": "tool_call",
+        "id": "c2",
+        "name": search.name,
+        "args": {"query": "x", "limit": 500},
+    }
+    message = search.invoke(call)
+    assert isinstance(message, ToolMessage)
+    assert message.status == "error"

@@ -4,6 +4,8 @@
 - ``SupplementaryInputCallbackHandler``: user input sent mid-run reaches the next model call.
 - ``GlidingRetriever``: hybrid search as a retriever.
 - ``GlidingStore``: a LangGraph store on L0 and Hyperspace.
+- ``create_search_memory_tool``, ``create_save_memory_tool``: tools with which an agent
+  manages its own long-term memory; ``BlackboardToolkit``: the blackboard as one agent's tools.
 - ``GlidingChatMessageHistory``: the legacy path for ``RunnableWithMessageHistory``.
 - ``LangChainEmbedder``, ``LangChainSummarizer``: LangChain models as the memory's models.
 
@@ -11,6 +13,7 @@ Every read and write has a scope (``gliding_core.scope``): the run's user, else 
 the task the middleware was built with; no scope reads another's entries unless it is shared.
 """
 
+from gliding_langchain.board_tools import BlackboardToolkit
 from gliding_langchain.callbacks import SupplementaryInputCallbackHandler
 from gliding_langchain.chat_history import GlidingChatMessageHistory
 from gliding_langchain.middleware import GlidingMemoryMiddleware
@@ -18,14 +21,25 @@ from gliding_langchain.models import LangChainEmbedder, LangChainSummarizer
 from gliding_langchain.retrievers import GlidingRetriever
 from gliding_langchain.store import GlidingStore
 from gliding_langchain.testing import ScriptedChatModel
+from gliding_langchain.tools import (
+    GlidingSaveMemoryTool,
+    GlidingSearchMemoryTool,
+    create_save_memory_tool,
+    create_search_memory_tool,
+)
 
 __all__ = [
+    "BlackboardToolkit",
     "GlidingChatMessageHistory",
     "GlidingMemoryMiddleware",
     "GlidingRetriever",
+    "GlidingSaveMemoryTool",
+    "GlidingSearchMemoryTool",
     "GlidingStore",
     "LangChainEmbedder",
     "LangChainSummarizer",
     "ScriptedChatModel",
     "SupplementaryInputCallbackHandler",
+    "create_save_memory_tool",
+    "create_search_memory_tool",
 ]

@@ -2,22 +2,28 @@
 
 Each module is one LlamaIndex concept: ``GlidingMemory`` (a chat memory with a budgeted view),
 ``GlidingMemoryBlock`` (long-term memory for the stock ``Memory``), ``GlidingRetriever``
-(hybrid search of L0), and the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
-``LlamaIndexSummarizer``. Each reads and writes one scope (``gliding_core.scope``): a user, a
-session (``session_id``, a thread scope) or a task.
+(hybrid search of L0), the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
+``LlamaIndexSummarizer``, and the tool specs ``MemoryToolSpec`` (an agent searches and saves its
+own long-term memory) and ``BlackboardToolSpec`` (the blackboard as one agent's tools). Each
+reads and writes one scope (``gliding_core.scope``): a user, a session (``session_id``, a thread
+scope) or a task.
 """
 
+from gliding_llamaindex.board_tools import BlackboardToolSpec
 from gliding_llamaindex.embeddings import GlidingEmbedding, LlamaIndexEmbedder
 from gliding_llamaindex.memory import GlidingMemory
 from gliding_llamaindex.memory_block import GlidingMemoryBlock
 from gliding_llamaindex.retriever import GlidingRetriever
 from gliding_llamaindex.summarizer import LlamaIndexSummarizer
+from gliding_llamaindex.tools import MemoryToolSpec
 
 __all__ = [
+    "BlackboardToolSpec",
     "GlidingEmbedding",
     "GlidingMemory",
     "GlidingMemoryBlock",
     "GlidingRetriever",
     "LlamaIndexEmbedder",
     "LlamaIndexSummarizer",
+    "MemoryToolSpec",
 ]

@@ -50,6 +50,7 @@ from gliding_core.blackboard.coordination import (
     check_seconds,
     forget_nodes,
     mirror_nodes,
+    parse_choice,
 )
 from gliding_core.blackboard.leases import LeaseTable
 from gliding_core.bus import EventBus, EventType
@@ -170,14 +171,7 @@ class Agent:
 
 def check_status(value: object) -> AgentStatus:
     """Return ``value`` as an ``AgentStatus`` (a member or its name, in any case)."""
-    if isinstance(value, AgentStatus):
-        return value
-    if isinstance(value, str):
-        for status in AgentStatus:
-            if status.value.lower() == value.lower():
-                return status
-    known = ", ".join(s.value for s in AgentStatus)
-    raise InvalidInputError(f"agent status must be one of {known}, got {preview(value)}")
+    return parse_choice(AgentStatus, value, "agent status")
 
 
 class AgentRegistry:

@@ -35,8 +35,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from gliding_core.boundary import translated
 from gliding_core.config import CoordinationConfig
@@ -244,3 +245,22 @@ def check_seconds(value: object, what: str, *, allow_zero: bool = False) -> floa
         bound = ">= 0" if allow_zero else "> 0"
         raise InvalidInputError(f"{what} must be finite and {bound}, got {preview(value)}")
     return seconds
+
+
+Choice = TypeVar("Choice", bound=Enum)
+
+
+def parse_choice(kind: type[Choice], value: object, what: str) -> Choice:
+    """Return ``value`` as a member of the enum ``kind``: a member, or its value in any case.
+
+    Raises:
+        InvalidInputError: ``value`` names no member (the message lists the known values).
+    """
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        for member in kind:
+            if str(member.value).lower() == value.lower():
+                return member
+    known = ", ".join(str(member.value) for member in kind)
+    raise InvalidInputError(f"{what} must be one of {known}, got {preview(value)}")

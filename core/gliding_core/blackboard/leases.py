@@ -58,7 +58,12 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from enum import Enum
 
-from gliding_core.blackboard.coordination import CoordinationDB, check_name, check_seconds
+from gliding_core.blackboard.coordination import (
+    CoordinationDB,
+    check_name,
+    check_seconds,
+    parse_choice,
+)
 from gliding_core.bus import EventBus, EventType
 from gliding_core.errors import (
     FencingTokenError,
@@ -178,15 +183,7 @@ def _lease(row: tuple[str, str, str, int, int, float, float, float]) -> Lease:
 
 def check_mode(value: object) -> LeaseMode:
     """Return ``value`` as a ``LeaseMode`` (a member or its value: ``"read"`` ...)."""
-    if isinstance(value, LeaseMode):
-        return value
-    if isinstance(value, str):
-        try:
-            return LeaseMode(value.lower())
-        except ValueError:
-            pass
-    known = ", ".join(m.value for m in LeaseMode)
-    raise InvalidInputError(f"lease mode must be one of {known}, got {preview(value)}")
+    return parse_choice(LeaseMode, value, "lease mode")
 
 
 class LeaseTable:

@@ -55,6 +55,7 @@ from gliding_core.blackboard.coordination import (
     check_seconds,
     forget_nodes,
     mirror_nodes,
+    parse_choice,
 )
 from gliding_core.bus import EventBus, EventType
 from gliding_core.errors import (
@@ -150,16 +151,8 @@ class Task:
 
 
 def check_status(value: object) -> TaskStatus:
-    """Return ``value`` as a ``TaskStatus`` (a member or its value)."""
-    if isinstance(value, TaskStatus):
-        return value
-    if isinstance(value, str):
-        try:
-            return TaskStatus(value.lower())
-        except ValueError:
-            pass
-    known = ", ".join(s.value for s in TaskStatus)
-    raise InvalidInputError(f"task status must be one of {known}, got {preview(value)}")
+    """Return ``value`` as a ``TaskStatus`` (a member or its value, in any case)."""
+    return parse_choice(TaskStatus, value, "task status")
 
 
 class TaskRegistry:

@@ -22,15 +22,19 @@ from an area the role may not read, and the narrowed views are cached and invali
 
 Invariants:
 - Every artifact is a whole node of one projection within the budget, of the bound task only.
-- An artifact's generation was read before the content it shows was served, and re-checked
-  after: the content is never older than the generation it claims, so a write based on that
-  generation never overwrites a change the reader did not see (it is refused as stale).
+- An artifact's generation was read before the content it shows was served (the projection
+  is taken again after the read, and taken again while it changes): the content is never
+  older than the generation it claims, so a write based on that generation never overwrites
+  a change the reader did not see; it is refused as stale. (As the view cache's own
+  invariant, this counts a write from its announcement on the bus, which follows its commit
+  on the writer's thread.)
 - A node the projection shows without an IRI of its own (an anonymous object) or that is no
   longer on the blackboard is not an artifact.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import re
@@ -38,7 +42,6 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +65,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _TRIES = 3  # projections re-read while writes land between the content and its generations
 _registering = threading.Lock()
 _projectors: weakref.WeakKeyDictionary[Any, Projector] = weakref.WeakKeyDictionary()
+_ranking: sqlite3.Connection | None = None
+_ranking_lock = threading.Lock()  # one ranking at a time on the shared connection
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +75,8 @@ class FrameArtifact:
 
     Attributes:
         iri: the node's ``@id`` (the document / node id of the adapters).
-        node: the node as the projection shows it: compact JSON-LD, nested objects embedded
-            down to the budget step's depth.
-        text: ``node`` as compact JSON (what a model reads).
+        text: the node as the projection shows it, in compact JSON (what a model reads):
+            compact JSON-LD, nested objects embedded down to the budget step's depth.
         generation: the node's generation on the blackboard (what a write is based on).
         types: its ``@type`` values, compact (``("PlanStep",)``).
         graph: the named graph holding it.
@@ -84,7 +88,6 @@ class FrameArtifact:
     """
 
     iri: str
-    node: Mapping[str, Any]
     text: str
     generation: int
     types: tuple[str, ...]
@@ -94,6 +97,12 @@ class FrameArtifact:
     frame: str
     step: str
     score: float | None = None
+
+    @property
+    def node(self) -> dict[str, Any]:
+        """The node as the projection shows it (a fresh dict on every call)."""
+        value: dict[str, Any] = json.loads(self.text)
+        return value
 
     @property
     def document(self) -> dict[str, Any]:
@@ -156,6 +165,7 @@ class FrameArtifacts:
         self.projector.frames.get(frame).bindings(self.task, self.params)
         self._base: Frame | None = None
         self._narrowed: str | None = None
+        self._last: tuple[str, tuple[_Shown, ...]] = ("", ())
         self._projected()  # the agent's frame is narrowed (and checked) now, not on first read
 
     def read(self, query: str | None = None, *, k: int | None = None) -> list[FrameArtifact]:
@@ -172,9 +182,12 @@ class FrameArtifacts:
         if name is None:
             return []  # the role may read none of the frame's areas
         projection, nodes = self._consistent(name)
-        found = self._artifacts(projection, nodes)
+        shown = self._shown(projection)
+        found = self._artifacts(projection, shown, nodes)
         if query is not None and query.strip():
-            found = _ranked(found, query, self.stop_words)
+            found = _ranked(
+                found, [s.words for s in shown if s.iri in nodes], query, self.stop_words
+            )
         return found if k is None else found[:k]
 
     def _consistent(self, name: str) -> tuple[Projection, dict[str, BoardNode]]:
@@ -193,23 +206,29 @@ class FrameArtifacts:
     def _project(self, name: str) -> Projection:
         return self.projector.project(self.task, name, budget=self.budget, params=self.params)
 
+    def _shown(self, projection: Projection) -> tuple[_Shown, ...]:
+        """Return the projection's top-level nodes, each split out once per projected text."""
+        text, shown = self._last
+        if text != projection.text:  # the same text object while its view stays valid
+            shown = tuple(_split(node) for node in projection.document.get("@graph", []))
+            self._last = (projection.text, shown)
+        return shown
+
     def _artifacts(
-        self, projection: Projection, nodes: Mapping[str, BoardNode]
+        self, projection: Projection, shown: Sequence[_Shown], nodes: Mapping[str, BoardNode]
     ) -> list[FrameArtifact]:
         found = []
-        for shown in projection.document.get("@graph", []):
-            record = nodes.get(shown.get("@id", ""))
+        for each in shown:
+            record = nodes.get(each.iri)
             if record is None:
                 continue
-            types = shown.get("@type", ())
             place = graph_area(record.graph)
             found.append(
                 FrameArtifact(
                     iri=record.iri,
-                    node=shown,
-                    text=json.dumps(shown, ensure_ascii=False, separators=(",", ":")),
+                    text=each.text,
                     generation=record.generation,
-                    types=(types,) if isinstance(types, str) else tuple(types),
+                    types=each.types,
                     graph=record.graph,
                     area=None if place is None else place[1],
                     task=self.task,
@@ -255,7 +274,7 @@ def lexical_scores(texts: Sequence[str], query: str, stop_words: Iterable[str] =
 
     As L0's text search: the query's words (without ``stop_words``, unless nothing else is
     left) joined by OR, the texts tokenized and stemmed as L0's index does, in a private
-    in-memory SQLite database.
+    in-memory SQLite table, rolled back afterwards.
     """
     stop = frozenset(stop_words)
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
@@ -264,22 +283,61 @@ def lexical_scores(texts: Sequence[str], query: str, stop_words: Iterable[str] =
     if not content or not texts:
         return scores
     expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in content)
-    with (
-        translated("sqlite", "ranking frame artifacts"),
-        closing(sqlite3.connect(":memory:")) as db,
-    ):
-        db.execute(f"CREATE VIRTUAL TABLE texts USING fts5 (text, tokenize = '{TEXT_TOKENIZER}')")
-        db.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", enumerate(texts))
-        rows = db.execute("SELECT rowid, -bm25(texts) FROM texts WHERE texts MATCH ?", [expression])
-        for rowid, score in rows:
-            scores[rowid] = float(score)
+    with translated("sqlite", "ranking frame artifacts"), _ranking_lock:
+        db = _ranking_db()
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", enumerate(texts))
+            rows = db.execute(
+                "SELECT rowid, -bm25(texts) FROM texts WHERE texts MATCH ?", [expression]
+            ).fetchall()
+        finally:
+            db.execute("ROLLBACK")  # the table is empty again for the next ranking
+    for rowid, score in rows:
+        scores[rowid] = float(score)
     return scores
 
 
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """A top-level node of a projection: its IRI, compact JSON, types and the words it says."""
+
+    iri: str
+    text: str
+    types: tuple[str, ...]
+    words: str
+
+
+def _split(node: Mapping[str, Any]) -> _Shown:
+    types = node.get("@type", ())
+    return _Shown(
+        iri=str(node.get("@id", "")),
+        text=json.dumps(node, ensure_ascii=False, separators=(",", ":")),
+        types=(types,) if isinstance(types, str) else tuple(types),
+        words=" ".join(_words(node)),
+    )
+
+
+def _ranking_db() -> sqlite3.Connection:
+    """Return the in-memory ranking database (an FTS5 table made once, kept empty).
+
+    Call it holding ``_ranking_lock``. A fresh database per ranking cost seven times as much
+    (creating the FTS5 table); one shared connection is closed when the interpreter exits.
+    """
+    global _ranking
+    if _ranking is None:
+        # isolation_level=None: the ranking's transaction is explicit, and always rolled back.
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.execute(f"CREATE VIRTUAL TABLE texts USING fts5 (text, tokenize = '{TEXT_TOKENIZER}')")
+        atexit.register(db.close)
+        _ranking = db
+    return _ranking
+
+
 def _ranked(
-    found: list[FrameArtifact], query: str, stop_words: Iterable[str]
+    found: list[FrameArtifact], words: Sequence[str], query: str, stop_words: Iterable[str]
 ) -> list[FrameArtifact]:
-    scores = lexical_scores([" ".join(_words(a.node)) for a in found], query, stop_words)
+    scores = lexical_scores(words, query, stop_words)
     order = sorted(range(len(found)), key=lambda i: (-scores[i], i))  # ties: frame order
     return [replace(found[i], score=scores[i]) for i in order]
 

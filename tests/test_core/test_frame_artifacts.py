@@ -7,6 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gliding_core import (
     FrameArtifacts,
@@ -295,3 +297,23 @@ def test_bad_read_arguments_and_a_foreign_agent(memory: Memory) -> None:
         stranger = elsewhere.agent("x", role="check", task=TASK)
         with pytest.raises(InvalidInputError, match="another blackboard"):
             FrameArtifacts(memory, "summary_only", agent=stranger)
+
+
+_QUERY_WORDS = ["review", "the", "NEAR", "AND", "OR", "NOT", '"', "*", "^", "(", ":", "plan"]
+_QUERIES = st.lists(st.sampled_from(_QUERY_WORDS) | st.text(max_size=8), max_size=6).map(" ".join)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=_QUERIES)
+def test_any_query_only_reorders_the_frame(
+    memory: Memory, rounds: tuple[dict[str, str], dict[str, str]], query: str
+) -> None:
+    """FTS5 syntax, quotes and stop words in a query never add, drop or break an artifact."""
+    reader = FrameArtifacts(memory, "summary_only", task=TASK, budget=4_000)
+    plain = reader.read()
+    ranked = reader.read(query)
+    assert sorted(a.iri for a in ranked) == sorted(a.iri for a in plain)
+    scores = [a.score or 0.0 for a in ranked]
+    assert scores == sorted(scores, reverse=True)

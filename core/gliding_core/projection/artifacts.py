@@ -191,11 +191,20 @@ class FrameArtifacts:
         return found if k is None else found[:k]
 
     def _consistent(self, name: str) -> tuple[Projection, dict[str, BoardNode]]:
-        """Return a projection and its nodes' blackboard records, read before it was served."""
-        board = self.projector.board
+        """Return a projection and its nodes' blackboard records, none newer than it.
+
+        When the view cache saw no invalidation from before the projection to after the
+        records were read, the projection still stands; otherwise it is taken again (the
+        records were then read before it was served) until it shows the same text.
+        """
+        board, cache = self.projector.board, self.projector.cache
+        since = cache.sequence
         projection = self._project(name)
         for _ in range(_TRIES):
             nodes = board.read_many(projection.iris)
+            if cache.sequence == since:
+                return projection, nodes
+            since = cache.sequence
             again = self._project(name)
             if again.text == projection.text:
                 return again, nodes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -191,3 +192,22 @@ def test_bad_call_options_are_typed_errors(filled: tuple[Memory, dict[str, str]]
         retriever.invoke("x", filter={"tags": "a"})
     with pytest.raises(InvalidInputError, match="got -1"):
         retriever.invoke("x", k=-1)
+
+
+async def test_the_async_path_projects_off_the_event_loop(
+    filled: tuple[Memory, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, _ = filled
+    board = memory.blackboard
+    threads: list[int] = []
+    read_many = board.read_many
+
+    def recording(iris: Any) -> Any:
+        threads.append(threading.get_ident())
+        return read_many(iris)
+
+    monkeypatch.setattr(board, "read_many", recording)
+    retriever = GlidingFrameRetriever(memory=memory, frame="summary_only", task=TASK)
+    assert await retriever.ainvoke("plan", k=2)
+    assert threads
+    assert threading.get_ident() not in threads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,3 +135,21 @@ def test_bad_arguments_are_typed_errors(
     with pytest.raises(error) as info:
         GlidingFrameRetriever(given.pop("source"), given.pop("frame"), **given)
     assert named in str(info.value)
+
+
+async def test_aretrieve_projects_off_the_event_loop(
+    filled: tuple[Memory, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, _ = filled
+    board = memory.blackboard
+    threads: list[int] = []
+    read_many = board.read_many
+
+    def recording(iris: Any) -> Any:
+        threads.append(threading.get_ident())
+        return read_many(iris)
+
+    monkeypatch.setattr(board, "read_many", recording)
+    assert await GlidingFrameRetriever(memory, "summary_only", task=TASK).aretrieve("plan")
+    assert threads
+    assert threading.get_ident() not in threads

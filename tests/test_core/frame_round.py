@@ -1,9 +1,9 @@
 """A plan/do/check/act round on a memory's blackboard, written through agent handles.
 
 Shared by the frame-artifact tests of the core and of both adapters. The task's own node and
-its 5W2H are the coordination layer's (``tasks`` area, written as the system), the fact is an
-L0 entry paged into ``knowledge``; everything else is written by the four agents of the round,
-each through its handle in its role's area.
+its 5W2H are the coordination layer's (``tasks`` area, written as the system), the fact is
+written into ``knowledge`` as the system, as L0 entries paged in are; everything else is
+written by the four agents of the round, each through its handle in its role's area.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gliding_core import (
+    ClosedError,
     FrameArtifacts,
     FrameNotFoundError,
     HashEmbedder,
@@ -317,3 +318,13 @@ def test_any_query_only_reorders_the_frame(
     assert sorted(a.iri for a in ranked) == sorted(a.iri for a in plain)
     scores = [a.score or 0.0 for a in ranked]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_closed_memory_is_a_typed_error() -> None:
+    memory = Memory(embedder=HashEmbedder())
+    reader = FrameArtifacts(memory, "summary_only", task=TASK)
+    memory.close()
+    with pytest.raises(ClosedError):
+        reader.read()
+    with pytest.raises(ClosedError, match="closed"):
+        FrameArtifacts(memory, "summary_only", task=TASK)

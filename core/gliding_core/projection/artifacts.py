@@ -50,7 +50,7 @@ from gliding_core.blackboard.nodes import BoardNode, check_iri
 from gliding_core.blackboard.vocabulary import CONTEXT_URL, graph_area
 from gliding_core.boundary import translated
 from gliding_core.config import DEFAULT_STOP_WORDS
-from gliding_core.errors import InvalidInputError, PermissionDeniedError
+from gliding_core.errors import ClosedError, InvalidInputError, PermissionDeniedError
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import Projection, check_budget
 from gliding_core.projection.frames import Frame
@@ -142,6 +142,7 @@ class FrameArtifacts:
         InvalidInputError: a bad source, task IRI, parameter, budget or agent handle.
         FrameNotFoundError: no such frame.
         PermissionDeniedError: ``task`` is not the agent's task.
+        ClosedError: the blackboard is closed (reading a closed one raises it too).
     """
 
     def __init__(
@@ -155,6 +156,8 @@ class FrameArtifacts:
         agent: AgentHandle | None = None,
     ) -> None:
         self.projector, self.stop_words = _resolve(source)
+        if self.projector.board.closed:
+            raise ClosedError(f"the blackboard of {preview(source)} is closed")
         self.agent = _check_agent(agent, self.projector)
         self.task = _check_task(task, self.agent)
         self.frame = self.projector.frames.get(frame).name

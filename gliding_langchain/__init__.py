@@ -3,6 +3,8 @@
 - ``GlidingMemoryMiddleware``: the memory of a ``create_agent`` agent, budgeted per model call.
 - ``SupplementaryInputCallbackHandler``: user input sent mid-run reaches the next model call.
 - ``GlidingRetriever``: hybrid search as a retriever.
+- ``GlidingFrameRetriever``, ``frame_retrievers``: an L3 frame of a task as a retriever (one
+  document per projected node, its IRI and generation in the metadata).
 - ``GlidingStore``: a LangGraph store on L0 and Hyperspace.
 - ``create_search_memory_tool``, ``create_save_memory_tool``: tools with which an agent
   manages its own long-term memory; ``BlackboardToolkit``: the blackboard as one agent's tools.
@@ -16,6 +18,7 @@ the task the middleware was built with; no scope reads another's entries unless 
 from gliding_langchain.board_tools import BlackboardToolkit
 from gliding_langchain.callbacks import SupplementaryInputCallbackHandler
 from gliding_langchain.chat_history import GlidingChatMessageHistory
+from gliding_langchain.frame_retrievers import GlidingFrameRetriever, frame_retrievers
 from gliding_langchain.middleware import GlidingMemoryMiddleware
 from gliding_langchain.models import LangChainEmbedder, LangChainSummarizer
 from gliding_langchain.retrievers import GlidingRetriever
@@ -31,6 +34,7 @@ from gliding_langchain.tools import (
 __all__ = [
     "BlackboardToolkit",
     "GlidingChatMessageHistory",
+    "GlidingFrameRetriever",
     "GlidingMemoryMiddleware",
     "GlidingRetriever",
     "GlidingSaveMemoryTool",
@@ -42,4 +46,5 @@ __all__ = [
     "SupplementaryInputCallbackHandler",
     "create_save_memory_tool",
     "create_search_memory_tool",
+    "frame_retrievers",
 ]

@@ -85,6 +85,7 @@ from gliding_core.memory import Memory
 from gliding_core.memory_sources import RecallSource, SessionContextSource
 from gliding_core.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
+from gliding_core.projection.artifacts import FrameArtifact, FrameArtifacts, frame_artifacts
 from gliding_core.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
 from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
 from gliding_core.scope import (
@@ -149,6 +150,8 @@ __all__ = [
     "ExtractiveSummarizer",
     "FencingTokenError",
     "Frame",
+    "FrameArtifact",
+    "FrameArtifacts",
     "FrameNotFoundError",
     "FrameSet",
     "FrameSource",
@@ -235,6 +238,7 @@ __all__ = [
     "auto_embedder",
     "entry_text",
     "filters_from_dict",
+    "frame_artifacts",
     "knowledge_filters",
     "reader_filters",
     "render_shared",

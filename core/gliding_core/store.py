@@ -134,9 +134,10 @@ CREATE TABLE IF NOT EXISTS watermarks (
 # Porter stemming: a question about "painting" finds the turn that says "painted". Contentless:
 # the text is derived from the entry's content, so a second copy would only slow every write;
 # taking an entry's text out of the index means giving the old text back ("delete" command).
-_TEXT_INDEX = """
+TEXT_TOKENIZER = "porter unicode61 remove_diacritics 2"  # L3 ranks frame artifacts with it too
+_TEXT_INDEX = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_text USING fts5 (
-    text, content = '', tokenize = 'porter unicode61 remove_diacritics 2'
+    text, content = '', tokenize = '{TEXT_TOKENIZER}'
 );
 """
 

@@ -3,9 +3,12 @@
 ``frames`` (the nine shipped frames as SPARQL CONSTRUCT, and user frames), ``framing`` (the
 CONSTRUCT's triples as compact JSON-LD nodes, with pyld), ``budget`` (the degradation steps
 within a token budget), ``cache`` (materialised views and the reverse index that invalidates
-them) and ``projector`` (``Projector.project``, which puts them together).
+them), ``projector`` (``Projector.project``, which puts them together) and ``artifacts`` (a
+projection as one artifact per node, with its IRI and generation: what the frame retrievers
+of the adapters return).
 """
 
+from gliding_core.projection.artifacts import FrameArtifact, FrameArtifacts, frame_artifacts
 from gliding_core.projection.budget import STEPS, Projection
 from gliding_core.projection.cache import CacheStats, ViewCache
 from gliding_core.projection.frames import SHIPPED, Frame, FrameSet, ParamKind
@@ -16,9 +19,12 @@ __all__ = [
     "STEPS",
     "CacheStats",
     "Frame",
+    "FrameArtifact",
+    "FrameArtifacts",
     "FrameSet",
     "ParamKind",
     "Projection",
     "Projector",
     "ViewCache",
+    "frame_artifacts",
 ]

@@ -10,6 +10,9 @@ With ``create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory, ta
   then the supplementary inputs;
 - after the call, the model's reply is archived.
 
+With ``handle=`` (a role agent's blackboard handle) the memory is also the role's frame of the
+handle's task, and recall skips the other agents' turns (``gliding_core.team``).
+
 Every read and write has the run's scope (``gliding_core.scope``): the ``user_id`` of the
 runtime context (an attribute or a key) or of ``config["configurable"]``, else the run's
 ``thread_id``, else the task the middleware was built with (single-tenant use). Each scope has

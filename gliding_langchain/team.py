@@ -18,7 +18,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NamedTuple, TypedDict
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
@@ -37,6 +37,7 @@ from gliding_core.jsonld import preview
 from gliding_core.pdca import AREA_OF, ROLES
 from gliding_core.scheduler import Scheduler
 from gliding_langchain.board_tools import BlackboardToolkit
+from gliding_langchain.messages import to_records
 from gliding_langchain.middleware import GlidingMemoryMiddleware
 
 DEFAULT_NAMES: Mapping[str, str] = {
@@ -219,6 +220,48 @@ def pdca_graph(
     for before, after in zip((START, *ROLES), (*ROLES, END), strict=True):
         builder.add_edge(before, after)
     return builder.compile()
+
+
+class CallTokens(NamedTuple):
+    """The prompt tokens of one model call of the round, and what a shared history would cost.
+
+    Attributes:
+        role: the agent's role.
+        call: the call's number within the agent's run, from 1.
+        sent: the tokens the model was sent (the budgeted view, exact; tool schemas aside).
+        shared: the tokens of the same call given the task's whole message history instead:
+            the agent's system prompt and messages so far after every earlier agent's
+            messages (the request once), as a shared-history supervisor setup sends it.
+    """
+
+    role: str
+    call: int
+    sent: int
+    shared: int
+
+
+def call_tokens(
+    memory: Memory, agents: Mapping[str, RoleAgent], state: Mapping[str, Any]
+) -> list[CallTokens]:
+    """Return the prompt tokens of every model call of a finished round, in order.
+
+    Args:
+        memory: the memory (its token counter counts).
+        agents: the round's agents (their middleware kept the views).
+        state: the graph's final state (its ``transcripts``).
+    """
+    framing = memory.framing()
+    transcripts = state.get("transcripts") or {}
+    rows: list[CallTokens] = []
+    earlier = 0  # the earlier agents' messages, the request left out (it is counted once)
+    for role in ROLES:
+        if role not in agents:
+            continue
+        for number, view in enumerate(agents[role].middleware.views, start=1):
+            rows.append(CallTokens(role, number, view.tokens, view.history_tokens + earlier))
+        records = to_records(list(transcripts.get(role, []))[1:])
+        earlier += sum(framing.message_tokens(record) for record in records)
+    return rows
 
 
 def _node(agent: RoleAgent) -> Any:

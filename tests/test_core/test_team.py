@@ -97,3 +97,22 @@ def test_role_conversation_shows_the_frame_and_checks_its_parts(memory: Memory) 
             role_conversation(memory, doer, scheduler=Scheduler.for_memory(other))
     with pytest.raises(InvalidInputError, match="recall_filters"):
         role_conversation(memory, doer, recall_filters="tags")  # type: ignore[arg-type]
+
+
+def test_an_empty_frame_falls_back_to_its_own_areas_only(memory: Memory) -> None:
+    planner = memory.agent("planner", role="plan", task=TASK)
+    planner.write([{"@id": f"{TASK}/plan", "@type": "Plan", "summary": "the secret plan"}],
+                  area="plan")  # fmt: skip
+    decider = memory.agent("decider", role="act", task=TASK)
+    query = [{"role": "user", "content": "decide", "id": "m1"}]
+    # The scheduler's own fallback (every area of the task) would show the decider the plan.
+    assert "the secret plan" in Scheduler.for_memory(memory).read(TASK, "act", budget=400).text
+    chat = role_conversation(memory, decider, budget=600)
+    assert "the secret plan" not in chat.view(query).memory
+    # A node in the frame's areas that the frame does not select is shown instead.
+    memory.blackboard.write(
+        [{"@id": f"{TASK}/memo", "summary": "a memo"}], task=TASK, area="decision"
+    )
+    view = chat.view(query)
+    assert "a memo" in view.memory
+    assert "the secret plan" not in view.memory

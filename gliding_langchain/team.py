@@ -197,13 +197,17 @@ def pdca_graph(
             another task or role.
 
     Example:
-        >>> from gliding_core.pdca import Request
+        >>> from gliding_core.pdca import ROLES, Request
         >>> from gliding_langchain.testing import pdca_model
         >>> models = {role: pdca_model(role, "urn:task:1") for role in ROLES}
         >>> graph = pdca_graph(memory, "urn:task:1", models, budget=1200)  # doctest: +SKIP
         >>> request = Request("refunds", ("validate", "call the vault")).text
         >>> graph.invoke({"request": request})["handovers"]  # doctest: +SKIP
         ['plan', 'do', 'check', 'act']
+
+    The agents work in the task's scope: a supplementary input is put for the task
+    (``memory.supplements.put(task, text)``). Run without a ``thread_id`` or ``user_id`` in
+    the config: with one, their middleware would read and write that scope instead.
     """
     if (models is None) == (agents is None):
         raise InvalidInputError("give models or agents, one of the two")

@@ -102,6 +102,8 @@ def create_role_agent(
     Raises:
         InvalidInputError: a bad handle, memory, scheduler or option.
     """
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
     scheduler = scheduler if scheduler is not None else Scheduler.for_memory(memory)
     options.setdefault("budget", DEFAULT_BUDGET)
     memory_middleware = GlidingMemoryMiddleware(
@@ -141,11 +143,11 @@ def pdca_agents(
         InvalidInputError: a role has no model or no name, or what ``create_role_agent``
             rejects.
     """
+    if not isinstance(models, Mapping) or not isinstance(names, Mapping):
+        raise InvalidInputError(f"models must map roles to chat models, got {preview(models)}")
     missing = [role for role in ROLES if role not in models or role not in names]
-    if missing or not isinstance(models, Mapping):
-        raise InvalidInputError(
-            f"models and names need the roles {list(ROLES)}; missing {missing or preview(models)}"
-        )
+    if missing:
+        raise InvalidInputError(f"models and names need the roles {list(ROLES)}; missing {missing}")
     coordination = memory.blackboard.coordination
     if coordination is not None and task not in coordination.tasks:
         coordination.tasks.register(task)

@@ -65,6 +65,8 @@ def role_memory(
     The memory text is a system message unless ``placement`` says otherwise (a
     ``FunctionAgent`` reads either).
     """
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
     options.setdefault("placement", "system")
     options.setdefault("budget", DEFAULT_BUDGET)
     return GlidingMemory(role_conversation(memory, handle, scheduler=scheduler, **options))
@@ -260,6 +262,10 @@ def pdca_workflow(
         >>> team = pdca_workflow(memory, TASK, llms, budget=1200)  # doctest: +SKIP
         >>> await team.run(request)  # doctest: +SKIP
     """
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
+    if not isinstance(llms, Mapping) or not isinstance(names, Mapping):
+        raise InvalidInputError(f"llms must map roles to LLMs, got {preview(llms)}")
     missing = [role for role in ROLES if role not in llms or role not in names]
     if missing:
         raise InvalidInputError(f"llms and names need the roles {list(ROLES)}; missing {missing}")

@@ -161,6 +161,10 @@ def test_role_agents_are_built_from_valid_parts(memory: Memory) -> None:
         GlidingMemoryMiddleware(memory, handle="doer")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="missing"):
         pdca_agents(memory, TASK, {"plan": pdca_model("plan", TASK)})
+    with pytest.raises(InvalidInputError, match="memory must be a gliding Memory"):
+        create_role_agent(pdca_model("do", TASK), handle, memory="memory")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="models must map roles"):
+        pdca_agents(memory, TASK, [pdca_model("plan", TASK)])  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="models or agents"):
         pdca_graph(memory, TASK)
     names = {role: f"{role}-two" for role in ROLES}

@@ -15,7 +15,13 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from gliding_core import InvalidInputError, Memory
 from gliding_core.pdca import ROLES, Request, artifact_iri, node_iris, round_problems, step_iri
-from gliding_llamaindex.team import DEFAULT_NAMES, RoleWorkflow, TeamMemory, pdca_workflow
+from gliding_llamaindex.team import (
+    DEFAULT_NAMES,
+    RoleWorkflow,
+    TeamMemory,
+    pdca_workflow,
+    role_memory,
+)
 from gliding_llamaindex.testing import ScriptedRole, pdca_llm
 
 pytestmark = [
@@ -118,3 +124,7 @@ def test_team_memory_checks_its_parts(memory: Memory) -> None:
         team.memory.memory_of("nobody")
     with pytest.raises(InvalidInputError, match="missing"):
         pdca_workflow(memory, TASK, {"plan": pdca_llm("plan", TASK)})
+    with pytest.raises(InvalidInputError, match="llms must map roles"):
+        pdca_workflow(memory, TASK, [pdca_llm("plan", TASK)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="memory must be a gliding Memory"):
+        role_memory("memory", team.handles["do"])  # type: ignore[arg-type]

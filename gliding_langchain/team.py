@@ -209,7 +209,11 @@ def pdca_graph(
 
     The agents work in the task's scope: a supplementary input is put for the task
     (``memory.supplements.put(task, text)``). Run without a ``thread_id`` or ``user_id`` in
-    the config: with one, their middleware would read and write that scope instead.
+    the config: with one, their middleware would read and write that scope instead. Each
+    agent's middleware delivers the inputs itself; do not give the graph a
+    ``SupplementaryInputCallbackHandler`` of one agent's conversation (the graph's callbacks
+    reach every agent's model calls, so that agent's session would take inputs meant for the
+    agent working then).
     """
     if (models is None) == (agents is None):
         raise InvalidInputError("give models or agents, one of the two")

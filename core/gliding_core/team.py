@@ -65,6 +65,10 @@ def role_conversation(
         shared: named graph IRIs or scopes that recall reads besides the task's entries.
         **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
 
+    The conversation is the task's scope. A middleware serving a run of another scope (a
+    ``thread_id`` in its config) builds that scope's conversation from this one: it keeps the
+    frame and still leaves the other agents' turns out, but recalls none of its own turns.
+
     Raises:
         InvalidInputError: ``memory`` is not a ``Memory``, ``handle`` not an ``AgentHandle`` on
             its blackboard, ``scheduler`` not a ``Scheduler`` over it, or a bad option.

@@ -65,7 +65,11 @@ def test_each_model_request_carries_its_frame_and_no_area_it_may_not_read(
     memory: Memory,
 ) -> None:
     chat = models()
-    run_round(memory, chat)
+    agents, _ = run_round(memory, chat)
+    for role in ROLES:  # every view within the budget, counted exactly
+        views = agents[role].middleware.views
+        assert len(views) == len(chat[role].requests) == 2
+        assert all(view.tokens <= 1_200 for view in views), role
     steps = [step(TASK, i) for i in (1, 2, 3)]
     artifacts = [artifact_iri(TASK, i) for i in (1, 2, 3)]
     iris = node_iris(TASK)

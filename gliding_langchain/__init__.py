@@ -8,6 +8,8 @@
 - ``GlidingStore``: a LangGraph store on L0 and Hyperspace.
 - ``create_search_memory_tool``, ``create_save_memory_tool``: tools with which an agent
   manages its own long-term memory; ``BlackboardToolkit``: the blackboard as one agent's tools.
+- ``create_role_agent``, ``pdca_graph``: role agents on one task that hand over through the
+  blackboard, each model shown its role's frame (``GlidingMemoryMiddleware(handle=...)``).
 - ``GlidingChatMessageHistory``: the legacy path for ``RunnableWithMessageHistory``.
 - ``LangChainEmbedder``, ``LangChainSummarizer``: LangChain models as the memory's models.
 
@@ -23,6 +25,7 @@ from gliding_langchain.middleware import GlidingMemoryMiddleware
 from gliding_langchain.models import LangChainEmbedder, LangChainSummarizer
 from gliding_langchain.retrievers import GlidingRetriever
 from gliding_langchain.store import GlidingStore
+from gliding_langchain.team import RoleAgent, create_role_agent, pdca_agents, pdca_graph
 from gliding_langchain.testing import ScriptedChatModel
 from gliding_langchain.tools import (
     GlidingSaveMemoryTool,
@@ -42,9 +45,13 @@ __all__ = [
     "GlidingStore",
     "LangChainEmbedder",
     "LangChainSummarizer",
+    "RoleAgent",
     "ScriptedChatModel",
     "SupplementaryInputCallbackHandler",
+    "create_role_agent",
     "create_save_memory_tool",
     "create_search_memory_tool",
     "frame_retrievers",
+    "pdca_agents",
+    "pdca_graph",
 ]

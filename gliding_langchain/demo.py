@@ -3,7 +3,8 @@
 A ``create_agent`` agent (the scripted offline model, one tool) runs a long conversation with
 ``GlidingMemoryMiddleware``; while it works on one of the requests, the user sends a note from
 another thread. The demo prints, for each model call, what the model saw in tokens against the
-full history, and where the note arrived.
+full history, and where the note arrived. The demo ends with four role agents on one task
+(``gliding_langchain.demo_team``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from langchain_core.tools import tool
 
 from gliding_core import Memory
 from gliding_core.table import render
+from gliding_langchain import demo_team
 from gliding_langchain.callbacks import SupplementaryInputCallbackHandler
 from gliding_langchain.messages import SUPPLEMENT_ID_PREFIX
 from gliding_langchain.middleware import GlidingMemoryMiddleware
@@ -113,3 +115,4 @@ def run(out: TextIO, memory: Memory) -> None:
         f"The last question asked for a fact from the first turn: the model answered "
         f"{messages[-1].text!r}\n"
     )
+    demo_team.run(out, memory)

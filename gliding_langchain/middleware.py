@@ -10,6 +10,9 @@ With ``create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory, ta
   then the supplementary inputs;
 - after the call, the model's reply is archived.
 
+With ``handle=`` (a role agent's blackboard handle) the memory is also the role's frame of the
+handle's task, and recall skips the other agents' turns (``gliding_core.team``).
+
 Every read and write has the run's scope (``gliding_core.scope``): the ``user_id`` of the
 runtime context (an attribute or a key) or of ``config["configurable"]``, else the run's
 ``thread_id``, else the task the middleware was built with (single-tenant use). Each scope has
@@ -39,8 +42,11 @@ from langgraph.runtime import Runtime, get_runtime
 from typing_extensions import Unpack
 
 from gliding_core import Conversation, InvalidInputError, Memory, ModelView, SearchFilters
+from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_core.scheduler import Scheduler
 from gliding_core.scope import Scope, Shared, resolve_scope
+from gliding_core.team import role_conversation
 from gliding_langchain.messages import supplement_message, to_records
 
 ModelHandler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
@@ -61,6 +67,11 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         shared: named graph IRIs or scopes every run's recall reads besides its own scope.
         conversation: a ready conversation (shared with a callback handler): the one of runs
             that name no user or thread; ``memory`` and ``task_iri`` are then taken from it.
+        handle: a role agent's blackboard handle (``memory.agent(name, role=..., task=...)``):
+            the model also sees the role's frame of the handle's task, recall skips the other
+            agents' turns, and ``task_iri`` defaults to the handle's task
+            (``gliding_core.team.role_conversation``).
+        scheduler: the read path of ``handle``'s frame; ``Scheduler.for_memory`` by default.
         keep_views: how many of the latest views ``views`` keeps.
         max_scopes: how many scopes' conversations are kept ready (their state lives in the
             memory's sessions, so one dropped here is rebuilt as it was).
@@ -84,6 +95,8 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         recall_filters: SearchFilters | None = None,
         shared: Sequence[Shared] = (),
         conversation: Conversation | None = None,
+        handle: AgentHandle | None = None,
+        scheduler: Scheduler | None = None,
         keep_views: int = 1_000,
         max_scopes: int = 1_024,
         **options: Unpack[ViewOptions],
@@ -91,6 +104,10 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         _check_count(keep_views, "keep_views")
         _check_count(max_scopes, "max_scopes")
+        if conversation is None and handle is not None:
+            conversation = _role_conversation(
+                memory, task_iri, handle, scheduler, settings, recall_filters, shared, options
+            )
         if conversation is None:
             if not isinstance(memory, Memory):
                 raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
@@ -212,6 +229,36 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         kept = [_message(r, originals) for r in view.messages if not _in_system(r, originals)]
         memory = view.memory if self.conversation.settings.placement == "system" else ""
         return request.override(messages=kept, system_message=_with_memory(system, memory))
+
+
+def _role_conversation(
+    memory: object,
+    task_iri: object,
+    handle: object,
+    scheduler: Scheduler | None,
+    settings: ConversationSettings | None,
+    recall_filters: SearchFilters | None,
+    shared: Sequence[Shared],
+    options: Mapping[str, Any],
+) -> Conversation:
+    """The conversation of a role agent: its frame, its L1 context, its own recall."""
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding Memory, got {memory!r:.80}")
+    if not isinstance(handle, AgentHandle):
+        raise InvalidInputError(f"handle must be an AgentHandle, got {handle!r:.80}")
+    if task_iri is not None and task_iri != handle.task:
+        raise InvalidInputError(
+            f"task_iri {task_iri!r:.80} is not the task of the handle ({handle.task!r})"
+        )
+    return role_conversation(
+        memory,
+        handle,
+        scheduler=scheduler,
+        settings=settings,
+        recall_filters=recall_filters,
+        shared=shared,
+        **options,
+    )
 
 
 def _in_system(record: Mapping[str, Any], originals: Mapping[str, Any]) -> bool:

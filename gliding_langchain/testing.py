@@ -3,7 +3,8 @@
 ``ScriptedChatModel`` answers each call with ``reply(messages)`` (by default an echo of the last
 user message) and keeps a copy of every request, so a test can check what the model was sent.
 It accepts tools (``bind_tools`` returns the model itself), so ``create_agent`` runs real agent
-loops on it.
+loops on it. ``pdca_model(role, task)`` is one whose replies are a plan / do / check / act
+role's scripted moves (``gliding_core.pdca``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr
+
+from gliding_core.pdca import RoleScript
+from gliding_langchain.messages import to_records
 
 Reply = Callable[[list[BaseMessage]], AIMessage]
 
@@ -70,3 +74,19 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Accept any tools; the script decides which to call."""
         return self
+
+
+def pdca_model(role: str, task: str) -> ScriptedChatModel:
+    """Return a scripted model of one role of the plan / do / check / act round on ``task``.
+
+    Its moves are ``gliding_core.pdca.RoleScript``'s, decided from the messages it is sent:
+    blackboard tool calls on its first call, then a final report.
+    """
+    script = RoleScript(role, task)
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        move = script(to_records(messages))
+        calls = [{"id": c.id, "name": c.name, "args": c.args} for c in move.calls]
+        return AIMessage(content=move.text, tool_calls=calls)
+
+    return ScriptedChatModel(reply=reply)

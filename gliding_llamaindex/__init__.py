@@ -5,7 +5,8 @@ Each module is one LlamaIndex concept: ``GlidingMemory`` (a chat memory with a b
 (hybrid search of L0), ``GlidingFrameRetriever`` (an L3 frame of a task, one node per projected
 node), the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
 ``LlamaIndexSummarizer``, and the tool specs ``MemoryToolSpec`` (an agent searches and saves its
-own long-term memory) and ``BlackboardToolSpec`` (the blackboard as one agent's tools). Each
+own long-term memory) and ``BlackboardToolSpec`` (the blackboard as one agent's tools), and role
+agents in an ``AgentWorkflow`` (``pdca_workflow``, ``TeamMemory``: one memory per agent). Each
 reads and writes one scope (``gliding_core.scope``): a user, a session (``session_id``, a thread
 scope) or a task.
 """
@@ -17,6 +18,7 @@ from gliding_llamaindex.memory import GlidingMemory
 from gliding_llamaindex.memory_block import GlidingMemoryBlock
 from gliding_llamaindex.retriever import GlidingRetriever
 from gliding_llamaindex.summarizer import LlamaIndexSummarizer
+from gliding_llamaindex.team import RoleWorkflow, TeamMemory, pdca_workflow, role_memory
 from gliding_llamaindex.tools import MemoryToolSpec
 
 __all__ = [
@@ -29,5 +31,9 @@ __all__ = [
     "LlamaIndexEmbedder",
     "LlamaIndexSummarizer",
     "MemoryToolSpec",
+    "RoleWorkflow",
+    "TeamMemory",
     "frame_retrievers",
+    "pdca_workflow",
+    "role_memory",
 ]

@@ -11,11 +11,12 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
-def test_the_three_notebooks_are_there() -> None:
+def test_the_four_notebooks_are_there() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
         "02_langchain_agent.ipynb",
         "03_llamaindex_agent.ipynb",
+        "04_multi_agent.ipynb",
     ]
 
 

@@ -99,6 +99,7 @@ from gliding_core.session import Context, Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
+from gliding_core.team import role_conversation
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import Boundary, TopicMonitor
 
@@ -243,5 +244,6 @@ __all__ = [
     "reader_filters",
     "render_shared",
     "resolve_scope",
+    "role_conversation",
     "scope_task_iri",
 ]

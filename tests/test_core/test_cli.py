@@ -37,6 +37,9 @@ def test_demo_shows_merge_queries_search_and_neighbours() -> None:
     assert "LangChain agent on the memory" in text
     assert "arrives" in text
     assert "Your booking reference is QX-4471." in text
+    # ... then four role agents on one task hand over through the blackboard.
+    assert "handovers: plan -> do -> check -> act; final board correct: yes" in text
+    assert "the note sent while the doer worked reached: do (1 agent" in text
 
 
 def test_inspect_shows_tables_of_a_memory_directory(tmp_path: Path) -> None:

@@ -151,6 +151,7 @@ def test_all_is_pinned() -> None:
         "reader_filters",
         "render_shared",
         "resolve_scope",
+        "role_conversation",
         "scope_task_iri",
     ]
     for name in gliding_core.__all__:

@@ -1,0 +1,161 @@
+"""L3 -> model view: the conversation of a role agent, an agent with a handle on the blackboard.
+
+``role_conversation(memory, handle)`` is the ``Conversation`` both adapters give a role agent
+(``GlidingMemoryMiddleware(memory, handle=handle)``, ``GlidingMemory(role_conversation(...))``):
+its model sees, within the budget, its L1 context, the recall of its own turns and of the
+task's other L0 entries, and its role's frame of the task (``FrameSource``: the scheduler's
+read path, L3 then L2 then L0). The agent is the handle's name and its role the handle's role,
+so its L1 session is its own; agents on one task share supplementary inputs (put for the task):
+the first of them to start a cycle takes an input, and only its model sees it.
+
+Invariants:
+- The agent's recall never quotes another agent's turns on the task (their tool calls and
+  results carry the areas they may read, not this agent's): the recall filter admits turns of
+  the agent's own session only, whatever else the caller's filters say.
+- The frame is the one of the handle's task and role; the handle's board is the memory's.
+- The model is shown nothing of an area outside the frame's: when the frame has nothing to
+  show, the fallback is the task's blackboard nodes in the frame's areas only (the scheduler's
+  own fallback reads every area of the task, and L0 search beyond the agent's scope), so the
+  decider, before any review, is not shown the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from typing_extensions import Unpack
+
+from gliding_core.blackboard.handle import AgentHandle
+from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_core.conversation import Conversation
+from gliding_core.errors import InvalidInputError
+from gliding_core.filters import SearchFilters
+from gliding_core.jsonld import preview
+from gliding_core.memory import Memory
+from gliding_core.projection.budget import fit
+from gliding_core.scheduler import Scheduler
+from gliding_core.scope import Shared
+from gliding_core.sources import SourcePart, SourceRequest
+
+TURN_TYPES = ("Turn", "SupplementaryInput")  # the L0 types of archived chat turns
+
+
+def role_conversation(
+    memory: Memory,
+    handle: AgentHandle,
+    *,
+    scheduler: Scheduler | None = None,
+    params: Mapping[str, object] | None = None,
+    settings: ConversationSettings | None = None,
+    recall_filters: SearchFilters | None = None,
+    shared: Sequence[Shared] = (),
+    **options: Unpack[ViewOptions],
+) -> Conversation:
+    """Return the conversation of the agent ``handle``: its frame, L1 context and own recall.
+
+    Args:
+        memory: the memory whose blackboard the handle is on.
+        handle: the agent (``memory.agent(name, role=..., task=...)``); its name is the
+            conversation's agent, its role the conversation's role, its task the task.
+        scheduler: the read path of the frame; ``Scheduler.for_memory(memory)`` when omitted.
+        params: the frame's parameters, if any (``{"plan": PLAN_IRI}`` for ``da_input``).
+        settings: budget, recall size, shares and placement (``agent`` and ``role`` are the
+            handle's, whatever these say).
+        recall_filters: restrict recall further; turns of other agents stay out regardless.
+        shared: named graph IRIs or scopes that recall reads besides the task's entries.
+        **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
+
+    The conversation is the task's scope. A middleware serving a run of another scope (a
+    ``thread_id`` in its config) builds that scope's conversation from this one: it keeps the
+    frame and still leaves the other agents' turns out, but recalls none of its own turns.
+
+    Raises:
+        InvalidInputError: ``memory`` is not a ``Memory``, ``handle`` not an ``AgentHandle`` on
+            its blackboard, ``scheduler`` not a ``Scheduler`` over it, or a bad option.
+
+    Example:
+        >>> doer = memory.agent("doer", role="do", task="urn:task:1")  # doctest: +SKIP
+        >>> chat = role_conversation(memory, doer, budget=1200)  # doctest: +SKIP
+    """
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+    if not isinstance(handle, AgentHandle) or handle.board is not memory.blackboard:
+        raise InvalidInputError(
+            f"handle must be an AgentHandle on the memory's blackboard, got {preview(handle)}"
+        )
+    if scheduler is None:
+        scheduler = Scheduler.for_memory(memory)
+    elif not isinstance(scheduler, Scheduler) or scheduler.board is not handle.board:
+        raise InvalidInputError(
+            f"scheduler must be a Scheduler over the handle's blackboard, got {preview(scheduler)}"
+        )
+    if recall_filters is not None and not isinstance(recall_filters, SearchFilters):
+        raise InvalidInputError(
+            f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
+        )
+    chosen = ConversationSettings.of(settings, **options)
+    chosen = ConversationSettings.of(chosen, agent=handle.name, role=handle.role)
+    session = memory.session(handle.task, agent=handle.name, role=handle.role)
+    return Conversation(
+        memory,
+        handle.task,
+        settings=chosen,
+        recall_filters=own_turns(session.iri, recall_filters),
+        shared=shared,
+        extra_sources=[RoleFrameSource(scheduler, handle, params=params)],
+    )
+
+
+def own_turns(session_iri: str, base: SearchFilters | None = None) -> SearchFilters:
+    """Return filters admitting the turns of one session and every entry that is not a turn."""
+    mine = SearchFilters(
+        any_of=(SearchFilters(exclude_types=TURN_TYPES), SearchFilters(named_graph=session_iri))
+    )
+    return mine if base is None else SearchFilters(all_of=(base, mine))
+
+
+class RoleFrameSource:
+    """A context source: the role's frame of its task, else the nodes of the frame's areas.
+
+    Args:
+        scheduler: the scheduler whose projector and role -> frame table are used.
+        handle: the agent (its task and role choose the frame).
+        params: the frame's parameters, if any.
+        name: the source's name in the view.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        handle: AgentHandle,
+        *,
+        params: Mapping[str, object] | None = None,
+        name: str = "frame",
+    ) -> None:
+        self.scheduler, self.handle = scheduler, handle
+        self.frame = scheduler.projector.frames.get(scheduler.frame_for(handle.role))
+        self.params = dict(params or {})
+        self.name = name
+
+    def fill(self, request: SourceRequest) -> SourcePart:
+        """Return the frame within ``request.budget``; its areas' nodes when it shows nothing."""
+        if not isinstance(request, SourceRequest):
+            raise InvalidInputError(f"expected a SourceRequest, got {preview(request)}")
+        projection = self.scheduler.projector.project(
+            self.handle.task,
+            self.frame.name,
+            budget=request.budget,
+            params=self.params,
+            exclude=request.shown,
+        )
+        if projection.iris:
+            return SourcePart(self.name, projection.text, projection.tokens, projection.iris)
+        nodes = [
+            {k: v for k, v in node.node.items() if k != "@context"}
+            for node in self.scheduler.board.by_task(self.handle.task, self.frame.areas)
+            if node.iri not in request.shown
+        ]
+        text, tokens, kept, _ = fit(nodes, request.budget, self.scheduler.projector.tokens)
+        if not text:
+            return SourcePart.empty(self.name)
+        return SourcePart(self.name, text, tokens, tuple(str(n.get("@id")) for n in kept))

@@ -1,0 +1,292 @@
+"""Role agents for LlamaIndex: ``FunctionAgent``s on one task in an ``AgentWorkflow``.
+
+``create_role_agent(llm, handle, memory=memory)`` is a ``FunctionAgent`` named after the handle,
+with the handle's ``BlackboardToolSpec``. ``TeamMemory`` is the one memory an ``AgentWorkflow``
+takes, holding a ``GlidingMemory`` per agent (``role_memory``: its role's frame, L1 context and
+own recall, ``gliding_core.team.role_conversation``) and answering with the memory of the agent
+that works now. ``pdca_workflow`` chains plan, do, check and act agents that hand off in that
+order and share nothing but the blackboard and the user's request.
+
+How ``TeamMemory`` knows who works: the workflow puts the user's message into it first (the
+root agent's); when an agent's turn is put (its ``finalize``) with a ``handoff`` call to a
+known agent, that agent works from then on, and it is given the user's request.
+
+Invariants: an agent's model sees only its own memory's view (never another agent's messages);
+each agent's identity is its handle's; a supplementary input put for the task is delivered by
+the memory of the agent working when it arrives, once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent, FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
+from llama_index.core.llms.llm import LLM
+from llama_index.core.memory.types import BaseMemory
+from llama_index.core.tools import BaseTool
+from typing_extensions import Unpack
+from workflows.handler import WorkflowHandler
+
+from gliding_core import InvalidInputError, Memory
+from gliding_core.blackboard.handle import AgentHandle
+from gliding_core.config import ViewOptions
+from gliding_core.jsonld import preview
+from gliding_core.pdca import AREA_OF, ROLES
+from gliding_core.scheduler import Scheduler
+from gliding_core.team import role_conversation
+from gliding_llamaindex.board_tools import BlackboardToolSpec
+from gliding_llamaindex.memory import GlidingMemory
+from gliding_llamaindex.messages import to_record
+
+HANDOFF = "handoff"  # the name of AgentWorkflow's hand-off tool
+DEFAULT_NAMES: Mapping[str, str] = {
+    "plan": "planner",
+    "do": "doer",
+    "check": "checker",
+    "act": "decider",
+}
+DEFAULT_BUDGET = 1_200
+
+
+def role_memory(
+    memory: Memory,
+    handle: AgentHandle,
+    *,
+    scheduler: Scheduler | None = None,
+    **options: Unpack[ViewOptions],
+) -> GlidingMemory:
+    """Return the ``GlidingMemory`` of a role agent: its frame, L1 context and own recall.
+
+    The memory text is a system message unless ``placement`` says otherwise (a
+    ``FunctionAgent`` reads either).
+    """
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
+    options.setdefault("placement", "system")
+    options.setdefault("budget", DEFAULT_BUDGET)
+    return GlidingMemory(role_conversation(memory, handle, scheduler=scheduler, **options))
+
+
+class TeamMemory(BaseMemory):
+    """The memory of an ``AgentWorkflow``: one ``GlidingMemory`` per agent, the working one's.
+
+    Args:
+        memories: agent name -> its memory.
+        root: the agent that works first.
+
+    Attributes:
+        current: the name of the agent working now.
+        handovers: the agents that worked, in order.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    _memories: dict[str, GlidingMemory] = PrivateAttr()
+    _request: ChatMessage | None = PrivateAttr(default=None)
+    _handovers: list[str] = PrivateAttr(default_factory=list)
+
+    def __init__(self, memories: Mapping[str, GlidingMemory], *, root: str) -> None:
+        super().__init__()
+        if not isinstance(memories, Mapping) or not memories:
+            raise InvalidInputError(f"memories must map agent names, got {preview(memories)}")
+        for name, each in memories.items():
+            if not isinstance(each, GlidingMemory):
+                raise InvalidInputError(f"the memory of {name!r} is not a GlidingMemory")
+        if root not in memories:
+            raise InvalidInputError(f"root {root!r} is not one of {sorted(memories)}")
+        self._memories = dict(memories)
+        self._handovers = [root]
+
+    @classmethod
+    def class_name(cls) -> str:
+        """The LlamaIndex component name."""
+        return "GlidingTeamMemory"
+
+    @classmethod
+    def from_defaults(cls, **kwargs: Any) -> TeamMemory:
+        """Not supported: a team memory is built from its agents' memories."""
+        raise InvalidInputError("build a TeamMemory from its agents' memories: TeamMemory({...})")
+
+    @property
+    def current(self) -> str:
+        """The name of the agent working now."""
+        return self._handovers[-1]
+
+    @property
+    def handovers(self) -> list[str]:
+        """The agents that worked, in order (the first is the root)."""
+        return list(self._handovers)
+
+    def memory_of(self, name: str) -> GlidingMemory:
+        """Return the memory of agent ``name``."""
+        if name not in self._memories:
+            raise InvalidInputError(f"no agent {name!r}; agents: {sorted(self._memories)}")
+        return self._memories[name]
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Return the working agent's view."""
+        return self._memories[self.current].get(input, **kwargs)
+
+    def get_all(self) -> list[ChatMessage]:
+        """Return the working agent's full history."""
+        return self._memories[self.current].get_all()
+
+    def put(self, message: ChatMessage) -> None:
+        """Put a message into the working agent's memory."""
+        self.put_messages([message])
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Put messages into the working agent's memory; a hand-off among them switches agents."""
+        working = self._memories[self.current]
+        working.put_messages(messages)
+        if self._request is None:
+            self._request = next((m for m in messages if m.role.value == "user"), None)
+        target = _handed_to(messages, self._memories)
+        if target is not None and target != self.current:
+            self._handovers.append(target)
+            if self._request is not None:
+                self._memories[target].put(self._request.model_copy(deep=True))
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the working agent's history."""
+        self._memories[self.current].set(messages)
+
+    def reset(self) -> None:
+        """Forget every agent's history (L0 keeps what was archived) and start at the root."""
+        for each in self._memories.values():
+            each.reset()
+        self._handovers = self._handovers[:1]
+        self._request = None
+
+
+def _handed_to(messages: Sequence[ChatMessage], names: Mapping[str, Any]) -> str | None:
+    """The agent the last ``handoff`` call among ``messages`` names, if it is one of ``names``."""
+    target = None
+    for message in messages:
+        for call in to_record(message).get("tool_calls", []):
+            args = call.get("args")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    continue
+            name = args.get("to_agent") if isinstance(args, Mapping) else None
+            if call.get("name") == HANDOFF and name in names:
+                target = str(name)
+    return target
+
+
+def create_role_agent(
+    llm: LLM,
+    handle: AgentHandle,
+    *,
+    scheduler: Scheduler | None = None,
+    tools: Sequence[BaseTool] = (),
+    can_handoff_to: Sequence[str] | None = None,
+    system_prompt: str | None = None,
+) -> FunctionAgent:
+    """Return a ``FunctionAgent`` named after ``handle`` with its blackboard tools.
+
+    Args:
+        llm: a function-calling LLM (``pdca_llm(role, task)`` offline).
+        handle: the agent's blackboard handle.
+        scheduler: the read path of ``project_frame``; without one the tool is left out.
+        tools: more tools besides the blackboard's.
+        can_handoff_to: the agents it may hand off to (all, when ``None``).
+        system_prompt: its instructions; a line naming its role, task and area when omitted.
+    """
+    spec = BlackboardToolSpec(handle, scheduler=scheduler)
+    area = AREA_OF.get(handle.role, handle.role)
+    then = "report in one line" if can_handoff_to == [] else "hand off"
+    return FunctionAgent(
+        name=handle.name,
+        description=f"The {handle.role} agent: writes the {area!r} area of {handle.task}.",
+        system_prompt=system_prompt
+        if system_prompt is not None
+        else (
+            f"You are {handle.name}, the {handle.role} agent of task {handle.task}. Write your"
+            f" work to the {area!r} area with the blackboard tools, then {then}."
+        ),
+        tools=[*spec.to_tool_list(), *tools],
+        llm=llm,
+        can_handoff_to=None if can_handoff_to is None else list(can_handoff_to),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RoleWorkflow:
+    """An ``AgentWorkflow`` of role agents with the ``TeamMemory`` it runs with.
+
+    Attributes:
+        workflow: the workflow (plan hands off to do, do to check, check to act).
+        memory: the team memory; ``memory.memory_of(name).last_view`` is what an agent saw.
+        handles: role -> the agent's handle.
+    """
+
+    workflow: AgentWorkflow
+    memory: TeamMemory
+    handles: Mapping[str, AgentHandle]
+
+    def run(self, request: str, **kwargs: Any) -> WorkflowHandler:
+        """Start the round on ``request``; await the handler for the last agent's output."""
+        return self.workflow.run(user_msg=request, memory=self.memory, **kwargs)
+
+
+def pdca_workflow(
+    memory: Memory,
+    task: str,
+    llms: Mapping[str, LLM],
+    *,
+    names: Mapping[str, str] = DEFAULT_NAMES,
+    scheduler: Scheduler | None = None,
+    **options: Unpack[ViewOptions],
+) -> RoleWorkflow:
+    """Return plan, do, check and act ``FunctionAgent``s on ``task``, handing off in order.
+
+    Args:
+        memory: the memory whose blackboard they share; the task is registered if it is not.
+        task: the task's IRI.
+        llms: role -> function-calling LLM, for each of the four roles.
+        names: role -> agent name.
+        scheduler: the read path of the frames; one over the memory when omitted.
+        **options: each agent's view settings (``budget=...``).
+
+    Example:
+        >>> from gliding_llamaindex.testing import pdca_llm
+        >>> llms = {r: pdca_llm(r, TASK, next_agent=n) for r, n in pairs}  # doctest: +SKIP
+        >>> team = pdca_workflow(memory, TASK, llms, budget=1200)  # doctest: +SKIP
+        >>> await team.run(request)  # doctest: +SKIP
+    """
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
+    if not isinstance(llms, Mapping) or not isinstance(names, Mapping):
+        raise InvalidInputError(f"llms must map roles to LLMs, got {preview(llms)}")
+    missing = [role for role in ROLES if role not in llms or role not in names]
+    if missing:
+        raise InvalidInputError(f"llms and names need the roles {list(ROLES)}; missing {missing}")
+    coordination = memory.blackboard.coordination
+    if coordination is not None and task not in coordination.tasks:
+        coordination.tasks.register(task)
+    scheduler = scheduler if scheduler is not None else Scheduler.for_memory(memory)
+    handles = {role: memory.agent(names[role], role=role, task=task) for role in ROLES}
+    following = dict(zip(ROLES, (*ROLES[1:], None), strict=True))
+    agents: list[BaseWorkflowAgent] = [
+        create_role_agent(
+            llms[role],
+            handles[role],
+            scheduler=scheduler,
+            can_handoff_to=[names[n]] if (n := following[role]) is not None else [],
+        )
+        for role in ROLES
+    ]
+    memories = {
+        names[role]: role_memory(memory, handles[role], scheduler=scheduler, **options)
+        for role in ROLES
+    }
+    workflow = AgentWorkflow(agents=agents, root_agent=names[ROLES[0]])
+    return RoleWorkflow(workflow, TeamMemory(memories, root=names[ROLES[0]]), handles)

@@ -1,0 +1,179 @@
+"""Role agents on one task: frames in the model requests, handover order, the final board, input.
+
+Real ``create_agent`` loops, a real LangGraph graph, the real blackboard, SQLite and tiktoken;
+the only fakes are the chat models, which act from scripts on what they are sent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
+from gliding_core.pdca import ROLES, Request, RoleScript, artifact_iri, node_iris, round_problems
+from gliding_core.pdca import step_iri as step
+from gliding_langchain import BlackboardToolkit, GlidingMemoryMiddleware, ScriptedChatModel
+from gliding_langchain.messages import SUPPLEMENT_ID_PREFIX, to_records
+from gliding_langchain.team import RoleAgent, create_role_agent, pdca_agents, pdca_graph
+from gliding_langchain.testing import pdca_model
+
+TASK = "urn:task:refunds"
+REQUEST = Request("a refund endpoint", ("validate the payment", "call the vault", "audit"))
+NOTE = "Note from the user: refunds over 500 EUR need a second approval."
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    config = MemoryConfig(topics=TopicConfig(interval_s=0))
+    with Memory(config=config, embedder=HashEmbedder()) as value:
+        yield value
+
+
+def models() -> dict[str, ScriptedChatModel]:
+    return {role: pdca_model(role, TASK) for role in ROLES}
+
+
+def run_round(memory: Memory, chat: dict[str, ScriptedChatModel]) -> tuple[dict, dict]:
+    agents = pdca_agents(memory, TASK, chat, budget=1_200)
+    state = pdca_graph(memory, TASK, agents=agents).invoke({"request": REQUEST.text})
+    return agents, state
+
+
+def request_text(messages: list[BaseMessage]) -> str:
+    return "\n".join(m.text for m in messages)
+
+
+def test_the_round_hands_over_in_order_and_leaves_a_correct_board(memory: Memory) -> None:
+    _, state = run_round(memory, models())
+    assert state["handovers"] == ["plan", "do", "check", "act"]
+    assert round_problems(memory.blackboard, TASK, len(REQUEST.steps)) == []
+    assert state["reports"]["act"] == "act: 2 tool calls, 0 refused"
+    decision = memory.blackboard.read(node_iris(TASK)["decision"])
+    assert decision is not None
+    assert decision.node["decision"] == "ship"
+    task = memory.blackboard.coordination.tasks.get(TASK)  # type: ignore[union-attr]
+    assert task.status.value == "completed"
+    # Each agent's state holds only its own messages: the request, its calls, its report.
+    assert [m.text for m in state["transcripts"]["do"] if m.type == "human"] == [REQUEST.text]
+
+
+def test_each_model_request_carries_its_frame_and_no_area_it_may_not_read(
+    memory: Memory,
+) -> None:
+    chat = models()
+    agents, _ = run_round(memory, chat)
+    for role in ROLES:  # every view within the budget, counted exactly
+        views = agents[role].middleware.views
+        assert len(views) == len(chat[role].requests) == 2
+        assert all(view.tokens <= 1_200 for view in views), role
+    steps = [step(TASK, i) for i in (1, 2, 3)]
+    artifacts = [artifact_iri(TASK, i) for i in (1, 2, 3)]
+    iris = node_iris(TASK)
+    first = {role: chat[role].requests[0] for role in ROLES}
+    system = {role: first[role][0].text for role in ROLES}
+    # plan sees the task; do sees the plan's steps; check the artifacts; act the review.
+    assert f'"@id":"{TASK}"' in system["plan"]
+    assert all(iri in system["do"] for iri in steps)
+    assert all(iri in system["check"] for iri in artifacts)
+    assert iris["review"] in system["act"]
+    # What a role may not read never reaches its model, in any call.
+    hidden = {
+        "plan": [*artifacts, iris["review"], iris["decision"]],
+        "do": [*artifacts[1:], iris["review"], iris["decision"]],
+        "check": [*steps, iris["plan"], iris["decision"]],
+        "act": [*steps, *artifacts, iris["plan"]],
+    }
+    for role, never in hidden.items():
+        for request in chat[role].requests:
+            text = request_text(request)
+            if role == "do":  # its own tool results quote its artifacts and their steps
+                text = request_text([m for m in request if m.type != "tool"])
+            leaked = [iri for iri in never if f'"{iri}"' in text]
+            assert leaked == [], f"{role} was shown {leaked}"
+
+
+def test_without_its_frame_a_role_writes_nothing_and_the_round_is_wrong(memory: Memory) -> None:
+    chat = models()
+    agents = pdca_agents(memory, TASK, chat, budget=1_200)
+    # The do agent on a plain middleware without recall (no handle): no frame, no steps.
+    handle = agents["do"].handle
+    blind = GlidingMemoryMiddleware(memory, TASK, agent="doer", budget=1_200, recall_k=0)
+    tools = BlackboardToolkit(handle).get_tools()
+    agents["do"] = RoleAgent(handle, create_agent(chat["do"], tools, middleware=[blind]), blind)
+    pdca_graph(memory, TASK, agents=agents).invoke({"request": REQUEST.text})
+    assert step(TASK, 1) not in request_text(chat["do"].requests[0])
+    assert "no artifact of step 1" in round_problems(memory.blackboard, TASK, 3)
+
+
+def test_role_recall_skips_the_other_agents_turns(memory: Memory) -> None:
+    agents, _ = run_round(memory, models())
+    query = [{"role": "user", "content": "validate the payment step 1 artifact", "id": "q"}]
+    # A plain conversation on the task recalls what the other agents' tools returned ...
+    plain = GlidingMemoryMiddleware(memory, TASK, agent="auditor", recall_k=8).conversation
+    assert any(hit.entry.node.get("agent") == "planner" for hit in plain.view(query).recall)
+    # ... a role agent's recall quotes only its own turns.
+    own = agents["check"].middleware.conversation
+    hits = own.view(query).recall
+    assert hits
+    assert {hit.entry.named_graph for hit in hits} <= {own.session.iri}
+
+
+def test_a_supplementary_input_reaches_the_working_agent_exactly_once(memory: Memory) -> None:
+    chat = models()
+    script = RoleScript("do", TASK)
+    sent: list[threading.Thread] = []
+
+    def doer(messages: list[BaseMessage]) -> AIMessage:
+        if not sent:  # the user sends a note while the do agent works
+            sent.append(threading.Thread(target=memory.supplements.put, args=(TASK, NOTE)))
+            sent[0].start()
+            sent[0].join()
+        move = script(to_records(messages))
+        calls = [{"id": c.id, "name": c.name, "args": c.args} for c in move.calls]
+        return AIMessage(content=move.text, tool_calls=calls)
+
+    chat["do"] = ScriptedChatModel(reply=doer)
+    _, state = run_round(memory, chat)
+    delivered = [
+        m
+        for m in state["transcripts"]["do"]
+        if isinstance(m, HumanMessage) and (m.id or "").startswith(SUPPLEMENT_ID_PREFIX)
+    ]
+    assert [m.text for m in delivered] == [NOTE]
+    assert NOTE not in request_text(chat["do"].requests[0])  # it arrived after the first call
+    assert request_text(chat["do"].requests[1]).count(NOTE) == 1
+    assert state["reports"]["do"].endswith(f"noted: {NOTE}")
+    for role in ("plan", "check", "act"):
+        assert all(NOTE not in request_text(r) for r in chat[role].requests), role
+    assert memory.supplements.pending_count(TASK) == 0
+    assert round_problems(memory.blackboard, TASK, 3) == []
+
+
+def test_role_agents_are_built_from_valid_parts(memory: Memory) -> None:
+    handle = memory.agent("doer", role="do", task=TASK)
+    agent = create_role_agent(pdca_model("do", TASK), handle, memory=memory)
+    assert (agent.name, agent.role) == ("doer", "do")
+    assert agent.middleware.conversation.settings.agent == "doer"
+    assert agent.middleware.conversation.task_iri == TASK
+    with pytest.raises(InvalidInputError, match="not the task of the handle"):
+        GlidingMemoryMiddleware(memory, "urn:task:other", handle=handle)
+    with pytest.raises(InvalidInputError, match="handle must be an AgentHandle"):
+        GlidingMemoryMiddleware(memory, handle="doer")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="missing"):
+        pdca_agents(memory, TASK, {"plan": pdca_model("plan", TASK)})
+    with pytest.raises(InvalidInputError, match="memory must be a gliding Memory"):
+        create_role_agent(pdca_model("do", TASK), handle, memory="memory")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="models must map roles"):
+        pdca_agents(memory, TASK, [pdca_model("plan", TASK)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="models or agents"):
+        pdca_graph(memory, TASK)
+    names = {role: f"{role}-two" for role in ROLES}
+    agents = pdca_agents(memory, "urn:task:two", models(), names=names)
+    with pytest.raises(InvalidInputError, match="must be a plan RoleAgent"):
+        pdca_graph(memory, TASK, agents=agents)
+    with pytest.raises(InvalidInputError, match="needs a request"):
+        pdca_graph(memory, "urn:task:two", agents=agents).invoke({"request": " "})

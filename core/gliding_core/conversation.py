@@ -19,6 +19,11 @@ A model view, within one token budget, holds:
    room (the newest group always), never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
+Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
+the node moves past the quoted generation the turn is stale (``gliding_core.stale_turns``): the
+L1 context and recall leave it out, and while it is in the window the memory message opens with
+what changed since it was quoted.
+
 A conversation belongs to one scope (``gliding_core.scope``: a user, a thread, or the task it was
 built for): its turns carry the scope's tag, its session and supplementary inputs use the
 scope's task IRI, and recall reads the scope's entries and the graphs shared explicitly, never
@@ -70,6 +75,7 @@ from gliding_core.memory_sources import (
 from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.stale_turns import StaleTurns, for_memory
 from gliding_core.tokens import TokenCounter
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
@@ -154,7 +160,9 @@ class Conversation:
         self.recall_filters = recall_filters
         self.shared = tuple(shared) if isinstance(shared, (list, tuple)) else shared
         readable = self.scope.filters(self.shared, base=recall_filters)
+        self.stale_turns: StaleTurns = for_memory(memory)
         self.sources: tuple[ContextSource, ...] = (
+            self.stale_turns,
             SessionContextSource(self.session),
             RecallSource(memory, self.settings.recall_k, filters=readable),
             *self.extra_sources,
@@ -247,6 +255,7 @@ class Conversation:
                     item["role"], text, metadata=marks or None, tags=[self.scope.tag, *tags]
                 )
                 turns.append(turn)
+                self.stale_turns.note(turn.l0_archive_iri, item)
                 if key is not None:
                     self._recorded[key] = turn.l0_archive_iri
         return turns
@@ -361,6 +370,7 @@ class Conversation:
             if ask < 1:
                 continue
             part = source.fill(SourceRequest(query, ask, frozenset(iris), seen))
+            iris |= set(part.hides)
             if not part.text:
                 continue
             parts.append(part)

@@ -48,9 +48,8 @@ def test_whole_then_reference_then_change() -> None:
     assert [json.loads(line)["@id"] for line in first.text.splitlines()] == [a.iri, b.iri]
     second = seen.render([a, b], 500, COUNTER)
     assert second.kinds == {a.iri: "reference", b.iri: "reference"}
-    assert "alpha" not in second.text and "(generation 1, unchanged): Artifact: artifact 1" in (
-        second.text
-    )
+    assert "alpha" not in second.text
+    assert "(generation 1, unchanged): Artifact: artifact 1" in (second.text)
     b2 = at(2, b, body="gamma", status="done")
     third = seen.render([a, b2], 500, COUNTER)
     assert third.kinds == {a.iri: "reference", b.iri: "change"}
@@ -76,7 +75,8 @@ def test_the_omit_policy_leaves_unchanged_nodes_out() -> None:
     seen.render([a, b], 500, COUNTER)
     view = seen.render([a, at(2, b, body="x")], 500, COUNTER)
     assert view.kinds == {a.iri: "omitted", b.iri: "change"}
-    assert a.iri not in view.text and view.iris == (b.iri,)
+    assert a.iri not in view.text
+    assert view.iris == (b.iri,)
 
 
 def test_a_new_generation_with_the_same_value_is_a_reference_at_it() -> None:
@@ -95,7 +95,8 @@ def test_a_changed_value_is_never_a_reference_whatever_the_generation() -> None:
     seen.render([a], 500, COUNTER)
     view = seen.render([at(1, a, body="new")], 500, COUNTER)  # same label, new value
     assert view.kinds == {a.iri: "change"}
-    assert "new" in view.text and "unchanged" not in view.text
+    assert "new" in view.text
+    assert "unchanged" not in view.text
 
 
 def test_a_change_dearer_than_the_node_is_shown_whole() -> None:
@@ -116,9 +117,11 @@ def test_no_room_for_the_change_gives_a_notice_and_the_change_comes_next() -> No
     assert notice.kinds == {a.iri: "notice"}
     assert notice.text == f"{a.iri} changed (generation 1 -> 2): read it again"
     nothing = seen.render([a2], 3, COUNTER)
-    assert nothing.kinds == {a.iri: "dropped"} and nothing.text == ""
+    assert nothing.kinds == {a.iri: "dropped"}
+    assert nothing.text == ""
     later = seen.render([a2], 500, COUNTER)
-    assert later.kinds == {a.iri: "change"} and "much longer" in later.text
+    assert later.kinds == {a.iri: "change"}
+    assert "much longer" in later.text
 
 
 def test_forget_shows_the_nodes_whole_again() -> None:
@@ -128,7 +131,8 @@ def test_forget_shows_the_nodes_whole_again() -> None:
     seen.forget([a.iri])
     assert seen.render([a, b], 500, COUNTER).kinds == {a.iri: "whole", b.iri: "reference"}
     seen.forget()
-    assert len(seen) == 0 and a.iri not in seen
+    assert len(seen) == 0
+    assert a.iri not in seen
 
 
 def test_bad_input_is_refused() -> None:
@@ -187,7 +191,9 @@ def test_replayed_calls_never_show_a_stale_value_as_current(
             current[i] = {**current[i], key: value}
             generations[i] += 1
         shared = [SharedNode(current[i]["@id"], generations[i], current[i]) for i in range(4)]
-        view = seen.render(shared, budget, COUNTER, fit=fit if fitting == "projection" else fit_lines)
+        view = seen.render(
+            shared, budget, COUNTER, fit=fit if fitting == "projection" else fit_lines
+        )
         assert view.tokens == COUNTER.count(view.text) <= budget
         model_reads(view, knows)
         for each in shared:
@@ -232,19 +238,23 @@ def test_a_frame_source_with_a_ledger_shows_changes_written_by_another_agent(
         write(memory, i, f"artifact number {i} with a long enough summary to be worth it")
     source = scheduler.source(TASK, "sa", seen=SeenNodes())
     first = source.fill(SourceRequest(None, 600))
-    assert first.text.startswith('{"@context"') and first.tokens == memory.count_tokens(first.text)
+    assert first.text.startswith('{"@context"')
+    assert first.tokens == memory.count_tokens(first.text)
     assert set(first.iris) == {f"{TASK}/a{i}" for i in range(3)}
     second = source.fill(SourceRequest(None, 600))
-    assert second.text.count("unchanged") == 3 and second.tokens < first.tokens
+    assert second.text.count("unchanged") == 3
+    assert second.tokens < first.tokens
     write(memory, 1, "artifact number 1 with a long enough summary to be worth it", "done")
     third = source.fill(SourceRequest(None, 600))
     assert f"{TASK}/a1 changed (generation 1 -> 2): " in third.text
-    assert '"status":"done"' in third.text and '"status":"open"' not in third.text
+    assert '"status":"done"' in third.text
+    assert '"status":"open"' not in third.text
     assert f"{TASK}/a1 (generation" not in third.text  # never a reference for it
     assert third.text.count("unchanged") == 2
     write(memory, 3, "a new artifact")
     fourth = source.fill(SourceRequest(None, 600))
-    assert '"summary":"a new artifact"' in fourth.text and fourth.text.count("unchanged") == 3
+    assert '"summary":"a new artifact"' in fourth.text
+    assert fourth.text.count("unchanged") == 3
 
 
 def test_a_frame_source_without_a_ledger_shows_the_view_whole_every_time(
@@ -282,5 +292,6 @@ def test_a_conversation_round_shows_the_frame_whole_then_the_change(
     write(memory, 2, "artifact 2: the parser for format 2 and its tests", "done")
     second = chat.view(history)
     frame = second.parts[-1].text
-    assert f"{TASK}/a2 changed (generation 1 -> 2)" in frame and '"status":"done"' in frame
+    assert f"{TASK}/a2 changed (generation 1 -> 2)" in frame
+    assert '"status":"done"' in frame
     assert second.tokens < first.tokens <= 1200

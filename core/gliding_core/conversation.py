@@ -43,7 +43,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from typing_extensions import Unpack
 
@@ -183,7 +183,9 @@ class Conversation:
         """Return a conversation like this one (memory, settings, sources) for ``scope``.
 
         Its state lives in the memory's session of that scope, so two conversations built for
-        one scope share it. Returns ``self`` for this conversation's own scope.
+        one scope share it. Returns ``self`` for this conversation's own scope. A source with
+        per-agent state (a ``fresh()`` method, as a ``FrameSource`` with a ledger has) is
+        given fresh, so one scope's model is never assumed to have seen another's view.
         """
         if not isinstance(scope, Scope):
             raise InvalidInputError(f"scope must be a Scope, got {preview(scope)}")
@@ -195,7 +197,7 @@ class Conversation:
             shared=self.shared,
             recall_filters=self.recall_filters,
             settings=self.settings,
-            extra_sources=self.extra_sources,
+            extra_sources=[_fresh(source) for source in self.extra_sources],
         )
 
     # -- supplementary input -------------------------------------------------------------------
@@ -429,6 +431,12 @@ def _is_turn(message: Message) -> bool:
 def _not_archived(message: Message) -> bool:
     """System messages, delivered supplements and the memory message are never archived."""
     return message["role"] == "system" or bool(message.get("supplement") or message.get("memory"))
+
+
+def _fresh(source: ContextSource) -> ContextSource:
+    """The source for another scope: ``source.fresh()`` when it keeps per-agent state."""
+    fresh = getattr(source, "fresh", None)
+    return source if fresh is None else cast(ContextSource, fresh())
 
 
 def _check_sources(sources: object) -> tuple[ContextSource, ...]:

@@ -297,6 +297,19 @@ class FrameSource:
         self.params = dict(params or {})
         self.name = name
 
+    def fresh(self) -> FrameSource:
+        """Return this source for another agent: the same view, a new empty ledger (if any)."""
+        if self.seen is None:
+            return self
+        return FrameSource(
+            self.scheduler,
+            self.task,
+            self.role,
+            params=self.params,
+            name=self.name,
+            seen=SeenNodes(unchanged=self.seen.unchanged),
+        )
+
     def fill(self, request: SourceRequest) -> SourcePart:
         """Return the role's view within ``request.budget``, leaving out what is shown."""
         if not isinstance(request, SourceRequest):

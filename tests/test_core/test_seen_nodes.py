@@ -15,7 +15,8 @@ from gliding_core.coherence.seen import SeenNodes, SeenView, SharedNode, fit_lin
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.conversation import Conversation
 from gliding_core.projection.budget import fit
-from gliding_core.scheduler import Scheduler
+from gliding_core.scheduler import FrameSource, Scheduler
+from gliding_core.scope import Scope
 from gliding_core.sources import SourceRequest
 from gliding_core.tokens import TokenCounter
 
@@ -295,3 +296,20 @@ def test_a_conversation_round_shows_the_frame_whole_then_the_change(
     assert f"{TASK}/a2 changed (generation 1 -> 2)" in frame
     assert '"status":"done"' in frame
     assert second.tokens < first.tokens <= 1200
+
+
+def test_another_scope_gets_a_fresh_ledger(memory: Memory, scheduler: Scheduler) -> None:
+    write(memory, 0, "artifact 0: the parser for format 0 and its tests")
+    source = scheduler.source(TASK, "sa", seen=SeenNodes(unchanged="omit"))
+    assert scheduler.source(TASK, "sa").fresh().seen is None
+    chat = Conversation(memory, TASK, extra_sources=[source], budget=1200)
+    history = [{"role": "user", "content": "what is left to do?", "id": "u1"}]
+    chat.view(history)
+    other = chat.for_scope(Scope.user("bob"))
+    [frame] = other.extra_sources
+    assert isinstance(frame, FrameSource)
+    assert frame.seen is not None
+    assert frame.seen is not source.seen
+    assert frame.seen.unchanged == "omit"
+    assert len(frame.seen) == 0
+    assert "parser for format 0" in other.view(history).memory  # whole for bob's model

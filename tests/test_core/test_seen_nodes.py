@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory
+from gliding_core.cli import main
 from gliding_core.coherence.seen import SeenNodes, SeenView, SharedNode, fit_lines
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.conversation import Conversation
@@ -313,3 +316,16 @@ def test_another_scope_gets_a_fresh_ledger(memory: Memory, scheduler: Scheduler)
     assert frame.seen.unchanged == "omit"
     assert len(frame.seen) == 0
     assert "parser for format 0" in other.view(history).memory  # whole for bob's model
+
+
+def test_bench_economy_json_shape_and_sense(tmp_path: Path) -> None:
+    out = io.StringIO()
+    target = tmp_path / "economy.json"
+    argv = ["bench", "economy", "--steps", "4", "--calls", "4", "--seeds", "1"]
+    assert main([*argv, "--json", str(target)], out=out) == 0
+    figures = json.loads(target.read_text())
+    assert set(figures["rounds"]) == {"0.05", "0.10", "0.25", "0.50"}
+    for round_ in figures["rounds"].values():
+        assert round_["stale_references"] == 0
+        assert round_["omit"] <= round_["reference"] < round_["whole"]
+    assert "Shared-node tokens over 4 calls" in out.getvalue()

@@ -56,7 +56,7 @@ def run(
     rounds: dict[str, Any] = {}
     for probability in write_probabilities:
         runs = [_round(steps, calls, probability, seed, budget, counter) for seed in range(seeds)]
-        figures: dict[str, Any] = {mode: statistics.fmean(r[mode] for r in runs) for mode in MODES}
+        figures: dict[str, Any] = {m: round(statistics.fmean(r[m] for r in runs)) for m in MODES}
         figures["stale_references"] = sum(r["stale_references"] for r in runs)
         for mode in ("reference", "omit"):
             figures[f"{mode}_vs_whole"] = round(figures[mode] / figures["whole"], 3)

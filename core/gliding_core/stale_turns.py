@@ -2,8 +2,11 @@
 
 A turn quotes a blackboard node when its message carries the node at a generation: the result
 of the ``read_node`` and ``write_node`` tools (``{"found": true, "id", "generation", "value"}``),
-of ``project_frame`` (its ``generations``, read before the view was cut, so a label is never
-newer than the value it labels), or quotes given explicitly (``StaleTurns.quote``).
+of ``project_frame`` (its ``generations``: read after the view, which is then projected again
+and must be unchanged, so a write announced in between is caught), or quotes given explicitly
+(``StaleTurns.quote``). A ``project_frame`` label can be newer than its view only for a write
+committed and not yet announced while both projections ran: the window the view cache has
+too (its invalidation is the same event); a ``read_node`` label is the value's own.
 ``StaleTurns`` keeps the quotes, listens to the bus (``NODE_CREATED``, ``NODE_UPDATED``,
 ``NODE_DELETED``) and marks a turn stale as soon as a node it quotes moves past the quoted
 generation.

@@ -329,3 +329,15 @@ def test_bench_economy_json_shape_and_sense(tmp_path: Path) -> None:
         assert round_["stale_references"] == 0
         assert round_["omit"] <= round_["reference"] < round_["whole"]
     assert "Shared-node tokens over 4 calls" in out.getvalue()
+
+
+def test_the_l2_fallback_has_the_economy_too(memory: Memory, scheduler: Scheduler) -> None:
+    note = {"@id": f"{TASK}/note", "@type": "Note", "text": "only a note, " * 8}
+    memory.blackboard.write([note], task=TASK, area="shared")
+    assert scheduler.nodes(TASK, "check")[0] == "l2"  # ca_review: no artifact, no criteria
+    source = scheduler.source(TASK, "check", seen=SeenNodes())
+    assert "only a note" in source.fill(SourceRequest(None, 400)).text
+    assert "(generation 1, unchanged)" in source.fill(SourceRequest(None, 400)).text
+    memory.blackboard.write([{**note, "status": "read"}], task=TASK, area="shared")
+    moved = source.fill(SourceRequest(None, 400)).text
+    assert moved == f'{TASK}/note changed (generation 1 -> 2): {{"changed":{{"status":"read"}}}}'

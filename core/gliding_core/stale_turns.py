@@ -186,21 +186,24 @@ class StaleTurns:
             if quote.turn in stale and quote.turn in request.shown:
                 oldest.setdefault(quote.iri, quote)
         if not oldest or request.budget < 1:
-            return SourcePart("stale", "", 0, (), (), hides)
+            return SourcePart(self.name, "", 0, (), (), hides)
         current = self._lookup(list(oldest))
         lines: list[str] = []
+        iris: list[str] = []
         for iri, quote in oldest.items():
-            if _moved(quote, current.get(iri)):
-                self._add(lines, _notes(quote, current.get(iri)), request.budget)
+            moved = _moved(quote, current.get(iri))
+            if moved and self._add(lines, _notes(quote, current.get(iri)), request.budget):
+                iris.append(iri)
         text = "\n".join([STALE_HEADER, *lines]) if lines else ""
-        iris = tuple(line.split(" ", 1)[0] for line in lines)
-        return SourcePart(self.name, text, self.counter.count(text), iris, (), hides)
+        return SourcePart(self.name, text, self.counter.count(text), tuple(iris), (), hides)
 
-    def _add(self, lines: list[str], choices: Sequence[str], budget: int) -> None:
+    def _add(self, lines: list[str], choices: Sequence[str], budget: int) -> bool:
+        """Add the first of ``choices`` that fits; return whether one did."""
         for line in choices:
             if self.counter.count("\n".join([STALE_HEADER, *lines, line])) <= budget:
                 lines.append(line)
-                return
+                return True
+        return False
 
 
 def quoted_nodes(message: Mapping[str, Any]) -> list[tuple[str, int, Node | None]]:

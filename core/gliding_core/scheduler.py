@@ -335,12 +335,16 @@ class FrameSource:
             self.task, self.role, query=request.query, params=self.params, shown=request.shown
         )
         nodes = [n for n in nodes if isinstance(n.get("@id"), str)]
-        found = scheduler.board.read_many([n["@id"] for n in nodes])
+        here = {n["@id"] for n in nodes}
+        left = [i for i in seen.iris() if i not in here and i not in request.shown]
+        found = scheduler.board.read_many([*here, *left])
         shared = [
             SharedNode(n["@id"], found[n["@id"]].generation if n["@id"] in found else None, n)
             for n in nodes
         ]
-        view = seen.render(shared, request.budget, scheduler.projector.tokens, fit=fit)
+        gone = {i: found[i].generation if i in found else None for i in left}
+        tokens = scheduler.projector.tokens
+        view = seen.render(shared, request.budget, tokens, fit=fit, gone=gone)
         if not view.text:
             return SourcePart.empty(self.name)
         quoted = tuple(dict.fromkeys((*view.iris, *_quoted(view.whole))))

@@ -164,7 +164,7 @@ def model_reads(view: SeenView, knows: dict[str, dict[str, Any]]) -> None:
                 knows[value["@id"]] = value
             continue
         iri, rest = line.split(" ", 1)
-        if rest.startswith("changed (") and not rest.endswith("read it again"):
+        if rest.startswith("changed (") and rest.endswith("}"):
             body = json.loads(rest.split("): ", 1)[1])
             known = {**knows[iri], **body["changed"]}
             knows[iri] = {k: v for k, v in known.items() if k not in body.get("removed", [])}
@@ -341,3 +341,36 @@ def test_the_l2_fallback_has_the_economy_too(memory: Memory, scheduler: Schedule
     memory.blackboard.write([{**note, "status": "read"}], task=TASK, area="shared")
     moved = source.fill(SourceRequest(None, 400)).text
     assert moved == f'{TASK}/note changed (generation 1 -> 2): {{"changed":{{"status":"read"}}}}'
+
+
+def test_a_node_that_left_is_said_deleted_or_changed_once() -> None:
+    seen = SeenNodes()
+    a, b, c = node(1), node(2), node(3)
+    seen.render([a, b, c], 500, COUNTER)
+    view = seen.render([], 500, COUNTER, gone={a.iri: None, b.iri: 4, c.iri: 1})
+    assert view.kinds == {a.iri: "gone", b.iri: "gone"}  # c left unchanged: its copy holds
+    assert view.text.splitlines() == [
+        f"{a.iri} (shown at generation 1) has been deleted",
+        f"{b.iri} changed (generation 1 -> 4): no longer in this view",
+    ]
+    assert seen.iris() == [c.iri]
+    assert seen.render([], 500, COUNTER, gone={a.iri: None}).text == ""
+
+
+def test_a_frame_source_says_when_a_node_it_showed_was_deleted_or_left(
+    memory: Memory, scheduler: Scheduler
+) -> None:
+    for i in range(3):
+        write(memory, i, f"artifact {i}")
+    source = scheduler.source(TASK, "sa", seen=SeenNodes(unchanged="omit"))
+    source.fill(SourceRequest(None, 600))
+    memory.blackboard.delete([f"{TASK}/a0"])
+    memory.blackboard.write(  # no summary: summary_only no longer selects it
+        [{"@id": f"{TASK}/a1", "@type": "Artifact", "status": "open"}], task=TASK, area="execution"
+    )
+    part = source.fill(SourceRequest(None, 600))
+    assert part.text.splitlines() == [
+        f"{TASK}/a0 (shown at generation 1) has been deleted",
+        f"{TASK}/a1 changed (generation 1 -> 2): no longer in this view",
+    ]
+    assert source.fill(SourceRequest(None, 600)).text == ""

@@ -26,10 +26,14 @@ change (the property that holds it); a nested node is never a reference of its o
 nodes are one JSON-LD document fitted by the projection's degradation steps; the ledger keeps
 the shape shown (a summary, say), so the next call shows the rest as a change.
 
-Budget: the changes are placed first (they correct what the model holds), then the whole
-nodes, then the references; the text is counted whole after each placement. The ledger moves
-only for what the text shows: a node left out for room keeps the value shown before, so the
-next call shows its change again.
+A node shown before that is no longer among the nodes (``gone``) is said to be deleted, or to
+have changed and left the view, when it did, and is forgotten then: the model's copy of it
+must not pass for current either. One that left the view unchanged needs no word.
+
+Budget: the changes and departures are placed first (they correct what the model holds),
+then the whole nodes, then the references; the text is counted whole after each placement.
+The ledger moves only for what the text shows: a node left out for room keeps the value shown
+before, so the next call shows its change again.
 
 The ledger stands for what the model still has in its context: sound where the agent keeps
 what it was shown (an agent loop whose transcript holds the earlier views, or where an IRI is
@@ -54,7 +58,7 @@ from gliding_core.jsonld import Node, canonical_json, preview, validate_iri
 from gliding_core.tokens import TokenCounter
 
 Unchanged = Literal["reference", "omit"]
-Kind = Literal["whole", "change", "reference", "notice", "omitted", "dropped"]
+Kind = Literal["whole", "change", "reference", "notice", "omitted", "dropped", "gone"]
 Fit = Callable[
     [Sequence[Mapping[str, Any]], int, TokenCounter],
     tuple[str, int, tuple[dict[str, Any], ...], str],
@@ -168,6 +172,11 @@ class SeenNodes:
         shown = self._shown.get(iri)
         return None if shown is None else shown.generation
 
+    def iris(self) -> list[str]:
+        """Return the IRIs of the nodes shown so far, in the order first shown."""
+        with self._lock:
+            return list(self._shown)
+
     def forget(self, iris: Iterable[str] | None = None) -> None:
         """Forget what was shown (of ``iris``, or everything): those nodes are shown whole next."""
         with self._lock:
@@ -184,6 +193,7 @@ class SeenNodes:
         counter: TokenCounter,
         *,
         fit: Fit = fit_lines,
+        gone: Mapping[str, int | None] | None = None,
     ) -> SeenView:
         """Show ``nodes`` within ``budget`` tokens by what was shown before, and remember it.
 
@@ -192,6 +202,8 @@ class SeenNodes:
             budget: the most tokens the text may take.
             counter: counts tokens (the memory's counter).
             fit: fits the whole nodes into the room left (``fit_lines`` by default).
+            gone: nodes shown before and not among ``nodes`` now, with their current
+                generation (``None``: deleted).
         """
         wanted = _check_nodes(nodes)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
@@ -203,6 +215,7 @@ class SeenNodes:
             for plan in plans:
                 if plan.kind == "change":
                     kinds[plan.node.iri] = self._place_change(layout, plan)
+            kinds |= self._place_gone(layout, gone or {})
             whole, step = self._place_whole(layout, [p for p in plans if p.kind == "whole"], fit)
             kinds |= {plan.node.iri: "whole" for plan in whole}
             for plan in plans:
@@ -216,6 +229,7 @@ class SeenNodes:
                 kinds.setdefault(plan.node.iri, "dropped")
             text = layout.text()
         shown = tuple(n.iri for n in wanted if kinds[n.iri] not in ("omitted", "dropped"))
+        shown += tuple(iri for iri, kind in kinds.items() if kind == "gone")
         shaped = tuple(plan.node.value for plan in whole)
         return SeenView(text, counter.count(text), shown, kinds, shaped, step)
 
@@ -238,6 +252,22 @@ class SeenNodes:
             self._shown[plan.node.iri] = _shown(plan.node.generation, plan.node.value)
             return "change"
         return "notice" if layout.add(layout.changes, plan.notice) else "dropped"
+
+    def _place_gone(self, layout: _Layout, gone: Mapping[str, int | None]) -> dict[str, Kind]:
+        """Say which nodes shown before were deleted or changed out of the view; forget them."""
+        said: dict[str, Kind] = {}
+        for iri, now in gone.items():
+            before = self._shown.get(iri)
+            if before is None or (now is not None and now == before.generation):
+                continue
+            if now is None:
+                line = f"{iri} (shown at {_generation(before.generation)}) has been deleted"
+            else:
+                line = f"{iri} changed ({_moved(before.generation, now)}): no longer in this view"
+            if layout.add(layout.changes, line):
+                del self._shown[iri]
+                said[iri] = "gone"
+        return said
 
     def _place_whole(
         self, layout: _Layout, plans: list[_Plan], fit: Fit

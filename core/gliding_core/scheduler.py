@@ -329,15 +329,21 @@ class FrameSource:
         return SourcePart(self.name, read.text, read.tokens, read.iris)
 
     def _fill_seen(self, seen: SeenNodes, request: SourceRequest) -> SourcePart:
-        """The view's top-level nodes by what the ledger says this model was shown."""
+        """The view's top-level nodes by what the ledger says this model was shown.
+
+        The generations of nodes shown before are read before the view, so a write landing
+        in between makes a label older than its value, never newer (a departure is then
+        said once too often, never missed); values decide the rest.
+        """
         scheduler = self.scheduler
+        known = scheduler.board.read_many(seen.iris())
         _, _, nodes = scheduler.nodes(
             self.task, self.role, query=request.query, params=self.params, shown=request.shown
         )
         nodes = [n for n in nodes if isinstance(n.get("@id"), str)]
         here = {n["@id"] for n in nodes}
         left = [i for i in seen.iris() if i not in here and i not in request.shown]
-        found = scheduler.board.read_many([*here, *left])
+        found = {**scheduler.board.read_many([i for i in here if i not in known]), **known}
         shared = [
             SharedNode(n["@id"], found[n["@id"]].generation if n["@id"] in found else None, n)
             for n in nodes

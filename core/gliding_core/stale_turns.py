@@ -36,7 +36,7 @@ from typing import Any, TypeGuard
 
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.seen import SharedNode, change_line, notice_line
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import ConfigError, InvalidInputError
 from gliding_core.framing import message_text
 from gliding_core.jsonld import Node, canonical_json, preview, validate_iri
 from gliding_core.sources import SourcePart, SourceRequest
@@ -46,8 +46,9 @@ STALE_SOURCE = "stale"
 STALE_HEADER = "[Shared nodes changed since the messages above quoted them]"
 NODE_EVENTS = (EventType.NODE_CREATED, EventType.NODE_UPDATED, EventType.NODE_DELETED)
 
-Lookup = Callable[[Sequence[str]], Mapping[str, tuple[int, Node]]]
-"""Return the current ``(generation, value)`` of the existing nodes among some IRIs."""
+Lookup = Callable[[Sequence[str]], Mapping[str, tuple[int, Node]] | None]
+"""Return the current ``(generation, value)`` of the existing nodes among some IRIs, or
+``None`` when there is no blackboard to ask (then nothing is marked by checking)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,8 @@ class StaleTurns:
             ]
         if pending:
             current = self._lookup(list(dict.fromkeys(q.iri for q in pending)))
+            if current is None:
+                return self.stale()
             behind = {q.turn for q in pending if _moved(q, current.get(q.iri))}
             with self._lock:
                 self._stale |= behind
@@ -188,6 +191,8 @@ class StaleTurns:
         if not oldest or request.budget < 1:
             return SourcePart(self.name, "", 0, (), (), hides)
         current = self._lookup(list(oldest))
+        if current is None:
+            return SourcePart(self.name, "", 0, (), (), hides)
         lines: list[str] = []
         iris: list[str] = []
         for iri, quote in oldest.items():
@@ -260,18 +265,23 @@ def for_memory(memory: Any) -> StaleTurns:
     """Return the one ``StaleTurns`` of a ``Memory`` (its blackboard, counter and bus).
 
     The blackboard is opened only to check a quote, so a memory whose turns quote no node
-    never opens it.
+    never opens it; a memory that cannot have one (``engines=False`` without an endpoint)
+    marks nothing by checking.
     """
     with _TRACKERS_LOCK:
         tracker = _TRACKERS.get(memory)
         if tracker is None:
             reference = weakref.ref(memory)
 
-            def lookup(iris: Sequence[str]) -> Mapping[str, tuple[int, Node]]:
+            def lookup(iris: Sequence[str]) -> Mapping[str, tuple[int, Node]] | None:
                 owner = reference()
                 if owner is None:
-                    return {}
-                found = owner.blackboard.read_many(list(iris))
+                    return None
+                try:
+                    board = owner.blackboard
+                except ConfigError:  # engines=False and no endpoint: no blackboard to ask
+                    return None
+                found = board.read_many(list(iris))
                 return {iri: (node.generation, node.node) for iri, node in found.items()}
 
             tracker = _TRACKERS[memory] = StaleTurns(lookup, memory.tokens, bus=memory.bus)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,3 +205,14 @@ def test_an_event_marks_only_older_quotes() -> None:
     assert tracker.stale() == {"urn:turn:old", "urn:turn:now"}
     tracker.close()
     tracker.close()
+
+
+def test_a_memory_without_a_blackboard_records_quotes_and_marks_nothing(tmp_path: Path) -> None:
+    result = {"found": True, "id": NODE, "generation": 1, "value": {"@id": NODE}}
+    with Memory.open(tmp_path, embedder=HashEmbedder(64), engines=False) as memory:
+        chat = Conversation(memory, TASK)
+        history = tool_exchange(result)
+        turn = chat.record(history)[-1].l0_archive_iri
+        assert chat.stale_turns.quotes(turn)[0].generation == 1
+        assert not chat.stale_turns.is_stale(turn)
+        assert STALE_HEADER not in chat.view(history).memory

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
 from gliding_core import board_tools as ops
@@ -216,3 +218,46 @@ def test_a_memory_without_a_blackboard_records_quotes_and_marks_nothing(tmp_path
         assert chat.stale_turns.quotes(turn)[0].generation == 1
         assert not chat.stale_turns.is_stale(turn)
         assert STALE_HEADER not in chat.view(history).memory
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["write", "write-unannounced", "quote", "quote-old", "delete"]),
+            st.integers(0, 2),
+            st.integers(0, 3),
+        ),
+        max_size=25,
+    ),
+    st.integers(0, 60),
+)
+def test_after_fill_exactly_the_turns_behind_are_stale(
+    steps: list[tuple[str, int, int]], budget: int
+) -> None:
+    bus = EventBus()
+    nodes: dict[str, tuple[int, dict[str, Any]]] = {}
+    counter = TokenCounter()
+    tracker = StaleTurns(lambda iris: {i: nodes[i] for i in iris if i in nodes}, counter, bus=bus)
+    generations = {f"urn:ex:n{i}": 0 for i in range(3)}
+    for action, n, t in steps:
+        iri, turn = f"urn:ex:n{n}", f"urn:ex:turn:{t}"
+        if action.startswith("write"):
+            generations[iri] += 1
+            nodes[iri] = (generations[iri], {"@id": iri, "v": generations[iri]})
+            if action == "write":
+                bus.publish(EventType.NODE_UPDATED, {"iri": iri, "generation": generations[iri]})
+        elif action == "delete" and iri in nodes:
+            del nodes[iri]  # the tombstone keeps the generation
+            bus.publish(EventType.NODE_DELETED, {"iri": iri, "generation": generations[iri]})
+        elif action.startswith("quote") and iri in nodes:
+            generation = nodes[iri][0] - (1 if action == "quote-old" else 0)
+            tracker.quote(turn, iri, generation, {"@id": iri, "v": generation})
+    everyone = frozenset(q.turn for q in tracker.quotes())
+    part = tracker.fill(SourceRequest(None, budget, everyone))
+    behind = {
+        q.turn for q in tracker.quotes() if q.iri not in nodes or nodes[q.iri][0] != q.generation
+    }
+    assert tracker.stale() == behind
+    assert part.hides == tuple(sorted(behind))
+    assert part.tokens == counter.count(part.text) <= budget

@@ -374,3 +374,22 @@ def test_a_frame_source_says_when_a_node_it_showed_was_deleted_or_left(
         f"{TASK}/a1 changed (generation 1 -> 2): no longer in this view",
     ]
     assert source.fill(SourceRequest(None, 600)).text == ""
+
+
+def test_each_agent_has_its_own_ledger_and_sees_the_other_agents_write(
+    memory: Memory, scheduler: Scheduler
+) -> None:
+    memory.blackboard.coordination.tasks.register(TASK)  # type: ignore[union-attr]
+    writer = memory.agent("writer", role="do", task=TASK)
+    long = "the parser for the configuration format, with its error messages and tests"
+    writer.write([{"@id": f"{TASK}/a0", "@type": "Artifact", "summary": long}], area="execution")
+    alice = scheduler.source(TASK, "sa", seen=SeenNodes())
+    bob = scheduler.source(TASK, "sa", seen=SeenNodes())
+    assert long in alice.fill(SourceRequest(None, 600)).text
+    assert "unchanged" in alice.fill(SourceRequest(None, 600)).text
+    assert long in bob.fill(SourceRequest(None, 600)).text  # bob never saw it: whole
+    node = {"@id": f"{TASK}/a0", "@type": "Artifact", "summary": long, "status": "done"}
+    writer.write([node], area="execution")
+    for source in (alice, bob):
+        text = source.fill(SourceRequest(None, 600)).text
+        assert text == f'{TASK}/a0 changed (generation 1 -> 2): {{"changed":{{"status":"done"}}}}'

@@ -184,7 +184,10 @@ def project_frame(
         )
     handle.task_status()  # the matrix's read on tasks: the view is of the agent's own task
     view = scheduler.read(handle.task, handle.role, budget=budget, query=query)
-    for _ in range(_VIEW_TRIES):  # the generations must be those of the values shown
+    # The generations are read between two projections that must agree, so a write announced
+    # in between is caught; when the view keeps moving, the last ones read are older than it
+    # (a turn quoting it goes stale too early, never too late).
+    for _ in range(_VIEW_TRIES):
         found = handle.board.read_many(list(view.iris))
         again = scheduler.read(handle.task, handle.role, budget=budget, query=query)
         if again.text == view.text:

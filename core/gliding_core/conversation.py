@@ -419,7 +419,9 @@ def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[Sou
         last = parts.pop()
         text = tokens.truncate(last.text, max(0, last.tokens - 2))
         if text.strip():
-            parts.append(SourcePart(last.source, text, tokens.count(text), last.iris, last.hits))
+            parts.append(
+                SourcePart(last.source, text, tokens.count(text), last.iris, last.hits, last.hides)
+            )
     return parts
 
 

@@ -149,6 +149,10 @@ def test_bad_input_is_refused() -> None:
         seen.render([{"@id": "urn:ex:a"}], 10, COUNTER)  # type: ignore[list-item]
     with pytest.raises(InvalidInputError, match="IRI"):
         seen.render([SharedNode("not an iri", 1, {})], 10, COUNTER)
+    with pytest.raises(InvalidInputError, match="generation"):
+        seen.render([SharedNode("urn:ex:a", True, {})], 10, COUNTER)
+    with pytest.raises(InvalidInputError, match="departure"):
+        seen.render([], 10, COUNTER, gone={"urn:ex:a": "3"})  # type: ignore[dict-item]
     assert len(seen) == 0
 
 

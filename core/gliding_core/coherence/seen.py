@@ -206,6 +206,7 @@ class SeenNodes:
                 generation (``None``: deleted).
         """
         wanted = _check_nodes(nodes)
+        gone = _check_gone(gone)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise InvalidInputError(f"budget must be an int >= 0, got {preview(budget)}")
         with self._lock:
@@ -215,7 +216,7 @@ class SeenNodes:
             for plan in plans:
                 if plan.kind == "change":
                     kinds[plan.node.iri] = self._place_change(layout, plan)
-            kinds |= self._place_gone(layout, gone or {})
+            kinds |= self._place_gone(layout, gone)
             whole, step = self._place_whole(layout, [p for p in plans if p.kind == "whole"], fit)
             kinds |= {plan.node.iri: "whole" for plan in whole}
             for plan in plans:
@@ -342,7 +343,24 @@ def _check_nodes(nodes: object) -> list[SharedNode]:
         if not isinstance(node, SharedNode):
             raise InvalidInputError(f"not a SharedNode: {preview(node)}")
         validate_iri(node.iri)
+        if node.generation is not None and not _is_generation(node.generation):
+            raise InvalidInputError(f"bad generation of {node.iri!r}: {preview(node.generation)}")
         if not isinstance(node.value, dict):
             raise InvalidInputError(f"the value of {node.iri!r} must be a JSON object")
         seen.setdefault(node.iri, node)
     return list(seen.values())
+
+
+def _check_gone(gone: object) -> dict[str, int | None]:
+    if gone is None:
+        return {}
+    if not isinstance(gone, Mapping):
+        raise InvalidInputError(f"gone must map IRIs to generations, got {preview(gone)}")
+    for iri, generation in gone.items():
+        if not isinstance(iri, str) or not (generation is None or _is_generation(generation)):
+            raise InvalidInputError(f"bad departure {preview(iri)} -> {preview(generation)}")
+    return dict(gone)
+
+
+def _is_generation(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -29,6 +29,7 @@ from gliding_core.coherence import (
     SQLiteNodeSource,
     render_shared,
 )
+from gliding_core.coherence.seen import SeenNodes, SharedNode
 from gliding_core.config import (
     BlackboardConfig,
     ConversationSettings,
@@ -97,6 +98,7 @@ from gliding_core.scope import (
 )
 from gliding_core.session import Context, Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.stale_turns import StaleTurns
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
 from gliding_core.team import role_conversation
@@ -207,14 +209,17 @@ __all__ = [
     "SearchFilters",
     "SearchHit",
     "SearchResults",
+    "SeenNodes",
     "SentenceTransformerEmbedder",
     "Session",
     "SessionConfig",
     "SessionContextSource",
     "SharedContext",
+    "SharedNode",
     "SourcePart",
     "SourceRequest",
     "SparqlEndpoint",
+    "StaleTurns",
     "StaleWriteError",
     "StorageError",
     "StoreConfig",

@@ -12,7 +12,9 @@ message saying what to do: the node's current generation to base a retry on, who
 lease.
 
 ``project_frame`` needs a ``Scheduler`` over the handle's blackboard (``Scheduler.for_memory``);
-the tool sets offer it when they are given one.
+the tool sets offer it when they are given one. Its result carries the generation of every
+blackboard node the view quotes, so the turn that archives it can be marked stale when one of
+them moves on (``gliding_core.stale_turns``).
 
 Invariants: a tool acts only as its handle may; a write based on a generation the node has
 moved past changes nothing; every result is a JSON-ready dict or list.
@@ -36,6 +38,8 @@ from gliding_core.errors import (
 )
 from gliding_core.jsonld import preview
 from gliding_core.scheduler import Scheduler
+
+_VIEW_TRIES = 3
 
 
 def check_handle(handle: object) -> AgentHandle:
@@ -180,7 +184,22 @@ def project_frame(
         )
     handle.task_status()  # the matrix's read on tasks: the view is of the agent's own task
     view = scheduler.read(handle.task, handle.role, budget=budget, query=query)
-    return {"level": view.level, "frame": view.frame, "tokens": view.tokens, "view": view.text}
+    # The generations are read between two projections that must agree, so a write announced
+    # in between is caught; when the view keeps moving, the last ones read are older than it
+    # (a turn quoting it goes stale too early, never too late).
+    for _ in range(_VIEW_TRIES):
+        found = handle.board.read_many(list(view.iris))
+        again = scheduler.read(handle.task, handle.role, budget=budget, query=query)
+        if again.text == view.text:
+            break
+        view = again
+    return {
+        "level": view.level,
+        "frame": view.frame,
+        "tokens": view.tokens,
+        "view": view.text,
+        "generations": {iri: found[iri].generation for iri in view.iris if iri in found},
+    }
 
 
 def board_refusal(error: GlidingError) -> str:

@@ -148,6 +148,15 @@ def _parser() -> argparse.ArgumentParser:
     coherence.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     coherence.set_defaults(handler=_bench_coherence)
 
+    economy = bench.add_parser(
+        "economy", help="tokens of shared nodes over a round of model calls, economy on/off"
+    )
+    economy.add_argument("--steps", type=_positive, default=12, help="plan steps in the frame")
+    economy.add_argument("--calls", type=_positive, default=20, help="model calls per round")
+    economy.add_argument("--seeds", type=_positive, default=3, help="rounds per probability")
+    economy.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    economy.set_defaults(handler=_bench_economy)
+
     projection = bench.add_parser("projection", help="L3 frame latency, invalidation, budgets")
     projection.add_argument(
         "--nodes", type=_numbers, default=[1_000, 10_000], help="nodes per task, comma-separated"
@@ -537,6 +546,32 @@ def _bench_coherence(args: argparse.Namespace, out: TextIO) -> int:
         title = f"Coherence {name}: tokens (mean of {figures['seeds']} seeds), stale reads (total)"
         out.write(render(["coordinator", "tokens", "stale reads", "x lazy"], rows, title=title))
         out.write("\n\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_economy(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.benchmarks import economy
+
+    figures = economy.run(steps=args.steps, calls=args.calls, seeds=args.seeds)
+    rows = [
+        (
+            p,
+            f["whole"],
+            f["reference"],
+            f["reference_vs_whole"],
+            f["omit"],
+            f["omit_vs_whole"],
+            f["stale_references"],
+        )
+        for p, f in figures["rounds"].items()
+    ]
+    headers = ["write p", "whole", "reference", "x whole", "omit", "x whole", "stale refs"]
+    title = (
+        f"Shared-node tokens over {figures['calls']} calls, {figures['steps']} steps"
+        f" (mean of {figures['seeds']} seeds)"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
     _write_json(args.json, figures)
     return 0
 

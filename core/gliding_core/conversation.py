@@ -19,6 +19,11 @@ A model view, within one token budget, holds:
    room (the newest group always), never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
+Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
+the node moves past the quoted generation the turn is stale (``gliding_core.stale_turns``): the
+L1 context and recall leave it out, and while it is in the window the memory message opens with
+what changed since it was quoted.
+
 A conversation belongs to one scope (``gliding_core.scope``: a user, a thread, or the task it was
 built for): its turns carry the scope's tag, its session and supplementary inputs use the
 scope's task IRI, and recall reads the scope's entries and the graphs shared explicitly, never
@@ -38,7 +43,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from typing_extensions import Unpack
 
@@ -70,6 +75,7 @@ from gliding_core.memory_sources import (
 from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.stale_turns import StaleTurns, for_memory
 from gliding_core.tokens import TokenCounter
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
@@ -154,7 +160,9 @@ class Conversation:
         self.recall_filters = recall_filters
         self.shared = tuple(shared) if isinstance(shared, (list, tuple)) else shared
         readable = self.scope.filters(self.shared, base=recall_filters)
+        self.stale_turns: StaleTurns = for_memory(memory)
         self.sources: tuple[ContextSource, ...] = (
+            self.stale_turns,
             SessionContextSource(self.session),
             RecallSource(memory, self.settings.recall_k, filters=readable),
             *self.extra_sources,
@@ -175,7 +183,9 @@ class Conversation:
         """Return a conversation like this one (memory, settings, sources) for ``scope``.
 
         Its state lives in the memory's session of that scope, so two conversations built for
-        one scope share it. Returns ``self`` for this conversation's own scope.
+        one scope share it. Returns ``self`` for this conversation's own scope. A source with
+        per-agent state (a ``fresh()`` method, as a ``FrameSource`` with a ledger has) is
+        given fresh, so one scope's model is never assumed to have seen another's view.
         """
         if not isinstance(scope, Scope):
             raise InvalidInputError(f"scope must be a Scope, got {preview(scope)}")
@@ -187,7 +197,7 @@ class Conversation:
             shared=self.shared,
             recall_filters=self.recall_filters,
             settings=self.settings,
-            extra_sources=self.extra_sources,
+            extra_sources=[_fresh(source) for source in self.extra_sources],
         )
 
     # -- supplementary input -------------------------------------------------------------------
@@ -247,6 +257,7 @@ class Conversation:
                     item["role"], text, metadata=marks or None, tags=[self.scope.tag, *tags]
                 )
                 turns.append(turn)
+                self.stale_turns.note(turn.l0_archive_iri, item)
                 if key is not None:
                     self._recorded[key] = turn.l0_archive_iri
         return turns
@@ -361,6 +372,7 @@ class Conversation:
             if ask < 1:
                 continue
             part = source.fill(SourceRequest(query, ask, frozenset(iris), seen))
+            iris |= set(part.hides)
             if not part.text:
                 continue
             parts.append(part)
@@ -407,7 +419,9 @@ def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[Sou
         last = parts.pop()
         text = tokens.truncate(last.text, max(0, last.tokens - 2))
         if text.strip():
-            parts.append(SourcePart(last.source, text, tokens.count(text), last.iris, last.hits))
+            parts.append(
+                SourcePart(last.source, text, tokens.count(text), last.iris, last.hits, last.hides)
+            )
     return parts
 
 
@@ -419,6 +433,12 @@ def _is_turn(message: Message) -> bool:
 def _not_archived(message: Message) -> bool:
     """System messages, delivered supplements and the memory message are never archived."""
     return message["role"] == "system" or bool(message.get("supplement") or message.get("memory"))
+
+
+def _fresh(source: ContextSource) -> ContextSource:
+    """The source for another scope: ``source.fresh()`` when it keeps per-agent state."""
+    fresh = getattr(source, "fresh", None)
+    return source if fresh is None else cast(ContextSource, fresh())
 
 
 def _check_sources(sources: object) -> tuple[ContextSource, ...]:

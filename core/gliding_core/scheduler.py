@@ -5,7 +5,10 @@ do: ``da_input``, check: ``ca_review``, act: ``aa_decision``, any other role:
 ``summary_only``; configurable) projected within the budget. When the frame has nothing to
 show, the task's blackboard nodes are shown instead (L2), and when the blackboard holds nothing
 of the task, its entries in L0 (written back under the task's graphs) or, given a query, what
-L0 search finds for it. ``FrameSource`` is this read as a context source of the model view.
+L0 search finds for it. ``FrameSource`` is this read as a context source of the model view;
+given a ``SeenNodes`` ledger (``gliding_core.coherence.seen``) it shows each top-level node by
+what that agent's model was shown before: whole the first time, then the change, or a reference
+while it is unchanged.
 
 ``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
 nodes (and its subtasks', from the coordination layer's task registry when there is one) are
@@ -29,6 +32,7 @@ from gliding_core.blackboard.board import Blackboard, task_graphs
 from gliding_core.blackboard.nodes import check_iri
 from gliding_core.blackboard.permissions import ROLE_ALIASES
 from gliding_core.bus import EventBus
+from gliding_core.coherence.seen import SeenNodes, SharedNode
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
@@ -48,6 +52,7 @@ DEFAULT_ROLE_FRAMES: Mapping[str, str] = {
 }
 DEFAULT_FRAME = "summary_only"
 LEVELS = ("l3", "l2", "l0", "none")
+_WHOLE = 1 << 62  # a budget every frame fits in: the frame's nodes unfitted
 
 Search = Callable[[str, int], Sequence[SearchHit]]
 
@@ -160,6 +165,34 @@ class Scheduler:
                     return Read(level, text, tokens, _quoted(kept), frame, step)
         return Read("none", "", 0, (), frame, "empty")
 
+    def nodes(
+        self,
+        task: str,
+        role: str,
+        *,
+        query: str | None = None,
+        params: Mapping[str, object] | None = None,
+        shown: frozenset[str] = frozenset(),
+    ) -> tuple[str, str, list[dict[str, Any]]]:
+        """Return ``(level, frame, nodes)`` of the role's view of ``task``, not fitted.
+
+        The levels are those of ``read``: the frame's top-level nodes, else the task's
+        blackboard nodes, else its L0 entries; nothing whose IRI is in ``shown``.
+        """
+        check_iri(task, "task IRI")
+        frame = self.frame_for(role)
+        projection = self.projector.project(
+            task, frame, budget=_WHOLE, params=params, exclude=frozenset(shown)
+        )
+        if projection.iris:
+            return "l3", frame, list(projection.document.get("@graph", []))
+        for level in ("l2", "l0"):
+            found = self._l2(task) if level == "l2" else self._l0(task, query)
+            wanted = [n for n in found if n.get("@id") not in shown]
+            if wanted:
+                return level, frame, wanted
+        return "none", frame, []
+
     def _l2(self, task: str) -> list[dict[str, Any]]:
         return [_bare(node.node) for node in self.board.by_task(task)]
 
@@ -174,10 +207,15 @@ class Scheduler:
         return found
 
     def source(
-        self, task: str, role: str, *, params: Mapping[str, object] | None = None
+        self,
+        task: str,
+        role: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        seen: SeenNodes | None = None,
     ) -> FrameSource:
         """Return the context source that shows ``role``'s view of ``task`` to a model."""
-        return FrameSource(self, task, role, params=params)
+        return FrameSource(self, task, role, params=params, seen=seen)
 
     def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
         """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.
@@ -234,6 +272,9 @@ class FrameSource:
         role: the agent's role.
         params: the frame's parameters, if any.
         name: the source's name in the view.
+        seen: the ledger of what this agent's model was shown (one per agent): with it, a
+            node is shown whole once, then as its change or as a reference (see
+            ``gliding_core.coherence.seen``); without it, every call shows the view whole.
     """
 
     def __init__(
@@ -244,7 +285,11 @@ class FrameSource:
         *,
         params: Mapping[str, object] | None = None,
         name: str = "frame",
+        seen: SeenNodes | None = None,
     ) -> None:
+        if seen is not None and not isinstance(seen, SeenNodes):
+            raise InvalidInputError(f"seen must be a SeenNodes ledger, got {preview(seen)}")
+        self.seen = seen
         self.scheduler = scheduler
         self.task = check_iri(task, "task IRI")
         self.role = role
@@ -252,10 +297,25 @@ class FrameSource:
         self.params = dict(params or {})
         self.name = name
 
+    def fresh(self) -> FrameSource:
+        """Return this source for another agent: the same view, a new empty ledger (if any)."""
+        if self.seen is None:
+            return self
+        return FrameSource(
+            self.scheduler,
+            self.task,
+            self.role,
+            params=self.params,
+            name=self.name,
+            seen=SeenNodes(unchanged=self.seen.unchanged),
+        )
+
     def fill(self, request: SourceRequest) -> SourcePart:
         """Return the role's view within ``request.budget``, leaving out what is shown."""
         if not isinstance(request, SourceRequest):
             raise InvalidInputError(f"expected a SourceRequest, got {preview(request)}")
+        if self.seen is not None:
+            return self._fill_seen(self.seen, request)
         read = self.scheduler.read(
             self.task,
             self.role,
@@ -267,6 +327,34 @@ class FrameSource:
         if not read.text:
             return SourcePart.empty(self.name)
         return SourcePart(self.name, read.text, read.tokens, read.iris)
+
+    def _fill_seen(self, seen: SeenNodes, request: SourceRequest) -> SourcePart:
+        """The view's top-level nodes by what the ledger says this model was shown.
+
+        The generations of nodes shown before are read before the view, so a write landing
+        in between makes a label older than its value, never newer (a departure is then
+        said once too often, never missed); values decide the rest.
+        """
+        scheduler = self.scheduler
+        known = scheduler.board.read_many(seen.iris())
+        _, _, nodes = scheduler.nodes(
+            self.task, self.role, query=request.query, params=self.params, shown=request.shown
+        )
+        nodes = [n for n in nodes if isinstance(n.get("@id"), str)]
+        here = {n["@id"] for n in nodes}
+        left = [i for i in seen.iris() if i not in here and i not in request.shown]
+        found = {**scheduler.board.read_many([i for i in here if i not in known]), **known}
+        shared = [
+            SharedNode(n["@id"], found[n["@id"]].generation if n["@id"] in found else None, n)
+            for n in nodes
+        ]
+        gone = {i: found[i].generation if i in found else None for i in left}
+        tokens = scheduler.projector.tokens
+        view = seen.render(shared, request.budget, tokens, fit=fit, gone=gone)
+        if not view.text:
+            return SourcePart.empty(self.name)
+        quoted = tuple(dict.fromkeys((*view.iris, *_quoted(view.whole))))
+        return SourcePart(self.name, view.text, view.tokens, quoted)
 
 
 def _bare(node: Mapping[str, Any]) -> dict[str, Any]:

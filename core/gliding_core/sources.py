@@ -9,7 +9,8 @@ left. A new layer adds a source; the view does not change.
 Invariants: a source never returns more tokens than it was asked for (``tokens`` is the exact
 count of ``text``); it quotes nothing whose IRI is in ``request.shown`` (what the window or an
 earlier source already shows), and lists in ``iris`` every IRI it quotes, so later sources can
-skip them; an empty answer is ``SourcePart.empty(name)``, never an error.
+skip them; an empty answer is ``SourcePart.empty(name)``, never an error. IRIs in ``hides`` are
+left out by every later source, whether or not the part has text (stale turns, for instance).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class SourcePart:
         tokens: the exact token count of ``text`` with the memory's counter.
         iris: every IRI the text quotes, in the order quoted.
         hits: the L0 search hits behind the text, best first, when the source searched.
+        hides: IRIs later sources must leave out without this part quoting them (turns that
+            quote a shared node at a generation it has moved past).
     """
 
     source: str
@@ -65,6 +68,7 @@ class SourcePart:
     tokens: int
     iris: tuple[str, ...] = field(default_factory=tuple)
     hits: tuple[SearchHit, ...] = field(default_factory=tuple)
+    hides: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
     def empty(cls, source: str) -> SourcePart:

@@ -56,12 +56,12 @@ def chat(turns: int) -> list[dict[str, Any]]:
     return out
 
 
-def test_the_default_sources_are_the_l1_context_then_recall(memory: Memory) -> None:
+def test_the_default_sources_are_stale_notes_the_l1_context_then_recall(memory: Memory) -> None:
     chat_ = Conversation(memory, TASK)
-    assert [s.name for s in chat_.sources] == ["l1", "recall"]
+    assert [s.name for s in chat_.sources] == ["stale", "l1", "recall"]
     assert all(isinstance(s, ContextSource) for s in chat_.sources)
-    assert isinstance(chat_.sources[0], SessionContextSource)
-    assert isinstance(chat_.sources[1], RecallSource)
+    assert isinstance(chat_.sources[1], SessionContextSource)
+    assert isinstance(chat_.sources[2], RecallSource)
 
 
 def test_an_extra_source_fills_what_is_left_without_changing_the_view(memory: Memory) -> None:

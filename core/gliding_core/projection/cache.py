@@ -1,20 +1,25 @@
 """L3: the view cache: materialised frame results, invalidated through a reverse index.
 
-A view is one frame's result for one task and one set of parameters: its framed nodes, the
-IRIs it was built from, the graphs it was read from, and the budgeted projections already
-fitted from it. Two indexes point back at views: node IRI -> views built from that node, and
-graph -> views read from that graph.
+A view is one frame's result for one task and one set of parameters (and, read as an agent,
+the graphs its role may read): its framed nodes, the IRIs it was built from, the graphs it
+was read from, and the budgeted projections already fitted from it. Two indexes point back at
+views: node IRI -> views built from that node, and graph -> views read from that graph.
 
 Invalidation (``listen`` subscribes it to the memory bus; any producer of these events works):
-- ``NODE_UPDATED`` / ``NODE_DELETED`` / ``CACHE_INVALIDATE`` / ``COPIES_INVALIDATED`` (the
-  coherence layer's, with an ``iri`` or a list of ``iris``): exactly the views built from it.
-- ``NODE_CREATED``, and ``NODE_UPDATED`` of a node no view holds: the views read from its graph
-  (a new or changed node may now match their frame).
+- ``NODE_CREATED`` and ``NODE_UPDATED`` with a ``graph``: every view read from that graph (and
+  from ``previous_graph``, the graph a moved node left). A new or changed node may now match a
+  frame whose view does not hold it yet, so holding the node is not the test; and every view
+  holding the node read its graph, since a node's triples live in its one graph.
+- ``NODE_DELETED``, ``CACHE_INVALIDATE``, ``COPIES_INVALIDATED`` (the coherence layer's, with
+  an ``iri`` or a list of ``iris``), and a node event without a graph: exactly the views built
+  from the node.
 
 Invariants:
-- Invalidating a node costs time in the number of views it is in, never in the number of views
-  cached nor in their sizes: one dict lookup, then a flag per view (an index entry is checked
-  when used; a view leaves the indexes when it is replaced, evicted or dropped).
+- Invalidating costs one index lookup and a flag per view under the name, never time in the
+  number of views cached nor in their sizes: an index entry is popped when used and the view's
+  other entries are left (an invalid view is skipped there); a view leaves the indexes when it
+  is replaced, evicted or dropped, and its fitted projections go with it (an invalid view is
+  never served, so they need no clearing before).
 - A view never serves a node older than the latest committed write: a result computed while a
   write it depends on was being announced is not cached (``put`` checks the invalidations
   since the query began, and refuses when it cannot see back that far).
@@ -47,6 +52,8 @@ INVALIDATING = (
     EventType.CACHE_INVALIDATE.value,
     COPIES_INVALIDATED,
 )
+# The events that may make a node match a frame it did not match before.
+_BY_GRAPH = frozenset({EventType.NODE_CREATED.value, EventType.NODE_UPDATED.value})
 
 
 def view_key(task: str, frame: str, params: Mapping[str, object]) -> ViewKey:
@@ -187,8 +194,6 @@ class ViewCache:
         for view in views:
             if view.valid:
                 view.valid = False
-                if view.fitted:
-                    view.fitted.clear()
                 count += 1
         self._invalidations += count
         return count
@@ -263,18 +268,19 @@ class ViewCache:
         payload = event.payload
         iris = payload.get("iris")
         if isinstance(iris, (list, tuple)):
-            for iri in iris:
-                if isinstance(iri, str):
-                    self.invalidate(iri)
+            with self._lock:
+                for iri in iris:
+                    if isinstance(iri, str):
+                        self._invalidate(self._by_node, iri)
             return
-        iri, graph = payload.get("iri"), payload.get("graph")
-        if event.type == EventType.NODE_CREATED.value:
-            if isinstance(graph, str):
-                self.invalidate_graph(graph)
-            return
-        if not isinstance(iri, str):
-            return
+        graph = payload.get("graph")
         with self._lock:
-            held = self._invalidate(self._by_node, iri)  # the views holding it, now invalid
-            if not held and event.type == EventType.NODE_UPDATED.value and isinstance(graph, str):
+            if event.type in _BY_GRAPH and isinstance(graph, str):
                 self._invalidate(self._by_graph, graph)
+                previous = payload.get("previous_graph")
+                if isinstance(previous, str) and previous != graph:
+                    self._invalidate(self._by_graph, previous)
+                return
+            iri = payload.get("iri")
+            if isinstance(iri, str):
+                self._invalidate(self._by_node, iri)

@@ -197,7 +197,9 @@ def test_an_update_of_a_node_one_view_holds_reaches_a_view_it_now_matches(
     board.write([{"@id": "urn:ex:bare", "@type": "PlanStep"}], task=TASK, area="plan")
     assert "urn:ex:bare" in projector.project(TASK, "reference_only").iris
     assert "urn:ex:bare" not in projector.project(TASK, "summary_only").iris
-    board.write([{"@id": "urn:ex:bare", "@type": "PlanStep", "summary": "now"}], task=TASK, area="plan")
+    board.write(
+        [{"@id": "urn:ex:bare", "@type": "PlanStep", "summary": "now"}], task=TASK, area="plan"
+    )
     assert "urn:ex:bare" in projector.project(TASK, "summary_only").iris
 
 

@@ -467,9 +467,7 @@ class NodeStore:
             else:
                 self._publish(EventType.NODE_UPDATED, node, source)
 
-    def _publish(
-        self, kind: EventType, node: BoardNode, source: str | None, **extra: str
-    ) -> None:
+    def _publish(self, kind: EventType, node: BoardNode, source: str | None, **extra: str) -> None:
         if self.bus is not None:
             self.bus.publish(
                 kind,

@@ -165,6 +165,8 @@ def project_frame(
 ) -> dict[str, Any]:
     """Return the agent's view of its task: its role's frame (L3), else L2, else L0.
 
+    Read as the agent: only the areas its role may read are shown.
+
     Args:
         handle: the reading agent (its task and role choose the frame).
         scheduler: the scheduler over the handle's blackboard.
@@ -179,7 +181,7 @@ def project_frame(
             f"scheduler must be a Scheduler over the handle's blackboard, got {preview(scheduler)}"
         )
     handle.task_status()  # the matrix's read on tasks: the view is of the agent's own task
-    view = scheduler.read(handle.task, handle.role, budget=budget, query=query)
+    view = scheduler.read(handle.task, handle.role, budget=budget, query=query, agent=handle)
     return {"level": view.level, "frame": view.frame, "tokens": view.tokens, "view": view.text}
 
 

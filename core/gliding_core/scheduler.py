@@ -5,7 +5,9 @@ do: ``da_input``, check: ``ca_review``, act: ``aa_decision``, any other role:
 ``summary_only``; configurable) projected within the budget. When the frame has nothing to
 show, the task's blackboard nodes are shown instead (L2), and when the blackboard holds nothing
 of the task, its entries in L0 (written back under the task's graphs) or, given a query, what
-L0 search finds for it. ``FrameSource`` is this read as a context source of the model view.
+L0 search finds for it. L2 and L0 show what agents wrote, not the coordination layer's mirror
+of tasks, agents and messages (a registered agent would otherwise always fill L2).
+``FrameSource`` is this read as a context source of the model view.
 
 ``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
 nodes (and its subtasks', from the coordination layer's task registry when there is one) are
@@ -14,6 +16,10 @@ released from the blackboard, its views are invalidated, and ``TASK_COMPLETED`` 
 Invariants:
 - Each level is read only when the one above it has nothing to show; every answer is within
   its budget, counted exactly, and quotes nothing the caller says is already shown.
+- Read as an agent (``read(..., agent=handle)``, ``FrameSource.for_agent``), no level shows a
+  node of an area the agent's role may not read, nor of another task: the frame's query runs
+  over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
+  them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
 - Release never loses a write: a node is removed from the blackboard only once it is in L0 (a
   blackboard without write-back releases nothing), and a node written after the flush stays.
 """
@@ -25,11 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gliding_core.blackboard.board import Blackboard, task_graphs
+from gliding_core.blackboard.board import AgentHandle, Blackboard, task_graphs
 from gliding_core.blackboard.nodes import check_iri
 from gliding_core.blackboard.permissions import ROLE_ALIASES
+from gliding_core.blackboard.sparql import MIRRORED_AREAS
+from gliding_core.blackboard.vocabulary import AREAS, graph_area
 from gliding_core.bus import EventBus
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import InvalidInputError, PermissionDeniedError
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import check_budget, fit
@@ -124,11 +132,7 @@ class Scheduler:
 
     def frame_for(self, role: str) -> str:
         """Return the frame of ``role`` (aliases such as ``pa`` or ``planner`` resolved)."""
-        if not isinstance(role, str) or not role.strip():
-            raise InvalidInputError(f"a role must be a non-empty string, got {preview(role)}")
-        name = role.strip().lower()
-        name = ROLE_ALIASES.get(name, name)
-        return self.roles.get(name, self.default_frame)
+        return self.roles.get(_role(role), self.default_frame)
 
     def read(
         self,
@@ -139,20 +143,42 @@ class Scheduler:
         query: str | None = None,
         params: Mapping[str, object] | None = None,
         shown: frozenset[str] = frozenset(),
+        agent: AgentHandle | None = None,
     ) -> Read:
-        """Return the role's view of ``task`` within ``budget`` tokens: L3, else L2, else L0."""
+        """Return the role's view of ``task`` within ``budget`` tokens: L3, else L2, else L0.
+
+        Args:
+            task: the task's IRI.
+            role: the role whose frame is read.
+            budget: the most tokens of the answer.
+            query: what L0 search looks for when nothing of the task is found above it.
+            params: the frame's parameters.
+            shown: IRIs the model already sees (left out).
+            agent: read as this agent: every level shows only the areas of its task its role
+                may read (the frame's query runs over exactly those graphs, L0 search keeps
+                only what is outside the blackboard or in those graphs). Without it the read
+                is the system's, over every area.
+
+        Raises:
+            PermissionDeniedError: ``agent`` works on another task, or has another role.
+        """
         check_iri(task, "task IRI")
         check_budget(budget)
         frame = self.frame_for(role)
+        areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
-            task, frame, budget=budget, params=params, exclude=frozenset(shown)
+            task, frame, budget=budget, params=params, exclude=frozenset(shown), areas=areas
         )
         if projection.iris:
             nodes = projection.document.get("@graph", [])
             return Read(
                 "l3", projection.text, projection.tokens, _quoted(nodes), frame, projection.step
             )
-        for level, nodes in (("l2", self._l2(task)), ("l0", self._l0(task, query))):
+        chosen = [a for a in (AREAS if areas is None else areas) if a not in MIRRORED_AREAS]
+        for level, nodes in (
+            ("l2", self._l2(task, chosen)),
+            ("l0", self._l0(task, query, chosen, confined=areas is not None)),
+        ):
             wanted = [n for n in nodes if n.get("@id") not in shown]
             if wanted:
                 text, tokens, kept, step = fit(wanted, budget, self.projector.tokens)
@@ -160,24 +186,63 @@ class Scheduler:
                     return Read(level, text, tokens, _quoted(kept), frame, step)
         return Read("none", "", 0, (), frame, "empty")
 
-    def _l2(self, task: str) -> list[dict[str, Any]]:
-        return [_bare(node.node) for node in self.board.by_task(task)]
+    def _readable(self, agent: AgentHandle, task: str, role: str) -> list[str]:
+        """Return the areas ``agent`` may read of ``task``, or refuse a read it may not make."""
+        if not isinstance(agent, AgentHandle) or agent.board is not self.board:
+            raise InvalidInputError(
+                f"agent must be a handle on this scheduler's blackboard, got {preview(agent)}"
+            )
+        if agent.task != task:
+            raise PermissionDeniedError(
+                f"agent {agent.name!r} works on task {agent.task!r}; it may not read {task!r}",
+                role=agent.role,
+                graph="*",
+                operation="read",
+            )
+        if _role(role) != agent.role:
+            raise PermissionDeniedError(
+                f"agent {agent.name!r} has role {agent.role!r}; it may not read as {role!r}",
+                role=agent.role,
+                graph="*",
+                operation="read",
+            )
+        return agent.readable_areas()
 
-    def _l0(self, task: str, query: str | None) -> list[dict[str, Any]]:
+    def _l2(self, task: str, areas: Sequence[str]) -> list[dict[str, Any]]:
+        return [_bare(node.node) for node in self.board.by_task(task, areas)]
+
+    def _l0(
+        self, task: str, query: str | None, areas: Sequence[str], *, confined: bool
+    ) -> list[dict[str, Any]]:
         if self.store is None:
             return []
         found: list[dict[str, Any]] = []
-        for graph in task_graphs(task):
+        graphs = task_graphs(task, areas)
+        for graph in graphs:
             found += [_bare(entry.node) for entry in self.store.by_graph(graph, limit=100)]
         if not found and query and query.strip() and self.search is not None:
-            found = [_bare(hit.entry.node) for hit in self.search(query, 10)]
+            hits = self.search(query, 10)
+            allowed = set(graphs)
+            found = [
+                _bare(hit.entry.node)
+                for hit in hits
+                if not confined or _outside_or_in(hit.entry.named_graph, allowed)
+            ]
         return found
 
     def source(
-        self, task: str, role: str, *, params: Mapping[str, object] | None = None
+        self,
+        task: str,
+        role: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        agent: AgentHandle | None = None,
     ) -> FrameSource:
-        """Return the context source that shows ``role``'s view of ``task`` to a model."""
-        return FrameSource(self, task, role, params=params)
+        """Return the context source that shows ``role``'s view of ``task`` to a model.
+
+        Given ``agent``, the source reads as that agent (see ``read``).
+        """
+        return FrameSource(self, task, role, params=params, agent=agent)
 
     def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
         """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.
@@ -244,13 +309,31 @@ class FrameSource:
         *,
         params: Mapping[str, object] | None = None,
         name: str = "frame",
+        agent: AgentHandle | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.task = check_iri(task, "task IRI")
         self.role = role
         scheduler.frame_for(role)
+        if agent is not None:
+            scheduler._readable(agent, self.task, role)  # refuses now, not at the first fill
+        self.agent = agent
         self.params = dict(params or {})
         self.name = name
+
+    @classmethod
+    def for_agent(
+        cls,
+        scheduler: Scheduler,
+        agent: AgentHandle,
+        *,
+        params: Mapping[str, object] | None = None,
+        name: str = "frame",
+    ) -> FrameSource:
+        """Return the source of ``agent``'s role's view of its task, read as the agent."""
+        if not isinstance(agent, AgentHandle):
+            raise InvalidInputError(f"expected an AgentHandle, got {preview(agent)}")
+        return cls(scheduler, agent.task, agent.role, params=params, name=name, agent=agent)
 
     def fill(self, request: SourceRequest) -> SourcePart:
         """Return the role's view within ``request.budget``, leaving out what is shown."""
@@ -263,10 +346,24 @@ class FrameSource:
             query=request.query,
             params=self.params,
             shown=request.shown,
+            agent=self.agent,
         )
         if not read.text:
             return SourcePart.empty(self.name)
         return SourcePart(self.name, read.text, read.tokens, read.iris)
+
+
+def _role(role: object) -> str:
+    """Return a role's name (aliases such as ``pa`` or ``planner`` resolved)."""
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidInputError(f"a role must be a non-empty string, got {preview(role)}")
+    name = role.strip().lower()
+    return ROLE_ALIASES.get(name, name)
+
+
+def _outside_or_in(graph: str | None, allowed: set[str]) -> bool:
+    """Return whether an L0 entry's graph is no blackboard area, or one of ``allowed``."""
+    return graph is None or graph_area(graph) is None or graph in allowed
 
 
 def _bare(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import Projection
 
-ViewKey = tuple[str, str, tuple[tuple[str, str], ...]]
+ViewKey = tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]]
 _RECENT = 8_192
 # The coherence layer (issue 13) announces a write that invalidated agents' copies as
 # COPIES_INVALIDATED (with ``iri`` and ``generation``); by name, so no import of that layer.
@@ -56,10 +56,16 @@ INVALIDATING = (
 _BY_GRAPH = frozenset({EventType.NODE_CREATED.value, EventType.NODE_UPDATED.value})
 
 
-def view_key(task: str, frame: str, params: Mapping[str, object]) -> ViewKey:
-    """Return the key of a view: task, frame, and the parameters given (sorted)."""
+def view_key(
+    task: str, frame: str, params: Mapping[str, object], areas: Iterable[str] = ()
+) -> ViewKey:
+    """Return the key of a view: task, frame, the parameters given (sorted), the areas read.
+
+    Views read from different areas of a task are different views: one read for a role
+    that may see more is never served to a role that may see less.
+    """
     pairs = tuple(sorted((k, str(v)) for k, v in params.items() if v is not None))
-    return (task, frame, pairs)
+    return (task, frame, pairs, tuple(areas))
 
 
 @dataclass(slots=True, eq=False)

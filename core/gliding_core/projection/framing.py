@@ -14,7 +14,7 @@ stable order (the task first, then by IRI), so the same graph always frames the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,11 +57,22 @@ class FrameResult:
 
 
 def run_frame(
-    board: Blackboard, frame: Frame, task: str, params: Mapping[str, object]
+    board: Blackboard,
+    frame: Frame,
+    task: str,
+    params: Mapping[str, object],
+    *,
+    areas: Sequence[str] | None = None,
 ) -> FrameResult:
-    """Run ``frame`` over ``task``'s graphs with ``params`` bound; return its framed nodes."""
+    """Run ``frame`` over ``task``'s graphs with ``params`` bound; return its framed nodes.
+
+    ``areas`` narrows the graphs read to those of the frame's areas it names (an agent's
+    readable areas); the frame's own areas when omitted.
+    """
     bindings = dict(frame.bindings(task, params))
-    graphs = task_graphs(task, frame.areas)
+    graphs = task_graphs(task, frame.areas if areas is None else areas)
+    if not graphs:
+        return FrameResult((), frozenset())
     chosen = board.query(frame.selection, graphs=graphs, bindings=bindings)
     picked = {str(r["node"]): None for r in chosen.rows if isinstance(r.get("node"), ox.NamedNode)}
     nodes = " ".join(picked)

@@ -599,7 +599,13 @@ def _bench_prefetch(args: argparse.Namespace, out: TextIO) -> int:
 
 
 _PREFETCH_MODES = ("without_prefetch", "with_prefetch")
-_PROJECTION_KEYS = ("cold_p50_ms", "cold_p95_ms", "cached_p50_ms", "cached_p95_ms")
+_PROJECTION_KEYS = (
+    "first_p95_ms",
+    "cold_p50_ms",
+    "cold_p95_ms",
+    "cold_cpu_p95_ms",
+    "cached_p95_ms",
+)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,10 +21,10 @@ from gliding_core.blackboard.vocabulary import check_area
 from gliding_core.bus import EventBus, Subscription
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import canonical_json, preview
-from gliding_core.projection.budget import Projection, check_budget, fit
+from gliding_core.projection.budget import Projection, check_budget, fit, forget_counts
 from gliding_core.projection.cache import View, ViewCache, view_key
 from gliding_core.projection.frames import Frame, FrameSet
-from gliding_core.projection.framing import run_frame
+from gliding_core.projection.framing import forget_compactions, run_frame
 from gliding_core.tokens import TokenCounter
 
 
@@ -130,6 +130,12 @@ class Projector:
         if self._subscription is not None:
             self._subscription.cancel()
             self._subscription = None
+
+
+def forget() -> None:
+    """Forget the remembered compactions and token counts (as a new process starts)."""
+    forget_compactions()
+    forget_counts()
 
 
 def _check_exclude(exclude: object) -> frozenset[str]:

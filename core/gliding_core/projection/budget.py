@@ -10,7 +10,8 @@ summary) -> ``fewer-nodes`` (the most important summaries that fit, each whole) 
 ``references`` (the most important nodes' ``@id`` and ``@type``) -> ``empty``.
 
 Counts are remembered by text (each node text and document is counted once while it stays
-among the recently counted), never estimated.
+among the recently counted), never estimated; a long document whose nodes' own counts are
+already over the budget (less what boundary merges can save) is not counted whole.
 
 Invariants: ``Projection.tokens`` is the exact count of ``Projection.text`` and never exceeds
 the budget; a node is whole (in the step's shape) or absent; the result has at least one node
@@ -49,6 +50,8 @@ DEFAULT_IMPORTANCE = 0.5
 _MERGE = 3
 _EXTRA_TRIES = 4
 _MEMO_SIZE = 8_192
+# Characters per token above which a document is judged by its nodes' counts first.
+_LONG = 3
 _MEMO_CHARS = 16_384  # a longer text is counted each time, not kept
 
 
@@ -166,6 +169,8 @@ def fit(
             if text == previous:
                 continue  # nothing nested this deep: the same text does not fit either
             previous = text
+            if _surely_over(shaped, text, budget, counting):
+                continue
             tokens = counting.count(text)
             if tokens <= budget:
                 return text, tokens, tuple(shaped), step
@@ -175,6 +180,21 @@ def fit(
                 text = render(chosen)
                 return text, counting.count(text), tuple(chosen), step
     return "", 0, (), "empty"
+
+
+def _surely_over(
+    shaped: Sequence[Mapping[str, Any]], text: str, budget: int, counting: _Counter
+) -> bool:
+    """Return whether the document of ``shaped`` is over ``budget`` by its nodes' own counts.
+
+    A long document is judged by the sum of its nodes' counts (remembered from the projections
+    before, so only a changed node is counted) less what merges at their boundaries could
+    save, instead of counting all of it again. Only a clear excess skips the exact count.
+    """
+    if len(shaped) < 2 or len(text) <= _LONG * budget:
+        return False
+    least = sum(counting.count(_compact(n)) for n in shaped) - _MERGE * (len(shaped) + 1)
+    return least > budget
 
 
 _SHAPES: tuple[tuple[str, Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]], ...] = (

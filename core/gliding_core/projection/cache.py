@@ -162,7 +162,12 @@ class ViewCache:
         if not self._recent or self._recent[0][0] > since + 1:
             return True  # the record does not reach back to the query's start: be safe
         names = view.iris | {*view.graphs, view.key[0]}
-        return any(seq > since and name in names for seq, name in self._recent)
+        for seq, name in reversed(self._recent):  # newest first: only those after ``since``
+            if seq <= since:
+                return False
+            if name in names:
+                return True
+        return False
 
     def invalidate(self, iri: str) -> int:
         """Invalidate the views built from node ``iri``; return how many."""

@@ -146,3 +146,35 @@ def test_frame_source_for_an_agent(memory: Memory) -> None:
     assert f"{TASK}/planned" not in part.iris
     assert part.tokens == memory.count_tokens(part.text) <= 1_000
     assert scheduler.source(TASK, "do", agent=doer).fill(SourceRequest(None, 1_000)) == part
+
+
+def test_a_parameter_naming_a_denied_node_shows_only_what_the_role_may_read(
+    memory: Memory,
+) -> None:
+    write_every_area(memory)
+    scheduler = Scheduler.for_memory(memory)
+    doer = memory.agent("d", role="do", task=TASK)
+    params = {"plan": f"{TASK}/plan"}  # the plan node is in the plan area: denied to do
+    mine = scheduler.read(TASK, "do", budget=1_000, params=params, agent=doer)
+    assert f"{TASK}/doing" in mine.iris
+    assert f"{TASK}/planned" not in mine.iris
+    assert "secret of plan" not in mine.text
+    system = scheduler.read(TASK, "do", budget=1_000, params=params)
+    assert f"{TASK}/planned" in system.iris
+
+
+def test_an_agent_s_view_follows_writes_to_its_areas_only(memory: Memory) -> None:
+    write_every_area(memory)
+    projector = Scheduler.for_memory(memory).projector
+    readable = memory.agent("d", role="do", task=TASK).readable_areas()
+    first = projector.project(TASK, "da_input", budget=1_000, areas=readable)
+    step = {"@type": "PlanStep", "plan": {"@id": f"{TASK}/plan"}, "summary": "z"}
+    memory.blackboard.write([{**step, "@id": f"{TASK}/hidden"}], task=TASK, area="plan")
+    unchanged = projector.project(TASK, "da_input", budget=1_000, areas=readable)
+    assert unchanged.cached  # the plan area is not read: its write changes nothing here
+    assert unchanged.iris == first.iris
+    memory.blackboard.write([{**step, "@id": f"{TASK}/new"}], task=TASK, area="execution")
+    after = projector.project(TASK, "da_input", budget=1_000, areas=readable)
+    assert not after.cached
+    assert f"{TASK}/new" in after.iris
+    assert f"{TASK}/hidden" not in after.iris

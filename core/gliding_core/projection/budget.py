@@ -50,6 +50,8 @@ DEFAULT_IMPORTANCE = 0.5
 _MERGE = 3
 _EXTRA_TRIES = 4
 _MEMO_SIZE = 8_192
+# One encoder for every text (json.dumps with options builds a new one on each call).
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 # Characters per token above which a document is judged by its nodes' counts first.
 _LONG = 3
 _MEMO_CHARS = 16_384  # a longer text is counted each time, not kept
@@ -98,7 +100,7 @@ def check_budget(budget: object) -> int:
 def render(nodes: Sequence[Mapping[str, Any]]) -> str:
     """Return the projection document of ``nodes`` as compact JSON."""
     document = {"@context": CONTEXT_URL, "@graph": list(nodes)}
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    return _JSON.encode(document)
 
 
 class _Counts:
@@ -322,4 +324,4 @@ def _first_alone(
 
 
 def _compact(node: Mapping[str, Any]) -> str:
-    return json.dumps(node, ensure_ascii=False, separators=(",", ":"))
+    return _JSON.encode(node)

@@ -47,6 +47,7 @@ _STRING = XSD + "string"
 # The input is built expanded from the triples, so pyld need not expand it again.
 _OPTIONS = {"documentLoader": document_loader, "graph": True, "skipExpansion": True}
 _MEMO_SIZE = 20_000
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +200,7 @@ class _Compacted:
     def compact(self, expanded: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Return ``expanded``'s nodes compacted, in order (pyld for those not seen before)."""
         nodes = list(expanded)
-        keys = [json.dumps(node, ensure_ascii=False, separators=(",", ":")) for node in nodes]
+        keys = [_JSON.encode(node) for node in nodes]
         with self._lock:
             found = [self._nodes.get(key) for key in keys]
             for key, node in zip(keys, found, strict=True):

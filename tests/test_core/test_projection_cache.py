@@ -226,3 +226,22 @@ def test_a_new_artifact_reaches_the_cached_review_frame(
     assert "urn:ex:art" not in before.iris
     assert "urn:ex:art" in after.iris
     assert not after.cached
+
+
+def test_a_deletion_can_let_another_node_match(projector: Projector, board: Blackboard) -> None:
+    """A user frame that shows steps nobody has reviewed: deleting the review shows the step."""
+    from gliding_core.projection import Frame
+
+    projector.register(
+        Frame(
+            "unreviewed",
+            "steps without a review",
+            "?node a gh:PlanStep . FILTER NOT EXISTS { ?r gh:reviews ?node }",
+            "?node gh:summary ?s .",
+        )
+    )
+    review = {"@id": "urn:ex:rev", "@type": "Review", "reviews": {"@id": "urn:ex:s1"}}
+    board.write([review], task=TASK, area="plan")
+    assert "urn:ex:s1" not in projector.project(TASK, "unreviewed").iris
+    board.delete(["urn:ex:rev"])
+    assert "urn:ex:s1" in projector.project(TASK, "unreviewed").iris

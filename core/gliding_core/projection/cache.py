@@ -6,13 +6,13 @@ was read from, and the budgeted projections already fitted from it. Two indexes 
 views: node IRI -> views built from that node, and graph -> views read from that graph.
 
 Invalidation (``listen`` subscribes it to the memory bus; any producer of these events works):
-- ``NODE_CREATED`` and ``NODE_UPDATED`` with a ``graph``: every view read from that graph (and
-  from ``previous_graph``, the graph a moved node left). A new or changed node may now match a
-  frame whose view does not hold it yet, so holding the node is not the test; and every view
+- ``NODE_CREATED``, ``NODE_UPDATED`` and ``NODE_DELETED`` with a ``graph``: every view read
+  from that graph (and from ``previous_graph``, the graph a moved node left). A new or changed
+  node may now match a frame whose view does not hold it yet (and a deletion may let another
+  node match a frame that excludes it), so holding the node is not the test; and every view
   holding the node read its graph, since a node's triples live in its one graph.
-- ``NODE_DELETED``, ``CACHE_INVALIDATE``, ``COPIES_INVALIDATED`` (the coherence layer's, with
-  an ``iri`` or a list of ``iris``), and a node event without a graph: exactly the views built
-  from the node.
+- ``CACHE_INVALIDATE``, ``COPIES_INVALIDATED`` (the coherence layer's, with an ``iri`` or a
+  list of ``iris``), and a node event without a graph: exactly the views built from the node.
 
 Invariants:
 - Invalidating costs one index lookup and a flag per view under the name, never time in the
@@ -52,8 +52,10 @@ INVALIDATING = (
     EventType.CACHE_INVALIDATE.value,
     COPIES_INVALIDATED,
 )
-# The events that may make a node match a frame it did not match before.
-_BY_GRAPH = frozenset({EventType.NODE_CREATED.value, EventType.NODE_UPDATED.value})
+# The blackboard's node events: they name the node's graph, whose views they invalidate.
+_BY_GRAPH = frozenset(
+    {EventType.NODE_CREATED.value, EventType.NODE_UPDATED.value, EventType.NODE_DELETED.value}
+)
 
 
 def view_key(

@@ -72,7 +72,10 @@ def view_key(
 
 @dataclass(slots=True, eq=False)
 class View:
-    """One materialised frame result (hashed by identity: the indexes hold views)."""
+    """One materialised frame result (hashed by identity: the indexes hold views).
+
+    Its nodes share structure with the memo of compactions: read them, never change them.
+    """
 
     key: ViewKey
     nodes: tuple[dict[str, Any], ...]

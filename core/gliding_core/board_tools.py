@@ -169,6 +169,8 @@ def project_frame(
 ) -> dict[str, Any]:
     """Return the agent's view of its task: its role's frame (L3), else L2, else L0.
 
+    Read as the agent: only the areas its role may read are shown.
+
     Args:
         handle: the reading agent (its task and role choose the frame).
         scheduler: the scheduler over the handle's blackboard.
@@ -183,13 +185,13 @@ def project_frame(
             f"scheduler must be a Scheduler over the handle's blackboard, got {preview(scheduler)}"
         )
     handle.task_status()  # the matrix's read on tasks: the view is of the agent's own task
-    view = scheduler.read(handle.task, handle.role, budget=budget, query=query)
+    view = scheduler.read(handle.task, handle.role, budget=budget, query=query, agent=handle)
     # The generations are read between two projections that must agree, so a write announced
     # in between is caught; when the view keeps moving, the last ones read are older than it
     # (a turn quoting it goes stale too early, never too late).
     for _ in range(_VIEW_TRIES):
         found = handle.board.read_many(list(view.iris))
-        again = scheduler.read(handle.task, handle.role, budget=budget, query=query)
+        again = scheduler.read(handle.task, handle.role, budget=budget, query=query, agent=handle)
         if again.text == view.text:
             break
         view = again

@@ -37,6 +37,7 @@ from gliding_core.jsonld import preview
 from gliding_core.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.ownership import OwnerLock
+from gliding_core.scheduler import Scheduler
 from gliding_core.session import Session, SessionServices
 from gliding_core.store import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
@@ -130,6 +131,8 @@ class Memory:
         self._lock = threading.Lock()
         self._blackboard: Blackboard | None = None
         self._blackboard_lock = threading.Lock()
+        self._scheduler: Scheduler | None = None
+        self._scheduler_lock = threading.Lock()
         self._ready = True
 
     @property
@@ -361,6 +364,19 @@ class Memory:
             board.flush()  # what a crash left dirty
             coordination.remirror()  # what a crash left unmirrored
         return board
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The L3 scheduler over this memory's blackboard, built on first use.
+
+        One per memory (its view cache is shared by every reader); it stops listening to the
+        blackboard's events when the memory closes.
+        """
+        with self._scheduler_lock:
+            if self._scheduler is None:
+                self._scheduler = Scheduler.for_memory(self)
+                self._closer.callback(self._scheduler.projector.close)
+            return self._scheduler
 
     def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
         """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""

@@ -5,10 +5,11 @@ do: ``da_input``, check: ``ca_review``, act: ``aa_decision``, any other role:
 ``summary_only``; configurable) projected within the budget. When the frame has nothing to
 show, the task's blackboard nodes are shown instead (L2), and when the blackboard holds nothing
 of the task, its entries in L0 (written back under the task's graphs) or, given a query, what
-L0 search finds for it. ``FrameSource`` is this read as a context source of the model view;
-given a ``SeenNodes`` ledger (``gliding_core.coherence.seen``) it shows each top-level node by
-what that agent's model was shown before: whole the first time, then the change, or a reference
-while it is unchanged.
+L0 search finds for it. L2 and L0 show what agents wrote, not the coordination layer's mirror
+of tasks, agents and messages (a registered agent would otherwise always fill L2).
+``FrameSource`` is this read as a context source of the model view; given a ``SeenNodes``
+ledger (``gliding_core.coherence.seen``) it shows each top-level node by what that agent's model
+was shown before: whole the first time, then the change, or a reference while it is unchanged.
 
 ``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
 nodes (and its subtasks', from the coordination layer's task registry when there is one) are
@@ -17,6 +18,10 @@ released from the blackboard, its views are invalidated, and ``TASK_COMPLETED`` 
 Invariants:
 - Each level is read only when the one above it has nothing to show; every answer is within
   its budget, counted exactly, and quotes nothing the caller says is already shown.
+- Read as an agent (``read(..., agent=handle)``, ``FrameSource.for_agent``), no level shows a
+  node of an area the agent's role may not read, nor of another task: the frame's query runs
+  over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
+  them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
 - Release never loses a write: a node is removed from the blackboard only once it is in L0 (a
   blackboard without write-back releases nothing), and a node written after the flush stays.
 """
@@ -28,12 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gliding_core.blackboard.board import Blackboard, task_graphs
+from gliding_core.blackboard.board import AgentHandle, Blackboard, task_graphs
 from gliding_core.blackboard.nodes import check_iri
 from gliding_core.blackboard.permissions import ROLE_ALIASES
+from gliding_core.blackboard.sparql import MIRRORED_AREAS
+from gliding_core.blackboard.vocabulary import AREAS, graph_area
 from gliding_core.bus import EventBus
 from gliding_core.coherence.seen import SeenNodes, SharedNode
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import InvalidInputError, PermissionDeniedError
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import check_budget, fit
@@ -52,9 +59,10 @@ DEFAULT_ROLE_FRAMES: Mapping[str, str] = {
 }
 DEFAULT_FRAME = "summary_only"
 LEVELS = ("l3", "l2", "l0", "none")
-_WHOLE = 1 << 62  # a budget every frame fits in: the frame's nodes unfitted
 
 Search = Callable[[str, int], Sequence[SearchHit]]
+
+_WHOLE = 1 << 62  # a budget every frame fits in: the frame's nodes unfitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +137,7 @@ class Scheduler:
 
     def frame_for(self, role: str) -> str:
         """Return the frame of ``role`` (aliases such as ``pa`` or ``planner`` resolved)."""
-        if not isinstance(role, str) or not role.strip():
-            raise InvalidInputError(f"a role must be a non-empty string, got {preview(role)}")
-        name = role.strip().lower()
-        name = ROLE_ALIASES.get(name, name)
-        return self.roles.get(name, self.default_frame)
+        return self.roles.get(_role(role), self.default_frame)
 
     def read(
         self,
@@ -144,20 +148,42 @@ class Scheduler:
         query: str | None = None,
         params: Mapping[str, object] | None = None,
         shown: frozenset[str] = frozenset(),
+        agent: AgentHandle | None = None,
     ) -> Read:
-        """Return the role's view of ``task`` within ``budget`` tokens: L3, else L2, else L0."""
+        """Return the role's view of ``task`` within ``budget`` tokens: L3, else L2, else L0.
+
+        Args:
+            task: the task's IRI.
+            role: the role whose frame is read.
+            budget: the most tokens of the answer.
+            query: what L0 search looks for when nothing of the task is found above it.
+            params: the frame's parameters.
+            shown: IRIs the model already sees (left out).
+            agent: read as this agent: every level shows only the areas of its task its role
+                may read (the frame's query runs over exactly those graphs, L0 search keeps
+                only what is outside the blackboard or in those graphs). Without it the read
+                is the system's, over every area.
+
+        Raises:
+            PermissionDeniedError: ``agent`` works on another task, or has another role.
+        """
         check_iri(task, "task IRI")
         check_budget(budget)
         frame = self.frame_for(role)
+        areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
-            task, frame, budget=budget, params=params, exclude=frozenset(shown)
+            task, frame, budget=budget, params=params, exclude=frozenset(shown), areas=areas
         )
         if projection.iris:
             nodes = projection.document.get("@graph", [])
             return Read(
                 "l3", projection.text, projection.tokens, _quoted(nodes), frame, projection.step
             )
-        for level, nodes in (("l2", self._l2(task)), ("l0", self._l0(task, query))):
+        chosen = [a for a in (AREAS if areas is None else areas) if a not in MIRRORED_AREAS]
+        for level, nodes in (
+            ("l2", self._l2(task, chosen)),
+            ("l0", self._l0(task, query, chosen, confined=areas is not None)),
+        ):
             wanted = [n for n in nodes if n.get("@id") not in shown]
             if wanted:
                 text, tokens, kept, step = fit(wanted, budget, self.projector.tokens)
@@ -173,37 +199,76 @@ class Scheduler:
         query: str | None = None,
         params: Mapping[str, object] | None = None,
         shown: frozenset[str] = frozenset(),
+        agent: AgentHandle | None = None,
     ) -> tuple[str, str, list[dict[str, Any]]]:
         """Return ``(level, frame, nodes)`` of the role's view of ``task``, not fitted.
 
-        The levels are those of ``read``: the frame's top-level nodes, else the task's
-        blackboard nodes, else its L0 entries; nothing whose IRI is in ``shown``.
+        The levels are those of ``read`` (as ``agent`` when given): the frame's top-level
+        nodes, else the task's blackboard nodes, else its L0 entries; nothing whose IRI is in
+        ``shown``.
         """
         check_iri(task, "task IRI")
         frame = self.frame_for(role)
+        areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
-            task, frame, budget=_WHOLE, params=params, exclude=frozenset(shown)
+            task, frame, budget=_WHOLE, params=params, exclude=frozenset(shown), areas=areas
         )
         if projection.iris:
             return "l3", frame, list(projection.document.get("@graph", []))
+        chosen = [a for a in (AREAS if areas is None else areas) if a not in MIRRORED_AREAS]
         for level in ("l2", "l0"):
-            found = self._l2(task) if level == "l2" else self._l0(task, query)
+            found = (
+                self._l2(task, chosen)
+                if level == "l2"
+                else self._l0(task, query, chosen, confined=areas is not None)
+            )
             wanted = [n for n in found if n.get("@id") not in shown]
             if wanted:
                 return level, frame, wanted
         return "none", frame, []
 
-    def _l2(self, task: str) -> list[dict[str, Any]]:
-        return [_bare(node.node) for node in self.board.by_task(task)]
+    def _readable(self, agent: AgentHandle, task: str, role: str) -> list[str]:
+        """Return the areas ``agent`` may read of ``task``, or refuse a read it may not make."""
+        if not isinstance(agent, AgentHandle) or agent.board is not self.board:
+            raise InvalidInputError(
+                f"agent must be a handle on this scheduler's blackboard, got {preview(agent)}"
+            )
+        if agent.task != task:
+            raise PermissionDeniedError(
+                f"agent {agent.name!r} works on task {agent.task!r}; it may not read {task!r}",
+                role=agent.role,
+                graph="*",
+                operation="read",
+            )
+        if _role(role) != agent.role:
+            raise PermissionDeniedError(
+                f"agent {agent.name!r} has role {agent.role!r}; it may not read as {role!r}",
+                role=agent.role,
+                graph="*",
+                operation="read",
+            )
+        return agent.readable_areas()
 
-    def _l0(self, task: str, query: str | None) -> list[dict[str, Any]]:
+    def _l2(self, task: str, areas: Sequence[str]) -> list[dict[str, Any]]:
+        return [_bare(node.node) for node in self.board.by_task(task, areas)]
+
+    def _l0(
+        self, task: str, query: str | None, areas: Sequence[str], *, confined: bool
+    ) -> list[dict[str, Any]]:
         if self.store is None:
             return []
         found: list[dict[str, Any]] = []
-        for graph in task_graphs(task):
+        graphs = task_graphs(task, areas)
+        for graph in graphs:
             found += [_bare(entry.node) for entry in self.store.by_graph(graph, limit=100)]
         if not found and query and query.strip() and self.search is not None:
-            found = [_bare(hit.entry.node) for hit in self.search(query, 10)]
+            hits = self.search(query, 10)
+            allowed = set(graphs)
+            found = [
+                _bare(hit.entry.node)
+                for hit in hits
+                if not confined or _outside_or_in(hit.entry.named_graph, allowed)
+            ]
         return found
 
     def source(
@@ -212,10 +277,15 @@ class Scheduler:
         role: str,
         *,
         params: Mapping[str, object] | None = None,
+        agent: AgentHandle | None = None,
         seen: SeenNodes | None = None,
     ) -> FrameSource:
-        """Return the context source that shows ``role``'s view of ``task`` to a model."""
-        return FrameSource(self, task, role, params=params, seen=seen)
+        """Return the context source that shows ``role``'s view of ``task`` to a model.
+
+        Given ``agent``, the source reads as that agent (see ``read``); given ``seen``, it
+        shows nodes by what the ledger says the model was shown before.
+        """
+        return FrameSource(self, task, role, params=params, agent=agent, seen=seen)
 
     def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
         """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.
@@ -272,9 +342,6 @@ class FrameSource:
         role: the agent's role.
         params: the frame's parameters, if any.
         name: the source's name in the view.
-        seen: the ledger of what this agent's model was shown (one per agent): with it, a
-            node is shown whole once, then as its change or as a reference (see
-            ``gliding_core.coherence.seen``); without it, every call shows the view whole.
     """
 
     def __init__(
@@ -285,6 +352,7 @@ class FrameSource:
         *,
         params: Mapping[str, object] | None = None,
         name: str = "frame",
+        agent: AgentHandle | None = None,
         seen: SeenNodes | None = None,
     ) -> None:
         if seen is not None and not isinstance(seen, SeenNodes):
@@ -294,8 +362,25 @@ class FrameSource:
         self.task = check_iri(task, "task IRI")
         self.role = role
         scheduler.frame_for(role)
+        if agent is not None:
+            scheduler._readable(agent, self.task, role)  # refuses now, not at the first fill
+        self.agent = agent
         self.params = dict(params or {})
         self.name = name
+
+    @classmethod
+    def for_agent(
+        cls,
+        scheduler: Scheduler,
+        agent: AgentHandle,
+        *,
+        params: Mapping[str, object] | None = None,
+        name: str = "frame",
+    ) -> FrameSource:
+        """Return the source of ``agent``'s role's view of its task, read as the agent."""
+        if not isinstance(agent, AgentHandle):
+            raise InvalidInputError(f"expected an AgentHandle, got {preview(agent)}")
+        return cls(scheduler, agent.task, agent.role, params=params, name=name, agent=agent)
 
     def fresh(self) -> FrameSource:
         """Return this source for another agent: the same view, a new empty ledger (if any)."""
@@ -307,6 +392,7 @@ class FrameSource:
             self.role,
             params=self.params,
             name=self.name,
+            agent=self.agent,
             seen=SeenNodes(unchanged=self.seen.unchanged),
         )
 
@@ -323,6 +409,7 @@ class FrameSource:
             query=request.query,
             params=self.params,
             shown=request.shown,
+            agent=self.agent,
         )
         if not read.text:
             return SourcePart.empty(self.name)
@@ -338,7 +425,12 @@ class FrameSource:
         scheduler = self.scheduler
         known = scheduler.board.read_many(seen.iris())
         _, _, nodes = scheduler.nodes(
-            self.task, self.role, query=request.query, params=self.params, shown=request.shown
+            self.task,
+            self.role,
+            query=request.query,
+            params=self.params,
+            shown=request.shown,
+            agent=self.agent,
         )
         nodes = [n for n in nodes if isinstance(n.get("@id"), str)]
         here = {n["@id"] for n in nodes}
@@ -355,6 +447,19 @@ class FrameSource:
             return SourcePart.empty(self.name)
         quoted = tuple(dict.fromkeys((*view.iris, *_quoted(view.whole))))
         return SourcePart(self.name, view.text, view.tokens, quoted)
+
+
+def _role(role: object) -> str:
+    """Return a role's name (aliases such as ``pa`` or ``planner`` resolved)."""
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidInputError(f"a role must be a non-empty string, got {preview(role)}")
+    name = role.strip().lower()
+    return ROLE_ALIASES.get(name, name)
+
+
+def _outside_or_in(graph: str | None, allowed: set[str]) -> bool:
+    """Return whether an L0 entry's graph is no blackboard area, or one of ``allowed``."""
+    return graph is None or graph_area(graph) is None or graph in allowed
 
 
 def _bare(node: Mapping[str, Any]) -> dict[str, Any]:

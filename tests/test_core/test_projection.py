@@ -281,3 +281,34 @@ def test_a_processor_error_is_a_gliding_error() -> None:
 
     with pytest.raises(InvalidInputError, match="compacting a projection"):
         compact([{"@id": "urn:ex:a", VOCAB + "p": [{"@list": [{"@list": "x"}]}]}])
+
+
+@pytest.mark.parametrize("budget", [60, 150, 4_000])
+def test_remembered_compactions_and_counts_project_as_a_fresh_process(
+    projector: Projector, rounds: tuple[dict[str, str], dict[str, str]], budget: int
+) -> None:
+    """Each frame, with nothing remembered and with everything remembered: the same text."""
+    from gliding_core.projection.projector import forget
+
+    for frame in SHIPPED:
+        forget()
+        projector.cache.clear()
+        fresh = projector.project(TASK, frame.name, budget=budget)
+        projector.cache.clear()
+        remembered = projector.project(TASK, frame.name, budget=budget)
+        assert remembered.text == fresh.text
+        assert remembered.tokens == fresh.tokens
+
+
+def test_a_changed_node_is_compacted_again(
+    projector: Projector, board: Blackboard, rounds: tuple[dict[str, str], dict[str, str]]
+) -> None:
+    mine, _ = rounds
+    before = projector.project(TASK, "da_input", budget=4_000)
+    node = board.read(mine["step"])
+    assert node is not None
+    board.write([{**node.node, "instructions": "use markdown"}], graph=node.graph)
+    after = projector.project(TASK, "da_input", budget=4_000)
+    assert "use html" in before.text
+    assert "use markdown" in after.text
+    assert "use html" not in after.text

@@ -16,6 +16,7 @@ def test_bench_projection_json_shape(tmp_path: Path) -> None:
     out = io.StringIO()
     target = tmp_path / "projection.json"
     argv = ["bench", "projection", "--nodes", "60,120", "--repeat", "2", "--views", "10,300"]
+    argv += ["--changes", "200"]
     assert main([*argv, "--json", str(target)], out=out) == 0
     figures = json.loads(target.read_text())
     assert set(figures["frames"]) == {f.name for f in SHIPPED}
@@ -23,7 +24,9 @@ def test_bench_projection_json_shape(tmp_path: Path) -> None:
         assert frame["cached_p95_ms"] >= 0
         assert frame["cold_p95_ms"] >= frame["cold_p50_ms"]
         assert set(frame["by_nodes"]) == {"60", "120"}
-    assert set(figures["invalidation_us"]) == {"10", "300"}
+    for key in ("invalidation_us", "invalidation_p95_us", "invalidation_hot_us"):
+        assert set(figures[key]) == {"10", "300"}
+        assert all(us > 0 for us in figures[key].values())
     assert 0.5 < figures["budget_fit_share"] <= 1.0
     assert figures["tokens_mean"] < figures["raw_tokens_mean"]
     assert "L3 frame latency" in out.getvalue()

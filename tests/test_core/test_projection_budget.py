@@ -179,3 +179,12 @@ def test_the_default_budget_is_the_frames(projector: Projector) -> None:
     assert projection.budget == 128
     assert projection.tokens <= 128
     assert projection.iris  # the reference's 3.9 KB context left nothing under 500 bytes
+
+
+def test_remembered_counts_are_the_counter_s() -> None:
+    from gliding_core.projection.budget import _Counts
+
+    memo = _Counts(size=3)
+    texts = ["a b c", '{"@id":"urn:x"}', "héllo wörld", "a b c", "x" * 20_000, "", "y z"]
+    for _ in range(2):  # the second time from the memo, past evictions
+        assert [memo.count(COUNTER, t) for t in texts] == [COUNTER.count(t) for t in texts]

@@ -188,3 +188,60 @@ def test_no_read_serves_an_older_version_than_the_last_write(
         stop.set()
         thread.join()
     assert errors == []
+
+
+def test_an_update_of_a_node_one_view_holds_reaches_a_view_it_now_matches(
+    projector: Projector, board: Blackboard
+) -> None:
+    """The node is in ``reference_only``'s view; a summary makes it match ``summary_only``."""
+    board.write([{"@id": "urn:ex:bare", "@type": "PlanStep"}], task=TASK, area="plan")
+    assert "urn:ex:bare" in projector.project(TASK, "reference_only").iris
+    assert "urn:ex:bare" not in projector.project(TASK, "summary_only").iris
+    board.write(
+        [{"@id": "urn:ex:bare", "@type": "PlanStep", "summary": "now"}], task=TASK, area="plan"
+    )
+    assert "urn:ex:bare" in projector.project(TASK, "summary_only").iris
+
+
+def test_a_node_moved_to_another_area_leaves_and_enters_views(
+    projector: Projector, board: Blackboard
+) -> None:
+    """A node moved from review to plan leaves ``ca_review`` and enters ``da_input``."""
+    node = {**step(5), "@type": ["PlanStep", "Artifact"]}
+    board.write([node], task=TASK, area="review")
+    assert "urn:ex:s5" in projector.project(TASK, "ca_review").iris
+    assert "urn:ex:s5" not in projector.project(TASK, "da_input").iris
+    board.write([node], task=TASK, area="plan")
+    assert "urn:ex:s5" in projector.project(TASK, "da_input").iris
+    assert "urn:ex:s5" not in projector.project(TASK, "ca_review").iris
+
+
+def test_a_new_artifact_reaches_the_cached_review_frame(
+    projector: Projector, board: Blackboard
+) -> None:
+    before = projector.project(TASK, "ca_review")
+    artifact = {"@id": "urn:ex:art", "@type": "Artifact", "summary": "the parser"}
+    board.write([artifact], task=TASK, area="execution")
+    after = projector.project(TASK, "ca_review")
+    assert "urn:ex:art" not in before.iris
+    assert "urn:ex:art" in after.iris
+    assert not after.cached
+
+
+def test_a_deletion_can_let_another_node_match(projector: Projector, board: Blackboard) -> None:
+    """A user frame that shows steps nobody has reviewed: deleting the review shows the step."""
+    from gliding_core.projection import Frame
+
+    projector.register(
+        Frame(
+            "unreviewed",
+            "steps without a review",
+            "?node a gh:PlanStep . FILTER NOT EXISTS { ?r gh:reviews ?node }",
+            "?node gh:summary ?s .",
+        )
+    )
+    review = {"@id": "urn:ex:rev", "@type": "Review", "reviews": {"@id": "urn:ex:s1"}}
+    board.write([review], task=TASK, area="plan")
+    assert "urn:ex:s1" not in projector.project(TASK, "unreviewed").iris
+    board.delete(["urn:ex:rev"])
+    assert "urn:ex:s1" in projector.project(TASK, "unreviewed").iris

@@ -204,3 +204,17 @@ def test_completion_finds_the_subtree_in_the_task_registry(
     assert memory.blackboard.by_task(SUB) == []
     assert completion.released >= 4
     assert memory.bus.recent(TASK_COMPLETED)[-1].payload["subtasks"] == [SUB]
+
+
+def test_memory_has_one_scheduler_closed_with_it() -> None:
+    config = MemoryConfig(
+        topics=TopicConfig(interval_s=0), blackboard=BlackboardConfig(flush_interval_s=0)
+    )
+    memory = Memory(config=config, embedder=HashEmbedder())
+    scheduler = memory.scheduler
+    assert memory.scheduler is scheduler
+    assert scheduler.board is memory.blackboard
+    write_plan(memory)
+    assert scheduler.read(TASK, "do", budget=300).level == "l3"
+    memory.close()
+    assert scheduler.projector._subscription is None  # no longer listening to the bus

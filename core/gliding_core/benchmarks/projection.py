@@ -4,15 +4,20 @@ Synthetic, seeded tasks of N nodes on an in-memory blackboard, shaped like a PDC
 task and its 5W2H, plans and their steps (with nested input data), artifacts with test results,
 errors, reviews, decisions, and knowledge facts. For every shipped frame and every size:
 
-- cold: the task's views are invalidated, then the frame is projected (query, pyld, budget),
-  in wall-clock time and in the process's CPU time (which a loaded machine inflates less);
-- cached: the same projection again, from the view cache.
+- first: no view, nothing remembered (a new process): query, pyld, every token count;
+- cold: one node of the frame's view rewritten, then the frame projected (the read after a
+  write: query, pyld for the changed node, the counts of texts not counted before);
+- cached: the same projection again, from the view cache;
+each in wall-clock time and in the process's CPU time (which a loaded machine inflates less).
 
-Invalidation is timed on a bare view cache holding 10, 1,000 and 100,000 views, each node in
-three views (three frames of its task): the median time to apply one ``NODE_UPDATED`` event,
-which must not grow with the number of views. ``invalidation_us`` changes a random node of any
-task; ``invalidation_hot_us`` one of the same three tasks at every size, which separates the
-algorithm from the memory hierarchy (a random one of 100,000 views is far from the CPU).
+Invalidation is timed on bare view caches holding 10, 1,000 and 100,000 views, each node in
+three views (three frames of its task), sampled in turn: the median (and p95) time to apply
+one change, which must not grow with the number of views (see ``invalidation``).
+``invalidation_us`` is the blackboard's ``NODE_UPDATED`` of a random node of any task;
+``invalidation_node_us`` the coherence layer's node-only event; ``invalidation_hot_us`` a node
+of the same three tasks at every size, which separates the algorithm from the memory hierarchy
+(a random one of 100,000 views is far from the CPU); ``invalidation_floor_us`` a bare dict
+lookup among as many names, the part of that no index avoids.
 
 Budgets: every frame at 50, 100, 200 and 400 tokens and at its own default; a projection fits
 when it is within its budget and shows at least one node whenever the frame has one. Tokens:
@@ -31,9 +36,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
-from gliding_core.bus import Event, EventType
+from gliding_core.bus import Event, EventBus, EventType
 from gliding_core.projection import SHIPPED, Projector, ViewCache
-from gliding_core.projection.cache import view_key
+from gliding_core.projection.cache import COPIES_INVALIDATED, view_key
+from gliding_core.projection.projector import forget
 from gliding_core.tokens import TokenCounter
 
 _TEXT = (
@@ -125,61 +131,128 @@ def _quantile(values: Sequence[float], cut: int) -> float:
 
 
 def frame_latency(projector: Projector, task: str, repeat: int) -> dict[str, dict[str, float]]:
-    """Time every shipped frame cold and cached over ``task``; return the figures by frame."""
+    """Time every shipped frame first, cold and cached over ``task``; return the figures by frame.
+
+    - first: no view and nothing remembered (compactions, token counts): a new process;
+    - cold: the view invalidated by a write of one of its nodes (a summary changed), the read
+      that follows a write;
+    - cached: the same projection again, from the view cache.
+    """
     figures: dict[str, dict[str, float]] = {}
     for frame in SHIPPED:
-        cold, cold_cpu, cached = [], [], []
-        for _ in range(repeat):
+        times: dict[str, list[float]] = {k: [] for k in ("first", "first_cpu", "cold", "cold_cpu")}
+        cached: list[float] = []
+        for round_ in range(repeat):
+            forget()
             projector.cache.invalidate_task(task)
-            start, cpu = time.perf_counter(), time.process_time()
-            projector.project(task, frame.name)
-            cold.append((time.perf_counter() - start) * 1e3)
-            cold_cpu.append((time.process_time() - cpu) * 1e3)
+            _timed(projector, task, frame.name, times, "first")
+            shown = projector.project(task, frame.name).iris
+            if shown:
+                _rewrite(projector.board, shown[round_ % len(shown)], round_)
+            else:
+                projector.cache.invalidate_task(task)
+            _timed(projector, task, frame.name, times, "cold")
             for _ in range(5):
                 start = time.perf_counter()
                 projector.project(task, frame.name)
                 cached.append((time.perf_counter() - start) * 1e3)
         figures[frame.name] = {
-            "cold_p50_ms": _quantile(cold, 50),
-            "cold_p95_ms": _quantile(cold, 95),
-            "cold_cpu_p50_ms": _quantile(cold_cpu, 50),
-            "cold_cpu_p95_ms": _quantile(cold_cpu, 95),
+            **{f"{k}_p{cut}_ms": _quantile(v, cut) for k, v in times.items() for cut in (50, 95)},
             "cached_p50_ms": _quantile(cached, 50),
             "cached_p95_ms": _quantile(cached, 95),
         }
     return figures
 
 
-def invalidation_us(
-    views: int, *, samples: int = 1_000, seed: int = 0, working_set: int | None = None
-) -> float:
-    """Return the median time (microseconds) of one node's invalidation among ``views`` views.
+def _timed(
+    projector: Projector, task: str, frame: str, times: dict[str, list[float]], name: str
+) -> None:
+    start, cpu = time.perf_counter(), time.process_time()
+    projector.project(task, frame)
+    times[name].append((time.perf_counter() - start) * 1e3)
+    times[f"{name}_cpu"].append((time.process_time() - cpu) * 1e3)
 
-    The changed node is drawn from every task's nodes, or from the first ``working_set``
-    tasks' (the same few at every size: the cost of the algorithm without the cache misses
-    of reaching a random one of many objects).
+
+def _rewrite(board: Blackboard, iri: str, version: int) -> None:
+    """Change one node's summary (a write the frame's view depends on)."""
+    node = board.read(iri)
+    if node is not None:
+        content = {**node.node, "summary": f"{_TEXT[:40]} version {version}"}
+        board.write([content], graph=node.graph)
+
+
+class _Views:
+    """A bare view cache of ``count`` views, three per task, ten nodes each, one graph per task."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.cache = ViewCache(max_views=max(count, 1))
+        self.groups = max(1, count // 3)
+        self.members: list[tuple[Any, frozenset[str], tuple[str]]] = []
+        for v in range(count):
+            iris = frozenset(f"urn:ex:n{v // 3}-{j}" for j in range(10))
+            key = view_key(f"urn:ex:task{v // 3}", f"frame{v % 3}", {})
+            graphs = (f"urn:ex:graph{v // 3}",)
+            self.members.append((key, iris, graphs))
+            self.cache.put(key, (), iris, graphs, since=self.cache.sequence)
+        self.floor = {f"urn:ex:graph{g}": g for g in range(self.groups)}
+
+    def event(self, group: int, node: int, kind: str) -> Event:
+        iri, graph = f"urn:ex:n{group}-{node}", f"urn:ex:graph{group}"
+        if kind == "node":  # the coherence layer's: the node only
+            return Event(COPIES_INVALIDATED, {"iri": iri, "generation": 2})
+        return Event(EventType.NODE_UPDATED.value, {"iri": iri, "graph": graph, "generation": 2})
+
+    def restore(self, group: int) -> None:
+        for key, iris, graphs in self.members[group * 3 : group * 3 + 3]:
+            self.cache.put(key, (), iris, graphs, since=self.cache.sequence)
+
+
+def invalidation(
+    counts: Sequence[int] = VIEW_COUNTS, *, samples: int = 20_000, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """Time one changed node's invalidation among each of ``counts`` views; microseconds.
+
+    The caches are built first and then sampled in turn (one change in each per round), so a
+    burst of load on the machine falls on every size alike. Each figure is the median (and
+    95th percentile) of ``samples`` changes, with the garbage collector on, as a user runs:
+
+    - ``graph``: the ``NODE_UPDATED`` the blackboard publishes for a node of a random task;
+    - ``node``: a node-only event of the coherence layer (``COPIES_INVALIDATED``);
+    - ``hot``: a node of the same three tasks at every size (no cache misses: the algorithm);
+    - ``floor``: a bare ``dict.get`` of a random task's graph among as many graphs, the cost of
+      reaching a random one of that many objects that any index pays.
+
+    The invalidated views are put back between samples, outside the timing.
     """
     rng = random.Random(seed)
-    cache = ViewCache(max_views=max(views, 1))
-    members: list[tuple[Any, frozenset[str], tuple[str]]] = []
-    for v in range(views):
-        iris = frozenset(f"urn:ex:n{v // 3}-{j}" for j in range(10))
-        key = view_key(f"urn:ex:task{v // 3}", f"frame{v % 3}", {})
-        graphs = (f"urn:ex:graph{v // 3}",)
-        members.append((key, iris, graphs))
-        cache.put(key, (), iris, graphs, since=cache.sequence)
-    groups = max(1, views // 3) if working_set is None else min(working_set, max(1, views // 3))
-    times = []
+    setups = [_Views(count) for count in counts]
+    kinds = ("graph", "node", "hot", "floor")
+    times: dict[tuple[int, str], list[int]] = {(s.count, k): [] for s in setups for k in kinds}
+    clock = time.perf_counter_ns
     for _ in range(samples):
-        group = rng.randrange(groups)
-        iri = f"urn:ex:n{group}-{rng.randrange(10)}"
-        event = Event(EventType.NODE_UPDATED.value, {"iri": iri, "graph": f"urn:ex:graph{group}"})
-        start = time.perf_counter()
-        cache.on_event(event)
-        times.append((time.perf_counter() - start) * 1e6)
-        for key, iris, graphs in members[group * 3 : group * 3 + 3]:
-            cache.put(key, (), iris, graphs, since=cache.sequence)
-    return statistics.median(times)
+        for setup in setups:
+            for kind in kinds:
+                groups = min(3, setup.groups) if kind == "hot" else setup.groups
+                group = rng.randrange(groups)
+                if kind == "floor":
+                    name = f"urn:ex:graph{group}"
+                    start = clock()
+                    setup.floor.get(name)
+                    times[setup.count, kind].append(clock() - start)
+                    continue
+                event = setup.event(group, rng.randrange(10), kind)
+                start = clock()
+                setup.cache.on_event(event)
+                times[setup.count, kind].append(clock() - start)
+                setup.restore(group)
+    figures: dict[str, dict[str, float]] = {}
+    for kind in kinds:
+        for cut, label in ((50, ""), (95, "_p95")):
+            figures[f"{kind}{label}"] = {
+                str(s.count): _quantile(times[s.count, kind], cut) / 1e3 for s in setups
+            }
+    return figures
 
 
 def budgets(projector: Projector, task: str) -> tuple[int, int, dict[str, int]]:
@@ -206,6 +279,7 @@ def run(
     *,
     repeat: int = 30,
     views: Sequence[int] = VIEW_COUNTS,
+    changes: int = 20_000,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Run the benchmark; return the figures (see the module docstring)."""
@@ -217,7 +291,7 @@ def run(
     tokens: list[int] = []
     raws: list[int] = []
     for size in sizes:
-        with Blackboard(EmbeddedGraph()) as board:
+        with Blackboard(EmbeddedGraph(), bus=EventBus(history=0)) as board:
             projector = Projector(board, counter)
             task = f"urn:ex:bench:task-{size}"
             start = time.perf_counter()
@@ -234,15 +308,18 @@ def run(
             raws += [raw_tokens(board, task, counter)] * len(SHIPPED)
             projector.close()
     largest = by_size[str(max(sizes))]["frames"]
+    invalidations = invalidation(views, samples=changes, seed=seed)
     return {
         "frames": {
             name: {**largest[name], "by_nodes": {k: v["frames"][name] for k, v in by_size.items()}}
             for name in largest
         },
-        "invalidation_us": {str(v): invalidation_us(v, seed=seed) for v in views},
-        "invalidation_hot_us": {
-            str(v): invalidation_us(v, seed=seed, working_set=3) for v in views
-        },
+        "invalidation_us": invalidations["graph"],
+        "invalidation_p95_us": invalidations["graph_p95"],
+        "invalidation_node_us": invalidations["node"],
+        "invalidation_node_p95_us": invalidations["node_p95"],
+        "invalidation_hot_us": invalidations["hot"],
+        "invalidation_floor_us": invalidations["floor"],
         "budget_fit_share": fitted / total if total else 0.0,
         "budget_steps": steps,
         "tokens_mean": statistics.fmean(tokens) if tokens else 0.0,

@@ -21,7 +21,8 @@ Invariants:
 - The cache holds what the store holds (written after the update succeeds), including that an
   IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
   reads the bookkeeping from the store. Events are published after the commit, outside the lock, and
-  carry IRI, graph and generation (the seam of the MESI directory).
+  carry IRI, graph and generation (the seam of the MESI directory); an update that moved the
+  node to another graph also names the graph it left (``previous_graph``).
 - A node describes itself: ``@graph`` and ``@included`` are refused; an embedded object with its
   own ``@id`` adds triples about that IRI, which a rewrite of either node may remove.
 """
@@ -458,15 +459,19 @@ class NodeStore:
         self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
     ) -> None:
         for node in nodes:
-            existed = isinstance(old.get(node.iri), BoardNode)
-            kind = EventType.NODE_UPDATED if existed else EventType.NODE_CREATED
-            self._publish(kind, node, source)
+            before = old.get(node.iri)
+            if not isinstance(before, BoardNode):
+                self._publish(EventType.NODE_CREATED, node, source)
+            elif before.graph != node.graph:  # moved: views of the graph it left are stale too
+                self._publish(EventType.NODE_UPDATED, node, source, previous_graph=before.graph)
+            else:
+                self._publish(EventType.NODE_UPDATED, node, source)
 
-    def _publish(self, kind: EventType, node: BoardNode, source: str | None) -> None:
+    def _publish(self, kind: EventType, node: BoardNode, source: str | None, **extra: str) -> None:
         if self.bus is not None:
             self.bus.publish(
                 kind,
-                {"iri": node.iri, "graph": node.graph, "generation": node.generation},
+                {"iri": node.iri, "graph": node.graph, "generation": node.generation, **extra},
                 source=source,
             )
 

@@ -9,6 +9,10 @@ it degrades one step at a time and stops at the first that fits:
 summary) -> ``fewer-nodes`` (the most important summaries that fit, each whole) ->
 ``references`` (the most important nodes' ``@id`` and ``@type``) -> ``empty``.
 
+Counts are remembered by text (each node text and document is counted once while it stays
+among the recently counted), never estimated; a long document whose nodes' own counts are
+already over the budget (less what boundary merges can save) is not counted whole.
+
 Invariants: ``Projection.tokens`` is the exact count of ``Projection.text`` and never exceeds
 the budget; a node is whole (in the step's shape) or absent; the result has at least one node
 whenever one node's reference alone would fit (the reference implementation truncated to
@@ -18,6 +22,8 @@ zero); ``empty`` is the empty text.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +49,12 @@ DEFAULT_IMPORTANCE = 0.5
 # How many tokens a node's JSON may lose to merges at its boundaries inside a document.
 _MERGE = 3
 _EXTRA_TRIES = 4
+_MEMO_SIZE = 8_192
+# One encoder for every text (json.dumps with options builds a new one on each call).
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# Characters per token above which a document is judged by its nodes' counts first.
+_LONG = 3
+_MEMO_CHARS = 16_384  # a longer text is counted each time, not kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +100,61 @@ def check_budget(budget: object) -> int:
 def render(nodes: Sequence[Mapping[str, Any]]) -> str:
     """Return the projection document of ``nodes`` as compact JSON."""
     document = {"@context": CONTEXT_URL, "@graph": list(nodes)}
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    return _JSON.encode(document)
+
+
+class _Counts:
+    """Exact token counts of texts counted before, least recently used first out.
+
+    Keyed by the encoding and the text itself, so a hit is the count the counter would give.
+    A cold projection after a write counts the same node texts and, for an unchanged frame
+    result, the same documents as the projection before it: each is counted once.
+    """
+
+    def __init__(self, size: int = _MEMO_SIZE) -> None:
+        self.size = size
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, counter: TokenCounter, text: str) -> int:
+        """Return the exact token count of ``text`` with ``counter``."""
+        if len(text) > _MEMO_CHARS:
+            return counter.count(text)
+        key = (counter.encoding_name, text)
+        with self._lock:
+            found = self._counts.get(key)
+            if found is not None:
+                self._counts.move_to_end(key)
+                return found
+        tokens = counter.count(text)
+        with self._lock:
+            self._counts[key] = tokens
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)
+        return tokens
+
+    def clear(self) -> None:
+        """Forget every count."""
+        with self._lock:
+            self._counts.clear()
+
+
+_COUNTS = _Counts()
+
+
+def forget_counts() -> None:
+    """Forget the remembered token counts."""
+    _COUNTS.clear()
+
+
+class _Counter:
+    """A token counter answering from ``_COUNTS`` (the interface ``fit`` uses)."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def count(self, text: str) -> int:
+        return _COUNTS.count(self.counter, text)
 
 
 def fit(
@@ -96,6 +162,7 @@ def fit(
 ) -> tuple[str, int, tuple[dict[str, Any], ...], str]:
     """Return ``(text, tokens, nodes shown, step)`` for the first step within ``budget``."""
     budget = check_budget(budget)
+    counting = _Counter(counter)
     if nodes:
         previous = ""
         for step, shape in _SHAPES:
@@ -104,15 +171,32 @@ def fit(
             if text == previous:
                 continue  # nothing nested this deep: the same text does not fit either
             previous = text
-            tokens = counter.count(text)
+            if _surely_over(shaped, text, budget, counting):
+                continue
+            tokens = counting.count(text)
             if tokens <= budget:
                 return text, tokens, tuple(shaped), step
         for step, shape in (("fewer-nodes", summaries), ("references", references)):
-            chosen = _fewest(nodes, shape(nodes), budget, counter)
+            chosen = _fewest(nodes, shape(nodes), budget, counting)
             if chosen:
                 text = render(chosen)
-                return text, counter.count(text), tuple(chosen), step
+                return text, counting.count(text), tuple(chosen), step
     return "", 0, (), "empty"
+
+
+def _surely_over(
+    shaped: Sequence[Mapping[str, Any]], text: str, budget: int, counting: _Counter
+) -> bool:
+    """Return whether the document of ``shaped`` is over ``budget`` by its nodes' own counts.
+
+    A long document is judged by the sum of its nodes' counts (remembered from the projections
+    before, so only a changed node is counted) less what merges at their boundaries could
+    save, instead of counting all of it again. Only a clear excess skips the exact count.
+    """
+    if len(shaped) < 2 or len(text) <= _LONG * budget:
+        return False
+    least = sum(counting.count(_compact(n)) for n in shaped) - _MERGE * (len(shaped) + 1)
+    return least > budget
 
 
 _SHAPES: tuple[tuple[str, Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]], ...] = (
@@ -192,7 +276,7 @@ def _fewest(
     nodes: Sequence[Mapping[str, Any]],
     shaped: Sequence[dict[str, Any]],
     budget: int,
-    counter: TokenCounter,
+    counter: _Counter,
 ) -> list[dict[str, Any]]:
     """Return the most important of the ``shaped`` nodes that fit together, in their order.
 
@@ -226,12 +310,12 @@ def _fewest(
     return [shaped[i] for i in sorted(chosen)]
 
 
-def _count(shaped: Sequence[dict[str, Any]], chosen: Sequence[int], counter: TokenCounter) -> int:
+def _count(shaped: Sequence[dict[str, Any]], chosen: Sequence[int], counter: _Counter) -> int:
     return counter.count(render([shaped[i] for i in sorted(chosen)]))
 
 
 def _first_alone(
-    shaped: Sequence[dict[str, Any]], ranked: Sequence[int], budget: int, counter: TokenCounter
+    shaped: Sequence[dict[str, Any]], ranked: Sequence[int], budget: int, counter: _Counter
 ) -> list[int]:
     for index in ranked:
         if counter.count(render([shaped[index]])) <= budget:
@@ -240,4 +324,4 @@ def _first_alone(
 
 
 def _compact(node: Mapping[str, Any]) -> str:
-    return json.dumps(node, ensure_ascii=False, separators=(",", ":"))
+    return _JSON.encode(node)

@@ -1,20 +1,25 @@
 """L3: the view cache: materialised frame results, invalidated through a reverse index.
 
-A view is one frame's result for one task and one set of parameters: its framed nodes, the
-IRIs it was built from, the graphs it was read from, and the budgeted projections already
-fitted from it. Two indexes point back at views: node IRI -> views built from that node, and
-graph -> views read from that graph.
+A view is one frame's result for one task and one set of parameters (and, read as an agent,
+the graphs its role may read): its framed nodes, the IRIs it was built from, the graphs it
+was read from, and the budgeted projections already fitted from it. Two indexes point back at
+views: node IRI -> views built from that node, and graph -> views read from that graph.
 
 Invalidation (``listen`` subscribes it to the memory bus; any producer of these events works):
-- ``NODE_UPDATED`` / ``NODE_DELETED`` / ``CACHE_INVALIDATE`` / ``COPIES_INVALIDATED`` (the
-  coherence layer's, with an ``iri`` or a list of ``iris``): exactly the views built from it.
-- ``NODE_CREATED``, and ``NODE_UPDATED`` of a node no view holds: the views read from its graph
-  (a new or changed node may now match their frame).
+- ``NODE_CREATED``, ``NODE_UPDATED`` and ``NODE_DELETED`` with a ``graph``: every view read
+  from that graph (and from ``previous_graph``, the graph a moved node left). A new or changed
+  node may now match a frame whose view does not hold it yet (and a deletion may let another
+  node match a frame that excludes it), so holding the node is not the test; and every view
+  holding the node read its graph, since a node's triples live in its one graph.
+- ``CACHE_INVALIDATE``, ``COPIES_INVALIDATED`` (the coherence layer's, with an ``iri`` or a
+  list of ``iris``), and a node event without a graph: exactly the views built from the node.
 
 Invariants:
-- Invalidating a node costs time in the number of views it is in, never in the number of views
-  cached nor in their sizes: one dict lookup, then a flag per view (an index entry is checked
-  when used; a view leaves the indexes when it is replaced, evicted or dropped).
+- Invalidating costs one index lookup and a flag per view under the name, never time in the
+  number of views cached nor in their sizes: an index entry is popped when used and the view's
+  other entries are left (an invalid view is skipped there); a view leaves the indexes when it
+  is replaced, evicted or dropped, and its fitted projections go with it (an invalid view is
+  never served, so they need no clearing before).
 - A view never serves a node older than the latest committed write: a result computed while a
   write it depends on was being announced is not cached (``put`` checks the invalidations
   since the query began, and refuses when it cannot see back that far).
@@ -35,7 +40,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import Projection
 
-ViewKey = tuple[str, str, tuple[tuple[str, str], ...]]
+ViewKey = tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]]
 _RECENT = 8_192
 # The coherence layer (issue 13) announces a write that invalidated agents' copies as
 # COPIES_INVALIDATED (with ``iri`` and ``generation``); by name, so no import of that layer.
@@ -47,17 +52,30 @@ INVALIDATING = (
     EventType.CACHE_INVALIDATE.value,
     COPIES_INVALIDATED,
 )
+# The blackboard's node events: they name the node's graph, whose views they invalidate.
+_BY_GRAPH = frozenset(
+    {EventType.NODE_CREATED.value, EventType.NODE_UPDATED.value, EventType.NODE_DELETED.value}
+)
 
 
-def view_key(task: str, frame: str, params: Mapping[str, object]) -> ViewKey:
-    """Return the key of a view: task, frame, and the parameters given (sorted)."""
+def view_key(
+    task: str, frame: str, params: Mapping[str, object], areas: Iterable[str] = ()
+) -> ViewKey:
+    """Return the key of a view: task, frame, the parameters given (sorted), the areas read.
+
+    Views read from different areas of a task are different views: one read for a role
+    that may see more is never served to a role that may see less.
+    """
     pairs = tuple(sorted((k, str(v)) for k, v in params.items() if v is not None))
-    return (task, frame, pairs)
+    return (task, frame, pairs, tuple(areas))
 
 
 @dataclass(slots=True, eq=False)
 class View:
-    """One materialised frame result (hashed by identity: the indexes hold views)."""
+    """One materialised frame result (hashed by identity: the indexes hold views).
+
+    Its nodes share structure with the memo of compactions: read them, never change them.
+    """
 
     key: ViewKey
     nodes: tuple[dict[str, Any], ...]
@@ -149,7 +167,12 @@ class ViewCache:
         if not self._recent or self._recent[0][0] > since + 1:
             return True  # the record does not reach back to the query's start: be safe
         names = view.iris | {*view.graphs, view.key[0]}
-        return any(seq > since and name in names for seq, name in self._recent)
+        for seq, name in reversed(self._recent):  # newest first: only those after ``since``
+            if seq <= since:
+                return False
+            if name in names:
+                return True
+        return False
 
     def invalidate(self, iri: str) -> int:
         """Invalidate the views built from node ``iri``; return how many."""
@@ -187,8 +210,6 @@ class ViewCache:
         for view in views:
             if view.valid:
                 view.valid = False
-                if view.fitted:
-                    view.fitted.clear()
                 count += 1
         self._invalidations += count
         return count
@@ -263,18 +284,19 @@ class ViewCache:
         payload = event.payload
         iris = payload.get("iris")
         if isinstance(iris, (list, tuple)):
-            for iri in iris:
-                if isinstance(iri, str):
-                    self.invalidate(iri)
+            with self._lock:
+                for iri in iris:
+                    if isinstance(iri, str):
+                        self._invalidate(self._by_node, iri)
             return
-        iri, graph = payload.get("iri"), payload.get("graph")
-        if event.type == EventType.NODE_CREATED.value:
-            if isinstance(graph, str):
-                self.invalidate_graph(graph)
-            return
-        if not isinstance(iri, str):
-            return
+        graph = payload.get("graph")
         with self._lock:
-            held = self._invalidate(self._by_node, iri)  # the views holding it, now invalid
-            if not held and event.type == EventType.NODE_UPDATED.value and isinstance(graph, str):
+            if event.type in _BY_GRAPH and isinstance(graph, str):
                 self._invalidate(self._by_graph, graph)
+                previous = payload.get("previous_graph")
+                if isinstance(previous, str) and previous != graph:
+                    self._invalidate(self._by_graph, previous)
+                return
+            iri = payload.get("iri")
+            if isinstance(iri, str):
+                self._invalidate(self._by_node, iri)

@@ -7,6 +7,9 @@ document loader. The frame's selected nodes are then the top-level nodes, each e
 objects it links to (up to ``MAX_DEPTH`` levels, never a node inside itself); pyld's own
 ``frame`` is not used because it took seconds for a few hundred triples.
 
+Each node version is compacted once (a memo keyed by the node's expanded JSON, which is all
+its compaction depends on).
+
 Invariants: nothing is fetched from the network; the ``SELECTED`` mark and skolem IRIs (the
 blackboard's names for anonymous objects) never appear in the output; the nodes come in a
 stable order (the task first, then by IRI), so the same graph always frames the same way.
@@ -14,7 +17,10 @@ stable order (the task first, then by IRI), so the same graph always frames the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +46,8 @@ _BOOLEAN = XSD + "boolean"
 _STRING = XSD + "string"
 # The input is built expanded from the triples, so pyld need not expand it again.
 _OPTIONS = {"documentLoader": document_loader, "graph": True, "skipExpansion": True}
+_MEMO_SIZE = 20_000
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +65,22 @@ class FrameResult:
 
 
 def run_frame(
-    board: Blackboard, frame: Frame, task: str, params: Mapping[str, object]
+    board: Blackboard,
+    frame: Frame,
+    task: str,
+    params: Mapping[str, object],
+    *,
+    areas: Sequence[str] | None = None,
 ) -> FrameResult:
-    """Run ``frame`` over ``task``'s graphs with ``params`` bound; return its framed nodes."""
+    """Run ``frame`` over ``task``'s graphs with ``params`` bound; return its framed nodes.
+
+    ``areas`` narrows the graphs read to those of the frame's areas it names (an agent's
+    readable areas); the frame's own areas when omitted.
+    """
     bindings = dict(frame.bindings(task, params))
-    graphs = task_graphs(task, frame.areas)
+    graphs = task_graphs(task, frame.areas if areas is None else areas)
+    if not graphs:
+        return FrameResult((), frozenset())
     chosen = board.query(frame.selection, graphs=graphs, bindings=bindings)
     picked = {str(r["node"]): None for r in chosen.rows if isinstance(r.get("node"), ox.NamedNode)}
     nodes = " ".join(picked)
@@ -165,11 +184,67 @@ def _value(term: Any) -> dict[str, Any]:
     return {"@value": term.value, "@type": datatype}
 
 
-def compact(expanded: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Compact expanded nodes with pyld under ``CONTEXT``; return them by ``@id``."""
+class _Compacted:
+    """Nodes compacted before, by their expanded JSON; least recently used first out.
+
+    A node's compaction depends on nothing but its expanded form (the context is fixed), so
+    a node is compacted once per version: a cold projection after a write compacts the node
+    that changed, not the whole frame again.
+    """
+
+    def __init__(self, size: int = _MEMO_SIZE) -> None:
+        self.size = size
+        self._nodes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def compact(self, expanded: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Return ``expanded``'s nodes compacted, in order (pyld for those not seen before)."""
+        nodes = list(expanded)
+        keys = [_JSON.encode(node) for node in nodes]
+        with self._lock:
+            found = [self._nodes.get(key) for key in keys]
+            for key, node in zip(keys, found, strict=True):
+                if node is not None:
+                    self._nodes.move_to_end(key)
+        missing = [i for i, node in enumerate(found) if node is None]
+        if missing:
+            made = _pyld_compact([nodes[i] for i in missing])
+            if len(made) != len(missing):  # pyld merged or dropped a node: keep nothing
+                return made + [n for n in found if n is not None]
+            with self._lock:
+                for i, node in zip(missing, made, strict=True):
+                    found[i] = self._nodes[keys[i]] = node
+                while len(self._nodes) > self.size:
+                    self._nodes.popitem(last=False)
+        return [node for node in found if node is not None]
+
+    def clear(self) -> None:
+        """Forget every compaction."""
+        with self._lock:
+            self._nodes.clear()
+
+
+def _pyld_compact(nodes: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     with translated("jsonld", "compacting a projection"):
-        document = jsonld.compact(list(expanded), {"@context": CONTEXT}, _OPTIONS)
-    return {node["@id"]: node for node in document.get("@graph", [])}
+        document = jsonld.compact(nodes, {"@context": CONTEXT}, _OPTIONS)
+    graph: list[dict[str, Any]] = document.get("@graph", [])
+    return graph
+
+
+_COMPACTED = _Compacted()
+
+
+def forget_compactions() -> None:
+    """Forget the remembered compactions."""
+    _COMPACTED.clear()
+
+
+def compact(expanded: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Compact expanded nodes with pyld under ``CONTEXT``; return them by ``@id``.
+
+    The compacted nodes are shared with the memo of compactions: treat them as read-only.
+    """
+    return {node["@id"]: node for node in _COMPACTED.compact(expanded)}
 
 
 def frame_nodes(

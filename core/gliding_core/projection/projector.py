@@ -6,22 +6,25 @@ a valid view is there, else by running the frame over the blackboard and caching
 
 Invariants: a projection is exactly within its budget (or ``empty``); the view it came from was
 valid when served (the cache listens to the blackboard's bus from construction until
-``close()``); a projection is only ever built from the task's own graphs.
+``close()``); a projection is only ever built from the task's own graphs, and given ``areas``
+(an agent's readable areas) only from those: the query's dataset is those graphs, and the view
+is keyed by them, so it is never served to a read allowed fewer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gliding_core.blackboard.board import Blackboard, task_graphs
 from gliding_core.blackboard.nodes import check_iri
+from gliding_core.blackboard.vocabulary import check_area
 from gliding_core.bus import EventBus, Subscription
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import canonical_json, preview
-from gliding_core.projection.budget import Projection, check_budget, fit
+from gliding_core.projection.budget import Projection, check_budget, fit, forget_counts
 from gliding_core.projection.cache import View, ViewCache, view_key
 from gliding_core.projection.frames import Frame, FrameSet
-from gliding_core.projection.framing import run_frame
+from gliding_core.projection.framing import forget_compactions, run_frame
 from gliding_core.tokens import TokenCounter
 
 
@@ -68,6 +71,7 @@ class Projector:
         budget: int | None = None,
         params: Mapping[str, object] | None = None,
         exclude: frozenset[str] = frozenset(),
+        areas: Sequence[str] | None = None,
     ) -> Projection:
         """Return ``frame``'s view of ``task`` within ``budget`` tokens.
 
@@ -77,10 +81,13 @@ class Projector:
             budget: the most tokens of the text; the frame's ``max_tokens`` when omitted.
             params: the frame's parameters (``{"plan": "urn:..."}``); unbound when omitted.
             exclude: IRIs of nodes to leave out (what the model already sees).
+            areas: the areas that may be read (an agent's readable areas): the frame reads
+                only those of its own areas; all of its areas when omitted. A frame none of
+                whose areas may be read is ``empty`` and runs no query.
 
         Raises:
             FrameNotFoundError: no such frame.
-            InvalidInputError: a bad task IRI, budget or parameter.
+            InvalidInputError: a bad task IRI, budget, parameter or area.
         """
         check_iri(task, "task IRI")
         chosen = self.frames.get(frame)
@@ -88,11 +95,14 @@ class Projector:
         given = dict(params or {})
         chosen.bindings(task, given)  # validates before the cache is consulted
         exclude = _check_exclude(exclude)
-        key = view_key(task, chosen.name, given)
+        scope = chosen.areas if areas is None else _narrow(chosen.areas, areas)
+        if not scope:
+            return Projection(task, chosen.name, "", 0, (), "empty", 0, limit)
+        key = view_key(task, chosen.name, given, scope)
         view = self.cache.get(key)
         cached = view is not None
         if view is None:
-            view = self._materialise(chosen, task, given)
+            view = self._materialise(chosen, task, given, scope)
         nodes = view.nodes
         if exclude:
             nodes = tuple(n for n in nodes if n.get("@id") not in exclude)
@@ -105,12 +115,14 @@ class Projector:
                 view.fitted[limit] = fitted
         return fitted if not cached else _as_cached(fitted)
 
-    def _materialise(self, frame: Frame, task: str, params: Mapping[str, object]) -> View:
+    def _materialise(
+        self, frame: Frame, task: str, params: Mapping[str, object], scope: tuple[str, ...]
+    ) -> View:
         since = self.cache.sequence
-        result = run_frame(self.board, frame, task, params)
+        result = run_frame(self.board, frame, task, params, areas=scope)
         size = len(canonical_json({"@graph": list(result.nodes)}).encode("utf-8"))
-        graphs = task_graphs(task, frame.areas)
-        key = view_key(task, frame.name, params)
+        graphs = task_graphs(task, scope)
+        key = view_key(task, frame.name, params, scope)
         return self.cache.put(key, result.nodes, result.iris, graphs, since=since, size=size)
 
     def close(self) -> None:
@@ -120,12 +132,26 @@ class Projector:
             self._subscription = None
 
 
+def forget() -> None:
+    """Forget the remembered compactions and token counts (as a new process starts)."""
+    forget_compactions()
+    forget_counts()
+
+
 def _check_exclude(exclude: object) -> frozenset[str]:
     if isinstance(exclude, (str, bytes)) or not isinstance(exclude, (set, frozenset, list, tuple)):
         raise InvalidInputError(f"exclude must be a set of IRIs, got {preview(exclude)}")
     if not all(isinstance(iri, str) for iri in exclude):
         raise InvalidInputError(f"exclude must hold IRI strings, got {preview(exclude)}")
     return frozenset(exclude)
+
+
+def _narrow(frame_areas: tuple[str, ...], areas: object) -> tuple[str, ...]:
+    """Return the frame's areas that ``areas`` (a list of area names) allows, in frame order."""
+    if isinstance(areas, (str, bytes)) or not isinstance(areas, (list, tuple, set, frozenset)):
+        raise InvalidInputError(f"areas must be a list of area names, got {preview(areas)}")
+    allowed = {check_area(a) for a in areas}
+    return tuple(a for a in frame_areas if a in allowed)
 
 
 def _as_cached(projection: Projection) -> Projection:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gliding_core.errors import InvalidInputError
 from gliding_core.projection.frames import Frame
 
 ROLES = ("plan", "do", "check", "act")
@@ -121,7 +122,7 @@ class TaskSpec:
 def generate(count: int, *, seed: int, steps: tuple[int, int] = (3, 5)) -> list[TaskSpec]:
     """Return ``count`` tasks drawn from ``seed`` (3 to 5 steps each by default)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be a positive int, got {count!r}")
+        raise InvalidInputError(f"count must be a positive int, got {count!r}")
     rng = random.Random(seed)
     tasks = []
     for number in range(1, count + 1):

@@ -312,9 +312,11 @@ class GlidingMethod:
     reads_via_tools = False
     write_tool = "write_node"
 
-    def __init__(self, recorder: Recorder, *, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self, recorder: Recorder, *, budget: int = DEFAULT_BUDGET, window_share: float = 0.5
+    ) -> None:
         self.recorder = recorder
-        self.budget = budget
+        self.budget, self.window_share = budget, window_share
         # A clock that ticks once a reading, and no background work paced by the wall clock
         # (topic checks, write-back, the sweeper): the views repeat exactly from run to run.
         config = MemoryConfig(
@@ -379,6 +381,7 @@ class GlidingMethod:
             self.task.iri,
             extra_sources=[source],
             budget=self.budget,
+            window_share=self.window_share,
             agent=work.AGENT_NAMES[role],
             role=role,
             recall_k=0,
@@ -504,14 +507,16 @@ def _turn(run: Iterator[Any], transcript: list[AnyMessage] | None) -> bool:
     return False
 
 
-def make_method(name: str, recorder: Recorder, *, budget: int = DEFAULT_BUDGET) -> Method:
+def make_method(
+    name: str, recorder: Recorder, *, budget: int = DEFAULT_BUDGET, window_share: float = 0.5
+) -> Method:
     """Return the method called ``name`` (one of ``METHODS``)."""
     if name == "shared-history":
         return SharedHistory(recorder)
     if name in ("langgraph-store", "agent-coherence"):
         return StoreMethod(recorder, coherent=name == "agent-coherence")
     if name == "gliding":
-        return GlidingMethod(recorder, budget=budget)
+        return GlidingMethod(recorder, budget=budget, window_share=window_share)
     raise InvalidInputError(f"no method {name!r}; methods: {', '.join(METHODS)}")
 
 
@@ -521,6 +526,7 @@ def run(
     seed: int = 0,
     methods: Sequence[str] = METHODS,
     budget: int = DEFAULT_BUDGET,
+    window_share: float = 0.5,
 ) -> dict[str, Any]:
     """Run every method on the same generated tasks; return the figures (``--json`` shape)."""
     for name in methods:
@@ -532,7 +538,7 @@ def run(
     problems: dict[str, dict[str, list[str]]] = {}
     for name in methods:
         recorder = Recorder()
-        method = make_method(name, recorder, budget=budget)
+        method = make_method(name, recorder, budget=budget, window_share=window_share)
         try:
             per_task = [run_task(method, spec, recorder, framing) for spec in specs]
             found = {spec.iri: work.check_task(spec, method.final_state(spec)) for spec in specs}
@@ -546,6 +552,7 @@ def run(
         "tasks": tasks,
         "seed": seed,
         "budget": budget,
+        "window_share": window_share,
         "methods": figures,
         "gliding_vs_best_other": _versus(figures),
         "problems": problems,

@@ -180,6 +180,12 @@ def _parser() -> argparse.ArgumentParser:
         "--budget", type=_positive, default=1_200, help="gliding's model-view budget (tokens)"
     )
     agents.add_argument(
+        "--window-share",
+        type=_share,
+        default=0.5,
+        help="the share of gliding's view the agent's own newest messages may take",
+    )
+    agents.add_argument(
         "--methods",
         type=_names,
         default=["shared-history", "langgraph-store", "agent-coherence", "gliding"],
@@ -221,6 +227,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
     return value
 
 

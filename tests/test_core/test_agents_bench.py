@@ -117,3 +117,28 @@ def test_the_checker_frame_shows_only_artifacts_awaiting_review() -> None:
         assert [iri for iri in read.iris if "/artifact/" in iri] == [artifact]
         assert '"content"' in read.text
         assert scheduler.read(task.iri, "act", budget=4_000).level == "l3"
+
+
+def test_a_frame_sees_a_node_that_newly_matches_it_while_other_views_hold_it() -> None:
+    # The checker's frame selects on other nodes (artifacts without a review at their version):
+    # an artifact that the actor's view holds must still reach the checker's view when it moves.
+    task = work.generate(1, seed=0)[0]
+    with Memory(embedder=HashEmbedder()) as memory:
+        frames = FrameSet([*SHIPPED, *work.bench_frames()])
+        projector = Projector(memory.blackboard, memory.tokens, frames=frames)
+        roles = {role: work.FRAME_OF_ROLE[role] for role in work.ROLES}
+        scheduler = Scheduler(projector, roles=roles)
+        doer = memory.agent("doer", role="do", task=task.iri)
+        checker = memory.agent("checker", role="check", task=task.iri)
+        artifact = {"@id": task.item("artifact", 1), "@type": "Artifact", "version": 1}
+        doer.write([{**artifact, "content": "v1"}], area="execution")
+        review = {"@id": task.item("review", 1), "@type": "Review", "version": 1}
+        checker.write(
+            [{**review, "artifact": {"@id": artifact["@id"]}, "reviewed": 1}], area="review"
+        )
+        assert artifact["@id"] not in scheduler.read(task.iri, "check", budget=2_000).iris
+        assert artifact["@id"] in scheduler.read(task.iri, "act", budget=2_000).iris  # held
+        doer.write([{**artifact, "version": 2, "content": "v2"}], area="execution")
+        seen = scheduler.read(task.iri, "check", budget=2_000)
+        assert artifact["@id"] in seen.iris
+        assert '"v2"' in seen.text

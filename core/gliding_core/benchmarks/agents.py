@@ -373,6 +373,7 @@ class Ledger:
     latest: dict[str, int] = field(default_factory=dict)
     stale_reads: int = 0
     writes: int = 0
+    stale_by_kind: dict[str, int] = field(default_factory=dict)
 
     def stale_in(self, node: Mapping[str, Any]) -> int:
         """Return how many versions ``node``'s write names that are older than the latest."""
@@ -386,9 +387,13 @@ class Ledger:
 
     def commit(self, node: Mapping[str, Any], stale: int) -> None:
         """Record a write that went through (with the stale reads ``stale_in`` found before)."""
-        self.latest[str(node["@id"])] = int(node["version"])
+        iri = str(node["@id"])
+        self.latest[iri] = int(node["version"])
         self.stale_reads += stale
         self.writes += 1
+        if stale:
+            kind = kind_of(iri)
+            self.stale_by_kind[kind] = self.stale_by_kind.get(kind, 0) + stale
 
 
 # -- the check of a final state --------------------------------------------------------------------
@@ -432,7 +437,7 @@ def p95(values: Sequence[int]) -> float:
 
 def summarize(
     calls: Sequence[int], per_task: Sequence[int], ledger: Ledger, correct: int, tasks: int
-) -> dict[str, float | int]:
+) -> dict[str, Any]:
     """Return one method's figures (``tasks_correct`` is a count, of ``tasks``)."""
     return {
         "tokens_per_call_mean": round(statistics.fmean(calls), 1) if calls else 0.0,
@@ -441,6 +446,7 @@ def summarize(
         "model_calls": len(calls),
         "writes": ledger.writes,
         "stale_reads": ledger.stale_reads,
+        "stale_reads_by_writer": dict(sorted(ledger.stale_by_kind.items())),
         "tasks_correct": correct,
         "tasks": tasks,
     }

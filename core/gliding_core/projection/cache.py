@@ -6,15 +6,18 @@ fitted from it. Two indexes point back at views: node IRI -> views built from th
 graph -> views read from that graph.
 
 Invalidation (``listen`` subscribes it to the memory bus; any producer of these events works):
-- ``NODE_UPDATED`` / ``NODE_DELETED`` / ``CACHE_INVALIDATE`` / ``COPIES_INVALIDATED`` (the
-  coherence layer's, with an ``iri`` or a list of ``iris``): exactly the views built from it.
-- ``NODE_CREATED``, and ``NODE_UPDATED`` of a node no view holds: the views read from its graph
-  (a new or changed node may now match their frame).
+- ``CACHE_INVALIDATE`` / ``COPIES_INVALIDATED`` (the coherence layer's, with an ``iri`` or a
+  list of ``iris``): exactly the views built from it.
+- ``NODE_CREATED``, ``NODE_UPDATED`` and ``NODE_DELETED`` (with the node's graph): the views
+  built from it and the views read from its graph, since a new, changed or deleted node may
+  change what a frame selects even when no view holds it, and whether other views hold it
+  says nothing about this one (a frame selecting artifacts without a review at their version).
 
 Invariants:
-- Invalidating a node costs time in the number of views it is in, never in the number of views
-  cached nor in their sizes: one dict lookup, then a flag per view (an index entry is checked
-  when used; a view leaves the indexes when it is replaced, evicted or dropped).
+- Invalidating a node costs time in the number of views it is in or read from its graph (one
+  task's area), never in the number of views cached nor in their sizes: dict lookups, then a
+  flag per view (an index entry is checked when used; a view leaves the indexes when it is
+  replaced, evicted or dropped).
 - A view never serves a node older than the latest committed write: a result computed while a
   write it depends on was being announced is not cached (``put`` checks the invalidations
   since the query began, and refuses when it cannot see back that far).
@@ -275,6 +278,9 @@ class ViewCache:
         if not isinstance(iri, str):
             return
         with self._lock:
-            held = self._invalidate(self._by_node, iri)  # the views holding it, now invalid
-            if not held and event.type == EventType.NODE_UPDATED.value and isinstance(graph, str):
+            self._invalidate(self._by_node, iri)  # the views holding it, now invalid
+            if event.type != EventType.CACHE_INVALIDATE.value and isinstance(graph, str):
+                # A changed or deleted node may change what a frame selects even where no view
+                # holds it (a selection on values, or on other nodes: FILTER NOT EXISTS), so
+                # the views read from its graph go too, whether or not other views hold it.
                 self._invalidate(self._by_graph, graph)

@@ -461,19 +461,8 @@ def run_task(method: Method, task: TaskSpec, recorder: Recorder, framing: ChatFr
     """Run the four agents on ``task`` to the end; return the prompt tokens the task took."""
     method.start(task)
     before = sum(recorder.calls)
-    graphs = {}
-    for role in work.ROLES:
-        reply = partial(
-            _script, role=role, task=task, method=method, recorder=recorder, framing=framing
-        )
-        model = ScriptedChatModel(reply=reply)
-        graphs[role] = create_agent(
-            model,
-            method.tools(role),
-            system_prompt=work.SYSTEM_PROMPTS[role],
-            middleware=method.middleware(role),
-        )
-    transcript = getattr(method, "transcript", None)
+    graphs = {role: _agent(method, task, role, recorder, framing) for role in work.ROLES}
+    transcript = getattr(method, "transcript", None)  # shared-history's, to append turns to
     runs: dict[str, Iterator[Any]] = {}
     recorder.woken = {"plan"}
     while recorder.woken or runs:
@@ -492,6 +481,21 @@ def run_task(method: Method, task: TaskSpec, recorder: Recorder, framing: ChatFr
             if not _turn(runs[role], transcript):
                 del runs[role]
     return sum(recorder.calls) - before
+
+
+def _agent(
+    method: Method, task: TaskSpec, role: str, recorder: Recorder, framing: ChatFraming
+) -> Any:
+    """Return the ``create_agent`` graph of ``role`` on ``task``, its model the role's script."""
+    reply = partial(
+        _script, role=role, task=task, method=method, recorder=recorder, framing=framing
+    )
+    return create_agent(
+        ScriptedChatModel(reply=reply),
+        method.tools(role),
+        system_prompt=work.SYSTEM_PROMPTS[role],
+        middleware=method.middleware(role),
+    )
 
 
 def _turn(run: Iterator[Any], transcript: list[AnyMessage] | None) -> bool:

@@ -45,6 +45,7 @@ from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel, Field
 
 from gliding_core.benchmarks import agents as work
+from gliding_core.benchmarks import progress
 from gliding_core.benchmarks.agents import Ledger, TaskSpec
 from gliding_core.config import BlackboardConfig, CoordinationConfig, MemoryConfig, TopicConfig
 from gliding_core.conversation import Conversation
@@ -544,7 +545,7 @@ def run(
         recorder = Recorder()
         method = make_method(name, recorder, budget=budget, window_share=window_share)
         try:
-            per_task = [run_task(method, spec, recorder, framing) for spec in specs]
+            per_task = [run_task(method, spec, recorder, framing) for spec in progress(specs, name)]
             found = {spec.iri: work.check_task(spec, method.final_state(spec)) for spec in specs}
         finally:
             method.close()

@@ -6,6 +6,7 @@ Errors the user can fix (a bad path, a bad number) end with a one-line message a
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -182,6 +183,28 @@ def _parser() -> argparse.ArgumentParser:
     prefetch.add_argument("--seed", type=int, default=0, help="random seed")
     prefetch.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     prefetch.set_defaults(handler=_bench_prefetch)
+    agents = bench.add_parser(
+        "agents", help="four LangChain agents sharing state four ways: tokens, stale reads"
+    )
+    agents.add_argument("--tasks", type=_positive, default=8, help="generated tasks")
+    agents.add_argument("--seed", type=int, default=0, help="random seed of the tasks")
+    agents.add_argument(
+        "--budget", type=_positive, default=1_200, help="gliding's model-view budget (tokens)"
+    )
+    agents.add_argument(
+        "--window-share",
+        type=_share,
+        default=0.5,
+        help="the share of gliding's view the agent's own newest messages may take",
+    )
+    agents.add_argument(
+        "--methods",
+        type=_names,
+        default=["shared-history", "langgraph-store", "agent-coherence", "gliding"],
+        help="comma-separated",
+    )
+    agents.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    agents.set_defaults(handler=_bench_agents)
     _show_defaults(parser)
     return parser
 
@@ -216,6 +239,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
     return value
 
 
@@ -629,6 +662,29 @@ def _bench_prefetch(args: argparse.Namespace, out: TextIO) -> int:
     rows = [(mode, *(figures[mode][k] for k in keys)) for mode in _PREFETCH_MODES]
     title = f"Prefetch: {args.tasks} agents x {args.steps} steps, {args.entities} entities each"
     out.write(render(["run", *keys], rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_agents(args: argparse.Namespace, out: TextIO) -> int:
+    try:  # the LangChain half lives in the adapter package, with its extra
+        module = importlib.import_module("gliding_langchain.agents_bench")
+    except ImportError as exc:
+        sys.stderr.write(f"gliding-horse: error: bench agents needs the langchain extra ({exc})\n")
+        return 2
+    figures = module.run(tasks=args.tasks, seed=args.seed, methods=args.methods, budget=args.budget)
+    keys = ["tokens_per_call_mean", "tokens_per_call_p95", "tokens_per_task", "model_calls",
+            "stale_reads", "refused_writes", "tasks_correct"]  # fmt: skip
+    rows = [(name, *(round(f[k]) for k in keys)) for name, f in figures["methods"].items()]
+    headers = ["method", "tokens/call mean", "tokens/call p95", "tokens/task", "calls",
+               "stale reads", "refused writes", "tasks correct"]  # fmt: skip
+    title = (
+        f"Multi-agent sharing: {args.tasks} tasks (seed {args.seed}), plan/do/check/act,"
+        f" tasks correct of {args.tasks}"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    for name, ratio in figures["gliding_vs_best_other"].items():
+        out.write(f"gliding tokens per task / {name}'s: {ratio}\n")
     _write_json(args.json, figures)
     return 0
 

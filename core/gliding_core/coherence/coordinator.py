@@ -59,6 +59,10 @@ WriteBack = Callable[[str, Node, int], None]
 LeaseCheck = Callable[[str, str], bool]
 """Answer whether ``(agent, iri)``'s agent holds a Write lease on the node."""
 
+SourceStep = Callable[[Mapping[str, NodeRecord]], Mapping[str, tuple[Node | None, int]]]
+"""One step of a batch commit at the source: the nodes' records in, their (value or ``None``
+when absent, generation) out."""
+
 Kind = Literal["hit", "change", "whole"]
 
 
@@ -97,6 +101,17 @@ class _Held:
     generation: int
     text: bytes  # canonical JSON, UTF-8: orjson parses bytes faster than str
     token: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class _Committed:
+    states: dict[str, tuple[Node | None, int]]  # per node: its new value (None: gone), generation
+    announced: dict[str, list[str]]  # per node: the agents whose copies it invalidated
+
+
+def _present(record: NodeRecord) -> int:
+    """Return the generation of the node as it exists now (0: absent, or deleted)."""
+    return record.generation if record.value is not None else 0
 
 
 def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDelta:
@@ -160,6 +175,20 @@ class CoherenceCoordinator:
         """
         agent = _check_agent(agent)
         return self._read(agent, validate_iri(iri), self.directory.token())
+
+    def generation(self, agent: str, iri: str) -> int:
+        """Return the generation ``agent`` reads of ``iri``: ``read`` without building the value.
+
+        For a caller that keeps the values itself (the blackboard's node cache) and needs the
+        copy registered and validated, and the generation to check its own value against.
+
+        Raises:
+            EntryNotFoundError: the source has no node ``iri``.
+        """
+        held = self._held.get((agent, iri))
+        if held is not None and held.token == self.directory.token():
+            return held.generation
+        return self.read(agent, iri).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
         """Read several nodes for ``agent``, validating its copies with one change check.
@@ -330,6 +359,152 @@ class CoherenceCoordinator:
         if mine is not None and mine.state is not MesiState.INVALID:
             record = self._step(record, agent, CopyEvent.REMOTE_WRITE)
         return record, error
+
+    # -- batch commits (a source that writes several nodes at once) ------------------------------
+
+    def commit(
+        self,
+        agent: str | None,
+        bases: Mapping[str, int | None],
+        current: SourceStep,
+        apply: SourceStep,
+    ) -> dict[str, int]:
+        """Commit a change of several nodes, all or nothing, as one transition of each.
+
+        ``current`` and then ``apply`` run inside the directory's transaction (one for all the
+        nodes): ``current`` returns the source's state of the nodes and may refuse the change by
+        raising (nothing is written then); ``apply`` makes the change at the source and returns
+        the nodes' new state (a value of ``None``: deleted). Other agents' copies become
+        ``INVALID`` (dirty ones written back first) and that is announced; the writer's copy of
+        each node still present becomes ``MODIFIED``, of a deleted one ``INVALID``.
+
+        Args:
+            agent: the writer; ``None`` for a write from outside every agent's cache (the
+                system's), which holds no copy afterwards.
+            bases: every node of the change, with the generation the change was made from (0:
+                the node must not exist) or ``None`` (unconditional).
+            current: the source's state of the nodes, read in the transaction.
+            apply: the change at the source.
+
+        Raises:
+            StaleWriteError: a node with a base has moved past it and ``agent`` holds no Write
+                lease on it (the first such node, in IRI order); nothing was written and the
+                writer's copies of the moved nodes are ``INVALID``.
+        """
+        writer = None if agent is None else _check_agent(agent)
+        checked = {validate_iri(iri): based for iri, based in bases.items()}
+        for iri, based in checked.items():
+            if based is not None:
+                check_generation(based, what=f"the base generation of {iri!r}")
+        leased = {
+            iri
+            for iri, based in checked.items()
+            if writer is not None and based is not None and self._holds_lease(writer, iri)
+        }
+
+        def change(
+            records: dict[str, NodeRecord],
+        ) -> tuple[dict[str, NodeRecord], _Committed | StaleWriteError]:
+            return self._commit_change(writer, records, checked, leased, (current, apply))
+
+        outcome, token = self.directory.update_many(sorted(checked), change)
+        if isinstance(outcome, StaleWriteError):
+            if writer is not None:
+                for iri in checked:
+                    self._forget((writer, iri))
+            raise outcome
+        self._committed(writer, outcome, token)
+        return {iri: generation for iri, (_, generation) in outcome.states.items()}
+
+    def _commit_change(
+        self,
+        agent: str | None,
+        records: dict[str, NodeRecord],
+        bases: Mapping[str, int | None],
+        leased: set[str],
+        steps: tuple[SourceStep, SourceStep],
+    ) -> tuple[dict[str, NodeRecord], _Committed | StaleWriteError]:
+        now = steps[0](records)
+        records = {iri: self._synced(r, *now[iri]) for iri, r in records.items()}
+        stale = [
+            iri
+            for iri in sorted(bases)
+            if bases[iri] is not None and bases[iri] != _present(records[iri]) and iri not in leased
+        ]
+        if stale:
+            first = records[stale[0]]
+            error = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
+            if agent is not None:
+                for iri in stale:
+                    records[iri] = self._refuse(agent, records[iri], 0)[0]
+            return records, error
+        others: dict[str, list[str]] = {}
+        for iri, record in records.items():
+            others[iri] = [c.agent for c in record.holders(besides=agent)]
+            for other in others[iri]:
+                record = self._step(record, other, CopyEvent.REMOTE_WRITE)
+            records[iri] = record
+        states = steps[1](records)
+        announced: dict[str, list[str]] = {}
+        for iri, (value, generation) in states.items():
+            records[iri], announced[iri] = self._written(
+                agent, records[iri], value, generation, others[iri]
+            )
+        return records, _Committed(dict(states), announced)
+
+    def _written(
+        self,
+        agent: str | None,
+        record: NodeRecord,
+        value: Node | None,
+        generation: int,
+        others: list[str],
+    ) -> tuple[NodeRecord, list[str]]:
+        """Return ``record`` after its change to ``(value, generation)``, and whom to tell."""
+        moved = replace(record, generation=generation, value=value)
+        mine = None if agent is None else moved.copies.get(agent)
+        if agent is None:
+            return moved, others
+        if value is None:  # deleted: the deleter's copy goes too (it chose to drop the value)
+            if mine is not None:
+                moved = moved.with_copy(agent, MesiState.INVALID, mine.generation)
+            return moved, others
+        state = MesiState.INVALID if mine is None else mine.state
+        row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
+        told = others if Action.ANNOUNCE_INVALIDATION in row.actions else []
+        return moved.with_copy(agent, row.state, generation), told
+
+    def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
+        """Return ``record`` moved to the source's state (other copies invalid if it moved)."""
+        if value is None and record.generation == 0:
+            return record  # absent, and never seen
+        if value is not None:
+            return self._moved_to(record, value, generation)
+        if generation < record.generation:
+            return self._moved_to(record, {}, generation)  # raises: moved back
+        if generation > record.generation or record.value is not None:
+            for other in record.holders():
+                record = self._step(record, other.agent, CopyEvent.REMOTE_WRITE)
+        return replace(record, generation=generation, value=None)
+
+    def _committed(self, agent: str | None, done: _Committed, token: Hashable) -> None:
+        for iri, (value, generation) in done.states.items():
+            if agent is not None:
+                if value is None:
+                    self._forget((agent, iri))
+                else:
+                    self._remember((agent, iri), generation, value, token)
+            if done.announced[iri]:
+                self.bus.publish(
+                    EventType.COPIES_INVALIDATED,
+                    {
+                        "iri": iri,
+                        "generation": generation,
+                        "writer": agent,
+                        "agents": done.announced[iri],
+                    },
+                    source="coherence",
+                )
 
     # -- write-back, eviction, lease expiry, crash ---------------------------------------------
 

@@ -185,9 +185,23 @@ class CoherenceCoordinator:
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
         """
-        held = self._held.get((agent, iri))
-        if held is not None and held.token == self.directory.token():
-            return held.generation
+        key = (agent, iri)
+        held = self._held.get(key)
+        if held is not None:
+            if held.token == self.directory.token():
+                return held.generation
+            # Something changed somewhere: still current if the directory says so (the held
+            # text is that generation's value), re-vouched without encoding it again.
+            record, vouched = self.directory.snapshot(iri)
+            mine = record.copies.get(agent)
+            if (
+                mine is not None
+                and self._current(mine, record)
+                and record.generation == held.generation
+            ):
+                with self._lock:
+                    self._held[key] = _Held(held.generation, held.text, vouched)
+                return held.generation
         return self.read(agent, iri).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:

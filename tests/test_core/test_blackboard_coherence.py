@@ -31,7 +31,7 @@ from gliding_core.coherence import CoherenceCoordinator, LocalDirectory, SQLiteD
 from gliding_core.coherence.directory import Directory
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.entry import MesiState
-from gliding_core.errors import InvalidInputError, StaleWriteError
+from gliding_core.errors import InvalidInputError, PermissionDeniedError, StaleWriteError
 from gliding_core.projection.cache import ViewCache, view_key
 
 TASK = "iri://task/coherent"
@@ -227,6 +227,22 @@ def test_deletes_invalidate_and_a_system_write_is_announced(bb: Board) -> None:
     assert set(bb.copies("urn:n:1").values()) == {I}
     [again] = a.write([step("urn:n:1", "back")], area="execution", based_on=0)
     assert again.generation == 3
+
+
+def test_a_refused_write_or_read_leaves_every_copy_as_it_was(bb: Board) -> None:
+    doer, checker = bb.agent("doer"), bb.board.agent("checker", role="check", task=TASK)
+    doer.write([step("urn:n:1", "one")], area="execution")
+    token = bb.coherence.directory.token()
+    with pytest.raises(PermissionDeniedError):
+        checker.write([step("urn:n:1", "theirs")], area="execution", based_on=1)
+    with pytest.raises(PermissionDeniedError):
+        checker.write([step("urn:n:9", "plan")], area="plan")
+    assert bb.coherence.directory.token() == token
+    assert bb.copies("urn:n:1") == {"doer": M}
+    planner = bb.board.agent("planner", role="plan", task=TASK)
+    with pytest.raises(PermissionDeniedError):
+        planner.read("urn:n:1")  # plan may not read execution
+    assert bb.copies("urn:n:1") == {"doer": M}
 
 
 def test_without_coherence_based_on_still_refuses(tmp_path: Path) -> None:

@@ -21,8 +21,13 @@ What a crash (SIGKILL, power kept) may lose:
   interval of writes, plus a task not yet completed).
 A node flushed to L0 and not yet marked clean is flushed again after a crash: the same entry.
 
+With coherence (``gliding_core.blackboard.coherence``) this is the one path to L0: the
+coordinator's write-back of a dirty copy flushes that node here, and every flush ends with
+``on_flushed``, which takes the flushed nodes' ``MODIFIED`` copies to ``EXCLUSIVE`` or ``SHARED``.
+
 Invariants: flushes are serialised (one at a time), so L0 never receives an older generation of
-a node after a newer one; a failed L0 batch leaves its nodes dirty.
+a node after a newer one; a failed L0 batch leaves its nodes dirty; a store shared by processes
+is read from the store, not the cache, for a flush.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ Invariants:
   overwritten; a write tagged with a critical tag is written through before ``write`` returns.
 - A write that invalidated other copies publishes ``COPIES_INVALIDATED`` on the bus, after its
   transition committed; a write from ``EXCLUSIVE`` or ``MODIFIED`` publishes nothing.
+- ``commit`` changes several nodes in one directory transaction (``Directory.update_many``),
+  all or nothing, for a source that writes batches (the blackboard); the same rules hold per
+  node, and a write from outside every agent's cache (the system's) invalidates every copy.
 """
 
 from __future__ import annotations

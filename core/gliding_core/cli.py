@@ -522,7 +522,7 @@ def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
          b["coherence"]["ratio"])
         for kind, b in backends.items()
     ]  # fmt: skip
-    title = "Cached reads through a handle, coherence on and off (alternated, best of 7)"
+    title = "Cached reads through a handle, coherence on and off (alternated, best of 25)"
     headers = ["backend", "on reads/s", "off reads/s", "on / off"]
     out.write(render(headers, coherence, title=title) + "\n")
     other = [*figures["leases"].items(), ("flush_per_s", figures["flush_per_s"])]

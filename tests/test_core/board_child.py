@@ -18,8 +18,26 @@ from gliding_core.config import BlackboardConfig
 from gliding_core.errors import StaleWriteError
 
 
+def increment(handle: AgentHandle, iri: str, times: int) -> int:
+    """Add 1 to the node's ``count`` ``times`` times, re-reading when refused; return retries."""
+    retries = 0
+    for _ in range(times):
+        while True:
+            node = handle.read(iri)
+            assert node is not None
+            value = {**node.node, "count": node.node["count"] + 1}
+            try:
+                handle.write([value], area="execution", based_on=node.generation)
+                break
+            except StaleWriteError:
+                retries += 1
+    return retries
+
+
 def run(memory: Memory, there: AgentHandle, command: dict[str, Any]) -> dict[str, Any]:
     op, iri = command["op"], command["iri"]
+    if op == "increment":
+        return {"retries": increment(there, iri, command["times"])}
     if op in ("read", "system_read"):
         node = there.read(iri) if op == "read" else memory.blackboard.read(iri)
         return {} if node is None else {"generation": node.generation, "text": node.node["text"]}

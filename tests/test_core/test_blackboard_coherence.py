@@ -335,6 +335,37 @@ def test_a_read_in_one_process_never_returns_an_older_write_of_another(
             child.close()
 
 
+def test_no_increment_is_lost_between_two_processes(oxigraph_server: str, tmp_path: Path) -> None:
+    with closing(SparqlEndpoint(oxigraph_server)) as endpoint:
+        endpoint.update("CLEAR ALL")
+    folder, iri, times = tmp_path / "shared", "urn:n:counter", 25
+    board = BlackboardConfig(endpoint=oxigraph_server, flush_interval_s=0.0)
+    config = MemoryConfig(embedder="hash", blackboard=board)
+    with Memory.open(folder, config=config, engines=False) as memory:
+        here = memory.agent("here", role="do", task=TASK)
+        here.write([{"@id": iri, "@type": "Step", "count": 0}], area="execution", based_on=0)
+        child = Child(folder, oxigraph_server)
+        try:
+            assert child.process.stdin is not None
+            child.process.stdin.write(json.dumps({"op": "increment", "iri": iri, "times": times}))
+            child.process.stdin.write("\n")
+            child.process.stdin.flush()
+            sys.path.insert(0, str(CHILD.parent))
+            try:
+                from board_child import increment
+            finally:
+                sys.path.remove(str(CHILD.parent))
+            increment(here, iri, times)
+            assert child.process.stdout is not None
+            assert "retries" in json.loads(child.process.stdout.readline())
+        finally:
+            child.close()
+        node = here.read(iri)
+        assert node is not None
+        assert node.node["count"] == 2 * times
+        assert node.generation == 2 * times + 1
+
+
 # -- the state machine, through agent handles ----------------------------------------------------
 
 TAGS = st.sampled_from([(), ("draft",), ("confirmed_fact",)])

@@ -60,6 +60,7 @@ class SharedCache:
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
         self._local = threading.local()
+        self.token = directory.token  # type: ignore[method-assign]  # one call less per read
 
     @contextmanager
     def inside(self) -> Iterator[None]:

@@ -28,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
@@ -67,6 +67,7 @@ SourceStep = Callable[[Mapping[str, NodeRecord]], Mapping[str, tuple[Node | None
 when absent, generation) out."""
 
 Kind = Literal["hit", "change", "whole"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,46 @@ class _Held:
 class _Committed:
     states: dict[str, tuple[Node | None, int]]  # per node: its new value (None: gone), generation
     announced: dict[str, list[str]]  # per node: the agents whose copies it invalidated
+
+
+class _OwnChanges:
+    """The directory changes this coordinator committed itself, to re-vouch copies cheaply.
+
+    Tokens ``since`` to ``top`` were all produced by this coordinator's own transactions (a
+    token from anyone else, another process or coordinator, breaks the run), and ``touched``
+    says the last of them that changed each node. A copy vouched at token ``h`` is still
+    current at token ``now`` when ``now`` is ``top``, every token after ``h`` is in the run and
+    none of them touched its node. ``touched`` is written before ``top`` moves, so a reader
+    that sees ``top`` sees what led to it; any doubt answers no (the directory is asked).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.since = self.top = -2
+        self.touched: dict[str, int] = {}
+
+    def record(self, token: Hashable, iris: Iterable[str]) -> None:
+        """Note that this coordinator's transaction ending at ``token`` changed ``iris``."""
+        if not isinstance(token, int):
+            return
+        with self._lock:
+            for iri in iris:
+                self.touched[iri] = token
+            if token == self.top + 1:
+                self.top = token
+            else:  # a gap (someone else's change) or out of order: a new run starts here
+                self.since = token
+                self.top = token
+
+    def vouch(self, held: Hashable, now: Hashable, iri: str) -> bool:
+        """Return whether a copy of ``iri`` current at token ``held`` is current at ``now``."""
+        return (
+            isinstance(held, int)
+            and isinstance(now, int)
+            and now == self.top
+            and held + 1 >= self.since
+            and self.touched.get(iri, -1) <= held
+        )
 
 
 def _present(record: NodeRecord) -> int:
@@ -167,6 +208,7 @@ class CoherenceCoordinator:
         self.critical_tags = frozenset(critical_tags)
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], _Held] = {}
+        self._own = _OwnChanges()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -191,7 +233,11 @@ class CoherenceCoordinator:
         key = (agent, iri)
         held = self._held.get(key)
         if held is not None:
-            if held.token == self.directory.token():
+            now = self.directory.token()
+            if held.token == now:
+                return held.generation
+            if self._own.vouch(held.token, now, iri):
+                self._held[key] = _Held(held.generation, held.text, now)
                 return held.generation
             # Something changed somewhere: still current if the directory says so (the held
             # text is that generation's value), re-vouched without encoding it again.
@@ -225,14 +271,16 @@ class CoherenceCoordinator:
     def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
         key = (agent, iri)
         held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
-        if held is not None and held.token == token:
+        if held is not None and (held.token == token or self._own.vouch(held.token, token, iri)):
+            if held.token != token:
+                self._held[key] = _Held(held.generation, held.text, token)
             return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
         record, vouched = self.directory.snapshot(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:
             self._remember(key, record.generation, record.value, vouched)
             return Reading(iri, dict(record.value), record.generation, "hit", mine.generation)
-        reading, after = self.directory.update(iri, lambda r: self._read_change(agent, r))
+        reading, after = self._update(iri, lambda r: self._read_change(agent, r))
         self._remember(key, reading.generation, reading.value, after)
         return reading
 
@@ -312,7 +360,7 @@ class CoherenceCoordinator:
             raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
         critical = bool(self.critical_tags.intersection(labels))
         leased = bool(self._holds_lease(agent, iri))
-        outcome, token = self.directory.update(
+        outcome, token = self._update(
             iri, lambda r: self._write_change(agent, r, node, based_on, leased)
         )
         if isinstance(outcome, StaleWriteError):
@@ -424,7 +472,7 @@ class CoherenceCoordinator:
         ) -> tuple[dict[str, NodeRecord], _Committed | StaleWriteError]:
             return self._commit_change(writer, records, checked, leased, (current, apply))
 
-        outcome, token = self.directory.update_many(sorted(checked), change)
+        outcome, token = self._update_many(sorted(checked), change)
         if isinstance(outcome, StaleWriteError):
             if writer is not None:
                 for iri in checked:
@@ -528,7 +576,7 @@ class CoherenceCoordinator:
     def write_back(self, agent: str, iri: str) -> None:
         """Write ``agent``'s dirty copy of ``iri`` back to L0 (M -> E or S); clean copies: no-op."""
         key = (_check_agent(agent), validate_iri(iri))
-        self.directory.update(iri, lambda r: (self._step(r, agent, CopyEvent.WRITE_BACK), None))
+        self._update(iri, lambda r: (self._step(r, agent, CopyEvent.WRITE_BACK), None))
         # The next read revalidates against the directory (cheap): a token taken here could
         # bless a copy that another agent's write invalidated before this call.
         self._forget(key)
@@ -557,8 +605,37 @@ class CoherenceCoordinator:
             # the generation the agent saw, so its next read is sent the change.
             return (record.without_copy(agent) if event is CopyEvent.EVICTION else record), None
 
-        self.directory.update(iri, change)
+        self._update(iri, change)
         self._forget((agent, iri))
+
+    # -- the directory, with this coordinator's own changes noted -------------------------------
+
+    def _update(
+        self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
+    ) -> tuple[T, Hashable]:
+        def many(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            new, result = change(records[iri])
+            return {iri: new}, result
+
+        return self._update_many([iri], many)
+
+    def _update_many(
+        self,
+        iris: list[str],
+        change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
+    ) -> tuple[T, Hashable]:
+        touched: list[str] = []
+
+        def noted(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            old = dict(records)
+            new, result = change(records)
+            touched.extend(iri for iri, record in new.items() if old.get(iri) != record)
+            return new, result
+
+        result, token = self.directory.update_many(iris, noted)
+        if touched:  # the token is this transaction's own: nobody else committed in it
+            self._own.record(token, touched)
+        return result, token
 
     # -- the table, executed ---------------------------------------------------------------------
 

@@ -34,7 +34,13 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from gliding_core.blackboard.leases import LeaseTable
-from gliding_core.blackboard.nodes import Announce, BoardNode, NodeStore, NodeWrite
+from gliding_core.blackboard.nodes import (
+    WRITTEN_HERE,
+    Announce,
+    BoardNode,
+    NodeStore,
+    NodeWrite,
+)
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.coordinator import CoherenceCoordinator
@@ -61,6 +67,11 @@ class SharedCache:
         self.directory = directory
         self._local = threading.local()
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
+        self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
+        """Whether every change since ``held`` was this process's own and left ``iri`` alone
+        (the coordinator's ``vouch_own``)."""
+        self.last_own: Callable[[str], Hashable] = lambda iri: None
+        """The token of this process's last change of ``iri`` (``None``: none known)."""
 
     @contextmanager
     def inside(self) -> Iterator[None]:
@@ -79,10 +90,20 @@ class SharedCache:
         """Return the directory's change counter."""
         return self.directory.token()
 
-    def vouch(self, iri: str, generation: int, exists: bool) -> Hashable | None:
-        """Return the token vouching for an entry the directory agrees with, else ``None``."""
+    def vouch(
+        self, iri: str, generation: int, exists: bool, stamp: Hashable | None
+    ) -> Hashable | None:
+        """Return the token vouching for an entry the directory agrees with, else ``None``.
+
+        Without asking the directory when every change since the entry was vouched (or since
+        this process wrote it) was this process's own and none touched the node.
+        """
         if self.is_inside():
             return None
+        now = self.token()
+        held = self.last_own(iri) if stamp is WRITTEN_HERE else stamp
+        if held is not None and self.own(held, now, iri):
+            return now
         record, token = self.directory.snapshot(iri)
         if record.generation == 0:  # no process wrote it through the directory: the store's
             return token
@@ -177,6 +198,8 @@ class BoardCoherence:
             holds_write_lease=self._holds_write_lease,
             critical_tags=critical_tags,
         )
+        self.cache.own = self.coordinator.vouch_own
+        self.cache.last_own = self.coordinator.last_own
         self._subscriptions: list[Subscription] = []
 
     # -- the coordinator's callbacks -------------------------------------------------------------

@@ -234,10 +234,26 @@ class CacheCheck(Protocol):
         """Return the shared change token (it moves whenever any process changed a node)."""
         ...
 
-    def vouch(self, iri: str, generation: int, exists: bool) -> Hashable | None:
+    def vouch(
+        self, iri: str, generation: int, exists: bool, stamp: Hashable | None
+    ) -> Hashable | None:
         """Return the token that vouches for an entry at ``(generation, exists)``, or ``None``
-        when the entry is not current (or cannot be told so now): it is read again."""
+        when the entry is not current (or cannot be told so now): it is read again.
+
+        ``stamp`` is the token the entry was last vouched at, ``WRITTEN_HERE`` when this
+        process wrote it, or ``None``.
+        """
         ...
+
+
+class _WrittenHere:
+    """The stamp of an entry this process wrote (inside the shared directory's transaction)."""
+
+    def __repr__(self) -> str:
+        return "WRITTEN_HERE"
+
+
+WRITTEN_HERE = _WrittenHere()
 
 
 Announce = Callable[[], None]
@@ -378,8 +394,7 @@ class NodeStore:
                 self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
                 with self._cache_lock:
                     self._cache.update(tombstones)
-                    for iri in tombstones:
-                        self._stamps.pop(iri, None)
+                    self._stamps.update(dict.fromkeys(tombstones, WRITTEN_HERE))
         gone = list(old.values())
 
         def announce() -> None:
@@ -529,7 +544,8 @@ class NodeStore:
         stamps = {}
         for iri in iris:
             entry = found[iri]
-            vouched = check.vouch(iri, entry.generation, isinstance(entry, BoardNode))
+            stamp = self._stamps.get(iri)
+            vouched = check.vouch(iri, entry.generation, isinstance(entry, BoardNode), stamp)
             if vouched is None:
                 stale.append(iri)
                 del found[iri]
@@ -553,8 +569,8 @@ class NodeStore:
         *,
         stamp: Hashable | None = None,
     ) -> None:
-        """Cache what the store now holds; with a shared store, vouched by ``stamp`` (the token
-        taken before it was read) or by nothing (checked at its next read)."""
+        """Cache what the store now holds: read (``by_iri``), vouched by ``stamp`` (the token
+        taken before it was read) or by nothing; else written here (``WRITTEN_HERE``)."""
         with self._cache_lock:
             if by_iri is not None:
                 self._cache.update(by_iri)
@@ -565,7 +581,7 @@ class NodeStore:
                     if isinstance(node, BoardNode):
                         self._cache[node.iri] = node
                         self._cache.move_to_end(node.iri)
-                        self._stamps.pop(node.iri, None)
+                        self._stamps[node.iri] = WRITTEN_HERE
             while len(self._cache) > self.cache_size:
                 gone, _ = self._cache.popitem(last=False)
                 self._stamps.pop(gone, None)

@@ -128,6 +128,7 @@ class _OwnChanges:
         self._lock = threading.Lock()
         self.since = self.top = -2
         self.touched: dict[str, int] = {}
+        self.written: dict[str, int] = {}  # the last own token that wrote each node's value
 
     def record(self, token: Hashable, iris: Iterable[str]) -> None:
         """Note that this coordinator's transaction ending at ``token`` changed ``iris``."""
@@ -141,6 +142,13 @@ class _OwnChanges:
             else:  # a gap (someone else's change) or out of order: a new run starts here
                 self.since = token
                 self.top = token
+
+    def wrote(self, token: Hashable, iris: Iterable[str]) -> None:
+        """Note that the transaction ending at ``token`` wrote the values of ``iris``."""
+        if isinstance(token, int):
+            with self._lock:
+                for iri in iris:
+                    self.written[iri] = token
 
     def vouch(self, held: Hashable, now: Hashable, iri: str) -> bool:
         """Return whether a copy of ``iri`` current at token ``held`` is current at ``now``."""
@@ -367,6 +375,7 @@ class CoherenceCoordinator:
             self._forget(key)
             raise outcome
         generation, invalidated = outcome
+        self._own.wrote(token, [iri])
         self._remember(key, generation, node, token)
         if invalidated:
             self.bus.publish(
@@ -478,6 +487,7 @@ class CoherenceCoordinator:
                 for iri in checked:
                     self._forget((writer, iri))
             raise outcome
+        self._own.wrote(token, outcome.states)
         self._committed(writer, outcome, token)
         return {iri: generation for iri, (_, generation) in outcome.states.items()}
 
@@ -609,6 +619,21 @@ class CoherenceCoordinator:
         self._forget((agent, iri))
 
     # -- the directory, with this coordinator's own changes noted -------------------------------
+
+    def vouch_own(self, held: Hashable, now: Hashable, iri: str) -> bool:
+        """Return whether what was current for ``iri`` at token ``held`` still is at ``now``,
+        known without the directory (every change since was this coordinator's, none of ``iri``).
+        """
+        return self._own.vouch(held, now, iri)
+
+    def last_own(self, iri: str) -> int | None:
+        """Return the token of this coordinator's last write of ``iri`` at the source, if known.
+
+        What a source of this process holds for ``iri`` because it wrote it is current at that
+        token (the token is noted only after the write's transaction, so until then ``None``
+        or an older token answers, which ``vouch_own`` refuses).
+        """
+        return self._own.written.get(iri)
 
     def _update(
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]

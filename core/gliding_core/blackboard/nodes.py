@@ -20,9 +20,11 @@ Invariants:
   rewrite removes exactly the old node's triples and nothing lingers.
 - The cache holds what the store holds (written after the update succeeds), including that an
   IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
-  reads the bookkeeping from the store. Events are published after the commit, outside the lock, and
-  carry IRI, graph and generation (the seam of the MESI directory); a caller committing inside
-  a larger transaction collects them (``events=``) and publishes them after it.
+  reads the bookkeeping from the store, and is not cached when a write of this process was
+  cached while it read (the read may predate the write). Events are published after the
+  commit, outside the lock, and carry IRI, graph and generation (the seam of the MESI
+  directory); a caller committing inside a larger transaction collects them (``events=``) and
+  publishes them after it.
 - A store shared by processes (a SPARQL server) is not written by this process alone, so its
   cache is checked (``check``, a ``CacheCheck``): an entry is served only while the shared
   change token still equals the one it was vouched with, and is otherwise compared with the
@@ -309,6 +311,7 @@ class NodeStore:
         self.writer = threading.RLock()
         self.check: CacheCheck | None = None
         self._cache: OrderedDict[str, _Known] = OrderedDict()
+        self._writes = 0  # writes cached so far: a read begun before one is not cached
         self._stamps: dict[
             str, Hashable
         ] = {}  # with ``check``: the token each entry was vouched at
@@ -394,6 +397,7 @@ class NodeStore:
                 self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
                 with self._cache_lock:
                     self._cache.update(tombstones)
+                    self._writes += 1
                     self._stamps.update(dict.fromkeys(tombstones, WRITTEN_HERE))
         gone = list(old.values())
 
@@ -519,6 +523,7 @@ class NodeStore:
         token = None if check is None else check.token()
         unvouched: list[str] = []
         with self._cache_lock:
+            writes = self._writes
             for iri in iris:
                 cached = None if fresh else self._cache.get(iri)
                 if cached is None:
@@ -535,7 +540,7 @@ class NodeStore:
             for iri in missing:
                 loaded.setdefault(iri, _Absent())
             found.update(loaded)
-            self._remember(loaded.values(), loaded, stamp=token)
+            self._remember(loaded.values(), loaded, stamp=token, since=writes)
         return found
 
     def _vouch(self, check: CacheCheck, iris: list[str], found: dict[str, _Known]) -> list[str]:
@@ -568,15 +573,23 @@ class NodeStore:
         by_iri: Mapping[str, _Known] | None = None,
         *,
         stamp: Hashable | None = None,
+        since: int | None = None,
     ) -> None:
         """Cache what the store now holds: read (``by_iri``), vouched by ``stamp`` (the token
-        taken before it was read) or by nothing; else written here (``WRITTEN_HERE``)."""
+        taken before it was read) or by nothing; else written here (``WRITTEN_HERE``).
+
+        A read is not cached when this process wrote since it began (``since``, the write
+        count then): it may be older than the write, which the cache already holds.
+        """
         with self._cache_lock:
             if by_iri is not None:
+                if since is not None and since != self._writes:
+                    return
                 self._cache.update(by_iri)
                 if stamp is not None:
                     self._stamps.update(dict.fromkeys(by_iri, stamp))
             else:
+                self._writes += 1
                 for node in nodes:
                     if isinstance(node, BoardNode):
                         self._cache[node.iri] = node

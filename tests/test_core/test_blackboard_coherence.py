@@ -245,6 +245,32 @@ def test_a_refused_write_or_read_leaves_every_copy_as_it_was(bb: Board) -> None:
     assert bb.copies("urn:n:1") == {"doer": M}
 
 
+def test_a_read_overtaken_by_a_write_does_not_cache_the_older_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bb = Board(EmbeddedGraph(), LocalDirectory())
+    a = bb.agent("a")
+    a.write([step("urn:n:1", "one")], area="execution")
+    bb.board.nodes.forget_cache()
+    load, overtaken = bb.board.nodes._load, []
+
+    def slow_load(iris: Any) -> Any:
+        found = load(iris)  # the older node, read before the write below
+        if not overtaken:
+            overtaken.append(True)
+            a.write([step("urn:n:1", "two")], area="execution", based_on=1)
+        return found
+
+    monkeypatch.setattr(bb.board.nodes, "_load", slow_load)
+    assert bb.board.read("urn:n:1") is not None  # the overlapping read may return either
+    node = bb.board.read("urn:n:1")
+    assert node is not None
+    assert node.generation == 2
+    [again] = a.write([step("urn:n:1", "three")], area="execution", based_on=2)
+    assert again.generation == 3
+    bb.close()
+
+
 def test_without_coherence_based_on_still_refuses(tmp_path: Path) -> None:
     with Blackboard(EmbeddedGraph(), config=QUIET, coherent=False) as board:
         assert board.coherence is None

@@ -83,27 +83,8 @@ def write_node(
     """
     if not isinstance(node, Mapping) or not isinstance(node.get("@id"), str):
         raise InvalidInputError(f"node must be a JSON object with an @id, got {preview(node)}")
-    if based_on is not None and (isinstance(based_on, bool) or not isinstance(based_on, int)):
-        raise InvalidInputError(f"based_on must be a generation (an int), got {preview(based_on)}")
-    with handle.board.nodes.writer:  # the generation cannot move between the check and write
-        if based_on is not None:
-            _check_generation(handle, str(node["@id"]), based_on)
-        written = handle.write([node], area=area, lease_token=lease_token)
+    written = handle.write([node], area=area, lease_token=lease_token, based_on=based_on)
     return _node(written[0])
-
-
-def _check_generation(handle: AgentHandle, iri: str, based_on: int) -> None:
-    current = handle.read(iri)
-    generation = 0 if current is None else current.generation
-    if generation != based_on:
-        raise StaleWriteError(
-            f"{iri!r} is at generation {generation}, not {based_on}: read it, merge your change"
-            f" and write again with based_on={generation}",
-            iri=iri,
-            based_on=based_on,
-            current_generation=generation,
-            current_value=None if current is None else json.loads(current.content),
-        )
 
 
 def query(handle: AgentHandle, sparql: str, *, areas: Sequence[str] | None = None) -> Any:
@@ -207,9 +188,12 @@ def project_frame(
 def board_refusal(error: GlidingError) -> str:
     """Return the text a tool gives the model for a refusal, saying what to do next."""
     if isinstance(error, StaleWriteError):
+        generation = error.current_generation
         return (
-            f"Error: stale write: {error}. Its value at generation"
-            f" {error.current_generation}: {json.dumps(error.current_value)}"
+            f"Error: stale write: {error.iri!r} is at generation {generation}, not"
+            f" {error.based_on}: read it, merge your change and write again with"
+            f" based_on={generation}. Its value at generation {generation}:"
+            f" {json.dumps(error.current_value)}"
         )
     if isinstance(error, LeaseConflictError):
         holders = ", ".join(f"{holder} ({mode})" for holder, mode in error.holders)

@@ -562,6 +562,14 @@ def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
         render(["backend", "1-hop p50", "1-hop p95", "2-hop p50", "2-hop p95"], rows, title=title)
         + "\n"
     )
+    coherence = [
+        (kind, b["coherence"]["reads_per_s"], b["coherence"]["reads_per_s_off"],
+         b["coherence"]["ratio"])
+        for kind, b in backends.items()
+    ]  # fmt: skip
+    title = "Cached reads through a handle, coherence on and off (alternated, best of 25)"
+    headers = ["backend", "on reads/s", "off reads/s", "on / off"]
+    out.write(render(headers, coherence, title=title) + "\n")
     other = [*figures["leases"].items(), ("flush_per_s", figures["flush_per_s"])]
     out.write(render(["figure", "value"], other, title="Leases and flush to L0") + "\n")
     _write_json(args.json, figures)

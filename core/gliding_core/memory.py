@@ -24,6 +24,7 @@ from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus
+from gliding_core.coherence.directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import ConfigError, InvalidInputError, StorageError
 from gliding_core.filters import SearchFilters
@@ -51,6 +52,7 @@ EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
 CHROMA_DIR = "chroma"
 POINCARE_FILE = "poincare.npz"
 BLACKBOARD_DIR = "blackboard"
+COHERENCE_FILE = "coherence.sqlite3"
 
 
 class Memory:
@@ -351,12 +353,19 @@ class Memory:
                 self.owner = OwnerLock.acquire(path.parent)
                 self._closer.callback(self.owner.release)
         coordination = Coordination.open(self.directory, config=settings.coordination, bus=self.bus)
+        graph = open_graph(path=path, endpoint=settings.endpoint)
+        # Copies and generations are shared by every process of the directory (next to the
+        # coordination database); an embedded in-memory board has one process: a dict will do.
+        shared = None
+        if self.directory is not None and graph.kind != "memory":
+            shared = SQLiteDirectory(self.directory / COHERENCE_FILE)
         board = Blackboard(
-            open_graph(path=path, endpoint=settings.endpoint),
+            graph,
             store=self.store,
             bus=self.bus,
             config=settings,
             coordination=coordination,
+            directory=shared,
         )
         # Closed first (the stack is last in, first out): it flushes to L0 before the store closes.
         self._closer.callback(board.close)

@@ -8,6 +8,12 @@ RDF straight into the backend (``extend``, one node a call: no validation, bookk
 or events), the floor under the blackboard on that backend; then 10,000 linked nodes are
 loaded and 1-hop and 2-hop CONSTRUCTs from random nodes are timed (p50/p95). Leases and the
 flush to L0 are timed once. Synthetic, deterministic data (seeded).
+
+The agent figures are taken with coherence on (the board's coordinator, with the directory a
+memory would give it: a dict in memory, a SQLite file beside the graph on disk and at the
+server). ``coherence`` compares cached reads through one agent's handle with coherence on and
+off (``coherent=False``) on two boards holding the same nodes, timed in alternation, best of
+``_ROUNDS`` each, so the machine's load weighs on both alike: ``ratio`` = on / off.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.nodes import rdf_of
 from gliding_core.blackboard.vocabulary import PROLOGUE
+from gliding_core.coherence.directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import ConfigError, StorageError
 from gliding_core.store import L0Store
@@ -43,6 +50,7 @@ _RAW_GRAPH = "urn:bench:raw"
 AGENTS = (1, 4, 16)
 BACKENDS = ("memory", "disk", "server")
 _CONFIG = BlackboardConfig(flush_interval_s=0.0)
+_ROUNDS = 25
 ONE_HOP = PROLOGUE + (
     "CONSTRUCT { ?start gh:link ?next . ?next gh:summary ?summary }"
     " WHERE { ?start gh:link ?next . ?next gh:summary ?summary }"
@@ -231,6 +239,15 @@ def _backend(kind: str, directory: Path, server: str | None) -> GraphBackend:
     return endpoint
 
 
+def _board(kind: str, directory: Path, server: str | None, *, coherent: bool) -> Blackboard:
+    """A fresh blackboard on ``kind``, coherent with the directory a memory would give it."""
+    shared = None
+    if coherent and kind != "memory":
+        shared = SQLiteDirectory(Path(tempfile.mkdtemp(dir=directory)) / "coherence.sqlite3")
+    backend = _backend(kind, directory, server)
+    return Blackboard(backend, config=_CONFIG, directory=shared, coherent=coherent)
+
+
 def _backend_figures(
     kind: str,
     directory: Path,
@@ -245,11 +262,45 @@ def _backend_figures(
     with contextlib.closing(_backend(kind, directory, server)) as raw:
         baseline = _baseline_writes_per_s(raw, nodes)
     for count in AGENTS:
-        with Blackboard(_backend(kind, directory, server), config=_CONFIG) as board:
+        with _board(kind, directory, server, coherent=True) as board:
             agents[str(count)] = _agent_figures(board, count, nodes)
-    with Blackboard(_backend(kind, directory, server), config=_CONFIG) as board:
+    coherence = _coherence_figures(kind, directory, server, min(nodes, 500))
+    with _board(kind, directory, server, coherent=True) as board:
         constructs = _construct_figures(board, construct_nodes, queries, seed)
-    return {"agents": agents, "baseline_writes_per_s": baseline, **constructs}
+    return {
+        "agents": agents,
+        "baseline_writes_per_s": baseline,
+        "coherence": coherence,
+        **constructs,
+    }
+
+
+def _coherence_figures(
+    kind: str, directory: Path, server: str | None, nodes: int
+) -> dict[str, float]:
+    """Cached reads through a handle with coherence on and off, timed in alternation."""
+    best = {True: 0.0, False: 0.0}
+    iris = {c: [f"urn:bench:c{int(c)}:{i}" for i in range(nodes)] for c in (False, True)}
+    with contextlib.ExitStack() as stack:
+        boards = {c: stack.enter_context(_board(kind, directory, server, coherent=c)) for c in best}
+        handles = {c: board.agent("reader", role="do", task=TASK) for c, board in boards.items()}
+        for coherent, handle in handles.items():  # after both opened: a server starts cleared
+            batch = [{"@id": iri, "@type": "Step", "summary": "s"} for iri in iris[coherent]]
+            handle.write(batch, area="execution")
+            for iri in iris[coherent]:
+                handle.read(iri)
+        for _ in range(_ROUNDS):
+            for coherent, handle in handles.items():
+                began = time.perf_counter()
+                for _ in range(2):
+                    for iri in iris[coherent]:
+                        handle.read(iri)
+                best[coherent] = max(best[coherent], 2 * nodes / (time.perf_counter() - began))
+    return {
+        "reads_per_s": round(best[True]),
+        "reads_per_s_off": round(best[False]),
+        "ratio": round(best[True] / best[False], 3),
+    }
 
 
 def _flush_per_s(directory: Path, nodes: int) -> float:

@@ -21,6 +21,10 @@ Invariants:
 - With a coordination layer, a task's completion flushes its areas to L0 before
   ``complete`` returns, and closing the blackboard closes the coordination first (its sweeper
   mirrors into the graph).
+- Coherent (the default), every write and delete, the system's included, is one transition of
+  the board's coordinator (``coherence``, see ``gliding_core.blackboard.coherence``): agents'
+  copies are invalidated and announced, a read through a handle is served only from a current
+  copy, and a write based on an old generation is refused.
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
 """
 
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
+from gliding_core.blackboard.coherence import BoardCoherence
 from gliding_core.blackboard.graph import (
     Dataset,
     EmbeddedGraph,
@@ -58,6 +63,8 @@ from gliding_core.blackboard.vocabulary import (
 )
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
     ClosedError,
@@ -82,6 +89,10 @@ class Blackboard:
         fences: the lease table guarded writes are checked against (the coordination's).
         coordination: the leases, tasks, agents and messages; the blackboard mirrors their
             state, flushes a task's areas when it completes, and closes it.
+        directory: the coherence directory of agents' copies (a fresh ``LocalDirectory`` when
+            omitted; a ``SQLiteDirectory`` shared by the processes that share the store), which
+            the blackboard closes.
+        coherent: ``False`` runs without a coordinator (no copies: a measurement baseline).
 
     Example:
         >>> board = Blackboard(EmbeddedGraph())
@@ -100,6 +111,8 @@ class Blackboard:
         permissions: PermissionMatrix | None = None,
         fences: FenceChecker | None = None,
         coordination: Coordination | None = None,
+        directory: Directory | None = None,
+        coherent: bool = True,
     ) -> None:
         self.config = config or BlackboardConfig()
         self.backend = backend
@@ -114,9 +127,6 @@ class Blackboard:
         self.permissions = permissions or PermissionMatrix(self.config.permissions)
         self.fences: FenceChecker | None = fences
         self.coordination = coordination
-        self._completions: Subscription | None = None
-        if coordination is not None:
-            self._attach(coordination)
         self.writeback: WriteBack | None = None
         if store is not None:
             self.writeback = WriteBack(
@@ -126,12 +136,38 @@ class Blackboard:
                 batch=self.config.flush_batch,
                 bus=bus,
             )
+        self._coherence = self._coherent(directory) if coherent else None
+        self._completions: Subscription | None = None
+        if coordination is not None:
+            self._attach(coordination)
+        if self.writeback is not None:
             self.writeback.start(self.config.flush_interval_s)
         self._closed = False
         self._close_lock = threading.Lock()
 
+    def _coherent(self, directory: Directory | None) -> BoardCoherence:
+        chosen = directory if directory is not None else LocalDirectory()
+        coherence = BoardCoherence(
+            self.nodes,
+            chosen,
+            shared=self.backend.kind == "server" and not isinstance(chosen, LocalDirectory),
+            bus=self.bus,
+            writeback=self.writeback,
+            critical_tags=frozenset(self.config.critical_tags),
+        )
+        if self.writeback is not None:
+            self.writeback.on_flushed = coherence.written_back
+        return coherence
+
+    @property
+    def coherence(self) -> CoherenceCoordinator | None:
+        """The coordinator of agents' copies of the board's nodes (``None``: not coherent)."""
+        return None if self._coherence is None else self._coherence.coordinator
+
     def _attach(self, coordination: Coordination) -> None:
         coordination.mirror = self
+        if self._coherence is not None:
+            self._coherence.attach(coordination.bus, coordination.leases)
         if self.fences is None:
             self.fences = coordination.leases
         self._completions = coordination.bus.subscribe(
@@ -187,11 +223,16 @@ class Blackboard:
                 too large; InvalidInputError: the graph is missing or not allowed.
         """
         target = self._graph(task, area, graph)
-        written = self.nodes.write(self.nodes.prepare(nodes, target, tags), source=source)
+        requests = self.nodes.prepare(nodes, target, tags)
+        if self._coherence is None:
+            written = self.nodes.write(requests, source=source)
+        else:
+            written = self._coherence.write(None, requests, bases={}, source=source)
         self._after_write(written)
         return written
 
     def _after_write(self, written: Sequence[BoardNode]) -> None:
+        """Write the critical nodes through to L0 (their writers' copies: M -> E or S)."""
         if self.writeback is not None:
             self.writeback.after_write(written)
 
@@ -244,7 +285,10 @@ class Blackboard:
     def delete(self, iris: Sequence[str], *, source: str | None = None) -> int:
         """Delete nodes from the blackboard (not from L0); return how many existed."""
         self._check_open()
-        return len(self.nodes.delete(iris, source=source))
+        if self._coherence is None:
+            return len(self.nodes.delete(iris, source=source))
+        checked = [check_iri(i, "IRI") for i in iris]
+        return len(self._coherence.delete(None, checked, source=source))
 
     def query(
         self,
@@ -318,6 +362,8 @@ class Blackboard:
             if self.writeback is not None:
                 self.writeback.stop()
                 self.writeback.flush()
+            if self._coherence is not None:
+                self._coherence.close()
             self._closed = True
             self.backend.close()
 

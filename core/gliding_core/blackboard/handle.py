@@ -9,8 +9,12 @@ Invariants:
   a refusal raises ``PermissionDeniedError`` and changes nothing.
 - The agent's SPARQL runs over exactly the graphs its role may read, which no ``FROM`` in the
   text can widen; it is a query, never an update.
-- Existence, rights and fences are checked under the blackboard's single writer, so they hold
-  when the write happens.
+- Existence, rights and fences are checked under the blackboard's single writer (and, coherent,
+  inside the coordinator's transaction), so they hold when the write happens.
+- Coherent (``board.coherence``): a read registers the agent's copy and is served only at the
+  node's current generation, whichever process wrote it; a write based on a generation the
+  node has moved past is refused with ``StaleWriteError`` (current generation and value) and
+  the agent's copy becomes ``INVALID``, unless the agent holds a Write or Exclusive lease on it.
 """
 
 from __future__ import annotations
@@ -20,12 +24,18 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
-from gliding_core.blackboard.nodes import BoardNode, check_iri
+from gliding_core.blackboard.nodes import BoardNode, NodeWrite, check_iri
 from gliding_core.blackboard.permissions import Operation
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, check_query, task_graphs
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.bus import Subscription
-from gliding_core.errors import InvalidInputError, LeaseConflictError, PermissionDeniedError
+from gliding_core.coherence.sources import refused
+from gliding_core.errors import (
+    EntryNotFoundError,
+    InvalidInputError,
+    LeaseConflictError,
+    PermissionDeniedError,
+)
 from gliding_core.jsonld import preview
 
 if TYPE_CHECKING:
@@ -67,6 +77,7 @@ class AgentHandle:
         area: str,
         tags: Sequence[str] = (),
         lease_token: int | None = None,
+        based_on: int | Mapping[str, int] | None = None,
     ) -> list[BoardNode]:
         """Write nodes into an area of the agent's task (create or update, as the role allows).
 
@@ -76,21 +87,38 @@ class AgentHandle:
             tags: tags of every node (a critical tag writes through to L0).
             lease_token: the fencing token of the agent's lease on each node's IRI; a write
                 with a token older than the newest grant is refused.
+            based_on: the generation the change was made from (0: the node must not exist
+                yet), for every node of the batch or by IRI; ``None`` (or an IRI left out of
+                the mapping) writes whatever the node's generation.
 
         Raises:
             PermissionDeniedError: the role may not create or update there (or delete a node
                 it would move out of another area).
             FencingTokenError: the token is stale or the lease is not the agent's.
+            StaleWriteError: a node has moved past ``based_on`` and the agent holds no Write
+                lease on it; nothing was written.
         """
         board = self.board
         graph = area_graph(self.task, self._writable(area))
         requests = board.nodes.prepare(nodes, graph, tags)
-        with board.nodes.writer:  # existence, rights and fences do not change before the write
-            existing = board.nodes.get_many([r.iri for r in requests])
+        bases = _bases(based_on, requests)
+
+        def check(existing: dict[str, BoardNode]) -> None:
             for request in requests:
                 self._check_write(existing.get(request.iri), area)
                 self._check_lease(request.iri, lease_token)
-            written = board.nodes.write(requests, source=self.name)
+
+        coherence = board._coherence
+        if coherence is not None:
+            written = coherence.write(
+                self.name, requests, bases=bases, check=check, source=self.name
+            )
+        else:
+            with board.nodes.writer:  # existence, rights and fences do not change before the write
+                existing = board.nodes.get_many([r.iri for r in requests])
+                check(existing)
+                _check_bases(bases, existing)
+                written = board.nodes.write(requests, source=self.name)
         board._after_write(written)
         return written
 
@@ -152,13 +180,35 @@ class AgentHandle:
     def read(self, iri: str) -> BoardNode | None:
         """Return a node of the agent's task, or ``None`` when there is none.
 
+        Coherent, the agent's copy is registered (``EXCLUSIVE`` alone, else ``SHARED``) and the
+        node returned is at least at the generation the directory holds for it.
+
         Raises:
             PermissionDeniedError: the node is in an area (or task) the role may not read.
         """
-        node = self.board.read(iri)
-        if node is not None:
-            self._check(self._area_of(node), Operation.READ)
+        board = self.board
+        node = board.read(iri)
+        if node is None:
+            return None
+        self._check(self._area_of(node), Operation.READ)
+        coordinator = board.coherence
+        if coordinator is None:
+            return node
+        try:
+            generation = coordinator.generation(self.name, iri)
+        except EntryNotFoundError:
+            return None  # deleted since
+        if generation > node.generation:  # the cache missed another process's write
+            node = board.nodes.get_many([iri], fresh=True).get(iri)
+            if node is not None:
+                self._check(self._area_of(node), Operation.READ)
         return node
+
+    def evict(self, iri: str) -> None:
+        """Drop the agent's copy of a node (a dirty one is written back to L0 first)."""
+        coordinator = self.board.coherence
+        if coordinator is not None:
+            coordinator.evict(self.name, check_iri(iri, "IRI"))
 
     def readable_areas(self) -> list[str]:
         """Return the areas this agent may read."""
@@ -180,11 +230,19 @@ class AgentHandle:
             PermissionDeniedError: a node is in an area where the role may not delete.
         """
         board = self.board
-        with board.nodes.writer:
-            existing = board.nodes.get_many([check_iri(i, "IRI") for i in iris])
+        checked = [check_iri(i, "IRI") for i in iris]
+
+        def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
                 self._check(self._writable(self._area_of(node)), Operation.DELETE)
                 self._check_lease(node.iri, None)
+
+        coherence = board._coherence
+        if coherence is not None:
+            return len(coherence.delete(self.name, checked, check=check, source=self.name))
+        with board.nodes.writer:
+            existing = board.nodes.get_many(checked)
+            check(existing)
             return board.delete(list(existing), source=self.name)
 
     def query(
@@ -323,3 +381,35 @@ class AgentHandle:
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
+
+
+def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:
+    """Return the base generation of each node of a batch (``None``: unconditional)."""
+    if based_on is None:
+        return {}
+    if isinstance(based_on, Mapping):
+        pairs = list(based_on.items())
+    else:
+        pairs = [(request.iri, based_on) for request in requests]
+    bases: dict[str, int | None] = {}
+    batch = {request.iri for request in requests}
+    for iri, generation in pairs:
+        if iri not in batch:
+            raise InvalidInputError(
+                f"based_on names {preview(iri)}, which the batch does not write"
+            )
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+            raise InvalidInputError(
+                f"based_on must be a generation (an int >= 0), got {preview(generation)}"
+            )
+        bases[check_iri(iri, "IRI of based_on")] = generation
+    return bases
+
+
+def _check_bases(bases: Mapping[str, int | None], existing: Mapping[str, BoardNode]) -> None:
+    """Refuse a write whose base generation a node has moved past (no coordinator)."""
+    for iri, based in bases.items():
+        node = existing.get(iri)
+        current = 0 if node is None else node.generation
+        if based is not None and based != current:
+            raise refused(iri, based, current, None if node is None else node.node)

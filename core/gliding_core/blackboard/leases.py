@@ -463,6 +463,13 @@ class LeaseTable:
             ).fetchall()
         return [_lease(row) for row in rows]
 
+    def holds_write_lease(self, resource: str, holder: str) -> bool:
+        """Return whether ``holder`` has a live Write or Exclusive lease on ``resource``."""
+        resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
+        with self.db.read(f"reading the lease of {holder!r} on {resource!r}") as conn:
+            own = _live(conn, resource, holder, self.db.clock())
+        return own is not None and own.mode is not LeaseMode.READ
+
     def newest_token(self, resource: str) -> int | None:
         """Return the newest token granted on ``resource`` in a fenced mode, if any."""
         resource = check_name(resource, "resource")

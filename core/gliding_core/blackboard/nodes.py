@@ -20,9 +20,16 @@ Invariants:
   rewrite removes exactly the old node's triples and nothing lingers.
 - The cache holds what the store holds (written after the update succeeds), including that an
   IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
-  reads the bookkeeping from the store. Events are published after the commit, outside the lock, and
-  carry IRI, graph and generation (the seam of the MESI directory); an update that moved the
-  node to another graph also names the graph it left (``previous_graph``).
+  reads the bookkeeping from the store, and is not cached when a write of this process was
+  cached while it read (the read may predate the write). Events are published after the
+  commit, outside the lock, and carry IRI, graph and generation (the seam of the MESI
+  directory); an update that moved the node to another graph also names the graph it left
+  (``previous_graph``); a caller committing inside a larger transaction collects them
+  (``events=``) and publishes them after it.
+- A store shared by processes (a SPARQL server) is not written by this process alone, so its
+  cache is checked (``check``, a ``CacheCheck``): an entry is served only while the shared
+  change token still equals the one it was vouched with, and is otherwise compared with the
+  shared generations (the coherence directory) and read again when they differ.
 - A node describes itself: ``@graph`` and ``@included`` are refused; an embedded object with its
   own ``@id`` adds triples about that IRI, which a rewrite of either node may remove.
 """
@@ -34,9 +41,9 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import pyoxigraph as ox
 
@@ -223,6 +230,39 @@ def _document(node: Node, content: str | None) -> str:
     return canonical_json(with_context(node))
 
 
+class CacheCheck(Protocol):
+    """Whether a cache entry of a store shared by processes is still current."""
+
+    def token(self) -> Hashable:
+        """Return the shared change token (it moves whenever any process changed a node)."""
+        ...
+
+    def vouch(
+        self, iri: str, generation: int, exists: bool, stamp: Hashable | None
+    ) -> Hashable | None:
+        """Return the token that vouches for an entry at ``(generation, exists)``, or ``None``
+        when the entry is not current (or cannot be told so now): it is read again.
+
+        ``stamp`` is the token the entry was last vouched at, ``WRITTEN_HERE`` when this
+        process wrote it, or ``None``.
+        """
+        ...
+
+
+class _WrittenHere:
+    """The stamp of an entry this process wrote (inside the shared directory's transaction)."""
+
+    def __repr__(self) -> str:
+        return "WRITTEN_HERE"
+
+
+WRITTEN_HERE = _WrittenHere()
+
+
+Announce = Callable[[], None]
+"""A deferred publication of a write's events."""
+
+
 class _Tombstone:
     """The record of a deleted node: its last generation, kept so a rewrite continues it."""
 
@@ -270,7 +310,12 @@ class NodeStore:
         self.max_node_bytes, self.max_batch, self.cache_size = max_node_bytes, max_batch, cache_size
         self.bus = bus
         self.writer = threading.RLock()
+        self.check: CacheCheck | None = None
         self._cache: OrderedDict[str, _Known] = OrderedDict()
+        self._writes = 0  # writes cached so far: a read begun before one is not cached
+        self._stamps: dict[
+            str, Hashable
+        ] = {}  # with ``check``: the token each entry was vouched at
         self._cache_lock = threading.Lock()
 
     # -- writes ------------------------------------------------------------------------------
@@ -289,9 +334,18 @@ class NodeStore:
         return requests
 
     def write(
-        self, requests: Sequence[NodeWrite], *, source: str | None = None, dirty: bool = True
+        self,
+        requests: Sequence[NodeWrite],
+        *,
+        source: str | None = None,
+        dirty: bool = True,
+        events: list[Announce] | None = None,
     ) -> list[BoardNode]:
-        """Write validated nodes in one transaction; return them as stored, in order."""
+        """Write validated nodes in one transaction; return them as stored, in order.
+
+        ``events``, when given, collects the publication of the write's events instead of
+        publishing them (for a caller inside a transaction of its own).
+        """
         if not requests:
             return []
         with self.writer:
@@ -313,11 +367,28 @@ class NodeStore:
             else:  # only new nodes: nothing to take out, a plain (atomic) insert
                 self.backend.extend(quads)
             self._remember(written.values())
-        self._publish_writes(list(written.values()), old, source)
+        nodes = list(written.values())
+
+        def announce() -> None:
+            self._publish_writes(nodes, old, source)
+
+        if events is None:
+            announce()
+        else:
+            events.append(announce)
         return [written[r.iri] for r in requests]
 
-    def delete(self, iris: Sequence[str], *, source: str | None = None) -> list[BoardNode]:
-        """Delete nodes (their generations stay as tombstones); return those that existed."""
+    def delete(
+        self,
+        iris: Sequence[str],
+        *,
+        source: str | None = None,
+        events: list[Announce] | None = None,
+    ) -> list[BoardNode]:
+        """Delete nodes (their generations stay as tombstones); return those that existed.
+
+        ``events`` collects the publications as in ``write``.
+        """
         checked = [check_iri(iri, "IRI") for iri in iris]
         with self.writer:
             old = {k: v for k, v in self._current(checked).items() if isinstance(v, BoardNode)}
@@ -327,16 +398,28 @@ class NodeStore:
                 self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
                 with self._cache_lock:
                     self._cache.update(tombstones)
-        for node in old.values():
-            self._publish(EventType.NODE_DELETED, node, source)
-        return list(old.values())
+                    self._writes += 1
+                    self._stamps.update(dict.fromkeys(tombstones, WRITTEN_HERE))
+        gone = list(old.values())
+
+        def announce() -> None:
+            for node in gone:
+                self._publish(EventType.NODE_DELETED, node, source)
+
+        if events is None:
+            announce()
+        else:
+            events.append(announce)
+        return gone
 
     def mark_clean(self, nodes: Sequence[BoardNode]) -> None:
         """Clear the dirty mark of nodes whose generation has not moved since they were read."""
         if not nodes:
             return
         with self.writer:
-            current = self._current([n.iri for n in nodes])
+            # A shared store is read again: its cache is vouched for by the coherence
+            # directory, which a flush (holding the writer) must not wait for.
+            current = self._current([n.iri for n in nodes], fresh=self.check is not None)
             clean = []
             for node in nodes:
                 now = current.get(node.iri)
@@ -352,16 +435,26 @@ class NodeStore:
 
     def get(self, iri: str) -> BoardNode | None:
         """Return the node with ``iri`` (the cache first), or ``None``."""
+        check = self.check
         with self._cache_lock:
             cached = self._cache.get(iri)
-            if cached is not None:
+            if cached is not None and (check is None or self._stamps.get(iri) == check.token()):
                 self._cache.move_to_end(iri)
                 return cached if isinstance(cached, BoardNode) else None
         return self.get_many([check_iri(iri, "IRI")]).get(iri)
 
-    def get_many(self, iris: Sequence[str]) -> dict[str, BoardNode]:
-        """Return the existing nodes among ``iris``, by IRI."""
-        return {k: v for k, v in self._current(iris).items() if isinstance(v, BoardNode)}
+    def get_many(self, iris: Sequence[str], *, fresh: bool = False) -> dict[str, BoardNode]:
+        """Return the existing nodes among ``iris``, by IRI (``fresh``: read from the store)."""
+        return {
+            k: v for k, v in self._current(iris, fresh=fresh).items() if isinstance(v, BoardNode)
+        }
+
+    def states(self, iris: Sequence[str]) -> dict[str, tuple[BoardNode | None, int]]:
+        """Return each IRI's node (``None``: absent or deleted) and generation (0: never)."""
+        return {
+            iri: (known if isinstance(known, BoardNode) else None, known.generation)
+            for iri, known in self._current(iris).items()
+        }
 
     def iris_in(self, graphs: Sequence[str]) -> list[str]:
         """Return the IRIs of the nodes kept in ``graphs``, sorted."""
@@ -407,6 +500,14 @@ class NodeStore:
         """Empty the cache (the next reads go to the store)."""
         with self._cache_lock:
             self._cache.clear()
+            self._stamps.clear()
+
+    def forget(self, iris: Iterable[str]) -> None:
+        """Drop ``iris`` from the cache (their next read goes to the store)."""
+        with self._cache_lock:
+            for iri in iris:
+                self._cache.pop(iri, None)
+                self._stamps.pop(iri, None)
 
     def cached(self, iri: str) -> bool:
         """Return whether ``iri`` is in the cache."""
@@ -415,24 +516,50 @@ class NodeStore:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _current(self, iris: Sequence[str]) -> dict[str, _Known]:
+    def _current(self, iris: Sequence[str], *, fresh: bool = False) -> dict[str, _Known]:
+        """Return what the store holds under ``iris`` (the cache first, unless ``fresh``)."""
         found: dict[str, _Known] = {}
         missing = []
+        check = self.check
+        token = None if check is None else check.token()
+        unvouched: list[str] = []
         with self._cache_lock:
+            writes = self._writes
             for iri in iris:
-                cached = self._cache.get(iri)
+                cached = None if fresh else self._cache.get(iri)
                 if cached is None:
                     missing.append(iri)
-                else:
-                    self._cache.move_to_end(iri)
-                    found[iri] = cached
+                    continue
+                self._cache.move_to_end(iri)
+                found[iri] = cached
+                if check is not None and self._stamps.get(iri) != token:
+                    unvouched.append(iri)
+        if check is not None and unvouched:
+            missing += self._vouch(check, unvouched, found)
         if missing:
             loaded = self._load(list(dict.fromkeys(missing)))
             for iri in missing:
                 loaded.setdefault(iri, _Absent())
             found.update(loaded)
-            self._remember(loaded.values(), loaded)
+            self._remember(loaded.values(), loaded, stamp=token, since=writes)
         return found
+
+    def _vouch(self, check: CacheCheck, iris: list[str], found: dict[str, _Known]) -> list[str]:
+        """Stamp the entries of ``iris`` that are current; return (and drop) the others."""
+        stale = []
+        stamps = {}
+        for iri in iris:
+            entry = found[iri]
+            stamp = self._stamps.get(iri)
+            vouched = check.vouch(iri, entry.generation, isinstance(entry, BoardNode), stamp)
+            if vouched is None:
+                stale.append(iri)
+                del found[iri]
+            else:
+                stamps[iri] = vouched
+        with self._cache_lock:
+            self._stamps.update(stamps)
+        return stale
 
     def _load(self, iris: Sequence[str]) -> dict[str, _Known]:
         """Read the bookkeeping of ``iris`` from the store."""
@@ -442,18 +569,36 @@ class NodeStore:
         return {iri: _from_facts(iri, found) for iri, found in facts.items()}
 
     def _remember(
-        self, nodes: Iterable[_Known], by_iri: Mapping[str, _Known] | None = None
+        self,
+        nodes: Iterable[_Known],
+        by_iri: Mapping[str, _Known] | None = None,
+        *,
+        stamp: Hashable | None = None,
+        since: int | None = None,
     ) -> None:
+        """Cache what the store now holds: read (``by_iri``), vouched by ``stamp`` (the token
+        taken before it was read) or by nothing; else written here (``WRITTEN_HERE``).
+
+        A read is not cached when this process wrote since it began (``since``, the write
+        count then): it may be older than the write, which the cache already holds.
+        """
         with self._cache_lock:
             if by_iri is not None:
+                if since is not None and since != self._writes:
+                    return
                 self._cache.update(by_iri)
+                if stamp is not None:
+                    self._stamps.update(dict.fromkeys(by_iri, stamp))
             else:
+                self._writes += 1
                 for node in nodes:
                     if isinstance(node, BoardNode):
                         self._cache[node.iri] = node
                         self._cache.move_to_end(node.iri)
+                        self._stamps[node.iri] = WRITTEN_HERE
             while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+                gone, _ = self._cache.popitem(last=False)
+                self._stamps.pop(gone, None)
 
     def _publish_writes(
         self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None

@@ -21,15 +21,20 @@ What a crash (SIGKILL, power kept) may lose:
   interval of writes, plus a task not yet completed).
 A node flushed to L0 and not yet marked clean is flushed again after a crash: the same entry.
 
+With coherence (``gliding_core.blackboard.coherence``) this is the one path to L0: the
+coordinator's write-back of a dirty copy flushes that node here, and every flush ends with
+``on_flushed``, which takes the flushed nodes' ``MODIFIED`` copies to ``EXCLUSIVE`` or ``SHARED``.
+
 Invariants: flushes are serialised (one at a time), so L0 never receives an older generation of
-a node after a newer one; a failed L0 batch leaves its nodes dirty.
+a node after a newer one; a failed L0 batch leaves its nodes dirty; a store shared by processes
+is read from the store, not the cache, for a flush.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gliding_core.blackboard.nodes import BoardNode, NodeStore
 from gliding_core.bus import EventBus, EventType
@@ -67,6 +72,8 @@ class WriteBack:
         self._lock = threading.Lock()
         self._timer: threading.Thread | None = None
         self._stop = threading.Event()
+        self.on_flushed: Callable[[Sequence[BoardNode]], None] | None = None
+        """Called with the nodes of each flush after it (the coherence's ``written_back``)."""
 
     def is_critical(self, node: BoardNode) -> bool:
         """Return whether the node's tags ask for write-through."""
@@ -85,8 +92,11 @@ class WriteBack:
         """Write ``nodes`` to L0 as exact entries, batch by batch; return how many."""
         count = 0
         with self._lock:
-            # Re-read under the lock: a flush that ran meanwhile may have written them.
-            current = self.nodes.get_many([n.iri for n in nodes])
+            # Re-read under the lock: a flush that ran meanwhile may have written them. A store
+            # shared by processes is read from the store itself (see ``NodeStore.mark_clean``).
+            current = self.nodes.get_many(
+                [n.iri for n in nodes], fresh=self.nodes.check is not None
+            )
             pending = [current[n.iri] for n in nodes if n.iri in current and current[n.iri].dirty]
             for start in range(0, len(pending), self.batch):
                 chunk = pending[start : start + self.batch]
@@ -99,6 +109,8 @@ class WriteBack:
                         {"iris": [n.iri for n in chunk], "count": len(chunk)},
                         source="blackboard",
                     )
+        if pending and self.on_flushed is not None:
+            self.on_flushed(pending)
         return count
 
     def _write_entries(self, chunk: Sequence[BoardNode]) -> None:

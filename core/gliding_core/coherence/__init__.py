@@ -8,6 +8,12 @@ write-backs, evictions and lease expiries, against a ``NodeSource`` (the blackbo
 narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` shows an
 agent's shared nodes by what it already saw: a reference, the change, or the whole node.
 
+Every blackboard owns one coordinator (``Blackboard.coherence``; the wiring is
+``gliding_core.blackboard.coherence``): agents' handles read and write through it, the board's
+flush is its write-back, and lease expiries and lost agents reach it from the coordination
+layer. A ``SQLiteDirectory`` beside the coordination database is shared by the processes of a
+memory directory whose blackboard is on disk or on a SPARQL server.
+
 Invariants (each module states its own): single writer / multiple readers per node; a served
 copy equals the node's current value and generation; generations never decrease; a write based
 on an old generation is refused unless the writer holds a Write lease; dirty values are written

@@ -17,6 +17,9 @@ Invariants:
   overwritten; a write tagged with a critical tag is written through before ``write`` returns.
 - A write that invalidated other copies publishes ``COPIES_INVALIDATED`` on the bus, after its
   transition committed; a write from ``EXCLUSIVE`` or ``MODIFIED`` publishes nothing.
+- ``commit`` changes several nodes in one directory transaction (``Directory.update_many``),
+  all or nothing, for a source that writes batches (the blackboard); the same rules hold per
+  node, and a write from outside every agent's cache (the system's) invalidates every copy.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
@@ -59,7 +62,12 @@ WriteBack = Callable[[str, Node, int], None]
 LeaseCheck = Callable[[str, str], bool]
 """Answer whether ``(agent, iri)``'s agent holds a Write lease on the node."""
 
+SourceStep = Callable[[Mapping[str, NodeRecord]], Mapping[str, tuple[Node | None, int]]]
+"""One step of a batch commit at the source: the nodes' records in, their (value or ``None``
+when absent, generation) out."""
+
 Kind = Literal["hit", "change", "whole"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +105,65 @@ class _Held:
     generation: int
     text: bytes  # canonical JSON, UTF-8: orjson parses bytes faster than str
     token: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class _Committed:
+    states: dict[str, tuple[Node | None, int]]  # per node: its new value (None: gone), generation
+    announced: dict[str, list[str]]  # per node: the agents whose copies it invalidated
+
+
+class _OwnChanges:
+    """The directory changes this coordinator committed itself, to re-vouch copies cheaply.
+
+    Tokens ``since`` to ``top`` were all produced by this coordinator's own transactions (a
+    token from anyone else, another process or coordinator, breaks the run), and ``touched``
+    says the last of them that changed each node. A copy vouched at token ``h`` is still
+    current at token ``now`` when ``now`` is ``top``, every token after ``h`` is in the run and
+    none of them touched its node. ``touched`` is written before ``top`` moves, so a reader
+    that sees ``top`` sees what led to it; any doubt answers no (the directory is asked).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.since = self.top = -2
+        self.touched: dict[str, int] = {}
+        self.written: dict[str, int] = {}  # the last own token that wrote each node's value
+
+    def record(self, token: Hashable, iris: Iterable[str]) -> None:
+        """Note that this coordinator's transaction ending at ``token`` changed ``iris``."""
+        if not isinstance(token, int):
+            return
+        with self._lock:
+            for iri in iris:
+                self.touched[iri] = token
+            if token == self.top + 1:
+                self.top = token
+            else:  # a gap (someone else's change) or out of order: a new run starts here
+                self.since = token
+                self.top = token
+
+    def wrote(self, token: Hashable, iris: Iterable[str]) -> None:
+        """Note that the transaction ending at ``token`` wrote the values of ``iris``."""
+        if isinstance(token, int):
+            with self._lock:
+                for iri in iris:
+                    self.written[iri] = token
+
+    def vouch(self, held: Hashable, now: Hashable, iri: str) -> bool:
+        """Return whether a copy of ``iri`` current at token ``held`` is current at ``now``."""
+        return (
+            isinstance(held, int)
+            and isinstance(now, int)
+            and now == self.top
+            and held + 1 >= self.since
+            and self.touched.get(iri, -1) <= held
+        )
+
+
+def _present(record: NodeRecord) -> int:
+    """Return the generation of the node as it exists now (0: absent, or deleted)."""
+    return record.generation if record.value is not None else 0
 
 
 def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDelta:
@@ -149,6 +216,7 @@ class CoherenceCoordinator:
         self.critical_tags = frozenset(critical_tags)
         self._lock = threading.Lock()
         self._held: dict[tuple[str, str], _Held] = {}
+        self._own = _OwnChanges()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -160,6 +228,38 @@ class CoherenceCoordinator:
         """
         agent = _check_agent(agent)
         return self._read(agent, validate_iri(iri), self.directory.token())
+
+    def generation(self, agent: str, iri: str) -> int:
+        """Return the generation ``agent`` reads of ``iri``: ``read`` without building the value.
+
+        For a caller that keeps the values itself (the blackboard's node cache) and needs the
+        copy registered and validated, and the generation to check its own value against.
+
+        Raises:
+            EntryNotFoundError: the source has no node ``iri``.
+        """
+        key = (agent, iri)
+        held = self._held.get(key)
+        if held is not None:
+            now = self.directory.token()
+            if held.token == now:
+                return held.generation
+            if self._own.vouch(held.token, now, iri):
+                self._held[key] = _Held(held.generation, held.text, now)
+                return held.generation
+            # Something changed somewhere: still current if the directory says so (the held
+            # text is that generation's value), re-vouched without encoding it again.
+            record, vouched = self.directory.snapshot(iri)
+            mine = record.copies.get(agent)
+            if (
+                mine is not None
+                and self._current(mine, record)
+                and record.generation == held.generation
+            ):
+                with self._lock:
+                    self._held[key] = _Held(held.generation, held.text, vouched)
+                return held.generation
+        return self.read(agent, iri).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
         """Read several nodes for ``agent``, validating its copies with one change check.
@@ -179,14 +279,16 @@ class CoherenceCoordinator:
     def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
         key = (agent, iri)
         held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
-        if held is not None and held.token == token:
+        if held is not None and (held.token == token or self._own.vouch(held.token, token, iri)):
+            if held.token != token:
+                self._held[key] = _Held(held.generation, held.text, token)
             return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
         record, vouched = self.directory.snapshot(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:
             self._remember(key, record.generation, record.value, vouched)
             return Reading(iri, dict(record.value), record.generation, "hit", mine.generation)
-        reading, after = self.directory.update(iri, lambda r: self._read_change(agent, r))
+        reading, after = self._update(iri, lambda r: self._read_change(agent, r))
         self._remember(key, reading.generation, reading.value, after)
         return reading
 
@@ -266,13 +368,14 @@ class CoherenceCoordinator:
             raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
         critical = bool(self.critical_tags.intersection(labels))
         leased = bool(self._holds_lease(agent, iri))
-        outcome, token = self.directory.update(
+        outcome, token = self._update(
             iri, lambda r: self._write_change(agent, r, node, based_on, leased)
         )
         if isinstance(outcome, StaleWriteError):
             self._forget(key)
             raise outcome
         generation, invalidated = outcome
+        self._own.wrote(token, [iri])
         self._remember(key, generation, node, token)
         if invalidated:
             self.bus.publish(
@@ -331,12 +434,159 @@ class CoherenceCoordinator:
             record = self._step(record, agent, CopyEvent.REMOTE_WRITE)
         return record, error
 
+    # -- batch commits (a source that writes several nodes at once) ------------------------------
+
+    def commit(
+        self,
+        agent: str | None,
+        bases: Mapping[str, int | None],
+        current: SourceStep,
+        apply: SourceStep,
+    ) -> dict[str, int]:
+        """Commit a change of several nodes, all or nothing, as one transition of each.
+
+        ``current`` and then ``apply`` run inside the directory's transaction (one for all the
+        nodes): ``current`` returns the source's state of the nodes and may refuse the change by
+        raising (nothing is written then); ``apply`` makes the change at the source and returns
+        the nodes' new state (a value of ``None``: deleted). Other agents' copies become
+        ``INVALID`` (dirty ones written back first) and that is announced; the writer's copy of
+        each node still present becomes ``MODIFIED``, of a deleted one ``INVALID``.
+
+        Args:
+            agent: the writer; ``None`` for a write from outside every agent's cache (the
+                system's), which holds no copy afterwards.
+            bases: every node of the change, with the generation the change was made from (0:
+                the node must not exist) or ``None`` (unconditional).
+            current: the source's state of the nodes, read in the transaction.
+            apply: the change at the source.
+
+        Raises:
+            StaleWriteError: a node with a base has moved past it and ``agent`` holds no Write
+                lease on it (the first such node, in IRI order); nothing was written and the
+                writer's copies of the moved nodes are ``INVALID``.
+        """
+        writer = None if agent is None else _check_agent(agent)
+        checked = {validate_iri(iri): based for iri, based in bases.items()}
+        for iri, based in checked.items():
+            if based is not None:
+                check_generation(based, what=f"the base generation of {iri!r}")
+        leased = {
+            iri
+            for iri, based in checked.items()
+            if writer is not None and based is not None and self._holds_lease(writer, iri)
+        }
+
+        def change(
+            records: dict[str, NodeRecord],
+        ) -> tuple[dict[str, NodeRecord], _Committed | StaleWriteError]:
+            return self._commit_change(writer, records, checked, leased, (current, apply))
+
+        outcome, token = self._update_many(sorted(checked), change)
+        if isinstance(outcome, StaleWriteError):
+            if writer is not None:
+                for iri in checked:
+                    self._forget((writer, iri))
+            raise outcome
+        self._own.wrote(token, outcome.states)
+        self._committed(writer, outcome, token)
+        return {iri: generation for iri, (_, generation) in outcome.states.items()}
+
+    def _commit_change(
+        self,
+        agent: str | None,
+        records: dict[str, NodeRecord],
+        bases: Mapping[str, int | None],
+        leased: set[str],
+        steps: tuple[SourceStep, SourceStep],
+    ) -> tuple[dict[str, NodeRecord], _Committed | StaleWriteError]:
+        now = steps[0](records)
+        records = {iri: self._synced(r, *now[iri]) for iri, r in records.items()}
+        stale = [
+            iri
+            for iri in sorted(bases)
+            if bases[iri] is not None and bases[iri] != _present(records[iri]) and iri not in leased
+        ]
+        if stale:
+            first = records[stale[0]]
+            error = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
+            if agent is not None:
+                for iri in stale:
+                    records[iri] = self._refuse(agent, records[iri], 0)[0]
+            return records, error
+        others: dict[str, list[str]] = {}
+        for iri, record in records.items():
+            others[iri] = [c.agent for c in record.holders(besides=agent)]
+            for other in others[iri]:
+                record = self._step(record, other, CopyEvent.REMOTE_WRITE)
+            records[iri] = record
+        states = steps[1](records)
+        announced: dict[str, list[str]] = {}
+        for iri, (value, generation) in states.items():
+            records[iri], announced[iri] = self._written(
+                agent, records[iri], value, generation, others[iri]
+            )
+        return records, _Committed(dict(states), announced)
+
+    def _written(
+        self,
+        agent: str | None,
+        record: NodeRecord,
+        value: Node | None,
+        generation: int,
+        others: list[str],
+    ) -> tuple[NodeRecord, list[str]]:
+        """Return ``record`` after its change to ``(value, generation)``, and whom to tell."""
+        moved = replace(record, generation=generation, value=value)
+        mine = None if agent is None else moved.copies.get(agent)
+        if agent is None:
+            return moved, others
+        if value is None:  # deleted: the deleter's copy goes too (it chose to drop the value)
+            if mine is not None:
+                moved = moved.with_copy(agent, MesiState.INVALID, mine.generation)
+            return moved, others
+        state = MesiState.INVALID if mine is None else mine.state
+        row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
+        told = others if Action.ANNOUNCE_INVALIDATION in row.actions else []
+        return moved.with_copy(agent, row.state, generation), told
+
+    def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
+        """Return ``record`` moved to the source's state (other copies invalid if it moved)."""
+        if value is None and record.generation == 0:
+            return record  # absent, and never seen
+        if value is not None:
+            return self._moved_to(record, value, generation)
+        if generation < record.generation:
+            return self._moved_to(record, {}, generation)  # raises: moved back
+        if generation > record.generation or record.value is not None:
+            for other in record.holders():
+                record = self._step(record, other.agent, CopyEvent.REMOTE_WRITE)
+        return replace(record, generation=generation, value=None)
+
+    def _committed(self, agent: str | None, done: _Committed, token: Hashable) -> None:
+        for iri, (value, generation) in done.states.items():
+            if agent is not None:
+                if value is None:
+                    self._forget((agent, iri))
+                else:
+                    self._remember((agent, iri), generation, value, token)
+            if done.announced[iri]:
+                self.bus.publish(
+                    EventType.COPIES_INVALIDATED,
+                    {
+                        "iri": iri,
+                        "generation": generation,
+                        "writer": agent,
+                        "agents": done.announced[iri],
+                    },
+                    source="coherence",
+                )
+
     # -- write-back, eviction, lease expiry, crash ---------------------------------------------
 
     def write_back(self, agent: str, iri: str) -> None:
         """Write ``agent``'s dirty copy of ``iri`` back to L0 (M -> E or S); clean copies: no-op."""
         key = (_check_agent(agent), validate_iri(iri))
-        self.directory.update(iri, lambda r: (self._step(r, agent, CopyEvent.WRITE_BACK), None))
+        self._update(iri, lambda r: (self._step(r, agent, CopyEvent.WRITE_BACK), None))
         # The next read revalidates against the directory (cheap): a token taken here could
         # bless a copy that another agent's write invalidated before this call.
         self._forget(key)
@@ -365,8 +615,52 @@ class CoherenceCoordinator:
             # the generation the agent saw, so its next read is sent the change.
             return (record.without_copy(agent) if event is CopyEvent.EVICTION else record), None
 
-        self.directory.update(iri, change)
+        self._update(iri, change)
         self._forget((agent, iri))
+
+    # -- the directory, with this coordinator's own changes noted -------------------------------
+
+    def vouch_own(self, held: Hashable, now: Hashable, iri: str) -> bool:
+        """Return whether what was current for ``iri`` at token ``held`` still is at ``now``,
+        known without the directory (every change since was this coordinator's, none of ``iri``).
+        """
+        return self._own.vouch(held, now, iri)
+
+    def last_own(self, iri: str) -> int | None:
+        """Return the token of this coordinator's last write of ``iri`` at the source, if known.
+
+        What a source of this process holds for ``iri`` because it wrote it is current at that
+        token (the token is noted only after the write's transaction, so until then ``None``
+        or an older token answers, which ``vouch_own`` refuses).
+        """
+        return self._own.written.get(iri)
+
+    def _update(
+        self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
+    ) -> tuple[T, Hashable]:
+        def many(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            new, result = change(records[iri])
+            return {iri: new}, result
+
+        return self._update_many([iri], many)
+
+    def _update_many(
+        self,
+        iris: list[str],
+        change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
+    ) -> tuple[T, Hashable]:
+        touched: list[str] = []
+
+        def noted(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            old = dict(records)
+            new, result = change(records)
+            touched.extend(iri for iri, record in new.items() if old.get(iri) != record)
+            return new, result
+
+        result, token = self.directory.update_many(iris, noted)
+        if touched:  # the token is this transaction's own: nobody else committed in it
+            self._own.record(token, touched)
+        return result, token
 
     # -- the table, executed ---------------------------------------------------------------------
 

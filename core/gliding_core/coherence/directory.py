@@ -7,8 +7,9 @@ one ``Directory`` protocol: ``LocalDirectory`` (a dict under a lock, one process
 ``SQLiteDirectory`` (a file shared by the processes of one machine).
 
 Invariants:
-- ``update`` is atomic: the change function sees one consistent record and its result is
-  written whole or not at all (a lock; ``BEGIN IMMEDIATE`` across processes).
+- ``update`` and ``update_many`` are atomic: the change function sees one consistent record
+  (one per node) and its result is written whole or not at all (a lock; ``BEGIN IMMEDIATE``
+  across processes).
 - A node's generation never decreases (the SQLite backend also enforces it with a trigger).
 - ``token()`` changes whenever anything in the directory changed since it was last taken, by
   any process; it is cheap (a counter; across processes one in shared memory, see
@@ -24,7 +25,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import threading
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -103,6 +104,21 @@ class Directory(Protocol):
         """
         ...
 
+    def update_many(
+        self,
+        iris: Sequence[str],
+        change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
+    ) -> tuple[T, Hashable]:
+        """Apply ``change`` to the records of several nodes atomically (all or none written).
+
+        ``change`` receives the records of ``iris`` by IRI and returns the records to store
+        (any of them; those left out stay as they were) with its result.
+
+        Returns:
+            The change's result and the ``token()`` right after the update.
+        """
+        ...
+
     def version(self, iri: str, generation: int) -> Node | None:
         """Return ``iri``'s value at ``generation`` if it is still kept."""
         ...
@@ -130,6 +146,24 @@ def check_new_record(old: NodeRecord, new: NodeRecord) -> None:
             f"a directory change must keep the IRI and never lower the generation: "
             f"{old.iri!r} at {old.generation} -> {new.iri!r} at {new.generation}"
         )
+
+
+def changed_records(
+    old: Mapping[str, NodeRecord], new: Mapping[str, NodeRecord]
+) -> list[NodeRecord]:
+    """Return the records of ``new`` that differ from ``old``, each checked by ``check_new_record``.
+
+    Raises:
+        InvalidInputError: ``new`` holds a node that ``old`` does not (it was not in the update).
+    """
+    changed = []
+    for iri, record in new.items():
+        if iri not in old:
+            raise InvalidInputError(f"a directory change returned {iri!r}, not one of its nodes")
+        check_new_record(old[iri], record)
+        if record != old[iri]:
+            changed.append(record)
+    return changed
 
 
 def versions_to_keep(record: NodeRecord, kept: list[int], keep_versions: int) -> set[int]:
@@ -181,6 +215,22 @@ class LocalDirectory:
             check_new_record(old, new)
             if new != old:
                 self._store(old, new)
+                self._token = next(self._changes)
+            return result, self._token
+
+    def update_many(
+        self,
+        iris: Sequence[str],
+        change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
+    ) -> tuple[T, Hashable]:
+        """Apply ``change`` to several records under the lock; return its result and token."""
+        with self._lock:
+            old = {iri: self.record(iri) for iri in dict.fromkeys(iris)}
+            new, result = change(dict(old))
+            changed = changed_records(old, new)
+            for record in changed:
+                self._store(old[record.iri], record)
+            if changed:
                 self._token = next(self._changes)
             return result, self._token
 
@@ -342,22 +392,37 @@ class SQLiteDirectory:
         transaction), so no process can take the old counter for the new state. The token
         returned is that epoch: while this transaction holds the write lock nobody else commits.
         """
-        with self._lock, translated("sqlite", f"updating the coherence record of {iri!r}"):
+
+        def one(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            new, result = change(records[iri])
+            return {new.iri: new}, result
+
+        return self.update_many([iri], one)
+
+    def update_many(
+        self,
+        iris: Sequence[str],
+        change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
+    ) -> tuple[T, Hashable]:
+        """Apply ``change`` to several records in one ``BEGIN IMMEDIATE`` transaction."""
+        wanted = list(dict.fromkeys(iris))
+        with self._lock, translated("sqlite", f"updating the coherence records of {wanted[:3]}"):
             self._check_open()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 committed, shared = self._committed_epoch(), self._epoch.value()
-                old = self._read(iri)
-                new, result = change(old)
-                check_new_record(old, new)
+                old = {iri: self._read(iri) for iri in wanted}
+                new, result = change(dict(old))
+                changed = changed_records(old, new)
                 token: Hashable = committed if shared == committed else _UNVOUCHED
-                if new != old:
+                if changed:
                     token = max(committed, shared) + 1
                     self._epoch.set(token)
                     self._conn.execute(
                         "UPDATE coherence_epoch SET epoch = ? WHERE id = 0", (token,)
                     )
-                    self._write(old, new)
+                    for record in changed:
+                        self._write(old[record.iri], record)
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")

@@ -1,9 +1,10 @@
 """L2 coherence: where shared nodes are stored, behind the narrow ``NodeSource`` seam.
 
-The blackboard (``gliding_core.blackboard``) is the source the coordinator is meant for; the two
-small sources here are complete stores of their own, used by the tests, the benchmark and any
-caller that wants coherent copies without a graph: ``DictNodeSource`` (one process) and
-``SQLiteNodeSource`` (a file shared by processes).
+The blackboard is the source the coordinator is meant for (``BoardSource`` in
+``gliding_core.blackboard.coherence``, which also commits batches through
+``CoherenceCoordinator.commit``); the two small sources here are complete stores of their
+own, used by the tests, the benchmark and any caller that wants coherent copies without a
+graph: ``DictNodeSource`` (one process) and ``SQLiteNodeSource`` (a file shared by processes).
 
 Invariants: ``put`` is a compare-and-swap on the generation (a node that has moved past
 ``expected_generation`` is refused with ``StaleWriteError``, nothing written); a node's

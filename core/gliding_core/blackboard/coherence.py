@@ -1,0 +1,325 @@
+"""L2: the blackboard's coherence: one MESI coordinator over the board's own nodes.
+
+``BoardCoherence`` builds the ``CoherenceCoordinator`` a blackboard owns (``board.coherence``)
+and wires it in: ``BoardSource`` is its ``NodeSource`` (the node's value and generation; a put
+conditional on the generation, under the board's single writer); ``commit`` runs every write
+and delete of the board (an agent's or the system's) as one transition of the coordinator, so
+the directory sees every change; write-back goes to the board's ``WriteBack`` (one path with
+the flush and the critical tags' write-through); a lease that expires invalidates the copy it
+guarded (``LEASE_EXPIRED`` -> ``expire_lease``); an agent the sweeper marks lost loses its
+copies, dirty ones written back first (``AGENT_LOST`` -> ``drop_agent``).
+
+Across processes (a SPARQL server shared by the processes of one machine, with one
+``SQLiteDirectory`` in the memory directory) ``SharedCache`` checks the node cache: an entry is
+served only while the directory's change counter still says nothing changed since it was
+vouched for, else after its generation was compared with the directory's.
+
+Invariants:
+- Every change of a node goes through ``commit``: the directory's transaction (which serialises
+  the writers of every process sharing it) holds the check of the base generation, the rights
+  and fences, and the write; nothing of a refused change is written.
+- Lock order: the directory, then ``WriteBack``'s lock, then the node store's writer; nothing
+  holding a later one takes an earlier one. Node events of a commit are published after its
+  transaction, so a subscriber may use the board.
+- Inside the directory's transaction the shared node cache is not trusted: reads there go to
+  the store (``SharedCache.inside``), since the directory cannot vouch for an entry while its
+  own transaction is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from gliding_core.blackboard.leases import LeaseTable
+from gliding_core.blackboard.nodes import (
+    WRITTEN_HERE,
+    Announce,
+    BoardNode,
+    NodeStore,
+    NodeWrite,
+)
+from gliding_core.blackboard.writeback import WriteBack
+from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.directory import Directory, NodeRecord
+from gliding_core.coherence.sources import check_generation, refused
+from gliding_core.entry import MesiState
+from gliding_core.errors import EntryNotFoundError, GlidingError, InvalidInputError
+from gliding_core.jsonld import Node
+
+logger = logging.getLogger(__name__)
+
+Check = Callable[[dict[str, BoardNode]], None]
+"""Refuse a change given the nodes it touches as they exist (rights, fences), by raising."""
+
+
+class SharedCache:
+    """The node cache's check against a directory shared by processes (``CacheCheck``).
+
+    Args:
+        directory: the coherence directory every process of the store shares.
+    """
+
+    def __init__(self, directory: Directory) -> None:
+        self.directory = directory
+        self._local = threading.local()
+        self.token = directory.token  # type: ignore[method-assign]  # one call less per read
+        self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
+        """Whether every change since ``held`` was this process's own and left ``iri`` alone
+        (the coordinator's ``vouch_own``)."""
+        self.last_own: Callable[[str], Hashable] = lambda iri: None
+        """The token of this process's last change of ``iri`` (``None``: none known)."""
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Mark the block as running inside the directory's transaction (on this thread)."""
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.depth -= 1
+
+    def is_inside(self) -> bool:
+        """Return whether this thread is inside the directory's transaction."""
+        return bool(getattr(self._local, "depth", 0))
+
+    def token(self) -> Hashable:
+        """Return the directory's change counter."""
+        return self.directory.token()
+
+    def vouch(
+        self, iri: str, generation: int, exists: bool, stamp: Hashable | None
+    ) -> Hashable | None:
+        """Return the token vouching for an entry the directory agrees with, else ``None``.
+
+        Without asking the directory when every change since the entry was vouched (or since
+        this process wrote it) was this process's own and none touched the node.
+        """
+        if self.is_inside():
+            return None
+        now = self.token()
+        held = self.last_own(iri) if stamp is WRITTEN_HERE else stamp
+        if held is not None and self.own(held, now, iri):
+            return now
+        record, token = self.directory.snapshot(iri)
+        if record.generation == 0:  # no process wrote it through the directory: the store's
+            return token
+        if (record.generation, record.value is not None) == (generation, exists):
+            return token
+        return None
+
+
+class BoardSource:
+    """The blackboard's nodes as the coordinator's ``NodeSource``.
+
+    Args:
+        nodes: the board's node layer.
+        cache: the check of its cache (its ``inside`` is entered for every call).
+    """
+
+    def __init__(self, nodes: NodeStore, cache: SharedCache) -> None:
+        self.nodes, self.cache = nodes, cache
+
+    def get(self, iri: str) -> tuple[Node, int]:
+        """Return the node's value and generation; ``EntryNotFoundError`` when absent."""
+        with self.cache.inside():
+            node = self.nodes.get_many([iri]).get(iri)
+        if node is None:
+            raise EntryNotFoundError(f"no blackboard node has the IRI {iri!r}")
+        return node.node, node.generation
+
+    def states(self, iris: Sequence[str]) -> dict[str, tuple[Node | None, int]]:
+        """Return each node's value (``None``: absent or deleted) and generation."""
+        with self.cache.inside():
+            found = self.nodes.states(iris)
+        return {iri: (None if n is None else n.node, g) for iri, (n, g) in found.items()}
+
+    def put(self, iri: str, value: Node, expected_generation: int) -> int:
+        """Write ``value`` over an existing node at ``expected_generation`` (graph and tags kept).
+
+        Raises:
+            StaleWriteError: the node is at another generation.
+            InvalidInputError: the node does not exist: a new node needs an area (write it
+                through an agent's handle or ``Blackboard.write``).
+        """
+        check_generation(expected_generation, what="expected_generation")
+        with self.cache.inside(), self.nodes.writer:
+            node, generation = self.nodes.states([iri])[iri]
+            current = 0 if node is None else generation
+            if current != expected_generation:
+                raise refused(
+                    iri, expected_generation, current, None if node is None else node.node
+                )
+            if node is None:
+                raise InvalidInputError(
+                    f"{iri!r} is not on the blackboard: a new node needs an area (write it"
+                    " through an agent's handle)"
+                )
+            requests = self.nodes.prepare([value], node.graph, node.tags)
+            return self.nodes.write(requests)[0].generation
+
+
+class BoardCoherence:
+    """The coordinator of a blackboard, and its wiring to the board's write-back and leases.
+
+    Args:
+        nodes: the board's node layer.
+        directory: the coherence directory (a ``SQLiteDirectory`` when processes share it).
+        shared: whether other processes write the store too (its cache is checked then).
+        bus: where invalidations are announced (the memory's bus).
+        writeback: the board's write-back to L0 (``None``: the board has no L0).
+        critical_tags: tags whose writes go through to L0 before the write returns.
+    """
+
+    def __init__(
+        self,
+        nodes: NodeStore,
+        directory: Directory,
+        *,
+        shared: bool,
+        bus: EventBus | None,
+        writeback: WriteBack | None,
+        critical_tags: frozenset[str],
+    ) -> None:
+        self.nodes, self.writeback = nodes, writeback
+        self.cache = SharedCache(directory)
+        if shared:
+            nodes.check = self.cache
+        self.source = BoardSource(nodes, self.cache)
+        self.leases: LeaseTable | None = None
+        self.coordinator = CoherenceCoordinator(
+            self.source,
+            directory,
+            bus=bus,
+            write_back=None if writeback is None else self._write_back,
+            holds_write_lease=self._holds_write_lease,
+            critical_tags=critical_tags,
+        )
+        self.cache.own = self.coordinator.vouch_own
+        self.cache.last_own = self.coordinator.last_own
+        self._subscriptions: list[Subscription] = []
+
+    # -- the coordinator's callbacks -------------------------------------------------------------
+
+    def _write_back(self, iri: str, value: Node, generation: int) -> None:
+        """Write the node back to L0 through the board's write-back (in the transaction)."""
+        assert self.writeback is not None
+        with self.cache.inside():
+            node = self.nodes.get_many([iri]).get(iri)
+            if node is not None and node.dirty:
+                self.writeback.flush_nodes([node])
+
+    def _holds_write_lease(self, agent: str, iri: str) -> bool:
+        return self.leases is not None and self.leases.holds_write_lease(iri, agent)
+
+    # -- commits ---------------------------------------------------------------------------------
+
+    def write(
+        self,
+        agent: str | None,
+        requests: Sequence[NodeWrite],
+        *,
+        bases: Mapping[str, int | None],
+        check: Check | None = None,
+        source: str | None = None,
+    ) -> list[BoardNode]:
+        """Write a validated batch as one transition of every node in it; return it as stored.
+
+        Raises:
+            StaleWriteError: a node has moved past its base (nothing written).
+        """
+        iris = list(dict.fromkeys(r.iri for r in requests))
+        events: list[Announce] = []
+        written: list[BoardNode] = []
+
+        def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+            with self.cache.inside(), self.nodes.writer:
+                written.extend(self.nodes.write(requests, source=source, events=events))
+            return {n.iri: (n.node, n.generation) for n in written}
+
+        self._commit(agent, {iri: bases.get(iri) for iri in iris}, check, apply)
+        for announce in events:
+            announce()
+        return written
+
+    def delete(
+        self,
+        agent: str | None,
+        iris: Sequence[str],
+        *,
+        check: Check | None = None,
+        source: str | None = None,
+    ) -> list[BoardNode]:
+        """Delete nodes as one transition of each; return those that existed."""
+        events: list[Announce] = []
+        gone: list[BoardNode] = []
+
+        def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+            with self.cache.inside(), self.nodes.writer:
+                gone.extend(self.nodes.delete(iris, source=source, events=events))
+            return {n.iri: (None, n.generation) for n in gone}
+
+        self._commit(agent, dict.fromkeys(iris), check, apply)
+        for announce in events:
+            announce()
+        return gone
+
+    def _commit(
+        self,
+        agent: str | None,
+        bases: dict[str, int | None],
+        check: Check | None,
+        apply: Callable[[Mapping[str, NodeRecord]], dict[str, tuple[Node | None, int]]],
+    ) -> None:
+        def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+            with self.cache.inside(), self.nodes.writer:
+                found = self.nodes.states(list(records))
+                if check is not None:
+                    check({iri: n for iri, (n, _) in found.items() if n is not None})
+            return {iri: (None if n is None else n.node, g) for iri, (n, g) in found.items()}
+
+        self.coordinator.commit(agent, bases, current, apply)
+
+    # -- write-back, leases, agents --------------------------------------------------------------
+
+    def written_back(self, nodes: Sequence[BoardNode]) -> None:
+        """Take the ``MODIFIED`` copies of flushed nodes to ``EXCLUSIVE`` or ``SHARED``."""
+        if self.cache.is_inside():
+            return  # a write-back the coordinator asked for: its row moves the copy itself
+        for node in nodes:
+            record = self.coordinator.directory.record(node.iri)
+            for copy in record.copies.values():
+                if copy.state is MesiState.MODIFIED:
+                    self.coordinator.write_back(copy.agent, node.iri)
+
+    def attach(self, bus: EventBus, leases: LeaseTable) -> None:
+        """Follow a coordination layer's leases and agents (its bus and its lease table)."""
+        self.leases = leases
+        self._subscriptions += [
+            bus.subscribe(self._on_lease_expired, [EventType.LEASE_EXPIRED]),
+            bus.subscribe(self._on_agent_lost, [EventType.AGENT_LOST]),
+        ]
+
+    def _on_lease_expired(self, event: Event) -> None:
+        holder, resource = event.payload.get("holder"), event.payload.get("resource")
+        if isinstance(holder, str) and isinstance(resource, str):
+            try:
+                self.coordinator.expire_lease(holder, resource)
+            except GlidingError:  # a lease on something that is not a node IRI
+                logger.debug("lease on %r is not on a node; no copy to invalidate", resource)
+
+    def _on_agent_lost(self, event: Event) -> None:
+        name = event.payload.get("name")
+        if isinstance(name, str):
+            dropped = self.coordinator.drop_agent(name)
+            logger.info("agent %r was lost: its %d copies dropped", name, len(dropped))
+
+    def close(self) -> None:
+        """Stop following the coordination layer and close the directory."""
+        for subscription in self._subscriptions:
+            subscription.cancel()
+        self._subscriptions.clear()
+        self.coordinator.directory.close()

@@ -34,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -121,7 +122,7 @@ class BoardNode:
             f'"tags":{_ENCODE(list(self.tags)) if self.tags else "[]"}}}'
         )
         state = _DIRTY if self.dirty else _CLEAN
-        where = ox.NamedNode(bookkeeping_graph(self.graph))
+        where = _bookkeeping_node(self.graph)
         return [ox.Quad(ox.NamedNode(self.iri), state, ox.Literal(record), where)]
 
 
@@ -193,7 +194,7 @@ def rdf_of(node: Node, graph: str, content: str | None = None) -> tuple[ox.Quad,
     again (the document read is the same text either way). A flat node (see ``flat_triples``)
     is translated directly, to the quads the processor would give.
     """
-    name = ox.NamedNode(graph)
+    name = _graph_node(graph)
     if "@context" not in node:
         flat = flat_triples(node, name)
         if flat is not None:
@@ -228,6 +229,16 @@ def processed_rdf(
         return term
 
     return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
+
+
+@functools.lru_cache(maxsize=4096)  # a few graphs take every write: their terms are kept
+def _graph_node(graph: str) -> ox.NamedNode:
+    return ox.NamedNode(graph)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bookkeeping_node(graph: str) -> ox.NamedNode:
+    return ox.NamedNode(bookkeeping_graph(graph))
 
 
 def _document(node: Node, content: str | None) -> str:

@@ -78,8 +78,6 @@ from gliding_core.jsonld import (
 )
 
 MINTED_PREFIX = "urn:uuid:"
-_BOOLEAN = ox.NamedNode("http://www.w3.org/2001/XMLSchema#boolean")
-_TRUE = ox.Literal("true", datatype=_BOOLEAN)
 _META = ox.NamedNode(META_GRAPH)
 _RECORD, _GRAPH, _DIRTY, _CLEAN = (
     ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty", "clean")

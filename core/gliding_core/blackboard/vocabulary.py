@@ -124,7 +124,12 @@ def bookkept_graph(name: str) -> str | None:
     """Return the node graph whose records ``name`` holds, or ``None`` for other graphs."""
     if not name.startswith(BOOKKEEPING_PREFIX):
         return None
-    return unquote(name[len(BOOKKEEPING_PREFIX) :])
+    return _unquoted(name[len(BOOKKEEPING_PREFIX) :])
+
+
+@functools.lru_cache(maxsize=4096)  # every record read from the store names its graph
+def _unquoted(text: str) -> str:
+    return unquote(text)
 
 
 def is_bookkeeping(graph: str) -> bool:

@@ -167,20 +167,6 @@ class CoordinationDB:
                 conn.execute("RELEASE nested" if nested else "COMMIT")
 
     @contextmanager
-    def autocommit(self, doing: str) -> Iterator[sqlite3.Connection]:
-        """Run the block's statements under the lock, each one its own transaction.
-
-        For a change one statement makes atomically (a release is one ``DELETE``): it saves
-        the ``BEGIN IMMEDIATE`` and ``COMMIT`` round trips of ``write()``. Inside a ``write()``
-        of this thread the statements join its transaction. Fetch every row of a statement
-        (``fetchall``): SQLite commits it when it is done.
-        """
-        with self._lock:
-            self._check_open()
-            with translated("sqlite", doing):
-                yield self._conn
-
-    @contextmanager
     def read(self, doing: str) -> Iterator[sqlite3.Connection]:
         """Run the block's queries under the lock, translating SQLite errors."""
         with self._lock:

@@ -408,31 +408,19 @@ class LeaseTable:
         was never granted returns ``False`` and changes nothing (a late release is harmless).
         """
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
-        # One statement each, no BEGIN / COMMIT: the usual release (depth 1) is one DELETE,
-        # a deeper lease one UPDATE after it. Each is atomic alone; the lock keeps this
-        # process's other threads out between them, and other processes only ever delete a
-        # lease that has expired, which the UPDATE's condition leaves alone as well.
-        with self.db.autocommit(f"releasing the lease on {resource!r}") as conn:
-            now = self.db.clock()
-            ended = conn.execute(
-                f"DELETE FROM leases WHERE resource = ? AND holder = ?"
-                f" AND (depth = 1 OR expires_at <= ?) RETURNING {_COLUMNS}",
-                (resource, holder, now),
-            ).fetchall()
-            if not ended:
-                return bool(
-                    conn.execute(
-                        "UPDATE leases SET depth = depth - 1 WHERE resource = ? AND holder = ?"
-                        " AND depth > 1 AND expires_at > ? RETURNING depth",
-                        (resource, holder, now),
-                    ).fetchall()
+        with self.db.write(f"releasing the lease on {resource!r}") as conn:
+            own = _live(conn, resource, holder, self.db.clock())
+            if own is not None and own.depth > 1:
+                conn.execute(
+                    "UPDATE leases SET depth = depth - 1 WHERE resource = ? AND holder = ?",
+                    (resource, holder),
                 )
-        own = _lease(ended[0])
-        if own.expires_at <= now:
-            return False  # it had expired: taken out, but nothing was held
-        self._woken()
-        self._publish(EventType.LEASE_RELEASED, own)
-        return True
+                return True
+            conn.execute("DELETE FROM leases WHERE resource = ? AND holder = ?", (resource, holder))
+        if own is not None:
+            self._woken()
+            self._publish(EventType.LEASE_RELEASED, own)
+        return own is not None
 
     def release_all(self, holder: str) -> list[Lease]:
         """End every lease of ``holder`` whatever its depth; return the live ones it had."""

@@ -7,6 +7,11 @@ request to it by the merge rules, and ``Rows`` lists what the batch writes, tabl
 - metadata merged key by key (new wins); graph and MESI state replaced when given;
 - ``generation`` increases by one on each request that changes anything.
 
+``restage`` is the other rule, for ``L0Store.replace``: the entry becomes exactly the request
+(node, tags, graph and metadata as given; importance and MESI state set when given, kept
+otherwise), keeping its identity, its creation time and its generation's count; ``Rows`` then
+takes removed tags out of the tag index too.
+
 ``check_record`` holds each request to the store's own limits before the transaction starts
 (content and metadata size, nesting depth, tag and graph name size); ``stage`` holds the merge
 result to them again, so no entry is ever written over a limit.
@@ -206,6 +211,32 @@ def stage(
     entry.changed = True
 
 
+def restage(entry: Staged, node: Node, content: str, record: Record) -> None:
+    """Make ``entry`` exactly the write request (``node`` with ``record``'s fields), in place.
+
+    Nothing merges: properties and tags the request lacks are gone. The generation increases
+    by one if anything changed; the creation time stays.
+    """
+    digest = content_hash(content) if content != entry.content else entry.content_hash
+    importance = entry.importance if record.importance is None else record.importance
+    state = record.mesi_state or entry.mesi_state
+    if (digest, record.tags, importance, record.metadata, record.named_graph, state) == (
+        entry.content_hash,
+        entry.tags,
+        entry.importance,
+        entry.metadata,
+        entry.named_graph,
+        entry.mesi_state,
+    ):
+        return
+    entry.node, entry.content, entry.content_hash = node, content, digest
+    entry.types = record.types
+    entry.tags, entry.importance, entry.metadata = record.tags, importance, dict(record.metadata)
+    entry.named_graph, entry.mesi_state = record.named_graph, state
+    entry.generation += 1
+    entry.changed = True
+
+
 @dataclass(slots=True)
 class Rows:
     """The SQL parameters that write a batch's changed entries and bring each index in line.
@@ -217,6 +248,7 @@ class Rows:
     created: list[tuple[object, ...]] = field(default_factory=list)
     updated: list[tuple[object, ...]] = field(default_factory=list)
     tags: list[tuple[str, int]] = field(default_factory=list)
+    old_tags: list[tuple[str, int]] = field(default_factory=list)
     unindexed: list[tuple[int]] = field(default_factory=list)
     old_types: list[tuple[str, int]] = field(default_factory=list)
     old_texts: list[tuple[int, str]] = field(default_factory=list)
@@ -248,6 +280,8 @@ class Rows:
             self.updated.append(values)
             indexed = entry.indexed_tags
             self.tags += [(tag, entry_id) for tag in entry.tags if tag not in indexed]
+            if len(indexed) > len(entry.tags) or not set(indexed) <= set(entry.tags):
+                self.old_tags += [(tag, entry_id) for tag in indexed if tag not in entry.tags]
         else:
             self.created.append((*values, entry.iri, entry.created_at, now))
             self.tags += [(tag, entry_id) for tag in entry.tags]

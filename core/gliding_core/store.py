@@ -4,7 +4,9 @@ Invariants:
 - A write that has returned is committed (and, with ``durability="full"``, synced to disk).
 - A write request is validated whole before the transaction starts; a batch is one transaction,
   so a failure anywhere writes nothing.
-- Storing an ``@id`` that exists merges into the entry (see ``gliding_core.jsonld``); the
+- Storing an ``@id`` that exists merges into the entry (see ``gliding_core.jsonld``);
+  ``replace`` instead makes it exactly the node given (nothing of the old one lingers: not a
+  property, not a tag), keeping its creation time and continuing its generation. The
   ``generation`` increases on every change of content, tags, types, graph, importance, metadata
   or MESI state. Access statistics are not changes.
 - The tag, type, graph, edge and full-text indexes always agree with the entries table: they are
@@ -84,7 +86,16 @@ from gliding_core.jsonld import (
     preview,
     validate_iri,
 )
-from gliding_core.staging import SEPARATOR, Rows, Staged, check_record, check_tags, new_entry, stage
+from gliding_core.staging import (
+    SEPARATOR,
+    Rows,
+    Staged,
+    check_record,
+    check_tags,
+    new_entry,
+    restage,
+    stage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -497,7 +508,48 @@ class L0Store:
         with _collector_paused():
             return self._put_many(records)
 
-    def _put_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
+    def replace(
+        self,
+        node: object,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mesi_state: MesiState | str | None = None,
+    ) -> str:
+        """Store a JSON-LD node as exactly the entry of its ``@id``; return its IRI.
+
+        Unlike ``put``, nothing merges: the entry's properties, tags, graph and metadata become
+        those given (what the node lacks is gone, from the indexes too). An existing entry
+        keeps its creation time, and its generation goes on from where it was. ``importance``
+        and ``mesi_state`` are set when given and kept otherwise.
+
+        Raises:
+            InvalidNodeError, InvalidInputError, ContentTooLargeError: as ``put``.
+        """
+        record = Record(
+            node,
+            tags=tags,
+            importance=importance,
+            named_graph=named_graph,
+            metadata=metadata,
+            mesi_state=mesi_state,
+        )
+        return self.replace_many([record])[0]
+
+    def replace_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
+        """Replace many entries in one transaction (see ``replace``); return their IRIs."""
+        if isinstance(records, (str, bytes, Mapping)):
+            raise InvalidInputError(
+                f"replace_many takes an iterable of records, got {preview(records)}"
+            )
+        with _collector_paused():
+            return self._put_many(records, merge=False)
+
+    def _put_many(
+        self, records: Iterable[Record | Mapping[str, Any] | str], *, merge: bool = True
+    ) -> list[str]:
         limit = self.config.max_content_bytes
         requests: list[tuple[Node, str, Record]] = []
         iris: list[str] = []
@@ -533,6 +585,8 @@ class L0Store:
                         )
                         staged[node["@id"]] = entry
                         next_id += 1
+                    elif not merge:
+                        restage(entry, node, content, record)
                     else:
                         stage(
                             entry,
@@ -602,6 +656,7 @@ class L0Store:
             rows.updated,
         )
         _insert(conn, "INSERT OR IGNORE INTO entry_tags (tag, entry_id)", rows.tags)
+        conn.executemany("DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?", rows.old_tags)
         conn.executemany("DELETE FROM edges WHERE source_id = ?", rows.unindexed)
         conn.executemany(_DELETE_TEXT, rows.old_texts)
         conn.executemany("DELETE FROM entry_types WHERE type = ? AND entry_id = ?", rows.old_types)

@@ -46,6 +46,28 @@ def test_dirty_nodes_reach_l0_on_flush_exactly_as_the_node(store: L0Store) -> No
     assert board.nodes.dirty() == []
 
 
+def test_a_flush_keeps_the_l0_entrys_history(store: L0Store) -> None:
+    board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
+    node = {"@id": "urn:n:1", "summary": "the kestrel hovers", "note": "over the stubble field"}
+    board.write([node], task=TASK, area="execution", tags=["draft"])
+    board.flush()
+    first = store.get("urn:n:1")
+    assert first is not None
+    assert [hit.entry.iri for hit in store.search_text("stubble")] == ["urn:n:1"]
+    board.write([{"@id": "urn:n:1", "summary": "the kestrel dives"}], task=TASK, area="execution")
+    board.flush()
+    second = store.get("urn:n:1")
+    assert second is not None
+    assert second.node == {"@id": "urn:n:1", "summary": "the kestrel dives"}  # no "note"
+    assert second.tags == ()
+    assert store.by_tags(["draft"]) == []
+    assert second.generation == first.generation + 1  # L0's generation goes on
+    assert second.created_at == first.created_at
+    assert second.metadata == {"l2_generation": 2}
+    assert store.search_text("stubble") == []
+    assert [hit.entry.iri for hit in store.search_text("dives")] == ["urn:n:1"]
+
+
 def test_critical_tags_write_through_before_the_write_returns(store: L0Store) -> None:
     board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
     board.write([{"@id": "urn:n:plain"}], task=TASK, area="plan")

@@ -58,8 +58,8 @@ from gliding_core.blackboard.sparql import (
 )
 from gliding_core.blackboard.vocabulary import (
     AREAS,
-    META_GRAPH,
     area_graph,
+    is_bookkeeping,
 )
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
@@ -241,8 +241,8 @@ class Blackboard:
         if graph is not None:
             if task is not None or area is not None:
                 raise InvalidInputError("give either graph= or task= and area=, not both")
-            if check_iri(graph, "graph") == META_GRAPH:
-                raise InvalidInputError(f"{META_GRAPH} holds the blackboard's bookkeeping")
+            if is_bookkeeping(check_iri(graph, "graph")):
+                raise InvalidInputError(f"{graph} holds the blackboard's bookkeeping")
             return graph
         if task is None or area is None:
             raise InvalidInputError("a write needs task= and area= (or graph=)")
@@ -276,7 +276,7 @@ class Blackboard:
     def _area_graphs(self) -> list[str]:
         result = self.backend.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { } }")
         graphs = [term_value(row["g"]) for row in result.rows]
-        return [g for g in graphs if g != META_GRAPH]
+        return [g for g in graphs if not is_bookkeeping(g)]
 
     def _nodes(self, iris: Sequence[str]) -> list[BoardNode]:
         found = self.nodes.get_many(iris)

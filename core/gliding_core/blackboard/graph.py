@@ -1,10 +1,11 @@
 """L2: the RDF backends of the blackboard, behind one small protocol.
 
 ``GraphBackend`` is what the node layer needs from a quad store: an atomic SPARQL update, an
-atomic insert of quads, the triples of given subjects in a graph (the node layer's look-up by
-IRI), a SPARQL query over a chosen dataset with variables bound safely, and ``close()``. Two classes
-implement it: ``EmbeddedGraph`` (pyoxigraph's ``Store``, in memory or on disk) and
-``SparqlEndpoint`` (any SPARQL 1.1 protocol endpoint over httpx, such as ``oxigraph serve``).
+atomic insert of quads, the triples of given subjects in a graph, the quads of given subjects
+and predicates in any graph (the node layer's look-up by IRI), a SPARQL query over a chosen
+dataset with variables bound safely, and ``close()``. Two classes implement it:
+``EmbeddedGraph`` (pyoxigraph's ``Store``, in memory or on disk) and ``SparqlEndpoint`` (any
+SPARQL 1.1 protocol endpoint over httpx, such as ``oxigraph serve``).
 
 Invariants:
 - ``update`` and ``extend`` apply all of their change or nothing (one transaction in Oxigraph,
@@ -105,6 +106,10 @@ class GraphBackend(Protocol):
         """Return every quad of ``graph`` whose subject is one of ``subjects``."""
         ...
 
+    def quads_about(self, subjects: Sequence[str], predicates: Sequence[str]) -> list[ox.Quad]:
+        """Return every quad of any named graph with one of ``subjects`` and ``predicates``."""
+        ...
+
     def query(
         self,
         text: str,
@@ -175,6 +180,24 @@ class EmbeddedGraph:
         with translated("oxigraph", "reading the blackboard graph"):
             for subject in subjects:
                 found.extend(store.quads_for_pattern(ox.NamedNode(subject), None, None, name))
+        return found
+
+    def quads_about(self, subjects: Sequence[str], predicates: Sequence[str]) -> list[ox.Quad]:
+        """Return the quads of ``subjects`` and ``predicates`` (one look-up a subject).
+
+        One look-up by subject, filtered here, is cheaper than one per predicate: a subject
+        the store does not know (every new node) costs one index probe.
+        """
+        store, wanted = self.store, frozenset(predicates)
+        found: list[ox.Quad] = []
+        with translated("oxigraph", "reading the blackboard graph"):
+            for subject in subjects:
+                found.extend(
+                    quad
+                    for quad in store.quads_for_pattern(ox.NamedNode(subject), None, None, None)
+                    if quad.predicate.value in wanted
+                    and not isinstance(quad.graph_name, ox.DefaultGraph)
+                )
         return found
 
     def query(
@@ -288,6 +311,21 @@ class SparqlEndpoint:
         )
         name = ox.NamedNode(graph)
         return [ox.Quad(r["s"], r["p"], r["o"], name) for r in result.rows]  # type: ignore[arg-type]
+
+    def quads_about(self, subjects: Sequence[str], predicates: Sequence[str]) -> list[ox.Quad]:
+        """Return the quads of ``subjects`` and ``predicates`` in any named graph (one query)."""
+        if not subjects or not predicates:
+            return []
+        values = " ".join(str(ox.NamedNode(s)) for s in subjects)
+        properties = " ".join(str(ox.NamedNode(p)) for p in predicates)
+        result = self.query(
+            f"SELECT ?s ?p ?o ?g WHERE {{ GRAPH ?g {{ VALUES ?s {{ {values} }}"
+            f" VALUES ?p {{ {properties} }} ?s ?p ?o }} }}"
+        )
+        return [
+            ox.Quad(r["s"], r["p"], r["o"], r["g"])  # type: ignore[arg-type]
+            for r in result.rows
+        ]
 
     def query(
         self,

@@ -55,7 +55,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from gliding_core.blackboard.coordination import (
@@ -156,6 +156,19 @@ class Lease:
     acquired_at: float
     expires_at: float
 
+    def row(self) -> tuple[str, str, str, int, int, float, float, float]:
+        """Return the lease as a row of the ``leases`` table, in the order of its columns."""
+        return (
+            self.resource,
+            self.holder,
+            self.mode.value,
+            self.token,
+            self.depth,
+            self.ttl_s,
+            self.acquired_at,
+            self.expires_at,
+        )
+
     def payload(self) -> dict[str, object]:
         """Return the event payload describing this lease."""
         return {
@@ -244,14 +257,13 @@ class LeaseTable:
         """
         request = self._request(resource, holder, mode, ttl_s)
         deadline = _deadline(timeout_s)
-        pause = _FIRST_WAIT_S
+        pauses = self._pauses(deadline)
         while True:
             seen = self._releases
             lease = self._granted(self._attempt(*request), request, deadline)
             if lease is not None:
                 return lease
-            self._wait_for_release(seen, min(pause, _left(deadline)))
-            pause = min(pause * 2, self.db.config.max_wait_poll_s)
+            self._wait_for_release(seen, next(pauses))
 
     async def acquire_async(
         self,
@@ -269,15 +281,14 @@ class LeaseTable:
         """
         request = self._request(resource, holder, mode, ttl_s)
         deadline = _deadline(timeout_s)
-        pause = _FIRST_WAIT_S
+        pauses = self._pauses(deadline)
         while True:
             seen = self._releases
             outcome = await asyncio.to_thread(self._attempt, *request)
             lease = self._granted(outcome, request, deadline)
             if lease is not None:
                 return lease
-            await self._await_release(seen, min(pause, _left(deadline)))
-            pause = min(pause * 2, self.db.config.max_wait_poll_s)
+            await self._await_release(seen, next(pauses))
 
     @contextmanager
     def hold(
@@ -295,6 +306,13 @@ class LeaseTable:
             yield lease
         finally:
             self.release(lease.resource, lease.holder)
+
+    def _pauses(self, deadline: float | None) -> Iterator[float]:
+        """The waits between a waiter's attempts: doubling up to the poll limit, to the deadline."""
+        pause = _FIRST_WAIT_S
+        while True:
+            yield min(pause, _left(deadline))
+            pause = min(pause * 2, self.db.config.max_wait_poll_s)
 
     def _request(
         self, resource: object, holder: object, mode: object, ttl_s: object
@@ -370,9 +388,7 @@ class LeaseTable:
                 "UPDATE leases SET expires_at = ? WHERE resource = ? AND holder = ?",
                 (expires, resource, holder),
             )
-        return Lease(
-            resource, holder, own.mode, own.token, own.depth, own.ttl_s, own.acquired_at, expires
-        )
+        return replace(own, expires_at=expires)
 
     def renew_all(self, holder: str) -> int:
         """Extend every live lease of ``holder`` by its TTL from now; return how many."""
@@ -558,16 +574,7 @@ def _deepen(conn: sqlite3.Connection, own: Lease, expires: float) -> Lease:
         "UPDATE leases SET depth = depth + 1, expires_at = ? WHERE resource = ? AND holder = ?",
         (expires, own.resource, own.holder),
     )
-    return Lease(
-        own.resource,
-        own.holder,
-        own.mode,
-        own.token,
-        own.depth + 1,
-        own.ttl_s,
-        own.acquired_at,
-        expires,
-    )
+    return replace(own, depth=own.depth + 1, expires_at=expires)
 
 
 def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
@@ -576,30 +583,12 @@ def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
         "INSERT OR REPLACE INTO lease_grants (resource, fenced) VALUES (?, ?)",
         (lease.resource, int(lease.mode in FENCED_MODES)),
     )
-    token = int(cursor.lastrowid or 0)
+    granted = replace(lease, token=int(cursor.lastrowid or 0))
     conn.execute(
         f"INSERT OR REPLACE INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            lease.resource,
-            lease.holder,
-            lease.mode.value,
-            token,
-            lease.depth,
-            lease.ttl_s,
-            lease.acquired_at,
-            lease.expires_at,
-        ),
+        granted.row(),
     )
-    return Lease(
-        lease.resource,
-        lease.holder,
-        lease.mode,
-        token,
-        lease.depth,
-        lease.ttl_s,
-        lease.acquired_at,
-        lease.expires_at,
-    )
+    return granted
 
 
 def _fence_problem(own: Lease | None, token: int, newest: int | None) -> str:

@@ -1,9 +1,15 @@
 """L2: blackboard nodes: validation, JSON-LD to RDF, generations, the cache and the single writer.
 
 A node is a JSON-LD object with an absolute ``@id``, kept in exactly one named graph. Writing it
-puts its RDF (read by a JSON-LD processor under the project's context) into that graph, and
-its bookkeeping into ``META_GRAPH``: a record (its JSON text, generation and tags), its graph,
-and a dirty mark while L0 has not seen its last version (three quads a node).
+puts its RDF (read by a JSON-LD processor under the project's context, or for a flat node by
+``flat_triples``, which gives the same quads) into that graph, and its bookkeeping, one quad,
+into that graph's bookkeeping graph (``bookkeeping_graph``): ``<iri> ghm:dirty "record"`` while
+L0 has not seen its last version, ``<iri> ghm:clean "record"`` after, the record being its JSON
+text, generation and tags. The bookkeeping graph names the node's graph, the predicate its
+state: one quad instead of three (record, graph, dirty mark), each quad costing 20-30 us on
+disk. A deleted node leaves a tombstone ``<iri> ghm:record "{generation, deleted}"`` in
+``META_GRAPH``. A store written in the earlier layout (record, ``ghm:graph`` and dirty mark in
+``META_GRAPH``) is rewritten in this one by one update when a ``NodeStore`` opens it.
 
 Invariants:
 - One writer per store: every write, delete and clean-mark takes ``NodeStore``'s lock, reads
@@ -36,6 +42,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -47,18 +54,21 @@ from typing import Any, Protocol
 
 import pyoxigraph as ox
 
+from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import (
     Dataset,
     GraphBackend,
     QueryResult,
-    Term,
     quads_text,
     term_value,
 )
 from gliding_core.blackboard.vocabulary import (
+    BOOKKEEPING_PREFIX,
     CONTEXT,
     META_GRAPH,
     SKOLEM_PREFIX,
+    bookkeeping_graph,
+    bookkept_graph,
     meta,
     with_context,
 )
@@ -76,10 +86,11 @@ from gliding_core.jsonld import (
 )
 
 MINTED_PREFIX = "urn:uuid:"
-_BOOLEAN = ox.NamedNode("http://www.w3.org/2001/XMLSchema#boolean")
-_TRUE = ox.Literal("true", datatype=_BOOLEAN)
 _META = ox.NamedNode(META_GRAPH)
-_RECORD, _GRAPH, _DIRTY = (ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty"))
+_RECORD, _GRAPH, _DIRTY, _CLEAN = (
+    ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty", "clean")
+)
+_BOOKKEEPING = (_RECORD.value, _DIRTY.value, _CLEAN.value)  # the predicates of a look-up
 _REFUSED_KEYS = ("@graph", "@included")
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _CONTEXT_OPENING = '{"@context":' + canonical_json(CONTEXT) + ","  # CONTEXT is a constant
@@ -111,19 +122,14 @@ class BoardNode:
         return parse_canonical(self.content)
 
     def quads(self) -> list[ox.Quad]:
-        """Return the node's bookkeeping quads."""
+        """Return the node's bookkeeping quad (its record, in its graph's bookkeeping graph)."""
         record = (  # the content is JSON text already: only escaped once, as a string
             f'{{"content":{_ENCODE(self.content)},"generation":{self.generation},'
             f'"tags":{_ENCODE(list(self.tags)) if self.tags else "[]"}}}'
         )
-        subject = ox.NamedNode(self.iri)
-        quads = [
-            ox.Quad(subject, _RECORD, ox.Literal(record), _META),
-            ox.Quad(subject, _GRAPH, ox.NamedNode(self.graph), _META),
-        ]
-        if self.dirty:
-            quads.append(ox.Quad(subject, _DIRTY, _TRUE, _META))
-        return quads
+        state = _DIRTY if self.dirty else _CLEAN
+        where = _bookkeeping_node(self.graph)
+        return [ox.Quad(ox.NamedNode(self.iri), state, ox.Literal(record), where)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +197,24 @@ def rdf_of(node: Node, graph: str, content: str | None = None) -> tuple[ox.Quad,
     A blank node becomes ``urn:gliding-horse:genid:<digest of the node IRI>:<n>``, numbered in
     the processor's (deterministic) output order, so the same node always gives the same quads.
     ``content``, when given, must be ``canonical_json(node)``: it saves serialising the node
-    again (the document read is the same text either way).
+    again (the document read is the same text either way). A flat node (see ``flat_triples``)
+    is translated directly, to the quads the processor would give.
     """
+    name = _graph_node(graph)
+    if "@context" not in node:
+        flat = flat_triples(node, name)
+        if flat is not None:
+            return tuple(flat)
+    return processed_rdf(node, name, content)
+
+
+def processed_rdf(
+    node: Node, name: ox.NamedNode, content: str | None = None
+) -> tuple[ox.Quad, ...]:
+    """Return the node's RDF in the graph ``name`` as the JSON-LD processor reads it."""
     document = _document(node, content)
     with translated("oxigraph", f"reading node {node['@id']!r} as JSON-LD"):
         parsed = list(ox.parse(document, format=ox.RdfFormat.JSON_LD))
-    name = ox.NamedNode(graph)
     blank = False
     for quad in parsed:
         if not isinstance(quad.graph_name, ox.DefaultGraph):
@@ -217,6 +235,16 @@ def rdf_of(node: Node, graph: str, content: str | None = None) -> tuple[ox.Quad,
         return term
 
     return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
+
+
+@functools.lru_cache(maxsize=4096)  # a few graphs take every write: their terms are kept
+def _graph_node(graph: str) -> ox.NamedNode:
+    return ox.NamedNode(graph)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bookkeeping_node(graph: str) -> ox.NamedNode:
+    return ox.NamedNode(bookkeeping_graph(graph))
 
 
 def _document(node: Node, content: str | None) -> str:
@@ -317,6 +345,16 @@ class NodeStore:
             str, Hashable
         ] = {}  # with ``check``: the token each entry was vouched at
         self._cache_lock = threading.Lock()
+        with self.writer:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Rewrite bookkeeping of the earlier layout (record, graph, mark) in this one."""
+        legacy = self.backend.query(
+            f"ASK {{ GRAPH {_META} {{ ?s {_GRAPH} ?g }} }}", dataset=Dataset((), (META_GRAPH,))
+        )
+        if legacy.boolean:
+            self.backend.update(_UPGRADE)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -427,8 +465,8 @@ class NodeStore:
                     clean.append(replace(now, dirty=False))
             if not clean:
                 return
-            marks = [ox.Quad(ox.NamedNode(n.iri), _DIRTY, _TRUE, _META) for n in clean]
-            self.backend.update(f"DELETE DATA {{ {quads_text(marks)} }}")
+            quads = [q for node in clean for q in node.quads()]
+            self.backend.update(f"{_marks_removal(clean)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
             self._remember(clean)
 
     # -- reads -------------------------------------------------------------------------------
@@ -460,9 +498,10 @@ class NodeStore:
         """Return the IRIs of the nodes kept in ``graphs``, sorted."""
         found: set[str] = set()
         for graph in graphs:
+            where = ox.NamedNode(bookkeeping_graph(graph))
             result = self.backend.query(
-                f"SELECT ?s WHERE {{ GRAPH {_META} {{ ?s {_GRAPH} {ox.NamedNode(graph)} }} }}",
-                dataset=Dataset((), (META_GRAPH,)),
+                f"SELECT ?s WHERE {{ GRAPH {where} {{ ?s ?state ?record }} }}",
+                dataset=Dataset((), (where.value,)),
             )
             found.update(term_value(row["s"]) for row in result.rows)
         return sorted(found)
@@ -480,9 +519,9 @@ class NodeStore:
 
     def dirty(self, graphs: Sequence[str] | None = None) -> list[BoardNode]:
         """Return the nodes changed since their last flush (in ``graphs`` when given)."""
+        dataset = None if graphs is None else Dataset((), tuple(map(bookkeeping_graph, graphs)))
         result = self.backend.query(
-            f"SELECT ?s WHERE {{ GRAPH {_META} {{ ?s {_DIRTY} ?d }} }}",
-            dataset=Dataset((), (META_GRAPH,)),
+            f"SELECT DISTINCT ?s WHERE {{ GRAPH ?g {{ ?s {_DIRTY} ?record }} }}", dataset=dataset
         )
         iris = sorted(term_value(row["s"]) for row in result.rows)
         wanted = None if graphs is None else set(graphs)
@@ -563,10 +602,13 @@ class NodeStore:
 
     def _load(self, iris: Sequence[str]) -> dict[str, _Known]:
         """Read the bookkeeping of ``iris`` from the store."""
-        facts: dict[str, dict[str, Term]] = {}
-        for quad in self.backend.triples_of(iris, META_GRAPH):
-            facts.setdefault(term_value(quad.subject), {})[quad.predicate.value] = quad.object
-        return {iri: _from_facts(iri, found) for iri, found in facts.items()}
+        found: dict[str, _Known] = {}
+        for quad in self.backend.quads_about(iris, _BOOKKEEPING):
+            known = _from_quad(quad)
+            iri = term_value(quad.subject)
+            if known is not None and not isinstance(found.get(iri), BoardNode):
+                found[iri] = known  # a live record wins over a tombstone (none is left)
+        return found
 
     def _remember(
         self,
@@ -621,17 +663,37 @@ class NodeStore:
             )
 
 
-def _from_facts(iri: str, facts: Mapping[str, Term]) -> _Known:
-    record = json.loads(term_value(facts[meta("record")]))
-    if record.get("deleted") or meta("graph") not in facts:
-        return _Tombstone(int(record["generation"]))
+def _from_quad(quad: ox.Quad) -> _Known | None:
+    """The node or tombstone a bookkeeping quad records (``None`` for any other quad)."""
+    where = term_value(quad.graph_name)  # type: ignore[arg-type]
+    if quad.predicate == _RECORD:
+        if where != META_GRAPH:
+            return None
+        return _Tombstone(int(json.loads(term_value(quad.object))["generation"]))
+    graph = bookkept_graph(where)
+    if graph is None or not isinstance(quad.object, ox.Literal):
+        return None  # a node's own triple that happens to use a bookkeeping predicate
+    record = json.loads(quad.object.value)
     return BoardNode(
-        iri,
+        term_value(quad.subject),
         record["content"],
-        term_value(facts[meta("graph")]),
+        graph,
         int(record["generation"]),
         tuple(record["tags"]),
-        dirty=meta("dirty") in facts,
+        dirty=quad.predicate == _DIRTY,
+    )
+
+
+def _marks_removal(nodes: Sequence[BoardNode]) -> str:
+    """The update operations that take the dirty records of ``nodes`` out."""
+    by_graph: dict[str, list[str]] = {}
+    for node in nodes:
+        by_graph.setdefault(bookkeeping_graph(node.graph), []).append(str(ox.NamedNode(node.iri)))
+    # VALUES inside the GRAPH block: an endpoint then starts from the subjects.
+    return " ;\n".join(
+        f"DELETE {{ GRAPH {ox.NamedNode(where)} {{ ?s {_DIRTY} ?record }} }} WHERE {{ GRAPH"
+        f" {ox.NamedNode(where)} {{ VALUES ?s {{ {' '.join(subjects)} }} ?s {_DIRTY} ?record }} }}"
+        for where, subjects in by_graph.items()
     )
 
 
@@ -639,7 +701,7 @@ def _removal(old: Mapping[str, _Known]) -> str:
     """The update operations that take the old nodes' triples and bookkeeping out.
 
     Each node's triples are removed by subject in its graph (whatever drifted in is removed
-    too), its skolemised blank nodes by their exact quads, its bookkeeping by subject.
+    too), its skolemised blank nodes by their exact quads, its record (or tombstone) by subject.
     """
     parts = []
     skolems: list[ox.Quad] = []
@@ -654,7 +716,22 @@ def _removal(old: Mapping[str, _Known]) -> str:
                 for q in rdf_of(known.node, known.graph)
                 if term_value(q.subject).startswith(SKOLEM_PREFIX)
             ]
-        parts.append(f"DELETE WHERE {{ GRAPH {_META} {{ {subject} ?p ?o }} }}")
+            where = ox.NamedNode(bookkeeping_graph(known.graph))
+            parts.append(f"DELETE WHERE {{ GRAPH {where} {{ {subject} ?state ?record }} }}")
+        else:
+            parts.append(f"DELETE WHERE {{ GRAPH {_META} {{ {subject} ?p ?o }} }}")
     if skolems:
         parts.append(f"DELETE DATA {{ {quads_text(skolems)} }}")
     return " ;\n".join(parts)
+
+
+# The earlier layout (record, ``ghm:graph`` and dirty mark in META_GRAPH) in this one, at once.
+# ENCODE_FOR_URI escapes what ``quote(..., safe="")`` escapes: the same bookkeeping graph IRI.
+_UPGRADE = f"""
+DELETE {{ GRAPH {_META} {{ ?s {_RECORD} ?record . ?s {_GRAPH} ?graph . ?s {_DIRTY} ?mark }} }}
+INSERT {{ GRAPH ?where {{ ?s ?state ?record }} }}
+WHERE {{
+  GRAPH {_META} {{ ?s {_RECORD} ?record ; {_GRAPH} ?graph OPTIONAL {{ ?s {_DIRTY} ?mark }} }}
+  BIND(IRI(CONCAT("{BOOKKEEPING_PREFIX}", ENCODE_FOR_URI(STR(?graph)))) AS ?where)
+  BIND(IF(BOUND(?mark), {_DIRTY}, {_CLEAN}) AS ?state)
+}}"""

@@ -7,6 +7,7 @@ keyword inside a literal is not a keyword.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Protocol
@@ -49,11 +50,10 @@ def check_query(text: object) -> str:
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidInputError(f"a SPARQL query must be a non-empty string, got {preview(text)}")
-    bare = re.sub(r"<\s*>", "<>", mask_opaque(text))
-    if _SERVICE.search(bare) or "\\u" in bare.lower():
+    problem = _remembered_problem(text) if len(text) <= _REMEMBERED_CHARS else _problem(text)
+    if problem == "service":
         raise InvalidInputError("SPARQL SERVICE (a remote query) is not allowed on the blackboard")
-    words = _PROLOGUE.sub(" ", bare).split()
-    if words and words[0].lower() in _UPDATE_KEYWORDS:
+    if problem == "update":
         raise PermissionDeniedError(
             "SPARQL UPDATE is not allowed here; write nodes through the blackboard",
             role="agent",
@@ -61,6 +61,23 @@ def check_query(text: object) -> str:
             operation="sparql-update",
         )
     return text
+
+
+def _problem(text: str) -> str | None:
+    """What keeps ``text`` from running here: ``"service"``, ``"update"`` or nothing."""
+    bare = re.sub(r"<\s*>", "<>", mask_opaque(text))
+    if _SERVICE.search(bare) or "\\u" in bare.lower():
+        return "service"
+    words = _PROLOGUE.sub(" ", bare).split()
+    if words and words[0].lower() in _UPDATE_KEYWORDS:
+        return "update"
+    return None
+
+
+# A frame or a benchmark runs one text with new bindings again and again, and the check of its
+# text (regular expressions over all of it) cost as much as a 2-hop CONSTRUCT's evaluation.
+_remembered_problem = functools.lru_cache(maxsize=512)(_problem)
+_REMEMBERED_CHARS = 8_192  # longer texts are checked every time rather than kept
 
 
 def task_graphs(task: str, areas: Sequence[str] = AREAS) -> list[str]:

@@ -10,7 +10,9 @@ Invariants:
   project's own ``CONTEXT_URL`` (replaced by ``CONTEXT`` before parsing); any other URL is
   refused, and ``document_loader`` (for pyld) serves ``CONTEXT_URL`` and refuses the rest.
 - ``area_graph`` is a bijection between (task IRI, area) and named-graph IRIs; ``graph_area``
-  inverts it. The blackboard's bookkeeping lives in ``META_GRAPH``, never in an area graph.
+  inverts it. The blackboard's bookkeeping lives in ``META_GRAPH`` (tombstones) and in one
+  bookkeeping graph per node graph (``bookkeeping_graph``, inverted by ``bookkept_graph``),
+  never in an area graph; ``is_bookkeeping`` tells them apart.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ AREAS = (
 _GRAPH_PREFIX = "urn:gliding-horse:graph:"
 META_GRAPH = "urn:gliding-horse:meta"
 SKOLEM_PREFIX = "urn:gliding-horse:genid:"
+
+
+BOOKKEEPING_PREFIX = META_GRAPH + ":"
 
 
 def term(name: str) -> str:
@@ -107,6 +112,29 @@ def _graph_area(graph: str) -> tuple[str, str] | None:
     if not sep or area not in AREAS or not encoded:
         return None
     return unquote(encoded), area
+
+
+@functools.lru_cache(maxsize=4096)  # every node write names its bookkeeping graph
+def bookkeeping_graph(graph: str) -> str:
+    """Return the graph that holds the records of the nodes of ``graph`` (an absolute IRI)."""
+    return BOOKKEEPING_PREFIX + quote(graph, safe="")
+
+
+def bookkept_graph(name: str) -> str | None:
+    """Return the node graph whose records ``name`` holds, or ``None`` for other graphs."""
+    if not name.startswith(BOOKKEEPING_PREFIX):
+        return None
+    return _unquoted(name[len(BOOKKEEPING_PREFIX) :])
+
+
+@functools.lru_cache(maxsize=4096)  # every record read from the store names its graph
+def _unquoted(text: str) -> str:
+    return unquote(text)
+
+
+def is_bookkeeping(graph: str) -> bool:
+    """Return whether ``graph`` holds the blackboard's bookkeeping (never nodes)."""
+    return graph == META_GRAPH or graph.startswith(BOOKKEEPING_PREFIX)
 
 
 def with_context(node: Mapping[str, Any]) -> dict[str, Any]:

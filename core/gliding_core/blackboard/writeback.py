@@ -8,10 +8,12 @@ during a flush stays dirty and goes in the next one). A node carrying a critical
 that made it returns (write-through). Flushes also run on a timer, on task completion and on
 close.
 
-An L0 entry written by a flush is exactly the node: the entry is deleted and put again in one
-L0 transaction (L0's ``put`` merges by ``@id``, which would keep removed properties and tags),
-with the node's tags, its graph as ``named_graph`` and ``{"l2_generation": n}`` as metadata.
-L0's own bookkeeping of the entry (access count, creation time, its generation) restarts.
+An L0 entry written by a flush is exactly the node: ``L0Store.replace_many`` (L0's ``put``
+merges by ``@id``, which would keep removed properties and tags), with the node's tags, its
+graph as ``named_graph`` and ``{"l2_generation": n}`` as metadata, one L0 transaction a batch.
+L0's own bookkeeping of the entry goes on: its creation time and access statistics stay, its
+generation continues, and its full-text, type and edge indexes and change log follow the new
+content.
 
 What a crash (SIGKILL, power kept) may lose:
 - write-through: nothing that was written; the write returned after L0 committed.
@@ -123,10 +125,7 @@ class WriteBack:
             )
             for node in chunk
         ]
-        with self.store.transaction():
-            for node in chunk:
-                self.store.delete(node.iri)
-            self.store.put_many(records)
+        self.store.replace_many(records)
 
     def start(self, interval_s: float) -> None:
         """Flush every ``interval_s`` seconds on a daemon thread until ``stop()``."""

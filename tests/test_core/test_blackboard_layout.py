@@ -1,0 +1,205 @@
+"""The blackboard's storage layout: flat nodes translated directly, one bookkeeping quad a node."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from gliding_core import InvalidInputError, InvalidNodeError
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.flat import flat_triples
+from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
+from gliding_core.blackboard.nodes import processed_rdf, rdf_of
+from gliding_core.blackboard.vocabulary import META, META_GRAPH, area_graph
+from gliding_core.config import BlackboardConfig
+from gliding_core.jsonld import parse_node
+
+TASK = "urn:task:layout"
+GRAPH = ox.NamedNode(area_graph(TASK, "execution"))
+
+# Keys and IRIs a node may hold, the plain ones and those whose reading depends on the context.
+keys = st.one_of(
+    st.sampled_from(["summary", "status", "a-b", "_x", "type", "id", "Step"]),
+    st.sampled_from(["gh", "xsd", "gh:link", "xsd:int", "x.y", "1st", "-x", "", "has space"]),
+    st.sampled_from(["@value", "@language", "@list", "@set", "@reverse", "@index", "@nest"]),
+    st.sampled_from(["http://example.org/p", "urn:p:1", "é"]),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,8}", fullmatch=True),
+)
+iris = st.one_of(
+    st.sampled_from(["urn:x:1", "http://example.org/a/b?c=d#e", "https://a.example/%7e"]),
+    st.sampled_from(["http://a/b/../c", "http://a/./b", "gh:foo", "xsd:string", "_:b0"]),
+    st.sampled_from(["urn:x:é", "urn:x y", "relative", "http://[::1]/x", "mailto:a@b.c"]),
+    st.from_regex(r"urn:[a-z]{1,5}:[A-Za-z0-9._~:/?#@!$&'()*+,;=%-]{0,12}", fullmatch=True),
+)
+scalars = st.one_of(
+    st.text(max_size=12),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.integers(min_value=-(2**54), max_value=2**54),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+)
+values = st.recursive(
+    st.one_of(scalars, st.builds(lambda i: {"@id": i}, iris)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["@id", "@value", "@type", "name"]), inner, max_size=2),
+    ),
+    max_leaves=6,
+)
+types = st.one_of(
+    st.sampled_from(["Step", "Task", "gh:Step", "xsd:string", "urn:t:1", "gh", "", "1x"]),
+    st.lists(st.sampled_from(["Step", "Plan", "gh:Plan", "urn:t:2"]), max_size=3),
+)
+
+
+@st.composite
+def nodes(draw: st.DrawFn) -> dict[str, Any]:
+    node: dict[str, Any] = {"@id": draw(iris)}
+    if draw(st.booleans()):
+        node["@type"] = draw(types)
+    node.update(draw(st.dictionaries(keys, values, max_size=4)))
+    return node
+
+
+@settings(max_examples=400, deadline=None)
+@given(nodes())
+def test_the_direct_path_gives_exactly_the_processors_quads(node: dict[str, Any]) -> None:
+    try:
+        parsed, content, _, _ = parse_node(node)
+    except InvalidNodeError:
+        return  # refused before any translation
+    direct = flat_triples(parsed, GRAPH)
+    event("direct" if direct is not None else "processor")
+    try:
+        processed = list(processed_rdf(parsed, GRAPH, content))
+    except InvalidInputError:  # the processor refuses it
+        assert direct is None, parsed
+        return
+    if direct is not None:
+        assert direct == processed, parsed
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"@id": "urn:n:1", "@type": "Step", "summary": "s1"},
+        {"@id": "urn:n:2", "@type": ["Step", "Plan"], "count": 3, "done": False},
+        {"@id": "urn:n:3", "link": [{"@id": "urn:n:1"}, {"@id": "urn:n:2"}], "tags": ["a", "b"]},
+    ],
+)
+def test_flat_nodes_take_the_direct_path(node: dict[str, Any]) -> None:
+    direct = flat_triples(node, GRAPH)
+    assert direct is not None
+    assert direct == list(processed_rdf(node, GRAPH))
+    assert list(rdf_of(node, GRAPH.value)) == direct
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"@id": "urn:n:1", "@context": {"@vocab": "urn:v:"}, "summary": "s"},
+        {"@id": "gh:n", "summary": "s"},
+        {"@id": "urn:n:1", "gh:summary": "s"},
+        {"@id": "urn:n:1", "ratio": 0.5},
+        {"@id": "urn:n:1", "note": {"@value": "x", "@language": "en"}},
+        {"@id": "urn:n:1", "part": {"name": "a blank node"}},
+    ],
+)
+def test_other_nodes_go_through_the_processor(node: dict[str, Any]) -> None:
+    assert flat_triples(node, GRAPH) is None
+
+
+@pytest.fixture(params=["memory", "disk", "server"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphBackend]:
+    value: GraphBackend
+    if request.param == "memory":
+        value = EmbeddedGraph()
+    elif request.param == "disk":
+        value = EmbeddedGraph(tmp_path / "graph")
+    else:
+        value = SparqlEndpoint(request.getfixturevalue("oxigraph_server"))
+        value.update("CLEAR ALL")
+    yield value
+    value.close()
+
+
+def _all_quads(backend: GraphBackend) -> list[tuple[str, str, str, str]]:
+    result = backend.query("SELECT ?s ?p ?o ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
+    return sorted((r["s"], r["p"], r["o"], r["g"]) for r in result.values())
+
+
+def test_a_node_costs_its_triples_and_one_bookkeeping_quad(backend: GraphBackend) -> None:
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    node = {"@id": "urn:n:1", "@type": "Step", "summary": "s1"}
+    board.write([node], task=TASK, area="execution")
+    stored = _all_quads(backend)
+    assert len(stored) == 3
+    assert [q[1] for q in stored if q[1].startswith(META)] == [META + "dirty"]
+
+
+def _legacy_quads(node: dict[str, Any], graph: str, generation: int, dirty: bool) -> list[ox.Quad]:
+    """The quads the earlier layout wrote for a node: its RDF, record, graph and mark."""
+    content = json.dumps(node, sort_keys=True, separators=(",", ":"))
+    record = json.dumps({"content": content, "generation": generation, "tags": ["t"]})
+    subject, meta_graph = ox.NamedNode(node["@id"]), ox.NamedNode(META_GRAPH)
+    quads = list(rdf_of(node, graph))
+    quads.append(ox.Quad(subject, ox.NamedNode(META + "record"), ox.Literal(record), meta_graph))
+    quads.append(ox.Quad(subject, ox.NamedNode(META + "graph"), ox.NamedNode(graph), meta_graph))
+    if dirty:
+        true = ox.Literal("true", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#boolean"))
+        quads.append(ox.Quad(subject, ox.NamedNode(META + "dirty"), true, meta_graph))
+    return quads
+
+
+def test_a_store_of_the_earlier_layout_is_read_in_the_new_one(backend: GraphBackend) -> None:
+    plan, execution = area_graph(TASK, "plan"), area_graph(TASK, "execution")
+    backend.extend(
+        _legacy_quads({"@id": "urn:n:dirty", "@type": "Plan"}, plan, 3, dirty=True)
+        + _legacy_quads({"@id": "urn:n:clean", "summary": "done"}, execution, 1, dirty=False)
+    )
+    tombstone = json.dumps({"generation": 5, "deleted": True})
+    backend.extend(
+        [ox.Quad(ox.NamedNode("urn:n:gone"), ox.NamedNode(META + "record"), ox.Literal(tombstone),
+                 ox.NamedNode(META_GRAPH))]
+    )  # fmt: skip
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    assert not any(q[1] == META + "graph" for q in _all_quads(backend))
+    dirty, clean = board.read("urn:n:dirty"), board.read("urn:n:clean")
+    assert dirty is not None
+    assert clean is not None
+    assert (dirty.graph, dirty.generation, dirty.tags, dirty.dirty) == (plan, 3, ("t",), True)
+    assert (clean.graph, clean.generation, clean.dirty) == (execution, 1, False)
+    assert [n.iri for n in board.nodes.dirty()] == ["urn:n:dirty"]
+    assert [n.iri for n in board.by_task(TASK)] == ["urn:n:clean", "urn:n:dirty"]
+    assert board.read("urn:n:gone") is None
+    assert board.write([{"@id": "urn:n:gone"}], task=TASK, area="plan")[0].generation == 6
+    assert board.write([{"@id": "urn:n:dirty"}], task=TASK, area="plan")[0].generation == 4
+
+
+def test_a_nodes_own_triple_with_a_bookkeeping_predicate_is_not_its_record(
+    backend: GraphBackend,
+) -> None:
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    node = {"@id": "urn:n:1", META + "dirty": "not a record", META + "record": "nor this"}
+    board.write([node], task=TASK, area="execution")
+    board.nodes.forget_cache()
+    found = board.read("urn:n:1")
+    assert found is not None
+    assert found.generation == 1
+    assert found.node == node
+    assert [n.iri for n in board.nodes.dirty()] == ["urn:n:1"]
+    board.nodes.mark_clean([found])
+    board.nodes.forget_cache()
+    assert board.nodes.dirty() == []
+    again = board.read("urn:n:1")
+    assert again is not None
+    assert not again.dirty
+    assert again.node == node

@@ -44,7 +44,7 @@ def test_demo_shows_merge_queries_search_and_neighbours() -> None:
 
 def test_inspect_shows_tables_of_a_memory_directory(tmp_path: Path) -> None:
     assert run("demo", "--path", str(tmp_path))[0] == 0
-    code, text = run("inspect", str(tmp_path), "--recent", "100")
+    code, text = run("inspect", str(tmp_path), "--recent", "1000")
     assert code == 0
     assert "entries" in text
     assert "10" in text

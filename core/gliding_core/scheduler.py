@@ -302,13 +302,17 @@ class Scheduler:
         params: Mapping[str, object] | None = None,
         agent: AgentHandle | None = None,
         seen: SeenNodes | None = None,
+        fallback: Fallback = "task",
     ) -> FrameSource:
         """Return the context source that shows ``role``'s view of ``task`` to a model.
 
         Given ``agent``, the source reads as that agent (see ``read``); given ``seen``, it
-        shows nodes by what the ledger says the model was shown before.
+        shows nodes by what the ledger says the model was shown before; ``fallback`` is
+        ``read``'s.
         """
-        return FrameSource(self, task, role, params=params, agent=agent, seen=seen)
+        return FrameSource(
+            self, task, role, params=params, agent=agent, seen=seen, fallback=fallback
+        )
 
     def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
         """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.

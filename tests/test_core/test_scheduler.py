@@ -142,6 +142,7 @@ def test_the_frame_fallback_reads_the_frame_s_areas_only_and_no_l0(
     source = FrameSource.for_agent(scheduler, doer, fallback="frame")
     part = source.fill(SourceRequest(None, 400))
     assert part.iris == (f"{TASK}/log",)
+    assert scheduler.source(TASK, "do", agent=doer, fallback="frame").fallback == "frame"
     # Nothing comes from L0, neither the task's entries nor a search.
     scheduler.complete(TASK)
     memory.store.put({"@id": "urn:ex:fact", "text": "the parser uses recursive descent"})

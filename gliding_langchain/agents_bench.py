@@ -323,7 +323,9 @@ class GlidingMethod:
         config = MemoryConfig(
             topics=TopicConfig(interval_s=0),
             blackboard=BlackboardConfig(
-                flush_interval_s=0, coordination=CoordinationConfig(sweep_interval_s=0)
+                flush_interval_s=0,
+                coordination=CoordinationConfig(sweep_interval_s=0),
+                permissions=work.bench_permissions(),  # each agent reads its frame's areas
             ),
         )
         self.memory = Memory(
@@ -339,6 +341,7 @@ class GlidingMethod:
         )
         self.task: TaskSpec | None = None
         self.views: dict[str, GlidingMemoryMiddleware] = {}
+        self._handles: dict[tuple[str, str], Any] = {}  # one handle per agent and task
 
     def start(self, task: TaskSpec) -> None:
         """Work on ``task``."""
@@ -348,7 +351,10 @@ class GlidingMethod:
         assert self.task is not None
         # One registration per agent and task: the blackboard keeps a live agent on one task.
         name = f"{work.AGENT_NAMES[role]}-{self.task.iri.rsplit('/', 1)[-1]}"
-        return self.memory.agent(name, role=role, task=self.task.iri)
+        if (name, self.task.iri) not in self._handles:
+            handle = self.memory.agent(name, role=role, task=self.task.iri)
+            self._handles[name, self.task.iri] = handle
+        return self._handles[name, self.task.iri]
 
     def tools(self, role: str) -> list[BaseTool]:
         """The blackboard's ``write_node``, through the ledger."""
@@ -376,7 +382,7 @@ class GlidingMethod:
     def middleware(self, role: str) -> list[AgentMiddleware[Any, Any, Any]]:
         """The memory middleware over the role's conversation (its frame as a source)."""
         assert self.task is not None
-        source = FrameSource(self.scheduler, self.task.iri, role)
+        source = FrameSource.for_agent(self.scheduler, self._handle(role))  # read as the agent
         chat = Conversation(
             self.memory,
             self.task.iri,

@@ -6,7 +6,10 @@ do: ``da_input``, check: ``ca_review``, act: ``aa_decision``, any other role:
 show, the task's blackboard nodes are shown instead (L2), and when the blackboard holds nothing
 of the task, its entries in L0 (written back under the task's graphs) or, given a query, what
 L0 search finds for it. L2 and L0 show what agents wrote, not the coordination layer's mirror
-of tasks, agents and messages (a registered agent would otherwise always fill L2).
+of tasks, agents and messages (a registered agent would otherwise always fill L2). With
+``fallback="frame"`` (what role agents read, ``gliding_core.team``) the fallback is narrower:
+the task's blackboard nodes in the frame's own areas only, and no L0 (so the decider, before any
+review exists, is not shown the plan the ``aa_decision`` frame leaves out).
 ``FrameSource`` is this read as a context source of the model view; given a ``SeenNodes``
 ledger (``gliding_core.coherence.seen``) it shows each top-level node by what that agent's model
 was shown before: whole the first time, then the change, or a reference while it is unchanged.
@@ -22,6 +25,7 @@ Invariants:
   node of an area the agent's role may not read, nor of another task: the frame's query runs
   over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
   them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
+- ``fallback="frame"`` never shows a node outside the frame's areas, at any level.
 - Release never loses a write: a node is removed from the blackboard only once it is in L0 (a
   blackboard without write-back releases nothing), and a node written after the flush stays.
 """
@@ -31,7 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gliding_core.blackboard.board import AgentHandle, Blackboard, task_graphs
 from gliding_core.blackboard.nodes import check_iri
@@ -61,6 +65,7 @@ DEFAULT_FRAME = "summary_only"
 LEVELS = ("l3", "l2", "l0", "none")
 
 Search = Callable[[str, int], Sequence[SearchHit]]
+Fallback = Literal["task", "frame"]  # what a read shows when its frame shows nothing
 
 _WHOLE = 1 << 62  # a budget every frame fits in: the frame's nodes unfitted
 
@@ -149,6 +154,7 @@ class Scheduler:
         params: Mapping[str, object] | None = None,
         shown: frozenset[str] = frozenset(),
         agent: AgentHandle | None = None,
+        fallback: Fallback = "task",
     ) -> Read:
         """Return the role's view of ``task`` within ``budget`` tokens: L3, else L2, else L0.
 
@@ -163,12 +169,17 @@ class Scheduler:
                 may read (the frame's query runs over exactly those graphs, L0 search keeps
                 only what is outside the blackboard or in those graphs). Without it the read
                 is the system's, over every area.
+            fallback: what is shown when the frame shows nothing: ``"task"``, the task's
+                blackboard nodes, else its L0 entries (or L0 search); ``"frame"``, the task's
+                blackboard nodes in the frame's areas only, and nothing from L0.
 
         Raises:
+            InvalidInputError: ``fallback`` is neither ``"task"`` nor ``"frame"``.
             PermissionDeniedError: ``agent`` works on another task, or has another role.
         """
         check_iri(task, "task IRI")
         check_budget(budget)
+        _check_fallback(fallback)
         frame = self.frame_for(role)
         areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
@@ -179,10 +190,11 @@ class Scheduler:
             return Read(
                 "l3", projection.text, projection.tokens, _quoted(nodes), frame, projection.step
             )
-        chosen = [a for a in (AREAS if areas is None else areas) if a not in MIRRORED_AREAS]
+        chosen = self._fallen_back(frame, areas, fallback)
+        confined = areas is not None
         for level, nodes in (
             ("l2", self._l2(task, chosen)),
-            ("l0", self._l0(task, query, chosen, confined=areas is not None)),
+            ("l0", [] if fallback == "frame" else self._l0(task, query, chosen, confined=confined)),
         ):
             wanted = [n for n in nodes if n.get("@id") not in shown]
             if wanted:
@@ -200,14 +212,16 @@ class Scheduler:
         params: Mapping[str, object] | None = None,
         shown: frozenset[str] = frozenset(),
         agent: AgentHandle | None = None,
+        fallback: Fallback = "task",
     ) -> tuple[str, str, list[dict[str, Any]]]:
         """Return ``(level, frame, nodes)`` of the role's view of ``task``, not fitted.
 
         The levels are those of ``read`` (as ``agent`` when given): the frame's top-level
         nodes, else the task's blackboard nodes, else its L0 entries; nothing whose IRI is in
-        ``shown``.
+        ``shown``; ``fallback`` as in ``read``.
         """
         check_iri(task, "task IRI")
+        _check_fallback(fallback)
         frame = self.frame_for(role)
         areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
@@ -215,8 +229,10 @@ class Scheduler:
         )
         if projection.iris:
             return "l3", frame, list(projection.document.get("@graph", []))
-        chosen = [a for a in (AREAS if areas is None else areas) if a not in MIRRORED_AREAS]
+        chosen = self._fallen_back(frame, areas, fallback)
         for level in ("l2", "l0"):
+            if level == "l0" and fallback == "frame":
+                break
             found = (
                 self._l2(task, chosen)
                 if level == "l2"
@@ -249,6 +265,13 @@ class Scheduler:
             )
         return agent.readable_areas()
 
+    def _fallen_back(
+        self, frame: str, areas: Sequence[str] | None, fallback: Fallback
+    ) -> list[str]:
+        """Return the areas the fallback reads: readable ones, of the frame's own if asked."""
+        scope = AREAS if fallback == "task" else self.projector.frames.get(frame).areas
+        return [a for a in scope if a not in MIRRORED_AREAS and (areas is None or a in areas)]
+
     def _l2(self, task: str, areas: Sequence[str]) -> list[dict[str, Any]]:
         return [_bare(node.node) for node in self.board.by_task(task, areas)]
 
@@ -279,13 +302,17 @@ class Scheduler:
         params: Mapping[str, object] | None = None,
         agent: AgentHandle | None = None,
         seen: SeenNodes | None = None,
+        fallback: Fallback = "task",
     ) -> FrameSource:
         """Return the context source that shows ``role``'s view of ``task`` to a model.
 
         Given ``agent``, the source reads as that agent (see ``read``); given ``seen``, it
-        shows nodes by what the ledger says the model was shown before.
+        shows nodes by what the ledger says the model was shown before; ``fallback`` is
+        ``read``'s.
         """
-        return FrameSource(self, task, role, params=params, agent=agent, seen=seen)
+        return FrameSource(
+            self, task, role, params=params, agent=agent, seen=seen, fallback=fallback
+        )
 
     def complete(self, task: str, *, subtasks: Sequence[str] | None = None) -> Completion:
         """Flush ``task`` and its subtasks to L0, release their nodes, publish the event.
@@ -342,6 +369,9 @@ class FrameSource:
         role: the agent's role.
         params: the frame's parameters, if any.
         name: the source's name in the view.
+        agent: read as this agent (see ``Scheduler.read``).
+        seen: the ledger of what this agent's model was shown (see the module docstring).
+        fallback: what is shown when the frame shows nothing (see ``Scheduler.read``).
     """
 
     def __init__(
@@ -354,9 +384,11 @@ class FrameSource:
         name: str = "frame",
         agent: AgentHandle | None = None,
         seen: SeenNodes | None = None,
+        fallback: Fallback = "task",
     ) -> None:
         if seen is not None and not isinstance(seen, SeenNodes):
             raise InvalidInputError(f"seen must be a SeenNodes ledger, got {preview(seen)}")
+        self.fallback = _check_fallback(fallback)
         self.seen = seen
         self.scheduler = scheduler
         self.task = check_iri(task, "task IRI")
@@ -376,11 +408,22 @@ class FrameSource:
         *,
         params: Mapping[str, object] | None = None,
         name: str = "frame",
+        seen: SeenNodes | None = None,
+        fallback: Fallback = "task",
     ) -> FrameSource:
         """Return the source of ``agent``'s role's view of its task, read as the agent."""
         if not isinstance(agent, AgentHandle):
             raise InvalidInputError(f"expected an AgentHandle, got {preview(agent)}")
-        return cls(scheduler, agent.task, agent.role, params=params, name=name, agent=agent)
+        return cls(
+            scheduler,
+            agent.task,
+            agent.role,
+            params=params,
+            name=name,
+            agent=agent,
+            seen=seen,
+            fallback=fallback,
+        )
 
     def fresh(self) -> FrameSource:
         """Return this source for another agent: the same view, a new empty ledger (if any)."""
@@ -394,6 +437,7 @@ class FrameSource:
             name=self.name,
             agent=self.agent,
             seen=SeenNodes(unchanged=self.seen.unchanged),
+            fallback=self.fallback,
         )
 
     def fill(self, request: SourceRequest) -> SourcePart:
@@ -410,6 +454,7 @@ class FrameSource:
             params=self.params,
             shown=request.shown,
             agent=self.agent,
+            fallback=self.fallback,
         )
         if not read.text:
             return SourcePart.empty(self.name)
@@ -431,6 +476,7 @@ class FrameSource:
             params=self.params,
             shown=request.shown,
             agent=self.agent,
+            fallback=self.fallback,
         )
         nodes = [n for n in nodes if isinstance(n.get("@id"), str)]
         here = {n["@id"] for n in nodes}
@@ -447,6 +493,12 @@ class FrameSource:
             return SourcePart.empty(self.name)
         quoted = tuple(dict.fromkeys((*view.iris, *_quoted(view.whole))))
         return SourcePart(self.name, view.text, view.tokens, quoted)
+
+
+def _check_fallback(fallback: object) -> Fallback:
+    if fallback not in ("task", "frame"):
+        raise InvalidInputError(f"fallback must be 'task' or 'frame', got {preview(fallback)}")
+    return "frame" if fallback == "frame" else "task"
 
 
 def _role(role: object) -> str:

@@ -3,10 +3,14 @@
 ``role_conversation(memory, handle)`` is the ``Conversation`` both adapters give a role agent
 (``GlidingMemoryMiddleware(memory, handle=handle)``, ``GlidingMemory(role_conversation(...))``):
 its model sees, within the budget, its L1 context, the recall of its own turns and of the
-task's other L0 entries, and its role's frame of the task (``FrameSource``: the scheduler's
-read path, L3 then L2 then L0). The agent is the handle's name and its role the handle's role,
-so its L1 session is its own; agents on one task share supplementary inputs (put for the task):
-the first of them to start a cycle takes an input, and only its model sees it.
+task's other L0 entries, and its role's frame of the task (``FrameSource(..., fallback=
+"frame")``: the scheduler's read path, its fallback confined to the frame's areas). The frame
+is projected as the system, not read as the agent: the default permission matrix (the
+reference's) does not let the ``do`` role read the plan area, and its frame, ``da_input``, is
+the plan's steps; read as the agent, the doer would be shown nothing to do. The agent is the
+handle's name and its role the handle's role, so its L1 session is its own; agents on one task
+share supplementary inputs (put for the task): the first of them to start a cycle takes an
+input, and only its model sees it.
 
 Invariants:
 - The agent's recall never quotes another agent's turns on the task (their tool calls and
@@ -14,9 +18,9 @@ Invariants:
   the agent's own session only, whatever else the caller's filters say.
 - The frame is the one of the handle's task and role; the handle's board is the memory's.
 - The model is shown nothing of an area outside the frame's: when the frame has nothing to
-  show, the fallback is the task's blackboard nodes in the frame's areas only (the scheduler's
-  own fallback reads every area of the task, and L0 search beyond the agent's scope), so the
-  decider, before any review, is not shown the plan.
+  show, the fallback is the task's blackboard nodes in the frame's areas only, never L0 (the
+  scheduler's default fallback reads every area of the task, and L0), so the decider, before
+  any review, is not shown the plan.
 """
 
 from __future__ import annotations
@@ -32,10 +36,8 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
-from gliding_core.projection.budget import fit
-from gliding_core.scheduler import Scheduler
+from gliding_core.scheduler import FrameSource, Scheduler
 from gliding_core.scope import Shared
-from gliding_core.sources import SourcePart, SourceRequest
 
 TURN_TYPES = ("Turn", "SupplementaryInput")  # the L0 types of archived chat turns
 
@@ -102,7 +104,9 @@ def role_conversation(
         settings=chosen,
         recall_filters=own_turns(session.iri, recall_filters),
         shared=shared,
-        extra_sources=[RoleFrameSource(scheduler, handle, params=params)],
+        extra_sources=[
+            FrameSource(scheduler, handle.task, handle.role, params=params, fallback="frame")
+        ],
     )
 
 
@@ -112,50 +116,3 @@ def own_turns(session_iri: str, base: SearchFilters | None = None) -> SearchFilt
         any_of=(SearchFilters(exclude_types=TURN_TYPES), SearchFilters(named_graph=session_iri))
     )
     return mine if base is None else SearchFilters(all_of=(base, mine))
-
-
-class RoleFrameSource:
-    """A context source: the role's frame of its task, else the nodes of the frame's areas.
-
-    Args:
-        scheduler: the scheduler whose projector and role -> frame table are used.
-        handle: the agent (its task and role choose the frame).
-        params: the frame's parameters, if any.
-        name: the source's name in the view.
-    """
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        handle: AgentHandle,
-        *,
-        params: Mapping[str, object] | None = None,
-        name: str = "frame",
-    ) -> None:
-        self.scheduler, self.handle = scheduler, handle
-        self.frame = scheduler.projector.frames.get(scheduler.frame_for(handle.role))
-        self.params = dict(params or {})
-        self.name = name
-
-    def fill(self, request: SourceRequest) -> SourcePart:
-        """Return the frame within ``request.budget``; its areas' nodes when it shows nothing."""
-        if not isinstance(request, SourceRequest):
-            raise InvalidInputError(f"expected a SourceRequest, got {preview(request)}")
-        projection = self.scheduler.projector.project(
-            self.handle.task,
-            self.frame.name,
-            budget=request.budget,
-            params=self.params,
-            exclude=request.shown,
-        )
-        if projection.iris:
-            return SourcePart(self.name, projection.text, projection.tokens, projection.iris)
-        nodes = [
-            {k: v for k, v in node.node.items() if k != "@context"}
-            for node in self.scheduler.board.by_task(self.handle.task, self.frame.areas)
-            if node.iri not in request.shown
-        ]
-        text, tokens, kept, _ = fit(nodes, request.budget, self.scheduler.projector.tokens)
-        if not text:
-            return SourcePart.empty(self.name)
-        return SourcePart(self.name, text, tokens, tuple(str(n.get("@id")) for n in kept))

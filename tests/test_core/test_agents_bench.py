@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from gliding_core.benchmarks import agents as work
+from gliding_core.blackboard.permissions import PermissionMatrix
+from gliding_core.blackboard.vocabulary import AREAS
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.embedders import HashEmbedder
 from gliding_core.memory import Memory
@@ -142,3 +144,18 @@ def test_a_frame_sees_a_node_that_newly_matches_it_while_other_views_hold_it() -
         seen = scheduler.read(task.iri, "check", budget=2_000)
         assert artifact["@id"] in seen.iris
         assert '"v2"' in seen.text
+
+
+def test_the_bench_matrix_lets_each_role_read_its_frame_and_changes_nothing_else() -> None:
+    rules = work.bench_permissions()
+    matrix = PermissionMatrix(rules)
+    default = PermissionMatrix()
+    frames = {f.name: f for f in work.bench_frames()}
+    for role in work.ROLES:
+        areas = frames[work.FRAME_OF_ROLE[role]].areas
+        assert all(matrix.allows(role, area, "read") for area in areas), role
+    assert not default.allows("do", "plan", "read")  # why the bench needs its own matrix
+    for role in work.ROLES:
+        for area in AREAS:
+            for op in ("create", "update", "delete"):
+                assert matrix.allows(role, area, op) == default.allows(role, area, op)

@@ -188,14 +188,17 @@ def test_an_agent_reads_only_its_own_task(
     assert FrameArtifacts(memory, "summary_only", task=TASK, agent=checker).task == TASK
 
 
-def test_the_narrowed_frame_follows_a_replaced_frame(
+def test_the_agent_read_follows_a_replaced_frame_and_registers_none(
     memory: Memory, rounds: tuple[dict[str, str], dict[str, str]]
 ) -> None:
     mine, _ = rounds
     projector = Projector(memory.blackboard, memory.tokens)
+    names = projector.frames.names()
     checker = memory.agent("login-check", role="check", task=TASK)
     reader = FrameArtifacts(projector, "summary_only", agent=checker, budget=4_000)
     assert len(reader.read()) == 4
+    assert len(FrameArtifacts(projector, "pa_init", agent=checker, budget=4_000).read()) == 1
+    assert projector.frames.names() == names  # read through project(areas=...), no copy
     only_reviews = next(f for f in SHIPPED if f.name == "aa_decision")
     projector.register(replace(only_reviews, name="summary_only"), replace=True)
     assert [a.iri for a in reader.read()] == [mine["rev"]]  # decision: not readable by check

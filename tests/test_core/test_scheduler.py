@@ -113,6 +113,48 @@ def test_l0_search_with_a_query(memory: Memory, scheduler: Scheduler) -> None:
     assert read.iris == ("urn:ex:fact",)
 
 
+def test_the_frame_fallback_reads_the_frame_s_areas_only_and_no_l0(
+    memory: Memory, scheduler: Scheduler
+) -> None:
+    memory.blackboard.write(
+        [{"@id": f"{TASK}/note", "@type": "Note", "text": "a shared note"}],
+        task=TASK,
+        area="shared",
+    )
+    assert scheduler.read(TASK, "check", budget=400, fallback="frame").level == "none"
+    memory.blackboard.write(
+        [{"@id": f"{TASK}/memo", "@type": "Note", "text": "a review memo"}],
+        task=TASK,
+        area="review",
+    )
+    read = scheduler.read(TASK, "check", budget=400, fallback="frame")  # ca_review selects neither
+    assert (read.level, read.iris) == ("l2", (f"{TASK}/memo",))
+    level, _, nodes = scheduler.nodes(TASK, "check", fallback="frame")
+    assert (level, [n["@id"] for n in nodes]) == ("l2", [f"{TASK}/memo"])
+    # As an agent, the fallback is the frame's areas its role may read: do may not read plan.
+    write_plan(memory)
+    memory.blackboard.write(
+        [{"@id": f"{TASK}/log", "@type": "Note", "text": "a run log"}], task=TASK, area="execution"
+    )
+    doer = memory.agent("doer", role="do", task=TASK)
+    read = scheduler.read(TASK, "do", budget=400, agent=doer, fallback="frame")
+    assert (read.level, read.iris) == ("l2", (f"{TASK}/log",))
+    source = FrameSource.for_agent(scheduler, doer, fallback="frame")
+    part = source.fill(SourceRequest(None, 400))
+    assert part.iris == (f"{TASK}/log",)
+    assert scheduler.source(TASK, "do", agent=doer, fallback="frame").fallback == "frame"
+    # Nothing comes from L0, neither the task's entries nor a search.
+    scheduler.complete(TASK)
+    memory.store.put({"@id": "urn:ex:fact", "text": "the parser uses recursive descent"})
+    for fallback, level in (("task", "l0"), ("frame", "none")):
+        read = scheduler.read(TASK, "check", budget=400, query="parser", fallback=fallback)  # type: ignore[arg-type]
+        assert read.level == level
+    with pytest.raises(InvalidInputError, match="'system'"):
+        scheduler.read(TASK, "check", budget=400, fallback="system")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="fallback"):
+        FrameSource(scheduler, TASK, "check", fallback="l0")  # type: ignore[arg-type]
+
+
 def test_nothing_anywhere(scheduler: Scheduler) -> None:
     read = scheduler.read(TASK, "do", budget=400)
     assert (read.level, read.text, read.tokens, read.iris) == ("none", "", 0, ())

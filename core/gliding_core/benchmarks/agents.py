@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gliding_core.blackboard.permissions import DEFAULT_MATRIX
 from gliding_core.errors import InvalidInputError
 from gliding_core.projection.frames import Frame
 
@@ -187,6 +188,25 @@ def bench_frames() -> list[Frame]:
             )
         )
     return frames
+
+
+def bench_permissions() -> dict[str, dict[str, list[str]]]:
+    """Return the default permission matrix plus a read of every area of each role's frame.
+
+    The benchmark's agents read their frames as themselves (``FrameSource.for_agent``), and
+    the default matrix does not let them read all of their frames' areas (``do`` may not read
+    ``plan``, ``act`` not ``execution`` ...); this grants those reads and nothing else.
+    """
+    rules = {
+        role: {area: sorted(op.value for op in ops) for area, ops in areas.items()}
+        for role, areas in DEFAULT_MATRIX.items()
+    }
+    for role in ROLES:
+        for area in _AREAS[role]:
+            granted = rules[role].setdefault(area, [])
+            if "read" not in granted:
+                granted.append("read")
+    return rules
 
 
 # -- what an agent knows -------------------------------------------------------------------------

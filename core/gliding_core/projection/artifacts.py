@@ -15,10 +15,11 @@ match no word of the query, keep the frame's order. No query, or one of blanks, 
 frame's order. ``k`` then keeps the first ``k``.
 
 The agent: a reader bound to an agent handle reads that agent's task only, and the frame over
-only the areas of the frame the agent's role may read (``AgentHandle.readable_areas``): the
-frame narrowed to them is registered once in the projector under a derived name
-(``da_input.areas-<digest>``), so neither the frame's nodes nor the objects they embed come
-from an area the role may not read, and the narrowed views are cached and invalidated as any.
+only the areas of the frame the agent's role may read (``AgentHandle.readable_areas``), as the
+scheduler's agent read does: ``Projector.project(..., areas=...)`` runs the frame's query over
+exactly those graphs, so neither the frame's nodes nor the objects they embed come from an
+area the role may not read; its views are cached (keyed by the areas) and invalidated as any,
+and no frame is registered on the agent's behalf.
 
 Invariants:
 - Every artifact is a whole node of one projection within the budget, of the bound task only.
@@ -35,7 +36,6 @@ Invariants:
 from __future__ import annotations
 
 import atexit
-import hashlib
 import json
 import re
 import sqlite3
@@ -53,7 +53,6 @@ from gliding_core.config import DEFAULT_STOP_WORDS
 from gliding_core.errors import ClosedError, InvalidInputError, PermissionDeniedError
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import Projection, check_budget
-from gliding_core.projection.frames import Frame
 from gliding_core.projection.projector import Projector
 from gliding_core.store import TEXT_TOKENIZER
 
@@ -63,7 +62,7 @@ if TYPE_CHECKING:
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TRIES = 3  # projections re-read while writes land between the content and its generations
-_registering = threading.Lock()
+_registering = threading.Lock()  # one projector per memory
 _projectors: weakref.WeakKeyDictionary[Any, Projector] = weakref.WeakKeyDictionary()
 _ranking: sqlite3.Connection | None = None
 _ranking_lock = threading.Lock()  # one ranking at a time on the shared connection
@@ -82,7 +81,7 @@ class FrameArtifact:
         graph: the named graph holding it.
         area: the area of the task that graph is (``"plan"``, ``"execution"``...).
         task: the task's IRI.
-        frame: the frame's name (the shipped one, also for an agent's narrowed frame).
+        frame: the frame's name.
         step: the budget step the projection took (see ``gliding_core.projection.STEPS``).
         score: its lexical relevance to the query (0.0 for no match), ``None`` without one.
     """
@@ -166,10 +165,7 @@ class FrameArtifacts:
         self.params = dict(params or {})
         self.budget = None if budget is None else check_budget(budget)
         self.projector.frames.get(frame).bindings(self.task, self.params)
-        self._base: Frame | None = None
-        self._narrowed: str | None = None
         self._last: tuple[str, tuple[_Shown, ...]] = ("", ())
-        self._projected()  # the agent's frame is narrowed (and checked) now, not on first read
 
     def read(self, query: str | None = None, *, k: int | None = None) -> list[FrameArtifact]:
         """Return the frame's artifacts, the most relevant to ``query`` first, at most ``k``.
@@ -181,10 +177,7 @@ class FrameArtifacts:
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise InvalidInputError(f"k must be an int >= 1 or None, got {preview(k)}")
-        name = self._projected()
-        if name is None:
-            return []  # the role may read none of the frame's areas
-        projection, nodes = self._consistent(name)
+        projection, nodes = self._consistent()
         shown = self._shown(projection)
         found = self._artifacts(projection, shown, nodes)
         if query is not None and query.strip():
@@ -193,7 +186,7 @@ class FrameArtifacts:
             )
         return found if k is None else found[:k]
 
-    def _consistent(self, name: str) -> tuple[Projection, dict[str, BoardNode]]:
+    def _consistent(self) -> tuple[Projection, dict[str, BoardNode]]:
         """Return a projection and its nodes' blackboard records, none newer than it.
 
         When the view cache saw no invalidation from before the projection to after the
@@ -202,21 +195,25 @@ class FrameArtifacts:
         """
         board, cache = self.projector.board, self.projector.cache
         since = cache.sequence
-        projection = self._project(name)
+        projection = self._project()
         for _ in range(_TRIES):
             nodes = board.read_many(projection.iris)
             if cache.sequence == since:
                 return projection, nodes
             since = cache.sequence
-            again = self._project(name)
+            again = self._project()
             if again.text == projection.text:
                 return again, nodes
             projection = again  # a write landed: its generation may be newer than the text
         missing = [iri for iri in projection.iris if iri not in nodes]
         return projection, {**nodes, **board.read_many(missing)}
 
-    def _project(self, name: str) -> Projection:
-        return self.projector.project(self.task, name, budget=self.budget, params=self.params)
+    def _project(self) -> Projection:
+        """Project the frame: as the agent (over the areas its role may read), if there is one."""
+        areas = None if self.agent is None else self.agent.readable_areas()
+        return self.projector.project(
+            self.task, self.frame, budget=self.budget, params=self.params, areas=areas
+        )
 
     def _shown(self, projection: Projection) -> tuple[_Shown, ...]:
         """Return the projection's top-level nodes, each split out once per projected text."""
@@ -249,16 +246,6 @@ class FrameArtifacts:
                 )
             )
         return found
-
-    def _projected(self) -> str | None:
-        """Return the name of the frame to project: the frame, or the agent's narrowing of it."""
-        base = self.projector.frames.get(self.frame)
-        if self.agent is None:
-            return self.frame
-        if base is not self._base:  # first use, or the frame was replaced since
-            self._narrowed = _narrowed(self.projector, base, self.agent.readable_areas())
-            self._base = base
-        return self._narrowed
 
     def __repr__(self) -> str:
         who = "" if self.agent is None else f", agent={self.agent.name!r}"
@@ -367,23 +354,6 @@ def _words(value: Any) -> Iterable[str]:
         yield value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield str(value)
-
-
-def _narrowed(projector: Projector, frame: Frame, readable: Sequence[str]) -> str | None:
-    """Return the name of ``frame`` over only the ``readable`` of its areas (registered once)."""
-    areas = tuple(a for a in frame.areas if a in readable)
-    if areas == frame.areas:
-        return frame.name
-    if not areas:
-        return None
-    digest = hashlib.sha256(f"{frame.name}|{','.join(areas)}".encode()).hexdigest()[:10]
-    narrowed = replace(frame, name=f"{frame.name[:48]}.areas-{digest}", areas=areas)
-    with _registering:
-        if narrowed.name not in projector.frames:
-            projector.register(narrowed)
-        elif projector.frames.get(narrowed.name) != narrowed:  # the frame was replaced
-            projector.register(narrowed, replace=True)
-    return narrowed.name
 
 
 def _resolve(source: object) -> tuple[Projector, frozenset[str]]:

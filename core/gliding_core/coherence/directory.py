@@ -458,19 +458,23 @@ class SQLiteDirectory:
             " value = excluded.value",
             (iri, new.generation, value),
         )
+        # Each statement costs 5-20 us inside the transaction every writer waits on: an empty
+        # batch is not sent, and a node never seen before (generation 0) has no kept versions.
         gone = [(iri, agent) for agent in old.copies if agent not in new.copies]
-        conn.executemany("DELETE FROM coherence_copies WHERE iri = ? AND agent = ?", gone)
+        if gone:
+            conn.executemany("DELETE FROM coherence_copies WHERE iri = ? AND agent = ?", gone)
         changed = [
             (iri, c.agent, c.state.value, c.generation)
             for c in new.copies.values()
             if old.copies.get(c.agent) != c
         ]
-        conn.executemany(
-            "INSERT OR REPLACE INTO coherence_copies (iri, agent, state, generation)"
-            " VALUES (?, ?, ?, ?)",
-            changed,
-        )
-        if new.generation != old.generation:
+        if changed:
+            conn.executemany(
+                "INSERT OR REPLACE INTO coherence_copies (iri, agent, state, generation)"
+                " VALUES (?, ?, ?, ?)",
+                changed,
+            )
+        if new.generation != old.generation and old.generation > 0:
             self._keep_versions(old, new)
 
     def _keep_versions(self, old: NodeRecord, new: NodeRecord) -> None:
@@ -488,10 +492,11 @@ class SQLiteDirectory:
             )
         ]
         keep = versions_to_keep(new, kept, self._keep)
-        conn.executemany(
-            "DELETE FROM coherence_versions WHERE iri = ? AND generation = ?",
-            [(iri, g) for g in kept if g not in keep],
-        )
+        dropped = [(iri, g) for g in kept if g not in keep]
+        if dropped:
+            conn.executemany(
+                "DELETE FROM coherence_versions WHERE iri = ? AND generation = ?", dropped
+            )
 
     def version(self, iri: str, generation: int) -> Node | None:
         """Return ``iri``'s value at ``generation`` if it is still kept."""

@@ -337,6 +337,27 @@ def test_kept_versions_are_bounded(tmp_path: Path) -> None:
         directory.close()
 
 
+def test_a_node_read_before_it_existed_keeps_its_versions_once_written(tmp_path: Path) -> None:
+    # A read of an absent node leaves a record at generation 0; the writes after it still keep
+    # their past values (the SQLite directory skips the look-up of kept versions only for a
+    # node it has never seen, and sends no empty batches).
+    for directory in (LocalDirectory(), SQLiteDirectory(tmp_path / "v.sqlite3")):
+        coherence = CoherenceCoordinator(DictNodeSource(), directory)
+        with pytest.raises(EntryNotFoundError):
+            coherence.read("b", X)
+        coherence.write("a", X, node(n=1), based_on=0)
+        coherence.read("b", X)
+        coherence.expire_lease("b", X)  # b's copy stays at generation 1: its versions are kept
+        coherence.write("a", X, node(n=2), based_on=1)
+        coherence.write("a", X, node(n=3), based_on=2)
+        assert [directory.version(X, g) for g in (1, 2)] == [node(n=1), node(n=2)]
+        delta = coherence.delta(X, 1)
+        assert delta is not None
+        assert (delta.from_generation, delta.to_generation) == (1, 3)
+        assert coherence.read("b", X).kind == "change"
+        directory.close()
+
+
 def test_a_read_of_a_node_written_around_the_directory_sees_the_source(
     coherence: CoherenceCoordinator,
 ) -> None:

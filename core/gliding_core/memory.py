@@ -355,9 +355,11 @@ class Memory:
         coordination = Coordination.open(self.directory, config=settings.coordination, bus=self.bus)
         graph = open_graph(path=path, endpoint=settings.endpoint)
         # Copies and generations are shared by every process of the directory (next to the
-        # coordination database); an embedded in-memory board has one process: a dict will do.
+        # coordination database) when the graph is a server's. An embedded graph, in memory or
+        # on disk, has one process (the directory's owner; RocksDB locks its files too), so
+        # the in-process directory will do, and its writes skip a SQLite transaction each.
         shared = None
-        if self.directory is not None and graph.kind != "memory":
+        if self.directory is not None and graph.kind == "server":
             shared = SQLiteDirectory(self.directory / COHERENCE_FILE)
         board = Blackboard(
             graph,

@@ -281,13 +281,15 @@ def test_without_coherence_based_on_still_refuses(tmp_path: Path) -> None:
         assert refused.value.current_generation == 1
 
 
-def test_the_memory_shares_a_sqlite_directory_for_an_on_disk_board(tmp_path: Path) -> None:
+def test_the_memory_keeps_copies_in_process_for_an_embedded_board(tmp_path: Path) -> None:
+    # An embedded board (in memory or on disk) has one process, the directory's owner: the
+    # in-process directory; only a board on a server shares a SQLite one (the two-process tests).
     config = MemoryConfig(embedder="hash", blackboard=QUIET)
     with Memory.open(tmp_path / "m", config=config) as memory:
         assert isinstance(memory.blackboard.coherence, CoherenceCoordinator)
-        assert isinstance(memory.blackboard.coherence.directory, SQLiteDirectory)
+        assert isinstance(memory.blackboard.coherence.directory, LocalDirectory)
         memory.agent("a", role="do", task=TASK).write([step("urn:n:1", "x")], area="execution")
-    assert (tmp_path / "m" / "coherence.sqlite3").is_file()
+    assert not (tmp_path / "m" / "coherence.sqlite3").exists()
     with Memory(config=config) as memory:
         assert isinstance(memory.blackboard.coherence, CoherenceCoordinator)
         assert isinstance(memory.blackboard.coherence.directory, LocalDirectory)

@@ -242,7 +242,7 @@ def _backend(kind: str, directory: Path, server: str | None) -> GraphBackend:
 def _board(kind: str, directory: Path, server: str | None, *, coherent: bool) -> Blackboard:
     """A fresh blackboard on ``kind``, coherent with the directory a memory would give it."""
     shared = None
-    if coherent and kind != "memory":
+    if coherent and kind == "server":
         shared = SQLiteDirectory(Path(tempfile.mkdtemp(dir=directory)) / "coherence.sqlite3")
     backend = _backend(kind, directory, server)
     return Blackboard(backend, config=_CONFIG, directory=shared, coherent=coherent)

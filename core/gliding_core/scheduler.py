@@ -33,7 +33,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -190,17 +190,10 @@ class Scheduler:
             return Read(
                 "l3", projection.text, projection.tokens, _quoted(nodes), frame, projection.step
             )
-        chosen = self._fallen_back(frame, areas, fallback)
-        confined = areas is not None
-        for level, nodes in (
-            ("l2", self._l2(task, chosen)),
-            ("l0", [] if fallback == "frame" else self._l0(task, query, chosen, confined=confined)),
-        ):
-            wanted = [n for n in nodes if n.get("@id") not in shown]
-            if wanted:
-                text, tokens, kept, step = fit(wanted, budget, self.projector.tokens)
-                if kept:
-                    return Read(level, text, tokens, _quoted(kept), frame, step)
+        for level, wanted in self._below(task, frame, query, areas, fallback, shown):
+            text, tokens, kept, step = fit(wanted, budget, self.projector.tokens)
+            if kept:
+                return Read(level, text, tokens, _quoted(kept), frame, step)
         return Read("none", "", 0, (), frame, "empty")
 
     def nodes(
@@ -229,19 +222,30 @@ class Scheduler:
         )
         if projection.iris:
             return "l3", frame, list(projection.document.get("@graph", []))
-        chosen = self._fallen_back(frame, areas, fallback)
-        for level in ("l2", "l0"):
-            if level == "l0" and fallback == "frame":
-                break
-            found = (
-                self._l2(task, chosen)
-                if level == "l2"
-                else self._l0(task, query, chosen, confined=areas is not None)
-            )
-            wanted = [n for n in found if n.get("@id") not in shown]
-            if wanted:
-                return level, frame, wanted
+        for level, wanted in self._below(task, frame, query, areas, fallback, shown):
+            return level, frame, wanted
         return "none", frame, []
+
+    def _below(
+        self,
+        task: str,
+        frame: str,
+        query: str | None,
+        areas: Sequence[str] | None,
+        fallback: Fallback,
+        shown: frozenset[str],
+    ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Yield the levels under L3 that have something not in ``shown``, each read lazily."""
+        chosen = self._fallen_back(frame, areas, fallback)
+        wanted = [n for n in self._l2(task, chosen) if n.get("@id") not in shown]
+        if wanted:
+            yield "l2", wanted
+        if fallback == "frame":
+            return
+        found = self._l0(task, query, chosen, confined=areas is not None)
+        wanted = [n for n in found if n.get("@id") not in shown]
+        if wanted:
+            yield "l0", wanted
 
     def _readable(self, agent: AgentHandle, task: str, role: str) -> list[str]:
         """Return the areas ``agent`` may read of ``task``, or refuse a read it may not make."""

@@ -32,6 +32,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "release_lease": {"resource": "urn:node:3"},
     "post_message": {"topic": "progress", "payload": {"done": 1}},
     "read_messages": {"since": 0},
+    "project_frame": {"budget": 400},
 }
 
 
@@ -58,7 +59,8 @@ def _standard(name: str, base: type) -> type:
 
         @property
         def tool_constructor(self) -> BaseTool:
-            return blackboard_tool(self._handle, name)
+            scheduler = self._memory.scheduler if name == "project_frame" else None
+            return blackboard_tool(self._handle, name, scheduler=scheduler)
 
         @property
         def tool_constructor_params(self) -> dict[str, Any]:
@@ -88,8 +90,11 @@ def tools(handle: AgentHandle) -> dict[str, BaseTool]:
 def test_toolkit_has_one_tool_per_operation_and_no_identity_argument(
     board: tuple[Memory, AgentHandle],
 ) -> None:
-    found = tools(board[1])
+    memory, handle = board
+    toolkit = BlackboardToolkit(handle=handle, scheduler=memory.scheduler)
+    found = {tool.name: tool for tool in toolkit.get_tools()}
     assert sorted(found) == sorted(EXAMPLES)
+    assert sorted(tools(handle)) == sorted(set(EXAMPLES) - {"project_frame"})
     for tool in found.values():
         fields = set(tool.get_input_schema().model_json_schema().get("properties", {}))
         assert not fields & {"name", "agent", "role", "task", "handle"}

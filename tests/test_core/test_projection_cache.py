@@ -9,7 +9,7 @@ import pytest
 
 from gliding_core import InvalidInputError
 from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
-from gliding_core.bus import EventBus, EventType
+from gliding_core.bus import Event, EventBus, EventType
 from gliding_core.projection import Projector, ViewCache
 from gliding_core.projection.cache import view_key
 from gliding_core.tokens import TokenCounter
@@ -245,3 +245,59 @@ def test_a_deletion_can_let_another_node_match(projector: Projector, board: Blac
     assert "urn:ex:s1" not in projector.project(TASK, "unreviewed").iris
     board.delete(["urn:ex:rev"])
     assert "urn:ex:s1" in projector.project(TASK, "unreviewed").iris
+
+
+def _graph_event(graph: str, previous: str | None = None) -> Event:
+    payload: dict[str, object] = {"iri": "urn:ex:n", "graph": graph, "generation": 2}
+    if previous is not None:
+        payload["previous_graph"] = previous
+    return Event(EventType.NODE_UPDATED.value, payload)
+
+
+def test_a_graph_event_is_found_lazily_and_counted_once() -> None:
+    """A graph's event only stamps the graph: the next look finds its views, counted once."""
+    cache = ViewCache()
+    keys = [view_key(f"urn:ex:t{i}", "f", {}) for i in range(3)]
+    for i, key in enumerate(keys):
+        cache.put(key, (), frozenset({f"urn:ex:n{i}"}), [f"urn:g:{i % 2}"], since=0)
+    cache.on_event(_graph_event("urn:g:0"))
+    assert cache.get(keys[0]) is None
+    assert cache.get(keys[1]) is not None
+    assert not cache.holds("urn:ex:n2")
+    assert cache.holds("urn:ex:n1")
+    assert cache.invalidate("urn:ex:n0") == 0  # already invalid: not counted twice
+    assert cache.invalidate_graph("urn:g:0") == 0
+    stats = cache.stats()
+    assert (stats.valid, stats.invalid, stats.invalidations) == (1, 2, 2)
+    cache.on_event(_graph_event("urn:g:9", previous="urn:g:1"))  # the graph a node left
+    assert cache.invalidate_graph("urn:g:1") == 0
+    assert cache.stats().invalidations == 3
+
+
+def test_a_view_built_after_a_graph_event_is_valid() -> None:
+    cache = ViewCache()
+    key = view_key(TASK, "f", {})
+    cache.put(key, (), frozenset({"urn:ex:n1"}), ["urn:g"], since=0)
+    cache.put(view_key(OTHER, "f", {}), (), frozenset(), ["urn:g"], since=0)
+    cache.on_event(_graph_event("urn:g"))
+    since = cache.sequence
+    cache.put(key, (), frozenset({"urn:ex:n1"}), ["urn:g"], since=since)
+    assert cache.get(key) is not None
+    assert cache.get(view_key(OTHER, "f", {})) is None
+    since = cache.sequence
+    cache.on_event(_graph_event("urn:g"))  # lands while a query of the graph runs
+    assert not cache.put(key, (), frozenset({"urn:ex:n1"}), ["urn:g"], since=since).valid
+    assert cache.get(key) is None
+
+
+def test_the_stamps_of_graphs_nobody_reads_are_dropped() -> None:
+    """Memory stays bounded: a graph leaves the stamps with the last view read from it."""
+    cache = ViewCache(max_views=10)
+    for i in range(1_000):
+        cache.put(view_key(f"urn:ex:t{i}", "f", {}), (), frozenset(), [f"urn:g:{i}"], since=0)
+        cache.on_event(_graph_event(f"urn:g:{i}"))
+        cache.on_event(_graph_event(f"urn:g:never-read-{i}"))
+    assert len(cache._stamps) == 10
+    assert cache.stats().invalidations == 1_000  # evicted ones were counted as they left
+    cache.drop_invalid()
+    assert cache._stamps == {}

@@ -2,8 +2,9 @@
 
 A view is one frame's result for one task and one set of parameters (and, read as an agent,
 the graphs its role may read): its framed nodes, the IRIs it was built from, the graphs it
-was read from, and the budgeted projections already fitted from it. Two indexes point back at
-views: node IRI -> views built from that node, and graph -> views read from that graph.
+was read from, and the budgeted projections already fitted from it. Indexes point back at
+views: node IRI -> views built from that node, graph -> views read from that graph (and the
+graph's stamp), task -> its views.
 
 Invalidation (``listen`` subscribes it to the memory bus; any producer of these events works):
 - ``NODE_CREATED``, ``NODE_UPDATED`` and ``NODE_DELETED`` with a ``graph``: every view read
@@ -15,11 +16,19 @@ Invalidation (``listen`` subscribes it to the memory bus; any producer of these 
   list of ``iris``), and a node event without a graph: exactly the views built from the node.
 
 Invariants:
-- Invalidating costs one index lookup and a flag per view under the name, never time in the
-  number of views cached nor in their sizes: an index entry is popped when used and the view's
-  other entries are left (an invalid view is skipped there); a view leaves the indexes when it
-  is replaced, evicted or dropped, and its fitted projections go with it (an invalid view is
-  never served, so they need no clearing before).
+- A graph's event costs one dict write, never time in the number of views cached nor in their
+  sizes: each indexed graph has a stamp, the sequence number of its last invalidation, and a
+  view is valid while every graph it was read from is stamped no later than the sequence its
+  query began at (``View.since``; ``get`` checks the few graphs of the view). A node's
+  invalidation, and ``invalidate_graph`` and ``invalidate_task`` (which return counts), cost
+  one index lookup and a flag per view under the name: a node's or task's entry is popped when
+  used and the view's other entries are left (an invalid view is skipped there); a graph's
+  entry stays, as its stamp's reference. ``View.valid`` is ``False`` once the cache knows the
+  view invalid; a graph's event is found by the next look at the view (``get``, ``holds``,
+  ``stats``, ``drop_invalid``, eviction), which counts it once in ``invalidations``. A view
+  leaves the indexes when it is replaced, evicted or dropped (a graph no view reads any more
+  loses its stamp), and its fitted projections go with it (an invalid view is never served,
+  so they need no clearing before).
 - A view never serves a node older than the latest committed write: a result computed while a
   write it depends on was being announced is not cached (``put`` checks the invalidations
   since the query began, and refuses when it cannot see back that far).
@@ -75,6 +84,9 @@ class View:
     """One materialised frame result (hashed by identity: the indexes hold views).
 
     Its nodes share structure with the memo of compactions: read them, never change them.
+    ``valid`` is ``False`` once the cache knows the view invalid (a graph's event is found
+    lazily: ``ViewCache.get`` is the test); ``since`` is the invalidation sequence its query
+    began at.
     """
 
     key: ViewKey
@@ -84,6 +96,7 @@ class View:
     size: int
     valid: bool = True
     fitted: dict[int, Projection] = field(default_factory=dict)
+    since: int = 0
 
 
 class CacheStats(NamedTuple):
@@ -113,6 +126,7 @@ class ViewCache:
         self._by_node: dict[str, set[View]] = {}
         self._by_graph: dict[str, set[View]] = {}
         self._by_task: dict[str, set[View]] = {}
+        self._stamps: dict[str, int] = {}  # per graph of _by_graph: its last invalidation
         self._lock = threading.Lock()
         self._hits = self._misses = self._invalidations = self._sequence = 0
         self._recent: deque[tuple[int, str]] = deque(maxlen=_RECENT)
@@ -127,7 +141,7 @@ class ViewCache:
         """Return the valid view of ``key``, or ``None`` (a miss)."""
         with self._lock:
             view = self._views.get(key)
-            if view is None or not view.valid:
+            if view is None or not self._alive(view):
                 self._misses += 1
                 return None
             self._views.move_to_end(key)
@@ -149,7 +163,7 @@ class ViewCache:
         The view is returned unstored (and invalid) when a node or graph it was built from
         was invalidated after ``since``.
         """
-        view = View(key, nodes, iris, tuple(graphs), size)
+        view = View(key, nodes, iris, tuple(graphs), size, since=since)
         with self._lock:
             if self._changed_since(since, view):
                 view.valid = False
@@ -175,50 +189,88 @@ class ViewCache:
         return False
 
     def invalidate(self, iri: str) -> int:
-        """Invalidate the views built from node ``iri``; return how many."""
+        """Invalidate the views built from node ``iri``; return how many were valid."""
         with self._lock:
-            return self._invalidate(self._by_node, iri)
+            return self._invalidate(self._by_node, iri, count=True)
 
     def invalidate_graph(self, graph: str) -> int:
-        """Invalidate the views read from ``graph``; return how many."""
+        """Invalidate the views read from ``graph``; return how many were valid."""
         with self._lock:
-            return self._invalidate(self._by_graph, graph)
+            views = self._by_graph.get(graph, ())
+            self._settle(views)
+            flagged = 0
+            for view in views:  # the entry stays: it is the graph's stamp's reference count
+                if view.valid:
+                    view.valid = False
+                    flagged += 1
+            self._invalidations += flagged
+            self._stamp(graph)
+            return flagged
 
     def invalidate_task(self, task: str) -> int:
-        """Invalidate every view of ``task``; return how many."""
+        """Invalidate every view of ``task``; return how many were valid."""
         with self._lock:
-            return self._invalidate(self._by_task, task)
+            return self._invalidate(self._by_task, task, count=True)
 
     def holds(self, iri: str) -> bool:
         """Return whether a valid view was built from node ``iri``."""
         with self._lock:
-            return any(view.valid for view in self._by_node.get(iri, ()))
+            return any(self._alive(view) for view in self._by_node.get(iri, ()))
 
-    def _invalidate(self, index: dict[str, set[View]], name: str) -> int:
+    def _invalidate(self, index: dict[str, set[View]], name: str, *, count: bool = False) -> int:
         """Invalidate the views ``index`` files under ``name``; return how many were valid.
 
         Only the entry of ``name`` is removed: the view's other entries stay until the view
         leaves the cache (visiting them would cost the view's size, not its count), and an
-        entry of an invalid view is simply skipped.
+        entry of an invalid view is simply skipped. With ``count``, a view a graph's event
+        already made invalid is found first, so it is not counted again.
         """
         self._sequence += 1
         self._recent.append((self._sequence, name))
         views = index.pop(name, None)
         if not views:
             return 0
-        count = 0
+        if count:
+            self._settle(views)
+        flagged = 0
         for view in views:
             if view.valid:
                 view.valid = False
-                count += 1
-        self._invalidations += count
-        return count
+                flagged += 1
+        self._invalidations += flagged
+        return flagged
+
+    def _stamp(self, graph: str) -> None:
+        """Invalidate the views read from ``graph`` by one write: its stamp (see the module)."""
+        self._sequence += 1
+        self._recent.append((self._sequence, graph))
+        stamps = self._stamps
+        if graph in stamps:
+            stamps[graph] = self._sequence
+
+    def _alive(self, view: View) -> bool:
+        """Return whether ``view`` is valid, flagging (and counting) it when a stamp says not."""
+        if not view.valid:
+            return False
+        stamps, since = self._stamps, view.since
+        for graph in view.graphs:
+            if stamps.get(graph, 0) > since:
+                view.valid = False
+                self._invalidations += 1
+                return False
+        return True
+
+    def _settle(self, views: Iterable[View]) -> None:
+        """Flag the views that a graph's stamp made invalid (so a count sees them)."""
+        for view in views:
+            self._alive(view)
 
     def _index(self, view: View) -> None:
         for iri in view.iris:
             self._by_node.setdefault(iri, set()).add(view)
         for graph in view.graphs:
             self._by_graph.setdefault(graph, set()).add(view)
+            self._stamps.setdefault(graph, 0)
         self._by_task.setdefault(view.key[0], set()).add(view)
 
     def _unindex(self, view: View) -> None:
@@ -233,17 +285,20 @@ class ViewCache:
                     views.discard(view)
                     if not views:
                         del index[name]
+                        if index is self._by_graph:
+                            self._stamps.pop(name, None)
 
     def _remove(self, key: ViewKey) -> None:
         view = self._views.pop(key, None)
         if view is not None:
+            self._alive(view)  # an invalidation not yet found is counted
             view.valid = False
             self._unindex(view)
 
     def drop_invalid(self) -> int:
         """Remove the invalid views; return how many."""
         with self._lock:
-            gone = [k for k, v in self._views.items() if not v.valid]
+            gone = [k for k, v in self._views.items() if not self._alive(v)]
             for key in gone:
                 self._remove(key)
             return len(gone)
@@ -255,13 +310,14 @@ class ViewCache:
             self._by_node.clear()
             self._by_graph.clear()
             self._by_task.clear()
+            self._stamps.clear()
             self._sequence += 1
             self._recent.clear()  # a query running now cannot be cached: record lost
 
     def stats(self) -> CacheStats:
         """Return the cache's figures."""
         with self._lock:
-            valid = sum(1 for v in self._views.values() if v.valid)
+            valid = sum(1 for v in self._views.values() if self._alive(v))
             size = sum(v.size for v in self._views.values())
             return CacheStats(
                 len(self._views),
@@ -292,10 +348,10 @@ class ViewCache:
         graph = payload.get("graph")
         with self._lock:
             if event.type in _BY_GRAPH and isinstance(graph, str):
-                self._invalidate(self._by_graph, graph)
+                self._stamp(graph)
                 previous = payload.get("previous_graph")
                 if isinstance(previous, str) and previous != graph:
-                    self._invalidate(self._by_graph, previous)
+                    self._stamp(previous)
                 return
             iri = payload.get("iri")
             if isinstance(iri, str):

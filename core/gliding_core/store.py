@@ -493,7 +493,7 @@ class L0Store:
             metadata=metadata,
             mesi_state=mesi_state,
         )
-        return self.put_many([record])[0]
+        return self._checked_many([record], "put", merge=True)[0]
 
     def put_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
         """Store many nodes in one transaction and return their IRIs, in order.
@@ -501,12 +501,7 @@ class L0Store:
         Items are ``Record`` objects, or nodes given as mappings or JSON text. Every item is
         validated before anything is written; if any write fails, none is kept.
         """
-        if isinstance(records, (str, bytes, Mapping)):
-            raise InvalidInputError(
-                f"put_many takes an iterable of records, got {preview(records)}"
-            )
-        with _collector_paused():
-            return self._put_many(records)
+        return self._checked_many(records, "put_many", merge=True)
 
     def replace(
         self,
@@ -536,16 +531,20 @@ class L0Store:
             metadata=metadata,
             mesi_state=mesi_state,
         )
-        return self.replace_many([record])[0]
+        return self._checked_many([record], "replace", merge=False)[0]
 
     def replace_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
         """Replace many entries in one transaction (see ``replace``); return their IRIs."""
+        return self._checked_many(records, "replace_many", merge=False)
+
+    def _checked_many(
+        self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
+    ) -> list[str]:
+        """Check that ``records`` is an iterable of records, then store them (``_put_many``)."""
         if isinstance(records, (str, bytes, Mapping)):
-            raise InvalidInputError(
-                f"replace_many takes an iterable of records, got {preview(records)}"
-            )
+            raise InvalidInputError(f"{what} takes an iterable of records, got {preview(records)}")
         with _collector_paused():
-            return self._put_many(records, merge=False)
+            return self._put_many(records, merge=merge)
 
     def _put_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], *, merge: bool = True

@@ -22,7 +22,10 @@ A model view, within one token budget, holds:
 Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
 the node moves past the quoted generation the turn is stale (``gliding_core.stale_turns``): the
 L1 context and recall leave it out, and while it is in the window the memory message opens with
-what changed since it was quoted.
+what changed since it was quoted. The same results are the copies of shared nodes the request
+holds: the sources are given those of the messages in the window (``SourceRequest.copies``), so
+a frame can show a node the model has at its current value as a reference, and one it has at an
+older value as the change; a message out of the window holds nothing for them.
 
 A conversation belongs to one scope (``gliding_core.scope``: a user, a thread, or the task it was
 built for): its turns carry the scope's tag, its session and supplementary inputs use the
@@ -75,7 +78,7 @@ from gliding_core.memory_sources import (
 from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
-from gliding_core.stale_turns import StaleTurns, for_memory
+from gliding_core.stale_turns import StaleTurns, for_memory, node_copies
 from gliding_core.tokens import TokenCounter
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
@@ -363,6 +366,7 @@ class Conversation:
         with self._lock:
             iris = ids | {self._recorded[i] for i in ids if i in self._recorded}
         seen = frozenset(" ".join(message_text(m).split()) for m in shown)
+        copies = node_copies(shown)  # what this request holds of shared nodes, and no more
         caps = {L1_SOURCE: int(room * self.settings.summary_share) if summary else 0}
         parts: list[SourcePart] = []
         left = room
@@ -371,7 +375,7 @@ class Conversation:
             ask = min(left - separator, caps.get(source.name, left))
             if ask < 1:
                 continue
-            part = source.fill(SourceRequest(query, ask, frozenset(iris), seen))
+            part = source.fill(SourceRequest(query, ask, frozenset(iris), seen, copies))
             iris |= set(part.hides)
             if not part.text:
                 continue

@@ -290,6 +290,7 @@ class Conversation:
         supplements: Sequence[SupplementaryInput] = (),
         budget: int | None = None,
         summary: bool | None = None,
+        held: Sequence[Mapping[str, Any]] = (),
     ) -> ModelView:
         """Return what the model should see of ``messages``, within the budget.
 
@@ -302,8 +303,12 @@ class Conversation:
                 is shown without the history.
             supplements: inputs to append as user messages (see ``deliver``); messages marked
                 ``supplement`` in the history are kept too.
+            held: messages the model is sent besides this view (an agent's tool calls in
+                progress, which it sends outside its memory): the copies of shared nodes they
+                hold are the model's too (``SourceRequest.copies``). Not part of the view.
         """
         items = check_messages(messages)
+        extra_held = check_messages(held)
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
         limit = self.budget if budget is None else _check_int(budget, "budget", 1)
@@ -324,7 +329,7 @@ class Conversation:
         shown = rest if whole else self._window(rest, room, framing)
         room -= framing.group_tokens(shown)
         with_summary = not whole if summary is None else bool(summary)
-        parts = self._fill(query, room, shown + pinned, summary=with_summary)
+        parts = self._fill(query, room, shown + pinned, summary=with_summary, held=extra_held)
         visible = {id(m) for m in shown}
         kept = [m for m in history if m.get("supplement") or id(m) in visible] + extra
         memory_text = _SEPARATOR.join(p.text for p in parts)
@@ -355,7 +360,13 @@ class Conversation:
         return [m for group in kept for m in group]
 
     def _fill(
-        self, query: str | None, room: int, shown: list[Message], *, summary: bool
+        self,
+        query: str | None,
+        room: int,
+        shown: list[Message],
+        *,
+        summary: bool,
+        held: Sequence[Message] = (),
     ) -> list[SourcePart]:
         """Ask the sources in order for what is left of the memory message's room."""
         tokens = self.memory.tokens
@@ -366,7 +377,7 @@ class Conversation:
         with self._lock:
             iris = ids | {self._recorded[i] for i in ids if i in self._recorded}
         seen = frozenset(" ".join(message_text(m).split()) for m in shown)
-        copies = node_copies(shown)  # what this request holds of shared nodes, and no more
+        copies = node_copies([*shown, *held])  # what this request holds of shared nodes
         caps = {L1_SOURCE: int(room * self.settings.summary_share) if summary else 0}
         parts: list[SourcePart] = []
         left = room

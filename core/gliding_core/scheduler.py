@@ -463,6 +463,10 @@ class FrameSource:
             return self._fill_copies(request)
         if isinstance(self.seen, SeenNodes):
             return self._fill_seen(self.seen, request)
+        return self._fill_whole(request)
+
+    def _fill_whole(self, request: SourceRequest) -> SourcePart:
+        """The view whole, within the budget (the scheduler's read, its views cached)."""
         read = self.scheduler.read(
             self.task,
             self.role,
@@ -506,12 +510,17 @@ class FrameSource:
         landing in between makes a label older than its value, so a node is shown whole or
         as a change, never as a reference to a copy older than what the view shows. Each
         copy is cut to what the view shows of its node (``within_view``); nodes the request
-        holds and the view does not show are not mentioned.
+        holds and the view does not show are not mentioned. With no copy of a node in the
+        view, the view is the whole one (read through the view cache).
         """
         scheduler = self.scheduler
         copies = {c.iri: c for c in request.copies if c.iri not in request.shown}
-        known = scheduler.board.read_many(list(copies)) if copies else {}
+        if not copies:
+            return self._fill_whole(request)
+        known = scheduler.board.read_many(list(copies))
         nodes = self._nodes(request)
+        if not any(node["@id"] in copies for node in nodes):
+            return self._fill_whole(request)
         held = []
         for node in nodes:
             copy, now = copies.get(node["@id"]), known.get(node["@id"])

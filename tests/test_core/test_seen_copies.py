@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory
 from gliding_core.board_tools import project_frame, read_node
@@ -249,3 +251,64 @@ def test_a_copy_trimmed_out_of_the_window_is_no_longer_held(
     frame = next(p for p in trimmed.parts if p.source == "frame")
     assert "artifact 1: the parser for format 1 and all of its tests" in frame.text
     assert "unchanged" not in frame.text
+
+
+# -- replayed: whatever the copies, what the model reads of the view is the view ------------------
+
+words = st.text(alphabet="abc xyz", max_size=12)
+
+
+def reads(text: str, knows: dict[str, dict[str, Any]]) -> None:
+    """Update what a model knows from the frame's text, as a reader would."""
+    for line in text.splitlines():
+        if line.startswith("{"):
+            document = json.loads(line)
+            for value in document.get("@graph", [document]):
+                knows[value["@id"]] = value
+            continue
+        iri, rest = line.split(" ", 1)
+        if rest.startswith("changed (") and rest.endswith("}"):
+            body = json.loads(rest.split("): ", 1)[1])
+            known = {**knows[iri], **body["changed"]}
+            knows[iri] = {k: v for k, v in known.items() if k not in body.get("removed", [])}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from(["summary", "status", "hidden"]), words),
+        max_size=8,
+    ),
+    st.lists(st.tuples(st.integers(0, 9), st.booleans()), min_size=3, max_size=3),
+)
+def test_what_a_model_reads_of_a_held_view_is_the_view(
+    writes: list[tuple[int, str, str]], picks: list[tuple[int, bool]]
+) -> None:
+    history = {
+        i: [{"@id": iri(i), "summary": f"s{i}", "status": "open", "hidden": "h"}] for i in range(3)
+    }
+    for i, key, value in writes:
+        history[i].append({**history[i][-1], key: value})
+    copies, knows = [], {}
+    for i, (pick, partial) in enumerate(picks):
+        if pick >= len(history[i]):
+            continue  # no copy of this node in the request
+        value = dict(history[i][pick])
+        if partial:
+            value.pop("summary")
+        copies.append(SharedNode(iri(i), pick + 1, value))
+        knows[iri(i)] = value
+    now = {i: history[i][-1] for i in range(3)}
+    views = {i: {k: v for k, v in now[i].items() if k != "hidden"} for i in range(3)}
+    held = [within_view(c, views[int(c.iri[-1])], now=now[int(c.iri[-1])]) for c in copies]
+    shared = [SharedNode(iri(i), len(history[i]), views[i]) for i in range(3)]
+    view = SeenNodes.of(held).render(shared, 2_000, COUNTER)
+    reads(view.text, knows)
+    by_iri = {c.iri: c for c in copies}
+    for node in shared:
+        kind = view.kinds[node.iri]
+        assert {k: v for k, v in knows[node.iri].items() if k != "hidden"} == node.value
+        if kind == "reference":
+            assert by_iri[node.iri].generation == node.generation
+        if node.iri not in by_iri:
+            assert kind == "whole"

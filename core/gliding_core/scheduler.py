@@ -30,6 +30,9 @@ Invariants:
   over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
   them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
 - ``fallback="frame"`` never shows a node outside the frame's areas, at any level.
+- With ``seen="request"`` a node is a reference only when the request holds a copy of it at
+  the generation read just before the view, holding every property the view shows of it; the
+  text says nothing of a node the view does not show, whatever the request holds.
 - Release never loses a write: a node is removed from the blackboard only once it is in L0 (a
   blackboard without write-back releases nothing), and a node written after the flush stays.
 """

@@ -16,9 +16,10 @@ message) when an item it needs is committed. The methods differ only in how stat
   serves (a hit) of a value this run has already shown the model is answered by reference
   (the version, "unchanged"), the saving the peer is built for.
 - ``gliding``: each agent's model view is ``GlidingMemoryMiddleware`` over a ``Conversation``
-  whose extra source is the role's frame (``FrameSource``); writes go through the agent's
-  blackboard handle (the ``write_node`` tool of ``BlackboardToolkit``) based on the version
-  it saw, so a write from a stale copy is refused.
+  whose extra source is the role's frame (``FrameSource``, with the token economy of the
+  request, ``seen="request"``, as role agents have it; ``economy=False`` shows the frame whole
+  every call); writes go through the agent's blackboard handle (the ``write_node`` tool of
+  ``BlackboardToolkit``) based on the version it saw, so a write from a stale copy is refused.
 
 Token counts are exact (cl100k, ``ChatFraming`` over the memory's ``TokenCounter``) of the
 messages each model call received. Invariant: every method runs the same tasks with the same
@@ -314,10 +315,15 @@ class GlidingMethod:
     write_tool = "write_node"
 
     def __init__(
-        self, recorder: Recorder, *, budget: int = DEFAULT_BUDGET, window_share: float = 0.5
+        self,
+        recorder: Recorder,
+        *,
+        budget: int = DEFAULT_BUDGET,
+        window_share: float = 0.5,
+        economy: bool = True,
     ) -> None:
         self.recorder = recorder
-        self.budget, self.window_share = budget, window_share
+        self.budget, self.window_share, self.economy = budget, window_share, economy
         # A clock that ticks once a reading, and no background work paced by the wall clock
         # (topic checks, write-back, the sweeper): the views repeat exactly from run to run.
         config = MemoryConfig(
@@ -382,7 +388,9 @@ class GlidingMethod:
     def middleware(self, role: str) -> list[AgentMiddleware[Any, Any, Any]]:
         """The memory middleware over the role's conversation (its frame as a source)."""
         assert self.task is not None
-        source = FrameSource.for_agent(self.scheduler, self._handle(role))  # read as the agent
+        source = FrameSource.for_agent(  # read as the agent
+            self.scheduler, self._handle(role), seen="request" if self.economy else None
+        )
         chat = Conversation(
             self.memory,
             self.task.iri,
@@ -519,7 +527,12 @@ def _turn(run: Iterator[Any], transcript: list[AnyMessage] | None) -> bool:
 
 
 def make_method(
-    name: str, recorder: Recorder, *, budget: int = DEFAULT_BUDGET, window_share: float = 0.5
+    name: str,
+    recorder: Recorder,
+    *,
+    budget: int = DEFAULT_BUDGET,
+    window_share: float = 0.5,
+    economy: bool = True,
 ) -> Method:
     """Return the method called ``name`` (one of ``METHODS``)."""
     if name == "shared-history":
@@ -527,7 +540,7 @@ def make_method(
     if name in ("langgraph-store", "agent-coherence"):
         return StoreMethod(recorder, coherent=name == "agent-coherence")
     if name == "gliding":
-        return GlidingMethod(recorder, budget=budget, window_share=window_share)
+        return GlidingMethod(recorder, budget=budget, window_share=window_share, economy=economy)
     raise InvalidInputError(f"no method {name!r}; methods: {', '.join(METHODS)}")
 
 
@@ -538,8 +551,13 @@ def run(
     methods: Sequence[str] = METHODS,
     budget: int = DEFAULT_BUDGET,
     window_share: float = 0.5,
+    economy: bool = True,
 ) -> dict[str, Any]:
-    """Run every method on the same generated tasks; return the figures (``--json`` shape)."""
+    """Run every method on the same generated tasks; return the figures (``--json`` shape).
+
+    ``economy``: gliding's frames show a node its request holds at its current value as a
+    reference (``FrameSource(seen="request")``); ``False`` shows them whole every call.
+    """
     for name in methods:
         if name not in METHODS:
             raise InvalidInputError(f"no method {name!r}; methods: {', '.join(METHODS)}")
@@ -549,7 +567,9 @@ def run(
     problems: dict[str, dict[str, list[str]]] = {}
     for name in methods:
         recorder = Recorder()
-        method = make_method(name, recorder, budget=budget, window_share=window_share)
+        method = make_method(
+            name, recorder, budget=budget, window_share=window_share, economy=economy
+        )
         try:
             per_task = [run_task(method, spec, recorder, framing) for spec in progress(specs, name)]
             found = {spec.iri: work.check_task(spec, method.final_state(spec)) for spec in specs}
@@ -564,6 +584,7 @@ def run(
         "seed": seed,
         "budget": budget,
         "window_share": window_share,
+        "economy": economy,
         "methods": figures,
         "gliding_vs_best_other": _versus(figures),
         "problems": problems,

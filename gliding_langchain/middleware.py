@@ -11,7 +11,12 @@ With ``create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory, ta
 - after the call, the model's reply is archived.
 
 With ``handle=`` (a role agent's blackboard handle) the memory is also the role's frame of the
-handle's task, and recall skips the other agents' turns (``gliding_core.team``).
+handle's task, and recall skips the other agents' turns (``gliding_core.team``). The frame shows
+a node that a blackboard tool's result in the request holds at its current value as a reference
+(the token economy of ``gliding_core.team``): the request this middleware sends is the one the
+copies are read from, so a middleware that trims messages should do it in ``before_model`` (the
+state) or wrap the model call outside this one (before it in the list); one inside it that drops
+tool results from the request would leave references to copies the model is not sent.
 
 Every read and write has the run's scope (``gliding_core.scope``): the ``user_id`` of the
 runtime context (an attribute or a key) or of ``config["configurable"]``, else the run's

@@ -96,7 +96,9 @@ def create_role_agent(
             omitted.
         system_prompt: the agent's instructions; a line naming its role, task and area when
             omitted.
-        middleware: more middleware, after the memory's.
+        middleware: more middleware, after the memory's (inside its model call: one that
+            trims messages should do it in ``before_model``, so the frame's references are to
+            copies the request still holds; see ``GlidingMemoryMiddleware``).
         **options: the memory's view settings (``budget`` per model call, ``recall_k`` ...).
 
     Raises:

@@ -21,6 +21,10 @@ Invariants:
   new ones are archived; kept messages keep their first order.
 - Callers get copies: LlamaIndex agents edit the messages they are given; the history here does
   not change with them.
+- Messages held beside the view (``hold``: a ``FunctionAgent``'s tool calls in progress, which
+  it sends after the view) count for the next ``get`` only, and not after a put: the copies of
+  shared nodes they hold are the model's for that one request (``Conversation.view``'s
+  ``held``).
 Thread-safe: the log has one lock. The async methods are BaseMemory's (a worker thread).
 """
 
@@ -72,6 +76,7 @@ class GlidingMemory(BaseMemory):
     _log: ChatLog = PrivateAttr()
     _last_view: ModelView | None = PrivateAttr(default=None)
     _owned: Memory | None = PrivateAttr(default=None)
+    _held: list[Record] = PrivateAttr(default_factory=list)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
 
     def __init__(
@@ -195,10 +200,23 @@ class GlidingMemory(BaseMemory):
             ]
             self._log.append(delivered)
             logged = self._log.messages()
-        view = self._conversation.view([m.record for m in logged], query=query)
+            held, self._held = self._held, []
+        view = self._conversation.view([m.record for m in logged], query=query, held=held)
         self._last_view = view
         natives = {m.id: m.native for m in logged}
         return [_message(r, natives.get(str(r.get("id")))) for r in view.messages]
+
+    def hold(self, messages: Sequence[ChatMessage]) -> None:
+        """Hold ``messages`` for the next ``get``: the model is sent them after its view.
+
+        A ``FunctionAgent`` sends its tool calls in progress (its scratchpad) after the view
+        and puts them into the memory only at the end of its run; held, the copies of shared
+        nodes in their results count as the model's (a frame shows those nodes by reference).
+        The next ``get`` uses them once; a put drops them (the run started or ended).
+        """
+        checked = check_messages(list(messages))
+        with self._lock:
+            self._held = [to_record(m) for m in checked]
 
     def get_all(self) -> list[ChatMessage]:
         """Return the full history (with delivered supplements), unbudgeted, as copies."""
@@ -216,12 +234,14 @@ class GlidingMemory(BaseMemory):
         """Append ``messages`` to the history and archive them; all are checked first."""
         checked = check_messages(messages)
         with self._lock:
+            self._held = []
             self._log.append([to_record(m) for m in checked], [_native(m) for m in checked])
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history with ``messages``; those not archived before are archived."""
         checked = check_messages(messages)
         with self._lock:
+            self._held = []
             unused: dict[str, list[str]] = {}
             for logged in self._log.messages():
                 message = _message(logged.record, logged.native)
@@ -238,6 +258,7 @@ class GlidingMemory(BaseMemory):
         with self._lock:
             self._log.clear()
             self._last_view = None
+            self._held = []
 
     def close(self) -> None:
         """Close the ``Memory`` that ``from_defaults`` created; a memory passed in is left open."""

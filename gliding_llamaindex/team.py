@@ -11,9 +11,17 @@ How ``TeamMemory`` knows who works: the workflow puts the user's message into it
 root agent's); when an agent's turn is put (its ``finalize``) with a ``handoff`` call to a
 known agent, that agent works from then on, and it is given the user's request.
 
+Token economy (``gliding_core.team``): each agent's frame shows a node the model request holds
+at its current value (a blackboard tool's result) as a reference. A ``FunctionAgent`` keeps the
+tool calls of its run in progress in a scratchpad, sent after the memory's view and put into
+the memory only when the run ends; the role agent (``RoleFunctionAgent``) hands the scratchpad
+to its memory after each round of tool results (``hold``), so the next view counts those copies
+too, once.
+
 Invariants: an agent's model sees only its own memory's view (never another agent's messages);
 each agent's identity is its handle's; a supplementary input put for the task is delivered by
-the memory of the agent working when it arrives, once.
+the memory of the agent working when it arrives, once; messages held for a view are ones the
+next model request carries (the scratchpad, sent whole after the view).
 """
 
 from __future__ import annotations
@@ -23,13 +31,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llama_index.core.agent.workflow import AgentWorkflow, BaseWorkflowAgent, FunctionAgent
+from llama_index.core.agent.workflow import (
+    AgentWorkflow,
+    BaseWorkflowAgent,
+    FunctionAgent,
+    ToolCallResult,
+)
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 from llama_index.core.tools import BaseTool
 from typing_extensions import Unpack
+from workflows import Context
 from workflows.handler import WorkflowHandler
 
 from gliding_core import InvalidInputError, Memory
@@ -136,6 +150,10 @@ class TeamMemory(BaseMemory):
         """Return the working agent's full history."""
         return self._memories[self.current].get_all()
 
+    def hold(self, messages: Sequence[ChatMessage]) -> None:
+        """Hold messages for the working agent's next view (``GlidingMemory.hold``)."""
+        self._memories[self.current].hold(messages)
+
     def put(self, message: ChatMessage) -> None:
         """Put a message into the working agent's memory."""
         self.put_messages([message])
@@ -181,6 +199,25 @@ def _handed_to(messages: Sequence[ChatMessage], names: Mapping[str, Any]) -> str
     return target
 
 
+class RoleFunctionAgent(FunctionAgent):
+    """A ``FunctionAgent`` that hands its scratchpad to a gliding memory for the next view.
+
+    After each round of tool results the scratchpad (the run's tool calls and their results,
+    which the agent sends after the memory's view) is held by the memory (``hold``), so the
+    frame in the next view shows the nodes those results hold at their current value as
+    references. With any other memory it is a plain ``FunctionAgent``.
+    """
+
+    async def handle_tool_call_results(
+        self, ctx: Context, results: list[ToolCallResult], memory: BaseMemory
+    ) -> None:
+        """Add the results to the scratchpad (as ``FunctionAgent`` does), then hold it."""
+        await super().handle_tool_call_results(ctx, results, memory)
+        if isinstance(memory, (TeamMemory, GlidingMemory)):
+            scratchpad = await ctx.store.get(self.scratchpad_key, default=[])
+            memory.hold(list(scratchpad))
+
+
 def create_role_agent(
     llm: LLM,
     handle: AgentHandle,
@@ -191,6 +228,9 @@ def create_role_agent(
     system_prompt: str | None = None,
 ) -> FunctionAgent:
     """Return a ``FunctionAgent`` named after ``handle`` with its blackboard tools.
+
+    It is a ``RoleFunctionAgent``: with a ``TeamMemory`` or ``GlidingMemory`` its tool results
+    of the run in progress count for its frame's economy.
 
     Args:
         llm: a function-calling LLM (``pdca_llm(role, task)`` offline).
@@ -203,7 +243,7 @@ def create_role_agent(
     spec = BlackboardToolSpec(handle, scheduler=scheduler)
     area = AREA_OF.get(handle.role, handle.role)
     then = "report in one line" if can_handoff_to == [] else "hand off"
-    return FunctionAgent(
+    return RoleFunctionAgent(
         name=handle.name,
         description=f"The {handle.role} agent: writes the {area!r} area of {handle.task}.",
         system_prompt=system_prompt

@@ -203,6 +203,11 @@ def _parser() -> argparse.ArgumentParser:
         default=["shared-history", "langgraph-store", "agent-coherence", "gliding"],
         help="comma-separated",
     )
+    agents.add_argument(
+        "--no-economy",
+        action="store_true",
+        help="show gliding's frames whole every call (no reference to copies in the request)",
+    )
     agents.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     agents.set_defaults(handler=_bench_agents)
     _show_defaults(parser)
@@ -606,11 +611,14 @@ def _bench_economy(args: argparse.Namespace, out: TextIO) -> int:
             f["reference_vs_whole"],
             f["omit"],
             f["omit_vs_whole"],
+            f["request"],
+            f["request_vs_whole"],
             f["stale_references"],
         )
         for p, f in figures["rounds"].items()
     ]
-    headers = ["write p", "whole", "reference", "x whole", "omit", "x whole", "stale refs"]
+    headers = ["write p", "whole", "reference", "x whole", "omit", "x whole", "request",
+               "x whole", "stale refs"]  # fmt: skip
     title = (
         f"Shared-node tokens over {figures['calls']} calls, {figures['steps']} steps"
         f" (mean of {figures['seeds']} seeds)"
@@ -680,7 +688,13 @@ def _bench_agents(args: argparse.Namespace, out: TextIO) -> int:
     except ImportError as exc:
         sys.stderr.write(f"gliding-horse: error: bench agents needs the langchain extra ({exc})\n")
         return 2
-    figures = module.run(tasks=args.tasks, seed=args.seed, methods=args.methods, budget=args.budget)
+    figures = module.run(
+        tasks=args.tasks,
+        seed=args.seed,
+        methods=args.methods,
+        budget=args.budget,
+        economy=not args.no_economy,
+    )
     keys = ["tokens_per_call_mean", "tokens_per_call_p95", "tokens_per_task", "model_calls",
             "stale_reads", "refused_writes", "tasks_correct"]  # fmt: skip
     rows = [(name, *(round(f[k]) for k in keys)) for name, f in figures["methods"].items()]

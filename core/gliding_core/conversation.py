@@ -22,7 +22,10 @@ A model view, within one token budget, holds:
 Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
 the node moves past the quoted generation the turn is stale (``gliding_core.stale_turns``): the
 L1 context and recall leave it out, and while it is in the window the memory message opens with
-what changed since it was quoted.
+what changed since it was quoted. The same results are the copies of shared nodes the request
+holds: the sources are given those of the messages in the window (``SourceRequest.copies``), so
+a frame can show a node the model has at its current value as a reference, and one it has at an
+older value as the change; a message out of the window holds nothing for them.
 
 A conversation belongs to one scope (``gliding_core.scope``: a user, a thread, or the task it was
 built for): its turns carry the scope's tag, its session and supplementary inputs use the
@@ -75,7 +78,7 @@ from gliding_core.memory_sources import (
 from gliding_core.scope import Scope, Shared
 from gliding_core.session import Session, Turn
 from gliding_core.sources import ContextSource, SourcePart, SourceRequest
-from gliding_core.stale_turns import StaleTurns, for_memory
+from gliding_core.stale_turns import StaleTurns, for_memory, node_copies
 from gliding_core.tokens import TokenCounter
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
@@ -287,6 +290,7 @@ class Conversation:
         supplements: Sequence[SupplementaryInput] = (),
         budget: int | None = None,
         summary: bool | None = None,
+        held: Sequence[Mapping[str, Any]] = (),
     ) -> ModelView:
         """Return what the model should see of ``messages``, within the budget.
 
@@ -299,8 +303,12 @@ class Conversation:
                 is shown without the history.
             supplements: inputs to append as user messages (see ``deliver``); messages marked
                 ``supplement`` in the history are kept too.
+            held: messages the model is sent besides this view (an agent's tool calls in
+                progress, which it sends outside its memory): the copies of shared nodes they
+                hold are the model's too (``SourceRequest.copies``). Not part of the view.
         """
         items = check_messages(messages)
+        extra_held = check_messages(held)
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
         limit = self.budget if budget is None else _check_int(budget, "budget", 1)
@@ -321,7 +329,7 @@ class Conversation:
         shown = rest if whole else self._window(rest, room, framing)
         room -= framing.group_tokens(shown)
         with_summary = not whole if summary is None else bool(summary)
-        parts = self._fill(query, room, shown + pinned, summary=with_summary)
+        parts = self._fill(query, room, shown + pinned, summary=with_summary, held=extra_held)
         visible = {id(m) for m in shown}
         kept = [m for m in history if m.get("supplement") or id(m) in visible] + extra
         memory_text = _SEPARATOR.join(p.text for p in parts)
@@ -352,7 +360,13 @@ class Conversation:
         return [m for group in kept for m in group]
 
     def _fill(
-        self, query: str | None, room: int, shown: list[Message], *, summary: bool
+        self,
+        query: str | None,
+        room: int,
+        shown: list[Message],
+        *,
+        summary: bool,
+        held: Sequence[Message] = (),
     ) -> list[SourcePart]:
         """Ask the sources in order for what is left of the memory message's room."""
         tokens = self.memory.tokens
@@ -363,6 +377,7 @@ class Conversation:
         with self._lock:
             iris = ids | {self._recorded[i] for i in ids if i in self._recorded}
         seen = frozenset(" ".join(message_text(m).split()) for m in shown)
+        copies = node_copies([*shown, *held])  # what this request holds of shared nodes
         caps = {L1_SOURCE: int(room * self.settings.summary_share) if summary else 0}
         parts: list[SourcePart] = []
         left = room
@@ -371,7 +386,7 @@ class Conversation:
             ask = min(left - separator, caps.get(source.name, left))
             if ask < 1:
                 continue
-            part = source.fill(SourceRequest(query, ask, frozenset(iris), seen))
+            part = source.fill(SourceRequest(query, ask, frozenset(iris), seen, copies))
             iris |= set(part.hides)
             if not part.text:
                 continue

@@ -13,6 +13,10 @@ review exists, is not shown the plan the ``aa_decision`` frame leaves out).
 ``FrameSource`` is this read as a context source of the model view; given a ``SeenNodes``
 ledger (``gliding_core.coherence.seen``) it shows each top-level node by what that agent's model
 was shown before: whole the first time, then the change, or a reference while it is unchanged.
+With ``seen="request"`` the ledger of each call is the copies of shared nodes that call's
+messages hold (``SourceRequest.copies``): a node the request holds at its current value is a
+reference, one it holds at an older value the change, any other whole, however often an
+earlier call showed it (what an earlier memory message showed is gone with it).
 
 ``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
 nodes (and its subtasks', from the coordination layer's task registry when there is one) are
@@ -26,6 +30,9 @@ Invariants:
   over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
   them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
 - ``fallback="frame"`` never shows a node outside the frame's areas, at any level.
+- With ``seen="request"`` a node is a reference only when the request holds a copy of it at
+  the generation read just before the view, holding every property the view shows of it; the
+  text says nothing of a node the view does not show, whatever the request holds.
 - Release never loses a write: a node is removed from the blackboard only once it is in L0 (a
   blackboard without write-back releases nothing), and a node written after the flush stays.
 """
@@ -43,7 +50,7 @@ from gliding_core.blackboard.permissions import ROLE_ALIASES
 from gliding_core.blackboard.sparql import MIRRORED_AREAS
 from gliding_core.blackboard.vocabulary import AREAS, graph_area
 from gliding_core.bus import EventBus
-from gliding_core.coherence.seen import SeenNodes, SharedNode
+from gliding_core.coherence.seen import SeenNodes, SeenView, SharedNode, within_view
 from gliding_core.errors import InvalidInputError, PermissionDeniedError
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
@@ -66,6 +73,8 @@ LEVELS = ("l3", "l2", "l0", "none")
 
 Search = Callable[[str, int], Sequence[SearchHit]]
 Fallback = Literal["task", "frame"]  # what a read shows when its frame shows nothing
+Seen = SeenNodes | Literal["request"] | None  # a frame source's ledger (see FrameSource)
+REQUEST = "request"
 
 _WHOLE = 1 << 62  # a budget every frame fits in: the frame's nodes unfitted
 
@@ -305,14 +314,14 @@ class Scheduler:
         *,
         params: Mapping[str, object] | None = None,
         agent: AgentHandle | None = None,
-        seen: SeenNodes | None = None,
+        seen: Seen = None,
         fallback: Fallback = "task",
     ) -> FrameSource:
         """Return the context source that shows ``role``'s view of ``task`` to a model.
 
         Given ``agent``, the source reads as that agent (see ``read``); given ``seen``, it
-        shows nodes by what the ledger says the model was shown before; ``fallback`` is
-        ``read``'s.
+        shows nodes by what the ledger (or, ``"request"``, the request's copies) says the
+        model has; ``fallback`` is ``read``'s.
         """
         return FrameSource(
             self, task, role, params=params, agent=agent, seen=seen, fallback=fallback
@@ -374,7 +383,10 @@ class FrameSource:
         params: the frame's parameters, if any.
         name: the source's name in the view.
         agent: read as this agent (see ``Scheduler.read``).
-        seen: the ledger of what this agent's model was shown (see the module docstring).
+        seen: the ledger of what this agent's model was shown, kept from call to call; or
+            ``"request"``: each call's ledger is the copies its request holds (for a model
+            whose memory message is rebuilt every call, see the module docstring); or
+            ``None``: the view whole every call.
         fallback: what is shown when the frame shows nothing (see ``Scheduler.read``).
     """
 
@@ -387,13 +399,15 @@ class FrameSource:
         params: Mapping[str, object] | None = None,
         name: str = "frame",
         agent: AgentHandle | None = None,
-        seen: SeenNodes | None = None,
+        seen: Seen = None,
         fallback: Fallback = "task",
     ) -> None:
-        if seen is not None and not isinstance(seen, SeenNodes):
-            raise InvalidInputError(f"seen must be a SeenNodes ledger, got {preview(seen)}")
+        if seen is not None and seen != REQUEST and not isinstance(seen, SeenNodes):
+            raise InvalidInputError(
+                f"seen must be a SeenNodes ledger, 'request' or None, got {preview(seen)}"
+            )
         self.fallback = _check_fallback(fallback)
-        self.seen = seen
+        self.seen: Seen = seen
         self.scheduler = scheduler
         self.task = check_iri(task, "task IRI")
         self.role = role
@@ -412,7 +426,7 @@ class FrameSource:
         *,
         params: Mapping[str, object] | None = None,
         name: str = "frame",
-        seen: SeenNodes | None = None,
+        seen: Seen = None,
         fallback: Fallback = "task",
     ) -> FrameSource:
         """Return the source of ``agent``'s role's view of its task, read as the agent."""
@@ -431,7 +445,7 @@ class FrameSource:
 
     def fresh(self) -> FrameSource:
         """Return this source for another agent: the same view, a new empty ledger (if any)."""
-        if self.seen is None:
+        if not isinstance(self.seen, SeenNodes):  # none, or each request's own
             return self
         return FrameSource(
             self.scheduler,
@@ -448,8 +462,14 @@ class FrameSource:
         """Return the role's view within ``request.budget``, leaving out what is shown."""
         if not isinstance(request, SourceRequest):
             raise InvalidInputError(f"expected a SourceRequest, got {preview(request)}")
-        if self.seen is not None:
+        if self.seen == REQUEST:
+            return self._fill_copies(request)
+        if isinstance(self.seen, SeenNodes):
             return self._fill_seen(self.seen, request)
+        return self._fill_whole(request)
+
+    def _fill_whole(self, request: SourceRequest) -> SourcePart:
+        """The view whole, within the budget (the scheduler's read, its views cached)."""
         read = self.scheduler.read(
             self.task,
             self.role,
@@ -473,16 +493,7 @@ class FrameSource:
         """
         scheduler = self.scheduler
         known = scheduler.board.read_many(seen.iris())
-        _, _, nodes = scheduler.nodes(
-            self.task,
-            self.role,
-            query=request.query,
-            params=self.params,
-            shown=request.shown,
-            agent=self.agent,
-            fallback=self.fallback,
-        )
-        nodes = [n for n in nodes if isinstance(n.get("@id"), str)]
+        nodes = self._nodes(request)
         here = {n["@id"] for n in nodes}
         left = [i for i in seen.iris() if i not in here and i not in request.shown]
         found = {**scheduler.board.read_many([i for i in here if i not in known]), **known}
@@ -493,6 +504,53 @@ class FrameSource:
         gone = {i: found[i].generation if i in found else None for i in left}
         tokens = scheduler.projector.tokens
         view = seen.render(shared, request.budget, tokens, fit=fit, gone=gone)
+        return self._part(view)
+
+    def _fill_copies(self, request: SourceRequest) -> SourcePart:
+        """The view's top-level nodes by the copies of them the request holds.
+
+        The nodes' generations are read before the view (as in ``_fill_seen``): a write
+        landing in between makes a label older than its value, so a node is shown whole or
+        as a change, never as a reference to a copy older than what the view shows. Each
+        copy is cut to what the view shows of its node (``within_view``); nodes the request
+        holds and the view does not show are not mentioned. With no copy of a node in the
+        view, the view is the whole one (read through the view cache).
+        """
+        scheduler = self.scheduler
+        copies = {c.iri: c for c in request.copies if c.iri not in request.shown}
+        if not copies:
+            return self._fill_whole(request)
+        known = scheduler.board.read_many(list(copies))
+        nodes = self._nodes(request)
+        if not any(node["@id"] in copies for node in nodes):
+            return self._fill_whole(request)
+        held = []
+        for node in nodes:
+            copy, now = copies.get(node["@id"]), known.get(node["@id"])
+            if copy is not None:
+                held.append(within_view(copy, node, now=None if now is None else now.node))
+        shared = [
+            SharedNode(n["@id"], known[n["@id"]].generation if n["@id"] in known else None, n)
+            for n in nodes
+        ]
+        ledger = SeenNodes.of(held)
+        view = ledger.render(shared, request.budget, scheduler.projector.tokens, fit=fit)
+        return self._part(view)
+
+    def _nodes(self, request: SourceRequest) -> list[dict[str, Any]]:
+        """The view's top-level nodes (those with an ``@id``), unfitted."""
+        _, _, nodes = self.scheduler.nodes(
+            self.task,
+            self.role,
+            query=request.query,
+            params=self.params,
+            shown=request.shown,
+            agent=self.agent,
+            fallback=self.fallback,
+        )
+        return [n for n in nodes if isinstance(n.get("@id"), str)]
+
+    def _part(self, view: SeenView) -> SourcePart:
         if not view.text:
             return SourcePart.empty(self.name)
         quoted = tuple(dict.fromkeys((*view.iris, *_quoted(view.whole))))

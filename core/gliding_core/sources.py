@@ -6,6 +6,9 @@ them. Each is asked for at most ``budget`` tokens for a query and answers with w
 show, counted exactly with the memory's counter; the view then asks the next one with what is
 left. A new layer adds a source; the view does not change.
 
+A request also carries the copies of shared nodes its visible messages hold (``copies``: the
+blackboard tools' results in the window), what the model has of them on this call and no other.
+
 Invariants: a source never returns more tokens than it was asked for (``tokens`` is the exact
 count of ``text``); it quotes nothing whose IRI is in ``request.shown`` (what the window or an
 earlier source already shows), and lists in ``iris`` every IRI it quotes, so later sources can
@@ -15,9 +18,11 @@ left out by every later source, whether or not the part has text (stale turns, f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from gliding_core.coherence.seen import SharedNode
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
@@ -33,12 +38,15 @@ class SourceRequest:
         shown: IRIs (L0 entries, L1 turn archives, L2 nodes) already visible to the model.
         seen: the whitespace-normalised texts already visible that have no IRI (messages not
             archived): a source skips an item that says just that.
+        copies: the shared nodes the visible messages hold, as they hold them (the newest
+            copy of each; ``gliding_core.stale_turns.node_copies``).
     """
 
     query: str | None
     budget: int
     shown: frozenset[str] = frozenset()
     seen: frozenset[str] = frozenset()
+    copies: tuple[SharedNode, ...] = ()
 
     def __post_init__(self) -> None:
         if self.query is not None and not isinstance(self.query, str):
@@ -47,6 +55,13 @@ class SourceRequest:
             raise InvalidInputError(f"budget must be an int >= 0, got {preview(self.budget)}")
         object.__setattr__(self, "shown", frozenset(self.shown))
         object.__setattr__(self, "seen", frozenset(self.seen))
+        if isinstance(self.copies, (str, bytes)) or not isinstance(self.copies, Iterable):
+            raise InvalidInputError(f"copies must be SharedNodes, got {preview(self.copies)}")
+        copies = tuple(self.copies)
+        for copy in copies:
+            if not isinstance(copy, SharedNode):
+                raise InvalidInputError(f"not a SharedNode: {preview(copy)}")
+        object.__setattr__(self, "copies", copies)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,10 @@ What the next context does with a stale turn (the choice made here):
   the current value when the quote had none, or that the node was deleted), within the budget,
   down to a one-line notice to read the node again.
 
+The same results are the copies of shared nodes a model request holds (``node_copies``): the
+view gives a request's copies to its sources (``SourceRequest.copies``), so a frame shows a node
+the request already holds at its current value as a reference (``gliding_core.coherence.seen``).
+
 Invariants: a turn is marked stale at the latest when the next context is built (``fill``
 checks every unmarked quote against the current generations, so an event missed or published
 before the quote was noted loses nothing); marks are never cleared (a turn's text never
@@ -37,7 +41,7 @@ from typing import Any, TypeGuard
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.seen import SharedNode, change_line, notice_line
 from gliding_core.errors import ConfigError, InvalidInputError
-from gliding_core.framing import message_text
+from gliding_core.framing import check_messages, message_text
 from gliding_core.jsonld import Node, canonical_json, preview, validate_iri
 from gliding_core.sources import SourcePart, SourceRequest
 from gliding_core.tokens import TokenCounter
@@ -235,6 +239,60 @@ def quoted_nodes(message: Mapping[str, Any]) -> list[tuple[str, int, Node | None
     if isinstance(generations, dict):
         return [(k, g, None) for k, g in generations.items() if _generation(g)]
     return []
+
+
+def node_copies(messages: Sequence[Mapping[str, Any]]) -> tuple[SharedNode, ...]:
+    """Return the copies of shared nodes that ``messages`` hold: the newest of each node.
+
+    A copy is a node's value at a generation as a blackboard tool's result carries it: the
+    results of ``read_node`` and ``write_node`` (the whole node), and of ``project_frame``
+    (each top-level node of its view, at the generation its ``generations`` give; a view cut
+    to its budget can hold part of a node). A result whose text is not one of these holds
+    none. Of two copies of a node the one at the higher generation is kept (of two at one
+    generation, the later). This is the ledger of what a model has when nothing but its
+    request is kept from call to call (``SeenNodes.of``).
+
+    Raises:
+        InvalidInputError: ``messages`` is not a list of message records.
+    """
+    found: dict[str, SharedNode] = {}
+    for message in check_messages(messages):
+        for copy in _copies(message):
+            before = found.get(copy.iri)
+            if before is None or (before.generation or 0) <= (copy.generation or 0):
+                found[copy.iri] = copy
+    return tuple(found.values())
+
+
+def _copies(message: Mapping[str, Any]) -> list[SharedNode]:
+    """The copies one tool result holds (none for any other message)."""
+    quoted = quoted_nodes(message)
+    if not quoted:
+        return []
+    values = {iri: value for iri, _, value in quoted if value is not None}
+    if len(values) < len(quoted):  # a project_frame result: the values are its view's nodes
+        values |= _view_nodes(message)
+    return [
+        SharedNode(iri, generation, _bare(values[iri]))
+        for iri, generation, _ in quoted
+        if iri in values
+    ]
+
+
+def _view_nodes(message: Mapping[str, Any]) -> dict[str, Node]:
+    """The top-level nodes of a ``project_frame`` result's view, by IRI."""
+    try:
+        view = json.loads(json.loads(message_text(message))["view"])
+    except (ValueError, KeyError, TypeError):  # not a view, or one cut short by its budget
+        return {}
+    nodes = view.get("@graph", [view]) if isinstance(view, dict) else []
+    if not isinstance(nodes, list):
+        return {}
+    return {n["@id"]: n for n in nodes if isinstance(n, dict) and isinstance(n.get("@id"), str)}
+
+
+def _bare(node: Node) -> Node:
+    return {key: value for key, value in node.items() if key != "@context"}
 
 
 def _generation(value: object) -> TypeGuard[int]:

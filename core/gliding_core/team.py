@@ -12,6 +12,13 @@ handle's name and its role the handle's role, so its L1 session is its own; agen
 share supplementary inputs (put for the task): the first of them to start a cycle takes an
 input, and only its model sees it.
 
+Token economy (on by default, ``economy=False`` turns it off): the frame shows each node by the
+copies of shared nodes the model request holds (``FrameSource(seen="request")``): a node the
+agent read or wrote through a blackboard tool whose result is still in the window is a
+reference while the copy is current and the change once another agent has written it; any
+other node is whole. The ledger is each request's own, because both adapters rebuild the memory
+message at every call: what an earlier call's memory message showed is not in the next one.
+
 Invariants:
 - The agent's recall never quotes another agent's turns on the task (their tool calls and
   results carry the areas they may read, not this agent's): the recall filter admits turns of
@@ -21,6 +28,10 @@ Invariants:
   show, the fallback is the task's blackboard nodes in the frame's areas only, never L0 (the
   scheduler's default fallback reads every area of the task, and L0), so the decider, before
   any review, is not shown the plan.
+- A node is shown as a reference only when a copy of it at its current generation, holding
+  what the frame shows of it, is in the same request; the economy shows nothing the frame
+  would not show whole (a change lists the frame's properties that differ from the copy, and
+  those the node lost since).
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ def role_conversation(
     settings: ConversationSettings | None = None,
     recall_filters: SearchFilters | None = None,
     shared: Sequence[Shared] = (),
+    economy: bool = True,
     **options: Unpack[ViewOptions],
 ) -> Conversation:
     """Return the conversation of the agent ``handle``: its frame, L1 context and own recall.
@@ -65,6 +77,8 @@ def role_conversation(
             handle's, whatever these say).
         recall_filters: restrict recall further; turns of other agents stay out regardless.
         shared: named graph IRIs or scopes that recall reads besides the task's entries.
+        economy: show the frame's nodes by the copies the request holds (see the module
+            docstring); ``False`` shows the frame whole at every call.
         **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
 
     The conversation is the task's scope. A middleware serving a run of another scope (a
@@ -73,7 +87,8 @@ def role_conversation(
 
     Raises:
         InvalidInputError: ``memory`` is not a ``Memory``, ``handle`` not an ``AgentHandle`` on
-            its blackboard, ``scheduler`` not a ``Scheduler`` over it, or a bad option.
+            its blackboard, ``scheduler`` not a ``Scheduler`` over it, ``economy`` not a bool,
+            or a bad option.
 
     Example:
         >>> doer = memory.agent("doer", role="do", task="urn:task:1")  # doctest: +SKIP
@@ -95,6 +110,8 @@ def role_conversation(
         raise InvalidInputError(
             f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
         )
+    if not isinstance(economy, bool):
+        raise InvalidInputError(f"economy must be a bool, got {preview(economy)}")
     chosen = ConversationSettings.of(settings, **options)
     chosen = ConversationSettings.of(chosen, agent=handle.name, role=handle.role)
     session = memory.session(handle.task, agent=handle.name, role=handle.role)
@@ -105,7 +122,14 @@ def role_conversation(
         recall_filters=own_turns(session.iri, recall_filters),
         shared=shared,
         extra_sources=[
-            FrameSource(scheduler, handle.task, handle.role, params=params, fallback="frame")
+            FrameSource(
+                scheduler,
+                handle.task,
+                handle.role,
+                params=params,
+                fallback="frame",
+                seen="request" if economy else None,
+            )
         ],
     )
 

@@ -332,6 +332,7 @@ def test_bench_economy_json_shape_and_sense(tmp_path: Path) -> None:
     for round_ in figures["rounds"].values():
         assert round_["stale_references"] == 0
         assert round_["omit"] <= round_["reference"] < round_["whole"]
+        assert round_["request"] < round_["whole"]
     assert "Shared-node tokens over 4 calls" in out.getvalue()
 
 

@@ -9,22 +9,31 @@ writes:
 
 - ``whole``: no ledger, the view whole at every call (what ``FrameSource`` does by default);
 - ``reference``: ``SeenNodes()``: whole once, then changes, and a line per unchanged node;
-- ``omit``: ``SeenNodes(unchanged="omit")``: unchanged nodes left out.
+- ``omit``: ``SeenNodes(unchanged="omit")``: unchanged nodes left out;
+- ``request``: ``FrameSource(seen="request")``, the economy of an agent whose memory message is
+  rebuilt every call (role agents): nothing of the earlier frames is kept, and the ledger of a
+  call is the copies its request holds. The agent works on one step a call, reading it with
+  ``read_node`` (step ``call mod steps``); the request holds the results of its last
+  ``window`` reads (its window of messages), each at the generation it was read at. Those
+  steps are references while unchanged, changes once rewritten; the others whole.
 
 ``stale_references`` counts the calls where a step written since the last call was shown as a
-reference (the economy must never do it). Tokens are sums over the round, means over the seeds.
+reference (the economy must never do it: every copy was read before those writes). Tokens are
+sums over the round, means over the seeds; the copies themselves are not counted (the agent's
+reads put them in its request in every mode).
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
 from gliding_core.bus import EventBus
-from gliding_core.coherence.seen import SeenNodes
+from gliding_core.coherence.seen import SeenNodes, SharedNode
 from gliding_core.projection import Projector
 from gliding_core.scheduler import FrameSource, Scheduler
 from gliding_core.sources import SourceRequest
@@ -32,7 +41,8 @@ from gliding_core.tokens import TokenCounter
 
 TASK = "urn:bench:economy:task"
 PLAN = f"{TASK}/plan"
-MODES = ("whole", "reference", "omit")
+MODES = ("whole", "reference", "omit", "request")
+WINDOW = 6  # the reads an agent's window of messages holds in the ``request`` mode
 WRITE_PROBABILITIES = (0.05, 0.10, 0.25, 0.50)
 _TEXT = (
     "parse input schema validate field cache result index query plan review budget write tests "
@@ -58,10 +68,17 @@ def run(
         runs = [_round(steps, calls, probability, seed, budget, counter) for seed in range(seeds)]
         figures: dict[str, Any] = {m: round(statistics.fmean(r[m] for r in runs)) for m in MODES}
         figures["stale_references"] = sum(r["stale_references"] for r in runs)
-        for mode in ("reference", "omit"):
+        for mode in ("reference", "omit", "request"):
             figures[f"{mode}_vs_whole"] = round(figures[mode] / figures["whole"], 3)
         rounds[f"{probability:.2f}"] = figures
-    return {"steps": steps, "calls": calls, "seeds": seeds, "budget": budget, "rounds": rounds}
+    return {
+        "steps": steps,
+        "calls": calls,
+        "seeds": seeds,
+        "budget": budget,
+        "window": WINDOW,
+        "rounds": rounds,
+    }
 
 
 def _round(
@@ -76,17 +93,23 @@ def _round(
             "whole": scheduler.source(TASK, "do"),
             "reference": scheduler.source(TASK, "do", seen=SeenNodes()),
             "omit": scheduler.source(TASK, "do", seen=SeenNodes(unchanged="omit")),
+            "request": scheduler.source(TASK, "do", seen="request"),
         }
         totals = dict.fromkeys((*MODES, "stale_references"), 0)
+        held: deque[SharedNode] = deque(maxlen=WINDOW)  # the read_node results in the window
         for call in range(calls):
             changed = _writes(board, steps, probability, rng) if call else []
             for mode, source in sources.items():
-                part = source.fill(SourceRequest(None, budget))
+                copies = tuple(held) if mode == "request" else ()
+                part = source.fill(SourceRequest(None, budget, copies=copies))
                 totals[mode] += part.tokens
                 if mode != "whole":
                     totals["stale_references"] += sum(
                         f"{iri} (generation" in part.text for iri in changed
                     )
+            read = board.read(_iri(call % steps))  # this call's work: one step, read
+            assert read is not None
+            held.append(SharedNode(read.iri, read.generation, read.node))
         projector.close()
     return totals
 

@@ -40,9 +40,20 @@ what it was shown (an agent loop whose transcript holds the earlier views, or wh
 enough because the agent can read the node); call ``forget`` when that context is reset, and
 use no ledger where every call starts afresh.
 
-Invariants: never a reference for a node whose value differs from the one shown; ``tokens`` is
-the exact count of ``text`` and never over the budget; nodes keep their order within a kind;
-one lock per ledger.
+Copies (``SeenNodes.of``): where every call's context is built afresh (an agent middleware
+rebuilds its memory message each call), the ledger of one call is made from the copies of
+shared nodes that call's messages hold (the blackboard tools' results,
+``gliding_core.stale_turns.node_copies``), each cut to what the view shows of its node
+(``within_view``). A copy is a node's value at a generation, so such a ledger also reads the
+generations: a node at its copy's generation is a reference when the copy holds what the view
+shows, and whole otherwise (the copy was partial: a shaped view, or embedded nodes it lacks); a
+node that has moved past its copy's generation is shown as its change (the properties of the
+view that differ from the copy, or none: the copy is still old), never as a reference.
+
+Invariants: never a reference for a node whose value differs from the one shown (nor, in a
+ledger of copies, for one whose generation moved past its copy's); ``tokens`` is the exact
+count of ``text`` and never over the budget; nodes keep their order within a kind; one lock
+per ledger.
 """
 
 from __future__ import annotations
@@ -160,6 +171,30 @@ class SeenNodes:
         self.unchanged: Unchanged = unchanged
         self._shown: dict[str, _Shown] = {}
         self._lock = threading.Lock()
+        self._copies = False  # a ledger of copies (``of``) also reads the generations
+
+    @classmethod
+    def of(cls, copies: Iterable[SharedNode], *, unchanged: Unchanged = "reference") -> SeenNodes:
+        """Return the ledger of a model whose context holds ``copies`` now.
+
+        Of two copies of one node the one at the higher generation is kept (of two at one
+        generation, the later). See "Copies" in the module docstring for how such a ledger
+        renders.
+
+        Raises:
+            InvalidInputError: a copy is not a ``SharedNode`` (an IRI, a generation or
+                ``None``, a JSON object), or ``unchanged`` is no policy.
+        """
+        ledger = cls(unchanged=unchanged)
+        ledger._copies = True
+        if isinstance(copies, (str, bytes, Mapping)) or not isinstance(copies, Iterable):
+            raise InvalidInputError(f"copies must be SharedNodes, got {preview(copies)}")
+        for copy in copies:
+            _check_copy(copy)
+            before = ledger._shown.get(copy.iri)
+            if before is None or _newer_or_same(copy.generation, before.generation):
+                ledger._shown[copy.iri] = _shown(copy.generation, copy.value)
+        return ledger
 
     def __len__(self) -> int:
         return len(self._shown)
@@ -239,10 +274,13 @@ class SeenNodes:
         before = self._shown.get(node.iri)
         if before is None:
             return _Plan(node, "whole")
-        if before.text == text:
+        behind = self._copies and _moved_on(before.generation, node.generation)
+        if before.text == text and not behind:
             if self.unchanged == "omit":
                 return _Plan(node, "omitted")
             return _Plan(node, "reference", reference_line(node))
+        if self._copies and not behind:  # a partial copy at the current generation
+            return _Plan(node, "whole")
         line = change_line(node, before.generation, before.value)
         if counter.count(line) >= counter.count(text):
             return _Plan(node, "whole")
@@ -301,6 +339,26 @@ class SeenNodes:
         self._shown[node.iri] = _Shown(node.generation, before.value, before.text)
 
 
+def within_view(
+    copy: SharedNode, view: Mapping[str, Any], *, now: Mapping[str, Any] | None = None
+) -> SharedNode:
+    """Return what ``copy`` (a whole node's value) holds of ``view`` (what a view shows of it).
+
+    The copy's values of the properties the view shows, and of those the node no longer has
+    (``now``: its value now, when known), so that a change against the result says which
+    properties were removed and never calls a property the view leaves out removed.
+    """
+    _check_copy(copy)
+    if not isinstance(view, Mapping):
+        raise InvalidInputError(f"view must be a JSON object, got {preview(view)}")
+    kept = {
+        key: value
+        for key, value in copy.value.items()
+        if key in view or (now is not None and key not in now)
+    }
+    return SharedNode(copy.iri, copy.generation, kept)
+
+
 def reference_line(node: SharedNode) -> str:
     """Return the line of a node unchanged since it was shown: IRI, generation, summary."""
     return f"{node.iri} ({_generation(node.generation)}, unchanged): {summary(node.value)}"
@@ -335,19 +393,32 @@ def _shown(generation: int | None, value: Node) -> _Shown:
     return _Shown(generation, value, canonical_json(value))
 
 
+def _moved_on(before: int | None, now: int | None) -> bool:
+    """Whether a node is known to be at another generation than the one shown."""
+    return before is not None and now is not None and before != now
+
+
+def _newer_or_same(generation: int | None, than: int | None) -> bool:
+    return generation is None or than is None or generation >= than
+
+
+def _check_copy(copy: object) -> SharedNode:
+    if not isinstance(copy, SharedNode):
+        raise InvalidInputError(f"not a SharedNode: {preview(copy)}")
+    validate_iri(copy.iri)
+    if copy.generation is not None and not _is_generation(copy.generation):
+        raise InvalidInputError(f"bad generation of {copy.iri!r}: {preview(copy.generation)}")
+    if not isinstance(copy.value, dict):
+        raise InvalidInputError(f"the value of {copy.iri!r} must be a JSON object")
+    return copy
+
+
 def _check_nodes(nodes: object) -> list[SharedNode]:
     if isinstance(nodes, (str, bytes)) or not isinstance(nodes, Sequence):
         raise InvalidInputError(f"nodes must be a list of SharedNode, got {preview(nodes)}")
     seen: dict[str, SharedNode] = {}
     for node in nodes:
-        if not isinstance(node, SharedNode):
-            raise InvalidInputError(f"not a SharedNode: {preview(node)}")
-        validate_iri(node.iri)
-        if node.generation is not None and not _is_generation(node.generation):
-            raise InvalidInputError(f"bad generation of {node.iri!r}: {preview(node.generation)}")
-        if not isinstance(node.value, dict):
-            raise InvalidInputError(f"the value of {node.iri!r} must be a JSON object")
-        seen.setdefault(node.iri, node)
+        seen.setdefault(_check_copy(node).iri, node)
     return list(seen.values())
 
 

@@ -102,9 +102,21 @@ def test_a_hit_never_serves_a_node_older_than_the_other_boards_write(
             back = there.read(IRI)
             assert back is not None
             assert back.generation == generation
+    generation = mine.write([step(str(generation + 1))], area="execution")[0].generation
+    theirs.write([step(str(generation + 1))], area="execution", based_on=generation)
+    overwritten = here.read(IRI)  # the entry this board wrote is not current any more either
+    assert overwritten is not None
+    generation += 1
+    assert (overwritten.generation, overwritten.node["text"]) == (generation, str(generation))
     assert there.delete([IRI]) == 1
-    assert here.read(IRI) is None
-    assert mine.read(IRI) is None
+    for _ in range(2):  # the second read is a hit on the tombstone the first one vouched
+        assert here.read(IRI) is None
+        assert mine.read(IRI) is None
+    again = theirs.write([step("again")], area="execution")[0]
+    assert again.generation == generation + 1  # a rewrite continues the tombstone's generation
+    back = here.read(IRI)
+    assert back is not None
+    assert (back.generation, back.node["text"]) == (again.generation, "again")
 
 
 class PreemptedCache(OrderedDict[str, Any]):

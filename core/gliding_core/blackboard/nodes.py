@@ -32,13 +32,17 @@ Invariants:
   directory); an update that moved the node to another graph also names the graph it left
   (``previous_graph``); a caller committing inside a larger transaction collects them
   (``events=``) and publishes them after it.
-- A hit on a cache without ``check`` takes no lock: it is one dict look-up of an entry a writer
-  replaces whole after its update, so it returns the store's value at some moment of the call
-  (the lock, taken by every reading thread, queued them behind each other under the GIL).
+- A cache hit takes no lock: it is one dict look-up of an entry (value and stamp in one
+  immutable object) that a writer replaces whole after its update, so it returns the store's
+  value at some moment of the call (the lock, taken by every reading thread, queued them
+  behind each other under the GIL).
 - A store shared by processes (a SPARQL server) is not written by this process alone, so its
   cache is checked (``check``, a ``CacheCheck``): an entry is served only while the shared
-  change token still equals the one it was vouched with, and is otherwise compared with the
-  shared generations (the coherence directory) and read again when they differ.
+  change token, taken before the look-up, still equals the one it was vouched with (a token
+  taken before the store was read, or one the directory gave for its generation), and is
+  otherwise compared with the shared generations (the coherence directory) and read again
+  when they differ. A vouch stamps the very entry it checked: one replaced meanwhile keeps
+  its replacement's stamp.
 - A node describes itself: ``@graph`` and ``@included`` are refused; an embedded object with its
   own ``@id`` adds triples about that IRI, which a rewrite of either node may remove.
 """
@@ -317,6 +321,18 @@ class _Absent(_Tombstone):
 _Known = BoardNode | _Tombstone
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A cache entry: what the store holds under an IRI, with the token that vouches for it.
+
+    Never changed in place, only replaced whole: a reader that takes one from the dict without
+    the lock gets a value together with the stamp it was vouched at.
+    """
+
+    known: _Known
+    stamp: Hashable | None  # a ``check`` token, ``WRITTEN_HERE``, or ``None`` (unvouched)
+
+
 class NodeStore:
     """The node layer over one ``GraphBackend``: the cache, the generations and the writer.
 
@@ -342,11 +358,8 @@ class NodeStore:
         self.bus = bus
         self.writer = threading.RLock()
         self.check: CacheCheck | None = None
-        self._cache: OrderedDict[str, _Known] = OrderedDict()
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._writes = 0  # writes cached so far: a read begun before one is not cached
-        self._stamps: dict[
-            str, Hashable
-        ] = {}  # with ``check``: the token each entry was vouched at
         self._cache_lock = threading.Lock()
         with self.writer:
             self._upgrade()
@@ -438,9 +451,8 @@ class NodeStore:
                 quads = [q for iri, t in tombstones.items() for q in t.quads(iri)]
                 self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
                 with self._cache_lock:
-                    self._cache.update(tombstones)
+                    self._cache.update({i: _Entry(t, WRITTEN_HERE) for i, t in tombstones.items()})
                     self._writes += 1
-                    self._stamps.update(dict.fromkeys(tombstones, WRITTEN_HERE))
         gone = list(old.values())
 
         def announce() -> None:
@@ -476,23 +488,19 @@ class NodeStore:
 
     def get(self, iri: str) -> BoardNode | None:
         """Return the node with ``iri`` (the cache first), or ``None``."""
+        # No lock on a hit: one dict look-up is atomic, and a writer replaces an entry (value
+        # and stamp together) in one store after its update committed, so the entry seen is
+        # the store's at some moment during this call. A lock here, taken by every reading
+        # thread, queued them behind one another (thousands of context switches per 20,000
+        # reads with 4 threads). Shared (``check``), the token is taken first: an entry
+        # stamped with it was read from the store after every change the token covers.
         check = self.check
-        if check is None:
-            # No lock on a hit: one dict look-up is atomic, and a writer replaces an entry in
-            # one store after its update committed, so the entry seen is the store's at some
-            # moment during this call. A lock here, taken by every reading thread, queued them
-            # behind one another (thousands of context switches per 20,000 reads with 4 threads).
-            cached = self._cache.get(iri)
-            if cached is not None:
-                self._touch(iri)
-                return cached if isinstance(cached, BoardNode) else None
-            return self.get_many([check_iri(iri, "IRI")]).get(iri)
-        token = check.token()
-        with self._cache_lock:
-            cached = self._cache.get(iri)
-            if cached is not None and self._stamps.get(iri) == token:
-                self._cache.move_to_end(iri)
-                return cached if isinstance(cached, BoardNode) else None
+        token = None if check is None else check.token()
+        entry = self._cache.get(iri)
+        if entry is not None and (check is None or entry.stamp == token):
+            self._touch(iri)
+            known = entry.known
+            return known if isinstance(known, BoardNode) else None
         return self.get_many([check_iri(iri, "IRI")]).get(iri)
 
     def _touch(self, iri: str) -> None:
@@ -560,14 +568,12 @@ class NodeStore:
         """Empty the cache (the next reads go to the store)."""
         with self._cache_lock:
             self._cache.clear()
-            self._stamps.clear()
 
     def forget(self, iris: Iterable[str]) -> None:
         """Drop ``iris`` from the cache (their next read goes to the store)."""
         with self._cache_lock:
             for iri in iris:
                 self._cache.pop(iri, None)
-                self._stamps.pop(iri, None)
 
     def cached(self, iri: str) -> bool:
         """Return whether ``iri`` is in the cache."""
@@ -582,18 +588,18 @@ class NodeStore:
         missing = []
         check = self.check
         token = None if check is None else check.token()
-        unvouched: list[str] = []
+        unvouched: dict[str, _Entry] = {}
         with self._cache_lock:
             writes = self._writes
             for iri in iris:
-                cached = None if fresh else self._cache.get(iri)
-                if cached is None:
+                entry = None if fresh else self._cache.get(iri)
+                if entry is None:
                     missing.append(iri)
                     continue
                 self._cache.move_to_end(iri)
-                found[iri] = cached
-                if check is not None and self._stamps.get(iri) != token:
-                    unvouched.append(iri)
+                found[iri] = entry.known
+                if check is not None and entry.stamp != token:
+                    unvouched[iri] = entry
         if check is not None and unvouched:
             missing += self._vouch(check, unvouched, found)
         if missing:
@@ -604,21 +610,28 @@ class NodeStore:
             self._remember(loaded.values(), loaded, stamp=token, since=writes)
         return found
 
-    def _vouch(self, check: CacheCheck, iris: list[str], found: dict[str, _Known]) -> list[str]:
-        """Stamp the entries of ``iris`` that are current; return (and drop) the others."""
+    def _vouch(
+        self, check: CacheCheck, entries: Mapping[str, _Entry], found: dict[str, _Known]
+    ) -> list[str]:
+        """Stamp the ``entries`` that are current; return (and drop from ``found``) the others.
+
+        An entry replaced meanwhile keeps its replacement: the stamp vouches for the value
+        it was checked with only.
+        """
         stale = []
-        stamps = {}
-        for iri in iris:
-            entry = found[iri]
-            stamp = self._stamps.get(iri)
-            vouched = check.vouch(iri, entry.generation, isinstance(entry, BoardNode), stamp)
-            if vouched is None:
+        vouched = {}
+        for iri, entry in entries.items():
+            known = entry.known
+            stamp = check.vouch(iri, known.generation, isinstance(known, BoardNode), entry.stamp)
+            if stamp is None:
                 stale.append(iri)
                 del found[iri]
             else:
-                stamps[iri] = vouched
+                vouched[iri] = _Entry(known, stamp)
         with self._cache_lock:
-            self._stamps.update(stamps)
+            for iri, entry in vouched.items():
+                if self._cache.get(iri) is entries[iri]:
+                    self._cache[iri] = entry
         return stale
 
     def _load(self, iris: Sequence[str]) -> dict[str, _Known]:
@@ -649,19 +662,15 @@ class NodeStore:
             if by_iri is not None:
                 if since is not None and since != self._writes:
                     return
-                self._cache.update(by_iri)
-                if stamp is not None:
-                    self._stamps.update(dict.fromkeys(by_iri, stamp))
+                self._cache.update({iri: _Entry(known, stamp) for iri, known in by_iri.items()})
             else:
                 self._writes += 1
                 for node in nodes:
                     if isinstance(node, BoardNode):
-                        self._cache[node.iri] = node
+                        self._cache[node.iri] = _Entry(node, WRITTEN_HERE)
                         self._cache.move_to_end(node.iri)
-                        self._stamps[node.iri] = WRITTEN_HERE
             while len(self._cache) > self.cache_size:
-                gone, _ = self._cache.popitem(last=False)
-                self._stamps.pop(gone, None)
+                self._cache.popitem(last=False)
 
     def _publish_writes(
         self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None

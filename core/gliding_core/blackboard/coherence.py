@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.blackboard.leases import LeaseTable
 from gliding_core.blackboard.nodes import (
     WRITTEN_HERE,
@@ -43,7 +44,7 @@ from gliding_core.blackboard.nodes import (
 )
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
-from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.coordinator import Change, CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, NodeRecord
 from gliding_core.coherence.sources import check_generation, refused
 from gliding_core.entry import MesiState
@@ -162,6 +163,46 @@ class BoardSource:
             return self.nodes.write(requests)[0].generation
 
 
+class _Write(Job):
+    """One queued write of a batch: its change, its check, and what it stored."""
+
+    __slots__ = ("announce", "change", "check", "iris", "refusal", "requests", "source", "written")
+
+    def __init__(
+        self,
+        iris: list[str],
+        requests: Sequence[NodeWrite],
+        check: Check | None,
+        source: str | None,
+    ) -> None:
+        super().__init__(iris)
+        self.iris = iris
+        self.requests, self.check, self.source = requests, check, source
+        self.change: Change
+        self.refusal: Exception | None = None
+        self.written: list[BoardNode] = []
+        self.announce: Announce | None = None
+
+    def judge(self, found: Mapping[str, tuple[BoardNode | None, int]]) -> None:
+        """Run the write's check on its nodes as the store holds them; keep its refusal."""
+        self.refusal = None
+        if self.check is not None:
+            existing = {iri: found[iri][0] for iri in self.iris}
+            try:
+                self.check({iri: n for iri, n in existing.items() if n is not None})
+            except Exception as exc:  # this write's own refusal (rights, fences...)
+                self.refusal = exc
+
+
+def _value(node: BoardNode | None, record: NodeRecord) -> Node | None:
+    """The node's value for the coordinator: the record's own when at the same generation."""
+    if node is None:
+        return None
+    if record.value is not None and record.generation == node.generation:
+        return record.value  # the same write's value: no second parse of its JSON
+    return node.node
+
+
 class BoardCoherence:
     """The coordinator of a blackboard, and its wiring to the board's write-back and leases.
 
@@ -200,6 +241,8 @@ class BoardCoherence:
         )
         self.cache.own = self.coordinator.vouch_own
         self.cache.last_own = self.coordinator.last_own
+        self.queue: CommitQueue[_Write] = CommitQueue(self._commit_jobs)
+        """Where the board's writes wait to be committed in groups."""
         self._subscriptions: list[Subscription] = []
 
     # -- the coordinator's callbacks -------------------------------------------------------------
@@ -228,22 +271,61 @@ class BoardCoherence:
     ) -> list[BoardNode]:
         """Write a validated batch as one transition of every node in it; return it as stored.
 
+        The batch is queued and committed, alone or with other threads' batches queued
+        meanwhile (``CommitQueue``), in one directory transaction and one store write; it is
+        decided alone (``check``, the bases), and this returns once it is committed.
+
         Raises:
             StaleWriteError: a node has moved past its base (nothing written).
         """
         iris = list(dict.fromkeys(r.iri for r in requests))
-        events: list[Announce] = []
-        written: list[BoardNode] = []
+        job = _Write(iris, requests, check, source)
+        job.change = self.coordinator.change(agent, {iri: bases.get(iri) for iri in iris})
+        self.queue.run(job)
+        self.coordinator.finish(job.change)
+        if job.announce is not None:
+            job.announce()
+        return job.written
 
-        def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+    def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
+        """Commit a group of queued writes; a failing group is committed again write by write."""
+        if len(jobs) > 1:
+            try:
+                self._commit_together(jobs)
+                return
+            except Exception:
+                if any(job.written for job in jobs):
+                    raise  # the store has the group: its writers are told, as a lone one is
+                logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
+        for job in jobs:
+            try:
+                self._commit_together([job])
+            except Exception as exc:
+                job.error = exc
+
+    def _commit_together(self, jobs: Sequence[_Write]) -> None:
+        """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
+        by_change = {id(job.change): job for job in jobs}
+
+        def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
             with self.cache.inside(), self.nodes.writer:
-                written.extend(self.nodes.write(requests, source=source, events=events))
-            return {n.iri: (n.node, n.generation) for n in written}
+                found = self.nodes.states(list(records))
+                for job in jobs:
+                    job.judge(found)
+            return {iri: (_value(n, records[iri]), g) for iri, (n, g) in found.items()}
 
-        self._commit(agent, {iri: bases.get(iri) for iri in iris}, check, apply)
-        for announce in events:
-            announce()
-        return written
+        def apply(changes: Sequence[Change]) -> list[dict[str, tuple[Node | None, int]]]:
+            accepted = [by_change[id(change)] for change in changes]
+            with self.cache.inside(), self.nodes.writer:
+                stored = self.nodes.write_batches([(job.requests, job.source) for job in accepted])
+            for job, (written, announce) in zip(accepted, stored, strict=True):
+                job.written, job.announce = written, announce
+            return [{n.iri: (n.node, n.generation) for n in job.written} for job in accepted]
+
+        def judge(change: Change) -> Exception | None:
+            return by_change[id(change)].refusal
+
+        self.coordinator.commit_group([job.change for job in jobs], current, apply, judge=judge)
 
     def delete(
         self,

@@ -389,35 +389,64 @@ class NodeStore:
         """
         if not requests:
             return []
-        with self.writer:
-            old = self._current([r.iri for r in requests])
-            written: dict[str, BoardNode] = {}
-            final: dict[str, NodeWrite] = {}
-            for request in requests:
-                previous = written.get(request.iri) or old.get(request.iri)
-                generation = (previous.generation if previous is not None else 0) + 1
-                written[request.iri] = BoardNode(
-                    request.iri, request.content, request.graph, generation, request.tags, dirty
-                )
-                final[request.iri] = request
-            quads = [q for r in final.values() for q in r.triples]
-            quads += [q for node in written.values() for q in node.quads()]
-            stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
-            if stored:
-                self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
-            else:  # only new nodes: nothing to take out, a plain (atomic) insert
-                self.backend.extend(quads)
-            self._remember(written.values())
-        nodes = list(written.values())
-
-        def announce() -> None:
-            self._publish_writes(nodes, old, source)
-
+        [(written, announce)] = self.write_batches([(requests, source)], dirty=dirty)
         if events is None:
             announce()
         else:
             events.append(announce)
-        return [written[r.iri] for r in requests]
+        return written
+
+    def write_batches(
+        self, batches: Sequence[tuple[Sequence[NodeWrite], str | None]], *, dirty: bool = True
+    ) -> list[tuple[list[BoardNode], Announce]]:
+        """Write several callers' batches in one transaction, as if one after the other.
+
+        Each batch is ``(requests, source)``; a node in several batches gets one generation
+        per write, in order, and the store keeps the last. Returns, per batch, its nodes as
+        stored (in its order) and the publication of its events, for its caller to make after
+        the commit.
+        """
+        with self.writer:
+            old = self._current([r.iri for requests, _ in batches for r in requests])
+            latest: dict[str, _Known] = dict(old)  # every IRI's newest state so far
+            final: dict[str, NodeWrite] = {}
+            done: list[tuple[list[BoardNode], Announce]] = []
+            for requests, source in batches:
+                before = {r.iri: latest[r.iri] for r in requests}
+                written: dict[str, BoardNode] = {}
+                for request in requests:
+                    generation = latest[request.iri].generation + 1  # a tombstone's continues
+                    written[request.iri] = BoardNode(
+                        request.iri, request.content, request.graph, generation, request.tags, dirty
+                    )
+                    latest[request.iri] = written[request.iri]
+                    final[request.iri] = request
+                nodes = [written[r.iri] for r in requests]
+                done.append((nodes, self._announcer(list(written.values()), before, source)))
+            self._store_writes(old, [(r, latest[iri]) for iri, r in final.items()])
+        return done
+
+    def _store_writes(
+        self, old: Mapping[str, _Known], final: Sequence[tuple[NodeWrite, _Known]]
+    ) -> None:
+        """Replace the old nodes with the final ones in one update (the writer is held)."""
+        nodes = [node for _, node in final if isinstance(node, BoardNode)]
+        quads = [q for request, _ in final for q in request.triples]
+        quads += [q for node in nodes for q in node.quads()]
+        stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
+        if stored:
+            self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+        else:  # only new nodes: nothing to take out, a plain (atomic) insert
+            self.backend.extend(quads)
+        self._remember(nodes)
+
+    def _announcer(
+        self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
+    ) -> Announce:
+        def announce() -> None:
+            self._publish_writes(nodes, old, source)
+
+        return announce
 
     def delete(
         self,

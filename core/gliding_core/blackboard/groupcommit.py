@@ -1,0 +1,151 @@
+"""L2: group commit: the queued writes of several threads committed together by one of them.
+
+A writing thread hands its write to the board's ``CommitQueue`` as a ``Job`` and calls
+``run``. When no thread is committing, it becomes the leader: it takes the queued jobs (its own
+first among them, since it found the queue idle), commits them as one group through the
+queue's ``commit`` function, and then, its own job done, hands the lead to the thread of the
+oldest job still queued, or drops it when none is. A thread whose job is queued while another
+leads sleeps until its job is done or it is handed the lead. So while one group is being
+committed (the store's write releases the GIL), the other threads prepare their writes and
+queue them, and the next group holds them all: one transaction for many writes.
+
+Invariants:
+- At most one leader at a time: the lead is taken only when the queue is idle, and otherwise
+  passes from the leader to one queued job's thread; two groups are never committed at once.
+- A job's ``run`` returns (or raises its ``error``) only after the group holding it was
+  committed, or failed. No job is dropped or starved: the oldest queued job is always in the
+  next group.
+- The jobs of a group have disjoint keys. A job whose keys meet those of an older job still
+  queued waits for a later group, so for each key the jobs commit in the order they came.
+- No thread of the queue's own: the leader is always a writing thread, so nothing outlives
+  the board, and an idle queue holds nothing.
+- ``commit`` decides each job's outcome itself (a refused job fails only its own caller). If
+  it raises, every job of the group gets that exception, re-raised in the job's own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Generic, TypeVar
+
+DEFAULT_MAX_KEYS = 1_024
+"""The most keys (node IRIs) one group takes; the oldest job goes in whatever its size."""
+
+
+class Job:
+    """One write waiting in a ``CommitQueue``.
+
+    Args:
+        keys: what the write touches (its node IRIs): jobs of one group have disjoint keys.
+    """
+
+    __slots__ = ("_wake", "done", "error", "keys")
+
+    def __init__(self, keys: Iterable[Hashable]) -> None:
+        self.keys = frozenset(keys)
+        self.done = False
+        self.error: BaseException | None = None
+        self._wake = threading.Lock()  # held until the job is done or its thread leads
+        self._wake.acquire()
+
+
+J = TypeVar("J", bound=Job)
+
+
+class CommitQueue(Generic[J]):
+    """Leader/follower group commit over one commit function.
+
+    Args:
+        commit: commits a group of jobs (oldest first) and records each one's outcome.
+        max_keys: the most keys a group takes beyond its oldest job.
+    """
+
+    def __init__(
+        self, commit: Callable[[Sequence[J]], None], *, max_keys: int = DEFAULT_MAX_KEYS
+    ) -> None:
+        self._commit = commit
+        self._max_keys = max_keys
+        self._lock = threading.Lock()
+        self._queue: list[J] = []
+        self._leading = False
+        self._leader: int | None = None  # the leading thread's ident, while it commits
+        self.groups = 0
+        """How many groups were committed (``jobs / groups``: the mean group size)."""
+        self.jobs = 0
+        """How many jobs those groups held."""
+
+    @property
+    def waiting(self) -> int:
+        """How many jobs are queued and not yet taken into a group."""
+        with self._lock:
+            return len(self._queue)
+
+    def run(self, job: J) -> None:
+        """Commit ``job``, alone or in a group; return once it is committed.
+
+        A job run by the leader's own thread while it commits (a subscriber of an event
+        published inside the commit, writing again) is committed at once, alone: waiting for
+        the leader would wait for itself.
+
+        Raises:
+            The ``error`` of the job's group when its commit failed.
+        """
+        if self._leader == threading.get_ident():
+            self._commit([job])
+            job.done = True
+            if job.error is not None:
+                raise job.error
+            return
+        with self._lock:
+            self._queue.append(job)
+            waits = self._leading
+            self._leading = True
+        if waits:
+            job._wake.acquire()  # released when the job is done, or when it is handed the lead
+        while not job.done:
+            self._lead(job)
+        if job.error is not None:
+            raise job.error
+
+    def _lead(self, mine: J) -> None:
+        """Commit one group as the leader; keep the lead while ``mine`` is not done."""
+        with self._lock:
+            group = self._take()
+            self.groups += 1
+            self.jobs += len(group)
+        self._leader = threading.get_ident()
+        try:
+            self._commit(group)
+        except BaseException as exc:  # each job of the group raises it in its own thread
+            for job in group:
+                job.error = exc
+        finally:
+            self._leader = None
+        for job in group:
+            job.done = True
+        with self._lock:
+            heir = self._queue[0] if mine.done and self._queue else None
+            if mine.done and heir is None:
+                self._leading = False
+        for job in group:
+            if job is not mine:
+                job._wake.release()
+        if heir is not None:
+            heir._wake.release()
+
+    def _take(self) -> list[J]:
+        """Remove and return the next group: queued jobs with disjoint keys, oldest first."""
+        group: list[J] = []
+        claimed: set[Hashable] = set()
+        size = 0
+        for job in self._queue:
+            free = claimed.isdisjoint(job.keys)
+            fits = not group or size + len(job.keys) <= self._max_keys
+            if free and fits:
+                group.append(job)
+                size += len(job.keys)
+            claimed.update(job.keys)  # a later job of these keys must wait for this one
+        taken = {id(job) for job in group}
+        self._queue = [job for job in self._queue if id(job) not in taken]
+        return group

@@ -7,7 +7,10 @@ queue's ``commit`` function, and then, its own job done, hands the lead to the t
 oldest job still queued, or drops it when none is. A thread whose job is queued while another
 leads sleeps until its job is done or it is handed the lead. So while one group is being
 committed (the store's write releases the GIL), the other threads prepare their writes and
-queue them, and the next group holds them all: one transaction for many writes.
+queue them, and the next group holds them all: one transaction for many writes. A leader
+whose last group woke other threads pauses ``linger_s`` (50 us) before taking the queue, so
+that they can queue their next writes (they need the GIL the leader would otherwise keep);
+a lone writer never pauses.
 
 Invariants:
 - At most one leader at a time: the lead is taken only when the queue is idle, and otherwise
@@ -26,11 +29,16 @@ Invariants:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 DEFAULT_MAX_KEYS = 1_024
 """The most keys (node IRIs) one group takes; the oldest job goes in whatever its size."""
+
+DEFAULT_LINGER_S = 50e-6
+"""How long a leader lets the threads the last group woke queue again before it takes the
+queue (never when the last group woke none: a lone writer does not wait)."""
 
 
 class Job:
@@ -59,17 +67,24 @@ class CommitQueue(Generic[J]):
     Args:
         commit: commits a group of jobs (oldest first) and records each one's outcome.
         max_keys: the most keys a group takes beyond its oldest job.
+        linger_s: how long a leader waits, after a group that woke other threads, before it
+            takes the next group (0: never).
     """
 
     def __init__(
-        self, commit: Callable[[Sequence[J]], None], *, max_keys: int = DEFAULT_MAX_KEYS
+        self,
+        commit: Callable[[Sequence[J]], None],
+        *,
+        max_keys: int = DEFAULT_MAX_KEYS,
+        linger_s: float = DEFAULT_LINGER_S,
     ) -> None:
         self._commit = commit
-        self._max_keys = max_keys
+        self._max_keys, self._linger_s = max_keys, linger_s
         self._lock = threading.Lock()
         self._queue: list[J] = []
         self._leading = False
         self._leader: int | None = None  # the leading thread's ident, while it commits
+        self._woken = False  # whether the last group woke other threads
         self.groups = 0
         """How many groups were committed (``jobs / groups``: the mean group size)."""
         self.jobs = 0
@@ -110,6 +125,11 @@ class CommitQueue(Generic[J]):
 
     def _lead(self, mine: J) -> None:
         """Commit one group as the leader; keep the lead while ``mine`` is not done."""
+        if self._woken:
+            # The writers the last group woke need the GIL to queue their next writes: a
+            # leader taking the queue at once finds it nearly empty (measured: mean groups of
+            # 1.25 with 4 threads and 5 with 16, against 3 and 7-10 after this pause).
+            time.sleep(self._linger_s)
         with self._lock:
             group = self._take()
             self.groups += 1
@@ -128,6 +148,7 @@ class CommitQueue(Generic[J]):
             heir = self._queue[0] if mine.done and self._queue else None
             if mine.done and heir is None:
                 self._leading = False
+        self._woken = len(group) > 1 or group[0] is not mine
         for job in group:
             if job is not mine:
                 job._wake.release()

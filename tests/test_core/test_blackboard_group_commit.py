@@ -8,6 +8,7 @@ lost when threads race on one node.
 
 from __future__ import annotations
 
+import _thread
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -257,3 +258,32 @@ def test_the_queue_keeps_the_order_of_each_key_and_fails_a_group_in_each_thread(
     assert sorted(errors) == [1, 2, 99]  # the failing group's jobs, each in its own thread
     assert all(job.done for job in jobs)
     assert queue.waiting == 0
+
+
+def test_a_writer_interrupted_while_it_waits_is_not_committed_and_the_queue_goes_on() -> None:
+    committed: list[list[int]] = []
+    gate = threading.Event()
+
+    def commit(group: Any) -> None:
+        gate.wait()
+        committed.append([job.number for job in group])
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+
+    def interrupt() -> None:
+        wait_for(lambda: queue.waiting == 1)
+        _thread.interrupt_main()
+
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt):
+        queue.run(_Numbered(["b"], 1))  # waits behind the leader, on this (main) thread
+    assert queue.waiting == 0  # taken back: never committed
+    gate.set()
+    helper.join()
+    leader.join()
+    queue.run(_Numbered(["c"], 2))  # the lead was not lost
+    assert committed == [[0], [2]]

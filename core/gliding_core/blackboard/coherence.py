@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.blackboard.leases import LeaseTable
@@ -57,6 +56,19 @@ Check = Callable[[dict[str, BoardNode]], None]
 """Refuse a change given the nodes it touches as they exist (rights, fences), by raising."""
 
 
+class _Inside:
+    """The context of ``SharedCache.inside`` (a class: entered several times a write)."""
+
+    def __init__(self, local: threading.local) -> None:
+        self._local = local
+
+    def __enter__(self) -> None:
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.depth -= 1
+
+
 class SharedCache:
     """The node cache's check against a directory shared by processes (``CacheCheck``).
 
@@ -67,6 +79,7 @@ class SharedCache:
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
         self._local = threading.local()
+        self._inside = _Inside(self._local)
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
         self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
         """Whether every change since ``held`` was this process's own and left ``iri`` alone
@@ -74,14 +87,9 @@ class SharedCache:
         self.last_own: Callable[[str], Hashable] = lambda iri: None
         """The token of this process's last change of ``iri`` (``None``: none known)."""
 
-    @contextmanager
-    def inside(self) -> Iterator[None]:
-        """Mark the block as running inside the directory's transaction (on this thread)."""
-        self._local.depth = getattr(self._local, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            self._local.depth -= 1
+    def inside(self) -> _Inside:
+        """Mark a ``with`` block as running inside the directory's transaction (this thread)."""
+        return self._inside
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
@@ -192,6 +200,13 @@ class _Write(Job):
                 self.check({iri: n for iri, n in existing.items() if n is not None})
             except Exception as exc:  # this write's own refusal (rights, fences...)
                 self.refusal = exc
+
+
+def _states(
+    requests: Sequence[NodeWrite], written: Sequence[BoardNode]
+) -> dict[str, tuple[Node | None, int]]:
+    """Each written node's value (as the request parsed it) and generation, for the directory."""
+    return {n.iri: (r.node, n.generation) for r, n in zip(requests, written, strict=True)}
 
 
 def _value(node: BoardNode | None, record: NodeRecord) -> Node | None:
@@ -320,7 +335,7 @@ class BoardCoherence:
                 stored = self.nodes.write_batches([(job.requests, job.source) for job in accepted])
             for job, (written, announce) in zip(accepted, stored, strict=True):
                 job.written, job.announce = written, announce
-            return [{n.iri: (n.node, n.generation) for n in job.written} for job in accepted]
+            return [_states(job.requests, job.written) for job in accepted]
 
         def judge(change: Change) -> Exception | None:
             return by_change[id(change)].refusal

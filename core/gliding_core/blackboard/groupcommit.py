@@ -48,11 +48,12 @@ class Job:
         keys: what the write touches (its node IRIs): jobs of one group have disjoint keys.
     """
 
-    __slots__ = ("_wake", "done", "error", "keys")
+    __slots__ = ("_wake", "done", "error", "heir", "keys")
 
     def __init__(self, keys: Iterable[Hashable]) -> None:
         self.keys = frozenset(keys)
         self.done = False
+        self.heir = False  # handed the lead by the last leader
         self.error: BaseException | None = None
         self._wake = threading.Lock()  # held until the job is done or its thread leads
         self._wake.acquire()
@@ -117,7 +118,11 @@ class CommitQueue(Generic[J]):
             waits = self._leading
             self._leading = True
         if waits:
-            job._wake.acquire()  # released when the job is done, or when it is handed the lead
+            try:
+                job._wake.acquire()  # released when the job is done, or it is handed the lead
+            except BaseException:  # interrupted (KeyboardInterrupt) while it waited
+                self._abandon(job)
+                raise
         while not job.done:
             self._lead(job)
         if job.error is not None:
@@ -146,7 +151,9 @@ class CommitQueue(Generic[J]):
             job.done = True
         with self._lock:
             heir = self._queue[0] if mine.done and self._queue else None
-            if mine.done and heir is None:
+            if heir is not None:
+                heir.heir = True
+            elif mine.done:
                 self._leading = False
         self._woken = len(group) > 1 or group[0] is not mine
         for job in group:
@@ -155,8 +162,26 @@ class CommitQueue(Generic[J]):
         if heir is not None:
             heir._wake.release()
 
+    def _abandon(self, job: J) -> None:
+        """Take back a job whose thread stopped waiting: not committed if still queued, and a
+        lead it was handed goes on to the next queued job (or is dropped)."""
+        with self._lock:
+            if job not in self._queue:
+                return  # in a group being committed: it will be, with nobody waiting
+            self._queue.remove(job)
+            heir = self._queue[0] if job.heir and self._queue else None
+            if heir is not None:
+                heir.heir = True
+            elif job.heir:
+                self._leading = False
+        if heir is not None:
+            heir._wake.release()
+
     def _take(self) -> list[J]:
         """Remove and return the next group: queued jobs with disjoint keys, oldest first."""
+        if len(self._queue) == 1:  # a lone writer's
+            alone, self._queue = self._queue, []
+            return alone
         group: list[J] = []
         claimed: set[Hashable] = set()
         size = 0

@@ -52,7 +52,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyoxigraph as ox
@@ -144,6 +144,8 @@ class NodeWrite:
     graph: str
     tags: tuple[str, ...]
     triples: tuple[ox.Quad, ...]  # the node's RDF, in ``graph``
+    node: Node = field(default_factory=dict, compare=False, repr=False)
+    """The node as parsed (a dict of its own, equal to ``parse_canonical(content)``)."""
 
     @classmethod
     def check(cls, node: object, graph: str, tags: Sequence[str], *, max_bytes: int) -> NodeWrite:
@@ -168,7 +170,8 @@ class NodeWrite:
             if key in parsed:
                 raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
         target = check_iri(graph, "graph")
-        return cls(iri, content, target, check_tags(tags), rdf_of(parsed, target, content))
+        triples = rdf_of(parsed, target, content)
+        return cls(iri, content, target, check_tags(tags), triples, parsed)
 
 
 def check_iri(value: object, what: str) -> str:

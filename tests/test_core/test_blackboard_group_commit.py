@@ -8,7 +8,7 @@ lost when threads race on one node.
 
 from __future__ import annotations
 
-import _thread
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -275,15 +275,18 @@ def test_a_writer_interrupted_while_it_waits_is_not_committed_and_the_queue_goes
 
     def interrupt() -> None:
         wait_for(lambda: queue.waiting == 1)
-        _thread.interrupt_main()
+        signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts the wait
 
+    main = threading.get_ident()
     helper = threading.Thread(target=interrupt)
     helper.start()
-    with pytest.raises(KeyboardInterrupt):
-        queue.run(_Numbered(["b"], 1))  # waits behind the leader, on this (main) thread
-    assert queue.waiting == 0  # taken back: never committed
-    gate.set()
-    helper.join()
-    leader.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(_Numbered(["b"], 1))  # waits behind the leader, on this (main) thread
+        assert queue.waiting == 0  # taken back: never committed
+    finally:
+        gate.set()
+        helper.join()
+        leader.join()
     queue.run(_Numbered(["c"], 2))  # the lead was not lost
     assert committed == [[0], [2]]

@@ -169,7 +169,7 @@ class NodeWrite:
         for key in _REFUSED_KEYS:
             if key in parsed:
                 raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
-        target = check_iri(graph, "graph")
+        target = graph if isinstance(graph, str) and _is_iri(graph) else check_iri(graph, "graph")
         triples = rdf_of(parsed, target, content)
         return cls(iri, content, target, check_tags(tags), triples, parsed)
 
@@ -241,6 +241,16 @@ def processed_rdf(
         return term
 
     return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
+
+
+@functools.lru_cache(maxsize=4096)  # a batch's graph is checked once per node: remembered
+def _is_iri(text: str) -> bool:
+    """Whether ``text`` is an absolute IRI (``check_iri`` says why not)."""
+    try:
+        check_iri(text, "graph")
+    except InvalidNodeError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=4096)  # a few graphs take every write: their terms are kept

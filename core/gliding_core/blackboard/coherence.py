@@ -14,12 +14,24 @@ Across processes (a SPARQL server shared by the processes of one machine, with o
 served only while the directory's change counter still says nothing changed since it was
 vouched for, else after its generation was compared with the directory's.
 
+Writes are group-committed (``gliding_core.blackboard.groupcommit``): the batches several
+threads queue while one commits are committed by that thread in one directory transaction
+(``CoherenceCoordinator.commit_group``) and one store write (``NodeStore.write_batches``), each
+decided alone; the caller returns once its own batch is committed, then publishes its events
+(and ``Blackboard`` writes its critical nodes through).
+
 Invariants:
-- Every change of a node goes through ``commit``: the directory's transaction (which serialises
-  the writers of every process sharing it) holds the check of the base generation, the rights
-  and fences, and the write; nothing of a refused change is written.
-- Lock order: the directory, then ``WriteBack``'s lock, then the node store's writer; nothing
-  holding a later one takes an earlier one. Node events of a commit are published after its
+- Every change of a node goes through the coordinator: the directory's transaction (which
+  serialises the writers of every process sharing it) holds the check of the base generation,
+  the rights and fences, and the write; nothing of a refused change is written. In a group,
+  a refused batch fails only its own caller; a group whose store write fails is committed
+  again batch by batch, so a failure reaches only the caller it belongs to.
+- A group never holds two batches of one node, so each node's generations follow the order
+  its writes were queued in.
+- Lock order: the lead of the commit queue, then the directory, then ``WriteBack``'s lock,
+  then the node store's writer; nothing holding a later one takes an earlier one (a write
+  made on the leading thread inside its commit, by an event subscriber, is committed at once
+  instead of queued). Node events of a commit are published after its
   transaction, so a subscriber may use the board.
 - Inside the directory's transaction the shared node cache is not trusted: reads there go to
   the store (``SharedCache.inside``), since the directory cannot vouch for an entry while its

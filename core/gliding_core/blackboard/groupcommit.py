@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -48,12 +49,13 @@ class Job:
         keys: what the write touches (its node IRIs): jobs of one group have disjoint keys.
     """
 
-    __slots__ = ("_wake", "done", "error", "heir", "keys")
+    __slots__ = ("_wake", "after", "done", "error", "heir", "keys")
 
     def __init__(self, keys: Iterable[Hashable]) -> None:
         self.keys = frozenset(keys)
         self.done = False
         self.heir = False  # handed the lead by the last leader
+        self.after: Job | None = None  # the job of its group it wakes once it is woken
         self.error: BaseException | None = None
         self._wake = threading.Lock()  # held until the job is done or its thread leads
         self._wake.acquire()
@@ -123,6 +125,8 @@ class CommitQueue(Generic[J]):
             except BaseException:  # interrupted (KeyboardInterrupt) while it waited
                 self._abandon(job)
                 raise
+            if job.done and job.after is not None:
+                job.after._wake.release()  # the next of its group: one thread woken at a time
         while not job.done:
             self._lead(job)
         if job.error is not None:
@@ -155,26 +159,35 @@ class CommitQueue(Generic[J]):
                 heir.heir = True
             elif mine.done:
                 self._leading = False
-        self._woken = len(group) > 1 or group[0] is not mine
-        for job in group:
-            if job is not mine:
-                job._wake.release()
+        others = [job for job in group if job is not mine]
+        self._woken = bool(others)
+        # Woken in a chain, each by the one before it once it runs: released all at once they
+        # fight for the GIL (measured with 16 threads: 18 context switches a write, 11 chained).
+        for job, after in itertools.pairwise(others):
+            job.after = after
+        if others:
+            others[0]._wake.release()
         if heir is not None:
             heir._wake.release()
 
     def _abandon(self, job: J) -> None:
         """Take back a job whose thread stopped waiting: not committed if still queued, and a
         lead it was handed goes on to the next queued job (or is dropped)."""
+        heir = None
         with self._lock:
-            if job not in self._queue:
-                return  # in a group being committed: it will be, with nobody waiting
-            self._queue.remove(job)
-            heir = self._queue[0] if job.heir and self._queue else None
-            if heir is not None:
-                heir.heir = True
-            elif job.heir:
-                self._leading = False
-        if heir is not None:
+            taken = job not in self._queue
+            if not taken:
+                self._queue.remove(job)
+                if job.heir and self._queue:
+                    heir = self._queue[0]
+                    heir.heir = True
+                elif job.heir:
+                    self._leading = False
+        if taken:  # in a group: committed whatever happens; the chain of wake-ups goes on
+            job._wake.acquire()
+            if job.after is not None:
+                job.after._wake.release()
+        elif heir is not None:
             heir._wake.release()
 
     def _take(self) -> list[J]:

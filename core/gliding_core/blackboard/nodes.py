@@ -19,7 +19,9 @@ Invariants:
   store (RocksDB's lock ensures it on disk; for a server it is the deployment's rule until the
   MESI directory coordinates several).
 - A call is atomic: a batch is validated whole (JSON, ``@id``, size, count) before anything is
-  written, then goes to the store as one update, so it is all there or none of it.
+  written, then goes to the store as one update, so it is all there or none of it. Several
+  callers' batches written together (``write_batches``, the group commit) are one update too,
+  each batch's generations and events as if it had been written alone, in turn.
 - Generations are per node, start at 1 and increase by one on every write; a deletion leaves a
   tombstone that keeps the generation, so a node written again continues from it.
 - Blank nodes are skolemised to IRIs derived from the node's IRI and their position, so a

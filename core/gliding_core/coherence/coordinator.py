@@ -20,6 +20,9 @@ Invariants:
 - ``commit`` changes several nodes in one directory transaction (``Directory.update_many``),
   all or nothing, for a source that writes batches (the blackboard); the same rules hold per
   node, and a write from outside every agent's cache (the system's) invalidates every copy.
+- ``commit_group`` commits several writers' changes of disjoint nodes in one transaction and
+  one source step; each is decided as if alone (a refused one changes nothing at the source
+  and fails only itself), and each is completed by ``finish`` on its writer's thread.
 """
 
 from __future__ import annotations

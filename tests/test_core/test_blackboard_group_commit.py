@@ -21,6 +21,7 @@ from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.coherence import BoardCoherence
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
+from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.entry import MesiState
 from gliding_core.errors import PermissionDeniedError, StaleWriteError
@@ -290,3 +291,33 @@ def test_a_writer_interrupted_while_it_waits_is_not_committed_and_the_queue_goes
         leader.join()
     queue.run(_Numbered(["c"], 2))  # the lead was not lost
     assert committed == [[0], [2]]
+
+
+def test_a_write_made_by_a_subscriber_inside_a_commit_does_not_wait_for_itself(
+    board: Blackboard,
+) -> None:
+    """B's write invalidates A's dirty copy: its write-back, inside B's commit, publishes an
+    event whose subscriber writes again (on the committing thread)."""
+    assert board.bus is None
+    bus = EventBus()
+    board.writeback.bus = bus  # type: ignore[union-attr]
+    writer = board.agent("echo", role="do", task=TASK)
+    echoed: list[int] = []  # the thread each echo ran on
+
+    def echo(event: Any) -> None:
+        if not echoed:
+            echoed.append(threading.get_ident())
+            writer.write([node("urn:g:echo", "written back")], area="execution")
+
+    bus.subscribe(echo, [EventType.MEMORY_WRITE_BACK])
+    a, b = board.agent("a", role="do", task=TASK), board.agent("b", role="do", task=TASK)
+    a.write([node("urn:g:shared", "a")], area="execution")  # A's copy: MODIFIED
+    done = Writer(lambda: b.write([node("urn:g:shared", "b")], area="execution"))
+    done.start()
+    done.join(timeout=60)
+    assert not done.is_alive(), "the subscriber's write waited for its own thread"
+    assert done.error is None
+    assert echoed == [done.ident]  # on the committing thread, inside its commit
+    echo_node = board.read("urn:g:echo")
+    assert echo_node is not None
+    assert echo_node.generation == 1

@@ -308,7 +308,14 @@ class BoardCoherence:
         iris = list(dict.fromkeys(r.iri for r in requests))
         job = _Write(iris, requests, check, source)
         job.change = self.coordinator.change(agent, {iri: bases.get(iri) for iri in iris})
-        self.queue.run(job)
+        if self.cache.is_inside():
+            # Made inside a directory transaction (a subscriber of a write-back's event):
+            # queued, it would wait for a leader that waits for this thread's transaction.
+            self._commit_jobs([job])
+            if job.error is not None:
+                raise job.error
+        else:
+            self.queue.run(job)
         self.coordinator.finish(job.change)
         if job.announce is not None:
             job.announce()
@@ -324,6 +331,7 @@ class BoardCoherence:
                 if any(job.written for job in jobs):
                     raise  # the store has the group: its writers are told, as a lone one is
                 logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
+                # (the exception reaches each writer whose write fails again alone)
         for job in jobs:
             try:
                 self._commit_together([job])

@@ -10,7 +10,8 @@ committed (the store's write releases the GIL), the other threads prepare their 
 queue them, and the next group holds them all: one transaction for many writes. A leader
 whose last group woke other threads pauses ``linger_s`` (50 us) before taking the queue, so
 that they can queue their next writes (they need the GIL the leader would otherwise keep);
-a lone writer never pauses.
+a lone writer never pauses. The threads of a committed group are woken in a chain (each wakes
+the next once it runs), not all at once, where they would fight for the GIL.
 
 Invariants:
 - At most one leader at a time: the lead is taken only when the queue is idle, and otherwise
@@ -24,6 +25,11 @@ Invariants:
   the board, and an idle queue holds nothing.
 - ``commit`` decides each job's outcome itself (a refused job fails only its own caller). If
   it raises, every job of the group gets that exception, re-raised in the job's own thread.
+- A thread interrupted while it waits (``KeyboardInterrupt``) takes its job back if it is
+  still queued (it is not committed), passes on a lead it was handed, and inside a group
+  being committed waits for it and passes the chain of wake-ups on.
+- A job run on the leading thread while it commits (a re-entrant write from an event
+  subscriber) is committed at once, alone.
 """
 
 from __future__ import annotations

@@ -14,12 +14,24 @@ Across processes (a SPARQL server shared by the processes of one machine, with o
 served only while the directory's change counter still says nothing changed since it was
 vouched for, else after its generation was compared with the directory's.
 
+Writes are group-committed (``gliding_core.blackboard.groupcommit``): the batches several
+threads queue while one commits are committed by that thread in one directory transaction
+(``CoherenceCoordinator.commit_group``) and one store write (``NodeStore.write_batches``), each
+decided alone; the caller returns once its own batch is committed, then publishes its events
+(and ``Blackboard`` writes its critical nodes through).
+
 Invariants:
-- Every change of a node goes through ``commit``: the directory's transaction (which serialises
-  the writers of every process sharing it) holds the check of the base generation, the rights
-  and fences, and the write; nothing of a refused change is written.
-- Lock order: the directory, then ``WriteBack``'s lock, then the node store's writer; nothing
-  holding a later one takes an earlier one. Node events of a commit are published after its
+- Every change of a node goes through the coordinator: the directory's transaction (which
+  serialises the writers of every process sharing it) holds the check of the base generation,
+  the rights and fences, and the write; nothing of a refused change is written. In a group,
+  a refused batch fails only its own caller; a group whose store write fails is committed
+  again batch by batch, so a failure reaches only the caller it belongs to.
+- A group never holds two batches of one node, so each node's generations follow the order
+  its writes were queued in.
+- Lock order: the lead of the commit queue, then the directory, then ``WriteBack``'s lock,
+  then the node store's writer; nothing holding a later one takes an earlier one (a write
+  made on the leading thread inside its commit, by an event subscriber, is committed at once
+  instead of queued). Node events of a commit are published after its
   transaction, so a subscriber may use the board.
 - Inside the directory's transaction the shared node cache is not trusted: reads there go to
   the store (``SharedCache.inside``), since the directory cannot vouch for an entry while its
@@ -30,9 +42,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
+from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.blackboard.leases import LeaseTable
 from gliding_core.blackboard.nodes import (
     WRITTEN_HERE,
@@ -43,7 +55,7 @@ from gliding_core.blackboard.nodes import (
 )
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
-from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.coordinator import Change, CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, NodeRecord
 from gliding_core.coherence.sources import check_generation, refused
 from gliding_core.entry import MesiState
@@ -56,6 +68,19 @@ Check = Callable[[dict[str, BoardNode]], None]
 """Refuse a change given the nodes it touches as they exist (rights, fences), by raising."""
 
 
+class _Inside:
+    """The context of ``SharedCache.inside`` (a class: entered several times a write)."""
+
+    def __init__(self, local: threading.local) -> None:
+        self._local = local
+
+    def __enter__(self) -> None:
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.depth -= 1
+
+
 class SharedCache:
     """The node cache's check against a directory shared by processes (``CacheCheck``).
 
@@ -66,6 +91,7 @@ class SharedCache:
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
         self._local = threading.local()
+        self._inside = _Inside(self._local)
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
         self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
         """Whether every change since ``held`` was this process's own and left ``iri`` alone
@@ -73,14 +99,9 @@ class SharedCache:
         self.last_own: Callable[[str], Hashable] = lambda iri: None
         """The token of this process's last change of ``iri`` (``None``: none known)."""
 
-    @contextmanager
-    def inside(self) -> Iterator[None]:
-        """Mark the block as running inside the directory's transaction (on this thread)."""
-        self._local.depth = getattr(self._local, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            self._local.depth -= 1
+    def inside(self) -> _Inside:
+        """Mark a ``with`` block as running inside the directory's transaction (this thread)."""
+        return self._inside
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
@@ -162,6 +183,53 @@ class BoardSource:
             return self.nodes.write(requests)[0].generation
 
 
+class _Write(Job):
+    """One queued write of a batch: its change, its check, and what it stored."""
+
+    __slots__ = ("announce", "change", "check", "iris", "refusal", "requests", "source", "written")
+
+    def __init__(
+        self,
+        iris: list[str],
+        requests: Sequence[NodeWrite],
+        check: Check | None,
+        source: str | None,
+    ) -> None:
+        super().__init__(iris)
+        self.iris = iris
+        self.requests, self.check, self.source = requests, check, source
+        self.change: Change
+        self.refusal: Exception | None = None
+        self.written: list[BoardNode] = []
+        self.announce: Announce | None = None
+
+    def judge(self, found: Mapping[str, tuple[BoardNode | None, int]]) -> None:
+        """Run the write's check on its nodes as the store holds them; keep its refusal."""
+        self.refusal = None
+        if self.check is not None:
+            existing = {iri: found[iri][0] for iri in self.iris}
+            try:
+                self.check({iri: n for iri, n in existing.items() if n is not None})
+            except Exception as exc:  # this write's own refusal (rights, fences...)
+                self.refusal = exc
+
+
+def _states(
+    requests: Sequence[NodeWrite], written: Sequence[BoardNode]
+) -> dict[str, tuple[Node | None, int]]:
+    """Each written node's value (as the request parsed it) and generation, for the directory."""
+    return {n.iri: (r.node, n.generation) for r, n in zip(requests, written, strict=True)}
+
+
+def _value(node: BoardNode | None, record: NodeRecord) -> Node | None:
+    """The node's value for the coordinator: the record's own when at the same generation."""
+    if node is None:
+        return None
+    if record.value is not None and record.generation == node.generation:
+        return record.value  # the same write's value: no second parse of its JSON
+    return node.node
+
+
 class BoardCoherence:
     """The coordinator of a blackboard, and its wiring to the board's write-back and leases.
 
@@ -200,6 +268,8 @@ class BoardCoherence:
         )
         self.cache.own = self.coordinator.vouch_own
         self.cache.last_own = self.coordinator.last_own
+        self.queue: CommitQueue[_Write] = CommitQueue(self._commit_jobs)
+        """Where the board's writes wait to be committed in groups."""
         self._subscriptions: list[Subscription] = []
 
     # -- the coordinator's callbacks -------------------------------------------------------------
@@ -228,22 +298,69 @@ class BoardCoherence:
     ) -> list[BoardNode]:
         """Write a validated batch as one transition of every node in it; return it as stored.
 
+        The batch is queued and committed, alone or with other threads' batches queued
+        meanwhile (``CommitQueue``), in one directory transaction and one store write; it is
+        decided alone (``check``, the bases), and this returns once it is committed.
+
         Raises:
             StaleWriteError: a node has moved past its base (nothing written).
         """
         iris = list(dict.fromkeys(r.iri for r in requests))
-        events: list[Announce] = []
-        written: list[BoardNode] = []
+        job = _Write(iris, requests, check, source)
+        job.change = self.coordinator.change(agent, {iri: bases.get(iri) for iri in iris})
+        if self.cache.is_inside():
+            # Made inside a directory transaction (a subscriber of a write-back's event):
+            # queued, it would wait for a leader that waits for this thread's transaction.
+            self._commit_jobs([job])
+            if job.error is not None:
+                raise job.error
+        else:
+            self.queue.run(job)
+        self.coordinator.finish(job.change)
+        if job.announce is not None:
+            job.announce()
+        return job.written
 
-        def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+    def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
+        """Commit a group of queued writes; a failing group is committed again write by write."""
+        if len(jobs) > 1:
+            try:
+                self._commit_together(jobs)
+                return
+            except Exception:
+                if any(job.written for job in jobs):
+                    raise  # the store has the group: its writers are told, as a lone one is
+                logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
+                # (the exception reaches each writer whose write fails again alone)
+        for job in jobs:
+            try:
+                self._commit_together([job])
+            except Exception as exc:
+                job.error = exc
+
+    def _commit_together(self, jobs: Sequence[_Write]) -> None:
+        """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
+        by_change = {id(job.change): job for job in jobs}
+
+        def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
             with self.cache.inside(), self.nodes.writer:
-                written.extend(self.nodes.write(requests, source=source, events=events))
-            return {n.iri: (n.node, n.generation) for n in written}
+                found = self.nodes.states(list(records))
+                for job in jobs:
+                    job.judge(found)
+            return {iri: (_value(n, records[iri]), g) for iri, (n, g) in found.items()}
 
-        self._commit(agent, {iri: bases.get(iri) for iri in iris}, check, apply)
-        for announce in events:
-            announce()
-        return written
+        def apply(changes: Sequence[Change]) -> list[dict[str, tuple[Node | None, int]]]:
+            accepted = [by_change[id(change)] for change in changes]
+            with self.cache.inside(), self.nodes.writer:
+                stored = self.nodes.write_batches([(job.requests, job.source) for job in accepted])
+            for job, (written, announce) in zip(accepted, stored, strict=True):
+                job.written, job.announce = written, announce
+            return [_states(job.requests, job.written) for job in accepted]
+
+        def judge(change: Change) -> Exception | None:
+            return by_change[id(change)].refusal
+
+        self.coordinator.commit_group([job.change for job in jobs], current, apply, judge=judge)
 
     def delete(
         self,

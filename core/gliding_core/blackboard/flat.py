@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -61,11 +62,10 @@ def flat_triples(node: Mapping[str, Any], graph: ox.NamedNode) -> list[ox.Quad] 
         if key == "@type":
             if not _add_types(quads, subject, value, graph):
                 return None
-        elif _is_term(key):
-            if not _add_values(quads, subject, ox.NamedNode(VOCAB + key), value, graph):
-                return None
         else:
-            return None
+            predicate = _term(key)
+            if predicate is None or not _add_values(quads, subject, predicate, value, graph):
+                return None
     return quads
 
 
@@ -73,10 +73,12 @@ def _add_types(
     quads: list[ox.Quad], subject: ox.NamedNode, value: Any, graph: ox.NamedNode
 ) -> bool:
     values = value if type(value) is list else [value]
-    if not values or not all(type(kind) is str and _is_term(kind) for kind in values):
+    if not values or not all(type(kind) is str for kind in values):
         return False
-    for kind in sorted(values):  # the processor writes a node's types in IRI order
-        quads.append(ox.Quad(subject, _TYPE, ox.NamedNode(VOCAB + kind), graph))
+    terms = [_term(kind) for kind in sorted(values)]  # the processor writes types in IRI order
+    if None in terms:
+        return False
+    quads.extend(ox.Quad(subject, _TYPE, term, graph) for term in terms if term is not None)
     return True
 
 
@@ -111,8 +113,12 @@ def _object(value: Any) -> ox.NamedNode | ox.Literal | None:
     return None
 
 
-def _is_term(name: str) -> bool:
-    return _TERM.fullmatch(name) is not None and name not in _DEFINED
+@functools.lru_cache(maxsize=4096)  # a vocabulary's few terms name every node's properties
+def _term(name: str) -> ox.NamedNode | None:
+    """The IRI of a plain vocabulary term, ``None`` for any other name."""
+    if _TERM.fullmatch(name) is None or name in _DEFINED:
+        return None
+    return ox.NamedNode(VOCAB + name)
 
 
 def _iri(value: Any) -> ox.NamedNode | None:

@@ -19,7 +19,9 @@ Invariants:
   store (RocksDB's lock ensures it on disk; for a server it is the deployment's rule until the
   MESI directory coordinates several).
 - A call is atomic: a batch is validated whole (JSON, ``@id``, size, count) before anything is
-  written, then goes to the store as one update, so it is all there or none of it.
+  written, then goes to the store as one update, so it is all there or none of it. Several
+  callers' batches written together (``write_batches``, the group commit) are one update too,
+  each batch's generations and events as if it had been written alone, in turn.
 - Generations are per node, start at 1 and increase by one on every write; a deletion leaves a
   tombstone that keeps the generation, so a node written again continues from it.
 - Blank nodes are skolemised to IRIs derived from the node's IRI and their position, so a
@@ -56,7 +58,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyoxigraph as ox
@@ -148,6 +150,8 @@ class NodeWrite:
     graph: str
     tags: tuple[str, ...]
     triples: tuple[ox.Quad, ...]  # the node's RDF, in ``graph``
+    node: Node = field(default_factory=dict, compare=False, repr=False)
+    """The node as parsed (a dict of its own, equal to ``parse_canonical(content)``)."""
 
     @classmethod
     def check(cls, node: object, graph: str, tags: Sequence[str], *, max_bytes: int) -> NodeWrite:
@@ -171,8 +175,9 @@ class NodeWrite:
         for key in _REFUSED_KEYS:
             if key in parsed:
                 raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
-        target = check_iri(graph, "graph")
-        return cls(iri, content, target, check_tags(tags), rdf_of(parsed, target, content))
+        target = graph if isinstance(graph, str) and _is_iri(graph) else check_iri(graph, "graph")
+        triples = rdf_of(parsed, target, content)
+        return cls(iri, content, target, check_tags(tags), triples, parsed)
 
 
 def check_iri(value: object, what: str) -> str:
@@ -242,6 +247,16 @@ def processed_rdf(
         return term
 
     return tuple(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), name) for q in parsed)
+
+
+@functools.lru_cache(maxsize=4096)  # a batch's graph is checked once per node: remembered
+def _is_iri(text: str) -> bool:
+    """Whether ``text`` is an absolute IRI (``check_iri`` says why not)."""
+    try:
+        check_iri(text, "graph")
+    except InvalidNodeError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=4096)  # a few graphs take every write: their terms are kept
@@ -402,35 +417,64 @@ class NodeStore:
         """
         if not requests:
             return []
-        with self.writer:
-            old = self._current([r.iri for r in requests])
-            written: dict[str, BoardNode] = {}
-            final: dict[str, NodeWrite] = {}
-            for request in requests:
-                previous = written.get(request.iri) or old.get(request.iri)
-                generation = (previous.generation if previous is not None else 0) + 1
-                written[request.iri] = BoardNode(
-                    request.iri, request.content, request.graph, generation, request.tags, dirty
-                )
-                final[request.iri] = request
-            quads = [q for r in final.values() for q in r.triples]
-            quads += [q for node in written.values() for q in node.quads()]
-            stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
-            if stored:
-                self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
-            else:  # only new nodes: nothing to take out, a plain (atomic) insert
-                self.backend.extend(quads)
-            self._remember(written.values())
-        nodes = list(written.values())
-
-        def announce() -> None:
-            self._publish_writes(nodes, old, source)
-
+        [(written, announce)] = self.write_batches([(requests, source)], dirty=dirty)
         if events is None:
             announce()
         else:
             events.append(announce)
-        return [written[r.iri] for r in requests]
+        return written
+
+    def write_batches(
+        self, batches: Sequence[tuple[Sequence[NodeWrite], str | None]], *, dirty: bool = True
+    ) -> list[tuple[list[BoardNode], Announce]]:
+        """Write several callers' batches in one transaction, as if one after the other.
+
+        Each batch is ``(requests, source)``; a node in several batches gets one generation
+        per write, in order, and the store keeps the last. Returns, per batch, its nodes as
+        stored (in its order) and the publication of its events, for its caller to make after
+        the commit.
+        """
+        with self.writer:
+            old = self._current([r.iri for requests, _ in batches for r in requests])
+            latest: dict[str, _Known] = dict(old)  # every IRI's newest state so far
+            final: dict[str, NodeWrite] = {}
+            done: list[tuple[list[BoardNode], Announce]] = []
+            for requests, source in batches:
+                before = {r.iri: latest[r.iri] for r in requests}
+                written: dict[str, BoardNode] = {}
+                for request in requests:
+                    generation = latest[request.iri].generation + 1  # a tombstone's continues
+                    written[request.iri] = BoardNode(
+                        request.iri, request.content, request.graph, generation, request.tags, dirty
+                    )
+                    latest[request.iri] = written[request.iri]
+                    final[request.iri] = request
+                nodes = [written[r.iri] for r in requests]
+                done.append((nodes, self._announcer(list(written.values()), before, source)))
+            self._store_writes(old, [(r, latest[iri]) for iri, r in final.items()])
+        return done
+
+    def _store_writes(
+        self, old: Mapping[str, _Known], final: Sequence[tuple[NodeWrite, _Known]]
+    ) -> None:
+        """Replace the old nodes with the final ones in one update (the writer is held)."""
+        nodes = [node for _, node in final if isinstance(node, BoardNode)]
+        quads = [q for request, _ in final for q in request.triples]
+        quads += [q for node in nodes for q in node.quads()]
+        stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
+        if stored:
+            self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+        else:  # only new nodes: nothing to take out, a plain (atomic) insert
+            self.backend.extend(quads)
+        self._remember(nodes)
+
+    def _announcer(
+        self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
+    ) -> Announce:
+        def announce() -> None:
+            self._publish_writes(nodes, old, source)
+
+        return announce
 
     def delete(
         self,

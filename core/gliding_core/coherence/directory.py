@@ -29,7 +29,7 @@ import itertools
 import sqlite3
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -75,11 +75,17 @@ class NodeRecord:
         """Return this record with ``agent``'s copy set."""
         copies = dict(self.copies)
         copies[agent] = Copy(agent, state, generation)
-        return replace(self, copies=copies)
+        # The constructor, not ``dataclasses.replace``: this runs on every write (5x cheaper).
+        return NodeRecord(self.iri, self.generation, self.value, copies)
 
     def without_copy(self, agent: str) -> NodeRecord:
         """Return this record with ``agent``'s copy removed."""
-        return replace(self, copies={a: c for a, c in self.copies.items() if a != agent})
+        copies = {a: c for a, c in self.copies.items() if a != agent}
+        return NodeRecord(self.iri, self.generation, self.value, copies)
+
+    def at(self, generation: int, value: Node | None) -> NodeRecord:
+        """Return this record moved to ``generation`` holding ``value`` (copies unchanged)."""
+        return NodeRecord(self.iri, generation, value, self.copies)
 
 
 class Directory(Protocol):
@@ -239,12 +245,14 @@ class LocalDirectory:
             return result, self._token
 
     def _store(self, old: NodeRecord, new: NodeRecord) -> None:
-        versions = self._versions.setdefault(new.iri, {})
+        versions = self._versions.get(new.iri)
         if old.value is not None and old.generation < new.generation:
+            versions = self._versions.setdefault(new.iri, {})
             versions[old.generation] = canonical_json(old.value)
-        keep = versions_to_keep(new, list(versions), self._keep)
-        for generation in [g for g in versions if g not in keep]:
-            del versions[generation]
+        if versions:  # a node first written here has none: nothing to prune
+            keep = versions_to_keep(new, list(versions), self._keep)
+            for generation in [g for g in versions if g not in keep]:
+                del versions[generation]
         self._records[new.iri] = new
 
     def version(self, iri: str, generation: int) -> Node | None:

@@ -1,0 +1,323 @@
+"""Group commit: the writes several threads queue while one commits are committed together.
+
+Groups are formed for certain by holding the node store's writer while a first write leads:
+the writes queued meanwhile are the next group. Each write is still decided alone (rights,
+fences, base generations), generations of one node follow the commit order, and nothing is
+lost when threads race on one node.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coherence import BoardCoherence
+from gliding_core.blackboard.graph import EmbeddedGraph
+from gliding_core.blackboard.groupcommit import CommitQueue, Job
+from gliding_core.bus import EventBus, EventType
+from gliding_core.config import BlackboardConfig
+from gliding_core.entry import MesiState
+from gliding_core.errors import PermissionDeniedError, StaleWriteError
+from gliding_core.store import L0Store
+
+TASK = "iri://task/grouped"
+QUIET = BlackboardConfig(flush_interval_s=0.0)
+
+
+@pytest.fixture(params=["memory", "disk"])
+def board(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Blackboard]:
+    graph = EmbeddedGraph() if request.param == "memory" else EmbeddedGraph(tmp_path / "graph")
+    store = L0Store(tmp_path / "l0.sqlite3")
+    with Blackboard(graph, store=store, config=QUIET) as value:
+        yield value
+    store.close()
+
+
+def coherence_of(board: Blackboard) -> BoardCoherence:
+    assert board._coherence is not None  # white-box: the queue is what is under test
+    return board._coherence
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition`` holds (a deadline against a hang, not a timed assertion)."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "the writers never queued"
+        time.sleep(0.001)
+
+
+class Writer(threading.Thread):
+    """A thread making one call and keeping its result or its exception."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        super().__init__()
+        self.call = call
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.call()
+        except BaseException as exc:
+            self.error = exc
+
+
+def grouped(board: Blackboard, first: Writer, queued: list[Writer]) -> None:
+    """Run ``first`` as the leader, held in its commit until ``queued`` all wait behind it."""
+    queue = coherence_of(board).queue
+    before = queue.groups
+    with board.nodes.writer:  # the leader blocks on the store's writer inside its transaction
+        first.start()
+        wait_for(lambda: queue.groups == before + 1)
+        for count, writer in enumerate(queued, start=1):
+            writer.start()
+            wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+    for writer in [first, *queued]:
+        writer.join()
+
+
+def node(iri: str, text: str) -> dict[str, Any]:
+    return {"@id": iri, "@type": "Step", "text": text}
+
+
+def test_a_refused_write_in_a_group_fails_only_its_own_writer(board: Blackboard) -> None:
+    do, other = board.agent("do", role="do", task=TASK), board.agent("o", role="do", task=TASK)
+    checker = board.agent("check", role="check", task=TASK)  # may not write execution
+    do.write([node("urn:g:moved", "v1")], area="execution")
+    do.write([node("urn:g:moved", "v2")], area="execution")
+    first = Writer(lambda: do.write([node("urn:g:first", "f")], area="execution"))
+    ok_one = Writer(lambda: other.write([node("urn:g:one", "1")], area="execution"))
+    stale = Writer(lambda: other.write([node("urn:g:moved", "late")], area="execution", based_on=1))
+    denied = Writer(lambda: checker.write([node("urn:g:denied", "x")], area="execution"))
+    ok_two = Writer(
+        lambda: do.write([node("urn:g:two", "2"), node("urn:g:three", "3")], area="execution")
+    )
+    grouped(board, first, [ok_one, stale, denied, ok_two])
+    queue = coherence_of(board).queue
+    assert (queue.groups, queue.jobs) == (4, 7)  # two writes before, then 1 + a group of 4
+    assert isinstance(stale.error, StaleWriteError)
+    assert stale.error.current_generation == 2
+    assert isinstance(denied.error, PermissionDeniedError)
+    assert first.error is None
+    assert ok_one.error is None
+    assert ok_two.error is None
+    assert [n.generation for n in ok_two.result] == [1, 1]
+    assert board.read("urn:g:denied") is None
+    moved = board.read("urn:g:moved")
+    assert moved is not None
+    assert (moved.generation, moved.node["text"]) == (2, "v2")
+    for iri in ("urn:g:first", "urn:g:one", "urn:g:two", "urn:g:three"):
+        assert board.read(iri) is not None
+
+
+def test_a_group_is_one_store_write_and_each_node_is_as_written_alone(
+    board: Blackboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = [board.agent(f"a{i}", role="do", task=TASK) for i in range(5)]
+    extends: list[int] = []
+    extend = board.backend.extend
+
+    def counted(quads: Any) -> None:
+        extends.append(len(quads))
+        extend(quads)
+
+    monkeypatch.setattr(board.backend, "extend", counted)
+    first = Writer(lambda: agents[0].write([node("urn:g:0", "zero")], area="execution"))
+    queued = [
+        Writer(lambda a=a, i=i: a.write([node(f"urn:g:{i}", f"t{i}")], area="execution"))
+        for i, a in enumerate(agents[1:], start=1)
+    ]
+    grouped(board, first, queued)
+    assert (coherence_of(board).queue.groups, coherence_of(board).queue.jobs) == (2, 5)
+    assert len(extends) == 2  # the first write, then the group of four in one transaction
+    assert extends[1] == 4 * extends[0]
+    coordinator = board.coherence
+    assert coordinator is not None
+    for i, agent in enumerate(agents):
+        written = board.read(f"urn:g:{i}")
+        assert written is not None
+        assert written.dirty
+        assert written.generation == 1
+        assert written.node == node(f"urn:g:{i}", "zero" if i == 0 else f"t{i}")
+        assert coordinator.copies(f"urn:g:{i}") == {agent.name: MesiState.MODIFIED}
+        assert agent.read(f"urn:g:{i}") == written
+
+
+def test_writes_of_one_node_queued_together_commit_in_turn(board: Blackboard) -> None:
+    agents = [board.agent(f"a{i}", role="do", task=TASK) for i in range(4)]
+    first = Writer(lambda: agents[0].write([node("urn:g:same", "a0")], area="execution"))
+    queued = [
+        Writer(lambda a=a: a.write([node("urn:g:same", a.name)], area="execution"))
+        for a in agents[1:]
+    ]
+    grouped(board, first, queued)
+    assert [w.result[0].generation for w in [first, *queued]] == [1, 2, 3, 4]  # queue order
+    assert coherence_of(board).queue.groups == 4  # never two writes of one node in a group
+    last = board.read("urn:g:same")
+    assert last is not None
+    assert last.generation == 4
+
+
+def test_concurrent_increments_of_one_node_lose_nothing(board: Blackboard) -> None:
+    """Threads read-modify-write one counter with based_on, others write beside them."""
+    iri, threads, rounds = "urn:g:counter", 4, 25
+    board.agent("setup", role="do", task=TASK).write(
+        [{"@id": iri, "@type": "Counter", "n": 0}], area="execution"
+    )
+    shadow: dict[int, int] = {1: 0}  # generation -> value committed at it
+    refusals: list[tuple[int, int]] = []  # (base, current) of each refused increment
+    lock = threading.Lock()
+
+    def increment(index: int) -> None:
+        agent = board.agent(f"inc{index}", role="do", task=TASK)
+        done = 0
+        while done < rounds:
+            agent.write([node(f"urn:g:beside:{index}:{done}", "x")], area="execution")
+            current = agent.read(iri)
+            assert current is not None
+            value = current.node["n"] + 1
+            try:
+                [written] = agent.write(
+                    [{"@id": iri, "@type": "Counter", "n": value}],
+                    area="execution",
+                    based_on=current.generation,
+                )
+            except StaleWriteError as exc:
+                with lock:
+                    refusals.append((current.generation, exc.current_generation))
+                continue
+            with lock:
+                assert written.generation not in shadow
+                shadow[written.generation] = value
+            done += 1
+
+    workers = [threading.Thread(target=increment, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    total = threads * rounds
+    assert all(now > base for base, now in refusals)  # refused only when it had moved on
+    assert sorted(shadow) == list(range(1, total + 2))  # every generation, once
+    assert [shadow[g] for g in sorted(shadow)] == list(range(total + 1))  # each one more
+    final = board.read(iri)
+    assert final is not None
+    assert (final.generation, final.node["n"]) == (total + 1, total)
+
+
+class _Numbered(Job):
+    def __init__(self, keys: list[str], number: int) -> None:
+        super().__init__(keys)
+        self.number = number
+
+
+def test_the_queue_keeps_the_order_of_each_key_and_fails_a_group_in_each_thread() -> None:
+    committed: list[list[int]] = []
+    gate = threading.Event()
+
+    def commit(group: Any) -> None:
+        gate.wait()
+        numbers = [job.number for job in group]
+        committed.append(numbers)
+        if 99 in numbers:
+            raise RuntimeError("the store is gone")
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit)
+    jobs = [
+        _Numbered(["x"], 0),
+        _Numbered(["x", "y"], 1),
+        _Numbered(["z"], 2),
+        _Numbered(["y"], 3),
+        _Numbered(["w"], 99),
+    ]
+    errors: dict[int, BaseException] = {}
+
+    def run(job: _Numbered) -> None:
+        try:
+            queue.run(job)
+        except RuntimeError as exc:
+            errors[job.number] = exc
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    threads[0].start()
+    wait_for(lambda: queue.groups == 1)
+    for count, thread in enumerate(threads[1:], start=1):
+        thread.start()
+        wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+    gate.set()
+    for thread in threads:
+        thread.join()
+    # 0 is committing while the rest queue; 3 meets 1 (y), so it waits for the next group.
+    assert committed == [[0], [1, 2, 99], [3]]
+    assert sorted(errors) == [1, 2, 99]  # the failing group's jobs, each in its own thread
+    assert all(job.done for job in jobs)
+    assert queue.waiting == 0
+
+
+def test_a_writer_interrupted_while_it_waits_is_not_committed_and_the_queue_goes_on() -> None:
+    committed: list[list[int]] = []
+    gate = threading.Event()
+
+    def commit(group: Any) -> None:
+        gate.wait()
+        committed.append([job.number for job in group])
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+
+    def interrupt() -> None:
+        wait_for(lambda: queue.waiting == 1)
+        signal.pthread_kill(main, signal.SIGINT)  # a real signal: it interrupts the wait
+
+    main = threading.get_ident()
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(_Numbered(["b"], 1))  # waits behind the leader, on this (main) thread
+        assert queue.waiting == 0  # taken back: never committed
+    finally:
+        gate.set()
+        helper.join()
+        leader.join()
+    queue.run(_Numbered(["c"], 2))  # the lead was not lost
+    assert committed == [[0], [2]]
+
+
+def test_a_write_made_by_a_subscriber_inside_a_commit_does_not_wait_for_itself(
+    board: Blackboard,
+) -> None:
+    """B's write invalidates A's dirty copy: its write-back, inside B's commit, publishes an
+    event whose subscriber writes again (on the committing thread)."""
+    assert board.bus is None
+    bus = EventBus()
+    board.writeback.bus = bus  # type: ignore[union-attr]
+    writer = board.agent("echo", role="do", task=TASK)
+    echoed: list[int] = []  # the thread each echo ran on
+
+    def echo(event: Any) -> None:
+        if not echoed:
+            echoed.append(threading.get_ident())
+            writer.write([node("urn:g:echo", "written back")], area="execution")
+
+    bus.subscribe(echo, [EventType.MEMORY_WRITE_BACK])
+    a, b = board.agent("a", role="do", task=TASK), board.agent("b", role="do", task=TASK)
+    a.write([node("urn:g:shared", "a")], area="execution")  # A's copy: MODIFIED
+    done = Writer(lambda: b.write([node("urn:g:shared", "b")], area="execution"))
+    done.start()
+    done.join(timeout=60)
+    assert not done.is_alive(), "the subscriber's write waited for its own thread"
+    assert done.error is None
+    assert echoed == [done.ident]  # on the committing thread, inside its commit
+    echo_node = board.read("urn:g:echo")
+    assert echo_node is not None
+    assert echo_node.generation == 1

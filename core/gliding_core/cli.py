@@ -556,7 +556,7 @@ def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
         for kind, b in backends.items()
         for n, r in b["agents"].items()
     ]  # fmt: skip
-    title = f"Blackboard nodes ({args.nodes:,} single-node writes through agent handles)"
+    title = f"Blackboard nodes ({args.nodes:,} writes through agent handles, 1 then 10 a call)"
     headers = ["backend", "agents", "writes/s", "writes/s (10 a call)", "raw writes/s",
                "reads/s (hit)", "reads/s (miss)"]  # fmt: skip
     out.write(render(headers, rows, title=title) + "\n")

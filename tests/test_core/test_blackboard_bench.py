@@ -41,6 +41,7 @@ def test_the_json_has_the_promised_shape(tmp_path: Path) -> None:
         assert set(backend["agents"]) == {"1", "4", "16"}
         for run in backend["agents"].values():
             assert run["writes_per_s"] > 0
+            assert run["batched_writes_per_s"] > 0
             assert run["reads_per_s"] > 0
             assert run["reads_miss_per_s"] > 0
         assert backend["baseline_writes_per_s"] > 0
@@ -53,6 +54,7 @@ def test_the_json_has_the_promised_shape(tmp_path: Path) -> None:
     }
     assert figures["flush_per_s"] > 0
     assert "CONSTRUCT" in out.getvalue()
+    assert "writes/s (10 a call)" in out.getvalue()
 
 
 def test_an_unknown_backend_is_refused() -> None:

@@ -2,12 +2,14 @@
 
 Three backends: embedded pyoxigraph in memory, on disk, and ``oxigraph serve`` on a loopback
 port (started here, in a temporary directory). For each, 1, 4 and 16 agent threads write nodes
-one per call through their agent handles (permissions checked), read them back from the cache
-and, after emptying it, from the store; the baseline, in the same run, writes the same nodes'
-RDF straight into the backend (``extend``, one node a call: no validation, bookkeeping, cache
-or events), the floor under the blackboard on that backend; then 10,000 linked nodes are
-loaded and 1-hop and 2-hop CONSTRUCTs from random nodes are timed (p50/p95). Leases and the
-flush to L0 are timed once. Synthetic, deterministic data (seeded).
+one per call through their agent handles (permissions checked), then as many again ``BATCH``
+(10) a call (``batched_writes_per_s``, nodes a second; fresh IRIs, the same nodes' shape and
+handles), read the first ones back from the cache and, after emptying it, from the store; the
+baseline, in the same run, writes the same nodes' RDF straight into the backend (``extend``,
+one node a call: no validation, bookkeeping, cache or events), the floor under the blackboard
+on that backend; then 10,000 linked nodes are loaded and 1-hop and 2-hop CONSTRUCTs from
+random nodes are timed (p50/p95). Leases and the flush to L0 are timed once. Synthetic,
+deterministic data (seeded).
 
 The agent figures are taken with coherence on (the board's coordinator, with the directory a
 memory would give it: a dict in memory, a SQLite file beside the graph on disk and at the
@@ -48,6 +50,7 @@ from gliding_core.store import L0Store
 TASK = "urn:bench:task"
 _RAW_GRAPH = "urn:bench:raw"
 AGENTS = (1, 4, 16)
+BATCH = 10
 BACKENDS = ("memory", "disk", "server")
 _CONFIG = BlackboardConfig(flush_interval_s=0.0)
 _ROUNDS = 25
@@ -166,6 +169,14 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
         for i, iri in enumerate(iris[a]):
             handles[a].write([{"@id": iri, "@type": "Step", "summary": f"s{i}"}], area="execution")
 
+    def write_batched(a: int) -> None:
+        for start in range(0, per_agent, BATCH):
+            batch = [
+                {"@id": f"{iri}:b", "@type": "Step", "summary": f"s{start + i}"}
+                for i, iri in enumerate(iris[a][start : start + BATCH])
+            ]
+            handles[a].write(batch, area="execution")
+
     def read(a: int) -> None:
         for iri in iris[a]:
             handles[a].read(iri)
@@ -177,11 +188,13 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
     rounds = 10
     total = per_agent * agents
     written = _in_threads(agents, write)
+    batched = _in_threads(agents, write_batched)
     hits = _in_threads(agents, reread)
     board.nodes.forget_cache()
     misses = _in_threads(agents, read)
     return {
         "writes_per_s": round(total / written),
+        "batched_writes_per_s": round(total / batched),
         "reads_per_s": round(total * rounds / hits),
         "reads_miss_per_s": round(total / misses),
     }

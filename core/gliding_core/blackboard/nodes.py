@@ -162,6 +162,16 @@ class NodeWrite:
                 the processor rejects (a remote ``@context`` among them).
             ContentTooLargeError: the node's JSON is over ``max_bytes``.
         """
+        return cls._of_checked(node, _checked_graph(graph), check_tags(tags), max_bytes=max_bytes)
+
+    @classmethod
+    def _of_checked(
+        cls, node: object, graph: str, tags: tuple[str, ...], *, max_bytes: int
+    ) -> NodeWrite:
+        """Validate a node as ``check`` does, for a ``graph`` and ``tags`` already checked.
+
+        For a batch: its graph and tags are checked once, its nodes each (see ``prepare``).
+        """
         parsed, content, _, _ = parse_node(node, max_depth=DEFAULT_MAX_DEPTH)
         if "@id" not in parsed:
             parsed = {"@id": MINTED_PREFIX + str(uuid.uuid4()), **parsed}
@@ -175,9 +185,7 @@ class NodeWrite:
         for key in _REFUSED_KEYS:
             if key in parsed:
                 raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
-        target = graph if isinstance(graph, str) and _is_iri(graph) else check_iri(graph, "graph")
-        triples = rdf_of(parsed, target, content)
-        return cls(iri, content, target, check_tags(tags), triples, parsed)
+        return cls(iri, content, graph, tags, rdf_of(parsed, graph, content), parsed)
 
 
 def check_iri(value: object, what: str) -> str:
@@ -193,6 +201,8 @@ def check_iri(value: object, what: str) -> str:
 
 def check_tags(tags: object) -> tuple[str, ...]:
     """Return the tags, de-duplicated in order, if each is a non-empty printable string."""
+    if tags == () and type(tags) is tuple:  # most writes: no tags (no abstract-type check)
+        return ()
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
         raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
     checked = []
@@ -250,6 +260,12 @@ def processed_rdf(
 
 
 @functools.lru_cache(maxsize=4096)  # a batch's graph is checked once per node: remembered
+def _checked_graph(graph: object) -> str:
+    """Return ``graph`` if it is an absolute IRI (``check_iri``), cheaply when it is one."""
+    return graph if isinstance(graph, str) and _is_iri(graph) else check_iri(graph, "graph")
+
+
+@functools.lru_cache(maxsize=4096)  # a few graphs take every write
 def _is_iri(text: str) -> bool:
     """Whether ``text`` is an absolute IRI (``check_iri`` says why not)."""
     try:
@@ -395,7 +411,9 @@ class NodeStore:
             raise InvalidInputError(
                 f"nodes must be a list of JSON-LD objects, got {preview(nodes)}"
             )
-        requests = [NodeWrite.check(n, graph, tags, max_bytes=self.max_node_bytes) for n in nodes]
+        # The batch's graph and tags once, not once a node (the same values for every node).
+        target, checked_tags, limit = _checked_graph(graph), check_tags(tags), self.max_node_bytes
+        requests = [NodeWrite._of_checked(n, target, checked_tags, max_bytes=limit) for n in nodes]
         if len(requests) > self.max_batch:
             raise ContentTooLargeError(
                 f"a batch of {len(requests)} nodes is over the limit of {self.max_batch} per call"

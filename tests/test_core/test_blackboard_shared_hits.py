@@ -76,6 +76,30 @@ def test_a_hit_on_a_server_board_takes_no_lock(boards: tuple[Blackboard, Blackbo
         here.nodes._cache_lock = lock
 
 
+def test_a_handle_hit_reads_the_shared_counter_once(
+    boards: tuple[Blackboard, Blackboard], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, _ = boards
+    reader = here.agent("reader", role="do", task=TASK)
+    reader.write([step("s")], area="execution")
+    assert reader.read(IRI) is not None  # vouched: the next read is a hit in both layers
+    directory = here._coherence.cache.directory if here._coherence is not None else None
+    assert isinstance(directory, SQLiteDirectory)
+    counter = directory._epoch
+    reads: list[int] = []
+
+    def counted() -> int:
+        value = type(counter).value(counter)
+        reads.append(value)
+        return value
+
+    monkeypatch.setattr(counter, "value", counted)
+    node = reader.read(IRI)
+    assert node is not None
+    assert node.node["text"] == "s"
+    assert len(reads) == 1, "the cache's entry and the agent's copy are vouched by one read"
+
+
 def test_a_hit_never_serves_a_node_older_than_the_other_boards_write(
     boards: tuple[Blackboard, Blackboard],
 ) -> None:

@@ -187,15 +187,23 @@ class AgentHandle:
             PermissionDeniedError: the node is in an area (or task) the role may not read.
         """
         board = self.board
-        node = board.read(iri)
+        shared = board._coherence
+        if shared is None or board.nodes.check is not shared.cache:
+            node, token = board.read(iri), None
+        else:
+            # At a server one read of the shared counter vouches both the cache's entry and
+            # this agent's copy: both are then current as of the moment the read began.
+            board._check_open()
+            token = shared.cache.token()
+            node = board.nodes.get(iri, token=token)
         if node is None:
             return None
         self._check(self._area_of(node), Operation.READ)
-        coordinator = board.coherence
-        if coordinator is None:
+        if shared is None:
             return node
+        coordinator = shared.coordinator
         try:
-            generation = coordinator.generation(self.name, iri)
+            generation = coordinator.generation(self.name, iri, token=token)
         except EntryNotFoundError:
             return None  # deleted since
         if generation > node.generation:  # the cache missed another process's write

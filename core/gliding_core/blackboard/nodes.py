@@ -548,8 +548,12 @@ class NodeStore:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def get(self, iri: str) -> BoardNode | None:
-        """Return the node with ``iri`` (the cache first), or ``None``."""
+    def get(self, iri: str, *, token: Hashable | None = None) -> BoardNode | None:
+        """Return the node with ``iri`` (the cache first), or ``None``.
+
+        ``token``: the shared check's token as the caller read it at the start of its read
+        (``None``: read it here), for a caller that vouches something else with the same read.
+        """
         # No lock on a hit: one dict look-up is atomic, and a writer replaces an entry (value
         # and stamp together) in one store after its update committed, so the entry seen is
         # the store's at some moment during this call. A lock here, taken by every reading
@@ -557,7 +561,8 @@ class NodeStore:
         # reads with 4 threads). Shared (``check``), the token is taken first: an entry
         # stamped with it was read from the store after every change the token covers.
         check = self.check
-        token = None if check is None else check.token()
+        if token is None and check is not None:
+            token = check.token()
         entry = self._cache.get(iri)
         if entry is not None and (check is None or entry.stamp == token):
             self._touch(iri)

@@ -264,11 +264,13 @@ class CoherenceCoordinator:
         agent = _check_agent(agent)
         return self._read(agent, validate_iri(iri), self.directory.token())
 
-    def generation(self, agent: str, iri: str) -> int:
+    def generation(self, agent: str, iri: str, *, token: Hashable | None = None) -> int:
         """Return the generation ``agent`` reads of ``iri``: ``read`` without building the value.
 
         For a caller that keeps the values itself (the blackboard's node cache) and needs the
         copy registered and validated, and the generation to check its own value against.
+        ``token``: the directory's ``token()`` as the caller read it at the start of its read
+        (``None``: read it here); a held copy it vouches is current as of that moment.
 
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
@@ -276,7 +278,7 @@ class CoherenceCoordinator:
         key = (agent, iri)
         held = self._held.get(key)
         if held is not None:
-            now = self.directory.token()
+            now = self.directory.token() if token is None else token
             if held.token == now:
                 return held.generation
             if self._own.vouch(held.token, now, iri):

@@ -19,6 +19,7 @@ result to them again, so no entry is ever written over a limit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gliding_core.config import StoreConfig
@@ -194,21 +195,8 @@ def stage(
     metadata = {**entry.metadata, **record.metadata}
     graph = record.named_graph or entry.named_graph
     state = record.mesi_state or entry.mesi_state
-    if (digest, tags, importance, metadata, graph, state) == (
-        entry.content_hash,
-        entry.tags,
-        entry.importance,
-        entry.metadata,
-        entry.named_graph,
-        entry.mesi_state,
-    ):
-        return
-    entry.node, entry.content, entry.content_hash = merged, content, digest
-    entry.types = tuple(node_types(merged))
-    entry.tags, entry.importance, entry.metadata = tags, importance, metadata
-    entry.named_graph, entry.mesi_state = graph, state
-    entry.generation += 1
-    entry.changed = True
+    fields = (digest, tags, importance, metadata, graph, state)
+    _become(entry, merged, content, fields, lambda: tuple(node_types(merged)))
 
 
 def restage(entry: Staged, node: Node, content: str, record: Record) -> None:
@@ -220,19 +208,41 @@ def restage(entry: Staged, node: Node, content: str, record: Record) -> None:
     digest = content_hash(content) if content != entry.content else entry.content_hash
     importance = entry.importance if record.importance is None else record.importance
     state = record.mesi_state or entry.mesi_state
-    if (digest, record.tags, importance, record.metadata, record.named_graph, state) == (
+    fields = (digest, record.tags, importance, dict(record.metadata), record.named_graph, state)
+    _become(entry, node, content, fields, lambda: record.types)
+
+
+_Fields = tuple[str, tuple[str, ...], float, dict[str, object], str | None, MesiState]
+"""An entry's stored fields: content hash, tags, importance, metadata, graph, MESI state."""
+
+
+def _become(
+    entry: Staged, node: Node, content: str, fields: _Fields, types: Callable[[], tuple[str, ...]]
+) -> None:
+    """Give ``entry`` ``node`` and ``fields`` (hash, tags, importance, metadata, graph, state).
+
+    Nothing happens when the fields equal the entry's; else its generation increases by one and
+    it is marked changed (``types`` is called only then).
+    """
+    current = (
         entry.content_hash,
         entry.tags,
         entry.importance,
         entry.metadata,
         entry.named_graph,
         entry.mesi_state,
-    ):
+    )
+    if fields == current:
         return
-    entry.node, entry.content, entry.content_hash = node, content, digest
-    entry.types = record.types
-    entry.tags, entry.importance, entry.metadata = record.tags, importance, dict(record.metadata)
-    entry.named_graph, entry.mesi_state = record.named_graph, state
+    entry.node, entry.content, entry.types = node, content, types()
+    (
+        entry.content_hash,
+        entry.tags,
+        entry.importance,
+        entry.metadata,
+        entry.named_graph,
+        entry.mesi_state,
+    ) = fields
     entry.generation += 1
     entry.changed = True
 

@@ -203,3 +203,29 @@ def test_a_nodes_own_triple_with_a_bookkeeping_predicate_is_not_its_record(
     assert again is not None
     assert not again.dirty
     assert again.node == node
+
+
+def test_a_new_iri_costs_a_store_probe_only_at_a_server(
+    backend: GraphBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded store knows its recorded IRIs; a server's store is probed for each."""
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    board.write([{"@id": "urn:n:old", "summary": "v1"}], task=TASK, area="execution")
+    board.delete(["urn:n:old"])
+    probes: list[list[str]] = []
+    probe = backend.quads_about
+
+    def counted(subjects: Any, predicates: Any) -> list[ox.Quad]:
+        probes.append(list(subjects))
+        return probe(subjects, predicates)
+
+    monkeypatch.setattr(backend, "quads_about", counted)
+    board.nodes.forget_cache()
+    board.write([{"@id": "urn:n:new", "summary": "v1"}], task=TASK, area="execution")
+    assert board.read("urn:n:missing") is None
+    at_server = isinstance(backend, SparqlEndpoint)
+    assert probes == ([["urn:n:new"], ["urn:n:missing"]] if at_server else [])
+    probes.clear()
+    again = board.write([{"@id": "urn:n:old", "summary": "v2"}], task=TASK, area="execution")
+    assert again[0].generation == 2  # the tombstone's generation continues
+    assert probes == [["urn:n:old"]]  # a recorded IRI the cache lost is read from the store

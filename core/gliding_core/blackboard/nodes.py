@@ -773,6 +773,8 @@ class NodeStore:
     def _publish_writes(
         self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
     ) -> None:
+        if self.bus is None:  # no bus: no event is built
+            return
         for node in nodes:
             before = old.get(node.iri)
             if not isinstance(before, BoardNode):

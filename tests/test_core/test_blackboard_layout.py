@@ -229,3 +229,18 @@ def test_a_new_iri_costs_a_store_probe_only_at_a_server(
     again = board.write([{"@id": "urn:n:old", "summary": "v2"}], task=TASK, area="execution")
     assert again[0].generation == 2  # the tombstone's generation continues
     assert probes == [["urn:n:old"]]  # a recorded IRI the cache lost is read from the store
+
+
+def test_an_embedded_store_larger_than_the_cache_is_looked_up(tmp_path: Path) -> None:
+    """The recorded IRIs are read at open only while they fit the cache; past it, probes."""
+    small = BlackboardConfig(flush_interval_s=0.0, cache_nodes=2)
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
+        board.write([{"@id": f"urn:n:{i}"} for i in range(2)], task=TASK, area="plan")
+        assert board.nodes._recorded == {"urn:n:0", "urn:n:1"}
+        board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
+        assert board.nodes._recorded is None
+        assert board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")[0].generation == 2
+        assert board.write([{"@id": "urn:n:3"}], task=TASK, area="plan")[0].generation == 1
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=BlackboardConfig()) as board:
+        assert board.nodes._recorded == {f"urn:n:{i}" for i in range(4)}

@@ -31,10 +31,11 @@ Invariants:
   reads the bookkeeping from the store, and is not cached when a write of this process was
   cached while it read (the read may predate the write).
 - An embedded store (memory, disk) has this process as its single writer, so the IRIs it holds
-  a record or tombstone of are known here: read once when the ``NodeStore`` opens (about 0.7 s
+  a record or tombstone of are known here: read once when the ``NodeStore`` opens (about 0.8 s
   for 100,000 nodes on disk), then every IRI written is added before its write (a failed write
   leaves a harmless extra). An IRI outside that set has nothing in the store: no look-up (a
-  new node on disk saved 20-50 us). A server's store is looked up. Events are published after the
+  new node on disk saved 20-50 us). A server's store, and an embedded one holding more
+  records than the cache holds nodes (``cache_size``), are looked up. Events are published after the
   commit, outside the lock, and carry IRI, graph and generation (the seam of the MESI
   directory); an update that moved the node to another graph also names the graph it left
   (``previous_graph``); a caller committing inside a larger transaction collects them
@@ -415,16 +416,19 @@ class NodeStore:
         if legacy.boolean:
             self.backend.update(_UPGRADE)
 
-    def _recorded_iris(self) -> set[str]:
-        """Return the subjects of every record and tombstone in the store (read once, at open).
+    def _recorded_iris(self) -> set[str] | None:
+        """Return the subjects of every record and tombstone in the store (read once, at open),
+        or ``None`` when there are more than ``cache_size``: the store is then looked up.
 
-        One text from the store (about 7 us a node on disk, 0.7 s for 100,000): decoding each
+        One text from the store (about 8 us a node on disk, 0.8 s for 100,000): decoding each
         IRI is the cost, the concatenation saves a Python object per row. IRIs hold no space.
+        The bound keeps the open time and the set's memory to those of a full cache.
         """
-        result = self.backend.query(_RECORDED)
+        result = self.backend.query(f"{_RECORDED}{self.cache_size + 1} }}")
         joined = result.rows[0].get("all") if result.rows else None
         text = "" if joined is None else term_value(joined)
-        return set(text.split(" ")) if text else set()
+        found = set(text.split(" ")) if text else set()
+        return None if len(found) > self.cache_size else found
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -857,10 +861,11 @@ def _removal(old: Mapping[str, _Known]) -> str:
 
 # Every IRI the store holds a record or tombstone of (a superset: a node's own triple with a
 # bookkeeping predicate adds its subject too, which then costs a probe).
-_RECORDED = f"""
-SELECT (GROUP_CONCAT(STR(?s); separator=" ") AS ?all)
-WHERE {{ GRAPH ?g {{ ?s ?state ?record }} VALUES ?state {{ {_RECORD} {_DIRTY} {_CLEAN} }}
-  FILTER(isIRI(?s)) }}"""
+_RECORDED = (
+    'SELECT (GROUP_CONCAT(STR(?s); separator=" ") AS ?all) WHERE { SELECT ?s WHERE {'
+    f" GRAPH ?g {{ ?s ?state ?record }} VALUES ?state {{ {_RECORD} {_DIRTY} {_CLEAN} }}"
+    " FILTER(isIRI(?s)) } LIMIT "
+)
 
 # The earlier layout (record, ``ghm:graph`` and dirty mark in META_GRAPH) in this one, at once.
 # ENCODE_FOR_URI escapes what ``quote(..., safe="")`` escapes: the same bookkeeping graph IRI.

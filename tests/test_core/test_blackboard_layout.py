@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from gliding_core import InvalidInputError, InvalidNodeError
+from gliding_core import InvalidInputError, InvalidNodeError, StorageError
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
@@ -244,3 +244,35 @@ def test_an_embedded_store_larger_than_the_cache_is_looked_up(tmp_path: Path) ->
         assert board.write([{"@id": "urn:n:3"}], task=TASK, area="plan")[0].generation == 1
     with Blackboard(EmbeddedGraph(tmp_path / "g"), config=BlackboardConfig()) as board:
         assert board.nodes._recorded == {f"urn:n:{i}" for i in range(4)}
+
+
+def test_a_failed_write_leaves_nothing_and_its_iri_is_looked_up_next_time(
+    backend: GraphBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    extend = backend.extend
+
+    def failing(quads: Any) -> None:
+        raise StorageError("the store refused the write")
+
+    monkeypatch.setattr(backend, "extend", failing)
+    with pytest.raises(StorageError):
+        board.write([{"@id": "urn:n:1", "summary": "lost"}], task=TASK, area="execution")
+    monkeypatch.setattr(backend, "extend", extend)
+    assert board.read("urn:n:1") is None
+    written = board.write([{"@id": "urn:n:1", "summary": "kept"}], task=TASK, area="execution")
+    assert written[0].generation == 1
+    assert len(_all_quads(backend)) == 2  # one triple and one record: nothing of the failure
+
+
+def test_a_tombstone_is_known_after_a_reopen(tmp_path: Path) -> None:
+    config = BlackboardConfig(flush_interval_s=0.0)
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=config) as board:
+        board.write([{"@id": "urn:n:1", "summary": "v1"}], task=TASK, area="plan")
+        board.write([{"@id": "urn:n:1", "summary": "v2"}], task=TASK, area="plan")
+        board.delete(["urn:n:1"])
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=config) as board:
+        assert board.nodes._recorded == {"urn:n:1"}
+        assert board.read("urn:n:1") is None
+        again = board.write([{"@id": "urn:n:1", "summary": "v3"}], task=TASK, area="plan")
+        assert again[0].generation == 3

@@ -238,10 +238,14 @@ def test_an_embedded_store_larger_than_the_cache_is_looked_up(tmp_path: Path) ->
         board.write([{"@id": f"urn:n:{i}"} for i in range(2)], task=TASK, area="plan")
         assert board.nodes._recorded == {"urn:n:0", "urn:n:1"}
         board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")
+        assert board.nodes._recorded is None  # dropped once past the cache's size
+        board.nodes.forget_cache()
+        assert board.write([{"@id": "urn:n:0"}], task=TASK, area="plan")[0].generation == 2
     with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
         assert board.nodes._recorded is None
         assert board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")[0].generation == 2
         assert board.write([{"@id": "urn:n:3"}], task=TASK, area="plan")[0].generation == 1
+        assert board.nodes._recorded is None
     with Blackboard(EmbeddedGraph(tmp_path / "g"), config=BlackboardConfig()) as board:
         assert board.nodes._recorded == {f"urn:n:{i}" for i in range(4)}
 

@@ -29,17 +29,18 @@ Invariants:
 - The cache holds what the store holds (written after the update succeeds), including that an
   IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
   reads the bookkeeping from the store, and is not cached when a write of this process was
-  cached while it read (the read may predate the write).
-- An embedded store (memory, disk) has this process as its single writer, so the IRIs it holds
-  a record or tombstone of are known here: read once when the ``NodeStore`` opens (about 0.8 s
-  for 100,000 nodes on disk), then every IRI written is added before its write (a failed write
-  leaves a harmless extra). An IRI outside that set has nothing in the store: no look-up (a
-  new node on disk saved 20-50 us). A server's store, and an embedded one holding more
-  records than the cache holds nodes (``cache_size``), are looked up. Events are published after the
+  cached while it read (the read may predate the write). Events are published after the
   commit, outside the lock, and carry IRI, graph and generation (the seam of the MESI
   directory); an update that moved the node to another graph also names the graph it left
   (``previous_graph``); a caller committing inside a larger transaction collects them
   (``events=``) and publishes them after it.
+- An embedded store (memory, disk) has this process as its single writer, so the IRIs it holds
+  a record or tombstone of are known here: read once when the ``NodeStore`` opens (about 0.8 s
+  for 100,000 nodes on disk), then every IRI written is added before its write (a failed write
+  leaves a harmless extra). An IRI outside that set has nothing in the store: no look-up (a
+  new node on disk saved 20-50 us). A server's store is looked up, and so is an embedded one
+  once it holds more records than the cache holds nodes (``cache_size``): the set is then
+  dropped, so its memory and the open time stay those of a full cache.
 - A cache hit takes no lock: it is one dict look-up of an entry (value and stamp in one
   immutable object) that a writer replaces whole after its update, so it returns the store's
   value at some moment of the call (the lock, taken by every reading thread, queued them
@@ -504,8 +505,11 @@ class NodeStore:
     ) -> None:
         """Replace the old nodes with the final ones in one update (the writer is held)."""
         nodes = [node for _, node in final if isinstance(node, BoardNode)]
-        if self._recorded is not None:  # before the write: a superset if it fails
-            self._recorded.update(node.iri for node in nodes)
+        recorded = self._recorded
+        if recorded is not None:  # before the write: a superset if it fails
+            recorded.update(node.iri for node in nodes)
+            if len(recorded) > self.cache_size:
+                self._recorded = None  # too many to keep: the store is looked up
         quads = [q for request, _ in final for q in request.triples]
         quads += [q for node in nodes for q in node.quads()]
         stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}

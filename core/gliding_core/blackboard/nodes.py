@@ -27,7 +27,7 @@ Invariants:
 - Blank nodes are skolemised to IRIs derived from the node's IRI and their position, so a
   rewrite removes exactly the old node's triples and nothing lingers.
 - The cache holds what the store holds (written after the update succeeds), including that an
-  IRI has nothing (exact under the single writer, so a new node costs one look-up); a miss
+  IRI has nothing (exact under the single writer, so a new node costs one look-up at most); a miss
   reads the bookkeeping from the store, and is not cached when a write of this process was
   cached while it read (the read may predate the write). Events are published after the
   commit, outside the lock, and carry IRI, graph and generation (the seam of the MESI

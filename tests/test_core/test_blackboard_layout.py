@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from gliding_core import InvalidInputError, InvalidNodeError
+from gliding_core import InvalidInputError, InvalidNodeError, StorageError
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
@@ -203,3 +203,80 @@ def test_a_nodes_own_triple_with_a_bookkeeping_predicate_is_not_its_record(
     assert again is not None
     assert not again.dirty
     assert again.node == node
+
+
+def test_a_new_iri_costs_a_store_probe_only_at_a_server(
+    backend: GraphBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded store knows its recorded IRIs; a server's store is probed for each."""
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    board.write([{"@id": "urn:n:old", "summary": "v1"}], task=TASK, area="execution")
+    board.delete(["urn:n:old"])
+    probes: list[list[str]] = []
+    probe = backend.quads_about
+
+    def counted(subjects: Any, predicates: Any) -> list[ox.Quad]:
+        probes.append(list(subjects))
+        return probe(subjects, predicates)
+
+    monkeypatch.setattr(backend, "quads_about", counted)
+    board.nodes.forget_cache()
+    board.write([{"@id": "urn:n:new", "summary": "v1"}], task=TASK, area="execution")
+    assert board.read("urn:n:missing") is None
+    at_server = isinstance(backend, SparqlEndpoint)
+    assert probes == ([["urn:n:new"], ["urn:n:missing"]] if at_server else [])
+    probes.clear()
+    again = board.write([{"@id": "urn:n:old", "summary": "v2"}], task=TASK, area="execution")
+    assert again[0].generation == 2  # the tombstone's generation continues
+    assert probes == [["urn:n:old"]]  # a recorded IRI the cache lost is read from the store
+
+
+def test_an_embedded_store_larger_than_the_cache_is_looked_up(tmp_path: Path) -> None:
+    """The recorded IRIs are read at open only while they fit the cache; past it, probes."""
+    small = BlackboardConfig(flush_interval_s=0.0, cache_nodes=2)
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
+        board.write([{"@id": f"urn:n:{i}"} for i in range(2)], task=TASK, area="plan")
+        assert board.nodes._recorded == {"urn:n:0", "urn:n:1"}
+        board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")
+        assert board.nodes._recorded is None  # dropped once past the cache's size
+        board.nodes.forget_cache()
+        assert board.write([{"@id": "urn:n:0"}], task=TASK, area="plan")[0].generation == 2
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
+        assert board.nodes._recorded is None
+        assert board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")[0].generation == 2
+        assert board.write([{"@id": "urn:n:3"}], task=TASK, area="plan")[0].generation == 1
+        assert board.nodes._recorded is None
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=BlackboardConfig()) as board:
+        assert board.nodes._recorded == {f"urn:n:{i}" for i in range(4)}
+
+
+def test_a_failed_write_leaves_nothing_and_its_iri_is_looked_up_next_time(
+    backend: GraphBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board = Blackboard(backend, config=BlackboardConfig(flush_interval_s=0.0))
+    extend = backend.extend
+
+    def failing(quads: Any) -> None:
+        raise StorageError("the store refused the write")
+
+    monkeypatch.setattr(backend, "extend", failing)
+    with pytest.raises(StorageError):
+        board.write([{"@id": "urn:n:1", "summary": "lost"}], task=TASK, area="execution")
+    monkeypatch.setattr(backend, "extend", extend)
+    assert board.read("urn:n:1") is None
+    written = board.write([{"@id": "urn:n:1", "summary": "kept"}], task=TASK, area="execution")
+    assert written[0].generation == 1
+    assert len(_all_quads(backend)) == 2  # one triple and one record: nothing of the failure
+
+
+def test_a_tombstone_is_known_after_a_reopen(tmp_path: Path) -> None:
+    config = BlackboardConfig(flush_interval_s=0.0)
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=config) as board:
+        board.write([{"@id": "urn:n:1", "summary": "v1"}], task=TASK, area="plan")
+        board.write([{"@id": "urn:n:1", "summary": "v2"}], task=TASK, area="plan")
+        board.delete(["urn:n:1"])
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=config) as board:
+        assert board.nodes._recorded == {"urn:n:1"}
+        assert board.read("urn:n:1") is None
+        again = board.write([{"@id": "urn:n:1", "summary": "v3"}], task=TASK, area="plan")
+        assert again[0].generation == 3

@@ -72,6 +72,11 @@ def flat_triples(node: Mapping[str, Any], graph: ox.NamedNode) -> list[ox.Quad] 
 def _add_types(
     quads: list[ox.Quad], subject: ox.NamedNode, value: Any, graph: ox.NamedNode
 ) -> bool:
+    if type(value) is str:  # most nodes: one type
+        term = _term(value)
+        if term is not None:
+            quads.append(ox.Quad(subject, _TYPE, term, graph))
+        return term is not None
     values = value if type(value) is list else [value]
     if not values or not all(type(kind) is str for kind in values):
         return False
@@ -89,10 +94,14 @@ def _add_values(
     value: Any,
     graph: ox.NamedNode,
 ) -> bool:
-    values = value if type(value) is list else [value]
-    if not values:
+    if type(value) is not list:  # most properties: one value
+        term = _object(value)
+        if term is not None:
+            quads.append(ox.Quad(subject, predicate, term, graph))
+        return term is not None
+    if not value:
         return False
-    for item in values:
+    for item in value:
         term = _object(item)
         if term is None:
             return False

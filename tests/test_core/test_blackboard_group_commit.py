@@ -336,7 +336,7 @@ def _gated_queue(
     return CommitQueue(commit, **options), committed
 
 
-def test_a_leader_keeps_leading_while_jobs_are_queued_then_hands_the_lead_on() -> None:
+def test_with_keep_a_leader_leads_on_while_jobs_are_queued_then_hands_the_lead_on() -> None:
     gates = [threading.Event() for _ in range(4)]
     queue, committed = _gated_queue(gates, keep=1)
     jobs = [_Numbered([f"k{i}"], i) for i in range(4)]
@@ -362,10 +362,10 @@ def test_a_leader_keeps_leading_while_jobs_are_queued_then_hands_the_lead_on() -
     assert all(job.done and job.error is None for job in jobs)
 
 
-def test_a_group_s_writers_are_woken_once_the_next_group_is_taken() -> None:
+def test_a_kept_lead_wakes_a_group_s_writers_once_it_has_taken_the_next_group() -> None:
     """So that they run while it commits (its store write releases the GIL)."""
     gates = [threading.Event() for _ in range(3)]
-    queue, committed = _gated_queue(gates)
+    queue, committed = _gated_queue(gates, keep=4)
     jobs = [_Numbered([f"k{i}"], i) for i in range(4)]
     returned: dict[int, int] = {}  # job number -> groups taken when its run returned
 

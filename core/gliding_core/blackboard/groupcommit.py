@@ -2,22 +2,23 @@
 
 A writing thread hands its write to the board's ``CommitQueue`` as a ``Job`` and calls
 ``run``. When no thread is committing, it becomes the leader: it takes the queued jobs (its own
-first among them, since it found the queue idle) and commits them as one group through the
-queue's ``commit`` function. Its own job done, it goes on committing the jobs queued meanwhile,
-group after group, up to ``keep`` (4) groups more, and then hands the lead to the thread of the
+first among them, since it found the queue idle), commits them as one group through the
+queue's ``commit`` function, and then, its own job done, hands the lead to the thread of the
 oldest job still queued, or drops it when none is. A thread whose job is queued while another
-leads sleeps until its job is done or it is handed the lead.
+leads sleeps until its job is done or it is handed the lead. So while one group is being
+committed (the store's write releases the GIL), the other threads prepare their writes and
+queue them, and the next group holds them all: one transaction for many writes. A leader
+whose predecessor's last group woke other threads pauses ``linger_s`` (50 us) before taking
+the queue, so that they can queue their next writes (they need the GIL the leader would
+otherwise keep); a lone writer never pauses. The threads of a committed group are woken in a
+chain (each wakes the next once it runs), not all at once, where they would fight for the GIL.
 
-The writers of a committed group are woken once the leader has taken the next group: they
-then prepare their next writes while that group commits (its store write releases the GIL, so
-their Python runs beside it on another core), and queue them for the group after. Woken
-earlier, before the next group is taken, they would fight the leader for the GIL and queue
-their writes between two commits, with no commit running beside them. When the lead stops
-(no job queued, or ``keep`` groups done) the last group's writers are woken at once, and the
-next leader, when that woke any, pauses ``linger_s`` (50 us) before taking the queue, so that
-they can queue their next writes (they need the GIL the leader would otherwise keep); a lone
-writer never pauses. The writers of a group are woken in a chain (each wakes the next once it
-runs), not all at once, where they would fight for the GIL.
+With ``keep`` above 0 (not the default: measured no better on a loaded 2-core machine, see
+docs/benchmarks.md, "leanthreads"), a leader whose own job is done goes on committing the jobs
+queued meanwhile, up to ``keep`` groups more, and wakes a group's writers only once it has
+taken the next group, so that they prepare their next writes while that group's store write
+runs (on another core, without the GIL) rather than between two commits. When the lead stops
+the last group's writers are woken at once.
 
 Invariants:
 - At most one leader at a time: the lead is taken only when the queue is idle, and otherwise
@@ -58,7 +59,7 @@ DEFAULT_LINGER_S = 50e-6
 it takes the queue (never when that group woke none: a lone writer does not wait). On Linux
 the sleep lasts about 50 us longer (the timer slack): 110 us measured."""
 
-DEFAULT_KEEP = 4
+DEFAULT_KEEP = 0
 """How many more groups a leader commits, once its own job is done, while jobs are queued."""
 
 
@@ -159,8 +160,8 @@ class CommitQueue(Generic[J]):
         """Commit groups as the leader: ``mine``'s, then up to ``keep`` more while jobs are
         queued; then hand the lead to the oldest queued job's thread, or drop it.
 
-        The threads of a group are woken once the next group is taken, so that they run while
-        it commits (its store write releases the GIL), or at once when the lead stops.
+        The threads of a group are woken once the next group is taken (they run while it
+        commits), or at once when the lead stops.
         """
         held: list[J] = []  # the last group's other jobs: done, their threads not yet woken
         try:

@@ -431,3 +431,31 @@ def test_a_leader_interrupted_while_it_pauses_is_not_committed_and_the_queue_goe
     queue._linger_s = 0.0  # white-box: the lead was dropped, not lost; no second pause
     queue.run(_Numbered(["e"], 4))
     assert [numbers for numbers, _ in committed] == [[0], [1, 2], [4]]
+
+
+def test_a_leader_interrupted_in_another_thread_s_group_raises_it_and_the_queue_goes_on() -> None:
+    gate = threading.Event()
+    committed: list[list[int]] = []
+
+    def commit(group: Any) -> None:
+        gate.wait()
+        numbers = [job.number for job in group]
+        committed.append(numbers)
+        if 1 in numbers:
+            raise KeyboardInterrupt  # as a SIGINT in the leader's thread would, mid-commit
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit, keep=2)
+    leader = Writer(lambda: queue.run(_Numbered(["a"], 0)))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    follower = Writer(lambda: queue.run(_Numbered(["b"], 1)))
+    follower.start()
+    wait_for(lambda: queue.waiting == 1)
+    gate.set()  # [0], then [1] on the same thread (kept), interrupted
+    for writer in (leader, follower):
+        writer.join()
+    assert isinstance(leader.error, KeyboardInterrupt)  # its own write was committed
+    assert isinstance(follower.error, KeyboardInterrupt)  # its group's outcome
+    assert committed == [[0], [1]]
+    queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
+    assert committed == [[0], [1], [2]]

@@ -321,3 +321,141 @@ def test_a_write_made_by_a_subscriber_inside_a_commit_does_not_wait_for_itself(
     echo_node = board.read("urn:g:echo")
     assert echo_node is not None
     assert echo_node.generation == 1
+
+
+def _gated_queue(
+    gates: list[threading.Event], **options: Any
+) -> tuple[CommitQueue[_Numbered], list[tuple[list[int], int]]]:
+    """A queue whose n-th commit waits for ``gates[n]`` and records its jobs and thread."""
+    committed: list[tuple[list[int], int]] = []
+
+    def commit(group: Any) -> None:
+        gates[len(committed)].wait()
+        committed.append(([job.number for job in group], threading.get_ident()))
+
+    return CommitQueue(commit, **options), committed
+
+
+def test_with_keep_a_leader_leads_on_while_jobs_are_queued_then_hands_the_lead_on() -> None:
+    gates = [threading.Event() for _ in range(4)]
+    queue, committed = _gated_queue(gates, keep=1)
+    jobs = [_Numbered([f"k{i}"], i) for i in range(4)]
+    threads = [threading.Thread(target=queue.run, args=(job,)) for job in jobs]
+    threads[0].start()
+    wait_for(lambda: queue.groups == 1)
+    threads[1].start()
+    wait_for(lambda: queue.waiting == 1)
+    gates[0].set()  # 0 done; 1 queued: the same thread commits it (its one group more)
+    wait_for(lambda: queue.groups == 2)
+    threads[2].start()
+    wait_for(lambda: queue.waiting == 1)
+    threads[3].start()
+    wait_for(lambda: queue.waiting == 2)
+    for gate in gates:
+        gate.set()
+    for thread in threads:
+        thread.join()
+    assert [numbers for numbers, _ in committed] == [[0], [1], [2, 3]]
+    leaders = [ident for _, ident in committed]
+    assert leaders[0] == leaders[1] == threads[0].ident  # kept the lead for one group more
+    assert leaders[2] == threads[2].ident  # then handed it to the oldest queued job's thread
+    assert all(job.done and job.error is None for job in jobs)
+
+
+def test_a_kept_lead_wakes_a_group_s_writers_once_it_has_taken_the_next_group() -> None:
+    """So that they run while it commits (its store write releases the GIL)."""
+    gates = [threading.Event() for _ in range(3)]
+    queue, committed = _gated_queue(gates, keep=4)
+    jobs = [_Numbered([f"k{i}"], i) for i in range(4)]
+    returned: dict[int, int] = {}  # job number -> groups taken when its run returned
+
+    def run(job: _Numbered) -> None:
+        queue.run(job)
+        returned[job.number] = queue.groups
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    threads[0].start()
+    wait_for(lambda: queue.groups == 1)
+    for count, thread in enumerate(threads[1:3], start=1):
+        thread.start()
+        wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+    gates[0].set()
+    wait_for(lambda: queue.groups == 2)  # the leader commits [1, 2]; 3 queues meanwhile
+    threads[3].start()
+    wait_for(lambda: queue.waiting == 1)
+    gates[1].set()
+    wait_for(lambda: 1 in returned and 2 in returned)
+    assert returned[1] == returned[2] == 3  # woken after the leader took [3], still committing
+    assert not gates[2].is_set()
+    gates[2].set()
+    for thread in threads:
+        thread.join()
+    assert [numbers for numbers, _ in committed] == [[0], [1, 2], [3]]
+
+
+def test_a_leader_interrupted_while_it_pauses_is_not_committed_and_the_queue_goes_on() -> None:
+    gates = [threading.Event() for _ in range(4)]
+    for gate in gates:
+        gate.set()
+    queue, committed = _gated_queue(gates, linger_s=60.0, keep=0)
+    gates[0].clear()
+    first = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    first.start()
+    wait_for(lambda: queue.groups == 1)
+    second = [
+        threading.Thread(target=queue.run, args=(_Numbered([key], number),))
+        for key, number in (("b", 1), ("c", 2))
+    ]
+    for count, thread in enumerate(second, start=1):
+        thread.start()
+        wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+    gates[0].set()  # [0], then [1, 2]: its leader woke 2's thread, so the next leader pauses
+    for thread in [first, *second]:
+        thread.join()
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        wait_for(lambda: queue.waiting == 1)
+        time.sleep(0.05)  # the leader (this test's thread) is in its 60 s pause by now
+        signal.pthread_kill(main, signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(_Numbered(["d"], 3))
+    finally:
+        helper.join()
+    assert queue.waiting == 0  # taken back: never committed
+    assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
+    queue._linger_s = 0.0  # white-box: the lead was dropped, not lost; no second pause
+    queue.run(_Numbered(["e"], 4))
+    assert [numbers for numbers, _ in committed] == [[0], [1, 2], [4]]
+
+
+def test_a_leader_interrupted_in_another_thread_s_group_raises_it_and_the_queue_goes_on() -> None:
+    gate = threading.Event()
+    committed: list[list[int]] = []
+
+    def commit(group: Any) -> None:
+        gate.wait()
+        numbers = [job.number for job in group]
+        committed.append(numbers)
+        if 1 in numbers:
+            raise KeyboardInterrupt  # as a SIGINT in the leader's thread would, mid-commit
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit, keep=2)
+    leader = Writer(lambda: queue.run(_Numbered(["a"], 0)))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    follower = Writer(lambda: queue.run(_Numbered(["b"], 1)))
+    follower.start()
+    wait_for(lambda: queue.waiting == 1)
+    gate.set()  # [0], then [1] on the same thread (kept), interrupted
+    for writer in (leader, follower):
+        writer.join()
+    assert isinstance(leader.error, KeyboardInterrupt)  # its own write was committed
+    assert isinstance(follower.error, KeyboardInterrupt)  # its group's outcome
+    assert committed == [[0], [1]]
+    queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
+    assert committed == [[0], [1], [2]]

@@ -13,7 +13,11 @@ deterministic data (seeded).
 
 The agent figures are taken with coherence on (the board's coordinator, with the directory a
 memory would give it: a dict in memory, a SQLite file beside the graph on disk and at the
-server). ``coherence`` compares cached reads through one agent's handle with coherence on and
+server). Beside each agent count's single-node write rate, three diagnostics of the same phase
+(they change nothing it measures): ``write_cpu_us``, the process's CPU time a write (user and
+system, all threads), ``write_switches``, its voluntary context switches a write (POSIX), and
+``write_group``, the mean number of writes the board's commit queue committed together.
+``coherence`` compares cached reads through one agent's handle with coherence on and
 off (``coherent=False``) on two boards holding the same nodes, timed in alternation, best of
 ``_ROUNDS`` each, so the machine's load weighs on both alike: ``ratio`` = on / off.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -187,7 +192,9 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
 
     rounds = 10
     total = per_agent * agents
+    before = _write_counters(board)
     written = _in_threads(agents, write)
+    diagnostics = _write_diagnostics(before, _write_counters(board), total)
     batched = _in_threads(agents, write_batched)
     hits = _in_threads(agents, reread)
     board.nodes.forget_cache()
@@ -197,6 +204,27 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
         "batched_writes_per_s": round(total / batched),
         "reads_per_s": round(total * rounds / hits),
         "reads_miss_per_s": round(total / misses),
+        **diagnostics,
+    }
+
+
+def _write_counters(board: Blackboard) -> tuple[float, int, int, int]:
+    """CPU seconds, voluntary switches, and the commit queue's groups and jobs, so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    queue = None if board._coherence is None else board._coherence.queue  # a diagnostic
+    groups, jobs = (0, 0) if queue is None else (queue.groups, queue.jobs)
+    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw, groups, jobs
+
+
+def _write_diagnostics(
+    before: tuple[float, int, int, int], after: tuple[float, int, int, int], writes: int
+) -> dict[str, float]:
+    """What a write cost between two ``_write_counters`` readings (see the module docstring)."""
+    cpu, switches, groups, jobs = (b - a for a, b in zip(before, after, strict=True))
+    return {
+        "write_cpu_us": round(cpu / writes * 1e6, 1),
+        "write_switches": round(switches / writes, 2),
+        "write_group": round(jobs / groups, 2) if groups else 0.0,
     }
 
 

@@ -8,14 +8,22 @@ oldest job still queued, or drops it when none is. A thread whose job is queued 
 leads sleeps until its job is done or it is handed the lead. So while one group is being
 committed (the store's write releases the GIL), the other threads prepare their writes and
 queue them, and the next group holds them all: one transaction for many writes. A leader
-whose last group woke other threads pauses ``linger_s`` (50 us) before taking the queue, so
-that they can queue their next writes (they need the GIL the leader would otherwise keep);
-a lone writer never pauses. The threads of a committed group are woken in a chain (each wakes
-the next once it runs), not all at once, where they would fight for the GIL.
+whose predecessor's last group woke other threads pauses ``linger_s`` (50 us) before taking
+the queue, so that they can queue their next writes (they need the GIL the leader would
+otherwise keep); a lone writer never pauses. The threads of a committed group are woken in a
+chain (each wakes the next once it runs), not all at once, where they would fight for the GIL.
+
+With ``keep`` above 0 (not the default: measured no better on a loaded 2-core machine, see
+docs/benchmarks.md, "leanthreads"), a leader whose own job is done goes on committing the jobs
+queued meanwhile, up to ``keep`` groups more, and wakes a group's writers only once it has
+taken the next group, so that they prepare their next writes while that group's store write
+runs (on another core, without the GIL) rather than between two commits. When the lead stops
+the last group's writers are woken at once.
 
 Invariants:
 - At most one leader at a time: the lead is taken only when the queue is idle, and otherwise
   passes from the leader to one queued job's thread; two groups are never committed at once.
+  A leader commits at most ``keep`` groups after its own, so its caller waits a bounded time.
 - A job's ``run`` returns (or raises its ``error``) only after the group holding it was
   committed, or failed. No job is dropped or starved: the oldest queued job is always in the
   next group.
@@ -27,7 +35,10 @@ Invariants:
   it raises, every job of the group gets that exception, re-raised in the job's own thread.
 - A thread interrupted while it waits (``KeyboardInterrupt``) takes its job back if it is
   still queued (it is not committed), passes on a lead it was handed, and inside a group
-  being committed waits for it and passes the chain of wake-ups on.
+  being committed waits for it and passes the chain of wake-ups on. A leader interrupted in
+  its pause takes its job back the same way; one interrupted while it commits another
+  thread's group (the commit sees the interrupt, as in its own) stops leading and raises it.
+  Either way the lead goes on and the last group's writers are woken.
 - A job run on the leading thread while it commits (a re-entrant write from an event
   subscriber) is committed at once, alone.
 """
@@ -44,9 +55,12 @@ DEFAULT_MAX_KEYS = 1_024
 """The most keys (node IRIs) one group takes; the oldest job goes in whatever its size."""
 
 DEFAULT_LINGER_S = 50e-6
-"""How long a leader lets the threads the last group woke queue again before it takes the
-queue (never when the last group woke none: a lone writer does not wait). On Linux the sleep
-lasts about 50 us longer (the timer slack): 110 us measured."""
+"""How long a new leader lets the threads its predecessor's last group woke queue again before
+it takes the queue (never when that group woke none: a lone writer does not wait). On Linux
+the sleep lasts about 50 us longer (the timer slack): 110 us measured."""
+
+DEFAULT_KEEP = 0
+"""How many more groups a leader commits, once its own job is done, while jobs are queued."""
 
 
 class Job:
@@ -77,8 +91,10 @@ class CommitQueue(Generic[J]):
     Args:
         commit: commits a group of jobs (oldest first) and records each one's outcome.
         max_keys: the most keys a group takes beyond its oldest job.
-        linger_s: how long a leader waits, after a group that woke other threads, before it
-            takes the next group (0: never).
+        linger_s: how long a new leader waits, when its predecessor's last group woke other
+            threads, before it takes its first group (0: never).
+        keep: how many more groups a leader commits after its own while jobs are queued (0:
+            it hands the lead on at once).
     """
 
     def __init__(
@@ -87,14 +103,15 @@ class CommitQueue(Generic[J]):
         *,
         max_keys: int = DEFAULT_MAX_KEYS,
         linger_s: float = DEFAULT_LINGER_S,
+        keep: int = DEFAULT_KEEP,
     ) -> None:
         self._commit = commit
-        self._max_keys, self._linger_s = max_keys, linger_s
+        self._max_keys, self._linger_s, self._keep = max_keys, linger_s, keep
         self._lock = threading.Lock()
         self._queue: list[J] = []
         self._leading = False
         self._leader: int | None = None  # the leading thread's ident, while it commits
-        self._woken = False  # whether the last group woke other threads
+        self._woken = False  # whether the last leader woke other threads as it stopped
         self.groups = 0
         """How many groups were committed (``jobs / groups``: the mean group size)."""
         self.jobs = 0
@@ -134,48 +151,87 @@ class CommitQueue(Generic[J]):
                 raise
             if job.done and job.after is not None:
                 job.after._wake.release()  # the next of its group: one thread woken at a time
-        while not job.done:
+        if not job.done:
             self._lead(job)
         if job.error is not None:
             raise job.error
 
     def _lead(self, mine: J) -> None:
-        """Commit one group as the leader; keep the lead while ``mine`` is not done."""
-        if self._woken and self._linger_s > 0:
-            # The writers the last group woke need the GIL to queue their next writes: a
-            # leader taking the queue at once finds it nearly empty (measured: mean groups of
-            # 1.25 with 4 threads and 5 with 16, against 3 and 7-10 after this pause).
-            time.sleep(self._linger_s)
+        """Commit groups as the leader: ``mine``'s, then up to ``keep`` more while jobs are
+        queued; then hand the lead to the oldest queued job's thread, or drop it.
+
+        The threads of a group are woken once the next group is taken (they run while it
+        commits), or at once when the lead stops.
+        """
+        held: list[J] = []  # the last group's other jobs: done, their threads not yet woken
+        try:
+            if self._woken and self._linger_s > 0:
+                # The writers the last leader woke need the GIL to queue their next writes: a
+                # leader taking the queue at once finds it nearly empty (measured: mean groups
+                # of 1.25 with 4 threads and 5 with 16, against 3 and 7-10 after this pause).
+                time.sleep(self._linger_s)
+            more = self._keep
+            while group := self._next(mine, more):
+                _wake_chain(held)
+                held = []
+                more -= mine.done
+                interrupted = self._commit_group(group)
+                held = [job for job in group if job is not mine]
+                if interrupted is not None:  # the commit was interrupted: stop leading
+                    if interrupted is not mine.error:
+                        raise interrupted  # a later group's: this thread's interrupt too
+                    break
+        except BaseException:
+            self._stop(mine, held)
+            raise
+        self._stop(mine, held)
+
+    def _next(self, mine: J, more: int) -> list[J]:
+        """Take the next group: ``mine``'s, or one more while ``more`` allows (else none)."""
         with self._lock:
+            if not self._queue or (mine.done and more <= 0):
+                return []
             group = self._take()
             self.groups += 1
             self.jobs += len(group)
+            return group
+
+    def _commit_group(self, group: list[J]) -> BaseException | None:
+        """Commit ``group``; return what interrupted it (not an ``Exception``), if anything."""
         self._leader = threading.get_ident()
         try:
             self._commit(group)
         except BaseException as exc:  # each job of the group raises it in its own thread
             for job in group:
                 job.error = exc
+            if not isinstance(exc, Exception):
+                return exc
         finally:
             self._leader = None
-        for job in group:
-            job.done = True
+            for job in group:
+                job.done = True
+        return None
+
+    def _stop(self, mine: J, held: list[J]) -> None:
+        """Stop leading: ``mine`` taken back if still queued (never committed), the lead
+        handed on or dropped, and the last group's threads woken."""
         with self._lock:
-            heir = self._queue[0] if mine.done and self._queue else None
-            if heir is not None:
-                heir.heir = True
-            elif mine.done:
-                self._leading = False
-        others = [job for job in group if job is not mine]
-        self._woken = bool(others)
-        # Woken in a chain, each by the one before it once it runs: released all at once they
-        # fight for the GIL (measured with 16 threads: 18 context switches a write, 11 chained).
-        for job, after in itertools.pairwise(others):
-            job.after = after
-        if others:
-            others[0]._wake.release()
+            if not mine.done and mine in self._queue:
+                self._queue.remove(mine)
+            heir = self._hand_on()
+        _wake_chain(held)
+        self._woken = bool(held)
         if heir is not None:
             heir._wake.release()
+
+    def _hand_on(self) -> J | None:
+        """Name the oldest queued job the next leader's, or drop the lead (``_lock`` held)."""
+        if not self._queue:
+            self._leading = False
+            return None
+        heir = self._queue[0]
+        heir.heir = True
+        return heir
 
     def _abandon(self, job: J) -> None:
         """Take back a job whose thread stopped waiting: not committed if still queued, and a
@@ -212,6 +268,19 @@ class CommitQueue(Generic[J]):
                 group.append(job)
                 size += len(job.keys)
             claimed.update(job.keys)  # a later job of these keys must wait for this one
-        taken = {id(job) for job in group}
-        self._queue = [job for job in self._queue if id(job) not in taken]
+        if len(group) == len(self._queue):  # the usual case: every queued job goes in
+            self._queue = []
+        else:
+            taken = {id(job) for job in group}
+            self._queue = [job for job in self._queue if id(job) not in taken]
         return group
+
+
+def _wake_chain(jobs: Sequence[Job]) -> None:
+    """Wake the threads of ``jobs`` (done) in a chain: each wakes the next once it runs."""
+    # Released all at once they fight for the GIL (measured with 16 threads: 18 context
+    # switches a write, 11 chained).
+    for job, after in itertools.pairwise(jobs):
+        job.after = after
+    if jobs:
+        jobs[0]._wake.release()

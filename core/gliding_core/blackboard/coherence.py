@@ -207,9 +207,9 @@ class _Write(Job):
         """Run the write's check on its nodes as the store holds them; keep its refusal."""
         self.refusal = None
         if self.check is not None:
-            existing = {iri: found[iri][0] for iri in self.iris}
+            existing = {iri: n for iri in self.iris if (n := found[iri][0]) is not None}
             try:
-                self.check({iri: n for iri, n in existing.items() if n is not None})
+                self.check(existing)
             except Exception as exc:  # this write's own refusal (rights, fences...)
                 self.refusal = exc
 
@@ -221,13 +221,20 @@ def _states(
     return {n.iri: (r.node, n.generation) for r, n in zip(requests, written, strict=True)}
 
 
-def _value(node: BoardNode | None, record: NodeRecord) -> Node | None:
-    """The node's value for the coordinator: the record's own when at the same generation."""
-    if node is None:
-        return None
-    if record.value is not None and record.generation == node.generation:
-        return record.value  # the same write's value: no second parse of its JSON
-    return node.node
+def _values(
+    found: Mapping[str, tuple[BoardNode | None, int]], records: Mapping[str, NodeRecord]
+) -> dict[str, tuple[Node | None, int]]:
+    """Each node's value and generation for the coordinator, the record's own value when the
+    record is at the node's generation (the same write's value: no second parse of its JSON)."""
+    states: dict[str, tuple[Node | None, int]] = {}
+    for iri, (node, generation) in found.items():
+        if node is None:
+            states[iri] = (None, generation)
+            continue
+        record = records[iri]
+        same = record.value is not None and record.generation == generation
+        states[iri] = (record.value if same else node.node, generation)
+    return states
 
 
 class BoardCoherence:
@@ -305,7 +312,9 @@ class BoardCoherence:
         Raises:
             StaleWriteError: a node has moved past its base (nothing written).
         """
-        iris = list(dict.fromkeys(r.iri for r in requests))
+        iris = [r.iri for r in requests]
+        if len(iris) > 1:
+            iris = list(dict.fromkeys(iris))
         job = _Write(iris, requests, check, source)
         job.change = self.coordinator.change(agent, {iri: bases.get(iri) for iri in iris})
         if self.cache.is_inside():
@@ -341,18 +350,19 @@ class BoardCoherence:
     def _commit_together(self, jobs: Sequence[_Write]) -> None:
         """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
         by_change = {id(job.change): job for job in jobs}
+        nodes = self.nodes
 
         def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside(), self.nodes.writer:
-                found = self.nodes.states(list(records))
+            with nodes.writer:
+                found = nodes.states(list(records))
                 for job in jobs:
                     job.judge(found)
-            return {iri: (_value(n, records[iri]), g) for iri, (n, g) in found.items()}
+            return _values(found, records)
 
         def apply(changes: Sequence[Change]) -> list[dict[str, tuple[Node | None, int]]]:
             accepted = [by_change[id(change)] for change in changes]
-            with self.cache.inside(), self.nodes.writer:
-                stored = self.nodes.write_batches([(job.requests, job.source) for job in accepted])
+            with nodes.writer:
+                stored = nodes.write_batches([(job.requests, job.source) for job in accepted])
             for job, (written, announce) in zip(accepted, stored, strict=True):
                 job.written, job.announce = written, announce
             return [_states(job.requests, job.written) for job in accepted]
@@ -360,7 +370,10 @@ class BoardCoherence:
         def judge(change: Change) -> Exception | None:
             return by_change[id(change)].refusal
 
-        self.coordinator.commit_group([job.change for job in jobs], current, apply, judge=judge)
+        # Inside for the whole transaction (not only around the store's calls): the thread
+        # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
+        with self.cache.inside():
+            self.coordinator.commit_group([job.change for job in jobs], current, apply, judge=judge)
 
     def delete(
         self,

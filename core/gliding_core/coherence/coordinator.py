@@ -514,16 +514,15 @@ class CoherenceCoordinator:
             bases: every node of the change, with its base generation or ``None``.
         """
         writer = None if agent is None else _check_agent(agent)
-        checked = {validate_iri(iri): based for iri, based in bases.items()}
-        for iri, based in checked.items():
-            if based is not None:
+        checked: dict[str, int | None] = {}
+        leased: list[str] = []
+        for iri, based in bases.items():
+            checked[validate_iri(iri)] = based
+            if based is not None:  # unconditional writes (most) need no lease look-up
                 check_generation(based, what=f"the base generation of {iri!r}")
-        leased = frozenset(
-            iri
-            for iri, based in checked.items()
-            if writer is not None and based is not None and self._holds_lease(writer, iri)
-        )
-        return Change(writer, checked, leased)
+                if writer is not None and self._holds_lease(writer, iri):
+                    leased.append(iri)
+        return Change(writer, checked, frozenset(leased))
 
     def commit_group(
         self,
@@ -545,20 +544,28 @@ class CoherenceCoordinator:
         ``current`` or ``apply`` rolls the whole transaction back and propagates. Each change
         is then completed by ``finish`` (on its writer's thread: it publishes).
         """
-        iris: list[str] = []
-        for change in changes:
-            iris += change.bases
-        if len(set(iris)) != len(iris):
-            raise InvalidInputError("the changes of a group commit must touch disjoint nodes")
+        iris = list(changes[0].bases) if len(changes) == 1 else self._disjoint(changes)
+        iris.sort()
 
         def step(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], None]:
             return self._group_change(records, changes, (current, apply), judge), None
 
-        _, token = self._update_many(sorted(iris), step)
+        _, token = self._update_many(iris, step)
+        written: list[str] = []
         for change in changes:
             change.token = token
             if isinstance(change.outcome, _Committed):
-                self._own.wrote(token, change.outcome.states)
+                written += change.outcome.states
+        if written:
+            self._own.wrote(token, written)
+
+    @staticmethod
+    def _disjoint(changes: Sequence[Change]) -> list[str]:
+        """Return the IRIs of several changes; ``InvalidInputError`` if two share a node."""
+        iris = [iri for change in changes for iri in change.bases]
+        if len(set(iris)) != len(iris):
+            raise InvalidInputError("the changes of a group commit must touch disjoint nodes")
+        return iris
 
     def finish(self, change: Change) -> dict[str, int]:
         """Complete a committed change: its copies noted, its invalidations announced.
@@ -587,7 +594,8 @@ class CoherenceCoordinator:
         judge: Callable[[Change], Exception | None] | None,
     ) -> dict[str, NodeRecord]:
         now = steps[0](records)
-        records = {iri: self._synced(r, *now[iri]) for iri, r in records.items()}
+        synced = self._synced
+        records = {iri: synced(r, *now[iri]) for iri, r in records.items()}
         accepted: list[tuple[Change, dict[str, list[str]]]] = []
         for change in changes:
             change.outcome = None if judge is None else judge(change)
@@ -611,13 +619,11 @@ class CoherenceCoordinator:
         """Decide one change of a group: ``None`` if refused (its ``outcome`` then says why),
         else the agents whose copies of each node it invalidates (those copies stepped)."""
         bases, agent = change.bases, change.agent
-        stale = [
+        stale = sorted(
             iri
-            for iri in sorted(bases)
-            if bases[iri] is not None
-            and bases[iri] != _present(records[iri])
-            and iri not in change.leased
-        ]
+            for iri, based in bases.items()
+            if based is not None and based != _present(records[iri]) and iri not in change.leased
+        )
         if stale:
             first = records[stale[0]]
             change.outcome = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
@@ -628,6 +634,9 @@ class CoherenceCoordinator:
         others: dict[str, list[str]] = {}
         for iri in bases:
             record = records[iri]
+            if not record.copies:  # the common case: a node no agent holds
+                others[iri] = []
+                continue
             others[iri] = [c.agent for c in record.holders(besides=agent)]
             for other in others[iri]:
                 record = self._step(record, other, CopyEvent.REMOTE_WRITE)
@@ -643,23 +652,27 @@ class CoherenceCoordinator:
         others: list[str],
     ) -> tuple[NodeRecord, list[str]]:
         """Return ``record`` after its change to ``(value, generation)``, and whom to tell."""
-        moved = record.at(generation, value)
-        if agent is None:
-            return moved, others
-        mine = moved.copies.get(agent)
+        mine = None if agent is None else record.copies.get(agent)
+        if agent is None or (value is None and mine is None):
+            return record.at(generation, value), others
         if value is None:  # deleted: the deleter's copy goes too (it chose to drop the value)
-            if mine is not None:
-                moved = moved.with_copy(agent, MesiState.INVALID, mine.generation)
-            return moved, others
+            assert mine is not None
+            return record.at(generation, None).with_copy(
+                agent, MesiState.INVALID, mine.generation
+            ), others
         state = MesiState.INVALID if mine is None else mine.state
         row = TRANSITIONS[state, CopyEvent.LOCAL_WRITE, bool(others)]
         told = others if Action.ANNOUNCE_INVALIDATION in row.actions else []
-        return moved.with_copy(agent, row.state, generation), told
+        copies = dict(record.copies)  # moved and the writer's copy set: one record built
+        copies[agent] = Copy(agent, row.state, generation)
+        return NodeRecord(record.iri, generation, value, copies), told
 
     def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
         """Return ``record`` moved to the source's state (other copies invalid if it moved)."""
         if value is None and record.generation == 0:
             return record  # absent, and never seen
+        if value is record.value and generation == record.generation:
+            return record  # the record's own value (``current`` hands it back): nothing moved
         if value is not None:
             return self._moved_to(record, value, generation)
         if generation < record.generation:
@@ -761,7 +774,12 @@ class CoherenceCoordinator:
         def noted(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
             old = dict(records)
             new, result = change(records)
-            touched.extend(iri for iri, record in new.items() if old.get(iri) != record)
+            # Exactly the records the directory stores (it compares them alike): records are
+            # immutable, so the same object is unchanged; another is compared by value.
+            for iri, record in new.items():
+                before = old.get(iri)
+                if record is not before and record != before:
+                    touched.append(iri)
             return new, result
 
         result, token = self.directory.update_many(iris, noted)

@@ -168,10 +168,13 @@ def changed_records(
     """
     changed = []
     for iri, record in new.items():
-        if iri not in old:
+        before = old.get(iri)
+        if before is None:
             raise InvalidInputError(f"a directory change returned {iri!r}, not one of its nodes")
-        check_new_record(old[iri], record)
-        if record != old[iri]:
+        if record is before:  # records are immutable: the same object is the same record
+            continue
+        check_new_record(before, record)
+        if record != before:
             changed.append(record)
     return changed
 
@@ -235,7 +238,10 @@ class LocalDirectory:
     ) -> tuple[T, Hashable]:
         """Apply ``change`` to several records under the lock; return its result and token."""
         with self._lock:
-            old = {iri: self.record(iri) for iri in dict.fromkeys(iris)}
+            self._check_open()
+            records = self._records
+            # A dict by IRI: repeated IRIs are read once (no ``record`` call a node, no lock).
+            old = {iri: records.get(iri) or NodeRecord(iri) for iri in iris}
             new, result = change(dict(old))
             changed = changed_records(old, new)
             for record in changed:

@@ -195,7 +195,7 @@ class _Write(Job):
         check: Check | None,
         source: str | None,
     ) -> None:
-        super().__init__(iris)
+        Job.__init__(self, iris)  # (not ``super()``: this runs on every write)
         self.iris = iris
         self.requests, self.check, self.source = requests, check, source
         self.change: Change
@@ -207,18 +207,42 @@ class _Write(Job):
         """Run the write's check on its nodes as the store holds them; keep its refusal."""
         self.refusal = None
         if self.check is not None:
-            existing = {iri: n for iri in self.iris if (n := found[iri][0]) is not None}
+            existing: dict[str, BoardNode] = {}
+            for iri in self.iris:
+                node = found[iri][0]
+                if node is not None:
+                    existing[iri] = node
             try:
                 self.check(existing)
             except Exception as exc:  # this write's own refusal (rights, fences...)
                 self.refusal = exc
 
 
+def _job(change: Change) -> _Write:
+    """The queued write a change was made for (its ``owner``)."""
+    job = change.owner
+    assert isinstance(job, _Write)
+    return job
+
+
+def _refusal(change: Change) -> Exception | None:
+    """The refusal of a change's write by its check, as ``_Write.judge`` found it."""
+    job = change.owner
+    assert isinstance(job, _Write)
+    return job.refusal
+
+
 def _states(
     requests: Sequence[NodeWrite], written: Sequence[BoardNode]
 ) -> dict[str, tuple[Node | None, int]]:
-    """Each written node's value (as the request parsed it) and generation, for the directory."""
-    return {n.iri: (r.node, n.generation) for r, n in zip(requests, written, strict=True)}
+    """Each written node's value (as the request parsed it) and generation, for the directory.
+
+    ``written`` holds the requests' nodes as stored, in order (``NodeStore.write_batches``).
+    """
+    states: dict[str, tuple[Node | None, int]] = {}
+    for index, node in enumerate(written):  # (``zip(strict=True)`` costs 4x more)
+        states[node.iri] = (requests[index].node, node.generation)
+    return states
 
 
 def _values(
@@ -312,20 +336,24 @@ class BoardCoherence:
         Raises:
             StaleWriteError: a node has moved past its base (nothing written).
         """
-        iris = [r.iri for r in requests]
-        if len(iris) > 1:
-            iris = list(dict.fromkeys(iris))
-        job = _Write(iris, requests, check, source)
-        job.change = self.coordinator.change(agent, {iri: bases.get(iri) for iri in iris})
-        if self.cache.is_inside():
-            # Made inside a directory transaction (a subscriber of a write-back's event):
-            # queued, it would wait for a leader that waits for this thread's transaction.
-            self._commit_jobs([job])
-            if job.error is not None:
-                raise job.error
-        else:
-            self.queue.run(job)
-        self.coordinator.finish(job.change)
+        wanted: dict[str, int | None] = {}
+        for request in requests:
+            wanted[request.iri] = bases.get(request.iri)
+        job = _Write(list(wanted), requests, check, source)
+        change = job.change = self.coordinator.change(agent, wanted)
+        change.owner = job  # for the commit's steps (``_job``), which see only the change
+        try:
+            if self.cache.is_inside():
+                # Made inside a directory transaction (a subscriber of a write-back's event):
+                # queued, it would wait for a leader that waits for this thread's transaction.
+                self._commit_jobs([job])
+                if job.error is not None:
+                    raise job.error
+            else:
+                self.queue.run(job)
+        finally:
+            change.owner = None  # no cycle left for the garbage collector
+        self.coordinator.finish(change)
         if job.announce is not None:
             job.announce()
         return job.written
@@ -349,7 +377,6 @@ class BoardCoherence:
 
     def _commit_together(self, jobs: Sequence[_Write]) -> None:
         """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
-        by_change = {id(job.change): job for job in jobs}
         nodes = self.nodes
 
         def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
@@ -360,20 +387,26 @@ class BoardCoherence:
             return _values(found, records)
 
         def apply(changes: Sequence[Change]) -> list[dict[str, tuple[Node | None, int]]]:
-            accepted = [by_change[id(change)] for change in changes]
+            accepted: list[_Write] = []
+            batches: list[tuple[Sequence[NodeWrite], str | None]] = []
+            for change in changes:
+                job = _job(change)
+                accepted.append(job)
+                batches.append((job.requests, job.source))
             with nodes.writer:
-                stored = nodes.write_batches([(job.requests, job.source) for job in accepted])
-            for job, (written, announce) in zip(accepted, stored, strict=True):
-                job.written, job.announce = written, announce
-            return [_states(job.requests, job.written) for job in accepted]
-
-        def judge(change: Change) -> Exception | None:
-            return by_change[id(change)].refusal
+                stored = nodes.write_batches(batches)
+            states = []
+            for index, job in enumerate(accepted):  # one stored batch per job, in order
+                job.written, job.announce = stored[index]
+                states.append(_states(job.requests, job.written))
+            return states
 
         # Inside for the whole transaction (not only around the store's calls): the thread
         # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
         with self.cache.inside():
-            self.coordinator.commit_group([job.change for job in jobs], current, apply, judge=judge)
+            self.coordinator.commit_group(
+                [job.change for job in jobs], current, apply, judge=_refusal
+            )
 
     def delete(
         self,

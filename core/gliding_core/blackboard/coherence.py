@@ -91,17 +91,15 @@ class SharedCache:
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
         self._local = threading.local()
-        self._inside = _Inside(self._local)
+        self.inside = _Inside(self._local)
+        """Entered by a ``with`` block running inside the directory's transaction (this
+        thread): an attribute, not a method, since every write enters it."""
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
         self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
         """Whether every change since ``held`` was this process's own and left ``iri`` alone
         (the coordinator's ``vouch_own``)."""
         self.last_own: Callable[[str], Hashable] = lambda iri: None
         """The token of this process's last change of ``iri`` (``None``: none known)."""
-
-    def inside(self) -> _Inside:
-        """Mark a ``with`` block as running inside the directory's transaction (this thread)."""
-        return self._inside
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
@@ -146,7 +144,7 @@ class BoardSource:
 
     def get(self, iri: str) -> tuple[Node, int]:
         """Return the node's value and generation; ``EntryNotFoundError`` when absent."""
-        with self.cache.inside():
+        with self.cache.inside:
             node = self.nodes.get_many([iri]).get(iri)
         if node is None:
             raise EntryNotFoundError(f"no blackboard node has the IRI {iri!r}")
@@ -154,7 +152,7 @@ class BoardSource:
 
     def states(self, iris: Sequence[str]) -> dict[str, tuple[Node | None, int]]:
         """Return each node's value (``None``: absent or deleted) and generation."""
-        with self.cache.inside():
+        with self.cache.inside:
             found = self.nodes.states(iris)
         return {iri: (None if n is None else n.node, g) for iri, (n, g) in found.items()}
 
@@ -167,7 +165,7 @@ class BoardSource:
                 through an agent's handle or ``Blackboard.write``).
         """
         check_generation(expected_generation, what="expected_generation")
-        with self.cache.inside(), self.nodes.writer:
+        with self.cache.inside, self.nodes.writer:
             node, generation = self.nodes.states([iri])[iri]
             current = 0 if node is None else generation
             if current != expected_generation:
@@ -308,7 +306,7 @@ class BoardCoherence:
     def _write_back(self, iri: str, value: Node, generation: int) -> None:
         """Write the node back to L0 through the board's write-back (in the transaction)."""
         assert self.writeback is not None
-        with self.cache.inside():
+        with self.cache.inside:
             node = self.nodes.get_many([iri]).get(iri)
             if node is not None and node.dirty:
                 self.writeback.flush_nodes([node])
@@ -403,7 +401,7 @@ class BoardCoherence:
 
         # Inside for the whole transaction (not only around the store's calls): the thread
         # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
-        with self.cache.inside():
+        with self.cache.inside:
             self.coordinator.commit_group(
                 [job.change for job in jobs], current, apply, judge=_refusal
             )
@@ -421,7 +419,7 @@ class BoardCoherence:
         gone: list[BoardNode] = []
 
         def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside(), self.nodes.writer:
+            with self.cache.inside, self.nodes.writer:
                 gone.extend(self.nodes.delete(iris, source=source, events=events))
             return {n.iri: (None, n.generation) for n in gone}
 
@@ -438,7 +436,7 @@ class BoardCoherence:
         apply: Callable[[Mapping[str, NodeRecord]], dict[str, tuple[Node | None, int]]],
     ) -> None:
         def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside(), self.nodes.writer:
+            with self.cache.inside, self.nodes.writer:
                 found = self.nodes.states(list(records))
                 if check is not None:
                     check({iri: n for iri, (n, _) in found.items() if n is not None})

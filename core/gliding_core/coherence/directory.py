@@ -30,7 +30,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import NamedTuple, Protocol, TypeVar
 
 import orjson
@@ -59,21 +58,36 @@ class Copy(NamedTuple):
     generation: int
 
 
-_NO_COPIES: Mapping[str, Copy] = MappingProxyType({})
-"""The copies of a record nobody holds: one read-only empty mapping shared by all."""
+class _RecordFields(NamedTuple):
+    iri: str
+    generation: int
+    value: Node | None
+    copies: Mapping[str, Copy]
 
 
-class NodeRecord(NamedTuple):
+_new_tuple = tuple.__new__
+
+
+class NodeRecord(_RecordFields):
     """What the directory knows about one node (generation 0: it has never been seen).
 
-    Immutable (a named tuple: it is built several times on every write, where a frozen
-    dataclass costs three times as much); a change returns a new record.
+    Attributes: ``iri``, ``generation``, ``value`` (``None``: absent or deleted) and
+    ``copies`` (by agent). Immutable: a change returns a new record. A named tuple, not a
+    frozen dataclass: several are built on every write, and a frozen dataclass costs three
+    times as much to build.
     """
 
-    iri: str
-    generation: int = 0
-    value: Node | None = None
-    copies: Mapping[str, Copy] = _NO_COPIES
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        iri: str,
+        generation: int = 0,
+        value: Node | None = None,
+        copies: Mapping[str, Copy] | None = None,
+    ) -> NodeRecord:
+        # (A named tuple's defaults are shared objects: each record gets copies of its own.)
+        return _new_tuple(cls, (iri, generation, value, {} if copies is None else copies))
 
     def holders(self, *, besides: str | None = None) -> list[Copy]:
         """Return the valid (M, E, S) copies, leaving out ``besides``'s."""

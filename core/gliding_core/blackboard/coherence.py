@@ -68,14 +68,24 @@ Check = Callable[[dict[str, BoardNode]], None]
 """Refuse a change given the nodes it touches as they exist (rights, fences), by raising."""
 
 
+class _Depth(threading.local):
+    """How deep this thread is inside the directory's transaction (0 on every new thread).
+
+    A class default, not ``getattr`` with a default: a thread that never entered (a writer
+    whose write another thread commits) would pay an ``AttributeError`` on every check.
+    """
+
+    depth = 0
+
+
 class _Inside:
     """The context of ``SharedCache.inside`` (a class: entered several times a write)."""
 
-    def __init__(self, local: threading.local) -> None:
+    def __init__(self, local: _Depth) -> None:
         self._local = local
 
     def __enter__(self) -> None:
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        self._local.depth += 1
 
     def __exit__(self, *exc: object) -> None:
         self._local.depth -= 1
@@ -90,7 +100,7 @@ class SharedCache:
 
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
-        self._local = threading.local()
+        self._local = _Depth()
         self.inside = _Inside(self._local)
         """Entered by a ``with`` block running inside the directory's transaction (this
         thread): an attribute, not a method, since every write enters it."""
@@ -103,7 +113,7 @@ class SharedCache:
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
-        return bool(getattr(self._local, "depth", 0))
+        return self._local.depth > 0
 
     def token(self) -> Hashable:
         """Return the directory's change counter."""

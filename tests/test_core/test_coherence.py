@@ -3,6 +3,8 @@ change token across connections, and what a model is shown."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from gliding_core.coherence import (
     render_shared,
     transition,
 )
-from gliding_core.coherence.directory import Directory
+from gliding_core.coherence.directory import Copy, Directory, NodeRecord
 from gliding_core.entry import MesiState
 from gliding_core.errors import (
     ClosedError,
@@ -318,6 +320,40 @@ def test_a_failing_write_through_leaves_the_write_committed_and_dirty(
     coherence.write_back("a", X)
     assert l0.calls == [(X, node(text="fact"), 1)]
     assert states(coherence) == {"a": E}
+
+
+def test_records_are_values_of_their_own(directory: Directory) -> None:
+    fresh, other = NodeRecord(X), NodeRecord("urn:node:y")
+    assert fresh.copies == {}
+    assert fresh.copies is not other.copies  # no shared default
+    with pytest.raises(AttributeError):
+        fresh.generation = 3  # type: ignore[misc]
+    coherence = CoherenceCoordinator(DictNodeSource(), directory)
+    coherence.write("a", X, node(n=1), based_on=0)
+    record = directory.record(X)
+    assert copy.deepcopy(record) == record == pickle.loads(pickle.dumps(record))
+    assert record.copies["a"] == Copy("a", MesiState.MODIFIED, 1)
+
+
+def test_an_equal_record_built_anew_changes_nothing(directory: Directory) -> None:
+    coherence = CoherenceCoordinator(DictNodeSource(), directory)
+    coherence.write("a", X, node(n=1), based_on=0)
+    before = directory.token()
+
+    def rebuilt(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], None]:
+        return {
+            i: NodeRecord(r.iri, r.generation, dict(r.value or {}), dict(r.copies))
+            for i, r in records.items()
+        }, None
+
+    assert directory.update_many([X], rebuilt) == (None, before)
+    assert directory.token() == before
+    # Another coordinator writes Y: the token it leaves is not this one's own, even after
+    # this one "changes" X to an equal record (else it would vouch for Y without asking).
+    other = CoherenceCoordinator(DictNodeSource(), directory)
+    other.write("b", "urn:node:y", {"@id": "urn:node:y"}, based_on=0)
+    coherence._update_many([X], rebuilt)
+    assert not coherence.vouch_own(before, directory.token(), "urn:node:y")
 
 
 def test_kept_versions_are_bounded(tmp_path: Path) -> None:

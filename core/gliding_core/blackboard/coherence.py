@@ -68,14 +68,24 @@ Check = Callable[[dict[str, BoardNode]], None]
 """Refuse a change given the nodes it touches as they exist (rights, fences), by raising."""
 
 
+class _Depth(threading.local):
+    """How deep this thread is inside the directory's transaction (0 on every new thread).
+
+    A class default, not ``getattr`` with a default: a thread that never entered (a writer
+    whose write another thread commits) would pay an ``AttributeError`` on every check.
+    """
+
+    depth = 0
+
+
 class _Inside:
     """The context of ``SharedCache.inside`` (a class: entered several times a write)."""
 
-    def __init__(self, local: threading.local) -> None:
+    def __init__(self, local: _Depth) -> None:
         self._local = local
 
     def __enter__(self) -> None:
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        self._local.depth += 1
 
     def __exit__(self, *exc: object) -> None:
         self._local.depth -= 1
@@ -90,8 +100,10 @@ class SharedCache:
 
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
-        self._local = threading.local()
-        self._inside = _Inside(self._local)
+        self._local = _Depth()
+        self.inside = _Inside(self._local)
+        """Entered by a ``with`` block running inside the directory's transaction (this
+        thread): an attribute, not a method, since every write enters it."""
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
         self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
         """Whether every change since ``held`` was this process's own and left ``iri`` alone
@@ -99,13 +111,9 @@ class SharedCache:
         self.last_own: Callable[[str], Hashable] = lambda iri: None
         """The token of this process's last change of ``iri`` (``None``: none known)."""
 
-    def inside(self) -> _Inside:
-        """Mark a ``with`` block as running inside the directory's transaction (this thread)."""
-        return self._inside
-
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
-        return bool(getattr(self._local, "depth", 0))
+        return self._local.depth > 0
 
     def token(self) -> Hashable:
         """Return the directory's change counter."""
@@ -146,7 +154,7 @@ class BoardSource:
 
     def get(self, iri: str) -> tuple[Node, int]:
         """Return the node's value and generation; ``EntryNotFoundError`` when absent."""
-        with self.cache.inside():
+        with self.cache.inside:
             node = self.nodes.get_many([iri]).get(iri)
         if node is None:
             raise EntryNotFoundError(f"no blackboard node has the IRI {iri!r}")
@@ -154,7 +162,7 @@ class BoardSource:
 
     def states(self, iris: Sequence[str]) -> dict[str, tuple[Node | None, int]]:
         """Return each node's value (``None``: absent or deleted) and generation."""
-        with self.cache.inside():
+        with self.cache.inside:
             found = self.nodes.states(iris)
         return {iri: (None if n is None else n.node, g) for iri, (n, g) in found.items()}
 
@@ -167,7 +175,7 @@ class BoardSource:
                 through an agent's handle or ``Blackboard.write``).
         """
         check_generation(expected_generation, what="expected_generation")
-        with self.cache.inside(), self.nodes.writer:
+        with self.cache.inside, self.nodes.writer:
             node, generation = self.nodes.states([iri])[iri]
             current = 0 if node is None else generation
             if current != expected_generation:
@@ -195,7 +203,7 @@ class _Write(Job):
         check: Check | None,
         source: str | None,
     ) -> None:
-        super().__init__(iris)
+        Job.__init__(self, iris)  # (not ``super()``: this runs on every write)
         self.iris = iris
         self.requests, self.check, self.source = requests, check, source
         self.change: Change
@@ -207,27 +215,58 @@ class _Write(Job):
         """Run the write's check on its nodes as the store holds them; keep its refusal."""
         self.refusal = None
         if self.check is not None:
-            existing = {iri: found[iri][0] for iri in self.iris}
+            existing: dict[str, BoardNode] = {}
+            for iri in self.iris:
+                node = found[iri][0]
+                if node is not None:
+                    existing[iri] = node
             try:
-                self.check({iri: n for iri, n in existing.items() if n is not None})
+                self.check(existing)
             except Exception as exc:  # this write's own refusal (rights, fences...)
                 self.refusal = exc
+
+
+def _job(change: Change) -> _Write:
+    """The queued write a change was made for (its ``owner``)."""
+    job = change.owner
+    assert isinstance(job, _Write)
+    return job
+
+
+def _refusal(change: Change) -> Exception | None:
+    """The refusal of a change's write by its check, as ``_Write.judge`` found it."""
+    job = change.owner
+    assert isinstance(job, _Write)
+    return job.refusal
 
 
 def _states(
     requests: Sequence[NodeWrite], written: Sequence[BoardNode]
 ) -> dict[str, tuple[Node | None, int]]:
-    """Each written node's value (as the request parsed it) and generation, for the directory."""
-    return {n.iri: (r.node, n.generation) for r, n in zip(requests, written, strict=True)}
+    """Each written node's value (as the request parsed it) and generation, for the directory.
+
+    ``written`` holds the requests' nodes as stored, in order (``NodeStore.write_batches``).
+    """
+    states: dict[str, tuple[Node | None, int]] = {}
+    for index, node in enumerate(written):  # (``zip(strict=True)`` costs 4x more)
+        states[node.iri] = (requests[index].node, node.generation)
+    return states
 
 
-def _value(node: BoardNode | None, record: NodeRecord) -> Node | None:
-    """The node's value for the coordinator: the record's own when at the same generation."""
-    if node is None:
-        return None
-    if record.value is not None and record.generation == node.generation:
-        return record.value  # the same write's value: no second parse of its JSON
-    return node.node
+def _values(
+    found: Mapping[str, tuple[BoardNode | None, int]], records: Mapping[str, NodeRecord]
+) -> dict[str, tuple[Node | None, int]]:
+    """Each node's value and generation for the coordinator, the record's own value when the
+    record is at the node's generation (the same write's value: no second parse of its JSON)."""
+    states: dict[str, tuple[Node | None, int]] = {}
+    for iri, (node, generation) in found.items():
+        if node is None:
+            states[iri] = (None, generation)
+            continue
+        record = records[iri]
+        same = record.value is not None and record.generation == generation
+        states[iri] = (record.value if same else node.node, generation)
+    return states
 
 
 class BoardCoherence:
@@ -277,7 +316,7 @@ class BoardCoherence:
     def _write_back(self, iri: str, value: Node, generation: int) -> None:
         """Write the node back to L0 through the board's write-back (in the transaction)."""
         assert self.writeback is not None
-        with self.cache.inside():
+        with self.cache.inside:
             node = self.nodes.get_many([iri]).get(iri)
             if node is not None and node.dirty:
                 self.writeback.flush_nodes([node])
@@ -305,18 +344,24 @@ class BoardCoherence:
         Raises:
             StaleWriteError: a node has moved past its base (nothing written).
         """
-        iris = list(dict.fromkeys(r.iri for r in requests))
-        job = _Write(iris, requests, check, source)
-        job.change = self.coordinator.change(agent, {iri: bases.get(iri) for iri in iris})
-        if self.cache.is_inside():
-            # Made inside a directory transaction (a subscriber of a write-back's event):
-            # queued, it would wait for a leader that waits for this thread's transaction.
-            self._commit_jobs([job])
-            if job.error is not None:
-                raise job.error
-        else:
-            self.queue.run(job)
-        self.coordinator.finish(job.change)
+        wanted: dict[str, int | None] = {}
+        for request in requests:
+            wanted[request.iri] = bases.get(request.iri)
+        job = _Write(list(wanted), requests, check, source)
+        change = job.change = self.coordinator.change(agent, wanted)
+        change.owner = job  # for the commit's steps (``_job``), which see only the change
+        try:
+            if self.cache.is_inside():
+                # Made inside a directory transaction (a subscriber of a write-back's event):
+                # queued, it would wait for a leader that waits for this thread's transaction.
+                self._commit_jobs([job])
+                if job.error is not None:
+                    raise job.error
+            else:
+                self.queue.run(job)
+        finally:
+            change.owner = None  # no cycle left for the garbage collector
+        self.coordinator.finish(change)
         if job.announce is not None:
             job.announce()
         return job.written
@@ -340,27 +385,36 @@ class BoardCoherence:
 
     def _commit_together(self, jobs: Sequence[_Write]) -> None:
         """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
-        by_change = {id(job.change): job for job in jobs}
+        nodes = self.nodes
 
         def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside(), self.nodes.writer:
-                found = self.nodes.states(list(records))
+            with nodes.writer:
+                found = nodes.states(list(records))
                 for job in jobs:
                     job.judge(found)
-            return {iri: (_value(n, records[iri]), g) for iri, (n, g) in found.items()}
+            return _values(found, records)
 
         def apply(changes: Sequence[Change]) -> list[dict[str, tuple[Node | None, int]]]:
-            accepted = [by_change[id(change)] for change in changes]
-            with self.cache.inside(), self.nodes.writer:
-                stored = self.nodes.write_batches([(job.requests, job.source) for job in accepted])
-            for job, (written, announce) in zip(accepted, stored, strict=True):
-                job.written, job.announce = written, announce
-            return [_states(job.requests, job.written) for job in accepted]
+            accepted: list[_Write] = []
+            batches: list[tuple[Sequence[NodeWrite], str | None]] = []
+            for change in changes:
+                job = _job(change)
+                accepted.append(job)
+                batches.append((job.requests, job.source))
+            with nodes.writer:
+                stored = nodes.write_batches(batches)
+            states = []
+            for index, job in enumerate(accepted):  # one stored batch per job, in order
+                job.written, job.announce = stored[index]
+                states.append(_states(job.requests, job.written))
+            return states
 
-        def judge(change: Change) -> Exception | None:
-            return by_change[id(change)].refusal
-
-        self.coordinator.commit_group([job.change for job in jobs], current, apply, judge=judge)
+        # Inside for the whole transaction (not only around the store's calls): the thread
+        # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
+        with self.cache.inside:
+            self.coordinator.commit_group(
+                [job.change for job in jobs], current, apply, judge=_refusal
+            )
 
     def delete(
         self,
@@ -375,7 +429,7 @@ class BoardCoherence:
         gone: list[BoardNode] = []
 
         def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside(), self.nodes.writer:
+            with self.cache.inside, self.nodes.writer:
                 gone.extend(self.nodes.delete(iris, source=source, events=events))
             return {n.iri: (None, n.generation) for n in gone}
 
@@ -392,7 +446,7 @@ class BoardCoherence:
         apply: Callable[[Mapping[str, NodeRecord]], dict[str, tuple[Node | None, int]]],
     ) -> None:
         def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside(), self.nodes.writer:
+            with self.cache.inside, self.nodes.writer:
                 found = self.nodes.states(list(records))
                 if check is not None:
                     check({iri: n for iri, (n, _) in found.items() if n is not None})

@@ -192,26 +192,16 @@ class _OwnChanges:
 
     def record(self, token: Hashable, iris: Iterable[str]) -> None:
         """Note that this coordinator's transaction ending at ``token`` changed ``iris``."""
-        if not isinstance(token, int):
-            return
-        with self._lock:
-            for iri in iris:
-                self.touched[iri] = token
-            if token == self.top + 1:
-                self.top = token
-            else:  # a gap (someone else's change) or out of order: a new run starts here
-                self.since = token
-                self.top = token
+        self.committed(token, list(iris), [])
 
     def wrote(self, token: Hashable, iris: Iterable[str]) -> None:
         """Note that the transaction ending at ``token`` wrote the values of ``iris``."""
-        if isinstance(token, int):
-            with self._lock:
-                for iri in iris:
-                    self.written[iri] = token
+        self.committed(token, [], list(iris))
 
     def committed(self, token: Hashable, touched: list[str], written: list[str]) -> None:
-        """``record`` (when something was touched) then ``wrote``, under one lock."""
+        """Note that the transaction ending at ``token`` changed ``touched`` (its token then
+        extends the run, or starts a new one after a gap: someone else's change, or out of
+        order) and wrote the values of ``written``, under one lock."""
         if not isinstance(token, int):
             return
         with self._lock:
@@ -657,10 +647,8 @@ class CoherenceCoordinator:
                 pass
             elif value is None:
                 self._forget((agent, iri))
-            else:  # ``_remember``, inline: this runs on every write
-                held = _Held(generation, _encoded(value), token)
-                with self._lock:
-                    self._held[agent, iri] = held
+            else:
+                self._remember((agent, iri), generation, value, token)
             if outcome.announced[iri]:
                 self.bus.publish(
                     EventType.COPIES_INVALIDATED,

@@ -66,7 +66,10 @@ def flat_triples(
         if key == "@id":
             continue
         if key == "@type":
-            if not _add_types(quads, subject, value, graph):
+            kind = _term(value) if type(value) is str else None  # most nodes: one type
+            if kind is not None:
+                quads.append(ox.Quad(subject, _TYPE, kind, graph))
+            elif not _add_types(quads, subject, value, graph):
                 return None
             continue
         predicate = _term(key)

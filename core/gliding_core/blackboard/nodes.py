@@ -505,7 +505,10 @@ class NodeStore:
             )
         # The batch's graph and tags once, not once a node (the same values for every node).
         target, checked_tags, limit = _checked_graph(graph), check_tags(tags), self.max_node_bytes
-        requests = [_checked_write(n, target, checked_tags, limit) for n in nodes]
+        if type(nodes) is list and len(nodes) == 1:  # most calls: one node (no comprehension)
+            requests = [_checked_write(nodes[0], target, checked_tags, limit)]
+        else:
+            requests = [_checked_write(n, target, checked_tags, limit) for n in nodes]
         if len(requests) > self.max_batch:
             raise ContentTooLargeError(
                 f"a batch of {len(requests)} nodes is over the limit of {self.max_batch} per call"

@@ -161,8 +161,16 @@ def parse_node(value: object, *, max_depth: int = MAX_DEPTH_CEILING) -> ParsedNo
             check_text(content, what="node", error=InvalidNodeError, locate=mapping)
         node = parse_canonical(content)
         _check_references(node)
+    # ``validate_iri``'s and ``node_types``' usual cases inline: this runs for every node.
     if "@id" in node:
-        validate_iri(node["@id"], what="@id")
+        iri = node["@id"]
+        if type(iri) is not str or not iri or " " in iri or not iri.isprintable():
+            validate_iri(iri, what="@id")
+    kind = node.get("@type")
+    if kind is None:
+        return node, content, (), depth
+    if type(kind) is str and kind.isprintable() and kind.strip():
+        return node, content, (kind,), depth
     return node, content, tuple(node_types(node)), depth
 
 
@@ -250,6 +258,12 @@ def _plain_depth(mapping: dict[str, Any], limit: int) -> int:
     orjson has just written: it has refused non-str keys, ints beyond 64 bits and lone
     surrogates, so none is checked again here. Walks level by level, without recursion.
     """
+    for item in mapping.values():  # a flat mapping (most nodes): scalars only, depth 1
+        kind = type(item)
+        if not (kind is str or kind is int or kind is bool or item is None):
+            break
+    else:
+        return 1 if limit >= 1 else -1
     level: list[Any] = [mapping]
     depth = 0
     while level:

@@ -17,7 +17,7 @@ from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.nodes import processed_rdf, rdf_of
-from gliding_core.blackboard.vocabulary import META, META_GRAPH, area_graph
+from gliding_core.blackboard.vocabulary import META, META_GRAPH, area_graph, meta
 from gliding_core.config import BlackboardConfig
 from gliding_core.jsonld import parse_node
 
@@ -248,6 +248,20 @@ def test_an_embedded_store_larger_than_the_cache_is_looked_up(tmp_path: Path) ->
         assert board.nodes._recorded is None
     with Blackboard(EmbeddedGraph(tmp_path / "g"), config=BlackboardConfig()) as board:
         assert board.nodes._recorded == {f"urn:n:{i}" for i in range(4)}
+
+
+def test_the_bound_on_recorded_iris_counts_each_iri_once(tmp_path: Path) -> None:
+    """A node whose own triple uses a bookkeeping predicate is one IRI, not two, at open."""
+    small = BlackboardConfig(flush_interval_s=0.0, cache_nodes=2)
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=BlackboardConfig()) as board:
+        board.write([{"@id": "urn:n:0", meta("dirty"): "its own"}], task=TASK, area="plan")
+        board.write([{"@id": "urn:n:1"}], task=TASK, area="plan")
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
+        assert board.nodes._recorded == {"urn:n:0", "urn:n:1"}
+        board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")
+    with Blackboard(EmbeddedGraph(tmp_path / "g"), config=small) as board:
+        assert board.nodes._recorded is None  # three IRIs, whatever order the rows come in
+        assert board.write([{"@id": "urn:n:2"}], task=TASK, area="plan")[0].generation == 2
 
 
 def test_a_failed_write_leaves_nothing_and_its_iri_is_looked_up_next_time(

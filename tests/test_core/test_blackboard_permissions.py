@@ -198,3 +198,16 @@ def test_a_configured_matrix_replaces_the_default(store: L0Store) -> None:
     assert board.permissions.as_dict() == {"do": {"execution": ["create"], "plan": ["read"]}}
     with pytest.raises(InvalidInputError):
         board.agent("p", role="plan", task=TASK)
+
+
+def test_a_handle_follows_a_matrix_replaced_after_its_grants(board: Blackboard) -> None:
+    doer = board.agent("d", role="do", task=TASK)
+    doer.write([{"@id": "urn:do:1"}], area="execution")  # create granted (and remembered)
+    doer.write([{"@id": "urn:do:1", "v": 2}], area="execution")  # update granted
+    board.permissions = PermissionMatrix({"do": {"execution": ["read"]}})
+    with pytest.raises(PermissionDeniedError, match="create"):
+        doer.write([{"@id": "urn:do:2"}], area="execution")
+    with pytest.raises(PermissionDeniedError, match="update"):
+        doer.write([{"@id": "urn:do:1", "v": 3}], area="execution")
+    board.permissions = PermissionMatrix()
+    assert doer.write([{"@id": "urn:do:2"}], area="execution")[0].generation == 1

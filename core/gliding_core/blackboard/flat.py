@@ -45,14 +45,20 @@ _BOOLEAN = ox.NamedNode(XSD + "boolean")
 _TRUE, _FALSE = ox.Literal("true", datatype=_BOOLEAN), ox.Literal("false", datatype=_BOOLEAN)
 
 
-def flat_triples(node: Mapping[str, Any], graph: ox.NamedNode) -> list[ox.Quad] | None:
+def flat_triples(
+    node: Mapping[str, Any], graph: ox.NamedNode, subject: ox.NamedNode | None = None
+) -> list[ox.Quad] | None:
     """Return the node's quads in ``graph`` if it is flat, else ``None`` (ask the processor).
 
     ``node`` is a parsed node (``parse_node``'s dict) with an ``@id``; its keys are visited in
-    sorted order, the order of its canonical text, which the processor reads.
+    sorted order, the order of its canonical text, which the processor reads. ``subject``, when
+    given, is ``NamedNode(node["@id"])``, built by the caller already (it is not built again).
     """
-    subject = _iri(node.get("@id"))
     if subject is None:
+        subject = _iri(node.get("@id"))
+        if subject is None:
+            return None
+    elif not _plain(node.get("@id")):
         return None
     quads: list[ox.Quad] = []
     for key in sorted(node):
@@ -60,12 +66,19 @@ def flat_triples(node: Mapping[str, Any], graph: ox.NamedNode) -> list[ox.Quad] 
         if key == "@id":
             continue
         if key == "@type":
-            if not _add_types(quads, subject, value, graph):
+            kind = _term(value) if type(value) is str else None  # most nodes: one type
+            if kind is not None:
+                quads.append(ox.Quad(subject, _TYPE, kind, graph))
+            elif not _add_types(quads, subject, value, graph):
                 return None
-        else:
-            predicate = _term(key)
-            if predicate is None or not _add_values(quads, subject, predicate, value, graph):
-                return None
+            continue
+        predicate = _term(key)
+        if predicate is None:
+            return None
+        if type(value) is str:  # most values: a string (inline: no call for it)
+            quads.append(ox.Quad(subject, predicate, ox.Literal(value), graph))
+        elif not _add_values(quads, subject, predicate, value, graph):
+            return None
     return quads
 
 
@@ -130,11 +143,16 @@ def _term(name: str) -> ox.NamedNode | None:
     return ox.NamedNode(VOCAB + name)
 
 
-def _iri(value: Any) -> ox.NamedNode | None:
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is an IRI the processor reads as it is (see ``_PLAIN_IRI``)."""
     if type(value) is not str:
-        return None
+        return False
     match = _PLAIN_IRI.fullmatch(value)
-    if match is None or match.group(1) in _DEFINED:
+    return match is not None and match.group(1) not in _DEFINED
+
+
+def _iri(value: Any) -> ox.NamedNode | None:
+    if not _plain(value):
         return None
     try:
         return ox.NamedNode(value)

@@ -37,7 +37,7 @@ from typing import Any, Protocol, Union
 import httpx
 import pyoxigraph as ox
 
-from gliding_core.boundary import translated
+from gliding_core.boundary import translate, translated
 from gliding_core.errors import ClosedError, InvalidInputError, StorageError
 from gliding_core.jsonld import preview
 
@@ -165,13 +165,25 @@ class EmbeddedGraph:
 
     def update(self, text: str) -> None:
         """Apply a SPARQL update in one transaction."""
-        with translated("oxigraph", "updating the blackboard graph"):
-            self.store.update(text)
+        store = self.store
+        try:  # (``try``, not ``with translated``: free unless it raises, and every write calls it)
+            store.update(text)
+        except Exception as exc:
+            error = translate("oxigraph", exc, "updating the blackboard graph")
+            if error is None:
+                raise
+            raise error from exc
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
         """Add quads in one transaction."""
-        with translated("oxigraph", "adding to the blackboard graph"):
-            self.store.extend(quads)
+        store = self.store
+        try:  # (as in ``update``)
+            store.extend(quads)
+        except Exception as exc:
+            error = translate("oxigraph", exc, "adding to the blackboard graph")
+            if error is None:
+                raise
+            raise error from exc
 
     def triples_of(self, subjects: Sequence[str], graph: str) -> list[ox.Quad]:
         """Return the quads of ``graph`` about ``subjects`` (one index look-up each)."""

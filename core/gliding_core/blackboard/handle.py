@@ -64,10 +64,24 @@ class AgentHandle:
         self.name = name
         self.role = board.permissions.role(role)
         self.task = check_iri(task, "task IRI")
+        # What the matrix granted this handle, by (area, operation), and the area's graph: the
+        # matrix is immutable, so a grant holds while the board keeps that matrix.
+        self._matrix = board.permissions
+        self._granted: dict[tuple[str, Operation], str] = {}
+        self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
 
     def _check(self, area: str, operation: Operation) -> str:
+        """Return the graph of ``area`` if the role may do ``operation`` there, else refuse."""
+        matrix = self.board.permissions
+        if matrix is self._matrix:
+            graph = self._granted.get((area, operation))
+            if graph is not None:
+                return graph
+        else:  # the board's matrix was replaced: nothing it granted is known
+            self._matrix, self._granted = matrix, {}
         graph = area_graph(self.task, area)
-        self.board.permissions.check(self.role, area, operation, graph=graph)
+        matrix.check(self.role, area, operation, graph=graph)
+        self._granted[(area, operation)] = graph
         return graph
 
     def write(
@@ -99,9 +113,12 @@ class AgentHandle:
                 lease on it; nothing was written.
         """
         board = self.board
-        graph = area_graph(self.task, self._writable(area))
+        graph = self._writable_graphs.get(area) if type(area) is str else None
+        if graph is None:
+            graph = area_graph(self.task, self._writable(area))
+            self._writable_graphs[area] = graph
         requests = board.nodes.prepare(nodes, graph, tags)
-        bases = _bases(based_on, requests)
+        bases = {} if based_on is None else _bases(based_on, requests)
 
         def check(existing: dict[str, BoardNode]) -> None:
             for request in requests:
@@ -126,8 +143,7 @@ class AgentHandle:
         if old is None:
             self._check(area, Operation.CREATE)
             return
-        self._check(area, Operation.UPDATE)
-        if old.graph != area_graph(self.task, area):
+        if old.graph != self._check(area, Operation.UPDATE):
             self._check(self._area_of(old), Operation.DELETE)
 
     def _writable(self, area: str) -> str:

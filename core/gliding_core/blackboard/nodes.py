@@ -42,7 +42,8 @@ Invariants:
   once it holds more records than the cache holds nodes (``cache_size``): the set is then
   dropped, so its memory and the open time stay those of a full cache.
 - A cache hit takes no lock: it is one dict look-up of an entry (value and stamp in one
-  immutable object) that a writer replaces whole after its update, so it returns the store's
+  immutable object; a node or tombstone this process wrote is its own entry, stamped
+  ``WRITTEN_HERE``) that a writer replaces whole after its update, so it returns the store's
   value at some moment of the call (the lock, taken by every reading thread, queued them
   behind each other under the GIL).
 - A store shared by processes (a SPARQL server) is not written by this process alone, so its
@@ -61,12 +62,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import json.encoder
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple, Protocol
 
 import pyoxigraph as ox
 
@@ -107,12 +109,13 @@ _RECORD, _GRAPH, _DIRTY, _CLEAN = (
     ox.NamedNode(meta(name)) for name in ("record", "graph", "dirty", "clean")
 )
 _BOOKKEEPING = (_RECORD.value, _DIRTY.value, _CLEAN.value)  # the predicates of a look-up
-_REFUSED_KEYS = ("@graph", "@included")
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_QUOTED = json.encoder.encode_basestring  # ``_ENCODE`` of a str, without its Python wrapper
 _CONTEXT_OPENING = '{"@context":' + canonical_json(CONTEXT) + ","  # CONTEXT is a constant
+_set = object.__setattr__  # how the frozen classes below set their fields
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class BoardNode:
     """One node on the blackboard, as last written (an immutable snapshot).
 
@@ -129,8 +132,26 @@ class BoardNode:
     content: str
     graph: str
     generation: int
-    tags: tuple[str, ...] = ()
-    dirty: bool = True
+    tags: tuple[str, ...]
+    dirty: bool
+
+    def __init__(
+        self,
+        iri: str,
+        content: str,
+        graph: str,
+        generation: int,
+        tags: tuple[str, ...] = (),
+        dirty: bool = True,
+    ) -> None:
+        # Written out: the generated ``__init__`` of a frozen class looks ``object.__setattr__``
+        # up for every field (twice the time, and one is built for every write).
+        _set(self, "iri", iri)
+        _set(self, "content", content)
+        _set(self, "graph", graph)
+        _set(self, "generation", generation)
+        _set(self, "tags", tags)
+        _set(self, "dirty", dirty)
 
     @property
     def node(self) -> Node:
@@ -139,26 +160,35 @@ class BoardNode:
 
     def quads(self) -> list[ox.Quad]:
         """Return the node's bookkeeping quad (its record, in its graph's bookkeeping graph)."""
+        return [self._record(ox.NamedNode(self.iri))]
+
+    def _record(self, subject: ox.NamedNode) -> ox.Quad:
+        """The bookkeeping quad, for ``subject`` (the node's IRI as a term, built once)."""
         record = (  # the content is JSON text already: only escaped once, as a string
-            f'{{"content":{_ENCODE(self.content)},"generation":{self.generation},'
+            f'{{"content":{_QUOTED(self.content)},"generation":{self.generation},'
             f'"tags":{_ENCODE(list(self.tags)) if self.tags else "[]"}}}'
         )
-        state = _DIRTY if self.dirty else _CLEAN
         where = _bookkeeping_node(self.graph)
-        return [ox.Quad(ox.NamedNode(self.iri), state, ox.Literal(record), where)]
+        return ox.Quad(subject, _DIRTY if self.dirty else _CLEAN, ox.Literal(record), where)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeWrite:
-    """A validated request to write one node into one graph."""
+class NodeWrite(NamedTuple):
+    """A validated request to write one node into one graph (an immutable record).
+
+    A named tuple: one is built for every node written, at a third of a frozen dataclass's
+    cost (whose generated ``__init__`` sets each field through ``object.__setattr__``).
+    """
 
     iri: str
     content: str
     graph: str
     tags: tuple[str, ...]
-    triples: tuple[ox.Quad, ...]  # the node's RDF, in ``graph``
-    node: Node = field(default_factory=dict, compare=False, repr=False)
+    triples: tuple[ox.Quad, ...]
+    """The node's RDF, in ``graph``."""
+    node: Node
     """The node as parsed (a dict of its own, equal to ``parse_canonical(content)``)."""
+    subject: ox.NamedNode
+    """``iri`` as a term (built once: the record's quad uses it too)."""
 
     @classmethod
     def check(cls, node: object, graph: str, tags: Sequence[str], *, max_bytes: int) -> NodeWrite:
@@ -169,41 +199,51 @@ class NodeWrite:
                 the processor rejects (a remote ``@context`` among them).
             ContentTooLargeError: the node's JSON is over ``max_bytes``.
         """
-        return cls._of_checked(node, _checked_graph(graph), check_tags(tags), max_bytes=max_bytes)
+        return _checked_write(node, _checked_graph(graph), check_tags(tags), max_bytes)
 
-    @classmethod
-    def _of_checked(
-        cls, node: object, graph: str, tags: tuple[str, ...], *, max_bytes: int
-    ) -> NodeWrite:
-        """Validate a node as ``check`` does, for a ``graph`` and ``tags`` already checked.
 
-        For a batch: its graph and tags are checked once, its nodes each (see ``prepare``).
-        """
-        parsed, content, _, _ = parse_node(node, max_depth=DEFAULT_MAX_DEPTH)
-        if "@id" not in parsed:
-            parsed = {"@id": MINTED_PREFIX + str(uuid.uuid4()), **parsed}
-            content = canonical_json(parsed)
-        iri = check_iri(parsed["@id"], "@id")
-        size = len(content.encode("utf-8"))
-        if size > max_bytes:
-            raise ContentTooLargeError(
-                f"node {iri!r} is {size} bytes of JSON, over the blackboard's limit of {max_bytes}"
-            )
-        for key in _REFUSED_KEYS:
-            if key in parsed:
-                raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
-        return cls(iri, content, graph, tags, rdf_of(parsed, graph, content), parsed)
+def _checked_write(node: object, graph: str, tags: tuple[str, ...], max_bytes: int) -> NodeWrite:
+    """Validate a node as ``NodeWrite.check`` does, for a ``graph`` and ``tags`` already checked.
+
+    For a batch: its graph and tags are checked once, its nodes each (see ``prepare``).
+    """
+    parsed, content, _, _ = parse_node(node, max_depth=DEFAULT_MAX_DEPTH)
+    iri = parsed.get("@id")  # a string if present (``parse_node`` checked it)
+    if iri is None:
+        iri = MINTED_PREFIX + str(uuid.uuid4())
+        parsed = {"@id": iri, **parsed}
+        content = canonical_json(parsed)
+    try:
+        subject = ox.NamedNode(iri)
+    except ValueError:
+        subject = _iri_term(iri, "@id")  # raises, saying why
+    # ASCII text (most nodes) is as many bytes as characters: no encoded copy to measure.
+    size = len(content) if content.isascii() else len(content.encode("utf-8"))
+    if size > max_bytes:
+        raise ContentTooLargeError(
+            f"node {iri!r} is {size} bytes of JSON, over the blackboard's limit of {max_bytes}"
+        )
+    if "@graph" in parsed or "@included" in parsed:
+        key = "@graph" if "@graph" in parsed else "@included"
+        raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
+    triples = rdf_of(parsed, graph, content, subject)
+    return NodeWrite(iri, content, graph, tags, triples, parsed, subject)
 
 
 def check_iri(value: object, what: str) -> str:
     """Return ``value`` if it is an absolute IRI."""
+    _iri_term(value, what)
+    return value  # type: ignore[return-value]  # _iri_term checked it is a str
+
+
+def _iri_term(value: object, what: str) -> ox.NamedNode:
+    """Return ``value`` as a term if it is an absolute IRI (``check_iri``)."""
     if not isinstance(value, str):
         raise InvalidNodeError(f"{what} must be an absolute IRI string, got {preview(value)}")
     try:
-        ox.NamedNode(value)
+        return ox.NamedNode(value)
     except ValueError as exc:
         raise InvalidNodeError(f"{what} must be an absolute IRI, got {value!r} ({exc})") from exc
-    return value
 
 
 def check_tags(tags: object) -> tuple[str, ...]:
@@ -220,18 +260,21 @@ def check_tags(tags: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(checked))
 
 
-def rdf_of(node: Node, graph: str, content: str | None = None) -> tuple[ox.Quad, ...]:
+def rdf_of(
+    node: Node, graph: str, content: str | None = None, subject: ox.NamedNode | None = None
+) -> tuple[ox.Quad, ...]:
     """Return the node's RDF in ``graph``, its blank nodes skolemised deterministically.
 
     A blank node becomes ``urn:gliding-horse:genid:<digest of the node IRI>:<n>``, numbered in
     the processor's (deterministic) output order, so the same node always gives the same quads.
     ``content``, when given, must be ``canonical_json(node)``: it saves serialising the node
-    again (the document read is the same text either way). A flat node (see ``flat_triples``)
-    is translated directly, to the quads the processor would give.
+    again (the document read is the same text either way). ``subject``, when given, must be
+    ``NamedNode(node["@id"])``: the term is then not built again. A flat node (see
+    ``flat_triples``) is translated directly, to the quads the processor would give.
     """
     name = _graph_node(graph)
     if "@context" not in node:
-        flat = flat_triples(node, name)
+        flat = flat_triples(node, name, subject)
         if flat is not None:
             return tuple(flat)
     return processed_rdf(node, name, content)
@@ -336,6 +379,10 @@ Announce = Callable[[], None]
 """A deferred publication of a write's events."""
 
 
+def _silent() -> None:
+    """The publication of a write made with no bus: nothing."""
+
+
 class _Tombstone:
     """The record of a deleted node: its last generation, kept so a rewrite continues it."""
 
@@ -365,11 +412,23 @@ class _Entry:
     """A cache entry: what the store holds under an IRI, with the token that vouches for it.
 
     Never changed in place, only replaced whole: a reader that takes one from the dict without
-    the lock gets a value together with the stamp it was vouched at.
+    the lock gets a value together with the stamp it was vouched at. What this process wrote
+    is cached bare (a ``_Known``, stamped ``WRITTEN_HERE``): one object less kept per node
+    written, for the garbage collector to go through (``_opened`` reads either).
     """
 
     known: _Known
     stamp: Hashable | None  # a ``check`` token, ``WRITTEN_HERE``, or ``None`` (unvouched)
+
+
+_Cached = _Entry | BoardNode | _Tombstone  # a bare ``_Known`` was written here
+
+
+def _opened(entry: _Cached) -> tuple[_Known, Hashable | None]:
+    """The value of a cache entry and the stamp that vouches for it."""
+    if isinstance(entry, _Entry):
+        return entry.known, entry.stamp
+    return entry, WRITTEN_HERE
 
 
 class NodeStore:
@@ -397,7 +456,7 @@ class NodeStore:
         self.bus = bus
         self.writer = threading.RLock()
         self.check: CacheCheck | None = None
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._writes = 0  # writes cached so far: a read begun before one is not cached
         self._cache_lock = threading.Lock()
         # An embedded store has this process as its one writer (RocksDB's lock; in memory by
@@ -423,7 +482,10 @@ class NodeStore:
 
         One text from the store (about 8 us a node on disk, 0.8 s for 100,000): decoding each
         IRI is the cost, the concatenation saves a Python object per row. IRIs hold no space.
-        The bound keeps the open time and the set's memory to those of a full cache.
+        The bound keeps the open time and the set's memory to those of a full cache. (A count
+        first, to spare a store over the bound reading IRIs it then drops, was measured: the
+        scan is most of the cost, 0.29 s of 0.58 at a bound of 50,000, and a store within the
+        bound, the usual one, paid both: 1.6 s instead of 1.0 for 100,000 nodes.)
         """
         result = self.backend.query(f"{_RECORDED}{self.cache_size + 1} }}")
         joined = result.rows[0].get("all") if result.rows else None
@@ -435,13 +497,18 @@ class NodeStore:
 
     def prepare(self, nodes: object, graph: str, tags: Sequence[str] = ()) -> list[NodeWrite]:
         """Validate a batch of nodes for one graph (see ``NodeWrite.check``)."""
-        if isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Iterable):
+        if type(nodes) is not list and (  # a list passes (no abstract-type checks, ~1 us)
+            isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Iterable)
+        ):
             raise InvalidInputError(
                 f"nodes must be a list of JSON-LD objects, got {preview(nodes)}"
             )
         # The batch's graph and tags once, not once a node (the same values for every node).
         target, checked_tags, limit = _checked_graph(graph), check_tags(tags), self.max_node_bytes
-        requests = [NodeWrite._of_checked(n, target, checked_tags, max_bytes=limit) for n in nodes]
+        if type(nodes) is list and len(nodes) == 1:  # most calls: one node (no comprehension)
+            requests = [_checked_write(nodes[0], target, checked_tags, limit)]
+        else:
+            requests = [_checked_write(n, target, checked_tags, limit) for n in nodes]
         if len(requests) > self.max_batch:
             raise ContentTooLargeError(
                 f"a batch of {len(requests)} nodes is over the limit of {self.max_batch} per call"
@@ -483,45 +550,56 @@ class NodeStore:
         with self.writer:
             old = self._current([r.iri for requests, _ in batches for r in requests])
             latest: dict[str, _Known] = dict(old)  # every IRI's newest state so far
-            final: dict[str, NodeWrite] = {}
+            final: dict[str, tuple[NodeWrite, BoardNode]] = {}  # each IRI's last write
             done: list[tuple[list[BoardNode], Announce]] = []
             for requests, source in batches:
-                before = {r.iri: latest[r.iri] for r in requests}
+                before = {r.iri: latest[r.iri] for r in requests} if self.bus is not None else {}
                 written: dict[str, BoardNode] = {}
                 for request in requests:
-                    generation = latest[request.iri].generation + 1  # a tombstone's continues
-                    written[request.iri] = BoardNode(
-                        request.iri, request.content, request.graph, generation, request.tags, dirty
+                    iri = request.iri
+                    node = BoardNode(
+                        iri,
+                        request.content,
+                        request.graph,
+                        latest[iri].generation + 1,  # a tombstone's generation continues
+                        request.tags,
+                        dirty,
                     )
-                    latest[request.iri] = written[request.iri]
-                    final[request.iri] = request
-                nodes = [written[r.iri] for r in requests]
+                    written[iri] = latest[iri] = node
+                    final[iri] = (request, node)
+                nodes = list(written.values())  # in the batch's order, unless an IRI repeats
+                if len(nodes) != len(requests):
+                    nodes = [written[r.iri] for r in requests]
                 done.append((nodes, self._announcer(list(written.values()), before, source)))
-            self._store_writes(old, [(r, latest[iri]) for iri, r in final.items()])
+            self._store_writes(old, list(final.values()))
         return done
 
     def _store_writes(
-        self, old: Mapping[str, _Known], final: Sequence[tuple[NodeWrite, _Known]]
+        self, old: Mapping[str, _Known], final: Sequence[tuple[NodeWrite, BoardNode]]
     ) -> None:
         """Replace the old nodes with the final ones in one update (the writer is held)."""
-        nodes = [node for _, node in final if isinstance(node, BoardNode)]
         recorded = self._recorded
         if recorded is not None:  # before the write: a superset if it fails
-            recorded.update(node.iri for node in nodes)
+            recorded.update([request.iri for request, _ in final])
             if len(recorded) > self.cache_size:
                 self._recorded = None  # too many to keep: the store is looked up
-        quads = [q for request, _ in final for q in request.triples]
-        quads += [q for node in nodes for q in node.quads()]
+        quads: list[ox.Quad] = []
+        for request, node in final:
+            quads += request.triples
+            quads.append(node._record(request.subject))  # the request's term: not built again
         stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
         if stored:
             self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
         else:  # only new nodes: nothing to take out, a plain (atomic) insert
             self.backend.extend(quads)
-        self._remember(nodes)
+        self._remember_written([node for _, node in final])
 
     def _announcer(
         self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
     ) -> Announce:
+        if self.bus is None:  # no bus: no event, and nothing to keep for one
+            return _silent
+
         def announce() -> None:
             self._publish_writes(nodes, old, source)
 
@@ -546,7 +624,7 @@ class NodeStore:
                 quads = [q for iri, t in tombstones.items() for q in t.quads(iri)]
                 self.backend.update(f"{_removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
                 with self._cache_lock:
-                    self._cache.update({i: _Entry(t, WRITTEN_HERE) for i, t in tombstones.items()})
+                    self._cache.update(tombstones)  # bare: written here
                     self._writes += 1
         gone = list(old.values())
 
@@ -577,7 +655,7 @@ class NodeStore:
                 return
             quads = [q for node in clean for q in node.quads()]
             self.backend.update(f"{_marks_removal(clean)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
-            self._remember(clean)
+            self._remember_written(clean)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -597,10 +675,11 @@ class NodeStore:
         if token is None and check is not None:
             token = check.token()
         entry = self._cache.get(iri)
-        if entry is not None and (check is None or entry.stamp == token):
-            self._touch(iri)
-            known = entry.known
-            return known if isinstance(known, BoardNode) else None
+        if entry is not None:
+            known, stamp = _opened(entry)
+            if check is None or stamp == token:
+                self._touch(iri)
+                return known if isinstance(known, BoardNode) else None
         return self.get_many([check_iri(iri, "IRI")]).get(iri)
 
     def _touch(self, iri: str) -> None:
@@ -688,7 +767,7 @@ class NodeStore:
         missing = []
         check = self.check
         token = None if check is None else check.token()
-        unvouched: dict[str, _Entry] = {}
+        unvouched: dict[str, _Cached] = {}
         with self._cache_lock:
             writes = self._writes
             for iri in iris:
@@ -697,27 +776,30 @@ class NodeStore:
                     missing.append(iri)
                     continue
                 self._cache.move_to_end(iri)
-                found[iri] = entry.known
-                if check is not None and entry.stamp != token:
+                found[iri], stamp = _opened(entry)
+                if check is not None and stamp != token:
                     unvouched[iri] = entry
         if check is not None and unvouched:
             missing += self._vouch(check, unvouched, found)
         recorded = self._recorded if check is None else None
         if missing and recorded is not None:  # never recorded: absent, no probe, not cached
+            probed = []
             for iri in missing:
-                if iri not in recorded:
+                if iri in recorded:
+                    probed.append(iri)
+                else:
                     found[iri] = _ABSENT
-            missing = [iri for iri in missing if iri in recorded]
+            missing = probed
         if missing:
             loaded = self._load(list(dict.fromkeys(missing)))
             for iri in missing:
                 loaded.setdefault(iri, _Absent())
             found.update(loaded)
-            self._remember(loaded.values(), loaded, stamp=token, since=writes)
+            self._remember(loaded, stamp=token, since=writes)
         return found
 
     def _vouch(
-        self, check: CacheCheck, entries: Mapping[str, _Entry], found: dict[str, _Known]
+        self, check: CacheCheck, entries: Mapping[str, _Cached], found: dict[str, _Known]
     ) -> list[str]:
         """Stamp the ``entries`` that are current; return (and drop from ``found``) the others.
 
@@ -727,8 +809,8 @@ class NodeStore:
         stale = []
         vouched = {}
         for iri, entry in entries.items():
-            known = entry.known
-            stamp = check.vouch(iri, known.generation, isinstance(known, BoardNode), entry.stamp)
+            known, held = _opened(entry)
+            stamp = check.vouch(iri, known.generation, isinstance(known, BoardNode), held)
             if stamp is None:
                 stale.append(iri)
                 del found[iri]
@@ -751,32 +833,35 @@ class NodeStore:
         return found
 
     def _remember(
-        self,
-        nodes: Iterable[_Known],
-        by_iri: Mapping[str, _Known] | None = None,
-        *,
-        stamp: Hashable | None = None,
-        since: int | None = None,
+        self, by_iri: Mapping[str, _Known], *, stamp: Hashable | None, since: int
     ) -> None:
-        """Cache what the store now holds: read (``by_iri``), vouched by ``stamp`` (the token
-        taken before it was read) or by nothing; else written here (``WRITTEN_HERE``).
+        """Cache what was read from the store, vouched by ``stamp`` (the token taken before it
+        was read, or ``None``).
 
         A read is not cached when this process wrote since it began (``since``, the write
         count then): it may be older than the write, which the cache already holds.
         """
         with self._cache_lock:
-            if by_iri is not None:
-                if since is not None and since != self._writes:
-                    return
-                self._cache.update({iri: _Entry(known, stamp) for iri, known in by_iri.items()})
-            else:
-                self._writes += 1
-                for node in nodes:
-                    if isinstance(node, BoardNode):
-                        self._cache[node.iri] = _Entry(node, WRITTEN_HERE)
-                        self._cache.move_to_end(node.iri)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            if since != self._writes:
+                return
+            self._cache.update({iri: _Entry(known, stamp) for iri, known in by_iri.items()})
+            self._evict()
+
+    def _remember_written(self, nodes: Iterable[BoardNode]) -> None:
+        """Cache nodes this process has just stored (bare: stamped ``WRITTEN_HERE``)."""
+        with self._cache_lock:
+            self._writes += 1
+            cache = self._cache
+            for node in nodes:
+                cache[node.iri] = node
+                cache.move_to_end(node.iri)
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used entries past ``cache_size`` (the cache lock is held)."""
+        cache = self._cache
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)
 
     def _publish_writes(
         self, nodes: list[BoardNode], old: Mapping[str, _Known], source: str | None
@@ -865,11 +950,14 @@ def _removal(old: Mapping[str, _Known]) -> str:
 
 # Every IRI the store holds a record or tombstone of (a superset: a node's own triple with a
 # bookkeeping predicate adds its subject too, which then costs a probe).
-_RECORDED = (
-    'SELECT (GROUP_CONCAT(STR(?s); separator=" ") AS ?all) WHERE { SELECT ?s WHERE {'
+# DISTINCT: such a subject is counted once, so the bound counts IRIs, not quads (without it,
+# a subject met twice within the bound could leave one beyond it out of a set taken whole).
+_SUBJECTS = (
+    "SELECT DISTINCT ?s WHERE {"
     f" GRAPH ?g {{ ?s ?state ?record }} VALUES ?state {{ {_RECORD} {_DIRTY} {_CLEAN} }}"
     " FILTER(isIRI(?s)) } LIMIT "
 )
+_RECORDED = 'SELECT (GROUP_CONCAT(STR(?s); separator=" ") AS ?all) WHERE { ' + _SUBJECTS
 
 # The earlier layout (record, ``ghm:graph`` and dirty mark in META_GRAPH) in this one, at once.
 # ENCODE_FOR_URI escapes what ``quote(..., safe="")`` escapes: the same bookkeeping graph IRI.

@@ -238,12 +238,28 @@ class _Steps:
                     check(existing)
                 except Exception as exc:  # this write's own refusal (rights, fences...)
                     change.refusal = exc
-        return _values(found, records)
+        # Each node's value and generation for the coordinator: the record's own value when
+        # the record is at the node's generation (the same write's value: no second parse of
+        # its JSON), and an absent node's pair as the store gave it.
+        states: dict[str, tuple[Node | None, int]] = {}
+        for iri, pair in found.items():
+            node, generation = pair
+            if node is None:
+                states[iri] = pair  # type: ignore[assignment]  # (None, generation)
+                continue
+            value = records[iri].value
+            same = value is not None and records[iri].generation == generation
+            states[iri] = (value if same else node.node, generation)
+        return states
 
     def apply(
         self, changes: Sequence[Change[_Write]], records: Mapping[str, NodeRecord]
     ) -> list[dict[str, tuple[Node | None, int]]]:
         """Write the accepted writes' batches in one store write; each one's stored states."""
+        if len(changes) == 1:  # a lone write: no list of batches built, nor looped over
+            job = changes[0].owner
+            [(job.written, job.announce)] = self.nodes.write_batches([(job.requests, job.source)])
+            return [_states(job.requests, job.written)]
         batches = [(change.owner.requests, change.owner.source) for change in changes]
         stored = self.nodes.write_batches(batches)  # (it holds the store's writer itself)
         states = []
@@ -264,22 +280,6 @@ def _states(
     states: dict[str, tuple[Node | None, int]] = {}
     for index, node in enumerate(written):  # (``zip(strict=True)`` costs 4x more)
         states[node.iri] = (requests[index].node, node.generation)
-    return states
-
-
-def _values(
-    found: Mapping[str, tuple[BoardNode | None, int]], records: Mapping[str, NodeRecord]
-) -> dict[str, tuple[Node | None, int]]:
-    """Each node's value and generation for the coordinator, the record's own value when the
-    record is at the node's generation (the same write's value: no second parse of its JSON)."""
-    states: dict[str, tuple[Node | None, int]] = {}
-    for iri, (node, generation) in found.items():
-        if node is None:
-            states[iri] = (None, generation)
-            continue
-        record = records[iri]
-        same = record.value is not None and record.generation == generation
-        states[iri] = (record.value if same else node.node, generation)
     return states
 
 
@@ -383,10 +383,12 @@ class BoardCoherence:
     def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
         """Commit a group of queued writes; a failing group is committed again write by write."""
         if len(jobs) == 1:  # a lone write: no group to fall back from
+            job = jobs[0]
             try:
-                self._commit_together(jobs)
+                with self.cache.inside:  # (``_commit_together``, inline)
+                    self.coordinator.commit_group([job.change], self._steps)
             except Exception as exc:
-                jobs[0].error = exc
+                job.error = exc
             return
         try:
             self._commit_together(jobs)

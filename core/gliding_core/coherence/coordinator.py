@@ -77,6 +77,7 @@ Owner = TypeVar("Owner")
 
 _INVALID = MesiState.INVALID  # an enum member read from its class costs a lookup each time
 _NOT_LEASED: frozenset[str] = frozenset()
+_new_tuple = tuple.__new__  # builds a named tuple without its ``__new__`` (a Python call)
 _NOBODY: Mapping[str, list[str]] = MappingProxyType({})
 
 
@@ -270,6 +271,46 @@ def _touched(old: Mapping[str, NodeRecord], new: Mapping[str, NodeRecord]) -> li
         if before is None or record.generation != before.generation or record != before:
             touched.append(iri)
     return touched
+
+
+def _plain(
+    change: Change[Owner],
+    given: Mapping[str, NodeRecord],
+    now: Mapping[str, tuple[Node | None, int]],
+) -> bool:
+    """Return whether a lone change needs none of a group's steps before its write.
+
+    So it is when it is an agent's, not refused by the source's check, each of its nodes is at
+    the source as the directory's record holds it (the record's own value at its generation,
+    or absent and never seen), no base is stale, and no other agent holds a valid copy: then
+    syncing changes no record, its admission steps no copy (no write-back, nobody to tell),
+    and its write only moves the writer's own copy.
+    """
+    agent = change.agent
+    if agent is None or change.refusal is not None:
+        return False
+    bases, leased = change.bases, change.leased
+    for iri, record in given.items():
+        value, generation = now[iri]
+        if value is not record.value or generation != record.generation:
+            return False
+        based = bases[iri]
+        present = generation if value is not None else 0
+        if based is not None and based != present and iri not in leased:
+            return False
+        for copy in record.copies.values():
+            if copy.state is not _INVALID and copy.agent != agent:
+                return False
+    return True
+
+
+def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
+    """Return a group's source step results; ``InvalidInputError`` unless one per change."""
+    if len(results) != wanted:
+        raise InvalidInputError(
+            f"a group's source step returned {len(results)} results for {wanted} changes"
+        )
+    return results
 
 
 def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDelta:
@@ -618,8 +659,7 @@ class CoherenceCoordinator:
         back and propagates. Each change is then completed by ``finish`` (on its writer's
         thread: it publishes).
         """
-        iris = list(changes[0].bases) if len(changes) == 1 else self._disjoint(changes)
-        iris.sort()
+        iris = sorted(changes[0].bases) if len(changes) == 1 else sorted(self._disjoint(changes))
         # A partial of a bound method, not a closure: no cells, and one frame less per write.
         step = partial(self._group_change, changes, source)
         touched, token = self.directory.update_many(iris, step)
@@ -663,8 +703,10 @@ class CoherenceCoordinator:
                 pass
             elif value is None:
                 self._forget((agent, iri))
-            else:
-                self._remember((agent, iri), generation, value, token)
+            else:  # (``_remember``, inline: once a write)
+                held = (generation, _encoded(value), token)
+                with self._lock:
+                    self._held[agent, iri] = held
             if announced[iri]:
                 self.bus.publish(
                     EventType.COPIES_INVALIDATED,
@@ -688,6 +730,8 @@ class CoherenceCoordinator:
         for change in changes:  # a group committed again alone starts afresh
             change.refusal = change.states = None
         now = source.current(given, changes)
+        if len(changes) == 1 and _plain(changes[0], given, now):
+            return self._plain_write(changes[0], _results(source.apply(changes, given), 1), given)
         records = dict(given)
         for iri, record in given.items():
             value, generation = now[iri]
@@ -695,14 +739,36 @@ class CoherenceCoordinator:
                 records[iri] = self._synced(record, value, generation)
         accepted = [change for change in changes if self._admit(change, records)]
         if accepted:
-            results = source.apply(accepted, records)
-            if len(results) != len(accepted):
-                raise InvalidInputError(
-                    f"a group's source step returned {len(results)} results for"
-                    f" {len(accepted)} changes"
-                )
+            results = _results(source.apply(accepted, records), len(accepted))
             for index, change in enumerate(accepted):  # (``zip(strict=True)``: 4x the cost)
                 self._wrote(change, results[index], records)
+        return records, _touched(given, records)
+
+    def _plain_write(
+        self,
+        change: Change[Owner],
+        results: Sequence[Mapping[str, tuple[Node | None, int]]],
+        given: dict[str, NodeRecord],
+    ) -> tuple[dict[str, NodeRecord], list[str]]:
+        """The step of a lone ``_plain`` change once written: what ``_group_change`` makes of
+        it, without the steps it needs none of (syncing, admitting, stepping other copies)."""
+        agent = change.agent
+        assert agent is not None  # (``_plain``)
+        states = results[0]
+        records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
+        announced: dict[str, list[str]] = {}
+        for iri, (value, generation) in states.items():
+            record = given[iri]
+            if value is None:  # deleted: the general rule
+                records[iri], announced[iri] = self._written(agent, record, None, generation, [])
+                continue
+            mine = record.copies.get(agent)
+            state = _LOCAL_WRITES[_INVALID if mine is None else mine.state][0][0]  # held alone
+            copies = dict(record.copies)
+            copies[agent] = _new_tuple(Copy, (agent, state, generation))
+            records[iri] = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
+            announced[iri] = []
+        change.states, change.announced = dict(states), announced
         return records, _touched(given, records)
 
     def _admit(self, change: Change[Owner], records: dict[str, NodeRecord]) -> bool:

@@ -30,7 +30,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -225,12 +225,13 @@ def versions_to_keep(record: NodeRecord, kept: list[int], keep_versions: int) ->
     return set(wanted[-keep_versions:])
 
 
-_Kept = tuple[int, tuple[tuple[str, str, int], ...]]
-"""A record as ``LocalDirectory`` keeps it, its value aside: generation, and each copy's
-(agent, state letter, generation). Plain tuples of atoms, not the record: the collector stops
-tracking them (a tuple holding a dict, even an untracked one, stays tracked: hence the values
-kept apart), so a directory of many nodes costs no collection work, where a record, its
-copies' dict and each copy would each be tracked for good."""
+_Kept = tuple[Any, ...]  # (int, then str, str, int per copy: no closer type says so)
+"""A record as ``LocalDirectory`` keeps it, its value aside: its generation, then each copy's
+agent, state letter and generation, in one flat tuple of atoms. Not the record: the collector
+stops tracking a tuple of atoms at its first collection (a tuple holding a tuple needs one
+collection more per level, and one holding a dict, even an untracked one, stays tracked, hence
+the values kept apart), so a directory of many nodes costs no collection work, where a record,
+its copies' dict and each copy would each be tracked for good."""
 
 _LETTERS = {state: state.value for state in MesiState}
 _BY_LETTER = {state.value: state for state in MesiState}
@@ -238,13 +239,18 @@ _BY_LETTER = {state.value: state for state in MesiState}
 
 def _kept(record: NodeRecord) -> _Kept:
     """Return ``record`` (its value aside) as ``LocalDirectory`` keeps it."""
-    copies = tuple([(c.agent, _LETTERS[c.state], c.generation) for c in record.copies.values()])
-    return (record.generation, copies)
+    kept: list[Any] = [record.generation]
+    for copy in record.copies.values():
+        kept += (copy.agent, _LETTERS[copy.state], copy.generation)
+    return tuple(kept)
 
 
 def _record(iri: str, kept: _Kept, value: Node | None) -> NodeRecord:
     """Return the record of ``iri`` kept as ``kept`` (a new one: each caller's own)."""
-    copies = {agent: _new_tuple(Copy, (agent, _BY_LETTER[s], g)) for agent, s, g in kept[1]}
+    copies: dict[str, Copy] = {}
+    for index in range(1, len(kept), 3):
+        agent, letter, generation = kept[index : index + 3]
+        copies[agent] = _new_tuple(Copy, (agent, _BY_LETTER[letter], generation))
     return _new_tuple(NodeRecord, (iri, kept[0], value, copies))
 
 
@@ -349,9 +355,7 @@ class LocalDirectory:
         """Return the IRIs of the nodes ``agent`` holds a copy of, sorted."""
         with self._lock:
             self._check_open()
-            return sorted(
-                iri for iri, kept in self._records.items() if any(c[0] == agent for c in kept[1])
-            )
+            return sorted(iri for iri, kept in self._records.items() if agent in kept[1::3])
 
     def close(self) -> None:
         """Forget everything; later calls raise ``ClosedError``."""

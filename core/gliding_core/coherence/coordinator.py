@@ -659,11 +659,16 @@ class CoherenceCoordinator:
         back and propagates. Each change is then completed by ``finish`` (on its writer's
         thread: it publishes).
         """
-        iris = sorted(changes[0].bases) if len(changes) == 1 else sorted(self._disjoint(changes))
         # A partial of a bound method, not a closure: no cells, and one frame less per write.
         step = partial(self._group_change, changes, source)
-        touched, token = self.directory.update_many(iris, step)
-        written: list[str] = []
+        if len(changes) == 1:  # a lone change: no list of what it wrote gathered
+            change = changes[0]
+            touched, change.token = self.directory.update_many(sorted(change.bases), step)
+            written = [] if change.states is None else list(change.states)
+            self._own.committed(change.token, touched, written)
+            return
+        touched, token = self.directory.update_many(sorted(self._disjoint(changes)), step)
+        written = []
         for change in changes:
             change.token = token
             if change.states is not None:
@@ -757,19 +762,23 @@ class CoherenceCoordinator:
         states = results[0]
         records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
         announced: dict[str, list[str]] = {}
+        touched: list[str] = []  # (``_touched``, inline: the same test)
         for iri, (value, generation) in states.items():
             record = given[iri]
             if value is None:  # deleted: the general rule
-                records[iri], announced[iri] = self._written(agent, record, None, generation, [])
-                continue
-            mine = record.copies.get(agent)
-            state = _LOCAL_WRITES[_INVALID if mine is None else mine.state][0][0]  # held alone
-            copies = dict(record.copies)
-            copies[agent] = _new_tuple(Copy, (agent, state, generation))
-            records[iri] = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
-            announced[iri] = []
+                new, announced[iri] = self._written(agent, record, None, generation, [])
+            else:
+                mine = record.copies.get(agent)
+                state = _LOCAL_WRITES[_INVALID if mine is None else mine.state][0][0]  # alone
+                copies = dict(record.copies)
+                copies[agent] = _new_tuple(Copy, (agent, state, generation))
+                new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
+                announced[iri] = []
+            records[iri] = new
+            if new is not record and (new.generation != record.generation or new != record):
+                touched.append(iri)
         change.states, change.announced = dict(states), announced
-        return records, _touched(given, records)
+        return records, touched
 
     def _admit(self, change: Change[Owner], records: dict[str, NodeRecord]) -> bool:
         """Decide one change of a group: refused (its ``refusal`` says why), or accepted with

@@ -623,7 +623,9 @@ class CoherenceCoordinator:
         """
         change = self.change(agent, bases, None)
         self.commit_group([change], _Steps(current, apply))
-        return self.finish(change)
+        self.finish(change)
+        assert change.states is not None  # (``finish`` raised otherwise)
+        return {iri: generation for iri, (_, generation) in change.states.items()}
 
     def change(
         self, agent: str | None, bases: Mapping[str, int | None], owner: Owner
@@ -683,11 +685,8 @@ class CoherenceCoordinator:
             raise InvalidInputError("the changes of a group commit must touch disjoint nodes")
         return iris
 
-    def finish(self, change: Change[Owner]) -> dict[str, int]:
+    def finish(self, change: Change[Owner]) -> None:
         """Complete a committed change: its copies noted, its invalidations announced.
-
-        Returns:
-            The new generation of each node of the change.
 
         Raises:
             The change's refusal (``StaleWriteError``, or what the source's check raised); the
@@ -701,9 +700,7 @@ class CoherenceCoordinator:
                     self._forget((change.agent, iri))
             raise refusal if refusal is not None else InvalidInputError("change not committed")
         agent, token, announced = change.agent, change.token, change.announced
-        generations: dict[str, int] = {}
         for iri, (value, generation) in states.items():
-            generations[iri] = generation
             if agent is None:
                 pass
             elif value is None:
@@ -723,7 +720,6 @@ class CoherenceCoordinator:
                     },
                     source="coherence",
                 )
-        return generations
 
     def _group_change(
         self,

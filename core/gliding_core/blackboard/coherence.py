@@ -365,7 +365,7 @@ class BoardCoherence:
         job = _Write(wanted, requests, check, source)
         change = job.change = self.coordinator.change(agent, wanted, job)
         try:
-            if self.cache.is_inside():
+            if self.cache._local.depth > 0:  # (``is_inside``, inline: once a write)
                 # Made inside a directory transaction (a subscriber of a write-back's event):
                 # queued, it would wait for a leader that waits for this thread's transaction.
                 self._commit_jobs([job])
@@ -383,12 +383,14 @@ class BoardCoherence:
     def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
         """Commit a group of queued writes; a failing group is committed again write by write."""
         if len(jobs) == 1:  # a lone write: no group to fall back from
-            job = jobs[0]
+            job, local = jobs[0], self.cache._local
+            local.depth += 1  # (``_commit_together`` and ``SharedCache.inside``, inline)
             try:
-                with self.cache.inside:  # (``_commit_together``, inline)
-                    self.coordinator.commit_group([job.change], self._steps)
+                self.coordinator.commit_group([job.change], self._steps)
             except Exception as exc:
                 job.error = exc
+            finally:
+                local.depth -= 1
             return
         try:
             self._commit_together(jobs)

@@ -239,6 +239,9 @@ _BY_LETTER = {state.value: state for state in MesiState}
 
 def _kept(record: NodeRecord) -> _Kept:
     """Return ``record`` (its value aside) as ``LocalDirectory`` keeps it."""
+    if len(record.copies) == 1:  # the common case (its writer's copy): no list built
+        for copy in record.copies.values():
+            return (record.generation, copy.agent, _LETTERS[copy.state], copy.generation)
     kept: list[Any] = [record.generation]
     for copy in record.copies.values():
         kept += (copy.agent, _LETTERS[copy.state], copy.generation)

@@ -150,3 +150,14 @@ def test_a_local_directory_keeps_nothing_the_collector_tracks() -> None:
         record = directory.record("urn:lone:n0")
         assert (record.generation, record.value) == (2, node("urn:lone:n0", "again"))
         assert directory.holdings("do") == sorted(f"urn:lone:n{i}" for i in range(50))
+
+
+def test_a_held_copy_of_an_integer_over_64_bits_reads_back_whole() -> None:
+    with Blackboard(EmbeddedGraph(), config=QUIET) as board:
+        agent = board.agent("do", role="do", task=TASK)
+        big = {"@id": "urn:lone:big", "@type": "Step", "count": 2**70}
+        agent.write([big], area="execution")
+        coherence = board.coherence
+        assert isinstance(coherence, CoherenceCoordinator)
+        reading = coherence.read("do", "urn:lone:big")
+        assert (reading.kind, reading.value["count"]) == ("hit", 2**70)

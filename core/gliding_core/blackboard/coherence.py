@@ -16,9 +16,10 @@ vouched for, else after its generation was compared with the directory's.
 
 Writes are group-committed (``gliding_core.blackboard.groupcommit``): the batches several
 threads queue while one commits are committed by that thread in one directory transaction
-(``CoherenceCoordinator.commit_group``) and one store write (``NodeStore.write_batches``), each
-decided alone; the caller returns once its own batch is committed, then publishes its events
-(and ``Blackboard`` writes its critical nodes through).
+(``CoherenceCoordinator.commit_group``, with the board's ``_Steps`` made once as its source
+side) and one store write (``NodeStore.write_batches``), each decided alone; the caller
+returns once its own batch is committed, then publishes its events (and ``Blackboard`` writes
+its critical nodes through).
 
 Invariants:
 - Every change of a node goes through the coordinator: the directory's transaction (which

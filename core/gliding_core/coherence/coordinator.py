@@ -21,8 +21,15 @@ Invariants:
   all or nothing, for a source that writes batches (the blackboard); the same rules hold per
   node, and a write from outside every agent's cache (the system's) invalidates every copy.
 - ``commit_group`` commits several writers' changes of disjoint nodes in one transaction and
-  one source step; each is decided as if alone (a refused one changes nothing at the source
-  and fails only itself), and each is completed by ``finish`` on its writer's thread.
+  one source step (a ``GroupSource``, made once by its caller); each is decided as if alone
+  (a refused one changes nothing at the source and fails only itself), and each is completed
+  by ``finish`` on its writer's thread.
+- A lone change that needs none of a group's steps (``_plain``: an agent's, not refused, each
+  node at the source as its record holds it, no stale base, no other valid copy) is written
+  by a direct path with the same checks in the same transaction, and leaves exactly the
+  records, events, refusals and held copies the group's path leaves (a test runs both).
+- The copies this process holds are plain tuples of atoms (the collector stops tracking
+  them), each replaced whole.
 """
 
 from __future__ import annotations

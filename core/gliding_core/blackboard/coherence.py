@@ -364,7 +364,9 @@ class BoardCoherence:
         for request in requests:
             wanted[request.iri] = bases.get(request.iri)
         job = _Write(wanted, requests, check, source)
-        change = job.change = self.coordinator.change(agent, wanted, job)
+        # The agent (a handle's name, or ``None``), the IRIs (the requests') and the bases (the
+        # handle's) are validated already: not again per write.
+        change = job.change = self.coordinator._change(agent, wanted, job)
         try:
             if self.cache._local.depth > 0:  # (``is_inside``, inline: once a write)
                 # Made inside a directory transaction (a subscriber of a write-back's event):

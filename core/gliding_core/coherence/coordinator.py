@@ -646,14 +646,27 @@ class CoherenceCoordinator:
         """
         writer = None if agent is None else _check_agent(agent)
         checked: dict[str, int | None] = {}
-        leased: list[str] = []
         for iri, based in bases.items():
             checked[validate_iri(iri)] = based
-            if based is not None:  # unconditional writes (most) need no lease look-up
+            if based is not None:
                 check_generation(based, what=f"the base generation of {iri!r}")
-                if writer is not None and self._holds_lease(writer, iri):
+        return self._change(writer, checked, owner)
+
+    def _change(
+        self, agent: str | None, bases: dict[str, int | None], owner: Owner
+    ) -> Change[Owner]:
+        """Return the change of ``bases``'s nodes by ``agent``, its input already validated.
+
+        For a caller inside the package that validated the agent, the IRIs and the bases at
+        its own boundary (the blackboard's writes) and hands over a ``bases`` of its own.
+        """
+        leased: list[str] = []
+        if agent is not None:
+            for iri, based in bases.items():
+                # Unconditional writes (most) need no lease look-up.
+                if based is not None and self._holds_lease(agent, iri):
                     leased.append(iri)
-        return Change(writer, checked, frozenset(leased) if leased else _NOT_LEASED, owner)
+        return Change(agent, bases, frozenset(leased) if leased else _NOT_LEASED, owner)
 
     def commit_group(self, changes: Sequence[Change[Owner]], source: GroupSource[Owner]) -> None:
         """Commit several writers' changes in one directory transaction, each decided alone.

@@ -16,9 +16,10 @@ vouched for, else after its generation was compared with the directory's.
 
 Writes are group-committed (``gliding_core.blackboard.groupcommit``): the batches several
 threads queue while one commits are committed by that thread in one directory transaction
-(``CoherenceCoordinator.commit_group``) and one store write (``NodeStore.write_batches``), each
-decided alone; the caller returns once its own batch is committed, then publishes its events
-(and ``Blackboard`` writes its critical nodes through).
+(``CoherenceCoordinator.commit_group``, with the board's ``_Steps`` made once as its source
+side) and one store write (``NodeStore.write_batches``), each decided alone; the caller
+returns once its own batch is committed, then publishes its events (and ``Blackboard`` writes
+its critical nodes through).
 
 Invariants:
 - Every change of a node goes through the coordinator: the directory's transaction (which
@@ -194,50 +195,80 @@ class BoardSource:
 class _Write(Job):
     """One queued write of a batch: its change, its check, and what it stored."""
 
-    __slots__ = ("announce", "change", "check", "iris", "refusal", "requests", "source", "written")
+    __slots__ = ("announce", "change", "check", "requests", "source", "written")
 
     def __init__(
         self,
-        iris: list[str],
+        iris: dict[str, int | None],
         requests: Sequence[NodeWrite],
         check: Check | None,
         source: str | None,
     ) -> None:
         Job.__init__(self, iris)  # (not ``super()``: this runs on every write)
-        self.iris = iris
         self.requests, self.check, self.source = requests, check, source
-        self.change: Change
-        self.refusal: Exception | None = None
+        self.change: Change[_Write]
         self.written: list[BoardNode] = []
         self.announce: Announce | None = None
 
-    def judge(self, found: Mapping[str, tuple[BoardNode | None, int]]) -> None:
-        """Run the write's check on its nodes as the store holds them; keep its refusal."""
-        self.refusal = None
-        if self.check is not None:
-            existing: dict[str, BoardNode] = {}
-            for iri in self.iris:
-                node = found[iri][0]
-                if node is not None:
-                    existing[iri] = node
-            try:
-                self.check(existing)
-            except Exception as exc:  # this write's own refusal (rights, fences...)
-                self.refusal = exc
 
+class _Steps:
+    """The board's side of its group commits (``GroupSource``): made once, for every commit."""
 
-def _job(change: Change) -> _Write:
-    """The queued write a change was made for (its ``owner``)."""
-    job = change.owner
-    assert isinstance(job, _Write)
-    return job
+    __slots__ = ("nodes",)
 
+    def __init__(self, nodes: NodeStore) -> None:
+        self.nodes = nodes
 
-def _refusal(change: Change) -> Exception | None:
-    """The refusal of a change's write by its check, as ``_Write.judge`` found it."""
-    job = change.owner
-    assert isinstance(job, _Write)
-    return job.refusal
+    def current(
+        self, records: Mapping[str, NodeRecord], changes: Sequence[Change[_Write]]
+    ) -> dict[str, tuple[Node | None, int]]:
+        """Read the nodes as the store holds them and run each write's check on its own."""
+        nodes = self.nodes
+        with nodes.writer:
+            found = nodes.states(list(records))
+            for change in changes:
+                check = change.owner.check
+                if check is None:
+                    continue
+                existing: dict[str, BoardNode] = {}
+                for iri in change.bases:
+                    node = found[iri][0]
+                    if node is not None:
+                        existing[iri] = node
+                try:
+                    check(existing)
+                except Exception as exc:  # this write's own refusal (rights, fences...)
+                    change.refusal = exc
+        # Each node's value and generation for the coordinator: the record's own value when
+        # the record is at the node's generation (the same write's value: no second parse of
+        # its JSON), and an absent node's pair as the store gave it.
+        states: dict[str, tuple[Node | None, int]] = {}
+        for iri, pair in found.items():
+            node, generation = pair
+            if node is None:
+                states[iri] = pair  # type: ignore[assignment]  # (None, generation)
+                continue
+            value = records[iri].value
+            same = value is not None and records[iri].generation == generation
+            states[iri] = (value if same else node.node, generation)
+        return states
+
+    def apply(
+        self, changes: Sequence[Change[_Write]], records: Mapping[str, NodeRecord]
+    ) -> list[dict[str, tuple[Node | None, int]]]:
+        """Write the accepted writes' batches in one store write; each one's stored states."""
+        if len(changes) == 1:  # a lone write: no list of batches built, nor looped over
+            job = changes[0].owner
+            [(job.written, job.announce)] = self.nodes.write_batches([(job.requests, job.source)])
+            return [_states(job.requests, job.written)]
+        batches = [(change.owner.requests, change.owner.source) for change in changes]
+        stored = self.nodes.write_batches(batches)  # (it holds the store's writer itself)
+        states = []
+        for index, change in enumerate(changes):  # one stored batch per write, in order
+            job = change.owner
+            job.written, job.announce = stored[index]
+            states.append(_states(job.requests, job.written))
+        return states
 
 
 def _states(
@@ -250,22 +281,6 @@ def _states(
     states: dict[str, tuple[Node | None, int]] = {}
     for index, node in enumerate(written):  # (``zip(strict=True)`` costs 4x more)
         states[node.iri] = (requests[index].node, node.generation)
-    return states
-
-
-def _values(
-    found: Mapping[str, tuple[BoardNode | None, int]], records: Mapping[str, NodeRecord]
-) -> dict[str, tuple[Node | None, int]]:
-    """Each node's value and generation for the coordinator, the record's own value when the
-    record is at the node's generation (the same write's value: no second parse of its JSON)."""
-    states: dict[str, tuple[Node | None, int]] = {}
-    for iri, (node, generation) in found.items():
-        if node is None:
-            states[iri] = (None, generation)
-            continue
-        record = records[iri]
-        same = record.value is not None and record.generation == generation
-        states[iri] = (record.value if same else node.node, generation)
     return states
 
 
@@ -307,6 +322,7 @@ class BoardCoherence:
         )
         self.cache.own = self.coordinator.vouch_own
         self.cache.last_own = self.coordinator.last_own
+        self._steps = _Steps(nodes)
         self.queue: CommitQueue[_Write] = CommitQueue(self._commit_jobs)
         """Where the board's writes wait to be committed in groups."""
         self._subscriptions: list[Subscription] = []
@@ -347,11 +363,12 @@ class BoardCoherence:
         wanted: dict[str, int | None] = {}
         for request in requests:
             wanted[request.iri] = bases.get(request.iri)
-        job = _Write(list(wanted), requests, check, source)
-        change = job.change = self.coordinator.change(agent, wanted)
-        change.owner = job  # for the commit's steps (``_job``), which see only the change
+        job = _Write(wanted, requests, check, source)
+        # The agent (a handle's name, or ``None``), the IRIs (the requests') and the bases (the
+        # handle's) are validated already: not again per write.
+        change = job.change = self.coordinator._change(agent, wanted, job)
         try:
-            if self.cache.is_inside():
+            if self.cache._local.depth > 0:  # (``is_inside``, inline: once a write)
                 # Made inside a directory transaction (a subscriber of a write-back's event):
                 # queued, it would wait for a leader that waits for this thread's transaction.
                 self._commit_jobs([job])
@@ -360,7 +377,7 @@ class BoardCoherence:
             else:
                 self.queue.run(job)
         finally:
-            change.owner = None  # no cycle left for the garbage collector
+            change.owner = None  # type: ignore[assignment]  # no cycle left for the collector
         self.coordinator.finish(change)
         if job.announce is not None:
             job.announce()
@@ -368,15 +385,24 @@ class BoardCoherence:
 
     def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
         """Commit a group of queued writes; a failing group is committed again write by write."""
-        if len(jobs) > 1:
+        if len(jobs) == 1:  # a lone write: no group to fall back from
+            job, local = jobs[0], self.cache._local
+            local.depth += 1  # (``_commit_together`` and ``SharedCache.inside``, inline)
             try:
-                self._commit_together(jobs)
-                return
-            except Exception:
-                if any(job.written for job in jobs):
-                    raise  # the store has the group: its writers are told, as a lone one is
-                logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
-                # (the exception reaches each writer whose write fails again alone)
+                self.coordinator.commit_group([job.change], self._steps)
+            except Exception as exc:
+                job.error = exc
+            finally:
+                local.depth -= 1
+            return
+        try:
+            self._commit_together(jobs)
+            return
+        except Exception:
+            if any(job.written for job in jobs):
+                raise  # the store has the group: its writers are told, as a lone one is
+            logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
+            # (the exception reaches each writer whose write fails again alone)
         for job in jobs:
             try:
                 self._commit_together([job])
@@ -385,36 +411,10 @@ class BoardCoherence:
 
     def _commit_together(self, jobs: Sequence[_Write]) -> None:
         """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
-        nodes = self.nodes
-
-        def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with nodes.writer:
-                found = nodes.states(list(records))
-                for job in jobs:
-                    job.judge(found)
-            return _values(found, records)
-
-        def apply(changes: Sequence[Change]) -> list[dict[str, tuple[Node | None, int]]]:
-            accepted: list[_Write] = []
-            batches: list[tuple[Sequence[NodeWrite], str | None]] = []
-            for change in changes:
-                job = _job(change)
-                accepted.append(job)
-                batches.append((job.requests, job.source))
-            with nodes.writer:
-                stored = nodes.write_batches(batches)
-            states = []
-            for index, job in enumerate(accepted):  # one stored batch per job, in order
-                job.written, job.announce = stored[index]
-                states.append(_states(job.requests, job.written))
-            return states
-
         # Inside for the whole transaction (not only around the store's calls): the thread
         # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
         with self.cache.inside:
-            self.coordinator.commit_group(
-                [job.change for job in jobs], current, apply, judge=_refusal
-            )
+            self.coordinator.commit_group([job.change for job in jobs], self._steps)
 
     def delete(
         self,

@@ -21,8 +21,15 @@ Invariants:
   all or nothing, for a source that writes batches (the blackboard); the same rules hold per
   node, and a write from outside every agent's cache (the system's) invalidates every copy.
 - ``commit_group`` commits several writers' changes of disjoint nodes in one transaction and
-  one source step; each is decided as if alone (a refused one changes nothing at the source
-  and fails only itself), and each is completed by ``finish`` on its writer's thread.
+  one source step (a ``GroupSource``, made once by its caller); each is decided as if alone
+  (a refused one changes nothing at the source and fails only itself), and each is completed
+  by ``finish`` on its writer's thread.
+- A lone change that needs none of a group's steps (``_plain``: an agent's, not refused, each
+  node at the source as its record holds it, no stale base, no other valid copy) is written
+  by a direct path with the same checks in the same transaction, and leaves exactly the
+  records, events, refusals and held copies the group's path leaves (a test runs both).
+- The copies this process holds are plain tuples of atoms (the collector stops tracking
+  them), each replaced whole.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeVar
+from functools import partial
+from types import MappingProxyType
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -71,9 +80,12 @@ when absent, generation) out."""
 
 Kind = Literal["hit", "change", "whole"]
 T = TypeVar("T")
+Owner = TypeVar("Owner")
 
 _INVALID = MesiState.INVALID  # an enum member read from its class costs a lookup each time
 _NOT_LEASED: frozenset[str] = frozenset()
+_new_tuple = tuple.__new__  # builds a named tuple without its ``__new__`` (a Python call)
+_NOBODY: Mapping[str, list[str]] = MappingProxyType({})
 
 
 def _local_write(state: MesiState, shared: bool) -> tuple[MesiState, bool]:
@@ -119,58 +131,77 @@ class Reading(NamedTuple):
     delta: NodeDelta | None = None
 
 
-class _Held:
-    """An agent's copy as this process holds it: its generation, its value's JSON text, and
-    the directory token it was current at (never changed once made: a new one replaces it).
-
-    A class with slots, not a frozen dataclass: one is made on every write (4x cheaper).
-    """
-
-    __slots__ = ("generation", "text", "token")
-
-    def __init__(self, generation: int, text: bytes, token: Hashable) -> None:
-        self.generation = generation
-        self.text = text  # JSON, UTF-8: orjson parses bytes faster than str
-        self.token = token
+_Held = tuple[int, bytes, Hashable]
+"""An agent's copy as this process holds it: its generation, its value's JSON text (UTF-8:
+orjson parses bytes faster than str), and the directory token it was current at; replaced
+whole, never changed. A plain tuple, not a class: one is kept per copy, and the collector
+stops tracking a tuple of atoms, so the copies kept cost no collection work."""
 
 
-class _Committed:
-    """A committed change: per node its new value (``None``: gone) and generation, and the
-    agents whose copies it invalidated (a slots class, for the cost, like ``_Held``)."""
-
-    __slots__ = ("announced", "states")
-
-    def __init__(
-        self, states: dict[str, tuple[Node | None, int]], announced: dict[str, list[str]]
-    ) -> None:
-        self.states = states
-        self.announced = announced
-
-
-class Change:
+class Change(Generic[Owner]):
     """One writer's change of several nodes, decided alone inside a group commit.
 
-    Made by ``CoherenceCoordinator.change``; ``commit_group`` fills ``records`` (the nodes'
-    directory records as the change is applied), ``outcome`` (committed, or the refusal) and
-    ``token`` (the directory's token right after the group's transaction). ``owner`` is the
-    caller's own (what it queued the change for); the coordinator never reads it.
+    Made by ``CoherenceCoordinator.change``. ``owner`` is the caller's own (what it queued
+    the change for); the coordinator never reads it. Inside the group's transaction the
+    source's ``current`` may set ``refusal`` (its own check refused the change: rights,
+    fences), and ``commit_group`` sets it when a base generation is stale; a committed change
+    gets ``states`` (per node its new value, ``None``: gone, and generation) and
+    ``announced`` (per node the agents whose copies it invalidated); after the transaction
+    ``token`` is the directory's token right after it. ``finish`` completes it.
     """
 
-    __slots__ = ("agent", "bases", "leased", "outcome", "owner", "records", "token")
+    __slots__ = ("agent", "announced", "bases", "leased", "owner", "refusal", "states", "token")
 
     def __init__(
-        self, agent: str | None, bases: dict[str, int | None], leased: frozenset[str]
+        self, agent: str | None, bases: dict[str, int | None], leased: frozenset[str], owner: Owner
     ) -> None:
-        self.agent, self.bases, self.leased = agent, bases, leased
-        self.records: dict[str, NodeRecord] = {}
-        self.outcome: _Committed | Exception | None = None
+        self.agent, self.bases, self.leased, self.owner = agent, bases, leased, owner
+        self.refusal: Exception | None = None
+        self.states: dict[str, tuple[Node | None, int]] | None = None
+        self.announced: Mapping[str, list[str]] = _NOBODY
         self.token: Hashable = None
-        self.owner: object = None
 
 
-GroupStep = Callable[[Sequence[Change]], Sequence[Mapping[str, tuple[Node | None, int]]]]
-"""The source step of a group commit: the accepted changes in, written at once, and each one's
-nodes' new (value or ``None`` when deleted, generation) out, in order."""
+class GroupSource(Protocol[Owner]):
+    """The source's two steps of a group commit, called inside the directory's transaction.
+
+    One object for every commit (the blackboard makes it once): the steps take the group's
+    changes as arguments, so nothing is built for them per write.
+    """
+
+    def current(
+        self, records: Mapping[str, NodeRecord], changes: Sequence[Change[Owner]]
+    ) -> Mapping[str, tuple[Node | None, int]]:
+        """Return every node's state at the source (value, ``None``: absent, and generation);
+        set the ``refusal`` of each change the source's own check refuses."""
+        ...
+
+    def apply(
+        self, changes: Sequence[Change[Owner]], records: Mapping[str, NodeRecord]
+    ) -> Sequence[Mapping[str, tuple[Node | None, int]]]:
+        """Write the accepted ``changes`` at once; return each one's nodes' new states, in
+        order (``records``: the group's records as the changes are applied)."""
+        ...
+
+
+class _Steps:
+    """The two ``SourceStep`` callables of one ``commit``, as a ``GroupSource``."""
+
+    __slots__ = ("apply_step", "current_step")
+
+    def __init__(self, current: SourceStep, apply: SourceStep) -> None:
+        self.current_step, self.apply_step = current, apply
+
+    def current(
+        self, records: Mapping[str, NodeRecord], changes: Sequence[Change[None]]
+    ) -> Mapping[str, tuple[Node | None, int]]:
+        return self.current_step(records)
+
+    def apply(
+        self, changes: Sequence[Change[None]], records: Mapping[str, NodeRecord]
+    ) -> list[Mapping[str, tuple[Node | None, int]]]:
+        [change] = changes
+        return [self.apply_step({iri: records[iri] for iri in change.bases})]
 
 
 class _OwnChanges:
@@ -247,6 +278,46 @@ def _touched(old: Mapping[str, NodeRecord], new: Mapping[str, NodeRecord]) -> li
         if before is None or record.generation != before.generation or record != before:
             touched.append(iri)
     return touched
+
+
+def _plain(
+    change: Change[Owner],
+    given: Mapping[str, NodeRecord],
+    now: Mapping[str, tuple[Node | None, int]],
+) -> bool:
+    """Return whether a lone change needs none of a group's steps before its write.
+
+    So it is when it is an agent's, not refused by the source's check, each of its nodes is at
+    the source as the directory's record holds it (the record's own value at its generation,
+    or absent and never seen), no base is stale, and no other agent holds a valid copy: then
+    syncing changes no record, its admission steps no copy (no write-back, nobody to tell),
+    and its write only moves the writer's own copy.
+    """
+    agent = change.agent
+    if agent is None or change.refusal is not None:
+        return False
+    bases, leased = change.bases, change.leased
+    for iri, record in given.items():
+        value, generation = now[iri]
+        if value is not record.value or generation != record.generation:
+            return False
+        based = bases[iri]
+        present = generation if value is not None else 0
+        if based is not None and based != present and iri not in leased:
+            return False
+        for copy in record.copies.values():
+            if copy.state is not _INVALID and copy.agent != agent:
+                return False
+    return True
+
+
+def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
+    """Return a group's source step results; ``InvalidInputError`` unless one per change."""
+    if len(results) != wanted:
+        raise InvalidInputError(
+            f"a group's source step returned {len(results)} results for {wanted} changes"
+        )
+    return results
 
 
 def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDelta:
@@ -334,24 +405,21 @@ class CoherenceCoordinator:
         key = (agent, iri)
         held = self._held.get(key)
         if held is not None:
+            generation, text, vouched = held
             now = self.directory.token() if token is None else token
-            if held.token == now:
-                return held.generation
-            if self._own.vouch(held.token, now, iri):
-                self._held[key] = _Held(held.generation, held.text, now)
-                return held.generation
+            if vouched == now:
+                return generation
+            if self._own.vouch(vouched, now, iri):
+                self._held[key] = (generation, text, now)
+                return generation
             # Something changed somewhere: still current if the directory says so (the held
             # text is that generation's value), re-vouched without encoding it again.
             record, vouched = self.directory.snapshot(iri)
             mine = record.copies.get(agent)
-            if (
-                mine is not None
-                and self._current(mine, record)
-                and record.generation == held.generation
-            ):
+            if mine is not None and self._current(mine, record) and record.generation == generation:
                 with self._lock:
-                    self._held[key] = _Held(held.generation, held.text, vouched)
-                return held.generation
+                    self._held[key] = (generation, text, vouched)
+                return generation
         return self.read(agent, iri).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
@@ -372,10 +440,12 @@ class CoherenceCoordinator:
     def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
         key = (agent, iri)
         held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
-        if held is not None and (held.token == token or self._own.vouch(held.token, token, iri)):
-            if held.token != token:
-                self._held[key] = _Held(held.generation, held.text, token)
-            return Reading(iri, orjson.loads(held.text), held.generation, "hit", held.generation)
+        if held is not None:
+            generation, text, vouched = held
+            if vouched == token or self._own.vouch(vouched, token, iri):
+                if vouched != token:
+                    self._held[key] = (generation, text, token)
+                return Reading(iri, orjson.loads(text), generation, "hit", generation)
         record, vouched = self.directory.snapshot(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:
@@ -558,156 +628,184 @@ class CoherenceCoordinator:
                 lease on it (the first such node, in IRI order); nothing was written and the
                 writer's copies of the moved nodes are ``INVALID``.
         """
-        change = self.change(agent, bases)
-        self.commit_group([change], current, lambda changes: [apply(change.records)])
-        return self.finish(change)
+        change = self.change(agent, bases, None)
+        self.commit_group([change], _Steps(current, apply))
+        self.finish(change)
+        assert change.states is not None  # (``finish`` raised otherwise)
+        return {iri: generation for iri, (_, generation) in change.states.items()}
 
-    def change(self, agent: str | None, bases: Mapping[str, int | None]) -> Change:
+    def change(
+        self, agent: str | None, bases: Mapping[str, int | None], owner: Owner
+    ) -> Change[Owner]:
         """Return a validated change of ``bases``'s nodes by ``agent``, for ``commit_group``.
 
         Args:
             agent: the writer (``None``: the system's write, see ``commit``).
             bases: every node of the change, with its base generation or ``None``.
+            owner: the caller's own (``Change.owner``).
         """
         writer = None if agent is None else _check_agent(agent)
         checked: dict[str, int | None] = {}
-        leased: list[str] = []
         for iri, based in bases.items():
             checked[validate_iri(iri)] = based
-            if based is not None:  # unconditional writes (most) need no lease look-up
+            if based is not None:
                 check_generation(based, what=f"the base generation of {iri!r}")
-                if writer is not None and self._holds_lease(writer, iri):
-                    leased.append(iri)
-        return Change(writer, checked, frozenset(leased) if leased else _NOT_LEASED)
+        return self._change(writer, checked, owner)
 
-    def commit_group(
-        self,
-        changes: Sequence[Change],
-        current: SourceStep,
-        apply: GroupStep,
-        *,
-        judge: Callable[[Change], Exception | None] | None = None,
-    ) -> None:
+    def _change(
+        self, agent: str | None, bases: dict[str, int | None], owner: Owner
+    ) -> Change[Owner]:
+        """Return the change of ``bases``'s nodes by ``agent``, its input already validated.
+
+        For a caller inside the package that validated the agent, the IRIs and the bases at
+        its own boundary (the blackboard's writes) and hands over a ``bases`` of its own.
+        """
+        leased: list[str] = []
+        if agent is not None:
+            for iri, based in bases.items():
+                # Unconditional writes (most) need no lease look-up.
+                if based is not None and self._holds_lease(agent, iri):
+                    leased.append(iri)
+        return Change(agent, bases, frozenset(leased) if leased else _NOT_LEASED, owner)
+
+    def commit_group(self, changes: Sequence[Change[Owner]], source: GroupSource[Owner]) -> None:
         """Commit several writers' changes in one directory transaction, each decided alone.
 
         The changes must touch disjoint nodes (``InvalidInputError`` otherwise): each is then
         decided exactly as if it were committed alone, in the group's order. Inside the
-        transaction ``current`` reads the source's state of every node of the group, ``judge``
-        may refuse each change (rights, fences: it returns the refusal) and its bases are
-        compared (a refused change gets its error as ``outcome`` and changes nothing at the
-        source), and ``apply`` writes the accepted
-        changes at the source at once, returning each one's new states in order. A failure of
-        ``current`` or ``apply`` rolls the whole transaction back and propagates. Each change
-        is then completed by ``finish`` (on its writer's thread: it publishes).
+        transaction ``source.current`` reads the source's state of every node of the group and
+        may refuse each change (rights, fences: its ``refusal``); then each change's bases are
+        compared (a stale one is refused with ``StaleWriteError``) and a refused change changes
+        nothing at the source; ``source.apply`` writes the accepted changes at once, returning
+        each one's new states in order. A failure of either step rolls the whole transaction
+        back and propagates. Each change is then completed by ``finish`` (on its writer's
+        thread: it publishes).
         """
-        iris = list(changes[0].bases) if len(changes) == 1 else self._disjoint(changes)
-        iris.sort()
-
-        def step(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], list[str]]:
-            return self._group_change(records, changes, (current, apply), judge)
-
-        # The directory directly, not ``_update_many``: the step notes what it touched itself.
-        touched, token = self.directory.update_many(iris, step)
-        written: list[str] = []
+        # A partial of a bound method, not a closure: no cells, and one frame less per write.
+        step = partial(self._group_change, changes, source)
+        if len(changes) == 1:  # a lone change: no list of what it wrote gathered
+            change = changes[0]
+            touched, change.token = self.directory.update_many(sorted(change.bases), step)
+            written = [] if change.states is None else list(change.states)
+            self._own.committed(change.token, touched, written)
+            return
+        touched, token = self.directory.update_many(sorted(self._disjoint(changes)), step)
+        written = []
         for change in changes:
             change.token = token
-            if isinstance(change.outcome, _Committed):
-                written += change.outcome.states
+            if change.states is not None:
+                written += change.states
         self._own.committed(token, touched, written)
 
     @staticmethod
-    def _disjoint(changes: Sequence[Change]) -> list[str]:
+    def _disjoint(changes: Sequence[Change[Owner]]) -> list[str]:
         """Return the IRIs of several changes; ``InvalidInputError`` if two share a node."""
         iris = [iri for change in changes for iri in change.bases]
         if len(set(iris)) != len(iris):
             raise InvalidInputError("the changes of a group commit must touch disjoint nodes")
         return iris
 
-    def finish(self, change: Change) -> dict[str, int]:
+    def finish(self, change: Change[Owner]) -> None:
         """Complete a committed change: its copies noted, its invalidations announced.
 
-        Returns:
-            The new generation of each node of the change.
-
         Raises:
-            The change's refusal (``StaleWriteError``, or what its ``check`` raised); the
-            writer's copies of its nodes are forgotten then.
+            The change's refusal (``StaleWriteError``, or what the source's check raised); the
+            writer's copies of its nodes are forgotten after a ``StaleWriteError``.
         """
-        outcome = change.outcome
-        if not isinstance(outcome, _Committed):
-            if change.agent is not None and isinstance(outcome, StaleWriteError):
+        states = change.states
+        if states is None:
+            refusal = change.refusal
+            if change.agent is not None and isinstance(refusal, StaleWriteError):
                 for iri in change.bases:
                     self._forget((change.agent, iri))
-            raise outcome if outcome is not None else InvalidInputError("change not committed")
-        agent, token = change.agent, change.token
-        generations: dict[str, int] = {}
-        for iri, (value, generation) in outcome.states.items():
-            generations[iri] = generation
+            raise refusal if refusal is not None else InvalidInputError("change not committed")
+        agent, token, announced = change.agent, change.token, change.announced
+        for iri, (value, generation) in states.items():
             if agent is None:
                 pass
             elif value is None:
                 self._forget((agent, iri))
-            else:
-                self._remember((agent, iri), generation, value, token)
-            if outcome.announced[iri]:
+            else:  # (``_remember`` and ``_encoded``, inline: once a write)
+                try:
+                    text = orjson.dumps(value)
+                except TypeError:  # an integer over 64 bits: the encoder can
+                    text = canonical_json(value).encode()
+                held = (generation, text, token)
+                with self._lock:
+                    self._held[agent, iri] = held
+            if announced[iri]:
                 self.bus.publish(
                     EventType.COPIES_INVALIDATED,
                     {
                         "iri": iri,
                         "generation": generation,
                         "writer": agent,
-                        "agents": outcome.announced[iri],
+                        "agents": announced[iri],
                     },
                     source="coherence",
                 )
-        return generations
 
     def _group_change(
         self,
+        changes: Sequence[Change[Owner]],
+        source: GroupSource[Owner],
         given: dict[str, NodeRecord],
-        changes: Sequence[Change],
-        steps: tuple[SourceStep, GroupStep],
-        judge: Callable[[Change], Exception | None] | None,
     ) -> tuple[dict[str, NodeRecord], list[str]]:
         """The group's step in the directory: its new records, and the nodes they changed."""
-        now = steps[0](given)
+        for change in changes:  # a group committed again alone starts afresh
+            change.refusal = change.states = None
+        now = source.current(given, changes)
+        if len(changes) == 1 and _plain(changes[0], given, now):
+            return self._plain_write(changes[0], _results(source.apply(changes, given), 1), given)
         records = dict(given)
         for iri, record in given.items():
             value, generation = now[iri]
             if value is not None or record.generation != 0:  # else absent and never seen
                 records[iri] = self._synced(record, value, generation)
-        accepted: list[Change] = []
-        announcing: list[dict[str, list[str]]] = []
-        for change in changes:
-            change.outcome = None if judge is None else judge(change)
-            others = None if change.outcome is not None else self._admit(change, records)
-            if others is not None:
-                whole = len(change.bases) == len(records)  # the group's only change
-                change.records = (
-                    dict(records) if whole else {iri: records[iri] for iri in change.bases}
-                )
-                accepted.append(change)
-                announcing.append(others)
+        accepted = [change for change in changes if self._admit(change, records)]
         if accepted:
-            results = steps[1](accepted)
-            if len(results) != len(accepted):
-                raise InvalidInputError(
-                    f"a group's source step returned {len(results)} results for"
-                    f" {len(accepted)} changes"
-                )
+            results = _results(source.apply(accepted, records), len(accepted))
             for index, change in enumerate(accepted):  # (``zip(strict=True)``: 4x the cost)
-                states, others = results[index], announcing[index]
-                announced: dict[str, list[str]] = {}
-                for iri, (value, generation) in states.items():
-                    records[iri], announced[iri] = self._written(
-                        change.agent, records[iri], value, generation, others[iri]
-                    )
-                change.outcome = _Committed(dict(states), announced)
+                self._wrote(change, results[index], records)
         return records, _touched(given, records)
 
-    def _admit(self, change: Change, records: dict[str, NodeRecord]) -> dict[str, list[str]] | None:
-        """Decide one change of a group: ``None`` if refused (its ``outcome`` then says why),
-        else the agents whose copies of each node it invalidates (those copies stepped)."""
+    def _plain_write(
+        self,
+        change: Change[Owner],
+        results: Sequence[Mapping[str, tuple[Node | None, int]]],
+        given: dict[str, NodeRecord],
+    ) -> tuple[dict[str, NodeRecord], list[str]]:
+        """The step of a lone ``_plain`` change once written: what ``_group_change`` makes of
+        it, without the steps it needs none of (syncing, admitting, stepping other copies)."""
+        agent = change.agent
+        assert agent is not None  # (``_plain``)
+        states = results[0]
+        records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
+        announced: dict[str, list[str]] = {}
+        touched: list[str] = []  # (``_touched``, inline: the same test)
+        for iri, (value, generation) in states.items():
+            record = given[iri]
+            if value is None:  # deleted: the general rule
+                new, announced[iri] = self._written(agent, record, None, generation, [])
+            else:
+                mine = record.copies.get(agent)
+                state = _LOCAL_WRITES[_INVALID if mine is None else mine.state][0][0]  # alone
+                copies = dict(record.copies)
+                copies[agent] = _new_tuple(Copy, (agent, state, generation))
+                new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
+                announced[iri] = []
+            records[iri] = new
+            if new is not record and (new.generation != record.generation or new != record):
+                touched.append(iri)
+        change.states, change.announced = dict(states), announced
+        return records, touched
+
+    def _admit(self, change: Change[Owner], records: dict[str, NodeRecord]) -> bool:
+        """Decide one change of a group: refused (its ``refusal`` says why), or accepted with
+        the agents whose copies of each node it invalidates (``announced``; those copies
+        stepped in ``records``)."""
+        if change.refusal is not None:  # the source's own check refused it
+            return False
         bases, agent = change.bases, change.agent
         stale = []
         for iri, based in bases.items():
@@ -716,11 +814,11 @@ class CoherenceCoordinator:
         if stale:
             stale.sort()
             first = records[stale[0]]
-            change.outcome = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
+            change.refusal = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
             if agent is not None:
                 for iri in stale:
                     records[iri] = self._refuse(agent, records[iri], 0)[0]
-            return None
+            return False
         others: dict[str, list[str]] = {}
         for iri in bases:
             record = records[iri]
@@ -731,7 +829,23 @@ class CoherenceCoordinator:
             for other in others[iri]:
                 record = self._step(record, other, CopyEvent.REMOTE_WRITE)
             records[iri] = record
-        return others
+        change.announced = others
+        return True
+
+    def _wrote(
+        self,
+        change: Change[Owner],
+        states: Mapping[str, tuple[Node | None, int]],
+        records: dict[str, NodeRecord],
+    ) -> None:
+        """Take an accepted change's records to the states the source wrote; keep them on it."""
+        agent, others = change.agent, change.announced
+        announced: dict[str, list[str]] = {}
+        for iri, (value, generation) in states.items():
+            records[iri], announced[iri] = self._written(
+                agent, records[iri], value, generation, others[iri]
+            )
+        change.states, change.announced = dict(states), announced
 
     def _written(
         self,
@@ -898,7 +1012,7 @@ class CoherenceCoordinator:
     def _remember(
         self, key: tuple[str, str], generation: int, value: Node, token: Hashable
     ) -> None:
-        held = _Held(generation, _encoded(value), token)
+        held = (generation, _encoded(value), token)
         with self._lock:
             self._held[key] = held
 

@@ -21,6 +21,9 @@ Invariants:
   checkpoint's sync no longer stalls every writer of the process behind the directory's lock.
 - Kept versions are bounded: at most ``keep_versions`` past values per node, and none older
   than the oldest generation a copy of that node still refers to.
+- ``LocalDirectory`` keeps each record as a flat tuple of atoms and its value apart (nothing
+  per node for the garbage collector to track); every record it hands out is built anew, the
+  caller's own, and equal to the one stored.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import orjson
 
@@ -225,6 +228,38 @@ def versions_to_keep(record: NodeRecord, kept: list[int], keep_versions: int) ->
     return set(wanted[-keep_versions:])
 
 
+_Kept = tuple[Any, ...]  # (int, then str, str, int per copy: no closer type says so)
+"""A record as ``LocalDirectory`` keeps it, its value aside: its generation, then each copy's
+agent, state letter and generation, in one flat tuple of atoms. Not the record: the collector
+stops tracking a tuple of atoms at its first collection (a tuple holding a tuple needs one
+collection more per level, and one holding a dict, even an untracked one, stays tracked, hence
+the values kept apart), so a directory of many nodes costs no collection work, where a record,
+its copies' dict and each copy would each be tracked for good."""
+
+_LETTERS = {state: state.value for state in MesiState}
+_BY_LETTER = {state.value: state for state in MesiState}
+
+
+def _kept(record: NodeRecord) -> _Kept:
+    """Return ``record`` (its value aside) as ``LocalDirectory`` keeps it."""
+    if len(record.copies) == 1:  # the common case (its writer's copy): no list built
+        for copy in record.copies.values():
+            return (record.generation, copy.agent, _LETTERS[copy.state], copy.generation)
+    kept: list[Any] = [record.generation]
+    for copy in record.copies.values():
+        kept += (copy.agent, _LETTERS[copy.state], copy.generation)
+    return tuple(kept)
+
+
+def _record(iri: str, kept: _Kept, value: Node | None) -> NodeRecord:
+    """Return the record of ``iri`` kept as ``kept`` (a new one: each caller's own)."""
+    copies: dict[str, Copy] = {}
+    for index in range(1, len(kept), 3):
+        agent, letter, generation = kept[index : index + 3]
+        copies[agent] = _new_tuple(Copy, (agent, _BY_LETTER[letter], generation))
+    return _new_tuple(NodeRecord, (iri, kept[0], value, copies))
+
+
 class LocalDirectory:
     """The directory of one process: a dict under a lock.
 
@@ -235,7 +270,8 @@ class LocalDirectory:
     def __init__(self, *, keep_versions: int = DEFAULT_KEEP_VERSIONS) -> None:
         self._keep = check_keep(keep_versions)
         self._lock = threading.RLock()
-        self._records: dict[str, NodeRecord] = {}
+        self._records: dict[str, _Kept] = {}
+        self._values: dict[str, Node] = {}  # each node's value at its generation, if any
         self._versions: dict[str, dict[int, str]] = {}
         self._changes = itertools.count(1)
         self._token = 0
@@ -250,7 +286,8 @@ class LocalDirectory:
         """Return a snapshot of ``iri``'s record."""
         with self._lock:
             self._check_open()
-            return self._records.get(iri) or NodeRecord(iri)
+            kept = self._records.get(iri)
+            return NodeRecord(iri) if kept is None else _record(iri, kept, self._values.get(iri))
 
     def snapshot(self, iri: str) -> tuple[NodeRecord, Hashable]:
         """Return a snapshot of ``iri``'s record and the counter, taken together."""
@@ -279,10 +316,14 @@ class LocalDirectory:
         with self._lock:
             if self._closed:
                 self._check_open()  # raises
-            records = self._records
+            records, values = self._records, self._values
             old: dict[str, NodeRecord] = {}  # by IRI: a repeated IRI is read once
             for iri in iris:  # (no ``record`` call and lock a node)
-                old[iri] = records.get(iri) or NodeRecord(iri)
+                kept = records.get(iri)
+                if kept is None:  # (``tuple.__new__``: the record's ``__new__`` is a Python call)
+                    old[iri] = _new_tuple(NodeRecord, (iri, 0, None, {}))
+                else:
+                    old[iri] = _record(iri, kept, values.get(iri))
             new, result = change(dict(old))
             changed = changed_records(old, new)
             for record in changed:
@@ -300,15 +341,19 @@ class LocalDirectory:
             keep = versions_to_keep(new, list(versions), self._keep)
             for generation in [g for g in versions if g not in keep]:
                 del versions[generation]
-        self._records[new.iri] = new
+        self._records[new.iri] = _kept(new)
+        if new.value is None:
+            self._values.pop(new.iri, None)
+        else:
+            self._values[new.iri] = new.value
 
     def version(self, iri: str, generation: int) -> Node | None:
         """Return ``iri``'s value at ``generation`` if it is still kept."""
         with self._lock:
             self._check_open()
-            record = self._records.get(iri)
-            if record is not None and record.generation == generation and record.value is not None:
-                return dict(record.value)
+            kept, value = self._records.get(iri), self._values.get(iri)
+            if kept is not None and kept[0] == generation and value is not None:
+                return dict(value)
             text = self._versions.get(iri, {}).get(generation)
             return None if text is None else parse_canonical(text)
 
@@ -316,13 +361,14 @@ class LocalDirectory:
         """Return the IRIs of the nodes ``agent`` holds a copy of, sorted."""
         with self._lock:
             self._check_open()
-            return sorted(iri for iri, r in self._records.items() if agent in r.copies)
+            return sorted(iri for iri, kept in self._records.items() if agent in kept[1::3])
 
     def close(self) -> None:
         """Forget everything; later calls raise ``ClosedError``."""
         with self._lock:
             self._closed = True
             self._records.clear()
+            self._values.clear()
             self._versions.clear()
 
     def _check_open(self) -> None:
@@ -360,7 +406,7 @@ BEFORE UPDATE OF generation ON coherence_nodes WHEN NEW.generation < OLD.generat
 BEGIN SELECT RAISE(ABORT, 'a node generation never decreases'); END;
 """
 
-_STATES = {state.value: state for state in MesiState}
+_STATES = _BY_LETTER
 
 
 class _Unvouched:

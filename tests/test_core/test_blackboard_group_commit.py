@@ -24,7 +24,7 @@ from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.entry import MesiState
-from gliding_core.errors import PermissionDeniedError, StaleWriteError
+from gliding_core.errors import InvalidInputError, PermissionDeniedError, StaleWriteError
 from gliding_core.store import L0Store
 
 TASK = "iri://task/grouped"
@@ -459,3 +459,41 @@ def test_a_leader_interrupted_in_another_thread_s_group_raises_it_and_the_queue_
     assert committed == [[0], [1]]
     queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
     assert committed == [[0], [1], [2]]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_keys": 0}, "max_keys"),
+        ({"max_keys": True}, "max_keys"),
+        ({"max_keys": 2.0}, "max_keys"),
+        ({"linger_s": -1e-6}, "linger_s"),
+        ({"linger_s": float("nan")}, "linger_s"),
+        ({"linger_s": float("inf")}, "linger_s"),
+        ({"linger_s": "50us"}, "linger_s"),
+        ({"keep": -1}, "keep"),
+        ({"keep": None}, "keep"),
+        ({"keep": False}, "keep"),
+    ],
+)
+def test_a_queue_refuses_bad_options_naming_them(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(InvalidInputError, match=named) as raised:
+        CommitQueue(lambda group: None, **options)
+    assert repr(next(iter(options.values())))[:4] in str(raised.value)
+
+
+def test_a_queue_refuses_a_commit_that_is_not_callable() -> None:
+    with pytest.raises(InvalidInputError, match="commit must be callable"):
+        CommitQueue("commit")  # type: ignore[arg-type]
+
+
+def test_a_queue_takes_the_edge_options() -> None:
+    committed: list[list[int]] = []
+    queue: CommitQueue[_Numbered] = CommitQueue(
+        lambda group: committed.append([job.number for job in group]),
+        max_keys=1,
+        linger_s=0,
+        keep=0,
+    )
+    queue.run(_Numbered(["a", "b"], 0))  # the oldest job goes in whatever its size
+    assert committed == [[0]]

@@ -51,6 +51,10 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
+from gliding_core.entry import check_real
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import preview
+
 DEFAULT_MAX_KEYS = 1_024
 """The most keys (node IRIs) one group takes; the oldest job goes in whatever its size."""
 
@@ -95,6 +99,10 @@ class CommitQueue(Generic[J]):
             threads, before it takes its first group (0: never).
         keep: how many more groups a leader commits after its own while jobs are queued (0:
             it hands the lead on at once).
+
+    Raises:
+        InvalidInputError: ``commit`` is not callable, ``max_keys`` is not an int >= 1,
+            ``linger_s`` not a finite number >= 0, or ``keep`` not an int >= 0.
     """
 
     def __init__(
@@ -105,8 +113,14 @@ class CommitQueue(Generic[J]):
         linger_s: float = DEFAULT_LINGER_S,
         keep: int = DEFAULT_KEEP,
     ) -> None:
+        if not callable(commit):
+            raise InvalidInputError(f"commit must be callable, got {preview(commit)}")
         self._commit = commit
-        self._max_keys, self._linger_s, self._keep = max_keys, linger_s, keep
+        self._max_keys = _check_count(max_keys, "max_keys", least=1)
+        self._linger_s = check_real(linger_s, what="linger_s")
+        if self._linger_s < 0:
+            raise InvalidInputError(f"linger_s must be >= 0, got {preview(linger_s)}")
+        self._keep = _check_count(keep, "keep", least=0)
         self._lock = threading.Lock()
         self._queue: list[J] = []
         self._leading = False
@@ -274,6 +288,13 @@ class CommitQueue(Generic[J]):
             taken = {id(job) for job in group}
             self._queue = [job for job in self._queue if id(job) not in taken]
         return group
+
+
+def _check_count(value: object, what: str, *, least: int) -> int:
+    """Return ``value`` when it is an int >= ``least`` (not a bool), else raise naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidInputError(f"{what} must be an int >= {least}, got {preview(value)}")
+    return value
 
 
 def _wake_chain(jobs: Sequence[Job]) -> None:

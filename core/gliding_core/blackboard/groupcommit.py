@@ -188,9 +188,11 @@ class CommitQueue(Generic[J]):
 
     def _wake_one(self) -> bool:
         """Wake the thread of the oldest done job still asleep; whether there was one."""
+        if not self._asleep:  # (the usual case of a lone writer: no exception raised)
+            return False
         try:
             job = self._asleep.popleft()  # atomic: each job is woken once
-        except IndexError:
+        except IndexError:  # another thread took the last one meanwhile
             return False
         job._wake.release()
         return True

@@ -4,10 +4,12 @@ A writing thread hands its write to the board's ``CommitQueue`` as a ``Job`` and
 ``run``. When no thread is committing, it becomes the leader: it takes the queued jobs (its own
 first among them, since it found the queue idle) and commits them as one group through the
 queue's ``commit`` function; its own job done, it goes on committing the jobs queued
-meanwhile, up to ``keep`` (4) groups more, then hands the lead to the thread of the oldest job
+meanwhile, up to ``keep`` (2) groups more, then hands the lead to the thread of the oldest job
 still queued, or drops it when none is. A thread whose job is queued while another leads sleeps
 until its job is done or it is handed the lead. So one transaction holds the writes of many
-threads.
+threads. A new leader whose predecessor's last group held other threads' jobs pauses
+``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone writer
+never pauses.
 
 Who runs while a group commits (measured, see docs/benchmarks.md, "leanwake"): the store's
 write releases the GIL, so on a second core another thread's Python can run beside it, and
@@ -62,14 +64,15 @@ from gliding_core.jsonld import preview
 DEFAULT_MAX_KEYS = 1_024
 """The most keys (node IRIs) one group takes; the oldest job goes in whatever its size."""
 
-DEFAULT_LINGER_S = 0.0
+DEFAULT_LINGER_S = 50e-6
 """How long a new leader pauses, when the last group held other threads' jobs, before it takes
-the queue (so that they can queue again). 0: measured better once committed threads are woken
-one at a time (50 us, which Linux's timer slack makes 110, cost a sleep and a GIL wait)."""
+the queue, so that they can queue again (never after a lone writer's group). On Linux the sleep
+lasts about 50 us longer (the timer slack): 110 us measured. It keeps groups large when the
+machine is loaded (measured: without it, groups of 1.1 instead of 3 with 4 threads)."""
 
-DEFAULT_KEEP = 4
-"""How many more groups a leader commits, once its own job is done, while jobs are queued (4:
-measured 1.3-1.6x the writes/s of 0 at 16 threads; see the module docstring)."""
+DEFAULT_KEEP = 2
+"""How many more groups a leader commits, once its own job is done, while jobs are queued (2:
+their writers then run beside its store writes; see docs/benchmarks.md, "leanwake")."""
 
 
 class Job:
@@ -99,8 +102,8 @@ class CommitQueue(Generic[J]):
     Args:
         commit: commits a group of jobs (oldest first) and records each one's outcome.
         max_keys: the most keys a group takes beyond its oldest job.
-        linger_s: how long a new leader waits, when its predecessor's last group woke other
-            threads, before it takes its first group (0: never).
+        linger_s: how long a new leader waits, when its predecessor's last group held other
+            threads' jobs, before it takes its first group (0: never).
         keep: how many more groups a leader commits after its own while jobs are queued (0:
             it hands the lead on at once).
 
@@ -202,8 +205,8 @@ class CommitQueue(Generic[J]):
         queued; then hand the lead to the oldest queued job's thread, or drop it."""
         try:
             if self._woken and self._linger_s > 0:
-                # (Off by default: it paid when a group's writers were woken all together,
-                # each then queueing again; they are woken one at a time now.)
+                # The writers of the last groups need the GIL to queue their next writes: a
+                # leader taking the queue at once finds it nearly empty on a loaded machine.
                 time.sleep(self._linger_s)
             more = self._keep
             while group := self._next(mine, more):

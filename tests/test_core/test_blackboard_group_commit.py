@@ -591,3 +591,38 @@ def test_a_queue_takes_the_edge_options() -> None:
     )
     queue.run(_Numbered(["a", "b"], 0))  # the oldest job goes in whatever its size
     assert committed == [[0]]
+
+
+def test_a_writer_interrupted_while_its_group_commits_is_committed_and_woken_in_turn() -> None:
+    gates = [threading.Event() for _ in range(3)]
+    gates[2].set()  # the last write's commit runs free
+    queue, committed = _gated_queue(gates, keep=2)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        wait_for(lambda: queue.waiting == 1)
+        gates[0].set()  # [0] done: the leader keeps the lead and takes [1], held at its gate
+        wait_for(lambda: queue.groups == 2)
+        signal.pthread_kill(main, signal.SIGINT)  # while its job is being committed
+        time.sleep(0.05)
+        gates[1].set()
+
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    job = _Numbered(["b"], 1)
+    done_when_raised: bool | None = None
+    try:
+        queue.run(job)  # on this (main) thread: interrupted, then woken once committed
+    except KeyboardInterrupt:
+        done_when_raised = job.done
+    finally:
+        helper.join()
+        leader.join()
+    assert done_when_raised is True  # it waited for its group: committed, not taken back
+    assert job.error is None
+    assert [numbers for numbers, _ in committed] == [[0], [1]]
+    queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
+    assert [numbers for numbers, _ in committed] == [[0], [1], [2]]

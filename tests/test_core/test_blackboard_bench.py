@@ -44,6 +44,7 @@ def test_the_json_has_the_promised_shape(tmp_path: Path) -> None:
             assert run["batched_writes_per_s"] > 0
             assert run["reads_per_s"] > 0
             assert run["reads_miss_per_s"] > 0
+            assert 0 <= run["write_writer_switches"] <= run["write_switches"] + 1  # (rounded)
         assert backend["baseline_writes_per_s"] > 0
         for hops in ("1hop", "2hop"):
             assert 0 < backend[f"construct_{hops}_p50_ms"] <= backend[f"construct_{hops}_p95_ms"]

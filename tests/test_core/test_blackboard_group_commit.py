@@ -24,7 +24,7 @@ from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.entry import MesiState
-from gliding_core.errors import PermissionDeniedError, StaleWriteError
+from gliding_core.errors import InvalidInputError, PermissionDeniedError, StaleWriteError
 from gliding_core.store import L0Store
 
 TASK = "iri://task/grouped"
@@ -362,35 +362,129 @@ def test_with_keep_a_leader_leads_on_while_jobs_are_queued_then_hands_the_lead_o
     assert all(job.done and job.error is None for job in jobs)
 
 
-def test_a_kept_lead_wakes_a_group_s_writers_once_it_has_taken_the_next_group() -> None:
-    """So that they run while it commits (its store write releases the GIL)."""
-    gates = [threading.Event() for _ in range(3)]
-    queue, committed = _gated_queue(gates, keep=4)
-    jobs = [_Numbered([f"k{i}"], i) for i in range(4)]
-    returned: dict[int, int] = {}  # job number -> groups taken when its run returned
+def _storing_queue(
+    gates: list[threading.Event],
+) -> tuple[CommitQueue[_Numbered], list[list[int]], dict[int, int]]:
+    """A kept-lead queue whose commits begin with a store write (``storing``), the n-th then
+    waiting for ``gates[n]``; and, per job number, how many commits had ended when it returned."""
+    committed: list[list[int]] = []
+    returned: dict[int, int] = {}
 
-    def run(job: _Numbered) -> None:
+    def commit(group: Any) -> None:
+        queue.storing()
+        gates[len(committed)].wait()
+        committed.append([job.number for job in group])
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit, keep=4)
+    return queue, committed, returned
+
+
+def _run_noting(
+    queue: CommitQueue[_Numbered], committed: list[list[int]], returned: dict[int, int], job: Any
+) -> threading.Thread:
+    def run() -> None:
         queue.run(job)
-        returned[job.number] = queue.groups
+        returned[job.number] = len(committed)
 
-    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
-    threads[0].start()
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_committed_writer_is_woken_as_the_next_store_write_begins() -> None:
+    """Not with its group: its thread then runs while the next group's store write does."""
+    gates = [threading.Event() for _ in range(3)]
+    queue, committed, returned = _storing_queue(gates)
+    threads = [_run_noting(queue, committed, returned, _Numbered(["k0"], 0))]
     wait_for(lambda: queue.groups == 1)
-    for count, thread in enumerate(threads[1:3], start=1):
-        thread.start()
+    for count, number in enumerate((1, 2), start=1):
+        threads.append(_run_noting(queue, committed, returned, _Numbered([f"k{number}"], number)))
         wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
     gates[0].set()
     wait_for(lambda: queue.groups == 2)  # the leader commits [1, 2]; 3 queues meanwhile
-    threads[3].start()
+    threads.append(_run_noting(queue, committed, returned, _Numbered(["k3"], 3)))
     wait_for(lambda: queue.waiting == 1)
-    gates[1].set()
-    wait_for(lambda: 1 in returned and 2 in returned)
-    assert returned[1] == returned[2] == 3  # woken after the leader took [3], still committing
-    assert not gates[2].is_set()
+    gates[1].set()  # [1, 2] done; the leader takes [3], whose store write wakes 1 (the oldest)
+    wait_for(lambda: 1 in returned)
+    assert returned[1] == 2  # while [3] is still being committed
+    assert 2 not in returned  # asleep until its turn: one thread woken at a time
     gates[2].set()
     for thread in threads:
         thread.join()
-    assert [numbers for numbers, _ in committed] == [[0], [1, 2], [3]]
+    assert committed == [[0], [1, 2], [3]]
+    assert returned[2] == returned[3] == 3  # woken in turn once the lead was dropped
+
+
+def test_a_thread_about_to_wait_wakes_a_committed_one() -> None:
+    """It gives up the GIL: the committed thread it wakes takes it."""
+    gates = [threading.Event() for _ in range(4)]
+    queue, committed, returned = _storing_queue(gates)
+    threads = [_run_noting(queue, committed, returned, _Numbered(["k0"], 0))]
+    wait_for(lambda: queue.groups == 1)
+    for count, number in enumerate((1, 2), start=1):
+        threads.append(_run_noting(queue, committed, returned, _Numbered([f"k{number}"], number)))
+        wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+    gates[0].set()
+    wait_for(lambda: queue.groups == 2)
+    threads.append(_run_noting(queue, committed, returned, _Numbered(["k3"], 3)))
+    wait_for(lambda: queue.waiting == 1)
+    gates[1].set()
+    wait_for(lambda: 1 in returned)  # woken by [3]'s store write; 2 sleeps on
+    threads.append(_run_noting(queue, committed, returned, _Numbered(["k4"], 4)))
+    wait_for(lambda: 2 in returned)  # woken by 4's thread as it began to wait
+    assert returned[2] == 2  # [3] is still being committed
+    for gate in gates:
+        gate.set()
+    for thread in threads:
+        thread.join()
+    assert committed == [[0], [1, 2], [3], [4]]
+
+
+def test_without_store_writes_every_committed_thread_is_still_woken() -> None:
+    """A commit that never calls ``storing``: one woken a group, then each wakes the next."""
+    gate = threading.Event()
+    committed: list[list[int]] = []
+
+    def commit(group: Any) -> None:
+        gate.wait()
+        committed.append([job.number for job in group])
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit, keep=4)
+    writers = [Writer(lambda: queue.run(_Numbered(["k0"], 0)))]
+    writers[0].start()
+    wait_for(lambda: queue.groups == 1)
+    for number in range(1, 6):
+        writers.append(Writer(lambda n=number: queue.run(_Numbered([f"k{n}"], n))))
+        writers[-1].start()
+        wait_for(lambda: queue.waiting == len(writers) - 1)
+    gate.set()
+    for writer in writers:
+        writer.join(timeout=30)
+    assert not any(writer.is_alive() for writer in writers), "a committed thread slept on"
+    assert all(writer.error is None for writer in writers)
+    assert committed == [[0], [1, 2, 3, 4, 5]]
+
+
+def test_a_board_wakes_a_committed_writer_right_before_its_store_write(
+    board: Blackboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = coherence_of(board).queue
+    assert board.nodes.before_store == queue.storing
+    calls: list[str] = []
+    extend = board.backend.extend
+
+    def storing() -> None:
+        calls.append("storing")
+        queue.storing()
+
+    def extended(quads: Any) -> None:
+        calls.append("extend")
+        extend(quads)
+
+    monkeypatch.setattr(board.nodes, "before_store", storing)
+    monkeypatch.setattr(board.backend, "extend", extended)
+    board.agent("a", role="do", task=TASK).write([node("urn:g:stored", "s")], area="execution")
+    assert calls == ["storing", "extend"]
 
 
 def test_a_leader_interrupted_while_it_pauses_is_not_committed_and_the_queue_goes_on() -> None:
@@ -459,3 +553,76 @@ def test_a_leader_interrupted_in_another_thread_s_group_raises_it_and_the_queue_
     assert committed == [[0], [1]]
     queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
     assert committed == [[0], [1], [2]]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_keys": 0}, "max_keys"),
+        ({"max_keys": True}, "max_keys"),
+        ({"max_keys": 2.0}, "max_keys"),
+        ({"linger_s": -1e-6}, "linger_s"),
+        ({"linger_s": float("nan")}, "linger_s"),
+        ({"linger_s": float("inf")}, "linger_s"),
+        ({"linger_s": "50us"}, "linger_s"),
+        ({"keep": -1}, "keep"),
+        ({"keep": None}, "keep"),
+        ({"keep": False}, "keep"),
+    ],
+)
+def test_a_queue_refuses_bad_options_naming_them(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(InvalidInputError, match=named) as raised:
+        CommitQueue(lambda group: None, **options)
+    assert repr(next(iter(options.values())))[:4] in str(raised.value)
+
+
+def test_a_queue_refuses_a_commit_that_is_not_callable() -> None:
+    with pytest.raises(InvalidInputError, match="commit must be callable"):
+        CommitQueue("commit")  # type: ignore[arg-type]
+
+
+def test_a_queue_takes_the_edge_options() -> None:
+    committed: list[list[int]] = []
+    queue: CommitQueue[_Numbered] = CommitQueue(
+        lambda group: committed.append([job.number for job in group]),
+        max_keys=1,
+        linger_s=0,
+        keep=0,
+    )
+    queue.run(_Numbered(["a", "b"], 0))  # the oldest job goes in whatever its size
+    assert committed == [[0]]
+
+
+def test_a_writer_interrupted_while_its_group_commits_is_committed_and_woken_in_turn() -> None:
+    gates = [threading.Event() for _ in range(3)]
+    gates[2].set()  # the last write's commit runs free
+    queue, committed = _gated_queue(gates, keep=2)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        wait_for(lambda: queue.waiting == 1)
+        gates[0].set()  # [0] done: the leader keeps the lead and takes [1], held at its gate
+        wait_for(lambda: queue.groups == 2)
+        signal.pthread_kill(main, signal.SIGINT)  # while its job is being committed
+        time.sleep(0.05)
+        gates[1].set()
+
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    job = _Numbered(["b"], 1)
+    done_when_raised: bool | None = None
+    try:
+        queue.run(job)  # on this (main) thread: interrupted, then woken once committed
+    except KeyboardInterrupt:
+        done_when_raised = job.done
+    finally:
+        helper.join()
+        leader.join()
+    assert done_when_raised is True  # it waited for its group: committed, not taken back
+    assert job.error is None
+    assert [numbers for numbers, _ in committed] == [[0], [1]]
+    queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
+    assert [numbers for numbers, _ in committed] == [[0], [1], [2]]

@@ -15,7 +15,9 @@ The agent figures are taken with coherence on (the board's coordinator, with the
 memory would give it: a dict in memory, a SQLite file beside the graph on disk and at the
 server). Beside each agent count's single-node write rate, three diagnostics of the same phase
 (they change nothing it measures): ``write_cpu_us``, the process's CPU time a write (user and
-system, all threads), ``write_switches``, its voluntary context switches a write (POSIX), and
+system, all threads), ``write_switches``, its voluntary context switches a write (POSIX),
+``write_writer_switches``, those of the writing threads alone (Linux's per-thread count; the
+store's own threads and the main thread left out: 0 where there is none), and
 ``write_group``, the mean number of writes the board's commit queue committed together.
 ``coherence`` compares cached reads through one agent's handle with coherence on and
 off (``coherent=False``) on two boards holding the same nodes, timed in alternation, best of
@@ -176,9 +178,13 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
     handles = [board.agent(f"agent-{a}", role="do", task=TASK) for a in range(agents)]
     iris = [[f"urn:bench:a{a}:{i}" for i in range(per_agent)] for a in range(agents)]
 
+    writer_switches: list[int] = []
+
     def write(a: int) -> None:
+        began = _thread_switches()
         for i, iri in enumerate(iris[a]):
             handles[a].write([{"@id": iri, "@type": "Step", "summary": f"s{i}"}], area="execution")
+        writer_switches.append(_thread_switches() - began)  # (list.append: atomic)
 
     def write_batched(a: int) -> None:
         for start in range(0, per_agent, BATCH):
@@ -201,6 +207,7 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
     before = _write_counters(board)
     written = _in_threads(agents, write)
     diagnostics = _write_diagnostics(before, _write_counters(board), total)
+    diagnostics["write_writer_switches"] = round(sum(writer_switches) / total, 2)
     batched = _in_threads(agents, write_batched)
     hits = _in_threads(agents, reread)
     board.nodes.forget_cache()
@@ -212,6 +219,12 @@ def _agent_figures(board: Blackboard, agents: int, nodes: int) -> dict[str, floa
         "reads_miss_per_s": round(total / misses),
         **diagnostics,
     }
+
+
+def _thread_switches() -> int:
+    """The calling thread's voluntary context switches so far (0 without a per-thread count)."""
+    who = getattr(resource, "RUSAGE_THREAD", None)  # Linux
+    return 0 if who is None else resource.getrusage(who).ru_nvcsw
 
 
 def _write_counters(board: Blackboard) -> tuple[float, int, int, int]:

@@ -157,6 +157,8 @@ class Blackboard:
         )
         if self.writeback is not None:
             self.writeback.on_flushed = coherence.written_back
+        # A committed writer is woken as the next group's store write begins (the GIL free).
+        self.nodes.before_store = coherence.queue.storing
         return coherence
 
     @property

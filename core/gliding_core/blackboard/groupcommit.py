@@ -2,23 +2,28 @@
 
 A writing thread hands its write to the board's ``CommitQueue`` as a ``Job`` and calls
 ``run``. When no thread is committing, it becomes the leader: it takes the queued jobs (its own
-first among them, since it found the queue idle), commits them as one group through the
-queue's ``commit`` function, and then, its own job done, hands the lead to the thread of the
-oldest job still queued, or drops it when none is. A thread whose job is queued while another
-leads sleeps until its job is done or it is handed the lead. So while one group is being
-committed (the store's write releases the GIL), the other threads prepare their writes and
-queue them, and the next group holds them all: one transaction for many writes. A leader
-whose predecessor's last group woke other threads pauses ``linger_s`` (50 us) before taking
-the queue, so that they can queue their next writes (they need the GIL the leader would
-otherwise keep); a lone writer never pauses. The threads of a committed group are woken in a
-chain (each wakes the next once it runs), not all at once, where they would fight for the GIL.
+first among them, since it found the queue idle) and commits them as one group through the
+queue's ``commit`` function; its own job done, it goes on committing the jobs queued
+meanwhile, up to ``keep`` (2) groups more, then hands the lead to the thread of the oldest job
+still queued, or drops it when none is. A thread whose job is queued while another leads sleeps
+until its job is done or it is handed the lead. So one transaction holds the writes of many
+threads. A new leader whose predecessor's last group held other threads' jobs pauses
+``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone writer
+never pauses.
 
-With ``keep`` above 0 (not the default: measured no better on a loaded 2-core machine, see
-docs/benchmarks.md, "leanthreads"), a leader whose own job is done goes on committing the jobs
-queued meanwhile, up to ``keep`` groups more, and wakes a group's writers only once it has
-taken the next group, so that they prepare their next writes while that group's store write
-runs (on another core, without the GIL) rather than between two commits. When the lead stops
-the last group's writers are woken at once.
+Who runs while a group commits (measured, see docs/benchmarks.md, "leanwake"): the store's
+write releases the GIL, so on a second core another thread's Python can run beside it, and
+every thread that wakes while another holds the GIL costs context switches (it sleeps again
+on the GIL, and is woken in vain by every short release of it). So the threads of committed
+jobs are not woken with their group: they sleep on in a queue of their own (``_asleep``,
+oldest first) and are woken one at a time, each when the GIL is about to be free:
+
+- by the leader as its next store write begins (``storing``, which ``commit`` calls right
+  before it; the woken thread then runs beside the store write);
+- by a thread about to sleep on its next job (it gives up the GIL: one woken thread takes it);
+- once a group is committed, by the leader, when the commit did not call ``storing``;
+- and when the lead is dropped (the queue empty), each woken thread wakes the next, since no
+  leader is left to.
 
 Invariants:
 - At most one leader at a time: the lead is taken only when the queue is idle, and otherwise
@@ -26,7 +31,8 @@ Invariants:
   A leader commits at most ``keep`` groups after its own, so its caller waits a bounded time.
 - A job's ``run`` returns (or raises its ``error``) only after the group holding it was
   committed, or failed. No job is dropped or starved: the oldest queued job is always in the
-  next group.
+  next group, and a committed job's thread is woken in its turn (oldest first) by the next
+  store write, waiting thread or dropped lead; every group commit wakes at least one.
 - The jobs of a group have disjoint keys. A job whose keys meet those of an older job still
   queued waits for a later group, so for each key the jobs commit in the order they came.
 - No thread of the queue's own: the leader is always a writing thread, so nothing outlives
@@ -34,33 +40,39 @@ Invariants:
 - ``commit`` decides each job's outcome itself (a refused job fails only its own caller). If
   it raises, every job of the group gets that exception, re-raised in the job's own thread.
 - A thread interrupted while it waits (``KeyboardInterrupt``) takes its job back if it is
-  still queued (it is not committed), passes on a lead it was handed, and inside a group
-  being committed waits for it and passes the chain of wake-ups on. A leader interrupted in
-  its pause takes its job back the same way; one interrupted while it commits another
-  thread's group (the commit sees the interrupt, as in its own) stops leading and raises it.
-  Either way the lead goes on and the last group's writers are woken.
+  still queued (it is not committed) and passes on a lead it was handed; when its job is in a
+  group it waits for the group and its own wake-up. A leader interrupted in its pause takes
+  its job back the same way; one interrupted while it commits another thread's group (the
+  commit sees the interrupt, as in its own) stops leading and raises it. Either way the lead
+  goes on and the committed jobs' threads are woken.
 - A job run on the leading thread while it commits (a re-entrant write from an event
   subscriber) is committed at once, alone.
 """
 
 from __future__ import annotations
 
-import itertools
+import collections
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
+from gliding_core.entry import check_real
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import preview
+
 DEFAULT_MAX_KEYS = 1_024
 """The most keys (node IRIs) one group takes; the oldest job goes in whatever its size."""
 
 DEFAULT_LINGER_S = 50e-6
-"""How long a new leader lets the threads its predecessor's last group woke queue again before
-it takes the queue (never when that group woke none: a lone writer does not wait). On Linux
-the sleep lasts about 50 us longer (the timer slack): 110 us measured."""
+"""How long a new leader pauses, when the last group held other threads' jobs, before it takes
+the queue, so that they can queue again (never after a lone writer's group). On Linux the sleep
+lasts about 50 us longer (the timer slack): 110 us measured. It keeps groups large when the
+machine is loaded (measured: without it, groups of 1.1 instead of 3 with 4 threads)."""
 
-DEFAULT_KEEP = 0
-"""How many more groups a leader commits, once its own job is done, while jobs are queued."""
+DEFAULT_KEEP = 2
+"""How many more groups a leader commits, once its own job is done, while jobs are queued (2:
+their writers then run beside its store writes; see docs/benchmarks.md, "leanwake")."""
 
 
 class Job:
@@ -70,13 +82,12 @@ class Job:
         keys: what the write touches (its node IRIs): jobs of one group have disjoint keys.
     """
 
-    __slots__ = ("_wake", "after", "done", "error", "heir", "keys")
+    __slots__ = ("_wake", "done", "error", "heir", "keys")
 
     def __init__(self, keys: Iterable[Hashable]) -> None:
         self.keys = frozenset(keys)
         self.done = False
         self.heir = False  # handed the lead by the last leader
-        self.after: Job | None = None  # the job of its group it wakes once it is woken
         self.error: BaseException | None = None
         self._wake = threading.Lock()  # held until the job is done or its thread leads
         self._wake.acquire()
@@ -91,10 +102,14 @@ class CommitQueue(Generic[J]):
     Args:
         commit: commits a group of jobs (oldest first) and records each one's outcome.
         max_keys: the most keys a group takes beyond its oldest job.
-        linger_s: how long a new leader waits, when its predecessor's last group woke other
-            threads, before it takes its first group (0: never).
+        linger_s: how long a new leader waits, when its predecessor's last group held other
+            threads' jobs, before it takes its first group (0: never).
         keep: how many more groups a leader commits after its own while jobs are queued (0:
             it hands the lead on at once).
+
+    Raises:
+        InvalidInputError: ``commit`` is not callable, ``max_keys`` is not an int >= 1,
+            ``linger_s`` not a finite number >= 0, or ``keep`` not an int >= 0.
     """
 
     def __init__(
@@ -105,13 +120,21 @@ class CommitQueue(Generic[J]):
         linger_s: float = DEFAULT_LINGER_S,
         keep: int = DEFAULT_KEEP,
     ) -> None:
+        if not callable(commit):
+            raise InvalidInputError(f"commit must be callable, got {preview(commit)}")
         self._commit = commit
-        self._max_keys, self._linger_s, self._keep = max_keys, linger_s, keep
+        self._max_keys = _check_count(max_keys, "max_keys", least=1)
+        self._linger_s = check_real(linger_s, what="linger_s")
+        if self._linger_s < 0:
+            raise InvalidInputError(f"linger_s must be >= 0, got {preview(linger_s)}")
+        self._keep = _check_count(keep, "keep", least=0)
         self._lock = threading.Lock()
         self._queue: list[J] = []
         self._leading = False
         self._leader: int | None = None  # the leading thread's ident, while it commits
-        self._woken = False  # whether the last leader woke other threads as it stopped
+        self._woken = False  # whether the last group held other threads' jobs
+        self._stored = False  # whether the group being committed called ``storing``
+        self._asleep: collections.deque[J] = collections.deque()  # done jobs' threads asleep
         self.groups = 0
         """How many groups were committed (``jobs / groups``: the mean group size)."""
         self.jobs = 0
@@ -144,47 +167,57 @@ class CommitQueue(Generic[J]):
             waits = self._leading
             self._leading = True
         if waits:
+            self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
             try:
                 job._wake.acquire()  # released when the job is done, or it is handed the lead
             except BaseException:  # interrupted (KeyboardInterrupt) while it waited
                 self._abandon(job)
                 raise
-            if job.done and job.after is not None:
-                job.after._wake.release()  # the next of its group: one thread woken at a time
+            if job.done and not self._leading:
+                self._wake_one()  # no leader wakes the rest: each woken thread wakes one
         if not job.done:
             self._lead(job)
         if job.error is not None:
             raise job.error
 
+    def storing(self) -> None:
+        """Wake one thread whose job is done, as the commit's store write begins.
+
+        Called by ``commit`` (on the leading thread) right before its store write, which
+        releases the GIL: the woken thread runs beside it instead of waiting for the GIL.
+        """
+        self._stored = True
+        self._wake_one()
+
+    def _wake_one(self) -> bool:
+        """Wake the thread of the oldest done job still asleep; whether there was one."""
+        if not self._asleep:  # (the usual case of a lone writer: no exception raised)
+            return False
+        try:
+            job = self._asleep.popleft()  # atomic: each job is woken once
+        except IndexError:  # another thread took the last one meanwhile
+            return False
+        job._wake.release()
+        return True
+
     def _lead(self, mine: J) -> None:
         """Commit groups as the leader: ``mine``'s, then up to ``keep`` more while jobs are
-        queued; then hand the lead to the oldest queued job's thread, or drop it.
-
-        The threads of a group are woken once the next group is taken (they run while it
-        commits), or at once when the lead stops.
-        """
-        held: list[J] = []  # the last group's other jobs: done, their threads not yet woken
+        queued; then hand the lead to the oldest queued job's thread, or drop it."""
         try:
             if self._woken and self._linger_s > 0:
-                # The writers the last leader woke need the GIL to queue their next writes: a
-                # leader taking the queue at once finds it nearly empty (measured: mean groups
-                # of 1.25 with 4 threads and 5 with 16, against 3 and 7-10 after this pause).
+                # The writers of the last groups need the GIL to queue their next writes: a
+                # leader taking the queue at once finds it nearly empty on a loaded machine.
                 time.sleep(self._linger_s)
             more = self._keep
             while group := self._next(mine, more):
-                _wake_chain(held)
-                held = []
                 more -= mine.done
-                interrupted = self._commit_group(group)
-                held = [job for job in group if job is not mine]
+                interrupted = self._commit_group(group, mine)
                 if interrupted is not None:  # the commit was interrupted: stop leading
                     if interrupted is not mine.error:
                         raise interrupted  # a later group's: this thread's interrupt too
                     break
-        except BaseException:
-            self._stop(mine, held)
-            raise
-        self._stop(mine, held)
+        finally:
+            self._stop(mine)
 
     def _next(self, mine: J, more: int) -> list[J]:
         """Take the next group: ``mine``'s, or one more while ``more`` allows (else none)."""
@@ -196,9 +229,13 @@ class CommitQueue(Generic[J]):
             self.jobs += len(group)
             return group
 
-    def _commit_group(self, group: list[J]) -> BaseException | None:
-        """Commit ``group``; return what interrupted it (not an ``Exception``), if anything."""
+    def _commit_group(self, group: list[J], mine: J) -> BaseException | None:
+        """Commit ``group``; return what interrupted it (not an ``Exception``), if anything.
+
+        Its other jobs' threads then sleep on, done, until they are woken one at a time.
+        """
         self._leader = threading.get_ident()
+        self._stored = False
         try:
             self._commit(group)
         except BaseException as exc:  # each job of the group raises it in its own thread
@@ -210,18 +247,23 @@ class CommitQueue(Generic[J]):
             self._leader = None
             for job in group:
                 job.done = True
+            others = [job for job in group if job is not mine]
+            self._asleep.extend(others)
+            self._woken = bool(others)
+            if not self._stored:  # no store write woke one: at least one a group
+                self._wake_one()
         return None
 
-    def _stop(self, mine: J, held: list[J]) -> None:
-        """Stop leading: ``mine`` taken back if still queued (never committed), the lead
-        handed on or dropped, and the last group's threads woken."""
+    def _stop(self, mine: J) -> None:
+        """Stop leading: ``mine`` taken back if still queued (never committed), and the lead
+        handed on, or dropped (then the threads of done jobs are woken, each waking one)."""
         with self._lock:
             if not mine.done and mine in self._queue:
                 self._queue.remove(mine)
             heir = self._hand_on()
-        _wake_chain(held)
-        self._woken = bool(held)
-        if heir is not None:
+        if heir is None:
+            self._wake_one()
+        else:
             heir._wake.release()
 
     def _hand_on(self) -> J | None:
@@ -241,17 +283,16 @@ class CommitQueue(Generic[J]):
             taken = job not in self._queue
             if not taken:
                 self._queue.remove(job)
-                if job.heir and self._queue:
-                    heir = self._queue[0]
-                    heir.heir = True
-                elif job.heir:
-                    self._leading = False
-        if taken:  # in a group: committed whatever happens; the chain of wake-ups goes on
+                if job.heir:
+                    heir = self._hand_on()
+        if taken:  # in a group: committed whatever happens; it is woken once done
             job._wake.acquire()
-            if job.after is not None:
-                job.after._wake.release()
+            if not self._leading:
+                self._wake_one()
         elif heir is not None:
             heir._wake.release()
+        elif job.heir:
+            self._wake_one()
 
     def _take(self) -> list[J]:
         """Remove and return the next group: queued jobs with disjoint keys, oldest first."""
@@ -276,11 +317,8 @@ class CommitQueue(Generic[J]):
         return group
 
 
-def _wake_chain(jobs: Sequence[Job]) -> None:
-    """Wake the threads of ``jobs`` (done) in a chain: each wakes the next once it runs."""
-    # Released all at once they fight for the GIL (measured with 16 threads: 18 context
-    # switches a write, 11 chained).
-    for job, after in itertools.pairwise(jobs):
-        job.after = after
-    if jobs:
-        jobs[0]._wake.release()
+def _check_count(value: object, what: str, *, least: int) -> int:
+    """Return ``value`` when it is an int >= ``least`` (not a bool), else raise naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidInputError(f"{what} must be an int >= {least}, got {preview(value)}")
+    return value

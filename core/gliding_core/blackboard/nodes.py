@@ -456,6 +456,9 @@ class NodeStore:
         self.bus = bus
         self.writer = threading.RLock()
         self.check: CacheCheck | None = None
+        self.before_store: Callable[[], None] | None = None
+        """Called right before a write's store update (which releases the GIL): the board's
+        commit queue wakes a thread there, to run beside it (``CommitQueue.storing``)."""
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._writes = 0  # writes cached so far: a read begun before one is not cached
         self._cache_lock = threading.Lock()
@@ -588,6 +591,8 @@ class NodeStore:
             quads += request.triples
             quads.append(node._record(request.subject))  # the request's term: not built again
         stored = {k: v for k, v in old.items() if not isinstance(v, _Absent)}
+        if self.before_store is not None:
+            self.before_store()
         if stored:
             self.backend.update(f"{_removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
         else:  # only new nodes: nothing to take out, a plain (atomic) insert

@@ -339,3 +339,14 @@ def test_no_context_is_fetched_from_the_network(
         )
     assert watch.attempts == []
     assert CONTEXT["@vocab"] == VOCAB
+
+
+def test_an_embedded_store_error_is_translated_or_raised_as_it_is() -> None:
+    """A mapped pyoxigraph error becomes the project's error; any other is not swallowed."""
+    graph = EmbeddedGraph()
+    with pytest.raises(InvalidInputError, match="updating the blackboard graph failed"):
+        graph.update("INSERT DATA { this is not SPARQL }")
+    with pytest.raises(TypeError):  # not in the table: raised as pyoxigraph raised it
+        graph.extend(["not a quad"])  # type: ignore[list-item]
+    assert list(graph.store) == []  # nothing written by either
+    graph.close()

@@ -32,7 +32,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, NoReturn, Protocol, Union
 
 import httpx
 import pyoxigraph as ox
@@ -142,6 +142,14 @@ def _from_pyoxigraph(result: Any) -> QueryResult:
     return QueryResult("select", variables=names, rows=tuple(rows))
 
 
+def _raise_translated(exc: Exception, doing: str) -> NoReturn:
+    """Raise what ``exc`` of pyoxigraph maps to (``boundary``), else ``exc`` itself."""
+    error = translate("oxigraph", exc, doing)
+    if error is None:
+        raise exc
+    raise error from exc
+
+
 class EmbeddedGraph:
     """pyoxigraph's embedded store: in memory (``path=None``) or in a directory on disk.
 
@@ -169,10 +177,7 @@ class EmbeddedGraph:
         try:  # (``try``, not ``with translated``: free unless it raises, and every write calls it)
             store.update(text)
         except Exception as exc:
-            error = translate("oxigraph", exc, "updating the blackboard graph")
-            if error is None:
-                raise
-            raise error from exc
+            _raise_translated(exc, "updating the blackboard graph")
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
         """Add quads in one transaction."""
@@ -180,10 +185,7 @@ class EmbeddedGraph:
         try:  # (as in ``update``)
             store.extend(quads)
         except Exception as exc:
-            error = translate("oxigraph", exc, "adding to the blackboard graph")
-            if error is None:
-                raise
-            raise error from exc
+            _raise_translated(exc, "adding to the blackboard graph")
 
     def triples_of(self, subjects: Sequence[str], graph: str) -> list[ox.Quad]:
         """Return the quads of ``graph`` about ``subjects`` (one index look-up each)."""

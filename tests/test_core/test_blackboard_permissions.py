@@ -211,3 +211,35 @@ def test_a_handle_follows_a_matrix_replaced_after_its_grants(board: Blackboard) 
         doer.write([{"@id": "urn:do:1", "v": 3}], area="execution")
     board.permissions = PermissionMatrix()
     assert doer.write([{"@id": "urn:do:2"}], area="execution")[0].generation == 1
+
+
+def test_a_grant_checked_while_the_matrix_is_replaced_is_not_kept_for_the_new_one(
+    board: Blackboard,
+) -> None:
+    """Another thread's check may replace the cache between a check and its grant's note."""
+    doer = board.agent("d", role="do", task=TASK)
+    strict = PermissionMatrix({"do": {"execution": ["read"]}})
+
+    class Swapping(PermissionMatrix):
+        """Grants, then (as another thread would) installs ``strict`` and checks under it."""
+
+        def check(self, role: str, area: str, operation: Operation | str, *, graph: str) -> None:
+            super().check(role, area, operation, graph=graph)
+            board.permissions = strict
+            doer._check("execution", Operation.READ)  # the other thread's check, on ``strict``
+
+    board.permissions = Swapping()
+    assert doer._check("execution", Operation.CREATE)  # granted by the old matrix
+    assert board.permissions is strict
+    with pytest.raises(PermissionDeniedError, match="create"):
+        doer.write([{"@id": "urn:do:9"}], area="execution")
+
+
+def test_a_handles_role_and_task_are_fixed(board: Blackboard) -> None:
+    """Its grants and graphs are remembered for them: changing either is refused."""
+    doer = board.agent("d", role="do", task=TASK)
+    with pytest.raises(AttributeError):
+        doer.role = "plan"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        doer.task = "urn:task:other"  # type: ignore[misc]
+    assert (doer.role, doer.task) == ("do", TASK)

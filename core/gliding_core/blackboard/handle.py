@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
 from gliding_core.blackboard.nodes import BoardNode, NodeWrite, check_iri
-from gliding_core.blackboard.permissions import Operation
+from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, check_query, task_graphs
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.bus import Subscription
@@ -62,26 +62,42 @@ class AgentHandle:
             )
         self.board = board
         self.name = name
-        self.role = board.permissions.role(role)
-        self.task = check_iri(task, "task IRI")
-        # What the matrix granted this handle, by (area, operation), and the area's graph: the
-        # matrix is immutable, so a grant holds while the board keeps that matrix.
-        self._matrix = board.permissions
-        self._granted: dict[tuple[str, Operation], str] = {}
+        self._role = board.permissions.role(role)
+        self._task = check_iri(task, "task IRI")
+        # What the matrix granted this handle, by (area, operation), and the area's graph, kept
+        # with the matrix that granted it (one attribute: a grant checked against a matrix
+        # replaced meanwhile lands in that matrix's dict, never in the new one's). A matrix is
+        # immutable, so a grant holds while the board keeps it.
+        self._grants: tuple[PermissionMatrix, dict[tuple[str, Operation], str]] = (
+            board.permissions,
+            {},
+        )
         self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
+
+    @property
+    def role(self) -> str:
+        """The agent's role (fixed for the handle: its grants are remembered)."""
+        return self._role
+
+    @property
+    def task(self) -> str:
+        """The IRI of the agent's task (fixed for the handle: its graphs are remembered)."""
+        return self._task
 
     def _check(self, area: str, operation: Operation) -> str:
         """Return the graph of ``area`` if the role may do ``operation`` there, else refuse."""
         matrix = self.board.permissions
-        if matrix is self._matrix:
-            graph = self._granted.get((area, operation))
+        held, granted = self._grants
+        if held is matrix:
+            graph = granted.get((area, operation))
             if graph is not None:
                 return graph
         else:  # the board's matrix was replaced: nothing it granted is known
-            self._matrix, self._granted = matrix, {}
-        graph = area_graph(self.task, area)
-        matrix.check(self.role, area, operation, graph=graph)
-        self._granted[(area, operation)] = graph
+            granted = {}
+            self._grants = (matrix, granted)
+        graph = area_graph(self._task, area)
+        matrix.check(self._role, area, operation, graph=graph)
+        granted[(area, operation)] = graph
         return graph
 
     def write(

@@ -176,7 +176,8 @@ class NodeWrite(NamedTuple):
     """A validated request to write one node into one graph (an immutable record).
 
     A named tuple: one is built for every node written, at a third of a frozen dataclass's
-    cost (whose generated ``__init__`` sets each field through ``object.__setattr__``).
+    cost (whose generated ``__init__`` sets each field through ``object.__setattr__``). It is
+    not hashable (it holds the parsed node, a dict), and compares every field.
     """
 
     iri: str

@@ -66,7 +66,8 @@ def flat_triples(
         if key == "@id":
             continue
         if key == "@type":
-            kind = _term(value) if type(value) is str else None  # most nodes: one type
+            # Most nodes: one type (``_add_types``' first case inline: keep the two equal).
+            kind = _term(value) if type(value) is str else None
             if kind is not None:
                 quads.append(ox.Quad(subject, _TYPE, kind, graph))
             elif not _add_types(quads, subject, value, graph):
@@ -75,7 +76,7 @@ def flat_triples(
         predicate = _term(key)
         if predicate is None:
             return None
-        if type(value) is str:  # most values: a string (inline: no call for it)
+        if type(value) is str:  # most values: a string (``_add_values``' case inline)
             quads.append(ox.Quad(subject, predicate, ox.Literal(value), graph))
         elif not _add_values(quads, subject, predicate, value, graph):
             return None

@@ -626,3 +626,47 @@ def test_a_writer_interrupted_while_its_group_commits_is_committed_and_woken_in_
     assert [numbers for numbers, _ in committed] == [[0], [1]]
     queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
     assert [numbers for numbers, _ in committed] == [[0], [1], [2]]
+
+
+def _interrupting_once(queue: CommitQueue[Any], name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``queue``'s method ``name`` raise ``KeyboardInterrupt`` once on this thread, as a
+    pending SIGINT does on entry to it."""
+    method = getattr(queue, name)
+    main = threading.get_ident()
+    raised: list[bool] = []
+
+    def interrupted(*args: Any) -> Any:
+        if threading.get_ident() == main and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return method(*args)
+
+    monkeypatch.setattr(queue, name, interrupted)
+
+
+@pytest.mark.parametrize("keep", [0, 2])
+def test_a_writer_interrupted_as_it_wakes_another_is_not_committed_and_the_queue_goes_on(
+    keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupt comes on entry to ``_wake_one``, right before the writer would wait."""
+    gates = [threading.Event() for _ in range(3)]
+    gates[1].set()
+    gates[2].set()
+    queue, committed = _gated_queue(gates, keep=keep)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    _interrupting_once(queue, "_wake_one", monkeypatch)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(_Numbered(["b"], 1))  # behind the leader, on this thread
+        assert queue.waiting == 0  # taken back: no orphan job left queued
+    finally:
+        gates[0].set()
+        leader.join()
+    writer = Writer(lambda: queue.run(_Numbered(["c"], 2)))
+    writer.start()
+    writer.join(timeout=30)
+    assert not writer.is_alive(), "the lead was lost"
+    assert writer.error is None
+    assert [numbers for numbers, _ in committed] == [[0], [2]]  # 1 never committed

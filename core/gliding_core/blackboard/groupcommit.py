@@ -167,8 +167,8 @@ class CommitQueue(Generic[J]):
             waits = self._leading
             self._leading = True
         if waits:
-            self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
-            try:
+            try:  # (an interrupt on entry to _wake_one must take the queued job back too)
+                self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
                 job._wake.acquire()  # released when the job is done, or it is handed the lead
             except BaseException:  # interrupted (KeyboardInterrupt) while it waited
                 self._abandon(job)

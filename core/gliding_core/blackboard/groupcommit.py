@@ -41,7 +41,8 @@ Invariants:
   it raises, every job of the group gets that exception, re-raised in the job's own thread.
 - A thread interrupted while it waits (``KeyboardInterrupt``) takes its job back if it is
   still queued (it is not committed) and passes on a lead it was handed; when its job is in a
-  group it waits for the group and its own wake-up. A leader interrupted in its pause takes
+  group it waits for the group and its own wake-up (interrupted again, it leaves, and its
+  wake-up goes to the next thread asleep). A leader interrupted in its pause takes
   its job back the same way; one interrupted while it commits another thread's group (the
   commit sees the interrupt, as in its own) stops leading and raises it. Either way the lead
   goes on and the committed jobs' threads are woken.
@@ -82,12 +83,13 @@ class Job:
         keys: what the write touches (its node IRIs): jobs of one group have disjoint keys.
     """
 
-    __slots__ = ("_wake", "done", "error", "heir", "keys")
+    __slots__ = ("_wake", "done", "error", "gone", "heir", "keys")
 
     def __init__(self, keys: Iterable[Hashable]) -> None:
         self.keys = frozenset(keys)
         self.done = False
         self.heir = False  # handed the lead by the last leader
+        self.gone = False  # its thread left before its wake-up (interrupted twice)
         self.error: BaseException | None = None
         self._wake = threading.Lock()  # held until the job is done or its thread leads
         self._wake.acquire()
@@ -190,15 +192,20 @@ class CommitQueue(Generic[J]):
         self._wake_one()
 
     def _wake_one(self) -> bool:
-        """Wake the thread of the oldest done job still asleep; whether there was one."""
-        if not self._asleep:  # (the usual case of a lone writer: no exception raised)
-            return False
-        try:
-            job = self._asleep.popleft()  # atomic: each job is woken once
-        except IndexError:  # another thread took the last one meanwhile
-            return False
-        job._wake.release()
-        return True
+        """Wake the thread of the oldest done job still asleep; whether there was one.
+
+        A job whose thread has gone (``_abandon``) is released and passed over, so its
+        wake-up goes to the next one.
+        """
+        while self._asleep:  # (the usual case of a lone writer: empty, no exception raised)
+            try:
+                job = self._asleep.popleft()  # atomic: each job is woken once
+            except IndexError:  # another thread took the last one meanwhile
+                return False
+            job._wake.release()
+            if not job.gone:  # read after the release: see _abandon
+                return True
+        return False
 
     def _lead(self, mine: J) -> None:
         """Commit groups as the leader: ``mine``'s, then up to ``keep`` more while jobs are
@@ -286,12 +293,27 @@ class CommitQueue(Generic[J]):
                 if job.heir:
                     heir = self._hand_on()
         if taken:  # in a group: committed whatever happens; it is woken once done
-            job._wake.acquire()
+            try:
+                job._wake.acquire()
+            except BaseException:  # interrupted again: it leaves, its wake-up passed on
+                self._leave(job)
+                raise
             if not self._leading:
                 self._wake_one()
         elif heir is not None:
             heir._wake.release()
         elif job.heir:
+            self._wake_one()
+
+    def _leave(self, job: J) -> None:
+        """Mark ``job``'s thread gone, so that its wake-up goes to the next thread asleep.
+
+        ``_wake_one`` releases a job, then reads ``gone``: either it reads it set and wakes
+        the next, or it released the job before ``gone`` was set and this thread takes the
+        release here and wakes the next itself (at worst both do: one thread woken early).
+        """
+        job.gone = True
+        if job._wake.acquire(blocking=False):  # woken before it was marked gone
             self._wake_one()
 
     def _take(self) -> list[J]:

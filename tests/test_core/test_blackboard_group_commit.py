@@ -736,3 +736,20 @@ def test_a_writer_interrupted_twice_in_its_group_passes_its_wake_up_on() -> None
     assert job.error is None
     queue.run(_Numbered(["d"], 3))
     assert committed == [[0], [1, 2], [3]]
+
+
+def test_only_the_leader_s_store_write_counts_as_its_group_s() -> None:
+    """A store write on another thread (the prefetch thread's) wakes one but is not the group's."""
+    seen: list[bool] = []
+
+    def commit(group: Any) -> None:
+        other = threading.Thread(target=queue.storing)
+        other.start()
+        other.join()
+        seen.append(queue._stored)  # white-box: whether the group-end wake-up is skipped
+        queue.storing()
+        seen.append(queue._stored)
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit)
+    queue.run(_Numbered(["a"], 0))
+    assert seen == [False, True]

@@ -19,9 +19,10 @@ jobs are not woken with their group: they sleep on in a queue of their own (``_a
 oldest first) and are woken one at a time, each when the GIL is about to be free:
 
 - by the leader as its next store write begins (``storing``, which ``commit`` calls right
-  before it; the woken thread then runs beside the store write);
+  before it; the woken thread then runs beside the store write), and likewise by a store
+  write on any other thread (the board calls ``storing`` before each of its store writes);
 - by a thread about to sleep on its next job (it gives up the GIL: one woken thread takes it);
-- once a group is committed, by the leader, when the commit did not call ``storing``;
+- once a group is committed, by the leader, when it did not call ``storing`` in that group;
 - and when the lead is dropped (the queue empty), each woken thread wakes the next, since no
   leader is left to.
 
@@ -135,7 +136,7 @@ class CommitQueue(Generic[J]):
         self._leading = False
         self._leader: int | None = None  # the leading thread's ident, while it commits
         self._woken = False  # whether the last group held other threads' jobs
-        self._stored = False  # whether the group being committed called ``storing``
+        self._stored = False  # whether the leader called ``storing`` in the group it commits
         self._asleep: collections.deque[J] = collections.deque()  # done jobs' threads asleep
         self.groups = 0
         """How many groups were committed (``jobs / groups``: the mean group size)."""
@@ -183,12 +184,15 @@ class CommitQueue(Generic[J]):
             raise job.error
 
     def storing(self) -> None:
-        """Wake one thread whose job is done, as the commit's store write begins.
+        """Wake one thread whose job is done, as a store write begins.
 
-        Called by ``commit`` (on the leading thread) right before its store write, which
-        releases the GIL: the woken thread runs beside it instead of waiting for the GIL.
+        Called right before a store write, which releases the GIL: the woken thread runs
+        beside it instead of waiting for the GIL. It may be called from any thread (the board
+        calls it before each of its store writes, the prefetch thread's among them); only the
+        leading thread's call counts as its group's store write.
         """
-        self._stored = True
+        if self._leader == threading.get_ident():
+            self._stored = True
         self._wake_one()
 
     def _wake_one(self) -> bool:

@@ -6,10 +6,10 @@ first among them, since it found the queue idle) and commits them as one group t
 queue's ``commit`` function; its own job done, it goes on committing the jobs queued
 meanwhile, up to ``keep`` (2) groups more, then hands the lead to the thread of the oldest job
 still queued, or drops it when none is. A thread whose job is queued while another leads sleeps
-until its job is done or it is handed the lead. So one transaction holds the writes of many
-threads. A new leader whose predecessor's last group held other threads' jobs pauses
-``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone writer
-never pauses.
+until it is woken in its turn (its job done) or handed the lead. So one transaction holds the
+writes of many threads. A new leader whose predecessor's last group held other threads' jobs
+pauses ``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone
+writer never pauses.
 
 Who runs while a group commits (measured, see docs/benchmarks.md, "leanwake"): the store's
 write releases the GIL, so on a second core another thread's Python can run beside it, and
@@ -33,7 +33,8 @@ Invariants:
 - A job's ``run`` returns (or raises its ``error``) only after the group holding it was
   committed, or failed. No job is dropped or starved: the oldest queued job is always in the
   next group, and a committed job's thread is woken in its turn (oldest first) by the next
-  store write, waiting thread or dropped lead; every group commit wakes at least one.
+  store write, waiting thread or dropped lead; each group's store write (or, without one,
+  its end) wakes one thread still asleep, if any.
 - The jobs of a group have disjoint keys. A job whose keys meet those of an older job still
   queued waits for a later group, so for each key the jobs commit in the order they came.
 - No thread of the queue's own: the leader is always a writing thread, so nothing outlives
@@ -92,7 +93,7 @@ class Job:
         self.heir = False  # handed the lead by the last leader
         self.gone = False  # its thread left before its wake-up (interrupted twice)
         self.error: BaseException | None = None
-        self._wake = threading.Lock()  # held until the job is done or its thread leads
+        self._wake = threading.Lock()  # released when its thread is woken in turn or leads
         self._wake.acquire()
 
 
@@ -172,7 +173,7 @@ class CommitQueue(Generic[J]):
         if waits:
             try:  # (an interrupt on entry to _wake_one must take the queued job back too)
                 self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
-                job._wake.acquire()  # released when the job is done, or it is handed the lead
+                job._wake.acquire()  # released when woken in turn (done), or handed the lead
             except BaseException:  # interrupted (KeyboardInterrupt) while it waited
                 self._abandon(job)
                 raise
@@ -261,7 +262,7 @@ class CommitQueue(Generic[J]):
             others = [job for job in group if job is not mine]
             self._asleep.extend(others)
             self._woken = bool(others)
-            if not self._stored:  # no store write woke one: at least one a group
+            if not self._stored:  # the leader's store write did not wake one: one, if any
                 self._wake_one()
         return None
 

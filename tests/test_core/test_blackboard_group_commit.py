@@ -626,3 +626,130 @@ def test_a_writer_interrupted_while_its_group_commits_is_committed_and_woken_in_
     assert [numbers for numbers, _ in committed] == [[0], [1]]
     queue.run(_Numbered(["c"], 2))  # the lead was dropped, not lost
     assert [numbers for numbers, _ in committed] == [[0], [1], [2]]
+
+
+def _interrupting_once(queue: CommitQueue[Any], name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``queue``'s method ``name`` raise ``KeyboardInterrupt`` once on this thread, as a
+    pending SIGINT does on entry to it."""
+    method = getattr(queue, name)
+    main = threading.get_ident()
+    raised: list[bool] = []
+
+    def interrupted(*args: Any) -> Any:
+        if threading.get_ident() == main and not raised:
+            raised.append(True)
+            raise KeyboardInterrupt
+        return method(*args)
+
+    monkeypatch.setattr(queue, name, interrupted)
+
+
+@pytest.mark.parametrize("keep", [0, 2])
+def test_a_writer_interrupted_as_it_wakes_another_is_not_committed_and_the_queue_goes_on(
+    keep: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupt comes on entry to ``_wake_one``, right before the writer would wait."""
+    gates = [threading.Event() for _ in range(3)]
+    gates[1].set()
+    gates[2].set()
+    queue, committed = _gated_queue(gates, keep=keep)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    _interrupting_once(queue, "_wake_one", monkeypatch)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(_Numbered(["b"], 1))  # behind the leader, on this thread
+        assert queue.waiting == 0  # taken back: no orphan job left queued
+    finally:
+        gates[0].set()
+        leader.join()
+    writer = Writer(lambda: queue.run(_Numbered(["c"], 2)))
+    writer.start()
+    writer.join(timeout=30)
+    assert not writer.is_alive(), "the lead was lost"
+    assert writer.error is None
+    assert [numbers for numbers, _ in committed] == [[0], [2]]  # 1 never committed
+
+
+class _TwiceInterruptedWake:
+    """A job's wake-up lock whose first two waits are interrupted, the first once ``ready``."""
+
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.ready = ready
+        self.interrupts = 2
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if blocking and self.interrupts:
+            self.interrupts -= 1
+            wait_for(self.ready)
+            raise KeyboardInterrupt
+        return self.lock.acquire(blocking)
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def test_a_writer_interrupted_twice_in_its_group_passes_its_wake_up_on() -> None:
+    """Interrupted while its group commits, then again while it waits for its turn: it leaves,
+    and the committed thread behind it is still woken once the lead is dropped."""
+    gates = [threading.Event() for _ in range(3)]
+    gates[2].set()  # the last write's commit runs free
+    committed: list[list[int]] = []
+
+    def commit(group: Any) -> None:
+        queue.storing()  # wakes nobody: no committed thread is asleep yet
+        gates[len(committed)].wait()
+        committed.append([job.number for job in group])
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit, keep=1)
+    leader = threading.Thread(target=queue.run, args=(_Numbered(["a"], 0),))
+    leader.start()
+    wait_for(lambda: queue.groups == 1)
+    job = _Numbered(["b"], 1)
+    job._wake = _TwiceInterruptedWake(lambda: queue.groups == 2)  # type: ignore[assignment]
+    behind = Writer(lambda: queue.run(_Numbered(["c"], 2)))
+    behind.daemon = True  # (asleep for good without the fix)
+
+    def queue_behind() -> None:
+        wait_for(lambda: queue.waiting == 1)
+        behind.start()
+        wait_for(lambda: queue.waiting == 2)
+        gates[0].set()  # [0] done: the leader keeps the lead for [1, 2]
+
+    helper = threading.Thread(target=queue_behind)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(job)  # on this thread: leaves while [1, 2] commits
+    finally:
+        helper.join()
+        gates[1].set()
+        leader.join()
+    behind.join(timeout=30)
+    assert not behind.is_alive(), "the wake-up passed to the interrupted thread was lost"
+    assert behind.error is None
+    assert committed == [[0], [1, 2]]
+    assert job.done  # in a group: committed, not taken back
+    assert job.error is None
+    queue.run(_Numbered(["d"], 3))
+    assert committed == [[0], [1, 2], [3]]
+
+
+def test_only_the_leader_s_store_write_counts_as_its_group_s() -> None:
+    """A store write on another thread (the prefetch thread's) wakes one but is not the group's."""
+    seen: list[bool] = []
+
+    def commit(group: Any) -> None:
+        other = threading.Thread(target=queue.storing)
+        other.start()
+        other.join()
+        seen.append(queue._stored)  # white-box: whether the group-end wake-up is skipped
+        queue.storing()
+        seen.append(queue._stored)
+
+    queue: CommitQueue[_Numbered] = CommitQueue(commit)
+    queue.run(_Numbered(["a"], 0))
+    assert seen == [False, True]

@@ -6,10 +6,10 @@ first among them, since it found the queue idle) and commits them as one group t
 queue's ``commit`` function; its own job done, it goes on committing the jobs queued
 meanwhile, up to ``keep`` (2) groups more, then hands the lead to the thread of the oldest job
 still queued, or drops it when none is. A thread whose job is queued while another leads sleeps
-until its job is done or it is handed the lead. So one transaction holds the writes of many
-threads. A new leader whose predecessor's last group held other threads' jobs pauses
-``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone writer
-never pauses.
+until it is woken in its turn (its job done) or handed the lead. So one transaction holds the
+writes of many threads. A new leader whose predecessor's last group held other threads' jobs
+pauses ``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone
+writer never pauses.
 
 Who runs while a group commits (measured, see docs/benchmarks.md, "leanwake"): the store's
 write releases the GIL, so on a second core another thread's Python can run beside it, and
@@ -19,9 +19,10 @@ jobs are not woken with their group: they sleep on in a queue of their own (``_a
 oldest first) and are woken one at a time, each when the GIL is about to be free:
 
 - by the leader as its next store write begins (``storing``, which ``commit`` calls right
-  before it; the woken thread then runs beside the store write);
+  before it; the woken thread then runs beside the store write), and likewise by a store
+  write on any other thread (the board calls ``storing`` before each of its store writes);
 - by a thread about to sleep on its next job (it gives up the GIL: one woken thread takes it);
-- once a group is committed, by the leader, when the commit did not call ``storing``;
+- once a group is committed, by the leader, when it did not call ``storing`` in that group;
 - and when the lead is dropped (the queue empty), each woken thread wakes the next, since no
   leader is left to.
 
@@ -32,7 +33,8 @@ Invariants:
 - A job's ``run`` returns (or raises its ``error``) only after the group holding it was
   committed, or failed. No job is dropped or starved: the oldest queued job is always in the
   next group, and a committed job's thread is woken in its turn (oldest first) by the next
-  store write, waiting thread or dropped lead; every group commit wakes at least one.
+  store write, waiting thread or dropped lead; each group's store write (or, without one,
+  its end) wakes one thread still asleep, if any.
 - The jobs of a group have disjoint keys. A job whose keys meet those of an older job still
   queued waits for a later group, so for each key the jobs commit in the order they came.
 - No thread of the queue's own: the leader is always a writing thread, so nothing outlives
@@ -41,7 +43,8 @@ Invariants:
   it raises, every job of the group gets that exception, re-raised in the job's own thread.
 - A thread interrupted while it waits (``KeyboardInterrupt``) takes its job back if it is
   still queued (it is not committed) and passes on a lead it was handed; when its job is in a
-  group it waits for the group and its own wake-up. A leader interrupted in its pause takes
+  group it waits for the group and its own wake-up (interrupted again, it leaves, and its
+  wake-up goes to the next thread asleep). A leader interrupted in its pause takes
   its job back the same way; one interrupted while it commits another thread's group (the
   commit sees the interrupt, as in its own) stops leading and raises it. Either way the lead
   goes on and the committed jobs' threads are woken.
@@ -82,14 +85,15 @@ class Job:
         keys: what the write touches (its node IRIs): jobs of one group have disjoint keys.
     """
 
-    __slots__ = ("_wake", "done", "error", "heir", "keys")
+    __slots__ = ("_wake", "done", "error", "gone", "heir", "keys")
 
     def __init__(self, keys: Iterable[Hashable]) -> None:
         self.keys = frozenset(keys)
         self.done = False
         self.heir = False  # handed the lead by the last leader
+        self.gone = False  # its thread left before its wake-up (interrupted twice)
         self.error: BaseException | None = None
-        self._wake = threading.Lock()  # held until the job is done or its thread leads
+        self._wake = threading.Lock()  # released when its thread is woken in turn or leads
         self._wake.acquire()
 
 
@@ -133,7 +137,7 @@ class CommitQueue(Generic[J]):
         self._leading = False
         self._leader: int | None = None  # the leading thread's ident, while it commits
         self._woken = False  # whether the last group held other threads' jobs
-        self._stored = False  # whether the group being committed called ``storing``
+        self._stored = False  # whether the leader called ``storing`` in the group it commits
         self._asleep: collections.deque[J] = collections.deque()  # done jobs' threads asleep
         self.groups = 0
         """How many groups were committed (``jobs / groups``: the mean group size)."""
@@ -167,9 +171,9 @@ class CommitQueue(Generic[J]):
             waits = self._leading
             self._leading = True
         if waits:
-            self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
-            try:
-                job._wake.acquire()  # released when the job is done, or it is handed the lead
+            try:  # (an interrupt on entry to _wake_one must take the queued job back too)
+                self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
+                job._wake.acquire()  # released when woken in turn (done), or handed the lead
             except BaseException:  # interrupted (KeyboardInterrupt) while it waited
                 self._abandon(job)
                 raise
@@ -181,24 +185,32 @@ class CommitQueue(Generic[J]):
             raise job.error
 
     def storing(self) -> None:
-        """Wake one thread whose job is done, as the commit's store write begins.
+        """Wake one thread whose job is done, as a store write begins.
 
-        Called by ``commit`` (on the leading thread) right before its store write, which
-        releases the GIL: the woken thread runs beside it instead of waiting for the GIL.
+        Called right before a store write, which releases the GIL: the woken thread runs
+        beside it instead of waiting for the GIL. It may be called from any thread (the board
+        calls it before each of its store writes, the prefetch thread's among them); only the
+        leading thread's call counts as its group's store write.
         """
-        self._stored = True
+        if self._leader == threading.get_ident():
+            self._stored = True
         self._wake_one()
 
     def _wake_one(self) -> bool:
-        """Wake the thread of the oldest done job still asleep; whether there was one."""
-        if not self._asleep:  # (the usual case of a lone writer: no exception raised)
-            return False
-        try:
-            job = self._asleep.popleft()  # atomic: each job is woken once
-        except IndexError:  # another thread took the last one meanwhile
-            return False
-        job._wake.release()
-        return True
+        """Wake the thread of the oldest done job still asleep; whether there was one.
+
+        A job whose thread has gone (``_abandon``) is released and passed over, so its
+        wake-up goes to the next one.
+        """
+        while self._asleep:  # (the usual case of a lone writer: empty, no exception raised)
+            try:
+                job = self._asleep.popleft()  # atomic: each job is woken once
+            except IndexError:  # another thread took the last one meanwhile
+                return False
+            job._wake.release()
+            if not job.gone:  # read after the release: see _abandon
+                return True
+        return False
 
     def _lead(self, mine: J) -> None:
         """Commit groups as the leader: ``mine``'s, then up to ``keep`` more while jobs are
@@ -250,7 +262,7 @@ class CommitQueue(Generic[J]):
             others = [job for job in group if job is not mine]
             self._asleep.extend(others)
             self._woken = bool(others)
-            if not self._stored:  # no store write woke one: at least one a group
+            if not self._stored:  # the leader's store write did not wake one: one, if any
                 self._wake_one()
         return None
 
@@ -286,12 +298,27 @@ class CommitQueue(Generic[J]):
                 if job.heir:
                     heir = self._hand_on()
         if taken:  # in a group: committed whatever happens; it is woken once done
-            job._wake.acquire()
+            try:
+                job._wake.acquire()
+            except BaseException:  # interrupted again: it leaves, its wake-up passed on
+                self._leave(job)
+                raise
             if not self._leading:
                 self._wake_one()
         elif heir is not None:
             heir._wake.release()
         elif job.heir:
+            self._wake_one()
+
+    def _leave(self, job: J) -> None:
+        """Mark ``job``'s thread gone, so that its wake-up goes to the next thread asleep.
+
+        ``_wake_one`` releases a job, then reads ``gone``: either it reads it set and wakes
+        the next, or it released the job before ``gone`` was set and this thread takes the
+        release here and wakes the next itself (at worst both do: one thread woken early).
+        """
+        job.gone = True
+        if job._wake.acquire(blocking=False):  # woken before it was marked gone
             self._wake_one()
 
     def _take(self) -> list[J]:

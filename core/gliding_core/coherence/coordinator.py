@@ -28,8 +28,8 @@ Invariants:
   node at the source as its record holds it, no stale base, no other valid copy) is written
   by a direct path with the same checks in the same transaction, and leaves exactly the
   records, events, refusals and held copies the group's path leaves (a test runs both).
-- The copies this process holds are plain tuples of atoms (the collector stops tracking
-  them), each replaced whole.
+- The copies this process holds are plain tuples of atoms, each replaced whole (with a
+  ``LocalDirectory``, whose tokens are ints, the collector stops tracking them).
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ _Held = tuple[int, bytes, Hashable]
 """An agent's copy as this process holds it: its generation, its value's JSON text (UTF-8:
 orjson parses bytes faster than str), and the directory token it was current at; replaced
 whole, never changed. A plain tuple, not a class: one is kept per copy, and the collector
-stops tracking a tuple of atoms, so the copies kept cost no collection work."""
+stops tracking a tuple of atoms, so with a ``LocalDirectory`` (int tokens) the copies kept
+cost no collection work (the shared directory's ``_UNVOUCHED`` token keeps them tracked)."""
 
 
 class Change(Generic[Owner]):
@@ -289,7 +290,7 @@ def _plain(
 
     So it is when it is an agent's, not refused by the source's check, each of its nodes is at
     the source as the directory's record holds it (the record's own value at its generation,
-    or absent and never seen), no base is stale, and no other agent holds a valid copy: then
+    or absent as its record says), no base is stale, and no other agent holds a valid copy: then
     syncing changes no record, its admission steps no copy (no write-back, nobody to tell),
     and its write only moves the writer's own copy.
     """

@@ -16,7 +16,7 @@ vouched for, else after its generation was compared with the directory's.
 
 Writes are group-committed (``gliding_core.blackboard.groupcommit``): the batches several
 threads queue while one commits are committed by that thread in one directory transaction
-(``CoherenceCoordinator.commit_group``, with the board's ``_Steps`` made once as its source
+(``CoherenceCoordinator.commit_group``, with the board's ``_BoardSteps`` made once as its source
 side) and one store write (``NodeStore.write_batches``), each decided alone; the caller
 returns once its own batch is committed, then publishes its events (and ``Blackboard`` writes
 its critical nodes through).
@@ -211,7 +211,7 @@ class _Write(Job):
         self.announce: Announce | None = None
 
 
-class _Steps:
+class _BoardSteps:
     """The board's side of its group commits (``GroupSource``): made once, for every commit."""
 
     __slots__ = ("nodes",)
@@ -322,7 +322,7 @@ class BoardCoherence:
         )
         self.cache.own = self.coordinator.vouch_own
         self.cache.last_own = self.coordinator.last_own
-        self._steps = _Steps(nodes)
+        self._steps = _BoardSteps(nodes)
         self.queue: CommitQueue[_Write] = CommitQueue(self._commit_jobs)
         """Where the board's writes wait to be committed in groups."""
         self._subscriptions: list[Subscription] = []

@@ -185,7 +185,7 @@ class GroupSource(Protocol[Owner]):
         ...
 
 
-class _Steps:
+class _CommitSteps:
     """The two ``SourceStep`` callables of one ``commit``, as a ``GroupSource``."""
 
     __slots__ = ("apply_step", "current_step")
@@ -630,7 +630,7 @@ class CoherenceCoordinator:
                 writer's copies of the moved nodes are ``INVALID``.
         """
         change = self.change(agent, bases, None)
-        self.commit_group([change], _Steps(current, apply))
+        self.commit_group([change], _CommitSteps(current, apply))
         self.finish(change)
         assert change.states is not None  # (``finish`` raised otherwise)
         return {iri: generation for iri, (_, generation) in change.states.items()}

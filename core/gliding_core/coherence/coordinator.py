@@ -726,12 +726,8 @@ class CoherenceCoordinator:
                 pass
             elif value is None:
                 self._forget((agent, iri))
-            else:  # (``_remember`` and ``_encoded``, inline: once a write)
-                try:
-                    text = orjson.dumps(value)
-                except TypeError:  # an integer over 64 bits: the encoder can
-                    text = canonical_json(value).encode()
-                held = (generation, text, token)
+            else:  # (``_remember``, inline: once a write)
+                held = (generation, _encoded(value), token)
                 with self._lock:
                     self._held[agent, iri] = held
             if announced[iri]:

@@ -101,8 +101,10 @@ class SharedCache:
 
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
-        self._local = _Depth()
-        self.inside = _Inside(self._local)
+        self.local = _Depth()
+        """This thread's depth inside the directory's transaction (``local.depth``): public
+        for the board's write, which reads it once a write instead of calling ``is_inside``."""
+        self.inside = _Inside(self.local)
         """Entered by a ``with`` block running inside the directory's transaction (this
         thread): an attribute, not a method, since every write enters it."""
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
@@ -114,7 +116,7 @@ class SharedCache:
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
-        return self._local.depth > 0
+        return self.local.depth > 0
 
     def token(self) -> Hashable:
         """Return the directory's change counter."""
@@ -366,9 +368,9 @@ class BoardCoherence:
         job = _Write(wanted, requests, check, source)
         # The agent (a handle's name, or ``None``), the IRIs (the requests') and the bases (the
         # handle's) are validated already: not again per write.
-        change = job.change = self.coordinator._change(agent, wanted, job)
+        change = job.change = self.coordinator.checked_change(agent, wanted, job)
         try:
-            if self.cache._local.depth > 0:  # (``is_inside``, inline: once a write)
+            if self.cache.local.depth > 0:  # (``is_inside``, inline: once a write)
                 # Made inside a directory transaction (a subscriber of a write-back's event):
                 # queued, it would wait for a leader that waits for this thread's transaction.
                 self._commit_jobs([job])
@@ -386,7 +388,7 @@ class BoardCoherence:
     def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
         """Commit a group of queued writes; a failing group is committed again write by write."""
         if len(jobs) == 1:  # a lone write: no group to fall back from
-            job, local = jobs[0], self.cache._local
+            job, local = jobs[0], self.cache.local
             local.depth += 1  # (``_commit_together`` and ``SharedCache.inside``, inline)
             try:
                 self.coordinator.commit_group([job.change], self._steps)

@@ -651,9 +651,9 @@ class CoherenceCoordinator:
             checked[validate_iri(iri)] = based
             if based is not None:
                 check_generation(based, what=f"the base generation of {iri!r}")
-        return self._change(writer, checked, owner)
+        return self.checked_change(writer, checked, owner)
 
-    def _change(
+    def checked_change(
         self, agent: str | None, bases: dict[str, int | None], owner: Owner
     ) -> Change[Owner]:
         """Return the change of ``bases``'s nodes by ``agent``, its input already validated.

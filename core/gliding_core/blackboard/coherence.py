@@ -386,10 +386,15 @@ class BoardCoherence:
         return job.written
 
     def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
-        """Commit a group of queued writes; a failing group is committed again write by write."""
+        """Commit a group of queued writes; a failing group is committed again write by write.
+
+        Each transaction runs inside ``SharedCache.inside`` for the whole of it (not only
+        around the store's calls): the thread does nothing else meanwhile, and the
+        coordinator's write-backs enter it again anyway.
+        """
         if len(jobs) == 1:  # a lone write: no group to fall back from
             job, local = jobs[0], self.cache.local
-            local.depth += 1  # (``_commit_together`` and ``SharedCache.inside``, inline)
+            local.depth += 1  # (``SharedCache.inside``, inline: once a write)
             try:
                 self.coordinator.commit_group([job.change], self._steps)
             except Exception as exc:
@@ -398,7 +403,8 @@ class BoardCoherence:
                 local.depth -= 1
             return
         try:
-            self._commit_together(jobs)
+            with self.cache.inside:
+                self.coordinator.commit_group([job.change for job in jobs], self._steps)
             return
         except Exception:
             if any(job.written for job in jobs):
@@ -406,17 +412,7 @@ class BoardCoherence:
             logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
             # (the exception reaches each writer whose write fails again alone)
         for job in jobs:
-            try:
-                self._commit_together([job])
-            except Exception as exc:
-                job.error = exc
-
-    def _commit_together(self, jobs: Sequence[_Write]) -> None:
-        """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
-        # Inside for the whole transaction (not only around the store's calls): the thread
-        # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
-        with self.cache.inside:
-            self.coordinator.commit_group([job.change for job in jobs], self._steps)
+            self._commit_jobs([job])
 
     def delete(
         self,

@@ -302,14 +302,18 @@ def _plain(
         value, generation = now[iri]
         if value is not record.value or generation != record.generation:
             return False
-        based = bases[iri]
-        present = generation if value is not None else 0
-        if based is not None and based != present and iri not in leased:
+        if _stale(bases[iri], generation if value is not None else 0, iri, leased):
             return False
-        for copy in record.copies.values():
+        for copy in record.copies.values():  # (``record.holders(besides=agent)``, inline)
             if copy.state is not _INVALID and copy.agent != agent:
                 return False
     return True
+
+
+def _stale(based: int | None, present: int, iri: str, leased: frozenset[str]) -> bool:
+    """Return whether ``iri``'s base ``based`` is stale: given, not the node's ``present``
+    generation, and not covered by a write lease the writer holds (``_plain``, ``_admit``)."""
+    return based is not None and based != present and iri not in leased
 
 
 def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
@@ -806,7 +810,7 @@ class CoherenceCoordinator:
         bases, agent = change.bases, change.agent
         stale = []
         for iri, based in bases.items():
-            if based is not None and based != _present(records[iri]) and iri not in change.leased:
+            if _stale(based, _present(records[iri]), iri, change.leased):
                 stale.append(iri)
         if stale:
             stale.sort()

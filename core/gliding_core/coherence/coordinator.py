@@ -784,17 +784,9 @@ class CoherenceCoordinator:
         records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
         announced: dict[str, list[str]] = {}
         touched: list[str] = []  # (``_touched``, inline: the same test)
-        for iri, (value, generation) in states.items():
+        for iri, (value, generation) in states.items():  # (no other holders: ``_plain``)
             record = given[iri]
-            if value is None:  # deleted: the general rule
-                new, announced[iri] = self._written(agent, record, None, generation, [])
-            else:
-                mine = record.copies.get(agent)
-                state = _LOCAL_WRITES[_INVALID if mine is None else mine.state][0][0]  # alone
-                copies = dict(record.copies)
-                copies[agent] = _new_tuple(Copy, (agent, state, generation))
-                new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
-                announced[iri] = []
+            new, announced[iri] = self._written(agent, record, value, generation, [])
             records[iri] = new
             if new is not record and (new.generation != record.generation or new != record):
                 touched.append(iri)
@@ -867,8 +859,9 @@ class CoherenceCoordinator:
             ), others
         state, announces = _LOCAL_WRITES[_INVALID if mine is None else mine.state][bool(others)]
         copies = dict(record.copies)  # moved and the writer's copy set: one record built
-        copies[agent] = Copy(agent, state, generation)
-        return NodeRecord(record.iri, generation, value, copies), (others if announces else [])
+        copies[agent] = _new_tuple(Copy, (agent, state, generation))  # (no __new__'s frame)
+        new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
+        return new, (others if announces else [])
 
     def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
         """Return ``record`` moved to the source's state (other copies invalid if it moved)."""

@@ -16,7 +16,7 @@ vouched for, else after its generation was compared with the directory's.
 
 Writes are group-committed (``gliding_core.blackboard.groupcommit``): the batches several
 threads queue while one commits are committed by that thread in one directory transaction
-(``CoherenceCoordinator.commit_group``, with the board's ``_Steps`` made once as its source
+(``CoherenceCoordinator.commit_group``, with the board's ``_BoardSteps`` made once as its source
 side) and one store write (``NodeStore.write_batches``), each decided alone; the caller
 returns once its own batch is committed, then publishes its events (and ``Blackboard`` writes
 its critical nodes through).
@@ -101,8 +101,10 @@ class SharedCache:
 
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
-        self._local = _Depth()
-        self.inside = _Inside(self._local)
+        self.local = _Depth()
+        """This thread's depth inside the directory's transaction (``local.depth``): public
+        for the board's write, which reads it once a write instead of calling ``is_inside``."""
+        self.inside = _Inside(self.local)
         """Entered by a ``with`` block running inside the directory's transaction (this
         thread): an attribute, not a method, since every write enters it."""
         self.token = directory.token  # type: ignore[method-assign]  # one call less per read
@@ -114,7 +116,7 @@ class SharedCache:
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
-        return self._local.depth > 0
+        return self.local.depth > 0
 
     def token(self) -> Hashable:
         """Return the directory's change counter."""
@@ -211,7 +213,7 @@ class _Write(Job):
         self.announce: Announce | None = None
 
 
-class _Steps:
+class _BoardSteps:
     """The board's side of its group commits (``GroupSource``): made once, for every commit."""
 
     __slots__ = ("nodes",)
@@ -322,7 +324,7 @@ class BoardCoherence:
         )
         self.cache.own = self.coordinator.vouch_own
         self.cache.last_own = self.coordinator.last_own
-        self._steps = _Steps(nodes)
+        self._steps = _BoardSteps(nodes)
         self.queue: CommitQueue[_Write] = CommitQueue(self._commit_jobs)
         """Where the board's writes wait to be committed in groups."""
         self._subscriptions: list[Subscription] = []
@@ -366,9 +368,9 @@ class BoardCoherence:
         job = _Write(wanted, requests, check, source)
         # The agent (a handle's name, or ``None``), the IRIs (the requests') and the bases (the
         # handle's) are validated already: not again per write.
-        change = job.change = self.coordinator._change(agent, wanted, job)
+        change = job.change = self.coordinator.checked_change(agent, wanted, job)
         try:
-            if self.cache._local.depth > 0:  # (``is_inside``, inline: once a write)
+            if self.cache.local.depth > 0:  # (``is_inside``, inline: once a write)
                 # Made inside a directory transaction (a subscriber of a write-back's event):
                 # queued, it would wait for a leader that waits for this thread's transaction.
                 self._commit_jobs([job])
@@ -384,10 +386,15 @@ class BoardCoherence:
         return job.written
 
     def _commit_jobs(self, jobs: Sequence[_Write]) -> None:
-        """Commit a group of queued writes; a failing group is committed again write by write."""
+        """Commit a group of queued writes; a failing group is committed again write by write.
+
+        Each transaction runs inside ``SharedCache.inside`` for the whole of it (not only
+        around the store's calls): the thread does nothing else meanwhile, and the
+        coordinator's write-backs enter it again anyway.
+        """
         if len(jobs) == 1:  # a lone write: no group to fall back from
-            job, local = jobs[0], self.cache._local
-            local.depth += 1  # (``_commit_together`` and ``SharedCache.inside``, inline)
+            job, local = jobs[0], self.cache.local
+            local.depth += 1  # (``SharedCache.inside``, inline: once a write)
             try:
                 self.coordinator.commit_group([job.change], self._steps)
             except Exception as exc:
@@ -396,7 +403,8 @@ class BoardCoherence:
                 local.depth -= 1
             return
         try:
-            self._commit_together(jobs)
+            with self.cache.inside:
+                self.coordinator.commit_group([job.change for job in jobs], self._steps)
             return
         except Exception:
             if any(job.written for job in jobs):
@@ -404,17 +412,7 @@ class BoardCoherence:
             logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
             # (the exception reaches each writer whose write fails again alone)
         for job in jobs:
-            try:
-                self._commit_together([job])
-            except Exception as exc:
-                job.error = exc
-
-    def _commit_together(self, jobs: Sequence[_Write]) -> None:
-        """Commit ``jobs`` (disjoint nodes) in one transaction; each one's outcome on its change."""
-        # Inside for the whole transaction (not only around the store's calls): the thread
-        # does nothing else meanwhile, and the coordinator's write-backs enter it again anyway.
-        with self.cache.inside:
-            self.coordinator.commit_group([job.change for job in jobs], self._steps)
+            self._commit_jobs([job])
 
     def delete(
         self,

@@ -28,8 +28,8 @@ Invariants:
   node at the source as its record holds it, no stale base, no other valid copy) is written
   by a direct path with the same checks in the same transaction, and leaves exactly the
   records, events, refusals and held copies the group's path leaves (a test runs both).
-- The copies this process holds are plain tuples of atoms (the collector stops tracking
-  them), each replaced whole.
+- The copies this process holds are plain tuples of atoms, each replaced whole (with a
+  ``LocalDirectory``, whose tokens are ints, the collector stops tracking them).
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ _Held = tuple[int, bytes, Hashable]
 """An agent's copy as this process holds it: its generation, its value's JSON text (UTF-8:
 orjson parses bytes faster than str), and the directory token it was current at; replaced
 whole, never changed. A plain tuple, not a class: one is kept per copy, and the collector
-stops tracking a tuple of atoms, so the copies kept cost no collection work."""
+stops tracking a tuple of atoms, so with a ``LocalDirectory`` (int tokens) the copies kept
+cost no collection work (the shared directory's ``_UNVOUCHED`` token keeps them tracked)."""
 
 
 class Change(Generic[Owner]):
@@ -184,7 +185,7 @@ class GroupSource(Protocol[Owner]):
         ...
 
 
-class _Steps:
+class _CommitSteps:
     """The two ``SourceStep`` callables of one ``commit``, as a ``GroupSource``."""
 
     __slots__ = ("apply_step", "current_step")
@@ -289,7 +290,7 @@ def _plain(
 
     So it is when it is an agent's, not refused by the source's check, each of its nodes is at
     the source as the directory's record holds it (the record's own value at its generation,
-    or absent and never seen), no base is stale, and no other agent holds a valid copy: then
+    or absent as its record says), no base is stale, and no other agent holds a valid copy: then
     syncing changes no record, its admission steps no copy (no write-back, nobody to tell),
     and its write only moves the writer's own copy.
     """
@@ -301,14 +302,18 @@ def _plain(
         value, generation = now[iri]
         if value is not record.value or generation != record.generation:
             return False
-        based = bases[iri]
-        present = generation if value is not None else 0
-        if based is not None and based != present and iri not in leased:
+        if _stale(bases[iri], generation if value is not None else 0, iri, leased):
             return False
-        for copy in record.copies.values():
+        for copy in record.copies.values():  # (``record.holders(besides=agent)``, inline)
             if copy.state is not _INVALID and copy.agent != agent:
                 return False
     return True
+
+
+def _stale(based: int | None, present: int, iri: str, leased: frozenset[str]) -> bool:
+    """Return whether ``iri``'s base ``based`` is stale: given, not the node's ``present``
+    generation, and not covered by a write lease the writer holds (``_plain``, ``_admit``)."""
+    return based is not None and based != present and iri not in leased
 
 
 def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
@@ -629,7 +634,7 @@ class CoherenceCoordinator:
                 writer's copies of the moved nodes are ``INVALID``.
         """
         change = self.change(agent, bases, None)
-        self.commit_group([change], _Steps(current, apply))
+        self.commit_group([change], _CommitSteps(current, apply))
         self.finish(change)
         assert change.states is not None  # (``finish`` raised otherwise)
         return {iri: generation for iri, (_, generation) in change.states.items()}
@@ -650,9 +655,9 @@ class CoherenceCoordinator:
             checked[validate_iri(iri)] = based
             if based is not None:
                 check_generation(based, what=f"the base generation of {iri!r}")
-        return self._change(writer, checked, owner)
+        return self.checked_change(writer, checked, owner)
 
-    def _change(
+    def checked_change(
         self, agent: str | None, bases: dict[str, int | None], owner: Owner
     ) -> Change[Owner]:
         """Return the change of ``bases``'s nodes by ``agent``, its input already validated.
@@ -725,12 +730,8 @@ class CoherenceCoordinator:
                 pass
             elif value is None:
                 self._forget((agent, iri))
-            else:  # (``_remember`` and ``_encoded``, inline: once a write)
-                try:
-                    text = orjson.dumps(value)
-                except TypeError:  # an integer over 64 bits: the encoder can
-                    text = canonical_json(value).encode()
-                held = (generation, text, token)
+            else:  # (``_remember``, inline: once a write)
+                held = (generation, _encoded(value), token)
                 with self._lock:
                     self._held[agent, iri] = held
             if announced[iri]:
@@ -783,17 +784,9 @@ class CoherenceCoordinator:
         records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
         announced: dict[str, list[str]] = {}
         touched: list[str] = []  # (``_touched``, inline: the same test)
-        for iri, (value, generation) in states.items():
+        for iri, (value, generation) in states.items():  # (no other holders: ``_plain``)
             record = given[iri]
-            if value is None:  # deleted: the general rule
-                new, announced[iri] = self._written(agent, record, None, generation, [])
-            else:
-                mine = record.copies.get(agent)
-                state = _LOCAL_WRITES[_INVALID if mine is None else mine.state][0][0]  # alone
-                copies = dict(record.copies)
-                copies[agent] = _new_tuple(Copy, (agent, state, generation))
-                new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
-                announced[iri] = []
+            new, announced[iri] = self._written(agent, record, value, generation, [])
             records[iri] = new
             if new is not record and (new.generation != record.generation or new != record):
                 touched.append(iri)
@@ -809,7 +802,7 @@ class CoherenceCoordinator:
         bases, agent = change.bases, change.agent
         stale = []
         for iri, based in bases.items():
-            if based is not None and based != _present(records[iri]) and iri not in change.leased:
+            if _stale(based, _present(records[iri]), iri, change.leased):
                 stale.append(iri)
         if stale:
             stale.sort()
@@ -866,8 +859,9 @@ class CoherenceCoordinator:
             ), others
         state, announces = _LOCAL_WRITES[_INVALID if mine is None else mine.state][bool(others)]
         copies = dict(record.copies)  # moved and the writer's copy set: one record built
-        copies[agent] = Copy(agent, state, generation)
-        return NodeRecord(record.iri, generation, value, copies), (others if announces else [])
+        copies[agent] = _new_tuple(Copy, (agent, state, generation))  # (no __new__'s frame)
+        new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
+        return new, (others if announces else [])
 
     def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
         """Return ``record`` moved to the source's state (other copies invalid if it moved)."""

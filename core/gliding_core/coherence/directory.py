@@ -22,8 +22,8 @@ Invariants:
 - Kept versions are bounded: at most ``keep_versions`` past values per node, and none older
   than the oldest generation a copy of that node still refers to.
 - ``LocalDirectory`` keeps each record as a flat tuple of atoms and its value apart (nothing
-  per node for the garbage collector to track); every record it hands out is built anew, the
-  caller's own, and equal to the one stored.
+  per node for the garbage collector to track); every record it hands out is built anew (its
+  copies the caller's own; its value shared, never to be changed) and equal to the one stored.
 """
 
 from __future__ import annotations

@@ -24,7 +24,12 @@ from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.entry import MesiState
-from gliding_core.errors import InvalidInputError, PermissionDeniedError, StaleWriteError
+from gliding_core.errors import (
+    InvalidInputError,
+    PermissionDeniedError,
+    StaleWriteError,
+    StorageError,
+)
 from gliding_core.store import L0Store
 
 TASK = "iri://task/grouped"
@@ -148,6 +153,37 @@ def test_a_group_is_one_store_write_and_each_node_is_as_written_alone(
         assert written.node == node(f"urn:g:{i}", "zero" if i == 0 else f"t{i}")
         assert coordinator.copies(f"urn:g:{i}") == {agent.name: MesiState.MODIFIED}
         assert agent.read(f"urn:g:{i}") == written
+
+
+def test_a_group_whose_store_write_fails_is_committed_again_write_by_write(
+    board: Blackboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the writer whose own write fails alone gets the error; the others are stored."""
+    agents = [board.agent(f"a{i}", role="do", task=TASK) for i in range(4)]
+    extend = board.backend.extend
+
+    def failing(quads: Any) -> None:
+        if any(quad.subject.value == "urn:g:bad" for quad in quads):
+            raise StorageError("the store refused urn:g:bad")
+        extend(quads)
+
+    monkeypatch.setattr(board.backend, "extend", failing)
+    first = Writer(lambda: agents[0].write([node("urn:g:0", "zero")], area="execution"))
+    good = Writer(lambda: agents[1].write([node("urn:g:1", "one")], area="execution"))
+    bad = Writer(lambda: agents[2].write([node("urn:g:bad", "x")], area="execution"))
+    also = Writer(lambda: agents[3].write([node("urn:g:3", "three")], area="execution"))
+    grouped(board, first, [good, bad, also])
+    assert isinstance(bad.error, StorageError)
+    assert (good.error, also.error, first.error) == (None, None, None)
+    assert board.read("urn:g:bad") is None
+    coordinator = board.coherence
+    assert coordinator is not None
+    assert coordinator.copies("urn:g:bad") == {}
+    for i in (1, 3):
+        written = board.read(f"urn:g:{i}")
+        assert written is not None
+        assert written.generation == 1
+        assert coordinator.copies(f"urn:g:{i}") == {f"a{i}": MesiState.MODIFIED}
 
 
 def test_writes_of_one_node_queued_together_commit_in_turn(board: Blackboard) -> None:

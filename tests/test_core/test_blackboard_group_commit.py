@@ -427,9 +427,10 @@ def _run_noting(
     return thread
 
 
-def test_a_committed_writer_is_woken_as_the_next_store_write_begins() -> None:
-    """Not with its group: its thread then runs while the next group's store write does."""
-    gates = [threading.Event() for _ in range(3)]
+def _one_woken_by_the_third_group(
+    gates: list[threading.Event],
+) -> tuple[CommitQueue[_Numbered], list[list[int]], dict[int, int], list[threading.Thread]]:
+    """Commit [0], then [1, 2] while 3 queues; return once [3]'s store write woke 1 alone."""
     queue, committed, returned = _storing_queue(gates)
     threads = [_run_noting(queue, committed, returned, _Numbered(["k0"], 0))]
     wait_for(lambda: queue.groups == 1)
@@ -442,6 +443,13 @@ def test_a_committed_writer_is_woken_as_the_next_store_write_begins() -> None:
     wait_for(lambda: queue.waiting == 1)
     gates[1].set()  # [1, 2] done; the leader takes [3], whose store write wakes 1 (the oldest)
     wait_for(lambda: 1 in returned)
+    return queue, committed, returned, threads
+
+
+def test_a_committed_writer_is_woken_as_the_next_store_write_begins() -> None:
+    """Not with its group: its thread then runs while the next group's store write does."""
+    gates = [threading.Event() for _ in range(3)]
+    _, committed, returned, threads = _one_woken_by_the_third_group(gates)
     assert returned[1] == 2  # while [3] is still being committed
     assert 2 not in returned  # asleep until its turn: one thread woken at a time
     gates[2].set()
@@ -454,18 +462,7 @@ def test_a_committed_writer_is_woken_as_the_next_store_write_begins() -> None:
 def test_a_thread_about_to_wait_wakes_a_committed_one() -> None:
     """It gives up the GIL: the committed thread it wakes takes it."""
     gates = [threading.Event() for _ in range(4)]
-    queue, committed, returned = _storing_queue(gates)
-    threads = [_run_noting(queue, committed, returned, _Numbered(["k0"], 0))]
-    wait_for(lambda: queue.groups == 1)
-    for count, number in enumerate((1, 2), start=1):
-        threads.append(_run_noting(queue, committed, returned, _Numbered([f"k{number}"], number)))
-        wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
-    gates[0].set()
-    wait_for(lambda: queue.groups == 2)
-    threads.append(_run_noting(queue, committed, returned, _Numbered(["k3"], 3)))
-    wait_for(lambda: queue.waiting == 1)
-    gates[1].set()
-    wait_for(lambda: 1 in returned)  # woken by [3]'s store write; 2 sleeps on
+    queue, committed, returned, threads = _one_woken_by_the_third_group(gates)  # 2 sleeps on
     threads.append(_run_noting(queue, committed, returned, _Numbered(["k4"], 4)))
     wait_for(lambda: 2 in returned)  # woken by 4's thread as it began to wait
     assert returned[2] == 2  # [3] is still being committed

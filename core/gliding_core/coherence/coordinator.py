@@ -726,14 +726,11 @@ class CoherenceCoordinator:
             raise refusal if refusal is not None else InvalidInputError("change not committed")
         agent, token, announced = change.agent, change.token, change.announced
         for iri, (value, generation) in states.items():
-            if agent is None:
-                pass
-            elif value is None:
-                self._forget((agent, iri))
-            else:  # (``_remember``, inline: once a write)
-                held = (generation, _encoded(value), token)
-                with self._lock:
-                    self._held[agent, iri] = held
+            if agent is not None:
+                if value is None:
+                    self._forget((agent, iri))
+                else:
+                    self._remember((agent, iri), generation, value, token)
             if announced[iri]:
                 self.bus.publish(
                     EventType.COPIES_INVALIDATED,

@@ -140,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     board.add_argument(
         "--lease-seconds", type=float, default=2.0, help="duration of the contended lease run"
     )
+    board.add_argument(
+        "--repeats", type=_positive, default=3, help="rounds of the agent phases (medians)"
+    )
     board.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     board.set_defaults(handler=_bench_blackboard)
     coherence = bench.add_parser(
@@ -548,6 +551,7 @@ def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
         queries=args.queries,
         backends=args.backends,
         lease_seconds=args.lease_seconds,
+        repeats=args.repeats,
     )
     backends = figures["backends"]
     rows = [
@@ -556,7 +560,10 @@ def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
         for kind, b in backends.items()
         for n, r in b["agents"].items()
     ]  # fmt: skip
-    title = f"Blackboard nodes ({args.nodes:,} writes through agent handles, 1 then 10 a call)"
+    title = (
+        f"Blackboard nodes ({args.nodes:,} writes through agent handles, 1 then 10 a call;"
+        f" medians of {args.repeats} rounds)"
+    )
     headers = ["backend", "agents", "writes/s", "writes/s (10 a call)", "raw writes/s",
                "reads/s (hit)", "reads/s (miss)"]  # fmt: skip
     out.write(render(headers, rows, title=title) + "\n")

@@ -23,6 +23,12 @@ store's own threads and the main thread left out: 0 where there is none), and
 off (``coherent=False``) on two boards holding the same nodes, timed in alternation, best of
 ``_ROUNDS`` each, so the machine's load weighs on both alike: ``ratio`` = on / off.
 
+The agent phases and the baseline are run ``repeats`` times (3), in rounds (the baseline, then
+1, 4 and 16 agents, each on a fresh store), so that a slow spell of the shared machine weighs
+on every count alike; each figure is the median of its rounds, and ``writes_per_s_runs`` and
+``baseline_writes_per_s_runs`` list every round's rate (measured: one 2,000-write phase on disk
+gave 3,700 to 5,700 writes/s on the same tree within minutes).
+
 Each agent count starts from a collected heap (``gc.collect()`` before its board opens): the
 boards of the phases before it leave reference cycles (about 20,000 objects after the memory
 backend), and the full collection they trigger otherwise lands in whichever phase comes next
@@ -317,23 +323,40 @@ def _backend_figures(
     construct_nodes: int,
     queries: int,
     seed: int,
+    repeats: int,
 ) -> dict[str, Any]:
-    agents: dict[str, dict[str, float]] = {}
-    with contextlib.closing(_backend(kind, directory, server)) as raw:
-        baseline = _baseline_writes_per_s(raw, nodes)
-    for count in AGENTS:
-        gc.collect()  # the earlier phases' garbage is not collected inside this one
-        with _board(kind, directory, server, coherent=True) as board:
-            agents[str(count)] = _agent_figures(board, count, nodes)
+    runs: dict[str, list[dict[str, float]]] = {str(count): [] for count in AGENTS}
+    baselines = []
+    for _ in range(repeats):  # each round: the floor, then every agent count, on fresh stores
+        with contextlib.closing(_backend(kind, directory, server)) as raw:
+            baselines.append(_baseline_writes_per_s(raw, nodes))
+        for count in AGENTS:
+            gc.collect()  # the earlier phases' garbage is not collected inside this one
+            with _board(kind, directory, server, coherent=True) as board:
+                runs[str(count)].append(_agent_figures(board, count, nodes))
+    agents = {count: _medians(figures) for count, figures in runs.items()}
+    baseline = statistics.median(baselines)
     coherence = _coherence_figures(kind, directory, server, min(nodes, 500))
     with _board(kind, directory, server, coherent=True) as board:
         constructs = _construct_figures(board, construct_nodes, queries, seed)
     return {
         "agents": agents,
-        "baseline_writes_per_s": baseline,
+        "baseline_writes_per_s": round(baseline),
+        "baseline_writes_per_s_runs": baselines,
         "coherence": coherence,
         **constructs,
     }
+
+
+def _medians(runs: Sequence[dict[str, float]]) -> dict[str, Any]:
+    """Each figure's median over ``runs`` (one agent count's rounds), with every write rate."""
+    figures: dict[str, Any] = {
+        name: round(statistics.median(run[name] for run in runs), 2) for name in runs[0]
+    }
+    for name in ("writes_per_s", "reads_per_s", "reads_miss_per_s", "batched_writes_per_s"):
+        figures[name] = round(figures[name])
+    figures["writes_per_s_runs"] = [run["writes_per_s"] for run in runs]
+    return figures
 
 
 def _coherence_figures(
@@ -390,11 +413,18 @@ def run(
     backends: Sequence[str] = BACKENDS,
     lease_seconds: float = 2.0,
     seed: int = 0,
+    repeats: int = 3,
 ) -> dict[str, Any]:
-    """Run the benchmark and return the figures (the shape ``bench blackboard --json`` writes)."""
+    """Run the benchmark and return the figures (the shape ``bench blackboard --json`` writes).
+
+    Raises:
+        ConfigError: an unknown backend, or ``repeats`` not an int >= 1.
+    """
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         raise ConfigError(f"unknown blackboard backends {unknown}; known: {list(BACKENDS)}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ConfigError(f"repeats must be an int >= 1, got {repeats!r}")
     with tempfile.TemporaryDirectory(prefix="gliding-bench-") as temporary:
         directory = Path(temporary)
         with contextlib.ExitStack() as stack:
@@ -411,6 +441,7 @@ def run(
                     construct_nodes=construct_nodes,
                     queries=queries,
                     seed=seed,
+                    repeats=repeats,
                 )
         figures["leases"] = _lease_figures(directory, lease_seconds)
         figures["flush_per_s"] = _flush_per_s(directory, construct_nodes)

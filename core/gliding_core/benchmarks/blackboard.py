@@ -12,8 +12,8 @@ random nodes are timed (p50/p95). Leases and the flush to L0 are timed once. Syn
 deterministic data (seeded).
 
 The agent figures are taken with coherence on (the board's coordinator, with the directory a
-memory would give it: a dict in memory, a SQLite file beside the graph on disk and at the
-server). Beside each agent count's single-node write rate, three diagnostics of the same phase
+memory would give it: a dict in this process for the embedded graphs, in memory and on disk,
+whose one process owns the files; a SQLite file shared by the processes at the server). Beside each agent count's single-node write rate, three diagnostics of the same phase
 (they change nothing it measures): ``write_cpu_us``, the process's CPU time a write (user and
 system, all threads), ``write_switches``, its voluntary context switches a write (POSIX),
 ``write_writer_switches``, those of the writing threads alone (Linux's per-thread count; the

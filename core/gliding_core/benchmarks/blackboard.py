@@ -11,17 +11,18 @@ on that backend; then 10,000 linked nodes are loaded and 1-hop and 2-hop CONSTRU
 random nodes are timed (p50/p95). Leases and the flush to L0 are timed once. Synthetic,
 deterministic data (seeded).
 
-The agent figures are taken with coherence on (the board's coordinator, with the directory a
-memory would give it: a dict in this process for the embedded graphs, in memory and on disk,
-whose one process owns the files; a SQLite file shared by the processes at the server). Beside each agent count's single-node write rate, three diagnostics of the same phase
-(they change nothing it measures): ``write_cpu_us``, the process's CPU time a write (user and
-system, all threads), ``write_switches``, its voluntary context switches a write (POSIX),
-``write_writer_switches``, those of the writing threads alone (Linux's per-thread count; the
-store's own threads and the main thread left out: 0 where there is none), and
-``write_group``, the mean number of writes the board's commit queue committed together.
-``coherence`` compares cached reads through one agent's handle with coherence on and
-off (``coherent=False``) on two boards holding the same nodes, timed in alternation, best of
-``_ROUNDS`` each, so the machine's load weighs on both alike: ``ratio`` = on / off.
+The agent figures are taken with coherence on (the board's coordinator, with the directory a memory
+would give it: a dict in this process for the embedded graphs, in memory and on disk, whose one
+process owns the files; a SQLite file shared by the processes at the server). Beside each agent
+count's single-node write rate, three diagnostics of the same phase (they change nothing it
+measures): ``write_cpu_us``, the process's CPU time a write (user and system, all threads),
+``write_switches``, its voluntary context switches a write (POSIX), ``write_writer_switches``,
+those of the writing threads alone (Linux's per-thread count; the store's own threads and the main
+thread left out: 0 where there is none), and ``write_group``, the mean number of writes the board's
+commit queue committed together. ``coherence`` compares cached reads through one agent's handle
+with coherence on and off (``coherent=False``) on two boards holding the same nodes, timed in
+alternation, best of ``_ROUNDS`` each, so the machine's load weighs on both alike: ``ratio`` = on /
+off.
 
 The agent phases and the baseline are run ``repeats`` times (3), in rounds (the baseline, then
 1, 4 and 16 agents, each on a fresh store), so that a slow spell of the shared machine weighs

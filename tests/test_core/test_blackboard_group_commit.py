@@ -714,12 +714,12 @@ class _TwiceInterruptedWake:
         self.ready = ready
         self.interrupts = 2
 
-    def acquire(self, blocking: bool = True) -> bool:
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if blocking and self.interrupts:
             self.interrupts -= 1
             wait_for(self.ready)
             raise KeyboardInterrupt
-        return self.lock.acquire(blocking)
+        return self.lock.acquire(blocking, timeout)
 
     def release(self) -> None:
         self.lock.release()

@@ -84,6 +84,7 @@ def _writer(queue: CommitQueue[_Numbered], job: _Numbered) -> Writer:
 
 
 def _all_return(writers: list[Writer]) -> None:
+    """Join ``writers`` with a deadline: each must have returned, without an error."""
     for writer in writers:
         writer.join(timeout=10)
     assert not any(writer.is_alive() for writer in writers), "a writer was never woken"
@@ -93,6 +94,7 @@ def _all_return(writers: list[Writer]) -> None:
 def _later_writes_go_through(
     queue: CommitQueue[_Numbered], committed: list[tuple[list[int], int]], number: int
 ) -> None:
+    """Commit one write more (number ``number``): the lead was not lost; the queue is idle."""
     _all_return([_writer(queue, _Numbered([f"k{number}"], number))])
     assert committed[-1][0] == [number]
     assert (queue.waiting, queue._leading, list(queue._asleep)) == (0, False, [])  # idle

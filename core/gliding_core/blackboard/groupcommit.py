@@ -33,8 +33,9 @@ Invariants:
 - A job's ``run`` returns (or raises its ``error``) only after the group holding it was
   committed, or failed. No job is dropped or starved: the oldest queued job is always in the
   next group, and a committed job's thread is woken in its turn (oldest first) by the next
-  store write, waiting thread or dropped lead; each group's store write (or, without one,
-  its end) wakes one thread still asleep, if any.
+  store write, waiting thread or dropped lead (or goes on by itself once no thread may be left
+  to wake it: see below); each group's store write (or, without one, its end) wakes one
+  thread still asleep, if any.
 - The jobs of a group have disjoint keys. A job whose keys meet those of an older job still
   queued waits for a later group, so for each key the jobs commit in the order they came.
 - No thread of the queue's own: the leader is always a writing thread, so nothing outlives
@@ -49,19 +50,20 @@ Invariants:
   commit sees the interrupt, as in its own) stops leading and raises it. Either way the lead
   goes on and the committed jobs' threads are woken.
 - A wake-up survives an interrupt that lands between its decision and its release: in
-  ``_wake_one`` after the pop (an interrupt can come as the call returns, the popped job then
-  lost to the code), in ``_stop`` or ``_abandon`` after ``_hand_on`` named the heir, or in a
-  group's end after its jobs were marked done. Nothing is added on the way of the wake-ups: a
-  thread asleep wakes every ``recheck_s`` (0.1 s) on its own and goes on unwoken when it was
-  named the heir (it leads), or when its job is done and no thread is left to wake it (it is
-  not among those asleep, or the lead was dropped). It then counts as woken, and is marked
-  gone first, so that a release still to come goes to the next thread asleep (at worst one
-  thread woken early). A lost wake-up so costs at most ``recheck_s``, never a hang; a thread
-  woken in time never goes round, and a release that comes after its thread went on finds a
-  job used once: it wakes nobody. Not covered (no Python code can be: a cleanup can itself be
-  interrupted on entry): an interrupt on the leader's thread on entry to ``_lead`` or ``_stop``,
-  before the heir is named, loses the lead; one between two jobs' ``done`` in a group's end
-  leaves the later jobs' threads asleep.
+  ``_wake_one`` after the pop (an interrupt can come as a call returns: the popped job is then
+  lost to the code), in ``_stop`` or ``_abandon`` after ``_hand_on`` named the heir, or at a
+  group's end once its jobs are marked done, before they are among those asleep. The wake-ups
+  themselves cost nothing more: instead a thread asleep wakes on its own every ``recheck_s``
+  (0.1 s) and goes on unwoken when it was named the heir (it leads), or when its job is done
+  and no thread may be left to wake it (it is not among those asleep, or the lead was
+  dropped); marked gone first, so that a release still on its way goes to the next thread
+  asleep (at worst one thread woken early). A lost wake-up so costs its thread at most
+  ``recheck_s``, never a hang; a late release finds a job used once and wakes nobody. Not
+  covered (no Python code can be: a cleanup can itself be interrupted on entry): an interrupt
+  on the leader's thread where the lead or a group is held only in its local variables (on
+  entry to ``_lead`` or ``_stop`` before the heir is named, as ``_next`` returns a group,
+  between two jobs' ``done`` at a group's end) still loses the lead, or leaves those jobs'
+  threads asleep.
 - A job run on the leading thread while it commits (a re-entrant write from an event
   subscriber) is committed at once, alone.
 """
@@ -109,7 +111,7 @@ class Job:
         self.keys = frozenset(keys)
         self.done = False
         self.heir = False  # handed the lead by the last leader
-        self.gone = False  # its thread left before its wake-up (interrupted twice)
+        self.gone = False  # its thread left before its wake-up (interrupted twice, or unwoken)
         self.error: BaseException | None = None
         self._wake = threading.Lock()  # released when its thread is woken in turn or leads
         self._wake.acquire()
@@ -225,8 +227,9 @@ class CommitQueue(Generic[J]):
     def _wake_one(self) -> bool:
         """Wake the thread of the oldest done job still asleep; whether there was one.
 
-        A job whose thread has gone (``_abandon``) is released and passed over, so its
-        wake-up goes to the next one.
+        A job whose thread has gone (``_leave``, ``_stranded``) is released and passed over,
+        so its wake-up goes to the next one. An interrupt as ``popleft`` returns loses the job
+        to this code: its thread then goes on by itself (``_stranded``).
         """
         while self._asleep:  # (the usual case of a lone writer: empty, no exception raised)
             try:

@@ -1,11 +1,11 @@
 """Group commit: a wake-up lost to an interrupt costs its thread a recheck, never a hang.
 
 A ``KeyboardInterrupt`` can land between a wake-up's decision and its release: right after
-``_wake_one`` popped the job to wake (as the call returns), or right after ``_hand_on`` named
-the heir. Each test injects it exactly there, on the main thread (where a SIGINT lands), then
-shows that every writer returns and that later writes still go through. The threads are
-daemons joined with a deadline: without the recheck they sleep for good, and the test fails
-instead of hanging.
+``_wake_one`` popped the job to wake (as the call returns), right after ``_hand_on`` named the
+heir, or at a group's end between marking its jobs done and adding them to those asleep. Each
+test injects it exactly there, on the main thread (where a SIGINT lands), then shows that every
+writer returns and that later writes still go through. The threads are daemons joined with a
+deadline: without the recheck they sleep for good, and the test fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -38,6 +38,23 @@ class _PoppedThenInterrupted(collections.deque[Job]):
             self.lost.append(job)
             raise KeyboardInterrupt
         return job
+
+
+class _InterruptedBeforeExtend(collections.deque[Job]):
+    """The queue's sleepers; the first ``extend`` of jobs on the main thread raises
+    ``KeyboardInterrupt`` before it adds them, as a SIGINT does at a group's end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.main = threading.get_ident()
+        self.left_out: list[Job] = []
+
+    def extend(self, jobs: Any) -> None:
+        jobs = list(jobs)
+        if jobs and threading.get_ident() == self.main and not self.left_out:
+            self.left_out.extend(jobs)
+            raise KeyboardInterrupt
+        super().extend(jobs)
 
 
 def _heir_then_interrupted(queue: CommitQueue[Any], monkeypatch: pytest.MonkeyPatch) -> list[Job]:
@@ -159,6 +176,38 @@ def test_a_wake_up_lost_at_a_group_s_end_does_not_strand_its_writer() -> None:
         helper.join()
     assert (jobs[0].done, jobs[0].error) == (True, None)  # its own write was committed
     assert asleep.lost == [jobs[1]]
+    _all_return(writers)
+    assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
+    _later_writes_go_through(queue, committed, 3)
+
+
+def test_a_group_s_writers_are_not_stranded_when_its_end_is_interrupted_before_they_sleep() -> None:
+    """The leader (the main thread) marked its group's jobs done, and is interrupted before it
+    adds them to those asleep: nobody will ever pop them to wake."""
+    gates = [threading.Event() for _ in range(3)]
+    for gate in gates[1:]:
+        gate.set()
+    queue, committed = _queue(gates, storing=False, keep=2)
+    jobs = [_Numbered([f"k{number}"], number) for number in range(3)]
+    asleep = _InterruptedBeforeExtend()
+    writers: list[Writer] = []
+
+    def queue_two() -> None:
+        wait_for(lambda: queue.groups == 1)
+        for count, job in enumerate(jobs[1:], start=1):
+            writers.append(_writer(queue, job))
+            wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+        queue._asleep = asleep  # type: ignore[assignment]
+        gates[0].set()  # [0], then [1, 2] on the main thread: interrupted at its end
+
+    helper = threading.Thread(target=queue_two)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(jobs[0])
+    finally:
+        helper.join()
+    assert asleep.left_out == jobs[1:]
     _all_return(writers)
     assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
     _later_writes_go_through(queue, committed, 3)

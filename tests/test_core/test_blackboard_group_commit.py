@@ -601,6 +601,11 @@ def test_a_leader_interrupted_in_another_thread_s_group_raises_it_and_the_queue_
         ({"keep": -1}, "keep"),
         ({"keep": None}, "keep"),
         ({"keep": False}, "keep"),
+        ({"recheck_s": 0}, "recheck_s"),
+        ({"recheck_s": -0.1}, "recheck_s"),
+        ({"recheck_s": float("inf")}, "recheck_s"),
+        ({"recheck_s": 1e300}, "recheck_s"),
+        ({"recheck_s": "0.1s"}, "recheck_s"),
     ],
 )
 def test_a_queue_refuses_bad_options_naming_them(options: dict[str, Any], named: str) -> None:
@@ -621,6 +626,7 @@ def test_a_queue_takes_the_edge_options() -> None:
         max_keys=1,
         linger_s=0,
         keep=0,
+        recheck_s=threading.TIMEOUT_MAX,
     )
     queue.run(_Numbered(["a", "b"], 0))  # the oldest job goes in whatever its size
     assert committed == [[0]]
@@ -714,12 +720,12 @@ class _TwiceInterruptedWake:
         self.ready = ready
         self.interrupts = 2
 
-    def acquire(self, blocking: bool = True) -> bool:
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if blocking and self.interrupts:
             self.interrupts -= 1
             wait_for(self.ready)
             raise KeyboardInterrupt
-        return self.lock.acquire(blocking)
+        return self.lock.acquire(blocking, timeout)
 
     def release(self) -> None:
         self.lock.release()

@@ -33,8 +33,9 @@ Invariants:
 - A job's ``run`` returns (or raises its ``error``) only after the group holding it was
   committed, or failed. No job is dropped or starved: the oldest queued job is always in the
   next group, and a committed job's thread is woken in its turn (oldest first) by the next
-  store write, waiting thread or dropped lead; each group's store write (or, without one,
-  its end) wakes one thread still asleep, if any.
+  store write, waiting thread or dropped lead (or goes on by itself once no thread may be left
+  to wake it: see below); each group's store write (or, without one, its end) wakes one
+  thread still asleep, if any.
 - The jobs of a group have disjoint keys. A job whose keys meet those of an older job still
   queued waits for a later group, so for each key the jobs commit in the order they came.
 - No thread of the queue's own: the leader is always a writing thread, so nothing outlives
@@ -48,6 +49,21 @@ Invariants:
   its job back the same way; one interrupted while it commits another thread's group (the
   commit sees the interrupt, as in its own) stops leading and raises it. Either way the lead
   goes on and the committed jobs' threads are woken.
+- A wake-up survives an interrupt that lands between its decision and its release: in
+  ``_wake_one`` after the pop (an interrupt can come as a call returns: the popped job is then
+  lost to the code), in ``_stop`` or ``_abandon`` after ``_hand_on`` named the heir, or at a
+  group's end once its jobs are marked done, before they are among those asleep. The wake-ups
+  themselves cost nothing more: instead a thread asleep wakes on its own every ``recheck_s``
+  (0.1 s) and goes on unwoken when it was named the heir (it leads), or when its job is done
+  and no thread may be left to wake it (it is not among those asleep, or the lead was
+  dropped); marked gone first, so that a release still on its way goes to the next thread
+  asleep (at worst one thread woken early). A lost wake-up so costs its thread at most
+  ``recheck_s``, never a hang; a late release finds a job used once and wakes nobody. Not
+  covered (no Python code can be: a cleanup can itself be interrupted on entry): an interrupt
+  on the leader's thread where the lead or a group is held only in its local variables (on
+  entry to ``_lead`` or ``_stop`` before the heir is named, as ``_next`` returns a group,
+  between two jobs' ``done`` at a group's end) still loses the lead, or leaves those jobs'
+  threads asleep.
 - A job run on the leading thread while it commits (a re-entrant write from an event
   subscriber) is committed at once, alone.
 """
@@ -73,6 +89,10 @@ the queue, so that they can queue again (never after a lone writer's group). On 
 lasts about 50 us longer (the timer slack): 110 us measured. It keeps groups large when the
 machine is loaded (measured: without it, groups of 1.1 instead of 3 with 4 threads)."""
 
+DEFAULT_RECHECK_S = 0.1
+"""How often a thread asleep in the queue wakes on its own to see whether its wake-up was lost
+to an interrupt (see the module's invariants): the most such a loss delays it."""
+
 DEFAULT_KEEP = 2
 """How many more groups a leader commits, once its own job is done, while jobs are queued (2:
 their writers then run beside its store writes; see docs/benchmarks.md, "leanwake")."""
@@ -91,7 +111,7 @@ class Job:
         self.keys = frozenset(keys)
         self.done = False
         self.heir = False  # handed the lead by the last leader
-        self.gone = False  # its thread left before its wake-up (interrupted twice)
+        self.gone = False  # its thread left before its wake-up (interrupted twice, or unwoken)
         self.error: BaseException | None = None
         self._wake = threading.Lock()  # released when its thread is woken in turn or leads
         self._wake.acquire()
@@ -110,10 +130,12 @@ class CommitQueue(Generic[J]):
             threads' jobs, before it takes its first group (0: never).
         keep: how many more groups a leader commits after its own while jobs are queued (0:
             it hands the lead on at once).
+        recheck_s: how often a thread asleep looks whether its wake-up was lost.
 
     Raises:
         InvalidInputError: ``commit`` is not callable, ``max_keys`` is not an int >= 1,
-            ``linger_s`` not a finite number >= 0, or ``keep`` not an int >= 0.
+            ``linger_s`` not a finite number >= 0, ``keep`` not an int >= 0, or
+            ``recheck_s`` not a number > 0 and at most ``threading.TIMEOUT_MAX``.
     """
 
     def __init__(
@@ -123,6 +145,7 @@ class CommitQueue(Generic[J]):
         max_keys: int = DEFAULT_MAX_KEYS,
         linger_s: float = DEFAULT_LINGER_S,
         keep: int = DEFAULT_KEEP,
+        recheck_s: float = DEFAULT_RECHECK_S,
     ) -> None:
         if not callable(commit):
             raise InvalidInputError(f"commit must be callable, got {preview(commit)}")
@@ -132,6 +155,11 @@ class CommitQueue(Generic[J]):
         if self._linger_s < 0:
             raise InvalidInputError(f"linger_s must be >= 0, got {preview(linger_s)}")
         self._keep = _check_count(keep, "keep", least=0)
+        self._recheck_s = check_real(recheck_s, what="recheck_s")
+        if not 0 < self._recheck_s <= threading.TIMEOUT_MAX:
+            raise InvalidInputError(
+                f"recheck_s must be > 0 and <= {threading.TIMEOUT_MAX}, got {preview(recheck_s)}"
+            )
         self._lock = threading.Lock()
         self._queue: list[J] = []
         self._leading = False
@@ -173,7 +201,7 @@ class CommitQueue(Generic[J]):
         if waits:
             try:  # (an interrupt on entry to _wake_one must take the queued job back too)
                 self._wake_one()  # this thread gives up the GIL now: one woken thread takes it
-                job._wake.acquire()  # released when woken in turn (done), or handed the lead
+                self._sleep(job)  # until woken in turn (done), or handed the lead
             except BaseException:  # interrupted (KeyboardInterrupt) while it waited
                 self._abandon(job)
                 raise
@@ -199,8 +227,9 @@ class CommitQueue(Generic[J]):
     def _wake_one(self) -> bool:
         """Wake the thread of the oldest done job still asleep; whether there was one.
 
-        A job whose thread has gone (``_abandon``) is released and passed over, so its
-        wake-up goes to the next one.
+        A job whose thread has gone (``_leave``, ``_stranded``) is released and passed over,
+        so its wake-up goes to the next one. An interrupt as ``popleft`` returns loses the job
+        to this code: its thread then goes on by itself (``_stranded``).
         """
         while self._asleep:  # (the usual case of a lone writer: empty, no exception raised)
             try:
@@ -211,6 +240,24 @@ class CommitQueue(Generic[J]):
             if not job.gone:  # read after the release: see _abandon
                 return True
         return False
+
+    def _sleep(self, job: J) -> None:
+        """Sleep until ``job``'s thread is woken, or finds its wake-up lost (``_stranded``)."""
+        # (A timeout adds some 300 instructions to a sleep, measured: noise beside the switch.)
+        while not job._wake.acquire(True, self._recheck_s):
+            if self._stranded(job):
+                return
+
+    def _stranded(self, job: J) -> bool:
+        """Whether ``job``'s thread, asleep for ``recheck_s``, must go on unwoken: named the heir,
+        or done with no thread left to wake it (then marked gone, so that a release still to
+        come goes to the next thread asleep)."""
+        if job.heir:  # named under the lock: its release was lost, or is on its way
+            return True
+        if not job.done or (self._leading and job in self._asleep):  # woken in its turn
+            return False
+        job.gone = True  # popped and its release lost (or on its way), or no leader left
+        return True
 
     def _lead(self, mine: J) -> None:
         """Commit groups as the leader: ``mine``'s, then up to ``keep`` more while jobs are
@@ -299,7 +346,7 @@ class CommitQueue(Generic[J]):
                     heir = self._hand_on()
         if taken:  # in a group: committed whatever happens; it is woken once done
             try:
-                job._wake.acquire()
+                self._sleep(job)
             except BaseException:  # interrupted again: it leaves, its wake-up passed on
                 self._leave(job)
                 raise

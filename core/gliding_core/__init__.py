@@ -11,8 +11,8 @@ from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, QueryResult, SparqlEndpoint
 from gliding_core.blackboard.leases import Lease, LeaseMode, LeaseTable
 from gliding_core.blackboard.messages import Message, MessageBoard
-from gliding_core.blackboard.nodes import BoardNode
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription

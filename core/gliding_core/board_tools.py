@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.blackboard.nodes import BoardNode
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.tasks import Task
 from gliding_core.errors import (
     GlidingError,

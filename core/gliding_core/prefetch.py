@@ -35,7 +35,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.nodes import check_iri
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import area_graph, graph_area
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.errors import ClosedError, GlidingError, InvalidInputError

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gliding_core.blackboard.board import AgentHandle, Blackboard, task_graphs
-from gliding_core.blackboard.nodes import check_iri
 from gliding_core.blackboard.permissions import ROLE_ALIASES
 from gliding_core.blackboard.sparql import MIRRORED_AREAS
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import AREAS, graph_area
 from gliding_core.bus import EventBus
 from gliding_core.coherence.seen import SeenNodes, SeenView, SharedNode, within_view

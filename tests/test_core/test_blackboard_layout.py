@@ -16,7 +16,7 @@ from gliding_core import InvalidInputError, InvalidNodeError, StorageError
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
-from gliding_core.blackboard.nodes import processed_rdf, rdf_of
+from gliding_core.blackboard.rdf import processed_rdf, rdf_of
 from gliding_core.blackboard.vocabulary import META, META_GRAPH, area_graph, meta
 from gliding_core.config import BlackboardConfig
 from gliding_core.jsonld import parse_node

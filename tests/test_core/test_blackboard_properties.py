@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph
-from gliding_core.blackboard.nodes import rdf_of
+from gliding_core.blackboard.rdf import rdf_of
 from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.config import BlackboardConfig
 

@@ -22,7 +22,7 @@ import pytest
 
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import SparqlEndpoint
-from gliding_core.blackboard.nodes import BoardNode
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.coherence import SQLiteDirectory
 from gliding_core.config import BlackboardConfig
 

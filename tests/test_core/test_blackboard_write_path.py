@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import EmbeddedGraph
-from gliding_core.blackboard.nodes import NodeStore, NodeWrite, _document, rdf_of
+from gliding_core.blackboard.nodes import NodeStore
+from gliding_core.blackboard.rdf import _document, rdf_of
+from gliding_core.blackboard.validation import NodeWrite
 from gliding_core.blackboard.vocabulary import CONTEXT_URL, with_context
 from gliding_core.errors import InvalidNodeError, NodeTooDeepError
 from gliding_core.jsonld import canonical_json, parse_node

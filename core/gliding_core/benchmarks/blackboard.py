@@ -60,7 +60,7 @@ import pyoxigraph as ox
 from gliding_core.benchmarks.leases import lease_benchmark
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
-from gliding_core.blackboard.nodes import rdf_of
+from gliding_core.blackboard.rdf import rdf_of
 from gliding_core.blackboard.vocabulary import PROLOGUE
 from gliding_core.coherence.directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig

@@ -1,9 +1,11 @@
 """L2: the shared blackboard of the agents of a task (graph, tasks, agents, leases, messages).
 
 The graph half: ``vocabulary`` (the one namespace, the context, graph naming), ``graph`` (the
-RDF backends), ``nodes`` (cache, generations, single writer), ``permissions`` (the role matrix),
-``writeback`` (flush to L0), ``sparql`` (query checks), ``board`` (the ``Blackboard`` facade)
-and ``handle`` (``AgentHandle``, an agent's checked identity).
+RDF backends), ``rdf`` (a node's quads), ``validation`` (a node checked before it is written),
+``records`` (what the store holds under an IRI, the bookkeeping layout), ``nodes`` (cache,
+generations, single writer), ``permissions`` (the role matrix), ``writeback`` (flush to L0),
+``sparql`` (query checks), ``board`` (the ``Blackboard`` facade) and ``handle``
+(``AgentHandle``, an agent's checked identity).
 The coordination half lives in ``coordination`` (the SQLite database), ``leases``, ``tasks``,
 ``agents`` and ``messages``, gathered by ``registries``; each module states its own invariants.
 """

@@ -48,14 +48,16 @@ from gliding_core.blackboard.graph import (
 )
 from gliding_core.blackboard.graph import open_graph as _open_graph
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.blackboard.nodes import BoardNode, NodeStore, check_iri
+from gliding_core.blackboard.nodes import NodeStore
 from gliding_core.blackboard.permissions import PermissionMatrix
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import (
     FenceChecker,
     check_query,
     task_graphs,
     type_iri,
 )
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     area_graph,

@@ -47,13 +47,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.blackboard.leases import LeaseTable
-from gliding_core.blackboard.nodes import (
-    WRITTEN_HERE,
-    Announce,
-    BoardNode,
-    NodeStore,
-    NodeWrite,
-)
+from gliding_core.blackboard.nodes import WRITTEN_HERE, Announce, NodeStore
+from gliding_core.blackboard.records import BoardNode
+from gliding_core.blackboard.validation import NodeWrite
 from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.coordinator import Change, CoherenceCoordinator

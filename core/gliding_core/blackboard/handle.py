@@ -24,9 +24,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
-from gliding_core.blackboard.nodes import BoardNode, NodeWrite, check_iri
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, check_query, task_graphs
+from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.bus import Subscription
 from gliding_core.coherence.sources import refused

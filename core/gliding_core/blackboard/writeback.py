@@ -38,7 +38,8 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-from gliding_core.blackboard.nodes import BoardNode, NodeStore
+from gliding_core.blackboard.nodes import NodeStore
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.bus import EventBus, EventType
 from gliding_core.entry import Record
 from gliding_core.store import L0Store

@@ -46,7 +46,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.blackboard.nodes import BoardNode, check_iri
+from gliding_core.blackboard.records import BoardNode
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import CONTEXT_URL, graph_area
 from gliding_core.boundary import translated
 from gliding_core.config import DEFAULT_STOP_WORDS

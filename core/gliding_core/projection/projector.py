@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gliding_core.blackboard.board import Blackboard, task_graphs
-from gliding_core.blackboard.nodes import check_iri
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import check_area
 from gliding_core.bus import EventBus, Subscription
 from gliding_core.errors import InvalidInputError

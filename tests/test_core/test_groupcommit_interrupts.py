@@ -375,3 +375,32 @@ def test_a_thread_goes_on_unwoken_only_when_no_wake_up_can_reach_it() -> None:
     queue._leading = False
     queue._asleep.append(asleep)
     assert queue._stranded(asleep)  # the lead dropped: nobody may be left to wake it
+
+
+class _ComparedByValue(Job):
+    """A job whose comparison is Python code: another thread may change the queue's sleepers
+    meanwhile (here: it pops one, as a waking thread does)."""
+
+    __slots__ = ()
+    queue: CommitQueue[Any] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        queue = _ComparedByValue.queue
+        if queue is not None and queue._asleep:
+            queue._asleep.popleft()
+        return self is other
+
+    __hash__ = Job.__hash__
+
+
+def test_sleepers_changing_during_a_recheck_mean_look_again_not_an_error() -> None:
+    queue: CommitQueue[Job] = CommitQueue(lambda group: None, recheck_s=RECHECK_S)
+    _ComparedByValue.queue = queue
+    try:
+        mine, others = _ComparedByValue(["c"]), [_ComparedByValue(["a"]), _ComparedByValue(["b"])]
+        queue._leading, mine.done = True, True
+        queue._asleep.extend([*others, mine])
+        assert queue._stranded(mine) is False  # not an error: it sleeps on and looks again
+        assert not mine.gone
+    finally:
+        _ComparedByValue.queue = None

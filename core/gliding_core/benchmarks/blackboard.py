@@ -26,7 +26,8 @@ off.
 
 The agent phases and the baseline are run ``repeats`` times (3), in rounds (the baseline, then
 1, 4 and 16 agents, each on a fresh store), so that a slow spell of the shared machine weighs
-on every count alike; each figure is the median of its rounds, and ``writes_per_s_runs`` and
+on every count alike; each figure is the median of its rounds, taken figure by figure (the CPU
+time a write and the rate may come from different rounds), and ``writes_per_s_runs`` and
 ``baseline_writes_per_s_runs`` list every round's rate (measured: one 2,000-write phase on disk
 gave 3,700 to 5,700 writes/s on the same tree within minutes).
 

@@ -52,18 +52,18 @@ Invariants:
 - A wake-up survives an interrupt that lands between its decision and its release: in
   ``_wake_one`` after the pop (an interrupt can come as a call returns: the popped job is then
   lost to the code), in ``_stop`` or ``_abandon`` after ``_hand_on`` named the heir, or at a
-  group's end once its jobs are marked done, before they are among those asleep. The wake-ups
-  themselves cost nothing more: instead a thread asleep wakes on its own every ``recheck_s``
-  (0.1 s) and goes on unwoken when it was named the heir (it leads), or when its job is done
-  and no thread may be left to wake it (it is not among those asleep, or the lead was
-  dropped); marked gone first, so that a release still on its way goes to the next thread
+  group's end once its jobs are marked done, before they are among those asleep.
+- How: the wake-ups cost nothing more; instead a thread asleep wakes on its own every
+  ``recheck_s`` (0.1 s) and goes on unwoken when it was named the heir (it leads), or when its
+  job is done and no thread may be left to wake it (it is not among those asleep, or the lead
+  was dropped), marked gone first, so that a release still on its way goes to the next thread
   asleep (at worst one thread woken early). A lost wake-up so costs its thread at most
-  ``recheck_s``, never a hang; a late release finds a job used once and wakes nobody. Not
-  covered (no Python code can be: a cleanup can itself be interrupted on entry): an interrupt
-  on the leader's thread where the lead or a group is held only in its local variables (on
-  entry to ``_lead`` or ``_stop`` before the heir is named, as ``_next`` returns a group,
-  between two jobs' ``done`` at a group's end) still loses the lead, or leaves those jobs'
-  threads asleep.
+  ``recheck_s``, never a hang; a late release finds a job used once and wakes nobody.
+- Not covered (no Python code can be: a cleanup can itself be interrupted on entry): an
+  interrupt on the leader's thread where the lead or a group is held only in its local
+  variables (on entry to ``_lead`` or ``_stop`` before the heir is named, as ``_next`` returns
+  a group, between two jobs' ``done`` at a group's end) still loses the lead, or leaves those
+  jobs' threads asleep.
 - A job run on the leading thread while it commits (a re-entrant write from an event
   subscriber) is committed at once, alone.
 """
@@ -249,12 +249,20 @@ class CommitQueue(Generic[J]):
                 return
 
     def _stranded(self, job: J) -> bool:
-        """Whether ``job``'s thread, asleep for ``recheck_s``, must go on unwoken: named the heir,
-        or done with no thread left to wake it (then marked gone, so that a release still to
-        come goes to the next thread asleep)."""
+        """Return whether ``job``'s thread, asleep for ``recheck_s``, must go on unwoken.
+
+        It must when it was named the heir, or when its job is done and no thread is left to
+        wake it (it is then marked gone, so that a release still to come goes to the next
+        thread asleep).
+        """
         if job.heir:  # named under the lock: its release was lost, or is on its way
             return True
-        if not job.done or (self._leading and job in self._asleep):  # woken in its turn
+        if not job.done:
+            return False
+        try:  # (unlocked: a scan by identity, in C; a Python ``__eq__`` could see it change)
+            if self._leading and job in self._asleep:  # to be woken in its turn
+                return False
+        except RuntimeError:  # the deque changed during the scan: look again next time
             return False
         job.gone = True  # popped and its release lost (or on its way), or no leader left
         return True

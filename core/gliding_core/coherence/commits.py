@@ -310,7 +310,7 @@ class GroupCommits(CoherentCopies):
                     self._forget((agent, iri))
                 else:
                     self._remember((agent, iri), generation, value, token)
-            if announced[iri]:
+            if announced[iri]:  # (``_announce``, inline: one call less a write)
                 self.bus.publish(
                     EventType.COPIES_INVALIDATED,
                     {

@@ -31,7 +31,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from gliding_core.bus import EventBus, EventType
+from gliding_core.bus import EventBus
 from gliding_core.coherence.commits import Change as Change  # re-exported: the board's import
 from gliding_core.coherence.commits import GroupCommits
 from gliding_core.coherence.copies import LeaseCheck, WriteBack, check_agent
@@ -90,6 +90,14 @@ def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDe
     changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
     removed = tuple(sorted(k for k in old if k not in new))
     return NodeDelta(iri, generations[0], generations[1], changed, removed)
+
+
+def _node_at(iri: str, value: object) -> Node:
+    """Return ``value`` parsed as a node; ``InvalidNodeError`` if its ``@id`` is not ``iri``."""
+    node = parse_node(value)[0]
+    if node.get("@id", iri) != iri:
+        raise InvalidNodeError(f"the node's @id {node['@id']!r} is not the IRI written, {iri!r}")
+    return node
 
 
 class CoherenceCoordinator(GroupCommits):
@@ -252,16 +260,9 @@ class CoherenceCoordinator(GroupCommits):
                 lease); nothing was written and ``agent``'s copy is now ``INVALID``.
         """
         key = (check_agent(agent), validate_iri(iri))
-        node = parse_node(value)[0]
-        if node.get("@id", iri) != iri:
-            raise InvalidNodeError(
-                f"the node's @id {node['@id']!r} is not the IRI written, {iri!r}"
-            )
+        node = _node_at(iri, value)
         check_generation(based_on, what="based_on")
-        labels = list(tags) if not isinstance(tags, str) else [tags]
-        if not all(isinstance(label, str) for label in labels):
-            raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
-        critical = bool(self.critical_tags.intersection(labels))
+        critical = self._critical(tags)
         leased = bool(self._holds_lease(agent, iri))
         outcome, token = self._update(
             iri, lambda r: self._write_change(agent, r, node, based_on, leased)
@@ -273,14 +274,17 @@ class CoherenceCoordinator(GroupCommits):
         self._own.wrote(token, [iri])
         self._remember(key, generation, node, token)
         if invalidated:
-            self.bus.publish(
-                EventType.COPIES_INVALIDATED,
-                {"iri": iri, "generation": generation, "writer": agent, "agents": invalidated},
-                source="coherence",
-            )
+            self._announce(iri, generation, agent, invalidated)
         if critical:
             self.write_back(agent, iri)
         return generation
+
+    def _critical(self, tags: Iterable[str]) -> bool:
+        """Return whether a write's ``tags`` (strings, or one string) hold a critical tag."""
+        labels = list(tags) if not isinstance(tags, str) else [tags]
+        if not all(isinstance(label, str) for label in labels):
+            raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
+        return bool(self.critical_tags.intersection(labels))
 
     def _write_change(
         self, agent: str, record: NodeRecord, node: Node, based_on: int, leased: bool

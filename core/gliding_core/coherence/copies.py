@@ -3,9 +3,9 @@
 ``CoherentCopies`` is the base of ``CoherenceCoordinator``: it holds the coordinator's state
 (the source, the directory, the bus, the copies this process holds, its own changes) and the
 moves that reads, writes and commits are made of: a copy stepped through the table (``_step``),
-a record moved to the source's state (``_moved_to``), a stale write refused (``_refuse``), a
-directory update with its own changes noted, and the transitions that clean or drop a copy
-(write-back, eviction, lease expiry, a lost agent).
+a record moved to the source's state (``_moved_to``), a stale write refused (``_refuse``), its
+invalidations announced (``_announce``), a directory update with its own changes noted, and
+the transitions that clean or drop a copy (write-back, eviction, lease expiry, a lost agent).
 
 Invariants:
 - Every dirty value is written back (``write_back``) before its copy is downgraded, dropped or
@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import orjson
 
-from gliding_core.bus import EventBus
+from gliding_core.bus import EventBus, EventType
 from gliding_core.coherence.directory import Directory, LocalDirectory, NodeRecord
 from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
 from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
@@ -130,6 +130,14 @@ class CoherentCopies:
         if mine is not None and mine.state is not MesiState.INVALID:
             record = self._step(record, agent, CopyEvent.REMOTE_WRITE)
         return record, error
+
+    def _announce(self, iri: str, generation: int, writer: str | None, agents: list[str]) -> None:
+        """Publish that ``writer``'s write of ``iri`` at ``generation`` invalidated ``agents``."""
+        self.bus.publish(
+            EventType.COPIES_INVALIDATED,
+            {"iri": iri, "generation": generation, "writer": writer, "agents": agents},
+            source="coherence",
+        )
 
     # -- write-back, eviction, lease expiry, crash ---------------------------------------------
 

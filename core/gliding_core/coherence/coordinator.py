@@ -92,14 +92,6 @@ def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDe
     return NodeDelta(iri, generations[0], generations[1], changed, removed)
 
 
-def _node_at(iri: str, value: object) -> Node:
-    """Return ``value`` parsed as a node; ``InvalidNodeError`` if its ``@id`` is not ``iri``."""
-    node = parse_node(value)[0]
-    if node.get("@id", iri) != iri:
-        raise InvalidNodeError(f"the node's @id {node['@id']!r} is not the IRI written, {iri!r}")
-    return node
-
-
 class CoherenceCoordinator(GroupCommits):
     """Keeps every agent's copies of shared nodes coherent (MESI with optimistic writes).
 
@@ -260,9 +252,16 @@ class CoherenceCoordinator(GroupCommits):
                 lease); nothing was written and ``agent``'s copy is now ``INVALID``.
         """
         key = (check_agent(agent), validate_iri(iri))
-        node = _node_at(iri, value)
+        node = parse_node(value)[0]
+        if node.get("@id", iri) != iri:
+            raise InvalidNodeError(
+                f"the node's @id {node['@id']!r} is not the IRI written, {iri!r}"
+            )
         check_generation(based_on, what="based_on")
-        critical = self._critical(tags)
+        labels = list(tags) if not isinstance(tags, str) else [tags]
+        if not all(isinstance(label, str) for label in labels):
+            raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
+        critical = bool(self.critical_tags.intersection(labels))
         leased = bool(self._holds_lease(agent, iri))
         outcome, token = self._update(
             iri, lambda r: self._write_change(agent, r, node, based_on, leased)
@@ -278,13 +277,6 @@ class CoherenceCoordinator(GroupCommits):
         if critical:
             self.write_back(agent, iri)
         return generation
-
-    def _critical(self, tags: Iterable[str]) -> bool:
-        """Return whether a write's ``tags`` (strings, or one string) hold a critical tag."""
-        labels = list(tags) if not isinstance(tags, str) else [tags]
-        if not all(isinstance(label, str) for label in labels):
-            raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
-        return bool(self.critical_tags.intersection(labels))
 
     def _write_change(
         self, agent: str, record: NodeRecord, node: Node, based_on: int, leased: bool

@@ -2,7 +2,7 @@
 
 A lone write the directory already agrees with (an agent's, not refused, every node at the
 source as its record holds it, no stale base, no other valid copy) skips the group's sync,
-admission and stepping passes (``coordinator._plain``). Each scenario here runs twice, once as
+admission and stepping passes (``commits._plain``). Each scenario here runs twice, once as
 the board runs it and once with the direct path turned off, and must leave the same records,
 events, refusals and held copies. And the directory of one process keeps what it knows of each
 node in plain tuples of atoms, which the garbage collector stops tracking.
@@ -20,7 +20,7 @@ import pytest
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.bus import Event, EventBus
-from gliding_core.coherence import coordinator as coordinator_module
+from gliding_core.coherence import commits as commits_module
 from gliding_core.coherence.coordinator import CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, LocalDirectory, SQLiteDirectory
 from gliding_core.config import BlackboardConfig
@@ -75,14 +75,14 @@ def scenario(board: Blackboard) -> list[Any]:
 def run(tmp_path: Path, kind: str, direct: bool, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Run the scenario on a fresh board; return its results, records, events and held copies."""
     taken: list[str] = []
-    plain = coordinator_module._plain
+    plain = commits_module._plain
 
     def counted(*args: Any) -> bool:
         answer = direct and plain(*args)
         taken.append("direct" if answer else "group")
         return answer
 
-    monkeypatch.setattr(coordinator_module, "_plain", counted)
+    monkeypatch.setattr(commits_module, "_plain", counted)
     directory: Directory = (
         LocalDirectory() if kind == "local" else SQLiteDirectory(tmp_path / f"{direct}.sqlite3")
     )
@@ -96,7 +96,7 @@ def run(tmp_path: Path, kind: str, direct: bool, monkeypatch: pytest.MonkeyPatch
         records = [tuple(directory.record(iri)) for iri in IRIS]
         held = sorted((key, held[:2]) for key, held in coherence._held.items())
     seen = [(e.type, {k: v for k, v in e.payload.items() if k != "timestamp"}) for e in events]
-    monkeypatch.setattr(coordinator_module, "_plain", plain)
+    monkeypatch.setattr(commits_module, "_plain", plain)
     return [results, records, seen, held, taken]
 
 

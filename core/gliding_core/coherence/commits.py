@@ -178,9 +178,11 @@ def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
 
 
 class GroupCommits(CoherentCopies):
-    """The batch and group commits of a coherence coordinator (a base of ``CoherenceCoordinator``).
+    """The batch and group commits of a coherence coordinator.
 
-    Its methods are the coordinator's own (looked up like ones defined on it: no hop added).
+    The middle of the chain ``CoherentCopies`` <- ``GroupCommits`` <- ``CoherenceCoordinator``;
+    not built on its own. Its methods are the coordinator's own (looked up like ones defined on
+    it: no hop added).
     """
 
     def commit(

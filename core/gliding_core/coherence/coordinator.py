@@ -24,7 +24,6 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -46,8 +45,6 @@ from gliding_core.errors import (
     StaleWriteError,
 )
 from gliding_core.jsonld import Node, parse_node, preview, validate_iri
-
-logger = logging.getLogger(__name__)
 
 CRITICAL_TAGS = frozenset({"emphasis", "user_intent", "confirmed_fact"})
 """Tags whose writes are written through to L0 before the write returns (seed 000, 六)."""
@@ -94,6 +91,12 @@ def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDe
 
 class CoherenceCoordinator(GroupCommits):
     """Keeps every agent's copies of shared nodes coherent (MESI with optimistic writes).
+
+    Its methods are defined along a chain of bases: reads, single writes, ``copies``, ``moved``
+    and ``delta`` here; ``commit``, ``change``, ``checked_change``, ``commit_group`` and
+    ``finish`` in ``GroupCommits`` (``gliding_core.coherence.commits``); ``write_back``,
+    ``evict``, ``expire_lease``, ``drop_agent``, ``vouch_own`` and ``last_own`` in
+    ``CoherentCopies`` (``gliding_core.coherence.copies``).
 
     The source and ``write_back`` are called inside the directory's transaction, so a
     transition and its effects commit together or not at all; neither may write to the

@@ -1,11 +1,12 @@
 """L2 coherence: the copies a coordinator keeps, and the steps every one of its paths shares.
 
-``CoherentCopies`` is the base of ``CoherenceCoordinator``: it holds the coordinator's state
-(the source, the directory, the bus, the copies this process holds, its own changes) and the
-moves that reads, writes and commits are made of: a copy stepped through the table (``_step``),
-a record moved to the source's state (``_moved_to``), a stale write refused (``_refuse``), its
-invalidations announced (``_announce``), a directory update with its own changes noted, and
-the transitions that clean or drop a copy (write-back, eviction, lease expiry, a lost agent).
+``CoherentCopies`` is the base of ``CoherenceCoordinator``: it holds the coordinator's state (the
+source, the directory, the bus, the copies this process holds, its own changes) and the moves that
+reads, writes and commits are made of: a copy stepped through the table (``_step``), a record moved
+to the source's state (``_moved_to``), a stale write refused (``_refuse``), a single write's
+invalidations announced (``_announce``; ``finish`` inlines it), a directory update with its own
+changes noted, and the transitions that clean or drop a copy (write-back, eviction, lease expiry, a
+lost agent).
 
 Invariants:
 - Every dirty value is written back (``write_back``) before its copy is downgraded, dropped or
@@ -70,8 +71,9 @@ def check_agent(agent: object) -> str:
 class CoherentCopies:
     """The state of a coherence coordinator, and the transitions all of its paths share.
 
-    The base of ``CoherenceCoordinator``, which documents the arguments; a method here is the
-    coordinator's own (looked up like one defined on it: no hop, no call added).
+    The chain is ``CoherentCopies`` <- ``GroupCommits`` <- ``CoherenceCoordinator``, which
+    documents the arguments; not built on its own. A method here is the coordinator's own
+    (looked up like one defined on it: no hop, no call added).
     """
 
     def __init__(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -117,6 +118,42 @@ def _later_writes_go_through(
     assert (queue.waiting, queue._leading, list(queue._asleep)) == (0, False, [])  # idle
 
 
+def _interrupted_at_the_second_group_s_end(
+    asleep_of: Callable[[CommitQueue[_Numbered]], collections.deque[Job]],
+) -> tuple[list[_Numbered], Any]:
+    """Commit job 0 alone on the main thread, then jobs 1 and 2 (queued meanwhile by other
+    writers) as its second group, whose end ``asleep_of(queue)``, put in as those asleep,
+    interrupts; check every writer returns and a later write goes through. Return the jobs and
+    the sleepers."""
+    gates = [threading.Event() for _ in range(3)]
+    for gate in gates[1:]:
+        gate.set()
+    queue, committed = _queue(gates, storing=False, keep=2)
+    jobs = [_Numbered([f"k{number}"], number) for number in range(3)]
+    asleep = asleep_of(queue)
+    writers: list[Writer] = []
+
+    def queue_two() -> None:
+        wait_for(lambda: queue.groups == 1)
+        for count, job in enumerate(jobs[1:], start=1):
+            writers.append(_writer(queue, job))
+            wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
+        queue._asleep = asleep  # type: ignore[assignment]
+        gates[0].set()  # [0], then [1, 2] on the main thread: interrupted at its end
+
+    helper = threading.Thread(target=queue_two)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(jobs[0])
+    finally:
+        helper.join()
+    _all_return(writers)
+    assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
+    _later_writes_go_through(queue, committed, 3)
+    return jobs, asleep
+
+
 def test_a_committed_writer_whose_wake_up_is_popped_then_interrupted_still_returns() -> None:
     """The main thread, about to wait, pops the committed job to wake and is interrupted; the
     leader leads on, and will not wake that job again."""
@@ -151,66 +188,18 @@ def test_a_committed_writer_whose_wake_up_is_popped_then_interrupted_still_retur
 def test_a_wake_up_lost_at_a_group_s_end_does_not_strand_its_writer() -> None:
     """The leader (the main thread) pops the job to wake at its group's end and is
     interrupted; it stops leading and drops the lead: no leader is left to wake that job."""
-    gates = [threading.Event() for _ in range(3)]
-    for gate in gates[1:]:
-        gate.set()
-    queue, committed = _queue(gates, storing=False, keep=2)
-    jobs = [_Numbered([f"k{number}"], number) for number in range(3)]
-    asleep = _PoppedThenInterrupted(queue._asleep)
-    writers: list[Writer] = []
-
-    def queue_two() -> None:
-        wait_for(lambda: queue.groups == 1)
-        for count, job in enumerate(jobs[1:], start=1):
-            writers.append(_writer(queue, job))
-            wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
-        queue._asleep = asleep  # type: ignore[assignment]
-        gates[0].set()  # [0], then [1, 2] on the main thread: its end pops 1, interrupted
-
-    helper = threading.Thread(target=queue_two)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            queue.run(jobs[0])
-    finally:
-        helper.join()
+    jobs, asleep = _interrupted_at_the_second_group_s_end(
+        lambda queue: _PoppedThenInterrupted(queue._asleep)  # its end pops 1, interrupted
+    )
     assert (jobs[0].done, jobs[0].error) == (True, None)  # its own write was committed
     assert asleep.lost == [jobs[1]]
-    _all_return(writers)
-    assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
-    _later_writes_go_through(queue, committed, 3)
 
 
 def test_a_group_s_writers_are_not_stranded_when_its_end_is_interrupted_before_they_sleep() -> None:
     """The leader (the main thread) marked its group's jobs done, and is interrupted before it
     adds them to those asleep: nobody will ever pop them to wake."""
-    gates = [threading.Event() for _ in range(3)]
-    for gate in gates[1:]:
-        gate.set()
-    queue, committed = _queue(gates, storing=False, keep=2)
-    jobs = [_Numbered([f"k{number}"], number) for number in range(3)]
-    asleep = _InterruptedBeforeExtend()
-    writers: list[Writer] = []
-
-    def queue_two() -> None:
-        wait_for(lambda: queue.groups == 1)
-        for count, job in enumerate(jobs[1:], start=1):
-            writers.append(_writer(queue, job))
-            wait_for(lambda: queue.waiting == count)  # noqa: B023 (called at once)
-        queue._asleep = asleep  # type: ignore[assignment]
-        gates[0].set()  # [0], then [1, 2] on the main thread: interrupted at its end
-
-    helper = threading.Thread(target=queue_two)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            queue.run(jobs[0])
-    finally:
-        helper.join()
+    jobs, asleep = _interrupted_at_the_second_group_s_end(lambda queue: _InterruptedBeforeExtend())
     assert asleep.left_out == jobs[1:]
-    _all_return(writers)
-    assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
-    _later_writes_go_through(queue, committed, 3)
 
 
 def test_an_heir_named_by_a_leader_interrupted_before_its_release_leads(

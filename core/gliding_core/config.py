@@ -14,6 +14,7 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import Unpack
 
+from gliding_core.entry import check_count
 from gliding_core.errors import ConfigError, InvalidInputError
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, preview
 from gliding_core.tokens import DEFAULT_ENCODING
@@ -296,8 +297,8 @@ class ConversationSettings:
             if not isinstance(value, str) or not value.strip():
                 raise InvalidInputError(f"{name} must be a non-empty string, got {preview(value)}")
         if self.budget is not None:
-            _check_int(self.budget, "budget", 1)
-        _check_int(self.recall_k, "recall_k", 0)
+            check_count(self.budget, what="budget", minimum=1)
+        check_count(self.recall_k, what="recall_k", minimum=0)
         for name in ("window_share", "summary_share"):
             value = getattr(self, name)
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -329,12 +330,6 @@ class ConversationSettings:
         if unknown:
             raise InvalidInputError(f"unknown conversation setting {unknown[0]!r}")
         return replace(settings, **options) if options else settings
-
-
-def _check_int(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
-    return value
 
 
 class MemoryConfig(Settings):

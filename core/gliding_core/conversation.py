@@ -52,6 +52,7 @@ from typing_extensions import Unpack
 
 from gliding_core.attention.supplementary import SupplementaryInput
 from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_core.entry import check_count
 from gliding_core.errors import InvalidInputError
 from gliding_core.filters import SearchFilters
 from gliding_core.framing import (
@@ -311,7 +312,7 @@ class Conversation:
         extra_held = check_messages(held)
         if query is not None and not isinstance(query, str):
             raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
-        limit = self.budget if budget is None else _check_int(budget, "budget", 1)
+        limit = self.budget if budget is None else check_count(budget, what="budget", minimum=1)
         extra = [
             {"role": "user", "content": s.content, "supplement": s.iri, "id": s.iri}
             for s in supplements
@@ -479,9 +480,3 @@ def _scope_of(task_iri: object, scope: object) -> Scope:
             f" ({scope.task_iri!r})"
         )
     return scope
-
-
-def _check_int(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
-    return value

@@ -174,6 +174,17 @@ def check_real(value: object, *, what: str) -> float:
     return number
 
 
+def check_count(value: object, *, what: str, minimum: int) -> int:
+    """Return ``value`` if it is an int (not a bool) of at least ``minimum``.
+
+    Raises:
+        InvalidInputError: the message names ``what`` and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
+    return value
+
+
 def check_importance(value: object) -> float:
     """Return ``value`` as a float if it is a real number in [0, 1] (see ``check_real``)."""
     number = check_real(value, what="importance")

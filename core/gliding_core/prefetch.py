@@ -38,6 +38,7 @@ from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import area_graph, graph_area
 from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.entry import check_count
 from gliding_core.errors import ClosedError, GlidingError, InvalidInputError
 from gliding_core.jsonld import node_references, preview
 from gliding_core.store import L0Store
@@ -69,12 +70,6 @@ class _Job:
     attempt: int = 0
 
 
-def _check_count(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
-    return value
-
-
 class Prefetcher:
     """Pages the entities an agent is about to need from L0 into the blackboard.
 
@@ -104,10 +99,10 @@ class Prefetcher:
         start: bool = False,
     ) -> None:
         self.board, self.store = board, store
-        self.hops = _check_count(hops, "hops", 1)
-        self.top_k = _check_count(top_k, "top_k", 1)
-        self.queue_size = _check_count(queue_size, "queue_size", 1)
-        self.retries = _check_count(retries, "retries", 0)
+        self.hops = check_count(hops, what="hops", minimum=1)
+        self.top_k = check_count(top_k, what="top_k", minimum=1)
+        self.queue_size = check_count(queue_size, what="queue_size", minimum=1)
+        self.retries = check_count(retries, what="retries", minimum=0)
         if not isinstance(backoff_s, (int, float)) or backoff_s < 0 or poll_s <= 0:
             raise InvalidInputError("backoff_s must be >= 0 and poll_s > 0 seconds")
         self.backoff_s, self.poll_s = float(backoff_s), float(poll_s)

@@ -76,7 +76,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
-from gliding_core.entry import check_real
+from gliding_core.entry import check_count, check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 
@@ -150,11 +150,11 @@ class CommitQueue(Generic[J]):
         if not callable(commit):
             raise InvalidInputError(f"commit must be callable, got {preview(commit)}")
         self._commit = commit
-        self._max_keys = _check_count(max_keys, "max_keys", least=1)
+        self._max_keys = check_count(max_keys, what="max_keys", minimum=1)
         self._linger_s = check_real(linger_s, what="linger_s")
         if self._linger_s < 0:
             raise InvalidInputError(f"linger_s must be >= 0, got {preview(linger_s)}")
-        self._keep = _check_count(keep, "keep", least=0)
+        self._keep = check_count(keep, what="keep", minimum=0)
         self._recheck_s = check_real(recheck_s, what="recheck_s")
         if not 0 < self._recheck_s <= threading.TIMEOUT_MAX:
             raise InvalidInputError(
@@ -397,10 +397,3 @@ class CommitQueue(Generic[J]):
             taken = {id(job) for job in group}
             self._queue = [job for job in self._queue if id(job) not in taken]
         return group
-
-
-def _check_count(value: object, what: str, *, least: int) -> int:
-    """Return ``value`` when it is an int >= ``least`` (not a bool), else raise naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise InvalidInputError(f"{what} must be an int >= {least}, got {preview(value)}")
-    return value

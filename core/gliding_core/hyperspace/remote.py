@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import httpx
 
+from gliding_core.entry import check_count
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.embedders import _check_texts
 from gliding_core.jsonld import preview
@@ -70,8 +71,8 @@ class HttpEmbedder:
             raise InvalidInputError(f"api must be 'openai' or 'ollama', got {preview(api)}")
         if not isinstance(model, str) or not model:
             raise InvalidInputError(f"model must be a non-empty string, got {preview(model)}")
-        _check_count(batch_size, "batch_size", 1)
-        _check_count(retries, "retries", 0)
+        check_count(batch_size, what="batch_size", minimum=1)
+        check_count(retries, what="retries", minimum=0)
         for name, value in (("timeout", timeout), ("backoff", backoff), ("max_wait", max_wait)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise InvalidInputError(f"{name} must be a number >= 0, got {preview(value)}")
@@ -190,8 +191,3 @@ def _retry_after(response: httpx.Response, default: float) -> float:
     except (TypeError, ValueError):
         return default
     return max(0.0, when.timestamp() - time.time())
-
-
-def _check_count(value: object, what: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")

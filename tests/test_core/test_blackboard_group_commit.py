@@ -50,6 +50,18 @@ def coherence_of(board: Blackboard) -> BoardCoherence:
     return board._coherence
 
 
+def run_interrupted(queue: CommitQueue[Any], job: Job, *, beside: Callable[[], None]) -> None:
+    """Run ``job`` on this (main) thread while ``beside`` runs on another and arranges the
+    ``KeyboardInterrupt`` it must raise; ``beside`` has returned when this does."""
+    helper = threading.Thread(target=beside)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            queue.run(job)
+    finally:
+        helper.join()
+
+
 def wait_for(condition: Callable[[], bool]) -> None:
     """Wait until ``condition`` holds (a deadline against a hang, not a timed assertion)."""
     deadline = time.monotonic() + 30
@@ -546,13 +558,7 @@ def test_a_leader_interrupted_while_it_pauses_is_not_committed_and_the_queue_goe
         time.sleep(0.05)  # the leader (this test's thread) is in its 60 s pause by now
         signal.pthread_kill(main, signal.SIGINT)
 
-    helper = threading.Thread(target=interrupt)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            queue.run(_Numbered(["d"], 3))
-    finally:
-        helper.join()
+    run_interrupted(queue, _Numbered(["d"], 3), beside=interrupt)
     assert queue.waiting == 0  # taken back: never committed
     assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
     queue._linger_s = 0.0  # white-box: the lead was dropped, not lost; no second pause

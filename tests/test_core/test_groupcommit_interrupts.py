@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
-from tests.test_core.test_blackboard_group_commit import Writer, _Numbered, wait_for
+from tests.test_core.test_blackboard_group_commit import (
+    Writer,
+    _Numbered,
+    run_interrupted,
+    wait_for,
+)
 
 RECHECK_S = 0.002  # short: a lost wake-up then costs the test a few ms
 
@@ -141,13 +146,7 @@ def _interrupted_at_the_second_group_s_end(
         queue._asleep = asleep  # type: ignore[assignment]
         gates[0].set()  # [0], then [1, 2] on the main thread: interrupted at its end
 
-    helper = threading.Thread(target=queue_two)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            queue.run(jobs[0])
-    finally:
-        helper.join()
+    run_interrupted(queue, jobs[0], beside=queue_two)
     _all_return(writers)
     assert [numbers for numbers, _ in committed] == [[0], [1, 2]]
     _later_writes_go_through(queue, committed, 3)
@@ -221,13 +220,7 @@ def test_an_heir_named_by_a_leader_interrupted_before_its_release_leads(
         wait_for(lambda: queue.waiting == 1)
         gates[0].set()  # [0] done: the leader (the main thread) hands the lead to 1
 
-    helper = threading.Thread(target=queue_one)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            queue.run(_Numbered(["k0"], 0))
-    finally:
-        helper.join()
+    run_interrupted(queue, _Numbered(["k0"], 0), beside=queue_one)
     assert named == [heir]
     _all_return(writers)
     assert [numbers for numbers, _ in committed] == [[0], [1]]
@@ -277,13 +270,7 @@ def test_an_heir_passed_on_by_an_interrupted_heir_before_its_release_leads(
         wait_for(lambda: queue.waiting == 2)
         gates[0].set()  # [0] done: its leader hands the lead to 1 (the main thread's)
 
-    helper = threading.Thread(target=queue_behind)
-    helper.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            queue.run(mine)
-    finally:
-        helper.join()
+    run_interrupted(queue, mine, beside=queue_behind)
     assert named == [next_heir]
     assert mine.done is False  # taken back: never committed
     _all_return(writers)

@@ -16,11 +16,13 @@ from gliding_core.blackboard.agents import (
     AgentStatus,
     agent_iri,
 )
+from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.blackboard.leases import LeaseTable
 from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus, EventType
-from gliding_core.config import CoordinationConfig
+from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import (
     AgentNotFoundError,
     FencingTokenError,
@@ -28,6 +30,8 @@ from gliding_core.errors import (
     InvalidTransitionError,
     LeaseConflictError,
 )
+
+QUIET = BlackboardConfig(flush_interval_s=0.0)
 
 
 class FakeClock:
@@ -439,3 +443,21 @@ def test_no_registry_mirrors_or_publishes_while_holding_the_database(
     coordination.agents.unregister("a")
     coordination.close()
     assert mirror.blocked == 0
+
+
+# -- names the graph cannot hold --------------------------------------------------------------
+
+
+def test_a_mirrored_registry_refuses_a_task_the_graph_cannot_hold(
+    db: CoordinationDB, caplog: pytest.LogCaptureFixture
+) -> None:
+    coordination = Coordination(db, owns_db=False)
+    with Blackboard(EmbeddedGraph(), config=QUIET, coordination=coordination) as board:
+        with pytest.raises(InvalidInputError, match=r"task IRI .* got 'foo'"):
+            coordination.agents.register("a", role="do", task="foo")
+        assert coordination.agents.agents() == []
+        assert board.read(agent_iri("a")) is None
+        assert "mirroring" not in caplog.text
+        # The agent's own name needs no IRI: its node is named by agent_iri.
+        agent = coordination.agents.register("a<b>", role="do", task="urn:t:1")
+        assert board.read(agent.iri) is not None

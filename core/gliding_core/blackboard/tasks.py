@@ -28,6 +28,8 @@ Invariants:
 - Each change is one transaction; its ``revision`` increases with every change of the task.
 - Released and collected tasks are deleted with every edge that names them; a failed task that
   an unfinished task still depends on is kept (it may be retried).
+- While tasks are mirrored, task IRIs are absolute IRIs (``check_task_iri``), refused before
+  anything is written; without a mirror any name without spaces is a task's name.
 - Tasks are mirrored into the graph as ``Task`` nodes in the ``tasks`` area of their root task
   (one graph per task tree); the mirror is refreshed from SQLite after each change, one change
   at a time, so it converges on the committed state.
@@ -53,6 +55,7 @@ from gliding_core.blackboard.coordination import (
     NodeMirror,
     check_name,
     check_seconds,
+    check_task_iri,
     forget_nodes,
     mirror_nodes,
     parse_choice,
@@ -184,14 +187,20 @@ class TaskRegistry:
     ) -> Task:
         """Register a pending task under ``parent`` that waits for ``depends_on``.
 
+        With a graph mirror (a blackboard attached) every IRI given must be an absolute IRI,
+        since the task becomes a node named by it; without one any name without spaces will do
+        (the registry is SQLite alone, and its callers and tests name tasks as they like).
+
         Raises:
-            InvalidInputError: the IRI is taken, or the parent is completed or failed.
+            InvalidInputError: the IRI is taken, is not an absolute IRI while mirrored (nothing
+                is written then), or the parent is completed or failed.
             TaskNotFoundError: the parent or a dependency is not registered.
             TaskCycleError: a dependency waits, directly or not, for the new task's parent.
         """
-        iri = check_name(iri, "task IRI")
-        parent = None if parent is None else check_name(parent, "parent IRI")
-        dependencies = _names(depends_on, "dependency IRI")
+        mirrored = self.mirror is not None
+        iri = check_task_iri(iri, "task IRI", mirrored=mirrored)
+        parent = None if parent is None else check_task_iri(parent, "parent IRI", mirrored=mirrored)
+        dependencies = _names(depends_on, "dependency IRI", mirrored=mirrored)
         with self.db.write(f"registering task {iri!r}") as conn:
             if _row(conn, iri) is not None:
                 raise InvalidInputError(f"task {iri!r} is already registered")
@@ -449,10 +458,10 @@ class TaskRegistry:
 # -- SQL helpers (each runs inside the caller's read or write) ---------------------------------
 
 
-def _names(values: Iterable[str], what: str) -> list[str]:
+def _names(values: Iterable[str], what: str, *, mirrored: bool) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise InvalidInputError(f"{what}s must be an iterable of IRIs, got {preview(values)}")
-    return list(dict.fromkeys(check_name(value, what) for value in values))
+    return list(dict.fromkeys(check_task_iri(v, what, mirrored=mirrored) for v in values))
 
 
 def _row(conn: sqlite3.Connection, iri: str) -> tuple[Any, ...] | None:

@@ -28,6 +28,11 @@ Invariants:
 - Each change is one transaction; its ``revision`` increases with every change of the task.
 - Released and collected tasks are deleted with every edge that names them; a failed task that
   an unfinished task still depends on is kept (it may be retried).
+- The registry frees only its own state (rows and Task mirror nodes; the mirror writes a dirty
+  Task node back to L0 before deleting it) and announces ``TASK_RELEASED``: the blackboard,
+  which owns the areas and the write-back, frees a released task's working memory on that
+  event (``Blackboard.release_tasks``: flush to L0, delete the areas' nodes, unregister the
+  agents), so the registry works without a blackboard and knows nothing of its areas.
 - While tasks are mirrored, task IRIs are absolute IRIs (``check_task_iri``), refused before
   anything is written; without a mirror any name without spaces is a task's name.
 - Tasks are mirrored into the graph as ``Task`` nodes in the ``tasks`` area of their root task
@@ -388,6 +393,12 @@ class TaskRegistry:
     def release(self, iri: str) -> list[str]:
         """Delete a completed task and its finished subtree; return the released IRIs.
 
+        The rows are deleted in one transaction, then the Task nodes leave the mirror, then
+        ``TASK_RELEASED`` is published; a blackboard attached to the same bus frees the areas
+        of every released task before this returns (see ``Blackboard.release_tasks``: a failed
+        flush to L0 is logged there and deletes nothing from the board; the release stands).
+        The tasks' coordination messages stay in the message log.
+
         Raises:
             InvalidTransitionError: the task is not completed, a descendant is unfinished, or
                 an unfinished task outside the subtree depends on a failed task inside it.
@@ -412,6 +423,7 @@ class TaskRegistry:
         """Delete finished tasks (finished ``older_than_s`` ago) whose subtrees are finished.
 
         A failed task that an unfinished task depends on is kept, and so are its ancestors.
+        The collected tasks are freed on the blackboard as released ones are (``release``).
         Returns the collected IRIs, sorted.
         """
         age = check_seconds(older_than_s, "older_than_s", allow_zero=True)

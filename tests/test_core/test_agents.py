@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gliding_core import Memory, MemoryConfig
 from gliding_core.blackboard.agents import (
     LIVE,
     TRANSITIONS,
@@ -445,7 +446,7 @@ def test_no_registry_mirrors_or_publishes_while_holding_the_database(
     assert mirror.blocked == 0
 
 
-# -- names the graph cannot hold --------------------------------------------------------------
+# -- names the graph cannot hold, defaults, and the sweeper's end with its memory ----------------
 
 
 def test_a_mirrored_registry_refuses_a_task_the_graph_cannot_hold(
@@ -461,3 +462,46 @@ def test_a_mirrored_registry_refuses_a_task_the_graph_cannot_hold(
         # The agent's own name needs no IRI: its node is named by agent_iri.
         agent = coordination.agents.register("a<b>", role="do", task="urn:t:1")
         assert board.read(agent.iri) is not None
+
+
+def test_the_default_heartbeat_timeout_is_thirty_seconds(tmp_path: Path) -> None:
+    assert CoordinationConfig().heartbeat_timeout_s == 30.0
+    with CoordinationDB(tmp_path / "c.sqlite3") as db:
+        agents = AgentRegistry(db)
+        try:
+            assert agents.register("a", role="do", task="urn:t:1").timeout_s == 30.0
+        finally:
+            agents.close()
+
+
+SWEEPER = "gliding-horse-agent-sweeper"
+
+
+def _new_sweepers(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == SWEEPER and t not in before]
+
+
+@pytest.mark.parametrize("where", [None, "directory"])
+def test_the_sweeper_stops_when_the_memory_closes(tmp_path: Path, where: str | None) -> None:
+    before = set(threading.enumerate())
+    config = MemoryConfig(embedder="hash", blackboard=QUIET)
+    memory = Memory(config=config) if where is None else Memory.open(tmp_path / "m", config=config)
+    try:
+        memory.agent("doer", role="do", task="urn:t:1")
+        sweepers = _new_sweepers(before)
+        assert len(sweepers) == 1
+        assert sweepers[0].is_alive()
+    finally:
+        memory.close()
+    assert not sweepers[0].is_alive()
+
+
+def test_the_sweeper_stops_when_the_blackboard_closes() -> None:
+    before = set(threading.enumerate())
+    board = Blackboard(EmbeddedGraph(), config=QUIET, coordination=Coordination.open(None))
+    board.agent("doer", role="do", task="urn:t:1")
+    sweepers = _new_sweepers(before)
+    assert len(sweepers) == 1
+    assert sweepers[0].is_alive()
+    board.close()
+    assert not sweepers[0].is_alive()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gliding_core import Memory, MemoryConfig
 from gliding_core.blackboard.agents import (
     LIVE,
     TRANSITIONS,
@@ -16,11 +17,13 @@ from gliding_core.blackboard.agents import (
     AgentStatus,
     agent_iri,
 )
+from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.blackboard.leases import LeaseTable
 from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus, EventType
-from gliding_core.config import CoordinationConfig
+from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import (
     AgentNotFoundError,
     FencingTokenError,
@@ -28,6 +31,8 @@ from gliding_core.errors import (
     InvalidTransitionError,
     LeaseConflictError,
 )
+
+QUIET = BlackboardConfig(flush_interval_s=0.0)
 
 
 class FakeClock:
@@ -439,3 +444,64 @@ def test_no_registry_mirrors_or_publishes_while_holding_the_database(
     coordination.agents.unregister("a")
     coordination.close()
     assert mirror.blocked == 0
+
+
+# -- names the graph cannot hold, defaults, and the sweeper's end with its memory ----------------
+
+
+def test_a_mirrored_registry_refuses_a_task_the_graph_cannot_hold(
+    db: CoordinationDB, caplog: pytest.LogCaptureFixture
+) -> None:
+    coordination = Coordination(db, owns_db=False)
+    with Blackboard(EmbeddedGraph(), config=QUIET, coordination=coordination) as board:
+        with pytest.raises(InvalidInputError, match=r"task IRI .* got 'foo'"):
+            coordination.agents.register("a", role="do", task="foo")
+        assert coordination.agents.agents() == []
+        assert board.read(agent_iri("a")) is None
+        assert "mirroring" not in caplog.text
+        # The agent's own name needs no IRI: its node is named by agent_iri.
+        agent = coordination.agents.register("a<b>", role="do", task="urn:t:1")
+        assert board.read(agent.iri) is not None
+
+
+def test_the_default_heartbeat_timeout_is_thirty_seconds(tmp_path: Path) -> None:
+    assert CoordinationConfig().heartbeat_timeout_s == 30.0
+    with CoordinationDB(tmp_path / "c.sqlite3") as db:
+        agents = AgentRegistry(db)
+        try:
+            assert agents.register("a", role="do", task="urn:t:1").timeout_s == 30.0
+        finally:
+            agents.close()
+
+
+SWEEPER = "gliding-horse-agent-sweeper"
+
+
+def _new_sweepers(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == SWEEPER and t not in before]
+
+
+@pytest.mark.parametrize("where", [None, "directory"])
+def test_the_sweeper_stops_when_the_memory_closes(tmp_path: Path, where: str | None) -> None:
+    before = set(threading.enumerate())
+    config = MemoryConfig(embedder="hash", blackboard=QUIET)
+    memory = Memory(config=config) if where is None else Memory.open(tmp_path / "m", config=config)
+    try:
+        memory.agent("doer", role="do", task="urn:t:1")
+        sweepers = _new_sweepers(before)
+        assert len(sweepers) == 1
+        assert sweepers[0].is_alive()
+    finally:
+        memory.close()
+    assert not sweepers[0].is_alive()
+
+
+def test_the_sweeper_stops_when_the_blackboard_closes() -> None:
+    before = set(threading.enumerate())
+    board = Blackboard(EmbeddedGraph(), config=QUIET, coordination=Coordination.open(None))
+    board.agent("doer", role="do", task="urn:t:1")
+    sweepers = _new_sweepers(before)
+    assert len(sweepers) == 1
+    assert sweepers[0].is_alive()
+    board.close()
+    assert not sweepers[0].is_alive()

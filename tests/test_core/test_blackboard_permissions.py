@@ -11,8 +11,10 @@ from gliding_core import InvalidInputError, L0Store
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import GraphBackend
 from gliding_core.blackboard.permissions import DEFAULT_MATRIX, Operation, PermissionMatrix
+from gliding_core.blackboard.registries import Coordination
+from gliding_core.blackboard.tasks import TaskRegistry
 from gliding_core.blackboard.vocabulary import AREAS, area_graph
-from gliding_core.config import BlackboardConfig
+from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import PermissionDeniedError
 from tests.test_core.test_blackboard_graph import make_backend
 
@@ -243,3 +245,85 @@ def test_a_handles_role_and_task_are_fixed(board: Blackboard) -> None:
     with pytest.raises(AttributeError):
         doer.task = "urn:task:other"  # type: ignore[misc]
     assert (doer.role, doer.task) == ("do", TASK)
+
+
+# -- task operations through a handle ------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "server"])
+def coordinated(
+    request: pytest.FixtureRequest, tmp_path: Path, store: L0Store
+) -> Iterator[Blackboard]:
+    """A blackboard with its coordination layer, so task operations reach a registry."""
+    backend: GraphBackend = make_backend(request.param, tmp_path, request)
+    coordination = Coordination.open(None, config=CoordinationConfig(sweep_interval_s=0))
+    value = Blackboard(
+        backend,
+        store=store,
+        bus=coordination.bus,
+        config=BlackboardConfig(flush_interval_s=0.0),
+        coordination=coordination,
+    )
+    value.coordination.tasks.register(TASK)  # type: ignore[union-attr]
+    yield value
+    value.close()
+
+
+def registry(board: Blackboard) -> TaskRegistry:
+    assert board.coordination is not None
+    return board.coordination.tasks
+
+
+@pytest.mark.parametrize("role", ["do", "check", "act"])
+def test_only_the_planner_registers_subtasks(coordinated: Blackboard, role: str) -> None:
+    handle = coordinated.agent(f"{role}-agent", role=role, task=TASK)
+    with pytest.raises(PermissionDeniedError, match="may not create in the 'tasks' area"):
+        handle.register_subtask("iri://task/t1/sub")
+    assert "iri://task/t1/sub" not in registry(coordinated)
+    planner = coordinated.agent("planner", role="plan", task=TASK)
+    assert planner.register_subtask("iri://task/t1/sub").parent == TASK
+    assert registry(coordinated).subtree(TASK) == [TASK, "iri://task/t1/sub"]
+
+
+# Each task operation of a handle, the operation of the matrix it needs on ``tasks``, and the
+# status the task must have for the operation to succeed when allowed.
+TASK_OPERATIONS = {
+    "task_status": (Operation.READ, "pending"),
+    "start_task": (Operation.UPDATE, "pending"),
+    "complete_task": (Operation.UPDATE, "running"),
+    "fail_task": (Operation.UPDATE, "running"),
+}
+
+
+@pytest.mark.parametrize("method", sorted(TASK_OPERATIONS))
+def test_task_operations_are_refused_where_the_matrix_forbids_them(
+    coordinated: Blackboard, method: str
+) -> None:
+    needed, status = TASK_OPERATIONS[method]
+    doer = coordinated.agent("doer", role="do", task=TASK)
+    if status == "running":
+        registry(coordinated).start(TASK)
+    others = [op.value for op in Operation if op is not needed]
+    coordinated.permissions = PermissionMatrix({"do": {"tasks": others, "execution": ["read"]}})
+    with pytest.raises(PermissionDeniedError, match=f"may not {needed.value} in the 'tasks'"):
+        getattr(doer, method)()
+    assert registry(coordinated).get(TASK).status.value == status  # nothing changed
+
+
+@pytest.mark.parametrize("method", sorted(TASK_OPERATIONS))
+def test_the_default_matrix_lets_the_planner_run_its_task(
+    coordinated: Blackboard, method: str
+) -> None:
+    _, status = TASK_OPERATIONS[method]
+    planner = coordinated.agent("planner", role="plan", task=TASK)
+    if status == "running":
+        planner.start_task()
+    task = getattr(planner, method)()
+    expected = {
+        "task_status": "pending",
+        "start_task": "running",
+        "complete_task": "completed",
+        "fail_task": "failed",
+    }[method]
+    assert task.status.value == expected
+    assert registry(coordinated).get(TASK).status.value == expected

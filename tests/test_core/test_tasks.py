@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 
+from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.graph import EmbeddedGraph
+from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.tasks import TRANSITIONS, TaskRegistry, TaskStatus
 from gliding_core.bus import EventBus, EventType
+from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
     InvalidInputError,
     InvalidTransitionError,
@@ -399,3 +403,61 @@ def test_a_failing_mirror_does_not_undo_the_change_and_remirror_repairs(
 def test_a_db_that_is_not_a_coordination_db_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="CoordinationDB"):
         TaskRegistry(None)  # type: ignore[arg-type]
+
+
+# -- names the graph cannot hold ---------------------------------------------------------------
+
+
+@pytest.fixture
+def board(db: CoordinationDB) -> Iterator[Blackboard]:
+    """A real blackboard over the test's database, mirroring its tasks and agents."""
+    coordination = Coordination(db, owns_db=False)
+    value = Blackboard(
+        EmbeddedGraph(), config=BlackboardConfig(flush_interval_s=0.0), coordination=coordination
+    )
+    yield value
+    value.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"iri": "foo"}, "task IRI .* got 'foo'"),
+        ({"parent": "bar"}, "parent IRI .* got 'bar'"),
+        ({"depends_on": ["urn:t:known", "baz"]}, "dependency IRI .* got 'baz'"),
+    ],
+)
+def test_a_mirrored_registry_refuses_a_name_the_graph_cannot_hold(
+    board: Blackboard,
+    kwargs: dict[str, Any],
+    named: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    coordination = board.coordination
+    assert coordination is not None
+    coordination.tasks.register("urn:t:known")
+    with pytest.raises(InvalidInputError, match=named):
+        coordination.tasks.register(**{"iri": "urn:t:a", **kwargs})
+    assert [t.iri for t in coordination.tasks.tasks()] == ["urn:t:known"]  # nothing written
+    assert "mirroring" not in caplog.text
+    assert [n.iri for n in board.by_type("Task")] == ["urn:t:known"]
+
+
+def test_a_subtask_name_the_graph_cannot_hold_is_refused_through_the_handle(
+    board: Blackboard,
+) -> None:
+    coordination = board.coordination
+    assert coordination is not None
+    coordination.tasks.register("urn:t:root")
+    planner = board.agent("planner", role="plan", task="urn:t:root")
+    with pytest.raises(InvalidInputError, match="'sub'"):
+        planner.register_subtask("sub")
+    assert coordination.tasks.subtree("urn:t:root") == ["urn:t:root"]
+    assert planner.register_subtask("urn:t:sub").parent == "urn:t:root"
+
+
+def test_without_a_mirror_any_name_without_spaces_names_a_task(tasks: TaskRegistry) -> None:
+    """SQLite alone holds it: the registry is usable without a graph (a documented choice)."""
+    assert tasks.register("foo").iri == "foo"
+    tasks.register("baz")
+    assert tasks.register("bar", parent="foo", depends_on=["baz"]).root == "foo"

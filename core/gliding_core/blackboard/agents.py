@@ -48,6 +48,7 @@ from gliding_core.blackboard.coordination import (
     NodeMirror,
     check_name,
     check_seconds,
+    check_task_iri,
     forget_nodes,
     mirror_nodes,
     parse_choice,
@@ -217,11 +218,16 @@ class AgentRegistry:
         """Register an Idle agent; registering a live agent again with the same role and task
         is a heartbeat, and registering a Completed or Error one starts a new incarnation.
 
+        The name needs no IRI (the agent's node is ``agent_iri(name)``, percent-encoded); the
+        task must be an absolute IRI while agents are mirrored (the node links to it and lives
+        in its graph), any name without spaces otherwise (see ``check_task_iri``).
+
         Raises:
-            InvalidInputError: the name is live in another role or on another task.
+            InvalidInputError: the name is live in another role or on another task, or the
+                task is not an absolute IRI while mirrored; nothing is written then.
         """
         name, role = check_name(name, "agent name"), check_name(role, "role")
-        task = check_name(task, "task IRI")
+        task = check_task_iri(task, "task IRI", mirrored=self.mirror is not None)
         timeout = (
             self.db.config.heartbeat_timeout_s
             if heartbeat_timeout_s is None

@@ -19,8 +19,10 @@ Invariants:
   (through ``mirror``); agents change them through the handle's task, status and message
   operations, which the matrix checks like node operations.
 - With a coordination layer, a task's completion flushes its areas to L0 before
-  ``complete`` returns, and closing the blackboard closes the coordination first (its sweeper
-  mirrors into the graph).
+  ``complete`` returns; a task's release (or collection) flushes its areas, then deletes
+  their nodes and unregisters its agents before ``release`` returns (``release_tasks``: a
+  failed flush deletes nothing and is logged); and closing the blackboard closes the
+  coordination first (its sweeper mirrors into the graph).
 - Coherent (the default), every write and delete, the system's included, is one transition of
   the board's coordinator (``coherence``, see ``gliding_core.blackboard.coherence``): agents'
   copies are invalidated and announced, a read through a handle is served only from a current
@@ -30,6 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -72,11 +75,13 @@ from gliding_core.errors import (
     ClosedError,
     InvalidInputError,
 )
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import check_iris, preview
 from gliding_core.store import L0Store
 
 if TYPE_CHECKING:
     from gliding_core.blackboard.registries import Coordination
+
+logger = logging.getLogger(__name__)
 
 
 class Blackboard:
@@ -175,12 +180,15 @@ class Blackboard:
         if self.fences is None:
             self.fences = coordination.leases
         self._completions = coordination.bus.subscribe(
-            self._on_task_status, [EventType.TASK_STATUS_CHANGED]
+            self._on_task_status, [EventType.TASK_STATUS_CHANGED, EventType.TASK_RELEASED]
         )
 
     def _on_task_status(self, event: Event) -> None:
-        """Flush a completed task's areas to L0 (on the thread that completed it)."""
-        if event.payload.get("status") == "completed" and event.task_iri is not None:
+        """Flush a completed task's areas to L0, free a released task's (on the thread that
+        completed or released it)."""
+        if event.type == EventType.TASK_RELEASED:
+            self._on_task_released(event.payload.get("iris", []))
+        elif event.payload.get("status") == "completed" and event.task_iri is not None:
             self.flush(task=event.task_iri)
 
     def _coordination(self) -> Coordination:
@@ -327,8 +335,58 @@ class Blackboard:
         self.write(nodes, task=task_iri, area=area, source="system")
 
     def forget(self, iris: Sequence[str]) -> None:
-        """Delete mirrored nodes."""
+        """Delete mirrored nodes, writing the dirty ones back to L0 first (a failed flush
+        raises and deletes nothing)."""
+        if self.writeback is not None:
+            self.writeback.flush_nodes(list(self.read_many(iris).values()))
         self.delete(iris, source="system")
+
+    # -- released tasks ----------------------------------------------------------------------
+
+    def release_tasks(self, tasks: Sequence[str]) -> int:
+        """Free the working memory of released tasks; return how many nodes left the board.
+
+        In order: every dirty node of the tasks' areas is flushed to L0; then every node of
+        those areas is deleted from the blackboard (L0 keeps them); then the agents registered
+        on the tasks are unregistered (their Agent nodes go, their leases are released). The
+        coordination messages of the tasks stay in the coordination database, a durable log
+        read by cursor (``read_since``); only their mirror nodes leave the graph. Without an
+        L0 store there is nowhere to keep the nodes: they are deleted all the same.
+
+        The registry's ``release`` and ``gc`` call this through ``TASK_RELEASED``; call it
+        again to retry after a failure. A node written into a released area while this runs
+        stays on the board, dirty, for the next flush, unless it lands in the few statements
+        between the last look at the nodes and their deletion (the board takes no lock over
+        both: a released task is completed, and its agents are done).
+
+        Raises:
+            StorageError (or another error of the L0 store): the flush failed; nothing was
+                deleted from the blackboard and no agent was unregistered.
+        """
+        self._check_open()
+        checked = check_iris(tasks, what="task IRIs")
+        graphs = [graph for task in checked for graph in task_graphs(task)]
+        nodes = self._nodes(self.nodes.iris_in(graphs))
+        if self.writeback is not None:
+            self.writeback.flush(graphs)
+            # Dirty again since the flush: written meanwhile, kept for the next flush.
+            nodes = [n for n in self._nodes([n.iri for n in nodes]) if not n.dirty]
+        deleted = self.delete([n.iri for n in nodes], source="system")
+        if self.coordination is not None:
+            for task in checked:
+                for agent in self.coordination.agents.agents(task=task):
+                    self.coordination.agents.unregister(agent.name)
+        return deleted
+
+    def _on_task_released(self, tasks: Sequence[str]) -> None:
+        try:
+            self.release_tasks(tasks)
+        except Exception:
+            logger.exception(
+                "freeing the blackboard areas of released task(s) %s failed: their nodes and "
+                "agents stay on the blackboard (retry with release_tasks)",
+                ", ".join(map(repr, tasks)),
+            )
 
     # -- agents ------------------------------------------------------------------------------
 

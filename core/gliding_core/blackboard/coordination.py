@@ -23,6 +23,8 @@ Invariants:
   from constants (and validated integers), every value travels as a parameter.
 - The graph mirror (``NodeMirror``) is derived state: SQLite is the truth, a mirror failure is
   logged and the change stands; the registries can mirror everything again (``remirror()``).
+  A name the mirror could never write (a task IRI that is not an absolute IRI) is refused up
+  front while a mirror is attached (``check_task_iri``), so that failure is not the silent one.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.boundary import translated
 from gliding_core.config import CoordinationConfig
-from gliding_core.errors import ClosedError, InvalidInputError
+from gliding_core.errors import ClosedError, InvalidInputError, InvalidNodeError
 from gliding_core.jsonld import preview
 
 logger = logging.getLogger(__name__)
@@ -233,6 +236,30 @@ def check_name(value: object, what: str) -> str:
             f"{what} is longer than {MAX_NAME_LENGTH} characters: {preview(value)}"
         )
     return value
+
+
+def check_task_iri(value: object, what: str, *, mirrored: bool) -> str:
+    """Return ``value`` if it can name a task: a name (``check_name``), and an absolute IRI
+    when ``mirrored``.
+
+    A mirrored task is a node whose ``@id`` is its IRI (and an agent's node links to its task),
+    so a name the graph cannot hold is refused here, before anything is written, instead of
+    failing later in the mirror, where the failure is only logged. Without a mirror the
+    registries keep SQLite alone, and any name will do.
+
+    Raises:
+        InvalidInputError: ``value`` is not a name, or (mirrored) not an absolute IRI.
+    """
+    name = check_name(value, what)
+    if mirrored:
+        try:
+            check_iri(name, what)
+        except InvalidNodeError as exc:
+            raise InvalidInputError(
+                f"{what} must be an absolute IRI (such as 'urn:task:1') while tasks are "
+                f"mirrored into the graph, got {preview(name)}"
+            ) from exc
+    return name
 
 
 def check_seconds(value: object, what: str, *, allow_zero: bool = False) -> float:

@@ -28,6 +28,13 @@ Invariants:
 - Each change is one transaction; its ``revision`` increases with every change of the task.
 - Released and collected tasks are deleted with every edge that names them; a failed task that
   an unfinished task still depends on is kept (it may be retried).
+- The registry frees only its own state (rows and Task mirror nodes; the mirror writes a dirty
+  Task node back to L0 before deleting it) and announces ``TASK_RELEASED``: the blackboard,
+  which owns the areas and the write-back, frees a released task's working memory on that
+  event (``Blackboard.release_tasks``: flush to L0, delete the areas' nodes, unregister the
+  agents), so the registry works without a blackboard and knows nothing of its areas.
+- While tasks are mirrored, task IRIs are absolute IRIs (``check_task_iri``), refused before
+  anything is written; without a mirror any name without spaces is a task's name.
 - Tasks are mirrored into the graph as ``Task`` nodes in the ``tasks`` area of their root task
   (one graph per task tree); the mirror is refreshed from SQLite after each change, one change
   at a time, so it converges on the committed state.
@@ -53,6 +60,7 @@ from gliding_core.blackboard.coordination import (
     NodeMirror,
     check_name,
     check_seconds,
+    check_task_iri,
     forget_nodes,
     mirror_nodes,
     parse_choice,
@@ -184,14 +192,20 @@ class TaskRegistry:
     ) -> Task:
         """Register a pending task under ``parent`` that waits for ``depends_on``.
 
+        With a graph mirror (a blackboard attached) every IRI given must be an absolute IRI,
+        since the task becomes a node named by it; without one any name without spaces will do
+        (the registry is SQLite alone, and its callers and tests name tasks as they like).
+
         Raises:
-            InvalidInputError: the IRI is taken, or the parent is completed or failed.
+            InvalidInputError: the IRI is taken, is not an absolute IRI while mirrored (nothing
+                is written then), or the parent is completed or failed.
             TaskNotFoundError: the parent or a dependency is not registered.
             TaskCycleError: a dependency waits, directly or not, for the new task's parent.
         """
-        iri = check_name(iri, "task IRI")
-        parent = None if parent is None else check_name(parent, "parent IRI")
-        dependencies = _names(depends_on, "dependency IRI")
+        mirrored = self.mirror is not None
+        iri = check_task_iri(iri, "task IRI", mirrored=mirrored)
+        parent = None if parent is None else check_task_iri(parent, "parent IRI", mirrored=mirrored)
+        dependencies = _names(depends_on, "dependency IRI", mirrored=mirrored)
         with self.db.write(f"registering task {iri!r}") as conn:
             if _row(conn, iri) is not None:
                 raise InvalidInputError(f"task {iri!r} is already registered")
@@ -379,6 +393,12 @@ class TaskRegistry:
     def release(self, iri: str) -> list[str]:
         """Delete a completed task and its finished subtree; return the released IRIs.
 
+        The rows are deleted in one transaction, then the Task nodes leave the mirror, then
+        ``TASK_RELEASED`` is published; a blackboard attached to the same bus frees the areas
+        of every released task before this returns (see ``Blackboard.release_tasks``: a failed
+        flush to L0 is logged there and deletes nothing from the board; the release stands).
+        The tasks' coordination messages stay in the message log.
+
         Raises:
             InvalidTransitionError: the task is not completed, a descendant is unfinished, or
                 an unfinished task outside the subtree depends on a failed task inside it.
@@ -403,6 +423,7 @@ class TaskRegistry:
         """Delete finished tasks (finished ``older_than_s`` ago) whose subtrees are finished.
 
         A failed task that an unfinished task depends on is kept, and so are its ancestors.
+        The collected tasks are freed on the blackboard as released ones are (``release``).
         Returns the collected IRIs, sorted.
         """
         age = check_seconds(older_than_s, "older_than_s", allow_zero=True)
@@ -449,10 +470,10 @@ class TaskRegistry:
 # -- SQL helpers (each runs inside the caller's read or write) ---------------------------------
 
 
-def _names(values: Iterable[str], what: str) -> list[str]:
+def _names(values: Iterable[str], what: str, *, mirrored: bool) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise InvalidInputError(f"{what}s must be an iterable of IRIs, got {preview(values)}")
-    return list(dict.fromkeys(check_name(value, what) for value in values))
+    return list(dict.fromkeys(check_task_iri(v, what, mirrored=mirrored) for v in values))
 
 
 def _row(conn: sqlite3.Connection, iri: str) -> tuple[Any, ...] | None:

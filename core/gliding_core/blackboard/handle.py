@@ -6,7 +6,9 @@ and messages are checked against the permission matrix; guarded writes against t
 
 Invariants:
 - An operation touches only the agent's task's area graphs, and only as the matrix allows;
-  a refusal raises ``PermissionDeniedError`` and changes nothing.
+  a refusal raises ``PermissionDeniedError`` and changes nothing. The one exception is the
+  ``tasks`` area: a read of it sees the root task's ``tasks`` graph (where the whole tree's
+  ``Task`` nodes are mirrored, ``sparql.TaskRoots``), and is checked as a read of ``tasks``.
 - The agent's SPARQL runs over exactly the graphs its role may read, which no ``FROM`` in the
   text can widen; it is a query, never an update.
 - Existence, rights and fences are checked under the blackboard's single writer (and, coherent,
@@ -26,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from gliding_core.blackboard.graph import QueryResult, Term
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.sparql import MIRRORED_AREAS, check_query, task_graphs
+from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_query, type_iri
+from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.bus import Subscription
@@ -74,6 +77,7 @@ class AgentHandle:
             {},
         )
         self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
+        self._roots = TaskRoots(board)  # the tasks area a read sees is the tree root's
 
     @property
     def role(self) -> str:
@@ -198,17 +202,27 @@ class AgentHandle:
                 f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
             )
 
-    def _area_of(self, node: BoardNode) -> str:
-        """Return the area of the agent's task that holds ``node``, or refuse."""
+    def _area_of(self, node: BoardNode, *, reading: bool = False) -> str:
+        """Return the area of the agent's task that holds ``node``, or refuse.
+
+        ``reading``: a node of the root task's ``tasks`` graph is in the ``tasks`` area (a
+        read sees the tree's ``Task`` nodes there; a write or delete of it is refused).
+        """
         place = graph_area(node.graph)
-        if place is None or place[0] != self.task:
-            raise PermissionDeniedError(
-                f"node {node.iri!r} is not in an area of task {self.task!r}",
-                role=self.role,
-                graph=node.graph,
-                operation="read",
-            )
-        return place[1]
+        if place is not None and place[0] == self.task:
+            return place[1]
+        if reading and place is not None and place[1] == TASKS_AREA and place[0] == self._root():
+            return TASKS_AREA
+        raise PermissionDeniedError(
+            f"node {node.iri!r} is not in an area of task {self.task!r}",
+            role=self.role,
+            graph=node.graph,
+            operation="read",
+        )
+
+    def _root(self) -> str:
+        """Return the root of the agent's task tree (looked up once the task is registered)."""
+        return self._roots.root(self.task)
 
     def read(self, iri: str) -> BoardNode | None:
         """Return a node of the agent's task, or ``None`` when there is none.
@@ -231,7 +245,7 @@ class AgentHandle:
             node = board.nodes.get(iri, token=token)
         if node is None:
             return None
-        self._check(self._area_of(node), Operation.READ)
+        self._check(self._area_of(node, reading=True), Operation.READ)
         if shared is None:
             return node
         coordinator = shared.coordinator
@@ -242,7 +256,7 @@ class AgentHandle:
         if generation > node.generation:  # the cache missed another process's write
             node = board.nodes.get_many([iri], fresh=True).get(iri)
             if node is not None:
-                self._check(self._area_of(node), Operation.READ)
+                self._check(self._area_of(node, reading=True), Operation.READ)
         return node
 
     def evict(self, iri: str) -> None:
@@ -255,14 +269,26 @@ class AgentHandle:
         """Return the areas this agent may read."""
         return self.board.permissions.areas(self.role, Operation.READ)
 
+    def _graphs(self, areas: Sequence[str]) -> list[str]:
+        """Return the graphs a read of ``areas`` sees: the task's, and its tree's ``tasks``.
+
+        No permission is checked here: the handle's reads check each area first.
+        """
+        return self._roots.graphs(self.task, areas)
+
     def by_area(self, area: str) -> list[BoardNode]:
-        """Return the nodes of one area of the agent's task."""
+        """Return the nodes of one area of the agent's task (``tasks``: its tree's tasks)."""
         self._check(check_area(area), Operation.READ)
-        return self.board.by_task(self.task, [area])
+        (graph,) = self._graphs([area])
+        return self.board.by_graph(graph)
 
     def by_type(self, type_name: str) -> list[BoardNode]:
         """Return the nodes of a type in the areas this agent may read."""
-        return self.board.by_type(type_name, task=self.task, areas=self.readable_areas())
+        board = self.board
+        graphs = self._graphs(self.readable_areas())
+        iris = board.nodes.iris_of_type(type_iri(type_name), graphs)
+        found = board.read_many(iris)
+        return [found[iri] for iri in iris if iri in found]
 
     def delete(self, iris: Sequence[str]) -> int:
         """Delete nodes of the agent's task; return how many existed.
@@ -313,7 +339,7 @@ class AgentHandle:
                 operation="read",
             )
         check_query(sparql)
-        return self.board.query(sparql, graphs=task_graphs(self.task, wanted), bindings=bindings)
+        return self.board.query(sparql, graphs=self._graphs(wanted), bindings=bindings)
 
     # -- coordination: status, leases, tasks, messages -----------------------------------------
 

@@ -85,6 +85,37 @@ def test_a_paused_holder_cannot_overwrite_its_successor(board: Blackboard, clock
     assert written.generation == 2
 
 
+def test_a_write_lease_holder_deletes_with_its_token_and_only_it(board: Blackboard) -> None:
+    holder = board.agent("holder", role="do", task=TASK)
+    other = board.agent("other", role="do", task=TASK)
+    holder.write([{"@id": "urn:exec:1"}], area="execution")
+    lease = holder.acquire("urn:exec:1", "write")
+    with pytest.raises(LeaseConflictError) as held:
+        other.delete(["urn:exec:1"])
+    assert held.value.holders == (("holder", "write"),)
+    with pytest.raises(InvalidInputError, match="token"):
+        holder.delete(["urn:exec:1"])
+    assert board.read("urn:exec:1") is not None
+    assert holder.delete(["urn:exec:1"], lease_token=lease.token) == 1
+    assert board.read("urn:exec:1") is None
+
+
+def test_a_paused_holder_cannot_delete_its_successor_s_node(
+    board: Blackboard, clock: Clock
+) -> None:
+    first = board.agent("first", role="do", task=TASK)
+    second = board.agent("second", role="do", task=TASK)
+    first.write([{"@id": "urn:exec:1"}], area="execution")
+    lease = first.acquire("urn:exec:1", "write")
+    clock.now += 11.0  # the first holder pauses past its TTL
+    successor = second.acquire("urn:exec:1", "write", timeout_s=0)
+    with pytest.raises(FencingTokenError):
+        first.delete(["urn:exec:1"], lease_token=lease.token)
+    assert board.read("urn:exec:1") is not None
+    assert second.delete(["urn:exec:1"], lease_token=successor.token) == 1
+    assert board.read("urn:exec:1") is None
+
+
 def test_readers_do_not_block_writers(board: Blackboard) -> None:
     reader = board.agent("reader", role="check", task=TASK)
     writer = board.agent("writer", role="do", task=TASK)

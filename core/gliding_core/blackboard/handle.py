@@ -2,7 +2,8 @@
 
 Made by ``Blackboard.agent`` (or ``Memory.agent``) with a name, a role and a task, once; the
 agent never states who it is again. Node reads, writes and deletes, SPARQL, task transitions
-and messages are checked against the permission matrix; guarded writes against the leases.
+and messages are checked against the permission matrix; guarded writes and deletes against the
+leases.
 
 Invariants:
 - An operation touches only the agent's task's area graphs, and only as the matrix allows;
@@ -179,7 +180,7 @@ class AgentHandle:
         return area
 
     def _check_lease(self, iri: str, token: int | None) -> None:
-        """Refuse a write that a live Write or Exclusive lease on ``iri`` does not allow."""
+        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids."""
         board = self.board
         if token is not None:
             if board.fences is None:
@@ -290,11 +291,18 @@ class AgentHandle:
         found = board.read_many(iris)
         return [found[iri] for iri in iris if iri in found]
 
-    def delete(self, iris: Sequence[str]) -> int:
+    def delete(self, iris: Sequence[str], *, lease_token: int | None = None) -> int:
         """Delete nodes of the agent's task; return how many existed.
+
+        Args:
+            iris: the IRIs of the nodes (one batch: all or nothing).
+            lease_token: the fencing token of the agent's lease on each node's IRI, as for
+                ``write``: a node under the agent's own Write lease needs it.
 
         Raises:
             PermissionDeniedError: a node is in an area where the role may not delete.
+            LeaseConflictError: a node is under another agent's Write or Exclusive lease.
+            FencingTokenError: the token is stale or the lease is not the agent's.
         """
         board = self.board
         checked = [check_iri(i, "IRI") for i in iris]
@@ -302,7 +310,7 @@ class AgentHandle:
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
                 self._check(self._writable(self._area_of(node)), Operation.DELETE)
-                self._check_lease(node.iri, None)
+                self._check_lease(node.iri, lease_token)
 
         coherence = board._coherence
         if coherence is not None:

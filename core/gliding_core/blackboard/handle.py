@@ -12,6 +12,8 @@ Invariants:
   ``Task`` nodes are mirrored, ``sparql.TaskRoots``), and is checked as a read of ``tasks``.
 - The agent's SPARQL runs over exactly the graphs its role may read, which no ``FROM`` in the
   text can widen; it is a query, never an update.
+- A sequence parameter (``nodes``, ``tags``, ``iris``, ``areas``, ``depends_on``) is a list, a
+  tuple or a set, never a string (whose characters would be taken for its items).
 - Existence, rights and fences are checked under the blackboard's single writer (and, coherent,
   inside the coordinator's transaction), so they hold when the write happens.
 - Coherent (``board.coherence``): a read registers the agent's copy and is served only at the
@@ -23,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -139,7 +142,7 @@ class AgentHandle:
         if graph is None:
             graph = area_graph(self.task, self._writable(area))
             self._writable_graphs[area] = graph
-        requests = board.nodes.prepare(nodes, graph, tags)
+        requests = board.nodes.prepare(_items(nodes, "nodes"), graph, _items(tags, "tags"))
         bases = {} if based_on is None else _bases(based_on, requests)
 
         def check(existing: dict[str, BoardNode]) -> None:
@@ -305,7 +308,7 @@ class AgentHandle:
             FencingTokenError: the token is stale or the lease is not the agent's.
         """
         board = self.board
-        checked = [check_iri(i, "IRI") for i in iris]
+        checked = [check_iri(i, "IRI") for i in _items(iris, "iris")]
 
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
@@ -336,7 +339,7 @@ class AgentHandle:
             PermissionDeniedError: an update, or an area the role may not read (or none).
         """
         readable = self.readable_areas()
-        wanted = readable if areas is None else [check_area(a) for a in areas]
+        wanted = readable if areas is None else [check_area(a) for a in _items(areas, "areas")]
         for area in wanted:
             self._check(area, Operation.READ)
         if not wanted:
@@ -412,7 +415,7 @@ class AgentHandle:
         """Register a subtask of the agent's task (the matrix's create on ``tasks``)."""
         self._check("tasks", Operation.CREATE)
         return self.board._coordination().tasks.register(
-            iri, parent=self.task, depends_on=depends_on
+            iri, parent=self.task, depends_on=_items(depends_on, "depends_on")
         )
 
     def start_task(self) -> Task:
@@ -456,6 +459,18 @@ class AgentHandle:
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
+
+
+def _items(value: Any, what: str) -> Any:
+    """Return ``value`` if it is a list, tuple or set; refuse a string or a non-sequence.
+
+    A string is a sequence of its characters: taken for items, the error would name ``'u'``.
+    """
+    if type(value) is list or type(value) is tuple:  # most calls (no abstract-type check)
+        return value
+    if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, (Sequence, AbstractSet)):
+        raise InvalidInputError(f"{what} must be a list (or a tuple, a set), got {preview(value)}")
+    return value
 
 
 def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:

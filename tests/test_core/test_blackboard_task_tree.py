@@ -149,3 +149,25 @@ def test_the_scheduler_shows_a_subtask_s_agent_its_task(
         assert scheduler.read(SUB, "plan", budget=2_000).iris == (SUB,)  # the system's read
     finally:
         scheduler.projector.close()
+
+
+def test_a_registered_root_is_looked_up_once(board: Blackboard, counter: TokenCounter) -> None:
+    register_tree(board)
+    planner = board.agent("planner", role="plan", task=SUB)
+    projector = Projector(board, counter)
+    statements: list[str] = []
+    try:
+        assert len(planner.by_type("Task")) == len(TREE)  # the handle's look-up
+        projector.project(SUB, "pa_init", budget=2_000)  # the projector's
+        tasks_of(board).db._conn.set_trace_callback(statements.append)  # what SQLite runs
+        for _ in range(3):
+            assert len(planner.by_type("Task")) == len(TREE)
+            assert len(planner.query(TASKS).values()) == len(TREE)
+            assert len(planner.by_area("tasks")) == len(TREE)
+            assert planner.read(SUB) is not None
+            projector.cache.clear()
+            assert projector.project(SUB, "pa_init", budget=2_000).iris == (SUB,)
+    finally:
+        tasks_of(board).db._conn.set_trace_callback(None)
+        projector.close()
+    assert [s for s in statements if "FROM tasks" in s] == []

@@ -26,7 +26,8 @@ Invariants:
 - Each level is read only when the one above it has nothing to show; every answer is within
   its budget, counted exactly, and quotes nothing the caller says is already shown.
 - Read as an agent (``read(..., agent=handle)``, ``FrameSource.for_agent``), no level shows a
-  node of an area the agent's role may not read, nor of another task: the frame's query runs
+  node of an area the agent's role may not read, nor of another task (but the ``Task`` nodes
+  of its tree: its ``tasks`` area is the tree root's, as for the handle): the frame's query runs
   over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
   them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
 - ``fallback="frame"`` never shows a node outside the frame's areas, at any level.
@@ -44,7 +45,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gliding_core.blackboard.board import AgentHandle, Blackboard, task_graphs
+from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.permissions import ROLE_ALIASES
 from gliding_core.blackboard.sparql import MIRRORED_AREAS
 from gliding_core.blackboard.validation import check_iri
@@ -294,7 +295,7 @@ class Scheduler:
         if self.store is None:
             return []
         found: list[dict[str, Any]] = []
-        graphs = task_graphs(task, areas)
+        graphs = self.projector.roots.graphs(task, areas)
         for graph in graphs:
             found += [_bare(entry.node) for entry in self.store.by_graph(graph, limit=100)]
         if not found and query and query.strip() and self.search is not None:

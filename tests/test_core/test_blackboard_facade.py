@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +19,7 @@ from gliding_core import (
     MemoryConfig,
 )
 from gliding_core.blackboard.agents import agent_iri
-from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend
 from gliding_core.blackboard.permissions import PermissionMatrix
@@ -25,6 +27,7 @@ from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.vocabulary import PROLOGUE, area_graph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import PermissionDeniedError
+from gliding_core.jsonld import preview
 from tests.test_core.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
@@ -83,6 +86,98 @@ def test_a_paused_holder_cannot_overwrite_its_successor(board: Blackboard, clock
     assert written is not None
     assert written.node["result"] == "second"
     assert written.generation == 2
+
+
+def test_a_write_lease_holder_deletes_with_its_token_and_only_it(board: Blackboard) -> None:
+    holder = board.agent("holder", role="do", task=TASK)
+    other = board.agent("other", role="do", task=TASK)
+    holder.write([{"@id": "urn:exec:1"}], area="execution")
+    lease = holder.acquire("urn:exec:1", "write")
+    with pytest.raises(LeaseConflictError) as held:
+        other.delete(["urn:exec:1"])
+    assert held.value.holders == (("holder", "write"),)
+    with pytest.raises(InvalidInputError, match="token"):
+        holder.delete(["urn:exec:1"])
+    assert board.read("urn:exec:1") is not None
+    assert holder.delete(["urn:exec:1"], lease_token=lease.token) == 1
+    assert board.read("urn:exec:1") is None
+
+
+def test_a_paused_holder_cannot_delete_its_successor_s_node(
+    board: Blackboard, clock: Clock
+) -> None:
+    first = board.agent("first", role="do", task=TASK)
+    second = board.agent("second", role="do", task=TASK)
+    first.write([{"@id": "urn:exec:1"}], area="execution")
+    lease = first.acquire("urn:exec:1", "write")
+    clock.now += 11.0  # the first holder pauses past its TTL
+    successor = second.acquire("urn:exec:1", "write", timeout_s=0)
+    with pytest.raises(FencingTokenError):
+        first.delete(["urn:exec:1"], lease_token=lease.token)
+    assert board.read("urn:exec:1") is not None
+    assert second.delete(["urn:exec:1"], lease_token=successor.token) == 1
+    assert board.read("urn:exec:1") is None
+
+
+SELECT_ALL = PROLOGUE + "SELECT ?s WHERE { ?s ?p ?o }"
+# method -> the parameter that takes a sequence, and a call giving it a value
+SEQUENCE_CALLS: dict[str, tuple[str, Callable[[AgentHandle, Any], object]]] = {
+    "delete": ("iris", lambda handle, value: handle.delete(value)),
+    "query": ("areas", lambda handle, value: handle.query(SELECT_ALL, areas=value)),
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "value"),
+    [
+        ("delete", "urn:exec:1"),
+        ("delete", None),
+        ("delete", 42),
+        ("delete", {"urn:exec:1": 1}),
+        ("delete", iter(["urn:exec:1"])),
+        ("query", "execution"),
+        ("query", 7),
+        ("query", b"execution"),
+    ],
+)
+def test_a_string_or_no_sequence_is_refused_naming_it(
+    board: Blackboard, method: str, value: object
+) -> None:
+    doer = board.agent("doer", role="do", task=TASK)
+    doer.write([{"@id": "urn:exec:1", "result": 1}], area="execution")
+    parameter, call = SEQUENCE_CALLS[method]
+    with pytest.raises(InvalidInputError, match=f"^{parameter} must be a list") as refused:
+        call(doer, value)
+    assert str(refused.value).endswith(f"got {preview(value)}")
+    assert board.read("urn:exec:1") is not None
+
+
+def test_every_sequence_parameter_of_the_handle_refuses_a_string(board: Blackboard) -> None:
+    coordination = board.coordination
+    assert coordination is not None
+    coordination.tasks.register(TASK)
+    coordination.tasks.register("urn:task:dep", parent=TASK)
+    planner = board.agent("planner", role="plan", task=TASK)
+    plan = {"@id": "urn:plan:1", "@type": "Plan"}
+    calls = {
+        "nodes": lambda: planner.write(json.dumps(plan), area="plan"),
+        "tags": lambda: planner.write([plan], area="plan", tags="emphasis"),
+        "iris": lambda: planner.delete("urn:plan:1"),
+        "areas": lambda: planner.query(SELECT_ALL, areas="plan"),
+        "depends_on": lambda: planner.register_subtask("urn:task:x", depends_on="urn:task:dep"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidInputError, match=f"^{name} must be a list") as refused:
+            call()
+        assert "got '" in str(refused.value), name
+    assert board.read("urn:plan:1") is None
+    assert "urn:task:x" not in coordination.tasks
+    planner.write((plan,), area="plan", tags={"emphasis"})  # tuples and sets pass
+    assert planner.query(SELECT_ALL, areas=("plan",)).values() == [{"s": "urn:plan:1"}]
+    assert planner.register_subtask("urn:task:x", depends_on={"urn:task:dep"}).depends_on == (
+        "urn:task:dep",
+    )
+    assert planner.delete({"urn:plan:1"}) == 1
 
 
 def test_readers_do_not_block_writers(board: Blackboard) -> None:

@@ -2,13 +2,18 @@
 
 Made by ``Blackboard.agent`` (or ``Memory.agent``) with a name, a role and a task, once; the
 agent never states who it is again. Node reads, writes and deletes, SPARQL, task transitions
-and messages are checked against the permission matrix; guarded writes against the leases.
+and messages are checked against the permission matrix; guarded writes and deletes against the
+leases.
 
 Invariants:
 - An operation touches only the agent's task's area graphs, and only as the matrix allows;
-  a refusal raises ``PermissionDeniedError`` and changes nothing.
+  a refusal raises ``PermissionDeniedError`` and changes nothing. The one exception is the
+  ``tasks`` area: a read of it sees the root task's ``tasks`` graph (where the whole tree's
+  ``Task`` nodes are mirrored, ``sparql.TaskRoots``), and is checked as a read of ``tasks``.
 - The agent's SPARQL runs over exactly the graphs its role may read, which no ``FROM`` in the
   text can widen; it is a query, never an update.
+- A sequence parameter (``nodes``, ``tags``, ``iris``, ``areas``, ``depends_on``) is a list, a
+  tuple or a set, never a string (whose characters would be taken for its items).
 - Existence, rights and fences are checked under the blackboard's single writer (and, coherent,
   inside the coordinator's transaction), so they hold when the write happens.
 - Coherent (``board.coherence``): a read registers the agent's copy and is served only at the
@@ -20,13 +25,15 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.sparql import MIRRORED_AREAS, check_query, task_graphs
+from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_query, type_iri
+from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.bus import Subscription
@@ -74,6 +81,7 @@ class AgentHandle:
             {},
         )
         self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
+        self._roots = TaskRoots(board)  # the tasks area a read sees is the tree root's
 
     @property
     def role(self) -> str:
@@ -134,7 +142,7 @@ class AgentHandle:
         if graph is None:
             graph = area_graph(self.task, self._writable(area))
             self._writable_graphs[area] = graph
-        requests = board.nodes.prepare(nodes, graph, tags)
+        requests = board.nodes.prepare(_items(nodes, "nodes"), graph, _items(tags, "tags"))
         bases = {} if based_on is None else _bases(based_on, requests)
 
         def check(existing: dict[str, BoardNode]) -> None:
@@ -175,7 +183,7 @@ class AgentHandle:
         return area
 
     def _check_lease(self, iri: str, token: int | None) -> None:
-        """Refuse a write that a live Write or Exclusive lease on ``iri`` does not allow."""
+        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids."""
         board = self.board
         if token is not None:
             if board.fences is None:
@@ -198,17 +206,27 @@ class AgentHandle:
                 f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
             )
 
-    def _area_of(self, node: BoardNode) -> str:
-        """Return the area of the agent's task that holds ``node``, or refuse."""
+    def _area_of(self, node: BoardNode, *, reading: bool = False) -> str:
+        """Return the area of the agent's task that holds ``node``, or refuse.
+
+        ``reading``: a node of the root task's ``tasks`` graph is in the ``tasks`` area (a
+        read sees the tree's ``Task`` nodes there; a write or delete of it is refused).
+        """
         place = graph_area(node.graph)
-        if place is None or place[0] != self.task:
-            raise PermissionDeniedError(
-                f"node {node.iri!r} is not in an area of task {self.task!r}",
-                role=self.role,
-                graph=node.graph,
-                operation="read",
-            )
-        return place[1]
+        if place is not None and place[0] == self.task:
+            return place[1]
+        if reading and place is not None and place[1] == TASKS_AREA and place[0] == self._root():
+            return TASKS_AREA
+        raise PermissionDeniedError(
+            f"node {node.iri!r} is not in an area of task {self.task!r}",
+            role=self.role,
+            graph=node.graph,
+            operation="read",
+        )
+
+    def _root(self) -> str:
+        """Return the root of the agent's task tree (looked up once the task is registered)."""
+        return self._roots.root(self.task)
 
     def read(self, iri: str) -> BoardNode | None:
         """Return a node of the agent's task, or ``None`` when there is none.
@@ -231,7 +249,7 @@ class AgentHandle:
             node = board.nodes.get(iri, token=token)
         if node is None:
             return None
-        self._check(self._area_of(node), Operation.READ)
+        self._check(self._area_of(node, reading=True), Operation.READ)
         if shared is None:
             return node
         coordinator = shared.coordinator
@@ -242,7 +260,7 @@ class AgentHandle:
         if generation > node.generation:  # the cache missed another process's write
             node = board.nodes.get_many([iri], fresh=True).get(iri)
             if node is not None:
-                self._check(self._area_of(node), Operation.READ)
+                self._check(self._area_of(node, reading=True), Operation.READ)
         return node
 
     def evict(self, iri: str) -> None:
@@ -255,28 +273,47 @@ class AgentHandle:
         """Return the areas this agent may read."""
         return self.board.permissions.areas(self.role, Operation.READ)
 
+    def _graphs(self, areas: Sequence[str]) -> list[str]:
+        """Return the graphs a read of ``areas`` sees: the task's, and its tree's ``tasks``.
+
+        No permission is checked here: the handle's reads check each area first.
+        """
+        return self._roots.graphs(self.task, areas)
+
     def by_area(self, area: str) -> list[BoardNode]:
-        """Return the nodes of one area of the agent's task."""
+        """Return the nodes of one area of the agent's task (``tasks``: its tree's tasks)."""
         self._check(check_area(area), Operation.READ)
-        return self.board.by_task(self.task, [area])
+        (graph,) = self._graphs([area])
+        return self.board.by_graph(graph)
 
     def by_type(self, type_name: str) -> list[BoardNode]:
         """Return the nodes of a type in the areas this agent may read."""
-        return self.board.by_type(type_name, task=self.task, areas=self.readable_areas())
+        board = self.board
+        graphs = self._graphs(self.readable_areas())
+        iris = board.nodes.iris_of_type(type_iri(type_name), graphs)
+        found = board.read_many(iris)
+        return [found[iri] for iri in iris if iri in found]
 
-    def delete(self, iris: Sequence[str]) -> int:
+    def delete(self, iris: Sequence[str], *, lease_token: int | None = None) -> int:
         """Delete nodes of the agent's task; return how many existed.
+
+        Args:
+            iris: the IRIs of the nodes (one batch: all or nothing).
+            lease_token: the fencing token of the agent's lease on each node's IRI, as for
+                ``write``: a node under the agent's own Write lease needs it.
 
         Raises:
             PermissionDeniedError: a node is in an area where the role may not delete.
+            LeaseConflictError: a node is under another agent's Write or Exclusive lease.
+            FencingTokenError: the token is stale or the lease is not the agent's.
         """
         board = self.board
-        checked = [check_iri(i, "IRI") for i in iris]
+        checked = [check_iri(i, "IRI") for i in _items(iris, "iris")]
 
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
                 self._check(self._writable(self._area_of(node)), Operation.DELETE)
-                self._check_lease(node.iri, None)
+                self._check_lease(node.iri, lease_token)
 
         coherence = board._coherence
         if coherence is not None:
@@ -302,7 +339,7 @@ class AgentHandle:
             PermissionDeniedError: an update, or an area the role may not read (or none).
         """
         readable = self.readable_areas()
-        wanted = readable if areas is None else [check_area(a) for a in areas]
+        wanted = readable if areas is None else [check_area(a) for a in _items(areas, "areas")]
         for area in wanted:
             self._check(area, Operation.READ)
         if not wanted:
@@ -313,7 +350,7 @@ class AgentHandle:
                 operation="read",
             )
         check_query(sparql)
-        return self.board.query(sparql, graphs=task_graphs(self.task, wanted), bindings=bindings)
+        return self.board.query(sparql, graphs=self._graphs(wanted), bindings=bindings)
 
     # -- coordination: status, leases, tasks, messages -----------------------------------------
 
@@ -378,7 +415,7 @@ class AgentHandle:
         """Register a subtask of the agent's task (the matrix's create on ``tasks``)."""
         self._check("tasks", Operation.CREATE)
         return self.board._coordination().tasks.register(
-            iri, parent=self.task, depends_on=depends_on
+            iri, parent=self.task, depends_on=_items(depends_on, "depends_on")
         )
 
     def start_task(self) -> Task:
@@ -422,6 +459,18 @@ class AgentHandle:
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
+
+
+def _items(value: Any, what: str) -> Any:
+    """Return ``value`` if it is a list, tuple or set; refuse a string or a non-sequence.
+
+    A string is a sequence of its characters: taken for items, the error would name ``'u'``.
+    """
+    if type(value) is list or type(value) is tuple:  # most calls (no abstract-type check)
+        return value
+    if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, (Sequence, AbstractSet)):
+        raise InvalidInputError(f"{what} must be a list (or a tuple, a set), got {preview(value)}")
+    return value
 
 
 def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:

@@ -1,21 +1,32 @@
 """L2: the checks of SPARQL text and the names the blackboard's queries use.
 
-Invariants: a query that reaches a store from here is a query (never an update) and calls no
-remote ``SERVICE``; the checks read the text with its strings, IRIs and comments blanked, so a
-keyword inside a literal is not a keyword.
+Invariants:
+- A query that reaches a store from here is a query (never an update) and calls no remote
+  ``SERVICE``; the checks read the text with its strings, IRIs and comments blanked, so a
+  keyword inside a literal is not a keyword.
+- The graphs a read of a task's areas sees are ``task_graphs``'s: each area's graph of the
+  task, except the ``tasks`` area, which is its root task's (tasks are mirrored into the
+  ``tasks`` area of their tree's root, so every task of a tree reads the ``Task`` nodes of the
+  tree). ``TaskRoots`` finds the root in the task registry; a task not registered is its own
+  root, and a registered task's root, which never changes, is looked up once.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gliding_core.blackboard.graph import mask_opaque
+from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.vocabulary import AREAS, VOCAB, area_graph, check_area
-from gliding_core.errors import InvalidInputError, PermissionDeniedError
+from gliding_core.errors import InvalidInputError, PermissionDeniedError, TaskNotFoundError
 from gliding_core.jsonld import preview
+
+if TYPE_CHECKING:
+    from gliding_core.blackboard.board import Blackboard
 
 _UPDATE_KEYWORDS = frozenset(
     {"insert", "delete", "load", "clear", "create", "drop", "copy", "move", "add", "with"}
@@ -80,6 +91,61 @@ _remembered_problem = functools.lru_cache(maxsize=512)(_problem)
 _REMEMBERED_CHARS = 8_192  # longer texts are checked every time rather than kept
 
 
-def task_graphs(task: str, areas: Sequence[str] = AREAS) -> list[str]:
-    """Return the named graphs of a task's areas."""
-    return [area_graph(task, check_area(a)) for a in areas]
+def task_graphs(task: str, areas: Sequence[str] = AREAS, *, root: str | None = None) -> list[str]:
+    """Return the named graphs of a task's areas; the ``tasks`` area is ``root``'s when given.
+
+    Args:
+        task: the task's IRI.
+        areas: the areas, in the order of the graphs returned.
+        root: the root of the task's tree, whose ``tasks`` graph holds the tree's ``Task``
+            nodes (``TaskRoots.root``); the task's own ``tasks`` graph when ``None``.
+    """
+    tree = task if root is None else root
+    return [area_graph(tree if a == TASKS_AREA else task, check_area(a)) for a in areas]
+
+
+_ROOTS_KEPT = 4096  # roots remembered by one TaskRoots (a projector reads many tasks)
+
+
+class TaskRoots:
+    """The root of each task's tree, from a blackboard's task registry.
+
+    A registered task's root never changes, so it is looked up once; a task the registry does
+    not hold (or a blackboard without one) is its own root, and is looked up again next time
+    (it may be registered under a parent meanwhile).
+
+    Args:
+        board: the blackboard whose coordination layer holds the task registry.
+    """
+
+    def __init__(self, board: Blackboard) -> None:
+        self.board = board
+        self._known: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def root(self, task: str) -> str:
+        """Return the IRI of the root of ``task``'s tree (``task`` itself when unregistered)."""
+        known = self._known.get(task)
+        if known is not None:
+            return known
+        coordination = self.board.coordination
+        if coordination is None:
+            return task
+        try:
+            root = coordination.tasks.get(task).root
+        except TaskNotFoundError:
+            return task
+        with self._lock:
+            if len(self._known) >= _ROOTS_KEPT:
+                self._known.pop(next(iter(self._known)))
+            self._known[task] = root
+        return root
+
+    def graphs(self, task: str, areas: Sequence[str]) -> list[str]:
+        """Return the graphs a read of ``task``'s ``areas`` sees (``task_graphs`` with its root).
+
+        The registry is consulted only when ``areas`` holds the ``tasks`` area.
+        """
+        if TASKS_AREA not in areas:
+            return task_graphs(task, areas)
+        return task_graphs(task, areas, root=self.root(task))

@@ -12,7 +12,9 @@ Invariants:
   the query text. An unbound parameter matches any value (``da_input`` without a plan reads
   every plan's steps).
 - The query sees only the frame's areas of the task (the dataset is set by the blackboard, so
-  ``FROM`` in the text cannot widen it), never another task's graphs.
+  ``FROM`` in the text cannot widen it), never another task's graphs, but for the ``tasks``
+  area, which is the root task's (``sparql.task_graphs``): the ``Task`` nodes of the task's
+  tree are mirrored there, and ``?area_tasks`` is bound to it.
 - A frame runs as two queries: ``selection`` picks at most ``max_nodes`` nodes (a SELECT),
   then the CONSTRUCT builds exactly those (their IRIs, from the store's own answer, fill a
   ``VALUES`` clause). The template marks the selected nodes with ``SELECTED``, so the framing
@@ -29,7 +31,8 @@ from enum import Enum
 import pyoxigraph as ox
 
 from gliding_core.blackboard.board import check_query
-from gliding_core.blackboard.vocabulary import AREAS, PREFIXES, area_graph, check_area
+from gliding_core.blackboard.sparql import task_graphs
+from gliding_core.blackboard.vocabulary import AREAS, PREFIXES, check_area
 from gliding_core.errors import FrameNotFoundError, InvalidInputError
 from gliding_core.jsonld import preview
 
@@ -130,9 +133,12 @@ class Frame:
         return self.construct()
 
     def bindings(
-        self, task: str, params: Mapping[str, object]
+        self, task: str, params: Mapping[str, object], *, root: str | None = None
     ) -> dict[str, ox.NamedNode | ox.Literal]:
         """Return the terms the query's variables are bound to.
+
+        ``root`` is the root of the task's tree (``?area_tasks`` is its ``tasks`` graph, where
+        the tree's tasks are mirrored); the task's own when ``None``.
 
         Raises:
             InvalidInputError: an unknown parameter, or a value that is not an IRI / a string.
@@ -150,7 +156,8 @@ class Frame:
             bound["task"] = task_term
         for area in AREAS:
             if uses(self.where, f"area_{area}"):
-                bound[f"area_{area}"] = ox.NamedNode(area_graph(task, area))
+                (graph,) = task_graphs(task, [area], root=root)
+                bound[f"area_{area}"] = ox.NamedNode(graph)
         for key, value in params.items():
             if value is None:
                 continue

@@ -27,7 +27,8 @@ from typing import Any
 import pyoxigraph as ox
 from pyld import jsonld  # type: ignore[import-untyped]
 
-from gliding_core.blackboard.board import Blackboard, task_graphs
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.sparql import TaskRoots
 from gliding_core.blackboard.vocabulary import (
     CONTEXT,
     RDF_TYPE,
@@ -71,14 +72,20 @@ def run_frame(
     params: Mapping[str, object],
     *,
     areas: Sequence[str] | None = None,
+    roots: TaskRoots | None = None,
 ) -> FrameResult:
     """Run ``frame`` over ``task``'s graphs with ``params`` bound; return its framed nodes.
 
     ``areas`` narrows the graphs read to those of the frame's areas it names (an agent's
-    readable areas); the frame's own areas when omitted.
+    readable areas); the frame's own areas when omitted. The ``tasks`` area is the one of the
+    root of the task's tree, found by ``roots`` (a new ``TaskRoots`` of ``board`` when
+    omitted: give one to remember roots across runs).
     """
-    bindings = dict(frame.bindings(task, params))
-    graphs = task_graphs(task, frame.areas if areas is None else areas)
+    roots = TaskRoots(board) if roots is None else roots
+    scope = frame.areas if areas is None else areas
+    graphs = roots.graphs(task, scope)
+    root = roots.root(task) if uses(frame.where, "area_tasks") else None
+    bindings = dict(frame.bindings(task, params, root=root))
     if not graphs:
         return FrameResult((), frozenset())
     chosen = board.query(frame.selection, graphs=graphs, bindings=bindings)

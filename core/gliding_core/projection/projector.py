@@ -6,16 +6,19 @@ a valid view is there, else by running the frame over the blackboard and caching
 
 Invariants: a projection is exactly within its budget (or ``empty``); the view it came from was
 valid when served (the cache listens to the blackboard's bus from construction until
-``close()``); a projection is only ever built from the task's own graphs, and given ``areas``
-(an agent's readable areas) only from those: the query's dataset is those graphs, and the view
-is keyed by them, so it is never served to a read allowed fewer.
+``close()``); a projection is only ever built from the task's own graphs (its ``tasks`` area
+being its tree's root's, where the tree's ``Task`` nodes are mirrored: the root is looked up
+once per task, ``sparql.TaskRoots``), and given ``areas`` (an agent's readable areas) only from
+those: the query's dataset is those graphs, and the view is keyed by them, so it is never
+served to a read allowed fewer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gliding_core.blackboard.board import Blackboard, task_graphs
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.sparql import TaskRoots
 from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import check_area
 from gliding_core.bus import EventBus, Subscription
@@ -50,6 +53,7 @@ class Projector:
         bus: EventBus | None = None,
     ) -> None:
         self.board, self.tokens = board, tokens
+        self.roots = TaskRoots(board)  # a frame's tasks area is its task tree's root's
         self.frames = frames or FrameSet()
         self.cache = cache or ViewCache()
         source = bus if bus is not None else board.bus
@@ -119,9 +123,9 @@ class Projector:
         self, frame: Frame, task: str, params: Mapping[str, object], scope: tuple[str, ...]
     ) -> View:
         since = self.cache.sequence
-        result = run_frame(self.board, frame, task, params, areas=scope)
+        result = run_frame(self.board, frame, task, params, areas=scope, roots=self.roots)
         size = len(canonical_json({"@graph": list(result.nodes)}).encode("utf-8"))
-        graphs = task_graphs(task, scope)
+        graphs = self.roots.graphs(task, scope)
         key = view_key(task, frame.name, params, scope)
         return self.cache.put(key, result.nodes, result.iris, graphs, since=since, size=size)
 

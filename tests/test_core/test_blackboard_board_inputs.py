@@ -150,3 +150,31 @@ def test_a_scoped_remote_context_is_an_invalid_node(board: Blackboard, context: 
     with pytest.raises(InvalidNodeError, match="urn:n:scoped"):
         board.write([node], task=TASK, area="plan")
     assert board.read("urn:n:scoped") is None
+
+
+def test_by_type_without_a_task_keeps_to_the_areas_it_is_given(board: Blackboard) -> None:
+    other = "iri://task/t2"
+    board.write([{"@id": "urn:n:4", "@type": "Plan"}], task=other, area="plan")
+    board.write([{"@id": "urn:n:5", "@type": "Plan"}], task=other, area="knowledge")
+    board.write([{"@id": "urn:n:6", "@type": "Plan"}], graph="urn:graph:free")
+    every = ["urn:n:1", "urn:n:4", "urn:n:5", "urn:n:6"]
+    assert [n.iri for n in board.by_type("Plan")] == every
+    assert [n.iri for n in board.by_type("Plan", areas=["plan"])] == ["urn:n:1", "urn:n:4"]
+    assert [n.iri for n in board.by_type("Plan", areas=["knowledge"])] == ["urn:n:5"]
+    with pytest.raises(InvalidInputError, match="'nope'"):
+        board.by_type("Plan", areas=["nope"])
+
+
+@pytest.mark.parametrize("path", [5, b"graph", 1.5])
+def test_opening_a_blackboard_at_a_bad_path_is_refused_naming_it(path: object) -> None:
+    with pytest.raises(InvalidInputError, match=repr(path)):
+        Blackboard.open(path)  # type: ignore[arg-type]
+
+
+def test_a_refused_option_leaves_the_graph_directory_free(tmp_path: Path) -> None:
+    with pytest.raises(AttributeError) as refused:
+        Blackboard.open(tmp_path / "graph", config=5)
+    # The error's traceback holds the half-built board, and that its graph: still not locked.
+    assert refused.traceback
+    with Blackboard.open(tmp_path / "graph") as board:
+        assert board.backend.kind == "disk"

@@ -61,6 +61,8 @@ from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     area_graph,
+    check_area,
+    graph_area,
     is_bookkeeping,
 )
 from gliding_core.blackboard.writeback import WriteBack
@@ -199,8 +201,21 @@ class Blackboard:
         """Open a blackboard on a server (``endpoint``), a directory (``path``) or in memory.
 
         A blackboard on disk or on a server first flushes what a crash left dirty.
+
+        Raises:
+            InvalidInputError: ``path`` is not a path or ``endpoint`` not an http(s) URL, or an
+                option is refused (the store opened for it is closed again).
         """
-        board = cls(_open_graph(path=path, endpoint=endpoint), **options)
+        if path is not None and (
+            isinstance(path, bytes) or not isinstance(path, (str, os.PathLike))
+        ):
+            raise InvalidInputError(f"path must be a directory path or None, got {preview(path)}")
+        graph = _open_graph(path=path, endpoint=endpoint)
+        try:
+            board = cls(graph, **options)
+        except BaseException:
+            graph.close()  # a directory stays locked by its open store
+            raise
         if board.backend.kind != "memory":
             board.flush()
         return board
@@ -275,14 +290,24 @@ class Blackboard:
     def by_type(
         self, type_name: str, *, task: str | None = None, areas: Sequence[str] = AREAS
     ) -> list[BoardNode]:
-        """Return the nodes of a type (a term such as ``"Task"`` or an IRI), sorted by IRI."""
-        checked = _check_areas(areas)
-        graphs = task_graphs(task, checked) if task is not None else self._area_graphs()
+        """Return the nodes of a type (a term such as ``"Task"`` or an IRI), sorted by IRI.
+
+        Without ``task``: of every task's ``areas``, and of the graphs written by IRI
+        (``graph=``) unless ``areas`` leaves some area out.
+        """
+        checked = [check_area(a) for a in _check_areas(areas)]
+        if task is not None:
+            graphs = task_graphs(task, checked)
+        else:
+            graphs = self._area_graphs(None if set(checked) >= set(AREAS) else set(checked))
         return self._nodes(self.nodes.iris_of_type(type_iri(type_name), graphs))
 
-    def _area_graphs(self) -> list[str]:
+    def _area_graphs(self, areas: set[str] | None = None) -> list[str]:
+        """Every node graph of the store (``areas`` given: only the task areas among them)."""
         result = self.backend.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { } }")
         graphs = [term_value(row["g"]) for row in result.rows]
+        if areas is not None:
+            return [g for g in graphs if (graph_area(g) or ("", ""))[1] in areas]
         return [g for g in graphs if not is_bookkeeping(g)]
 
     def _nodes(self, iris: Sequence[str]) -> list[BoardNode]:

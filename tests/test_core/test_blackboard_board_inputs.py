@@ -178,3 +178,11 @@ def test_a_refused_option_leaves_the_graph_directory_free(tmp_path: Path) -> Non
     assert refused.traceback
     with Blackboard.open(tmp_path / "graph") as board:
         assert board.backend.kind == "disk"
+
+
+def test_no_area_is_no_node_on_every_backend(board: Blackboard) -> None:
+    board.write([{"@id": "urn:n:7", "@type": "Plan"}], task=TASK, area="execution")
+    assert board.by_task(TASK, areas=[]) == []
+    assert board.by_type("Plan", task=TASK, areas=[]) == []
+    assert board.nodes.dirty([]) == []  # the write-back of no graph writes nothing
+    assert [n.iri for n in board.by_task(TASK, areas=["plan"])] == ["urn:n:1"]

@@ -200,11 +200,11 @@ class Blackboard:
     ) -> Blackboard:
         """Open a blackboard on a server (``endpoint``), a directory (``path``) or in memory.
 
-        A blackboard on disk or on a server first flushes what a crash left dirty.
+        A blackboard on disk or on a server first flushes what a crash left dirty. When the
+        board cannot be built from ``options``, the graph opened for it is closed again.
 
         Raises:
-            InvalidInputError: ``path`` is not a path or ``endpoint`` not an http(s) URL, or an
-                option is refused (the store opened for it is closed again).
+            InvalidInputError: ``path`` is not a path, or ``endpoint`` not an http(s) URL.
         """
         if path is not None and (
             isinstance(path, bytes) or not isinstance(path, (str, os.PathLike))

@@ -1,8 +1,9 @@
 """The blackboard part of ``gliding-horse demo``: one plan/do/check/act round on one task.
 
-Four agents register on the L2 blackboard, take leases, write to their areas, are refused
-where the permission matrix forbids, exchange a message, and the finished task is flushed to
-L0. Writes to the stream it is given; works on the memory it is given.
+Four agents register on the L2 blackboard, each takes a write lease on the node it writes (and
+releases it), writes to its area with the lease's token, is refused where the permission matrix
+forbids, they exchange a message, and the finished task is flushed to L0. Writes to the stream
+it is given; works on the memory it is given.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from gliding_core.blackboard.board import AgentHandle
+from gliding_core.blackboard.leases import Lease
 from gliding_core.blackboard.vocabulary import PROLOGUE, area_graph
 from gliding_core.errors import GlidingError
 from gliding_core.memory import Memory
@@ -39,11 +41,21 @@ def run(out: TextIO, memory: Memory) -> None:
     }
     refusals: list[tuple[str, str, str]] = []
     team["plan"].start_task()
-    _plan(team["plan"])
-    _do(team["do"], refusals)
-    _check(team["check"], refusals)
-    _act(team["act"], refusals)
+    leases = [
+        _plan(team["plan"]),
+        _do(team["do"], refusals),
+        _check(team["check"], refusals),
+        _act(team["act"], refusals),
+    ]
     _say(out, "L2: four agents on one task (plan, do, check, act)", _agents_table(memory))
+    _say(
+        out,
+        "Leases: each write presented its token; each lease was released after",
+        render(
+            ["agent", "node", "mode", "token"],
+            [(x.holder, x.resource, x.mode.value, x.token) for x in leases],
+        ),
+    )
     _say(
         out,
         "Refused by the permission matrix (nothing was written or read)",
@@ -77,7 +89,7 @@ def run(out: TextIO, memory: Memory) -> None:
     )
 
 
-def _plan(planner: AgentHandle) -> None:
+def _plan(planner: AgentHandle) -> Lease:
     with planner.hold(PLAN) as lease:
         planner.write(
             [
@@ -92,9 +104,10 @@ def _plan(planner: AgentHandle) -> None:
             lease_token=lease.token,
         )
     planner.publish("plan-ready", {"plan": PLAN, "steps": 3})
+    return lease
 
 
-def _do(coder: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
+def _do(coder: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
     coder.set_status("Working", operation="coding the refund endpoint")
     _try(refusals, "coder", "read the plan area", lambda: coder.read(PLAN))
     ready = coder.messages(topic="plan-ready")[-1]
@@ -118,46 +131,53 @@ def _do(coder: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
         lambda: coder.write([{"@id": REVIEW, "verdict": "great"}], area="review"),
     )
     coder.publish("code-ready", {"result": CODE})
+    return lease
 
 
-def _check(reviewer: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
+def _check(reviewer: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
     code = reviewer.read(CODE)
-    reviewer.write(
-        [
-            {
-                "@id": REVIEW,
-                "@type": "Review",
-                "verdict": "approve",
-                "about": {"@id": CODE},
-                "note": f"checked generation {code.generation if code else 0}",
-            }
-        ],
-        area="review",
-    )
+    with reviewer.hold(REVIEW) as lease:
+        reviewer.write(
+            [
+                {
+                    "@id": REVIEW,
+                    "@type": "Review",
+                    "verdict": "approve",
+                    "about": {"@id": CODE},
+                    "note": f"checked generation {code.generation if code else 0}",
+                }
+            ],
+            area="review",
+            lease_token=lease.token,
+        )
     _try(
         refusals,
         "reviewer",
         "update the code",
         lambda: reviewer.write([{"@id": CODE, "summary": "rewritten"}], area="execution"),
     )
+    return lease
 
 
-def _act(lead: AgentHandle, refusals: list[tuple[str, str, str]]) -> None:
+def _act(lead: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
     review = lead.read(REVIEW)
-    lead.write(
-        [
-            {
-                "@id": DECISION,
-                "@type": "Decision",
-                "summary": "ship the refund endpoint",
-                "basedOn": {"@id": REVIEW},
-                "verdict": review.node["verdict"] if review else "-",
-            }
-        ],
-        area="decision",
-        tags=["confirmed_fact"],
-    )
+    with lead.hold(DECISION) as lease:
+        lead.write(
+            [
+                {
+                    "@id": DECISION,
+                    "@type": "Decision",
+                    "summary": "ship the refund endpoint",
+                    "basedOn": {"@id": REVIEW},
+                    "verdict": review.node["verdict"] if review else "-",
+                }
+            ],
+            area="decision",
+            tags=["confirmed_fact"],
+            lease_token=lease.token,
+        )
     _try(refusals, "lead", "run SPARQL UPDATE", lambda: lead.query("CLEAR ALL"))
+    return lease
 
 
 def _try(refusals: list[tuple[str, str, str]], agent: str, what: str, action: object) -> None:

@@ -1,9 +1,9 @@
 """Coherence on the blackboard: agents' handles read and write through the board's coordinator.
 
-Against the embedded store (one process, a dict directory) and the SPARQL server (a SQLite
-directory, as processes sharing a memory directory have), then with two real processes sharing
-the server and the memory directory, and under random runs of the issue's state machine driven
-through agent handles.
+Against the embedded store in memory and on disk (one process, a dict directory) and the SPARQL
+server (a SQLite directory, as processes sharing a memory directory have), then with two real
+processes sharing the server and the memory directory, and under random runs of the issue's
+state machine driven through agent handles.
 """
 
 from __future__ import annotations
@@ -90,12 +90,14 @@ class Board:
 def open_board(kind: str, folder: Path, request: pytest.FixtureRequest) -> Board:
     if kind == "memory":
         return Board(EmbeddedGraph(), LocalDirectory())
+    if kind == "disk":  # one process owns the directory: the in-process directory, as Memory's
+        return Board(EmbeddedGraph(folder / "graph"), LocalDirectory())
     endpoint = SparqlEndpoint(request.getfixturevalue("oxigraph_server"))
     endpoint.update("CLEAR ALL")
     return Board(endpoint, SQLiteDirectory(folder / "coherence.sqlite3"))
 
 
-@pytest.fixture(params=["memory", "server"])
+@pytest.fixture(params=["memory", "disk", "server"])
 def bb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Board]:
     value = open_board(request.param, tmp_path, request)
     yield value

@@ -56,7 +56,7 @@ def make_board(backend: GraphBackend, store: L0Store, clock: Clock) -> Blackboar
     return Blackboard(backend, store=store, bus=bus, config=QUIET, coordination=coordination)
 
 
-@pytest.fixture(params=["memory", "server"])
+@pytest.fixture(params=["memory", "disk", "server"])
 def board(
     request: pytest.FixtureRequest, tmp_path: Path, store: L0Store, clock: Clock
 ) -> Iterator[Blackboard]:

@@ -39,7 +39,7 @@ EXPECTED = {
 LETTERS = {"c": Operation.CREATE, "r": Operation.READ, "u": Operation.UPDATE, "d": Operation.DELETE}
 
 
-@pytest.fixture(params=["memory", "server"])
+@pytest.fixture(params=["memory", "disk", "server"])
 def board(request: pytest.FixtureRequest, tmp_path: Path, store: L0Store) -> Iterator[Blackboard]:
     backend: GraphBackend = make_backend(request.param, tmp_path, request)
     value = Blackboard(backend, store=store, config=BlackboardConfig(flush_interval_s=0.0))

@@ -1,4 +1,7 @@
-"""Write-back and write-through from the blackboard to L0, a SIGKILL included."""
+"""Write-back and write-through from the blackboard to L0, a SIGKILL included.
+
+Each test runs on the embedded store in memory and on disk, and on the SPARQL server.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +10,43 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from gliding_core import EventBus, EventType, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.graph import EmbeddedGraph
+from gliding_core.blackboard.graph import GraphBackend
 from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.config import BlackboardConfig
+from tests.test_core.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 OTHER = "iri://task/t2"
 QUIET = BlackboardConfig(flush_interval_s=0.0)
 
+Backends = Callable[[], GraphBackend]
 
-def test_dirty_nodes_reach_l0_on_flush_exactly_as_the_node(store: L0Store) -> None:
-    board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
+
+@pytest.fixture(params=["memory", "disk", "server"])
+def fresh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backends]:
+    """Make empty backends of one kind (each on disk in its own directory; the server cleared)."""
+    made: list[GraphBackend] = []
+
+    def make() -> GraphBackend:
+        folder = tmp_path / f"backend-{len(made)}"
+        folder.mkdir()
+        made.append(make_backend(request.param, folder, request))
+        return made[-1]
+
+    yield make
+    for backend in made:
+        backend.close()  # (closing twice is harmless: most are closed by their board)
+
+
+def test_dirty_nodes_reach_l0_on_flush_exactly_as_the_node(store: L0Store, fresh: Backends) -> None:
+    board = Blackboard(fresh(), store=store, config=QUIET)
     board.write(
         [{"@id": "urn:n:1", "@type": "Result", "summary": "a", "extra": 1}],
         task=TASK,
@@ -46,8 +71,8 @@ def test_dirty_nodes_reach_l0_on_flush_exactly_as_the_node(store: L0Store) -> No
     assert board.nodes.dirty() == []
 
 
-def test_a_flush_keeps_the_l0_entrys_history(store: L0Store) -> None:
-    board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
+def test_a_flush_keeps_the_l0_entrys_history(store: L0Store, fresh: Backends) -> None:
+    board = Blackboard(fresh(), store=store, config=QUIET)
     node = {"@id": "urn:n:1", "summary": "the kestrel hovers", "note": "over the stubble field"}
     board.write([node], task=TASK, area="execution", tags=["draft"])
     board.flush()
@@ -68,8 +93,10 @@ def test_a_flush_keeps_the_l0_entrys_history(store: L0Store) -> None:
     assert [hit.entry.iri for hit in store.search_text("dives")] == ["urn:n:1"]
 
 
-def test_critical_tags_write_through_before_the_write_returns(store: L0Store) -> None:
-    board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
+def test_critical_tags_write_through_before_the_write_returns(
+    store: L0Store, fresh: Backends
+) -> None:
+    board = Blackboard(fresh(), store=store, config=QUIET)
     board.write([{"@id": "urn:n:plain"}], task=TASK, area="plan")
     board.write(
         [{"@id": "urn:n:intent", "text": "ship it"}], task=TASK, area="plan", tags=["user_intent"]
@@ -79,18 +106,18 @@ def test_critical_tags_write_through_before_the_write_returns(store: L0Store) ->
     assert [n.iri for n in board.nodes.dirty()] == ["urn:n:plain"]
 
 
-def test_critical_tags_are_configurable(store: L0Store) -> None:
+def test_critical_tags_are_configurable(store: L0Store, fresh: Backends) -> None:
     config = BlackboardConfig(flush_interval_s=0.0, critical_tags=frozenset({"urgent"}))
-    board = Blackboard(EmbeddedGraph(), store=store, config=config)
+    board = Blackboard(fresh(), store=store, config=config)
     board.write([{"@id": "urn:n:1"}], task=TASK, area="plan", tags=["emphasis"])
     board.write([{"@id": "urn:n:2"}], task=TASK, area="plan", tags=["urgent"])
     assert store.get("urn:n:1") is None
     assert store.get("urn:n:2") is not None
 
 
-def test_a_flush_of_one_task_leaves_the_others_dirty(store: L0Store) -> None:
+def test_a_flush_of_one_task_leaves_the_others_dirty(store: L0Store, fresh: Backends) -> None:
     bus = EventBus()
-    board = Blackboard(EmbeddedGraph(), store=store, bus=bus, config=QUIET)
+    board = Blackboard(fresh(), store=store, bus=bus, config=QUIET)
     board.write([{"@id": "urn:n:1"}], task=TASK, area="plan")
     board.write([{"@id": "urn:n:2"}], task=OTHER, area="plan")
     assert board.flush(task=TASK) == 1
@@ -99,16 +126,16 @@ def test_a_flush_of_one_task_leaves_the_others_dirty(store: L0Store) -> None:
     assert event.payload == {"iris": ["urn:n:1"], "count": 1}
 
 
-def test_a_node_rewritten_during_a_flush_stays_dirty(store: L0Store) -> None:
-    board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
+def test_a_node_rewritten_during_a_flush_stays_dirty(store: L0Store, fresh: Backends) -> None:
+    board = Blackboard(fresh(), store=store, config=QUIET)
     [old] = board.write([{"@id": "urn:n:1", "v": 1}], task=TASK, area="plan")
     board.write([{"@id": "urn:n:1", "v": 2}], task=TASK, area="plan")
     board.nodes.mark_clean([old])  # a flush of generation 1 finishing late
     assert [n.generation for n in board.nodes.dirty()] == [2]
 
 
-def test_close_flushes_and_the_timer_flushes(store: L0Store) -> None:
-    board = Blackboard(EmbeddedGraph(), store=store, config=QUIET)
+def test_close_flushes_and_the_timer_flushes(store: L0Store, fresh: Backends) -> None:
+    board = Blackboard(fresh(), store=store, config=QUIET)
     board.write([{"@id": "urn:n:1"}], task=TASK, area="plan")
     board.close()
     assert store.get("urn:n:1") is not None
@@ -116,7 +143,7 @@ def test_close_flushes_and_the_timer_flushes(store: L0Store) -> None:
     flushed = threading.Event()
     bus.subscribe(lambda e: flushed.set(), [EventType.MEMORY_WRITE_BACK])
     timed = Blackboard(
-        EmbeddedGraph(), store=store, bus=bus, config=BlackboardConfig(flush_interval_s=0.05)
+        fresh(), store=store, bus=bus, config=BlackboardConfig(flush_interval_s=0.05)
     )
     timed.write([{"@id": "urn:n:2"}], task=TASK, area="plan")
     assert flushed.wait(timeout=30)
@@ -145,7 +172,8 @@ from gliding_core import L0Store
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.config import BlackboardConfig
 store = L0Store(sys.argv[1])
-board = Blackboard.open(sys.argv[2], store=store, config=BlackboardConfig(flush_interval_s=0))
+where = {"endpoint": sys.argv[2]} if sys.argv[2].startswith("http") else {"path": sys.argv[2]}
+board = Blackboard.open(**where, store=store, config=BlackboardConfig(flush_interval_s=0))
 board.write([{"@id": "urn:n:through", "v": 1}], task="iri://task/t1", area="plan",
             tags=["confirmed_fact"])
 board.write([{"@id": "urn:n:back", "v": 2}], task="iri://task/t1", area="plan")
@@ -169,13 +197,20 @@ def run_and_kill(code: str, *args: str) -> None:
     assert child.returncode == -signal.SIGKILL
 
 
-def test_a_sigkill_loses_no_write_through_and_no_write_back_on_disk(tmp_path: Path) -> None:
-    l0, graph = tmp_path / "l0.sqlite3", tmp_path / "graph"
-    run_and_kill(_CHILD, str(l0), str(graph))
+@pytest.mark.parametrize("kind", ["disk", "server"])
+def test_a_sigkill_loses_no_write_through_and_no_write_back_on_disk_or_the_server(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    l0, where = tmp_path / "l0.sqlite3", str(tmp_path / "graph")
+    if kind == "server":
+        make_backend("server", tmp_path, request).close()  # an empty server
+        where = request.getfixturevalue("oxigraph_server")
+    run_and_kill(_CHILD, str(l0), where)
     with L0Store(l0) as store:
         assert store.get("urn:n:through") is not None  # written through before returning
         assert store.get("urn:n:back") is None  # still only on the blackboard
-        with Blackboard.open(graph, store=store, config=QUIET) as board:  # recovers
+        reopened = {"endpoint": where} if kind == "server" else {"path": where}
+        with Blackboard.open(**reopened, store=store, config=QUIET) as board:  # recovers
             node = board.read("urn:n:back")
             assert node is not None
             assert not node.dirty
@@ -188,7 +223,7 @@ def test_a_crash_of_an_in_memory_blackboard_loses_only_unflushed_write_backs(
     tmp_path: Path,
 ) -> None:
     l0 = tmp_path / "l0.sqlite3"
-    run_and_kill(_CHILD.replace("Blackboard.open(sys.argv[2],", "Blackboard.open(None,"), str(l0))
+    run_and_kill(_CHILD.replace("Blackboard.open(**where,", "Blackboard.open(None,"), str(l0), "-")
     with L0Store(l0) as store:
         assert store.get("urn:n:through") is not None
         assert store.get("urn:n:back") is None

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
@@ -64,6 +64,8 @@ from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     area_graph,
+    check_area,
+    graph_area,
     is_bookkeeping,
 )
 from gliding_core.blackboard.writeback import WriteBack
@@ -206,9 +208,22 @@ class Blackboard:
     ) -> Blackboard:
         """Open a blackboard on a server (``endpoint``), a directory (``path``) or in memory.
 
-        A blackboard on disk or on a server first flushes what a crash left dirty.
+        A blackboard on disk or on a server first flushes what a crash left dirty. When the
+        board cannot be built from ``options``, the graph opened for it is closed again.
+
+        Raises:
+            InvalidInputError: ``path`` is not a path, or ``endpoint`` not an http(s) URL.
         """
-        board = cls(_open_graph(path=path, endpoint=endpoint), **options)
+        if path is not None and (
+            isinstance(path, bytes) or not isinstance(path, (str, os.PathLike))
+        ):
+            raise InvalidInputError(f"path must be a directory path or None, got {preview(path)}")
+        graph = _open_graph(path=path, endpoint=endpoint)
+        try:
+            board = cls(graph, **options)
+        except BaseException:
+            graph.close()  # a directory stays locked by its open store
+            raise
         if board.backend.kind != "memory":
             board.flush()
         return board
@@ -235,6 +250,8 @@ class Blackboard:
                 too large; InvalidInputError: the graph is missing or not allowed.
         """
         target = self._graph(task, area, graph)
+        if source is not None:
+            _check_source(source)
         requests = self.nodes.prepare(nodes, target, tags)
         if self._coherence is None:
             written = self.nodes.write(requests, source=source)
@@ -268,7 +285,7 @@ class Blackboard:
     def read_many(self, iris: Sequence[str]) -> dict[str, BoardNode]:
         """Return the existing nodes among ``iris``, by IRI."""
         self._check_open()
-        return self.nodes.get_many([check_iri(i, "IRI") for i in iris])
+        return self.nodes.get_many(_check_iris(iris, "IRIs"))
 
     def by_graph(self, graph: str) -> list[BoardNode]:
         """Return the nodes of a named graph, sorted by IRI."""
@@ -276,18 +293,29 @@ class Blackboard:
 
     def by_task(self, task: str, areas: Sequence[str] = AREAS) -> list[BoardNode]:
         """Return the nodes of a task's areas (all of them by default), sorted by IRI."""
-        return self._nodes(self.nodes.iris_in(task_graphs(task, areas)))
+        return self._nodes(self.nodes.iris_in(task_graphs(task, _check_areas(areas))))
 
     def by_type(
         self, type_name: str, *, task: str | None = None, areas: Sequence[str] = AREAS
     ) -> list[BoardNode]:
-        """Return the nodes of a type (a term such as ``"Task"`` or an IRI), sorted by IRI."""
-        graphs = task_graphs(task, areas) if task is not None else self._area_graphs()
+        """Return the nodes of a type (a term such as ``"Task"`` or an IRI), sorted by IRI.
+
+        Without ``task``: of every task's ``areas``, and of the graphs written by IRI
+        (``graph=``) unless ``areas`` leaves some area out.
+        """
+        checked = [check_area(a) for a in _check_areas(areas)]
+        if task is not None:
+            graphs = task_graphs(task, checked)
+        else:
+            graphs = self._area_graphs(None if set(checked) >= set(AREAS) else set(checked))
         return self._nodes(self.nodes.iris_of_type(type_iri(type_name), graphs))
 
-    def _area_graphs(self) -> list[str]:
+    def _area_graphs(self, areas: set[str] | None = None) -> list[str]:
+        """Every node graph of the store (``areas`` given: only the task areas among them)."""
         result = self.backend.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { } }")
         graphs = [term_value(row["g"]) for row in result.rows]
+        if areas is not None:
+            return [g for g in graphs if (graph_area(g) or ("", ""))[1] in areas]
         return [g for g in graphs if not is_bookkeeping(g)]
 
     def _nodes(self, iris: Sequence[str]) -> list[BoardNode]:
@@ -297,9 +325,11 @@ class Blackboard:
     def delete(self, iris: Sequence[str], *, source: str | None = None) -> int:
         """Delete nodes from the blackboard (not from L0); return how many existed."""
         self._check_open()
+        checked = _check_iris(iris, "IRIs")
+        if source is not None:
+            _check_source(source)
         if self._coherence is None:
-            return len(self.nodes.delete(iris, source=source))
-        checked = [check_iri(i, "IRI") for i in iris]
+            return len(self.nodes.delete(checked, source=source))
         return len(self._coherence.delete(None, checked, source=source))
 
     def query(
@@ -314,19 +344,27 @@ class Blackboard:
         Args:
             sparql: the query.
             graphs: the graphs it sees (default graph = their union, and as named graphs);
-                the whole store when ``None``.
+                the whole store when ``None``, nothing when empty.
             bindings: variables bound to terms (``{"task": NamedNode(...)}``).
+
+        Raises:
+            InvalidInputError: the query, a graph or a binding is malformed (nothing runs).
+            PermissionDeniedError: the text is a SPARQL UPDATE.
         """
         self._check_open()
         check_query(sparql)
-        dataset = None if graphs is None else Dataset(tuple(graphs), tuple(graphs))
-        return self.nodes.query(sparql, dataset=dataset, bindings=_check_bindings(bindings))
+        checked = _check_bindings(bindings)
+        if graphs is None:
+            return self.nodes.query(sparql, dataset=None, bindings=checked)
+        names = tuple(_check_iris(graphs, "graphs"))
+        return self.nodes.query(sparql, dataset=Dataset(names, names), bindings=checked)
 
     def flush(self, *, task: str | None = None) -> int:
         """Write the dirty nodes (of ``task`` when given) to L0; return how many."""
+        graphs = None if task is None else task_graphs(task)
         if self.writeback is None:
             return 0
-        return self.writeback.flush(None if task is None else task_graphs(task))
+        return self.writeback.flush(graphs)
 
     # -- the coordination layer's mirror (NodeMirror) ----------------------------------------
 
@@ -454,7 +492,50 @@ def _check_bindings(bindings: Mapping[str, Term] | None) -> Mapping[str, Term] |
                 f"binding {name!r} must be a pyoxigraph term (NamedNode, Literal...),"
                 f" got {preview(value)}"
             )
+        try:
+            ox.Variable(name)
+        except ValueError as exc:
+            raise InvalidInputError(
+                f"binding {preview(name)} is not a SPARQL variable name ({exc})"
+            ) from exc
     return bindings
+
+
+def _sequence(value: object, what: str) -> Sequence[object]:
+    """Return ``value`` as a list if it is a list-like of items (a string is not one)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInputError(f"{what} must be a list, got {preview(value)}")
+    return list(value)
+
+
+def _check_iris(value: object, what: str) -> list[str]:
+    """Return ``value`` as a list of absolute IRIs (``what`` names it in the message)."""
+    items = _sequence(value, what)
+    for item in items:
+        if not isinstance(item, str) or not _is_iri(item):
+            raise InvalidInputError(
+                f"each of {what} must be an absolute IRI, got {preview(item)} in {preview(value)}"
+            )
+    return items  # type: ignore[return-value]  # each item is a str (checked above)
+
+
+def _is_iri(text: str) -> bool:
+    try:
+        ox.NamedNode(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_areas(value: object) -> list[str]:
+    """Return ``value`` as a list of area names (each checked by ``task_graphs``)."""
+    return _sequence(value, "areas")  # type: ignore[return-value]  # check_area checks each
+
+
+def _check_source(source: object) -> None:
+    """Refuse a ``source`` that is not a name (an agent's, or ``"system"``), as agents' are."""
+    if not isinstance(source, str) or not source.strip():
+        raise InvalidInputError(f"source must be a non-empty name, got {preview(source)}")
 
 
 __all__ = ["AgentHandle", "Blackboard", "EmbeddedGraph", "check_query", "task_graphs", "type_iri"]

@@ -14,7 +14,9 @@ Invariants:
 - ``query`` never lets the text widen the dataset: when ``dataset`` is given it replaces the
   query's ``FROM`` / ``FROM NAMED`` (pyoxigraph's ``default_graph`` / ``named_graphs``, the
   protocol's ``default-graph-uri`` / ``named-graph-uri``). ``dataset=None`` is the whole store,
-  the default graph being the union of every graph (the system's view).
+  the default graph being the union of every graph (the system's view). An empty dataset is
+  empty on every backend: at an endpoint, where sending no graph means the server's own
+  default dataset, its default graph is ``EMPTY_GRAPH``, which nothing writes.
 - ``bindings`` bind variables to terms: pyoxigraph substitutions embedded; at an endpoint, a
   ``VALUES`` block of serialised terms opening the query's outer group (where Oxigraph starts
   from it; a trailing ``VALUES`` was joined after the whole pattern: 26 ms for a 2-hop
@@ -48,6 +50,10 @@ Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal, ox.Triple]  # noqa: UP007 (
 _Params = list[tuple[str, str | int | float | bool | None]]
 _RESULTS_JSON = "application/sparql-results+json"
 _N_TRIPLES = "application/n-triples"
+EMPTY_GRAPH = "urn:gliding-horse:meta:empty-dataset"
+"""The default graph of an empty dataset at an endpoint: a bookkeeping name (graphs under
+``urn:gliding-horse:meta:`` are never written as nodes), and no bookkeeping graph's name, whose
+suffix is an escaped absolute IRI (with ``%3A``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +358,8 @@ class SparqlEndpoint:
         params: _Params = []
         if dataset is None:
             params.append(("union-default-graph", ""))
+        elif not dataset.default and not dataset.named:
+            params.append(("default-graph-uri", EMPTY_GRAPH))
         else:
             params += [("default-graph-uri", g) for g in dataset.default]
             params += [("named-graph-uri", g) for g in dataset.named]
@@ -441,6 +449,7 @@ def open_graph(
 
 
 __all__: Sequence[str] = (
+    "EMPTY_GRAPH",
     "Dataset",
     "EmbeddedGraph",
     "GraphBackend",

@@ -89,7 +89,12 @@ def checked_write(node: object, graph: str, tags: tuple[str, ...], max_bytes: in
     if "@graph" in parsed or "@included" in parsed:
         key = "@graph" if "@graph" in parsed else "@included"
         raise InvalidNodeError(f"node {iri!r}: {key} is not allowed in a blackboard node")
-    triples = rdf_of(parsed, graph, content, subject)
+    try:
+        triples = rdf_of(parsed, graph, content, subject)
+    except InvalidNodeError:
+        raise
+    except InvalidInputError as exc:  # the processor refused it (a scoped remote context...)
+        raise InvalidNodeError(f"node {iri!r} is not JSON-LD this blackboard reads: {exc}") from exc
     return NodeWrite(iri, content, graph, tags, triples, parsed, subject)
 
 

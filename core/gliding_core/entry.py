@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
@@ -183,6 +184,26 @@ def check_count(value: object, *, what: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(f"{what} must be an int >= {minimum}, got {preview(value)}")
     return value
+
+
+def check_list(value: object, *, what: str) -> list[Any]:
+    """Return ``value`` as a list if it is a list, a tuple, a set or another sequence or set.
+
+    A string (or bytes) is refused, though it is a sequence: its characters would be taken for
+    the items, and the error would name the first one instead of the value. A mapping, an
+    iterator (used up by a look) or a scalar is refused too.
+
+    Raises:
+        InvalidInputError: the message names ``what`` and the value.
+    """
+    if type(value) is list:  # most calls: no abstract-type check
+        return value
+    if type(value) is tuple or (
+        isinstance(value, (Sequence, AbstractSet))
+        and not isinstance(value, (str, bytes, bytearray))
+    ):
+        return list(value)
+    raise InvalidInputError(f"{what} must be a list (or a tuple, a set), got {preview(value)}")
 
 
 def check_importance(value: object) -> float:

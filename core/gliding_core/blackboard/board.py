@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
@@ -73,6 +73,7 @@ from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.coordinator import CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.config import BlackboardConfig
+from gliding_core.entry import check_list
 from gliding_core.errors import (
     ClosedError,
     InvalidInputError,
@@ -293,7 +294,7 @@ class Blackboard:
 
     def by_task(self, task: str, areas: Sequence[str] = AREAS) -> list[BoardNode]:
         """Return the nodes of a task's areas (all of them by default), sorted by IRI."""
-        return self._nodes(self.nodes.iris_in(task_graphs(task, _check_areas(areas))))
+        return self._nodes(self.nodes.iris_in(task_graphs(task, check_list(areas, what="areas"))))
 
     def by_type(
         self, type_name: str, *, task: str | None = None, areas: Sequence[str] = AREAS
@@ -303,7 +304,7 @@ class Blackboard:
         Without ``task``: of every task's ``areas``, and of the graphs written by IRI
         (``graph=``) unless ``areas`` leaves some area out.
         """
-        checked = [check_area(a) for a in _check_areas(areas)]
+        checked = [check_area(a) for a in check_list(areas, what="areas")]
         if task is not None:
             graphs = task_graphs(task, checked)
         else:
@@ -501,22 +502,15 @@ def _check_bindings(bindings: Mapping[str, Term] | None) -> Mapping[str, Term] |
     return bindings
 
 
-def _sequence(value: object, what: str) -> Sequence[object]:
-    """Return ``value`` as a list if it is a list-like of items (a string is not one)."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidInputError(f"{what} must be a list, got {preview(value)}")
-    return list(value)
-
-
 def _check_iris(value: object, what: str) -> list[str]:
     """Return ``value`` as a list of absolute IRIs (``what`` names it in the message)."""
-    items = _sequence(value, what)
+    items = check_list(value, what=what)
     for item in items:
         if not isinstance(item, str) or not _is_iri(item):
             raise InvalidInputError(
                 f"each of {what} must be an absolute IRI, got {preview(item)} in {preview(value)}"
             )
-    return items  # type: ignore[return-value]  # each item is a str (checked above)
+    return items  # each item is a str (checked above)
 
 
 def _is_iri(text: str) -> bool:
@@ -525,11 +519,6 @@ def _is_iri(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _check_areas(value: object) -> list[str]:
-    """Return ``value`` as a list of area names (each checked by ``task_graphs``)."""
-    return _sequence(value, "areas")  # type: ignore[return-value]  # check_area checks each
 
 
 def _check_source(source: object) -> None:

@@ -25,7 +25,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.bus import Subscription
 from gliding_core.coherence.sources import refused
+from gliding_core.entry import check_list
 from gliding_core.errors import (
     EntryNotFoundError,
     InvalidInputError,
@@ -142,7 +142,9 @@ class AgentHandle:
         if graph is None:
             graph = area_graph(self.task, self._writable(area))
             self._writable_graphs[area] = graph
-        requests = board.nodes.prepare(_items(nodes, "nodes"), graph, _items(tags, "tags"))
+        requests = board.nodes.prepare(
+            check_list(nodes, what="nodes"), graph, check_list(tags, what="tags")
+        )
         bases = {} if based_on is None else _bases(based_on, requests)
 
         def check(existing: dict[str, BoardNode]) -> None:
@@ -308,7 +310,7 @@ class AgentHandle:
             FencingTokenError: the token is stale or the lease is not the agent's.
         """
         board = self.board
-        checked = [check_iri(i, "IRI") for i in _items(iris, "iris")]
+        checked = [check_iri(i, "IRI") for i in check_list(iris, what="iris")]
 
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
@@ -339,7 +341,9 @@ class AgentHandle:
             PermissionDeniedError: an update, or an area the role may not read (or none).
         """
         readable = self.readable_areas()
-        wanted = readable if areas is None else [check_area(a) for a in _items(areas, "areas")]
+        wanted = (
+            readable if areas is None else [check_area(a) for a in check_list(areas, what="areas")]
+        )
         for area in wanted:
             self._check(area, Operation.READ)
         if not wanted:
@@ -415,7 +419,7 @@ class AgentHandle:
         """Register a subtask of the agent's task (the matrix's create on ``tasks``)."""
         self._check("tasks", Operation.CREATE)
         return self.board._coordination().tasks.register(
-            iri, parent=self.task, depends_on=_items(depends_on, "depends_on")
+            iri, parent=self.task, depends_on=check_list(depends_on, what="depends_on")
         )
 
     def start_task(self) -> Task:
@@ -459,18 +463,6 @@ class AgentHandle:
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
-
-
-def _items(value: Any, what: str) -> Any:
-    """Return ``value`` if it is a list, tuple or set; refuse a string or a non-sequence.
-
-    A string is a sequence of its characters: taken for items, the error would name ``'u'``.
-    """
-    if type(value) is list or type(value) is tuple:  # most calls (no abstract-type check)
-        return value
-    if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, (Sequence, AbstractSet)):
-        raise InvalidInputError(f"{what} must be a list (or a tuple, a set), got {preview(value)}")
-    return value
 
 
 def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:

@@ -209,6 +209,17 @@ def test_messages_about_a_task_are_mirrored_into_its_messages_area(db: Coordinat
     assert node["task"] == {"@id": "urn:t:1"}
 
 
+def test_a_mirrored_board_refuses_a_task_the_graph_cannot_hold(db: CoordinationDB) -> None:
+    mirror = RecordingMirror()
+    board = MessageBoard(db, mirror=mirror)
+    with pytest.raises(InvalidInputError, match=r"absolute IRI.*'t1'"):
+        board.publish("progress", {"b": 1}, task="t1")
+    assert board.read_since(0) == []  # nothing stored
+    assert mirror.calls == []
+    unmirrored = MessageBoard(db)  # no graph: a task is any name without spaces
+    assert unmirrored.publish("progress", task="t1").task == "t1"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "named"),
     [

@@ -8,7 +8,9 @@ made through it is checked against the permission matrix, reads included.
 Invariants:
 - An agent's operation touches only its task's area graphs, and only as the matrix allows:
   create for a new node, update for an existing one, delete, read; a refused operation raises
-  ``PermissionDeniedError`` and changes nothing.
+  ``PermissionDeniedError`` and changes nothing. One exception: a read of the ``tasks`` area
+  sees the root task's ``tasks`` graph, where the whole tree's ``Task`` nodes are mirrored
+  (``sparql.TaskRoots``), so every task of a tree reads its tree's tasks.
 - An agent's SPARQL runs over a dataset of exactly the graphs its role may read (default graph
   and named graphs), which overrides any ``FROM`` / ``FROM NAMED`` in the text; it is always a
   query, never an update, and never reaches a remote ``SERVICE``.

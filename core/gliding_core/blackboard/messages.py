@@ -33,6 +33,7 @@ from gliding_core.blackboard.coordination import (
     CoordinationDB,
     NodeMirror,
     check_name,
+    check_task_iri,
     mirror_nodes,
 )
 from gliding_core.bus import Event, EventBus, EventType, Subscription
@@ -142,11 +143,14 @@ class MessageBoard:
         """Store a message and push it to the matching subscribers of this process.
 
         Raises:
-            InvalidInputError: a bad topic, task or sender, or a payload that is not a JSON
-                object (``ContentTooLargeError`` when it is over ``max_message_bytes``).
+            InvalidInputError: a bad topic, task or sender (with a mirror, a task that is no
+                absolute IRI: ``check_task_iri``), or a payload that is not a JSON object
+                (``ContentTooLargeError`` when it is over ``max_message_bytes``); nothing is
+                stored then.
         """
         topic = check_name(topic, "topic")
-        task = None if task is None else check_name(task, "task IRI")
+        mirrored = self.mirror is not None
+        task = None if task is None else check_task_iri(task, "task IRI", mirrored=mirrored)
         sender = None if sender is None else check_name(sender, "sender")
         text = self._encode(payload)
         with self._order:

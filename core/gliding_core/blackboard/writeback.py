@@ -21,6 +21,9 @@ What a crash (SIGKILL, power kept) may lose:
   open of the blackboard flushes them (``recover``).
 - write-back, blackboard in memory: the changes since the last flush (at most one timer
   interval of writes, plus a task not yet completed).
+- write-back, blackboard at a SPARQL server: as on disk; the dirty marks are in the server's
+  store with the nodes, and the next ``Blackboard.open`` of the endpoint flushes them (the
+  server itself must keep its store: ``oxigraph serve`` on a directory does).
 A node flushed to L0 and not yet marked clean is flushed again after a crash: the same entry.
 
 With coherence (``gliding_core.blackboard.coherence``) this is the one path to L0: the

@@ -171,3 +171,24 @@ def test_a_registered_root_is_looked_up_once(board: Blackboard, counter: TokenCo
         tasks_of(board).db._conn.set_trace_callback(None)
         projector.close()
     assert [s for s in statements if "FROM tasks" in s] == []
+
+
+def test_a_released_task_registered_again_elsewhere_reads_its_new_tree(
+    board: Blackboard, counter: TokenCounter
+) -> None:
+    register_tree(board)
+    tasks = tasks_of(board).tasks
+    other = "urn:ex:tree:other"
+    tasks.register(other)
+    agent = board.agent("agent", role="plan", task=SUB)
+    projector = Projector(board, counter)
+    assert [n.iri for n in agent.by_type("Task")] == TREE  # its root is kept
+    assert projector.roots.root(SUB) == ROOT
+    tasks.start(SUB)
+    tasks.complete(SUB)
+    tasks.release(SUB)
+    tasks.register(SUB, parent=other)
+    assert [n.iri for n in agent.by_type("Task")] == sorted([other, SUB])  # not ROOT's tree
+    assert [row["t"] for row in agent.query(TASKS).values()] == sorted([other, SUB])
+    assert projector.roots.root(SUB) == other
+    projector.close()

@@ -223,7 +223,9 @@ def test_a_crash_of_an_in_memory_blackboard_loses_only_unflushed_write_backs(
     tmp_path: Path,
 ) -> None:
     l0 = tmp_path / "l0.sqlite3"
-    run_and_kill(_CHILD.replace("Blackboard.open(**where,", "Blackboard.open(None,"), str(l0), "-")
+    in_memory = _CHILD.replace("Blackboard.open(**where,", "Blackboard.open(None,")
+    assert in_memory != _CHILD  # the child really opens a board in memory
+    run_and_kill(in_memory, str(l0), "-")
     with L0Store(l0) as store:
         assert store.get("urn:n:through") is not None
         assert store.get("urn:n:back") is None

@@ -196,3 +196,70 @@ def test_releasing_through_the_memory_frees_its_blackboard(tmp_path: Path) -> No
         coordination_of(board).tasks.release(TASK)
         assert board.by_task(TASK) == []
         assert_in_l0_exactly(memory.store, before)
+
+
+def test_a_task_node_left_by_a_failed_removal_goes_with_the_retry(tmp_path: Path) -> None:
+    path = tmp_path / "l0.sqlite3"
+    failing = L0Store(path)
+    board = coordinated(EmbeddedGraph(), failing)
+    tasks = coordination_of(board).tasks
+    root, child = "urn:task:root", "urn:task:root/child"
+    tasks.register(root)
+    tasks.register(child, parent=root)
+    tasks.start(child)
+    tasks.complete(child)
+    node = board.read(child)
+    assert node is not None
+    assert node.dirty
+    failing.close()  # the Task node's write-back fails: the registry leaves it in the graph
+    tasks.release(child)
+    assert board.read(child) is not None
+    with L0Store(path) as working:
+        assert board.writeback is not None
+        board.writeback.store = working
+        board.release_tasks([child])
+        assert board.read(child) is None
+        assert [n.iri for n in board.by_type("Task", task=root)] == [root]
+        assert working.get(child) is not None  # its last state reached L0 first
+        tasks.register(child, parent=root)  # registered again: a retry leaves it alone
+        board.release_tasks([child])
+        assert board.read(child) is not None
+        board.close()
+
+
+def test_a_failed_recovery_flush_leaves_the_directory_free(tmp_path: Path) -> None:
+    graph = tmp_path / "graph"
+    with Blackboard.open(graph, config=QUIET) as board:  # no L0: the node stays dirty
+        board.write([{"@id": "urn:n:dirty"}], task=TASK, area="plan")
+    closed = L0Store()
+    closed.close()
+    with pytest.raises(ClosedError):
+        Blackboard.open(graph, store=closed, config=QUIET)
+    with L0Store() as store, Blackboard.open(graph, store=store, config=QUIET) as board:
+        assert store.get("urn:n:dirty") is not None  # flushed by the second open
+        assert not board.read("urn:n:dirty").dirty  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", ["memory", "disk"])
+def test_a_failed_last_flush_keeps_a_memory_board_open_and_frees_a_directory(
+    tmp_path: Path, kind: str
+) -> None:
+    store = L0Store()
+    path = None if kind == "memory" else tmp_path / "graph"
+    board = Blackboard.open(path, store=store, config=QUIET)
+    board.write([{"@id": "urn:n:last"}], task=TASK, area="plan")
+    store.close()
+    with pytest.raises(ClosedError):
+        board.close()
+    if kind == "memory":  # its dirty node lives nowhere else: still open, close again later
+        assert not board.closed
+        assert board.read("urn:n:last") is not None
+        assert board.writeback is not None
+        with L0Store() as working:
+            board.writeback.store = working
+            board.close()
+            assert working.get("urn:n:last") is not None
+    else:  # the dirty mark is on disk: closed, and the next open flushes it
+        assert board.closed
+        with L0Store() as working, Blackboard.open(path, store=working, config=QUIET):
+            assert working.get("urn:n:last") is not None

@@ -34,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -62,6 +63,7 @@ from gliding_core.blackboard.sparql import (
     task_graphs,
     type_iri,
 )
+from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import check_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
@@ -80,7 +82,7 @@ from gliding_core.errors import (
     ClosedError,
     InvalidInputError,
 )
-from gliding_core.jsonld import check_iris, preview
+from gliding_core.jsonld import preview
 from gliding_core.store import L0Store
 
 if TYPE_CHECKING:
@@ -150,6 +152,7 @@ class Blackboard:
             )
         self._coherence = self._coherent(directory) if coherent else None
         self._completions: Subscription | None = None
+        self.task_releases = 0  # releases seen: a released task may come back under another root
         if coordination is not None:
             self._attach(coordination)
         if self.writeback is not None:
@@ -228,7 +231,12 @@ class Blackboard:
             graph.close()  # a directory stays locked by its open store
             raise
         if board.backend.kind != "memory":
-            board.flush()
+            try:
+                board.flush()
+            except BaseException:
+                with contextlib.suppress(Exception):  # the flush's own error is the one raised
+                    board.close()  # frees the directory; the dirty marks stay for the next open
+                raise
         return board
 
     # -- the system's operations -------------------------------------------------------------
@@ -255,7 +263,9 @@ class Blackboard:
         target = self._graph(task, area, graph)
         if source is not None:
             _check_source(source)
-        requests = self.nodes.prepare(nodes, target, tags)
+        requests = self.nodes.prepare(
+            check_list(nodes, what="nodes"), target, check_list(tags, what="tags")
+        )
         if self._coherence is None:
             written = self.nodes.write(requests, source=source)
         else:
@@ -395,23 +405,31 @@ class Blackboard:
         L0 store there is nowhere to keep the nodes: they are deleted all the same.
 
         The registry's ``release`` and ``gc`` call this through ``TASK_RELEASED``; call it
-        again to retry after a failure. A node written into a released area while this runs
-        stays on the board, dirty, for the next flush, unless it lands in the few statements
-        between the last look at the nodes and their deletion (the board takes no lock over
-        both: a released task is completed, and its agents are done).
+        again to retry after a failure (a released task's ``Task`` node that the registry
+        failed to remove goes too). A node written into a released area while this runs stays
+        on the board, dirty, for the next flush, unless it lands in the few statements between
+        the last look at the nodes and their deletion (the board takes no lock over both: a
+        released task is completed, and its agents are done); so does a node written there
+        later through a handle kept past the release: call this again to free it.
 
         Raises:
             StorageError (or another error of the L0 store): the flush failed; nothing was
                 deleted from the blackboard and no agent was unregistered.
         """
         self._check_open()
-        checked = check_iris(tasks, what="task IRIs")
+        checked = _check_iris(tasks, "task IRIs")
         graphs = [graph for task in checked for graph in task_graphs(task)]
         nodes = self._nodes(self.nodes.iris_in(graphs))
+        ghosts = self._task_ghosts(checked)
         if self.writeback is not None:
             self.writeback.flush(graphs)
-            # Dirty again since the flush: written meanwhile, kept for the next flush.
-            nodes = [n for n in self._nodes([n.iri for n in nodes]) if not n.dirty]
+            self.writeback.flush_nodes(ghosts)
+            # Kept: a node dirty again since the flush (written meanwhile: for the next flush)
+            # or moved to another graph meanwhile (no longer the released task's).
+            where = {n.iri: n.graph for n in [*nodes, *ghosts]}
+            nodes = [n for n in self._nodes(list(where)) if not n.dirty and n.graph == where[n.iri]]
+        else:
+            nodes += ghosts
         deleted = self.delete([n.iri for n in nodes], source="system")
         if self.coordination is not None:
             for task in checked:
@@ -419,7 +437,24 @@ class Blackboard:
                     self.coordination.agents.unregister(agent.name)
         return deleted
 
+    def _task_ghosts(self, tasks: Sequence[str]) -> list[BoardNode]:
+        """The ``Task`` nodes of ``tasks`` still mirrored though the tasks are not registered.
+
+        The registry removes a released task's node itself; when that failed (its write-back
+        to L0 did), the node is left in its root's ``tasks`` area, outside the task's graphs.
+        """
+        registry = None if self.coordination is None else self.coordination.tasks
+        found = self.read_many(tasks).values()
+        return [
+            node
+            for node in found
+            if (place := graph_area(node.graph)) is not None
+            and place[1] == TASKS_AREA
+            and (registry is None or node.iri not in registry)
+        ]
+
     def _on_task_released(self, tasks: Sequence[str]) -> None:
+        self.task_releases += 1  # (``sparql.TaskRoots`` forgets the roots it kept)
         try:
             self.release_tasks(tasks)
         except Exception:
@@ -454,7 +489,13 @@ class Blackboard:
             raise ClosedError("the blackboard is closed")
 
     def close(self) -> None:
-        """Stop the flush timer, flush what is dirty, close the store; twice is harmless."""
+        """Stop the flush timer, flush what is dirty, close the store; twice is harmless.
+
+        When the last flush fails, its error is raised. A board on disk or at a server is
+        closed all the same (its dirty marks stay in the store, and the next ``open`` flushes
+        them); a board in memory stays open, since its dirty nodes live nowhere else: call
+        ``close`` again once L0 works.
+        """
         with self._close_lock:
             if self._closed:
                 return
@@ -462,13 +503,22 @@ class Blackboard:
                 if self._completions is not None:
                     self._completions.cancel()
                 self.coordination.close()  # its sweeper mirrors into the graph: first
-            if self.writeback is not None:
-                self.writeback.stop()
-                self.writeback.flush()
-            if self._coherence is not None:
-                self._coherence.close()
-            self._closed = True
-            self.backend.close()
+            try:
+                if self.writeback is not None:
+                    self.writeback.stop()
+                    self.writeback.flush()
+            except BaseException:
+                if self.backend.kind == "memory":
+                    raise
+                self._release_store()
+                raise
+            self._release_store()
+
+    def _release_store(self) -> None:
+        if self._coherence is not None:
+            self._coherence.close()
+        self._closed = True
+        self.backend.close()
 
     def __enter__(self) -> Blackboard:
         return self

@@ -8,7 +8,8 @@ Invariants:
   task, except the ``tasks`` area, which is its root task's (tasks are mirrored into the
   ``tasks`` area of their tree's root, so every task of a tree reads the ``Task`` nodes of the
   tree). ``TaskRoots`` finds the root in the task registry; a task not registered is its own
-  root, and a registered task's root, which never changes, is looked up once.
+  root, and a registered task's root, which does not change while it is registered, is looked
+  up once (until a task is released: it may come back under another root).
 """
 
 from __future__ import annotations
@@ -110,9 +111,12 @@ _ROOTS_KEPT = 4096  # roots remembered by one TaskRoots (a projector reads many 
 class TaskRoots:
     """The root of each task's tree, from a blackboard's task registry.
 
-    A registered task's root never changes, so it is looked up once; a task the registry does
-    not hold (or a blackboard without one) is its own root, and is looked up again next time
-    (it may be registered under a parent meanwhile).
+    A registered task's root does not change while it is registered, so it is looked up once,
+    and every root kept is forgotten when the board sees a task released
+    (``Blackboard.task_releases`` moves): a released task may be registered again under
+    another parent. A task the registry does not hold (or a blackboard without one) is its
+    own root, and is looked up again next time (it may be registered under a parent
+    meanwhile).
 
     Args:
         board: the blackboard whose coordination layer holds the task registry.
@@ -121,10 +125,16 @@ class TaskRoots:
     def __init__(self, board: Blackboard) -> None:
         self.board = board
         self._known: dict[str, str] = {}
+        self._releases = board.task_releases  # the board's count when ``_known`` was begun
         self._lock = threading.Lock()
 
     def root(self, task: str) -> str:
         """Return the IRI of the root of ``task``'s tree (``task`` itself when unregistered)."""
+        releases = self.board.task_releases
+        if releases != self._releases:  # a released task may be registered again elsewhere
+            with self._lock:
+                self._known.clear()
+                self._releases = releases
         known = self._known.get(task)
         if known is not None:
             return known

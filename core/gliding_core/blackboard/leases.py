@@ -496,7 +496,8 @@ class LeaseTable:
         return None if row is None else int(row[0])
 
     def check_fence(self, resource: str, holder: str, token: int) -> None:
-        """Accept a guarded write only from the live holder of the newest fenced grant.
+        """Accept a guarded write or delete only from the live holder of the newest fenced
+        grant.
 
         Raises:
             FencingTokenError: ``token`` is not the newest Write or Exclusive token granted on
@@ -514,7 +515,8 @@ class LeaseTable:
         problem = _fence_problem(own, token, newest)
         if problem:
             raise FencingTokenError(
-                f"write to {resource!r} by {holder!r} with token {token} refused: {problem}",
+                f"guarded change of {resource!r} by {holder!r} with token {token} refused:"
+                f" {problem}",
                 resource=resource,
                 holder=holder,
                 token=token,

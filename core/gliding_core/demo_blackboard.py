@@ -8,7 +8,8 @@ it is given; works on the memory it is given.
 
 from __future__ import annotations
 
-from typing import TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from gliding_core.blackboard.board import AgentHandle
 from gliding_core.blackboard.leases import Lease
@@ -90,19 +91,16 @@ def run(out: TextIO, memory: Memory) -> None:
 
 
 def _plan(planner: AgentHandle) -> Lease:
-    with planner.hold(PLAN) as lease:
-        planner.write(
-            [
-                {
-                    "@id": PLAN,
-                    "@type": "Plan",
-                    "summary": "POST /refunds, idempotent, audited",
-                    "steps": ["validate the payment", "call the vault", "write the audit row"],
-                }
-            ],
-            area="plan",
-            lease_token=lease.token,
-        )
+    lease = _write_leased(
+        planner,
+        {
+            "@id": PLAN,
+            "@type": "Plan",
+            "summary": "POST /refunds, idempotent, audited",
+            "steps": ["validate the payment", "call the vault", "write the audit row"],
+        },
+        area="plan",
+    )
     planner.publish("plan-ready", {"plan": PLAN, "steps": 3})
     return lease
 
@@ -111,19 +109,16 @@ def _do(coder: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
     coder.set_status("Working", operation="coding the refund endpoint")
     _try(refusals, "coder", "read the plan area", lambda: coder.read(PLAN))
     ready = coder.messages(topic="plan-ready")[-1]
-    with coder.hold(CODE) as lease:
-        coder.write(
-            [
-                {
-                    "@id": CODE,
-                    "@type": "Result",
-                    "summary": "refund endpoint with tests",
-                    "implements": {"@id": str(ready.payload["plan"])},
-                }
-            ],
-            area="execution",
-            lease_token=lease.token,
-        )
+    lease = _write_leased(
+        coder,
+        {
+            "@id": CODE,
+            "@type": "Result",
+            "summary": "refund endpoint with tests",
+            "implements": {"@id": str(ready.payload["plan"])},
+        },
+        area="execution",
+    )
     _try(
         refusals,
         "coder",
@@ -136,20 +131,17 @@ def _do(coder: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
 
 def _check(reviewer: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
     code = reviewer.read(CODE)
-    with reviewer.hold(REVIEW) as lease:
-        reviewer.write(
-            [
-                {
-                    "@id": REVIEW,
-                    "@type": "Review",
-                    "verdict": "approve",
-                    "about": {"@id": CODE},
-                    "note": f"checked generation {code.generation if code else 0}",
-                }
-            ],
-            area="review",
-            lease_token=lease.token,
-        )
+    lease = _write_leased(
+        reviewer,
+        {
+            "@id": REVIEW,
+            "@type": "Review",
+            "verdict": "approve",
+            "about": {"@id": CODE},
+            "note": f"checked generation {code.generation if code else 0}",
+        },
+        area="review",
+    )
     _try(
         refusals,
         "reviewer",
@@ -161,22 +153,28 @@ def _check(reviewer: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease
 
 def _act(lead: AgentHandle, refusals: list[tuple[str, str, str]]) -> Lease:
     review = lead.read(REVIEW)
-    with lead.hold(DECISION) as lease:
-        lead.write(
-            [
-                {
-                    "@id": DECISION,
-                    "@type": "Decision",
-                    "summary": "ship the refund endpoint",
-                    "basedOn": {"@id": REVIEW},
-                    "verdict": review.node["verdict"] if review else "-",
-                }
-            ],
-            area="decision",
-            tags=["confirmed_fact"],
-            lease_token=lease.token,
-        )
+    lease = _write_leased(
+        lead,
+        {
+            "@id": DECISION,
+            "@type": "Decision",
+            "summary": "ship the refund endpoint",
+            "basedOn": {"@id": REVIEW},
+            "verdict": review.node["verdict"] if review else "-",
+        },
+        area="decision",
+        tags=["confirmed_fact"],
+    )
     _try(refusals, "lead", "run SPARQL UPDATE", lambda: lead.query("CLEAR ALL"))
+    return lease
+
+
+def _write_leased(
+    agent: AgentHandle, node: dict[str, Any], *, area: str, tags: Sequence[str] = ()
+) -> Lease:
+    """Write ``node`` under the agent's Write lease on its IRI, held for the write only."""
+    with agent.hold(node["@id"]) as lease:
+        agent.write([node], area=area, tags=tags, lease_token=lease.token)
     return lease
 
 

@@ -10,12 +10,15 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from gliding_core import InvalidInputError, L0Store
+from gliding_core import EventBus, InvalidInputError, L0Store
 from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.graph import EMPTY_GRAPH, EmbeddedGraph, GraphBackend
+from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.vocabulary import is_bookkeeping
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import InvalidNodeError
+from gliding_core.jsonld import preview
 from tests.test_core.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
@@ -182,7 +185,7 @@ def test_opening_a_blackboard_at_a_bad_path_is_refused_naming_it(path: object) -
 
 
 def test_a_refused_option_leaves_the_graph_directory_free(tmp_path: Path) -> None:
-    with pytest.raises(AttributeError) as refused:
+    with pytest.raises(InvalidInputError) as refused:
         Blackboard.open(tmp_path / "graph", config=5)
     # The error's traceback holds the half-built board, and that its graph: still not locked.
     assert refused.traceback
@@ -196,3 +199,28 @@ def test_no_area_is_no_node_on_every_backend(board: Blackboard) -> None:
     assert board.by_type("Plan", task=TASK, areas=[]) == []
     assert board.nodes.dirty([]) == []  # the write-back of no graph writes nothing
     assert [n.iri for n in board.by_task(TASK, areas=["plan"])] == ["urn:n:1"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("config", 5),
+        ("store", "l0.sqlite3"),
+        ("bus", object()),
+        ("permissions", {"do": {"execution": ["read"]}}),
+        ("coordination", "x"),
+        ("coherent", "yes"),
+    ],
+)
+def test_an_option_of_the_wrong_kind_is_refused_naming_it(option: str, value: object) -> None:
+    bus = EventBus()
+    coordination = Coordination(CoordinationDB(None), bus=bus)
+    options: dict[str, Any] = {"bus": bus, "coordination": coordination, option: value}
+    with pytest.raises(
+        InvalidInputError, match=f"^{option} must be .*got {re.escape(preview(value))}"
+    ):
+        Blackboard(EmbeddedGraph(), **options)
+    if option != "coordination":  # nothing was attached: the registries mirror nowhere
+        assert coordination.mirror is None
+        assert coordination.tasks.mirror is None
+    coordination.close()

@@ -128,6 +128,11 @@ class Blackboard:
         directory: Directory | None = None,
         coherent: bool = True,
     ) -> None:
+        _check_options(
+            config=config, store=store, bus=bus, permissions=permissions, coordination=coordination
+        )
+        if type(coherent) is not bool:
+            raise InvalidInputError(f"coherent must be True or False, got {preview(coherent)}")
         self.config = config or BlackboardConfig()
         self.backend = backend
         self.bus = bus
@@ -571,6 +576,24 @@ def _is_iri(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _check_options(**options: object) -> None:
+    """Refuse an option of the wrong kind before the board attaches to anything."""
+    from gliding_core.blackboard.registries import Coordination  # (it imports this module)
+
+    kinds: dict[str, type] = {
+        "config": BlackboardConfig,
+        "store": L0Store,
+        "bus": EventBus,
+        "permissions": PermissionMatrix,
+        "coordination": Coordination,
+    }
+    for name, value in options.items():
+        if value is not None and not isinstance(value, kinds[name]):
+            raise InvalidInputError(
+                f"{name} must be a {kinds[name].__name__} or None, got {preview(value)}"
+            )
 
 
 def _check_source(source: object) -> None:

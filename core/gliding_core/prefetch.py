@@ -35,7 +35,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.validation import check_iri
+from gliding_core.blackboard.validation import check_iri, is_iri
 from gliding_core.blackboard.vocabulary import area_graph, graph_area
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.entry import check_count
@@ -193,7 +193,7 @@ class Prefetcher:
         if not isinstance(text, str):
             raise InvalidInputError(f"message must be a string, got {preview(text)}")
         mentioned = [m.rstrip(".;:") for m in _MENTION.findall(text)]
-        valid = [m for m in mentioned if _is_iri(m)]
+        valid = [m for m in mentioned if is_iri(m)]
         return self.on_intent(task, valid) if valid else []
 
     def on_task(self, task: str) -> list[str]:
@@ -358,11 +358,3 @@ class Prefetcher:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-
-def _is_iri(value: str) -> bool:
-    try:
-        ox.NamedNode(value)
-    except ValueError:
-        return False
-    return True

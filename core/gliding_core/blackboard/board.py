@@ -64,7 +64,7 @@ from gliding_core.blackboard.sparql import (
     type_iri,
 )
 from gliding_core.blackboard.tasks import TASKS_AREA
-from gliding_core.blackboard.validation import check_iri
+from gliding_core.blackboard.validation import check_iri, is_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     area_graph,
@@ -449,10 +449,9 @@ class Blackboard:
         to L0 did), the node is left in its root's ``tasks`` area, outside the task's graphs.
         """
         registry = None if self.coordination is None else self.coordination.tasks
-        found = self.read_many(tasks).values()
         return [
             node
-            for node in found
+            for node in self._nodes(tasks)
             if (place := graph_area(node.graph)) is not None
             and place[1] == TASKS_AREA
             and (registry is None or node.iri not in registry)
@@ -563,19 +562,11 @@ def _check_iris(value: object, what: str) -> list[str]:
     """Return ``value`` as a list of absolute IRIs (``what`` names it in the message)."""
     items = check_list(value, what=what)
     for item in items:
-        if not isinstance(item, str) or not _is_iri(item):
+        if not isinstance(item, str) or not is_iri(item):
             raise InvalidInputError(
                 f"each of {what} must be an absolute IRI, got {preview(item)} in {preview(value)}"
             )
     return items  # each item is a str (checked above)
-
-
-def _is_iri(text: str) -> bool:
-    try:
-        ox.NamedNode(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_options(**options: object) -> None:

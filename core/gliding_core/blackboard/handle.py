@@ -292,9 +292,7 @@ class AgentHandle:
         """Return the nodes of a type in the areas this agent may read."""
         board = self.board
         graphs = self._graphs(self.readable_areas())
-        iris = board.nodes.iris_of_type(type_iri(type_name), graphs)
-        found = board.read_many(iris)
-        return [found[iri] for iri in iris if iri in found]
+        return board._nodes(board.nodes.iris_of_type(type_iri(type_name), graphs))
 
     def delete(self, iris: Sequence[str], *, lease_token: int | None = None) -> int:
         """Delete nodes of the agent's task; return how many existed.

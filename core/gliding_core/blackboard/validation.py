@@ -131,11 +131,11 @@ def check_tags(tags: object) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)  # a batch's graph is checked once per node: remembered
 def checked_graph(graph: object) -> str:
     """Return ``graph`` if it is an absolute IRI (``check_iri``), cheaply when it is one."""
-    return graph if isinstance(graph, str) and _is_iri(graph) else check_iri(graph, "graph")
+    return graph if isinstance(graph, str) and is_iri(graph) else check_iri(graph, "graph")
 
 
 @functools.lru_cache(maxsize=4096)  # a few graphs take every write
-def _is_iri(text: str) -> bool:
+def is_iri(text: str) -> bool:
     """Whether ``text`` is an absolute IRI (``check_iri`` says why not)."""
     try:
         check_iri(text, "graph")

@@ -25,17 +25,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pyoxigraph as ox
 import pytest
 
 from gliding_core import EventBus, EventType, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB
-from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
+from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint, quads_text
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.records import BoardNode, Tombstone, read_records
 from gliding_core.blackboard.registries import Coordination
-from gliding_core.blackboard.vocabulary import area_graph
-from gliding_core.coherence import SQLiteDirectory
+from gliding_core.blackboard.vocabulary import area_graph, meta
+from gliding_core.blackboard.writeids import WRITES_KEPT
+from gliding_core.coherence import LocalDirectory, SQLiteDirectory
 from gliding_core.coherence.directory import Directory
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.entry import MesiState
@@ -632,3 +634,64 @@ def test_an_embedded_write_whose_directory_failed_after_the_store_took_it(tmp_pa
         assert next_one.generation == 2
     finally:
         bb.close()
+
+
+def test_a_retry_past_the_kept_ids_is_not_taken_for_landed(bb: Board, proxy: Proxy) -> None:
+    a, b = bb.agent("a"), bb.agent("b")
+    a.write([step("one")], area="execution", based_on=0)
+    proxy.lose("reply")
+    with pytest.raises(WriteOutcomeUnknownError) as unknown:
+        a.write([step("two")], area="execution", based_on=1)
+    for generation in range(2, 2 + WRITES_KEPT):  # its id leaves the node's record
+        b.write([step(f"b{generation}")], area="execution", based_on=generation)
+    with pytest.raises(StaleWriteError):  # based on 1: refused, not written twice
+        a.write([step("two")], area="execution", based_on=1, write_id=unknown.value.write_id)
+
+
+@pytest.mark.parametrize("forged", [['x", "injected'], ["fine", 5], "not-a-list", ["a b"]])
+def test_a_record_listing_anything_but_ids_is_read_without_them(forged: Any) -> None:
+    bb = Board(EmbeddedGraph(), LocalDirectory())
+    try:
+        a = bb.agent("a")
+        [first] = a.write([step("one")], area="execution")
+        assert first.write_id is not None
+        backend = bb.board.backend
+        [quad] = [q for q in backend.quads_about([IRI], [meta("dirty")])]
+        record = json.loads(quad.object.value)  # type: ignore[union-attr]
+        record["writes"] = forged
+        forged = ox.Quad(
+            quad.subject, quad.predicate, ox.Literal(json.dumps(record)), quad.graph_name
+        )
+        backend.update(
+            f"DELETE DATA {{ {quads_text([quad])} }} ; INSERT DATA {{ {quads_text([forged])} }}"
+        )
+        bb.board.nodes.forget_cache()
+        read = a.read(IRI)
+        assert read is not None
+        assert (read.generation, read.writes) == (1, ())
+        [second] = a.write([step("two")], area="execution", based_on=1)
+        assert second.writes == (second.write_id,)
+        bb.board.nodes.forget_cache()
+        again = a.read(IRI)
+        assert again is not None
+        assert (again.generation, again.writes) == (2, (second.write_id,))
+    finally:
+        bb.close()
+
+
+@pytest.mark.parametrize("kind", ["local", "sqlite"])
+def test_touch_moves_the_directory_token_and_changes_no_record(kind: str, tmp_path: Path) -> None:
+    directory: Directory = (
+        LocalDirectory() if kind == "local" else SQLiteDirectory(tmp_path / "c.sqlite3")
+    )
+    try:
+        directory.update_many([IRI], lambda r: ({IRI: r[IRI].at(3, {"@id": IRI})}, None))
+        before, token = directory.snapshot(IRI)
+        moved = directory.touch()
+        assert moved != token
+        assert directory.token() == moved
+        after, vouched = directory.snapshot(IRI)
+        assert after == before
+        assert vouched == moved
+    finally:
+        directory.close()

@@ -18,7 +18,9 @@ Invariants:
   ``META_GRAPH``, is a record: a node's own triple that uses a bookkeeping predicate is never
   read as one. Met with a tombstone, a live record wins (a write leaves none beside it).
 - The ids of a node's last writes travel in its record, so they are stored in the very update
-  that writes the node (a record of the earlier layout, without them, has none).
+  that writes the node (a record of the earlier layout, without them, has none). They are made
+  of letters, digits, ``.``, ``_`` and ``-`` only (``writeids`` checks every id given), so the
+  record lists them unescaped; a list read back with any other character is dropped whole.
 - ``removal`` takes out all that a node's write put in: its triples by subject in its graph
   (whatever drifted in too), its skolemised blank nodes by their exact quads, its record or
   tombstone by subject.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import json.encoder
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +56,7 @@ _RECORD, _GRAPH, _DIRTY, _CLEAN = (
 _BOOKKEEPING = (_RECORD.value, _DIRTY.value, _CLEAN.value)  # the predicates of a look-up
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _QUOTED = json.encoder.encode_basestring  # ``_ENCODE`` of a str, without its Python wrapper
+_ID_CHARACTERS = re.compile(r"[A-Za-z0-9._-]*")  # of write ids (``writeids``), one after another
 _set = object.__setattr__  # how the frozen class below sets its fields
 
 
@@ -119,7 +123,7 @@ def bookkeeping_quad(node: BoardNode, subject: ox.NamedNode) -> ox.Quad:
     record = (  # the content is JSON text already: only escaped once, as a string
         f'{{"content":{_QUOTED(node.content)},"generation":{node.generation},'
         f'"tags":{_ENCODE(list(node.tags)) if node.tags else "[]"},'
-        f'"writes":{_ENCODE(list(node.writes)) if node.writes else "[]"}}}'
+        f'"writes":{_ids_text(node.writes)}}}'
     )
     where = _bookkeeping_node(node.graph)
     return ox.Quad(subject, _DIRTY if node.dirty else _CLEAN, ox.Literal(record), where)
@@ -195,11 +199,24 @@ def _from_quad(quad: ox.Quad) -> Known | None:
 
 
 def _writes(record: Mapping[str, object]) -> tuple[str, ...]:
-    """The write ids a record lists (none in a record of the earlier layout)."""
+    """The write ids a record lists (none in a record of the earlier layout, nor where one is
+    not made of the characters of an id: ``_ids_text`` writes them unescaped)."""
     found = record.get("writes")
-    if not isinstance(found, list):
+    if type(found) is not list or not found:
         return ()
-    return tuple(item for item in found if isinstance(item, str))
+    try:
+        joined = "".join(found)
+    except TypeError:  # not all strings
+        return ()
+    return tuple(found) if _ID_CHARACTERS.fullmatch(joined) is not None else ()
+
+
+def _ids_text(writes: tuple[str, ...]) -> str:
+    """Return write ids as a JSON list (they need no escaping: ``writeids``, ``_writes``).
+
+    Built by hand: the encoder took 4-6 us for 8 ids, the join 0.4.
+    """
+    return '["' + '","'.join(writes) + '"]' if writes else "[]"
 
 
 def marks_removal(nodes: Sequence[BoardNode]) -> str:

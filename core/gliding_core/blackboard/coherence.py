@@ -317,6 +317,56 @@ class _BoardSteps:
         return states
 
 
+class _Deletion:
+    """One delete's two steps in the directory's transaction (``commit``), and what they did.
+
+    ``before``: the nodes an earlier delete of the same id removed, when a retry finds it
+    landed (then nothing is deleted again, nor checked); ``gone``: the nodes this one deleted.
+    """
+
+    def __init__(
+        self,
+        nodes: NodeStore,
+        cache: SharedCache,
+        iris: Sequence[str],
+        check: Check | None,
+        source: str | None,
+        write_id: str,
+        retry: bool,
+    ) -> None:
+        self.nodes, self.cache, self.iris, self.check = nodes, cache, iris, check
+        self.source, self.write_id, self.retry = source, write_id, retry
+        self.before: list[str] = []
+        self.gone: list[BoardNode] = []
+        self.events: list[Announce] = []
+
+    def current(self, records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+        """Read the nodes from the store; find a landed earlier delete, or run the check."""
+        with self.cache.inside, self.nodes.writer:
+            known = self.nodes.known(list(records))
+            if self.retry:
+                self.before = deleted_by(self.write_id, known)
+            found = {iri: k for iri, k in known.items() if isinstance(k, BoardNode)}
+            if self.check is not None and not self.before:
+                self.check(found)
+        states: dict[str, tuple[Node | None, int]] = {}
+        for iri, state in known.items():
+            node = found.get(iri)
+            states[iri] = (None if node is None else node.node, state.generation)
+        return states
+
+    def apply(self, records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+        """Delete the nodes (a landed earlier delete: nothing; the directory took the store's
+        states, tombstones or what was written since)."""
+        if self.before:
+            return {}
+        with self.cache.inside, self.nodes.writer:
+            self.gone = self.nodes.delete(
+                self.iris, source=self.source, events=self.events, write_id=self.write_id
+            )
+        return {n.iri: (None, n.generation) for n in self.gone}
+
+
 def _in_doubt(error: BaseException, jobs: Sequence[_Write]) -> bool:
     """Return whether a failed commit of ``jobs`` may have left its writes in the store: its
     update's reply was lost, or something failed after the store took it."""
@@ -550,47 +600,23 @@ class BoardCoherence:
             WriteOutcomeUnknownError: the store may have applied the delete and its answer was
                 lost (or the directory failed after the store took it).
         """
-        events: list[Announce] = []
-        gone: list[BoardNode] = []
-        before: list[str] = []  # the nodes the earlier delete removed, when it landed
         wid = new_write_id() if write_id is None else write_id
         if retry:
             self.nodes.forget(iris)
-
-        def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside, self.nodes.writer:
-                known = self.nodes.known(list(records))
-                if retry:
-                    before[:] = deleted_by(wid, known)
-                found = {iri: k for iri, k in known.items() if isinstance(k, BoardNode)}
-                if check is not None and not before:
-                    check(found)
-            states: dict[str, tuple[Node | None, int]] = {}
-            for iri, state in known.items():
-                node = found.get(iri)
-                states[iri] = (None if node is None else node.node, state.generation)
-            return states
-
-        def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            if before:  # landed: the directory took the store's states (tombstones or since)
-                return {}
-            with self.cache.inside, self.nodes.writer:
-                gone.extend(self.nodes.delete(iris, source=source, events=events, write_id=wid))
-            return {n.iri: (None, n.generation) for n in gone}
-
+        steps = _Deletion(self.nodes, self.cache, iris, check, source, wid, retry)
         try:
-            self.coordinator.commit(agent, dict.fromkeys(iris), current, apply)
+            self.coordinator.commit(agent, dict.fromkeys(iris), steps.current, steps.apply)
         except Exception as exc:
-            if not isinstance(exc, WriteOutcomeUnknownError) and not gone:
+            if not isinstance(exc, WriteOutcomeUnknownError) and not steps.gone:
                 raise
             self._unsettle(iris)
             self.nodes.doubted(iris)
             if isinstance(exc, WriteOutcomeUnknownError) and exc.write_id == wid:
                 raise  # the node store's, naming this delete already
             raise outcome_unknown(wid, iris, exc, delete=True) from exc
-        for announce in events:
+        for announce in steps.events:
             announce()
-        return len(before) if before else len(gone)
+        return len(steps.before) if steps.before else len(steps.gone)
 
     # -- write-back, leases, agents --------------------------------------------------------------
 

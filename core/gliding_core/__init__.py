@@ -68,6 +68,7 @@ from gliding_core.errors import (
     StorageError,
     TaskCycleError,
     TaskNotFoundError,
+    WriteOutcomeUnknownError,
 )
 from gliding_core.filters import SearchFilters
 from gliding_core.framing import ChatFraming
@@ -239,6 +240,7 @@ __all__ = [
     "TopicMonitor",
     "Turn",
     "ViewCache",
+    "WriteOutcomeUnknownError",
     "__version__",
     "adopt_unscoped_turns",
     "auto_embedder",

@@ -24,9 +24,10 @@ from gliding_core.errors import (
     GlidingError,
     InvalidInputError,
     StorageError,
+    WriteOutcomeUnknownError,
 )
 
-Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql", "jsonld"]
+Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql", "sparql-update", "jsonld"]
 
 # A row names its exception as a class, or as "module:Class" for a backend that is imported
 # only when the table is used.
@@ -63,6 +64,22 @@ TABLES: dict[str, tuple[_Row, ...]] = {
         ("httpx:TimeoutException", StorageError),
         ("httpx:HTTPError", StorageError),
         (OSError, StorageError),
+    ),
+    # A SPARQL update sent to an endpoint: what failed decides whether the server may have
+    # applied it. Nothing left this process when no connection was made (or none came free,
+    # or the request could not be formed): not applied. Anything later (a write, a read, a
+    # timeout or a reset once the request was on its way) may have lost the reply of an
+    # update the server applied: its outcome is unknown.
+    "sparql-update": (
+        ("httpx:ConnectError", StorageError),
+        ("httpx:ConnectTimeout", StorageError),
+        ("httpx:PoolTimeout", StorageError),
+        ("httpx:UnsupportedProtocol", StorageError),
+        ("httpx:LocalProtocolError", StorageError),
+        ("httpx:ProxyError", StorageError),
+        ("httpx:TimeoutException", WriteOutcomeUnknownError),
+        ("httpx:HTTPError", WriteOutcomeUnknownError),
+        (OSError, WriteOutcomeUnknownError),
     ),
     # pyld, the JSON-LD processor of L3 projections: it refuses a document or a context.
     "jsonld": (("pyld.jsonld:JsonLdError", InvalidInputError),),

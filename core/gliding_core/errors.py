@@ -17,7 +17,9 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   ├── TaskNotFoundError                 no task has this IRI
     │   └── AgentNotFoundError                no agent has this name
     ├── StorageError (RuntimeError)           the storage backend failed
-    │   └── DirectoryInUseError               another process owns the directory's engines
+    │   ├── DirectoryInUseError               another process owns the directory's engines
+    │   └── WriteOutcomeUnknownError          a write may or may not have landed (retry it
+    │                                         with its ``write_id``)
     ├── LeaseError (RuntimeError)             a blackboard lease could not be had or used
     │   ├── LeaseConflictError                incompatible holders have the resource
     │   │   └── LeaseTimeoutError (TimeoutError)  still held by them when the wait ended
@@ -94,6 +96,33 @@ class DirectoryInUseError(StorageError):
     def __init__(self, message: str, *, pid: int | None = None) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class WriteOutcomeUnknownError(StorageError):
+    """A write's update may have reached the store and no answer came back: applied or not.
+
+    Raised when the request left for the store and its reply was lost (a read timeout, a
+    connection reset or closed after sending, a gateway's 502 or 504), or when the store took
+    the write and recording it afterwards failed. The blackboard's caches of the nodes are
+    dropped, so no read serves a value from before the write as current.
+
+    Resolve it by retrying the same write with its ``write_id`` (``handle.write(<the same
+    nodes>, area=..., write_id=error.write_id)``, ``handle.delete(iris, write_id=...)``): a
+    write that landed returns its committed nodes and is not applied again (a ``based_on`` is
+    not refused as stale against the write itself); one that did not land is applied once.
+
+    Attributes:
+        write_id: the write's identity (``None`` when raised below the layer that assigns it,
+            by the graph backend alone).
+        iris: the nodes the write touched.
+    """
+
+    def __init__(
+        self, message: str, *, write_id: str | None = None, iris: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.write_id = write_id
+        self.iris = iris
 
 
 class PermissionDeniedError(GlidingError, PermissionError):

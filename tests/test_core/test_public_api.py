@@ -144,6 +144,7 @@ def test_all_is_pinned() -> None:
         "TopicMonitor",
         "Turn",
         "ViewCache",
+        "WriteOutcomeUnknownError",
         "__version__",
         "adopt_unscoped_turns",
         "auto_embedder",
@@ -187,6 +188,7 @@ def test_all_is_pinned() -> None:
         (errors.LeaseNotHeldError, LookupError),
         (errors.FencingTokenError, RuntimeError),
         (errors.PermissionDeniedError, PermissionError),
+        (errors.WriteOutcomeUnknownError, RuntimeError),
     ],
 )
 def test_each_error_is_a_gliding_error_and_the_builtin_it_refines(

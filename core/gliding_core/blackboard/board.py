@@ -30,6 +30,9 @@ Invariants:
   copies are invalidated and announced, a read through a handle is served only from a current
   copy, and a write based on an old generation is refused.
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
+- Every write and delete, the system's included, carries a write id kept with it in the store
+  (``writeids``); a write whose reply was lost raises ``WriteOutcomeUnknownError`` with it, and
+  the same write given that id again returns what it committed if it landed, else is made once.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
-from gliding_core.blackboard.coherence import BoardCoherence
+from gliding_core.blackboard.coherence import BoardCoherence, Check
 from gliding_core.blackboard.graph import (
     Dataset,
     EmbeddedGraph,
@@ -64,7 +67,7 @@ from gliding_core.blackboard.sparql import (
     type_iri,
 )
 from gliding_core.blackboard.tasks import TASKS_AREA
-from gliding_core.blackboard.validation import check_iri, is_iri
+from gliding_core.blackboard.validation import NodeWrite, check_iri, is_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     area_graph,
@@ -73,6 +76,12 @@ from gliding_core.blackboard.vocabulary import (
     is_bookkeeping,
 )
 from gliding_core.blackboard.writeback import WriteBack
+from gliding_core.blackboard.writeids import (
+    check_write_id,
+    deleted_by,
+    landed,
+    new_write_id,
+)
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.coordinator import CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, LocalDirectory
@@ -81,6 +90,7 @@ from gliding_core.entry import check_list
 from gliding_core.errors import (
     ClosedError,
     InvalidInputError,
+    WriteOutcomeUnknownError,
 )
 from gliding_core.jsonld import preview
 from gliding_core.store import L0Store
@@ -255,28 +265,92 @@ class Blackboard:
         graph: str | None = None,
         tags: Sequence[str] = (),
         source: str | None = None,
+        write_id: str | None = None,
     ) -> list[BoardNode]:
         """Write a batch of nodes into one graph, all or nothing; return them as stored.
 
         The graph is a task's area (``task`` and ``area``) or any IRI (``graph``). Nodes with a
-        critical tag are in L0 when this returns.
+        critical tag are in L0 when this returns. ``write_id`` retries a write that raised
+        ``WriteOutcomeUnknownError``, as ``AgentHandle.write`` does.
 
         Raises:
             InvalidNodeError: a node is malformed; ContentTooLargeError: a node or the batch is
                 too large; InvalidInputError: the graph is missing or not allowed.
+            WriteOutcomeUnknownError: the store may have applied the write and its answer was
+                lost; retry with the error's ``write_id``.
         """
         target = self._graph(task, area, graph)
         if source is not None:
             _check_source(source)
+        retry = write_id is not None
+        wid = new_write_id() if write_id is None else check_write_id(write_id)
         requests = self.nodes.prepare(
-            check_list(nodes, what="nodes"), target, check_list(tags, what="tags")
+            check_list(nodes, what="nodes"), target, check_list(tags, what="tags"), write_id=wid
         )
         if self._coherence is None:
-            written = self.nodes.write(requests, source=source)
+            written = self._write_alone(requests, source=source, write_id=wid, retry=retry)
         else:
-            written = self._coherence.write(None, requests, bases={}, source=source)
+            written = self._coherence.write(
+                None, requests, bases={}, source=source, write_id=wid, retry=retry
+            )
         self._after_write(written)
         return written
+
+    def _write_alone(
+        self,
+        requests: Sequence[NodeWrite],
+        *,
+        check: Check | None = None,
+        source: str | None,
+        write_id: str,
+        retry: bool,
+    ) -> list[BoardNode]:
+        """Write a batch without a coordinator, under the node store's single writer.
+
+        ``check`` sees the nodes as they exist before the write (existence, rights and fences
+        do not change before it); a retry whose earlier write landed writes nothing.
+        """
+        nodes = self.nodes
+        iris = [request.iri for request in requests]
+        with nodes.writer:
+            if retry:
+                nodes.forget(iris)
+                found = landed(write_id, requests, nodes.known(iris))
+                if found is not None:
+                    nodes.announce_landed([n for n in found if n.write_id == write_id], source)
+                    return found
+            if check is not None:
+                check(nodes.get_many(iris))
+            try:
+                return nodes.write(requests, source=source, write_id=write_id)
+            except WriteOutcomeUnknownError:
+                nodes.doubted(iris)
+                raise
+
+    def _delete_alone(
+        self,
+        iris: Sequence[str],
+        *,
+        check: Check | None = None,
+        source: str | None,
+        write_id: str,
+        retry: bool,
+    ) -> int:
+        """Delete nodes without a coordinator, as ``_write_alone`` writes them."""
+        nodes = self.nodes
+        with nodes.writer:
+            if retry:
+                nodes.forget(iris)
+                before = deleted_by(write_id, nodes.known(iris))
+                if before:
+                    return len(before)
+            if check is not None:
+                check(nodes.get_many(iris))
+            try:
+                return len(nodes.delete(iris, source=source, write_id=write_id))
+            except WriteOutcomeUnknownError:
+                nodes.doubted(iris)
+                raise
 
     def _after_write(self, written: Sequence[BoardNode]) -> None:
         """Write the critical nodes through to L0 (their writers' copies: M -> E or S)."""
@@ -340,15 +414,23 @@ class Blackboard:
         found = self.nodes.get_many(iris)
         return [found[i] for i in iris if i in found]
 
-    def delete(self, iris: Sequence[str], *, source: str | None = None) -> int:
-        """Delete nodes from the blackboard (not from L0); return how many existed."""
+    def delete(
+        self, iris: Sequence[str], *, source: str | None = None, write_id: str | None = None
+    ) -> int:
+        """Delete nodes from the blackboard (not from L0); return how many existed.
+
+        ``write_id`` retries a delete that raised ``WriteOutcomeUnknownError`` (if it landed,
+        nothing more is deleted and the number it deleted is returned).
+        """
         self._check_open()
         checked = _check_iris(iris, "IRIs")
         if source is not None:
             _check_source(source)
+        retry = write_id is not None
+        wid = new_write_id() if write_id is None else check_write_id(write_id)
         if self._coherence is None:
-            return len(self.nodes.delete(checked, source=source))
-        return len(self._coherence.delete(None, checked, source=source))
+            return self._delete_alone(checked, source=source, write_id=wid, retry=retry)
+        return self._coherence.delete(None, checked, source=source, write_id=wid, retry=retry)
 
     def query(
         self,

@@ -37,6 +37,16 @@ Invariants:
 - Inside the directory's transaction the shared node cache is not trusted: reads there go to
   the store (``SharedCache.inside``), since the directory cannot vouch for an entry while its
   own transaction is open.
+- A write whose store update may have landed without the directory knowing (its reply lost,
+  or the directory's transaction failing after it) raises ``WriteOutcomeUnknownError`` with its
+  write id, and leaves nothing of this process trusting the old value: its nodes leave the node
+  cache and every agent's held copy, views built from them are invalidated, and the directory's
+  token moves so that other processes check their caches of them again (a writer anywhere then
+  reads the store inside its transaction, and so cannot overwrite a write that landed unseen).
+- A retry (a write given the id of an earlier one) is decided in the transaction from the
+  store's records (``writeids``): when the earlier write landed, the retry writes nothing, the
+  directory takes the store's state, and the caller gets the nodes as that write committed them;
+  its ``based_on`` is not compared (it is the generation the landed write was based on).
 """
 
 from __future__ import annotations
@@ -48,15 +58,21 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.blackboard.leases import LeaseTable
 from gliding_core.blackboard.nodes import WRITTEN_HERE, Announce, NodeStore
-from gliding_core.blackboard.records import BoardNode
+from gliding_core.blackboard.records import BoardNode, Known
 from gliding_core.blackboard.validation import NodeWrite
 from gliding_core.blackboard.writeback import WriteBack
+from gliding_core.blackboard.writeids import deleted_by, landed, new_write_id, outcome_unknown
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.coordinator import Change, CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, NodeRecord
 from gliding_core.coherence.sources import check_generation, refused
 from gliding_core.entry import MesiState
-from gliding_core.errors import EntryNotFoundError, GlidingError, InvalidInputError
+from gliding_core.errors import (
+    EntryNotFoundError,
+    GlidingError,
+    InvalidInputError,
+    WriteOutcomeUnknownError,
+)
 from gliding_core.jsonld import Node
 
 logger = logging.getLogger(__name__)
@@ -190,10 +206,27 @@ class BoardSource:
             return self.nodes.write(requests)[0].generation
 
 
-class _Write(Job):
-    """One queued write of a batch: its change, its check, and what it stored."""
+class _Landed(Exception):  # noqa: N818 - not an error: the outcome of a retry, as a refusal
+    """A retried write found landed: the nodes as it committed them (``finish`` raises it)."""
 
-    __slots__ = ("announce", "change", "check", "requests", "source", "written")
+    def __init__(self, nodes: list[BoardNode]) -> None:
+        super().__init__("the write landed before")
+        self.nodes = nodes
+
+
+class _Write(Job):
+    """One queued write of a batch: its change, its check, its id, and what it stored."""
+
+    __slots__ = (
+        "announce",
+        "change",
+        "check",
+        "requests",
+        "retry",
+        "source",
+        "write_id",
+        "written",
+    )
 
     def __init__(
         self,
@@ -201,9 +234,12 @@ class _Write(Job):
         requests: Sequence[NodeWrite],
         check: Check | None,
         source: str | None,
+        write_id: str,
+        retry: bool,
     ) -> None:
         Job.__init__(self, iris)  # (not ``super()``: this runs on every write)
         self.requests, self.check, self.source = requests, check, source
+        self.write_id, self.retry = write_id, retry
         self.change: Change[_Write]
         self.written: list[BoardNode] = []
         self.announce: Announce | None = None
@@ -220,12 +256,22 @@ class _BoardSteps:
     def current(
         self, records: Mapping[str, NodeRecord], changes: Sequence[Change[_Write]]
     ) -> dict[str, tuple[Node | None, int]]:
-        """Read the nodes as the store holds them and run each write's check on its own."""
+        """Read the nodes as the store holds them and run each write's check on its own.
+
+        A retry that finds its earlier write landed is refused with ``_Landed`` before any
+        check: it writes nothing (the earlier write was checked).
+        """
         nodes = self.nodes
         with nodes.writer:
-            found = nodes.states(list(records))
+            known = nodes.known(list(records))
+            found = {}
+            for iri, state in known.items():  # (``NodeStore.states``, from the same read)
+                found[iri] = (state if isinstance(state, BoardNode) else None, state.generation)
             for change in changes:
-                check = change.owner.check
+                job = change.owner
+                if job.retry and _landed(change, known):
+                    continue
+                check = job.check
                 if check is None:
                     continue
                 existing: dict[str, BoardNode] = {}
@@ -257,9 +303,11 @@ class _BoardSteps:
         """Write the accepted writes' batches in one store write; each one's stored states."""
         if len(changes) == 1:  # a lone write: no list of batches built, nor looped over
             job = changes[0].owner
-            [(job.written, job.announce)] = self.nodes.write_batches([(job.requests, job.source)])
+            [(job.written, job.announce)] = self.nodes.write_batches(
+                [(job.requests, job.source, job.write_id)]
+            )
             return [_states(job.requests, job.written)]
-        batches = [(change.owner.requests, change.owner.source) for change in changes]
+        batches = [(c.owner.requests, c.owner.source, c.owner.write_id) for c in changes]
         stored = self.nodes.write_batches(batches)  # (it holds the store's writer itself)
         states = []
         for index, change in enumerate(changes):  # one stored batch per write, in order
@@ -267,6 +315,77 @@ class _BoardSteps:
             job.written, job.announce = stored[index]
             states.append(_states(job.requests, job.written))
         return states
+
+
+class _Deletion:
+    """One delete's two steps in the directory's transaction (``commit``), and what they did.
+
+    ``before``: the nodes an earlier delete of the same id removed, when a retry finds it
+    landed (then nothing is deleted again, nor checked); ``gone``: the nodes this one deleted.
+    """
+
+    def __init__(
+        self,
+        nodes: NodeStore,
+        cache: SharedCache,
+        iris: Sequence[str],
+        check: Check | None,
+        source: str | None,
+        write_id: str,
+        retry: bool,
+    ) -> None:
+        self.nodes, self.cache, self.iris, self.check = nodes, cache, iris, check
+        self.source, self.write_id, self.retry = source, write_id, retry
+        self.before: list[str] = []
+        self.gone: list[BoardNode] = []
+        self.events: list[Announce] = []
+
+    def current(self, records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+        """Read the nodes from the store; find a landed earlier delete, or run the check."""
+        with self.cache.inside, self.nodes.writer:
+            known = self.nodes.known(list(records))
+            if self.retry:
+                self.before = deleted_by(self.write_id, known)
+            found = {iri: k for iri, k in known.items() if isinstance(k, BoardNode)}
+            if self.check is not None and not self.before:
+                self.check(found)
+        states: dict[str, tuple[Node | None, int]] = {}
+        for iri, state in known.items():
+            node = found.get(iri)
+            states[iri] = (None if node is None else node.node, state.generation)
+        return states
+
+    def apply(self, records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
+        """Delete the nodes (a landed earlier delete: nothing; the directory took the store's
+        states, tombstones or what was written since)."""
+        if self.before:
+            return {}
+        with self.cache.inside, self.nodes.writer:
+            self.gone = self.nodes.delete(
+                self.iris, source=self.source, events=self.events, write_id=self.write_id
+            )
+        return {n.iri: (None, n.generation) for n in self.gone}
+
+
+def _in_doubt(error: BaseException, jobs: Sequence[_Write]) -> bool:
+    """Return whether a failed commit of ``jobs`` may have left its writes in the store: its
+    update's reply was lost, or something failed after the store took it."""
+    return isinstance(error, WriteOutcomeUnknownError) or any(job.written for job in jobs)
+
+
+def _landed(change: Change[_Write], known: Mapping[str, Known]) -> bool:
+    """Refuse a retry whose earlier write landed (``_Landed``), or that reuses another write's
+    id; return whether it was refused."""
+    job = change.owner
+    try:
+        nodes = landed(job.write_id, job.requests, known)
+    except InvalidInputError as exc:
+        change.refusal = exc
+        return True
+    if nodes is None:
+        return False
+    change.refusal = _Landed(nodes)
+    return True
 
 
 def _states(
@@ -348,6 +467,8 @@ class BoardCoherence:
         bases: Mapping[str, int | None],
         check: Check | None = None,
         source: str | None = None,
+        write_id: str | None = None,
+        retry: bool = False,
     ) -> list[BoardNode]:
         """Write a validated batch as one transition of every node in it; return it as stored.
 
@@ -355,13 +476,24 @@ class BoardCoherence:
         meanwhile (``CommitQueue``), in one directory transaction and one store write; it is
         decided alone (``check``, the bases), and this returns once it is committed.
 
+        Args:
+            write_id: the write's id (a new one when ``None``), stored with it.
+            retry: whether ``write_id`` may have been written before (a retry after
+                ``WriteOutcomeUnknownError``): if the store's records say it landed, nothing
+                is written and the nodes are returned as it committed them.
+
         Raises:
             StaleWriteError: a node has moved past its base (nothing written).
+            WriteOutcomeUnknownError: the store may have applied the write and its answer was
+                lost (or the directory failed after the store took it).
         """
         wanted: dict[str, int | None] = {}
         for request in requests:
             wanted[request.iri] = bases.get(request.iri)
-        job = _Write(wanted, requests, check, source)
+        if retry:  # decided on the store's records: nothing this process cached of them
+            self.nodes.forget(wanted)
+        wid = new_write_id() if write_id is None else write_id
+        job = _Write(wanted, requests, check, source, wid, retry)
         # The agent (a handle's name, or ``None``), the IRIs (the requests') and the bases (the
         # handle's) are validated already: not again per write.
         change = job.change = self.coordinator.checked_change(agent, wanted, job)
@@ -374,9 +506,16 @@ class BoardCoherence:
                     raise job.error
             else:
                 self.queue.run(job)
+        except WriteOutcomeUnknownError as exc:
+            self.nodes.doubted(exc.iris)  # (in the writer's thread: outside any transaction)
+            raise
         finally:
             change.owner = None  # type: ignore[assignment]  # no cycle left for the collector
-        self.coordinator.finish(change)
+        try:
+            self.coordinator.finish(change)
+        except _Landed as found:
+            self.nodes.announce_landed([n for n in found.nodes if n.write_id == wid], source)
+            return found.nodes
         if job.announce is not None:
             job.announce()
         return job.written
@@ -397,18 +536,50 @@ class BoardCoherence:
                 job.error = exc
             finally:
                 local.depth -= 1
+            if job.error is not None and _in_doubt(job.error, jobs):
+                self._doubt(jobs, job.error)
             return
         try:
             with self.cache.inside:
                 self.coordinator.commit_group([job.change for job in jobs], self._steps)
             return
-        except Exception:
-            if any(job.written for job in jobs):
-                raise  # the store has the group: its writers are told, as a lone one is
-            logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
-            # (the exception reaches each writer whose write fails again alone)
+        except Exception as exc:
+            if _in_doubt(exc, jobs):
+                # The store has the group, or may: each writer it held is told, with its own
+                # write's id; a write the group refused was not in it, and is decided again.
+                self._doubt([job for job in jobs if job.change.refusal is None], exc)
+                jobs = [job for job in jobs if job.change.refusal is not None]
+            else:
+                logger.warning("a group of %d writes failed; each is committed alone", len(jobs))
+                # (the exception reaches each writer whose write fails again alone)
         for job in jobs:
             self._commit_jobs([job])
+
+    def _doubt(self, jobs: Sequence[_Write], cause: BaseException) -> None:
+        """Fail writes whose outcome is unknown, each with its own id; unsettle their nodes."""
+        iris: list[str] = []
+        for job in jobs:
+            mine = [request.iri for request in job.requests]
+            job.error = outcome_unknown(job.write_id, mine, cause)
+            iris += mine
+        self._unsettle(iris)
+
+    def _unsettle(self, iris: Sequence[str]) -> None:
+        """Leave no copy of ``iris`` trusted, here or in other processes (see the module).
+
+        Agents' held copies are forgotten and the directory's token moved (unless inside a
+        transaction, which moves it itself if it changes anything); the node cache is emptied
+        of them by the store write that failed, and again by the writer (``doubted``).
+        """
+        self.nodes.forget(iris)
+        self.coordinator.forget_nodes(iris)
+        if self.cache.local.depth == 0:
+            try:
+                self.coordinator.directory.touch()
+            except Exception:  # the write's own error is the one its caller must see
+                logger.warning(
+                    "moving the coherence token after a lost reply failed", exc_info=True
+                )
 
     def delete(
         self,
@@ -417,36 +588,35 @@ class BoardCoherence:
         *,
         check: Check | None = None,
         source: str | None = None,
-    ) -> list[BoardNode]:
-        """Delete nodes as one transition of each; return those that existed."""
-        events: list[Announce] = []
-        gone: list[BoardNode] = []
+        write_id: str | None = None,
+        retry: bool = False,
+    ) -> int:
+        """Delete nodes as one transition of each; return how many existed.
 
-        def apply(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside, self.nodes.writer:
-                gone.extend(self.nodes.delete(iris, source=source, events=events))
-            return {n.iri: (None, n.generation) for n in gone}
+        ``write_id`` and ``retry`` as for ``write``: a retry whose earlier delete landed
+        deletes nothing more and returns how many that delete removed.
 
-        self._commit(agent, dict.fromkeys(iris), check, apply)
-        for announce in events:
+        Raises:
+            WriteOutcomeUnknownError: the store may have applied the delete and its answer was
+                lost (or the directory failed after the store took it).
+        """
+        wid = new_write_id() if write_id is None else write_id
+        if retry:
+            self.nodes.forget(iris)
+        steps = _Deletion(self.nodes, self.cache, iris, check, source, wid, retry)
+        try:
+            self.coordinator.commit(agent, dict.fromkeys(iris), steps.current, steps.apply)
+        except Exception as exc:
+            if not isinstance(exc, WriteOutcomeUnknownError) and not steps.gone:
+                raise
+            self._unsettle(iris)
+            self.nodes.doubted(iris)
+            if isinstance(exc, WriteOutcomeUnknownError) and exc.write_id == wid:
+                raise  # the node store's, naming this delete already
+            raise outcome_unknown(wid, iris, exc, delete=True) from exc
+        for announce in steps.events:
             announce()
-        return gone
-
-    def _commit(
-        self,
-        agent: str | None,
-        bases: dict[str, int | None],
-        check: Check | None,
-        apply: Callable[[Mapping[str, NodeRecord]], dict[str, tuple[Node | None, int]]],
-    ) -> None:
-        def current(records: Mapping[str, NodeRecord]) -> dict[str, tuple[Node | None, int]]:
-            with self.cache.inside, self.nodes.writer:
-                found = self.nodes.states(list(records))
-                if check is not None:
-                    check({iri: n for iri, (n, _) in found.items() if n is not None})
-            return {iri: (None if n is None else n.node, g) for iri, (n, g) in found.items()}
-
-        self.coordinator.commit(agent, bases, current, apply)
+        return len(steps.before) if steps.before else len(steps.gone)
 
     # -- write-back, leases, agents --------------------------------------------------------------
 

@@ -10,7 +10,9 @@ SPARQL 1.1 protocol endpoint over httpx, such as ``oxigraph serve``).
 Invariants:
 - ``update`` and ``extend`` apply all of their change or nothing (one transaction in Oxigraph,
   one request to an endpoint). Callers build update text from terms (``str(NamedNode(...))``),
-  never by splicing.
+  never by splicing. At an endpoint an update whose reply was lost after the request left
+  (``boundary``'s ``sparql-update`` table) raises ``WriteOutcomeUnknownError``: applied or
+  not, the caller cannot tell from here; one that never left raises ``StorageError``.
 - ``query`` never lets the text widen the dataset: when ``dataset`` is given it replaces the
   query's ``FROM`` / ``FROM NAMED`` (pyoxigraph's ``default_graph`` / ``named_graphs``, the
   protocol's ``default-graph-uri`` / ``named-graph-uri``). ``dataset=None`` is the whole store,
@@ -40,7 +42,12 @@ import httpx
 import pyoxigraph as ox
 
 from gliding_core.boundary import translate, translated
-from gliding_core.errors import ClosedError, InvalidInputError, StorageError
+from gliding_core.errors import (
+    ClosedError,
+    InvalidInputError,
+    StorageError,
+    WriteOutcomeUnknownError,
+)
 from gliding_core.jsonld import preview
 
 logger = logging.getLogger(__name__)
@@ -50,6 +57,7 @@ Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal, ox.Triple]  # noqa: UP007 (
 _Params = list[tuple[str, str | int | float | bool | None]]
 _RESULTS_JSON = "application/sparql-results+json"
 _N_TRIPLES = "application/n-triples"
+_GATEWAY_GAVE_UP = frozenset({502, 504})  # a proxy's "no (timely) answer from the server"
 EMPTY_GRAPH = "urn:gliding-horse:meta:empty-dataset"
 """The default graph of an empty dataset at an endpoint: a bookkeeping name (graphs under
 ``urn:gliding-horse:meta:`` are never written as nodes), and no bookkeeping graph's name, whose
@@ -289,11 +297,18 @@ class SparqlEndpoint:
         self._closed = False
 
     def _post(
-        self, url: str, text: str, content_type: str, params: _Params, accept: str
+        self,
+        url: str,
+        text: str,
+        content_type: str,
+        params: _Params,
+        accept: str,
+        *,
+        update: bool = False,
     ) -> httpx.Response:
         if self._closed:
             raise ClosedError("the SPARQL endpoint client is closed")
-        with translated("sparql", f"sending a request to {url}"):
+        with translated("sparql-update" if update else "sparql", f"sending a request to {url}"):
             response = self._client.post(
                 url,
                 content=text.encode("utf-8"),
@@ -303,14 +318,26 @@ class SparqlEndpoint:
         if response.status_code == 400:
             raise InvalidInputError(f"the SPARQL endpoint refused the request: {response.text}")
         if response.status_code >= 300:
-            raise StorageError(
+            message = (
                 f"the SPARQL endpoint {url} answered {response.status_code}: {response.text[:500]}"
             )
+            # A gateway between gave up waiting for the server, which may have applied it.
+            if update and response.status_code in _GATEWAY_GAVE_UP:
+                raise WriteOutcomeUnknownError(message)
+            raise StorageError(message)
         return response
 
     def update(self, text: str) -> None:
-        """Send a SPARQL update (one request: the server applies all of it or nothing)."""
-        self._post(self.update_url, text, "application/sparql-update", [], "*/*")
+        """Send a SPARQL update (one request: the server applies all of it or nothing).
+
+        Raises:
+            WriteOutcomeUnknownError: the request may have reached the server and its answer
+                was lost (a read timeout, a reset or close after sending, a gateway's 502 or
+                504): the update may or may not be applied.
+            StorageError: the update was not applied (no connection was made, or the
+                server answered with an error).
+        """
+        self._post(self.update_url, text, "application/sparql-update", [], "*/*", update=True)
 
     def extend(self, quads: Sequence[ox.Quad]) -> None:
         """Send the quads as one ``INSERT DATA``."""

@@ -20,6 +20,9 @@ Invariants:
   node's current generation, whichever process wrote it; a write based on a generation the
   node has moved past is refused with ``StaleWriteError`` (current generation and value) and
   the agent's copy becomes ``INVALID``, unless the agent holds a Write or Exclusive lease on it.
+- Every write and delete carries a write id (``writeids``): a new one, or the one a caller gives
+  to retry a write that raised ``WriteOutcomeUnknownError``; a retry of a write that landed
+  writes nothing and returns what that write committed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_quer
 from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
+from gliding_core.blackboard.writeids import check_write_id, new_write_id
 from gliding_core.bus import Subscription
 from gliding_core.coherence.sources import refused
 from gliding_core.entry import check_list
@@ -117,6 +121,7 @@ class AgentHandle:
         tags: Sequence[str] = (),
         lease_token: int | None = None,
         based_on: int | Mapping[str, int] | None = None,
+        write_id: str | None = None,
     ) -> list[BoardNode]:
         """Write nodes into an area of the agent's task (create or update, as the role allows).
 
@@ -129,6 +134,11 @@ class AgentHandle:
             based_on: the generation the change was made from (0: the node must not exist
                 yet), for every node of the batch or by IRI; ``None`` (or an IRI left out of
                 the mapping) writes whatever the node's generation.
+            write_id: ``None`` for a new write (the handle gives it an id); to retry a write
+                that raised ``WriteOutcomeUnknownError``, its ``write_id`` with the same nodes,
+                area and tags: if that write landed, the nodes are returned as it committed
+                them and nothing is written again (``based_on`` and the lease are not checked
+                again); if not, this write is made, once.
 
         Raises:
             PermissionDeniedError: the role may not create or update there (or delete a node
@@ -136,14 +146,19 @@ class AgentHandle:
             FencingTokenError: the token is stale or the lease is not the agent's.
             StaleWriteError: a node has moved past ``based_on`` and the agent holds no Write
                 lease on it; nothing was written.
+            WriteOutcomeUnknownError: the store may have applied the write and its answer was
+                lost; retry with the error's ``write_id``.
+            InvalidInputError: ``write_id`` is not an id, or one another write's nodes carry.
         """
         board = self.board
         graph = self._writable_graphs.get(area) if type(area) is str else None
         if graph is None:
             graph = area_graph(self.task, self._writable(area))
             self._writable_graphs[area] = graph
+        retry = write_id is not None
+        wid = new_write_id() if write_id is None else check_write_id(write_id)
         requests = board.nodes.prepare(
-            check_list(nodes, what="nodes"), graph, check_list(tags, what="tags")
+            check_list(nodes, what="nodes"), graph, check_list(tags, what="tags"), write_id=wid
         )
         bases = {} if based_on is None else _bases(based_on, requests)
 
@@ -155,14 +170,23 @@ class AgentHandle:
         coherence = board._coherence
         if coherence is not None:
             written = coherence.write(
-                self.name, requests, bases=bases, check=check, source=self.name
+                self.name,
+                requests,
+                bases=bases,
+                check=check,
+                source=self.name,
+                write_id=wid,
+                retry=retry,
             )
         else:
-            with board.nodes.writer:  # existence, rights and fences do not change before the write
-                existing = board.nodes.get_many([r.iri for r in requests])
+
+            def check_alone(existing: dict[str, BoardNode]) -> None:
                 check(existing)
                 _check_bases(bases, existing)
-                written = board.nodes.write(requests, source=self.name)
+
+            written = board._write_alone(
+                requests, check=check_alone, source=self.name, write_id=wid, retry=retry
+            )
         board._after_write(written)
         return written
 
@@ -294,21 +318,30 @@ class AgentHandle:
         graphs = self._graphs(self.readable_areas())
         return board._nodes(board.nodes.iris_of_type(type_iri(type_name), graphs))
 
-    def delete(self, iris: Sequence[str], *, lease_token: int | None = None) -> int:
+    def delete(
+        self, iris: Sequence[str], *, lease_token: int | None = None, write_id: str | None = None
+    ) -> int:
         """Delete nodes of the agent's task; return how many existed.
 
         Args:
             iris: the IRIs of the nodes (one batch: all or nothing).
             lease_token: the fencing token of the agent's lease on each node's IRI, as for
                 ``write``: a node under the agent's own Write lease needs it.
+            write_id: as for ``write``: the ``write_id`` of a delete that raised
+                ``WriteOutcomeUnknownError`` retries it (if it landed, nothing more is
+                deleted and the number of nodes it deleted is returned).
 
         Raises:
             PermissionDeniedError: a node is in an area where the role may not delete.
             LeaseConflictError: a node is under another agent's Write or Exclusive lease.
             FencingTokenError: the token is stale or the lease is not the agent's.
+            WriteOutcomeUnknownError: the store may have applied the delete and its answer
+                was lost; retry with the error's ``write_id``.
         """
         board = self.board
         checked = [check_iri(i, "IRI") for i in check_list(iris, what="iris")]
+        retry = write_id is not None
+        wid = new_write_id() if write_id is None else check_write_id(write_id)
 
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
@@ -317,11 +350,12 @@ class AgentHandle:
 
         coherence = board._coherence
         if coherence is not None:
-            return len(coherence.delete(self.name, checked, check=check, source=self.name))
-        with board.nodes.writer:
-            existing = board.nodes.get_many(checked)
-            check(existing)
-            return board.delete(list(existing), source=self.name)
+            return coherence.delete(
+                self.name, checked, check=check, source=self.name, write_id=wid, retry=retry
+            )
+        return board._delete_alone(
+            checked, check=check, source=self.name, write_id=wid, retry=retry
+        )
 
     def query(
         self,

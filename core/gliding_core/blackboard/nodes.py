@@ -17,6 +17,12 @@ Invariants:
   each batch's generations and events as if it had been written alone, in turn.
 - Generations are per node, start at 1 and increase by one on every write; a deletion leaves a
   tombstone that keeps the generation, so a node written again continues from it.
+- Every write and delete carries a write id (the caller's, or a new one), stored in the records
+  it writes, in the same update (``writeids``): after a lost reply the records say whether it
+  landed.
+- A store update that fails drops its nodes from the cache, whatever failed: one whose reply
+  was lost (``WriteOutcomeUnknownError``) may have changed them, and their next read goes to
+  the store.
 - The cache holds what the store holds (written after the update succeeds), including that an
   IRI has nothing (exact under the single writer, so a new node costs one look-up at most); a miss
   reads the bookkeeping from the store, and is not cached when a write of this process was
@@ -79,8 +85,9 @@ from gliding_core.blackboard.validation import (
     checked_graph,
     checked_write,
 )
+from gliding_core.blackboard.writeids import DELETED, new_write_id, outcome_unknown, pushed
 from gliding_core.bus import EventBus, EventType
-from gliding_core.errors import ContentTooLargeError, InvalidInputError
+from gliding_core.errors import ContentTooLargeError, InvalidInputError, WriteOutcomeUnknownError
 from gliding_core.jsonld import preview
 
 
@@ -187,8 +194,13 @@ class NodeStore:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def prepare(self, nodes: object, graph: str, tags: Sequence[str] = ()) -> list[NodeWrite]:
-        """Validate a batch of nodes for one graph (see ``NodeWrite.check``)."""
+    def prepare(
+        self, nodes: object, graph: str, tags: Sequence[str] = (), *, write_id: str | None = None
+    ) -> list[NodeWrite]:
+        """Validate a batch of nodes for one graph (see ``NodeWrite.check``).
+
+        ``write_id``: the write's id, which a node without ``@id`` gets its IRI minted from.
+        """
         if type(nodes) is not list and (  # a list passes (no abstract-type checks, ~1 us)
             isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Iterable)
         ):
@@ -198,9 +210,12 @@ class NodeStore:
         # The batch's graph and tags once, not once a node (the same values for every node).
         target, checked_tags, limit = checked_graph(graph), check_tags(tags), self.max_node_bytes
         if type(nodes) is list and len(nodes) == 1:  # most calls: one node (no comprehension)
-            requests = [checked_write(nodes[0], target, checked_tags, limit)]
+            requests = [checked_write(nodes[0], target, checked_tags, limit, write_id)]
         else:
-            requests = [checked_write(n, target, checked_tags, limit) for n in nodes]
+            requests = [
+                checked_write(n, target, checked_tags, limit, write_id, index)
+                for index, n in enumerate(nodes)
+            ]
         if len(requests) > self.max_batch:
             raise ContentTooLargeError(
                 f"a batch of {len(requests)} nodes is over the limit of {self.max_batch} per call"
@@ -214,15 +229,25 @@ class NodeStore:
         source: str | None = None,
         dirty: bool = True,
         events: list[Announce] | None = None,
+        write_id: str | None = None,
     ) -> list[BoardNode]:
         """Write validated nodes in one transaction; return them as stored, in order.
 
         ``events``, when given, collects the publication of the write's events instead of
-        publishing them (for a caller inside a transaction of its own).
+        publishing them (for a caller inside a transaction of its own). ``write_id``: the
+        write's id (a new one when ``None``).
+
+        Raises:
+            WriteOutcomeUnknownError: the store may have applied the write and its answer was
+                lost; the error names the write's id, to retry it with.
         """
         if not requests:
             return []
-        [(written, announce)] = self.write_batches([(requests, source)], dirty=dirty)
+        wid = new_write_id() if write_id is None else write_id
+        try:
+            [(written, announce)] = self.write_batches([(requests, source, wid)], dirty=dirty)
+        except WriteOutcomeUnknownError as exc:
+            raise outcome_unknown(wid, [r.iri for r in requests], exc) from exc
         if events is None:
             announce()
         else:
@@ -230,32 +255,38 @@ class NodeStore:
         return written
 
     def write_batches(
-        self, batches: Sequence[tuple[Sequence[NodeWrite], str | None]], *, dirty: bool = True
+        self, batches: Sequence[tuple[Sequence[NodeWrite], str | None, str]], *, dirty: bool = True
     ) -> list[tuple[list[BoardNode], Announce]]:
         """Write several callers' batches in one transaction, as if one after the other.
 
-        Each batch is ``(requests, source)``; a node in several batches gets one generation
-        per write, in order, and the store keeps the last. Returns, per batch, its nodes as
-        stored (in its order) and the publication of its events, for its caller to make after
-        the commit.
+        Each batch is ``(requests, source, write_id)``; a node in several batches gets one
+        generation per write, in order, and the store keeps the last (with each write's id in
+        its record). Returns, per batch, its nodes as stored (in its order) and the publication
+        of its events, for its caller to make after the commit.
+
+        Raises:
+            WriteOutcomeUnknownError: the store may have applied the update and its answer was
+                lost (from the backend: it names no write).
         """
         with self.writer:
-            old = self._current([r.iri for requests, _ in batches for r in requests])
+            old = self._current([r.iri for requests, _, _ in batches for r in requests])
             latest: dict[str, Known] = dict(old)  # every IRI's newest state so far
             final: dict[str, tuple[NodeWrite, BoardNode]] = {}  # each IRI's last write
             done: list[tuple[list[BoardNode], Announce]] = []
-            for requests, source in batches:
+            for requests, source, write_id in batches:
                 before = {r.iri: latest[r.iri] for r in requests} if self.bus is not None else {}
                 written: dict[str, BoardNode] = {}
                 for request in requests:
                     iri = request.iri
+                    prior = latest[iri]
                     node = BoardNode(
                         iri,
                         request.content,
                         request.graph,
-                        latest[iri].generation + 1,  # a tombstone's generation continues
+                        prior.generation + 1,  # a tombstone's generation continues
                         request.tags,
                         dirty,
+                        pushed(write_id, prior.writes),
                     )
                     written[iri] = latest[iri] = node
                     final[iri] = (request, node)
@@ -282,10 +313,14 @@ class NodeStore:
         stored = {k: v for k, v in old.items() if not isinstance(v, Absent)}
         if self.before_store is not None:
             self.before_store()
-        if stored:
-            self.backend.update(f"{removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
-        else:  # only new nodes: nothing to take out, a plain (atomic) insert
-            self.backend.extend(quads)
+        try:
+            if stored:
+                self.backend.update(f"{removal(stored)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+            else:  # only new nodes: nothing to take out, a plain (atomic) insert
+                self.backend.extend(quads)
+        except BaseException:
+            self.forget(old)  # a lost reply may have left them changed: read them again
+            raise
         self._remember_written([node for _, node in final])
 
     def _announcer(
@@ -305,22 +340,23 @@ class NodeStore:
         *,
         source: str | None = None,
         events: list[Announce] | None = None,
+        write_id: str | None = None,
     ) -> list[BoardNode]:
         """Delete nodes (their generations stay as tombstones); return those that existed.
 
-        ``events`` collects the publications as in ``write``.
+        ``events`` collects the publications as in ``write``; ``write_id`` is the delete's id
+        (a new one when ``None``), kept in the tombstones.
+
+        Raises:
+            WriteOutcomeUnknownError: the store may have applied the delete and its answer was
+                lost; the error names the delete's id, to retry it with.
         """
         checked = [check_iri(iri, "IRI") for iri in iris]
-        with self.writer:
-            old = {k: v for k, v in self._current(checked).items() if isinstance(v, BoardNode)}
-            if old:
-                tombstones = {iri: Tombstone(node.generation) for iri, node in old.items()}
-                quads = [q for iri, t in tombstones.items() for q in t.quads(iri)]
-                self.backend.update(f"{removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
-                with self._cache_lock:
-                    self._cache.update(tombstones)  # bare: written here
-                    self._writes += 1
-        gone = list(old.values())
+        wid = new_write_id() if write_id is None else write_id
+        try:
+            gone = self._delete(checked, DELETED + wid)
+        except WriteOutcomeUnknownError as exc:
+            raise outcome_unknown(wid, checked, exc, delete=True) from exc
 
         def announce() -> None:
             for node in gone:
@@ -331,6 +367,26 @@ class NodeStore:
         else:
             events.append(announce)
         return gone
+
+    def _delete(self, checked: Sequence[str], mark: str) -> list[BoardNode]:
+        """Replace the existing nodes among ``checked`` by tombstones listing ``mark``."""
+        with self.writer:
+            old = {k: v for k, v in self._current(checked).items() if isinstance(v, BoardNode)}
+            if old:
+                tombstones = {
+                    iri: Tombstone(node.generation, pushed(mark, node.writes))
+                    for iri, node in old.items()
+                }
+                quads = [q for iri, t in tombstones.items() for q in t.quads(iri)]
+                try:
+                    self.backend.update(f"{removal(old)} ;\nINSERT DATA {{ {quads_text(quads)} }}")
+                except BaseException:
+                    self.forget(old)  # a lost reply may have deleted them: read them again
+                    raise
+                with self._cache_lock:
+                    self._cache.update(tombstones)  # bare: written here
+                    self._writes += 1
+        return list(old.values())
 
     def mark_clean(self, nodes: Sequence[BoardNode]) -> None:
         """Clear the dirty mark of nodes whose generation has not moved since they were read."""
@@ -389,6 +445,11 @@ class NodeStore:
             k: v for k, v in self._current(iris, fresh=fresh).items() if isinstance(v, BoardNode)
         }
 
+    def known(self, iris: Sequence[str], *, fresh: bool = False) -> dict[str, Known]:
+        """Return what the store holds under each IRI: a node, a tombstone or ``Absent``,
+        with the ids of its last writes (``fresh``: read from the store)."""
+        return self._current(iris, fresh=fresh)
+
     def states(self, iris: Sequence[str]) -> dict[str, tuple[BoardNode | None, int]]:
         """Return each IRI's node (``None``: absent or deleted) and generation (0: never)."""
         return {
@@ -435,6 +496,23 @@ class NodeStore:
         with self._cache_lock:
             for iri in iris:
                 self._cache.pop(iri, None)
+
+    def doubted(self, iris: Iterable[str]) -> None:
+        """Forget nodes a write of unknown outcome may have changed, and say so on the bus.
+
+        Their next read goes to the store; the views built from them are invalidated
+        (``CACHE_INVALIDATE`` with their ``iris``). Called outside any transaction.
+        """
+        doubted = list(dict.fromkeys(iris))
+        self.forget(doubted)
+        if self.bus is not None and doubted:
+            self.bus.publish(EventType.CACHE_INVALIDATE, {"iris": doubted}, source="blackboard")
+
+    def announce_landed(self, nodes: Sequence[BoardNode], source: str | None) -> None:
+        """Publish the events of a write found landed on its retry (its own were never sent)."""
+        for node in nodes:
+            kind = EventType.NODE_CREATED if node.generation == 1 else EventType.NODE_UPDATED
+            self._publish(kind, node, source)
 
     def cached(self, iri: str) -> bool:
         """Return whether ``iri`` is in the cache."""

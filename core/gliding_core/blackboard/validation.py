@@ -1,7 +1,9 @@
 """L2: blackboard node validation: a node checked and turned into RDF before anything is written.
 
 A write request (``NodeWrite``) is a node that passed every check: a JSON object (its
-canonical text kept), an absolute ``@id`` (one is minted, ``urn:uuid:...``, when it has none),
+canonical text kept), an absolute ``@id`` (one is minted, ``urn:uuid:...``, when it has none:
+from the write's id and the node's place in its batch when the write has one, so a retry of the
+write mints the same IRIs),
 within the size limit, with its graph and tags checked and its RDF read (``rdf_of``).
 
 Invariants:
@@ -32,6 +34,7 @@ from gliding_core.jsonld import (
 )
 
 MINTED_PREFIX = "urn:uuid:"
+_MINTED = uuid.UUID("5b1f0c3e-6d1a-4c55-9a36-0f0c2f8e7d41")  # the namespace of minted IRIs
 
 
 class NodeWrite(NamedTuple):
@@ -65,15 +68,25 @@ class NodeWrite(NamedTuple):
         return checked_write(node, checked_graph(graph), check_tags(tags), max_bytes)
 
 
-def checked_write(node: object, graph: str, tags: tuple[str, ...], max_bytes: int) -> NodeWrite:
+def checked_write(
+    node: object,
+    graph: str,
+    tags: tuple[str, ...],
+    max_bytes: int,
+    write_id: str | None = None,
+    index: int = 0,
+) -> NodeWrite:
     """Validate a node as ``NodeWrite.check`` does, for a ``graph`` and ``tags`` already checked.
 
     For a batch: its graph and tags are checked once, its nodes each (``NodeStore.prepare``).
+    A node without ``@id`` gets one minted from ``write_id`` and its ``index`` in the batch
+    (random without a ``write_id``).
     """
     parsed, content, _, _ = parse_node(node, max_depth=DEFAULT_MAX_DEPTH)
     iri = parsed.get("@id")  # a string if present (``parse_node`` checked it)
     if iri is None:
-        iri = MINTED_PREFIX + str(uuid.uuid4())
+        minted = uuid.uuid4() if write_id is None else uuid.uuid5(_MINTED, f"{write_id}/{index}")
+        iri = MINTED_PREFIX + str(minted)
         parsed = {"@id": iri, **parsed}
         content = canonical_json(parsed)
     try:

@@ -23,7 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
 import orjson
@@ -236,3 +236,14 @@ class CoherentCopies:
         """Drop ``key``'s held copy, if any: the agent's next read asks the directory."""
         with self._lock:
             self._held.pop(key, None)
+
+    def forget_nodes(self, iris: Iterable[str]) -> None:
+        """Drop every agent's held copy of ``iris``: their next reads ask the directory.
+
+        For nodes the source may have changed without the directory (a write whose outcome is
+        unknown): a held copy would otherwise be served while the directory's token stands.
+        """
+        gone = set(iris)
+        with self._lock:
+            for key in [key for key in self._held if key[1] in gone]:
+                del self._held[key]

@@ -12,7 +12,8 @@ Invariants:
   across processes).
 - A node's generation never decreases (the SQLite backend also enforces it with a trigger).
 - ``token()`` changes whenever anything in the directory changed since it was last taken, by
-  any process; it is cheap (a counter; across processes one in shared memory, see
+  any process, and on ``touch()`` (a change of the source the directory could not see); it is
+  cheap (a counter; across processes one in shared memory, see
   ``gliding_core.coherence.epoch``), so a read validates its copy without a query when nothing
   changed. A token returned with a snapshot or an update vouches for exactly that state: while
   ``token()`` still equals it, nothing has changed since.
@@ -159,6 +160,14 @@ class Directory(Protocol):
 
     def version(self, iri: str, generation: int) -> Node | None:
         """Return ``iri``'s value at ``generation`` if it is still kept."""
+        ...
+
+    def touch(self) -> Hashable:
+        """Move the token as a change would, changing no record; return the new token.
+
+        For a source changed around the directory (a write whose outcome is unknown): every
+        copy vouched at an older token is checked again, in every process.
+        """
         ...
 
     def holdings(self, agent: str) -> list[str]:
@@ -357,6 +366,13 @@ class LocalDirectory:
             text = self._versions.get(iri, {}).get(generation)
             return None if text is None else parse_canonical(text)
 
+    def touch(self) -> Hashable:
+        """Move the change counter, changing no record; return it."""
+        with self._lock:
+            self._check_open()
+            self._token = next(self._changes)
+            return self._token
+
     def holdings(self, agent: str) -> list[str]:
         """Return the IRIs of the nodes ``agent`` holds a copy of, sorted."""
         with self._lock:
@@ -539,6 +555,26 @@ class SQLiteDirectory:
         if changed:
             self._checkpoints.committed()
         return result, token
+
+    def touch(self) -> Hashable:
+        """Move the shared counter in one ``BEGIN IMMEDIATE`` transaction, changing no record.
+
+        As a transition that changes a record does: the counter is raised before the commit,
+        and the committed epoch written with it.
+        """
+        with self._lock, translated("sqlite", "moving the coherence token"):
+            self._check_open()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                token = max(self._committed_epoch(), self._epoch.value()) + 1
+                self._epoch.set(token)
+                self._conn.execute("UPDATE coherence_epoch SET epoch = ? WHERE id = 0", (token,))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        self._checkpoints.committed()
+        return token
 
     def _committed_epoch(self) -> int:
         row = self._conn.execute("SELECT epoch FROM coherence_epoch WHERE id = 0").fetchone()

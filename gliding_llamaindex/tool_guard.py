@@ -25,6 +25,7 @@ from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSp
 from pydantic import BaseModel
 
 from gliding_core import GlidingError, InvalidInputError
+from gliding_core.agent_tools import refusal_message
 from gliding_core.tool_arguments import check_arguments, tool_refusal
 
 
@@ -32,8 +33,8 @@ class GuardedToolSpec(BaseToolSpec):
     """A tool spec whose tools check their arguments and never raise."""
 
     def refusal(self, error: GlidingError) -> str:
-        """Return the text of a refusal the spec's operations raised."""
-        return f"Error: {error}"
+        """Return the text of a refusal the spec's operations raised: what to do."""
+        return refusal_message(error)
 
     def to_tool_list(
         self,

@@ -69,10 +69,6 @@ class MemoryToolSpec(GuardedToolSpec):
         self.scope = scope
         self.shared = tuple(shared)
 
-    def refusal(self, error: GlidingError) -> str:
-        """Return the text of a refusal (an unknown id, empty content): what to do."""
-        return refusal_message(error)
-
     def search_memory(
         self,
         query: Annotated[str, "What to look for, in natural language."],

@@ -6,9 +6,14 @@ claim and complete its task, list ready tasks, take and release leases, post and
 coordination messages, and (given a ``Scheduler``) project its role's frame. Each tool calls
 ``gliding_core.board_tools`` with the handle.
 
+Each tool is a ``GuardedStructuredTool``: the arguments are checked before LangChain reads them
+(``gliding_core.tool_arguments``), so an extra name (a forged ``agent`` or ``role``), a missing
+or mistyped argument, or a value too large or too deep is refused before anything runs.
+
 Invariants: the agent's name, role and task are the handle's, bound when the toolkit is built,
-never an argument the model fills in; a refusal (permission, stale generation, lease conflict)
-reaches the model as the tool's error message saying what to do, never as a crash of the run.
+never an argument the model fills in; every failure (a refusal such as a permission, a stale
+generation or a lease conflict, a bad argument, or any other error) reaches the model as the
+tool's error message saying what to do, never as an exception out of the run.
 """
 
 from __future__ import annotations
@@ -18,13 +23,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal
 
-from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool, ToolException
+from langchain_core.tools import BaseTool, BaseToolkit, ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
-from gliding_core import GlidingError, InvalidInputError
+from gliding_core import InvalidInputError
 from gliding_core import board_tools as ops
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.scheduler import Scheduler
+from gliding_core.tool_arguments import tool_refusal
+from gliding_langchain.tool_guard import GuardedStructuredTool
 
 
 class ReadNodeInput(BaseModel):
@@ -158,16 +165,11 @@ def blackboard_tool(
     def run(**arguments: Any) -> str:
         try:
             return json.dumps(operation(handle, **arguments), ensure_ascii=False)
-        except GlidingError as exc:
-            raise ToolException(ops.board_refusal(exc)) from exc
+        except Exception as exc:  # the model gets every failure as text
+            raise ToolException(tool_refusal(exc, tool=name, refusal=ops.board_refusal)) from exc
 
-    return StructuredTool.from_function(
-        run,
-        name=name,
-        description=description,
-        args_schema=schema,
-        handle_tool_error=True,
-        handle_validation_error=True,
+    return GuardedStructuredTool.from_function(
+        run, name=name, description=description, args_schema=schema, refusal=ops.board_refusal
     )
 
 

@@ -9,9 +9,14 @@ resolves it on every call from the run's ``configurable`` (``user_id``, else ``t
 one tool serves many users and none reads another's memories. The scope is never an argument
 the model fills in.
 
-Invariants: a refusal (an unknown id, empty content, no scope for the run) reaches the model as
-the tool's error message saying what to do, never as an exception out of the run; the async
-path runs in a worker thread (``BaseTool``'s default), so the event loop never waits on SQLite.
+Both tools are ``GuardedTool``s: the arguments are checked before LangChain reads them
+(``gliding_core.tool_arguments``), so an extra name, a missing or mistyped argument, or a value
+too large or too deep is refused before anything runs.
+
+Invariants: every failure (a refusal such as an unknown id, empty content or no scope for the
+run, a bad argument, or any other error) reaches the model as the tool's error message saying
+what to do, never as an exception out of the run; the async path runs in a worker thread
+(``BaseTool``'s default), so the event loop never waits on SQLite.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
-from gliding_core import GlidingError, InvalidInputError, Memory
+from gliding_core import InvalidInputError, Memory
 from gliding_core.agent_tools import (
     MAX_K,
     SAVE_DESCRIPTION,
@@ -36,6 +41,8 @@ from gliding_core.agent_tools import (
 from gliding_core.jsonld import preview
 from gliding_core.retrieval import DEFAULT_K
 from gliding_core.scope import Scope, reader_filters, resolve_scope
+from gliding_core.tool_arguments import tool_refusal
+from gliding_langchain.tool_guard import GuardedTool
 
 _T = TypeVar("_T")
 
@@ -61,7 +68,7 @@ class SaveMemoryInput(BaseModel):
     )
 
 
-class _ScopedMemoryTool(BaseTool):
+class _ScopedMemoryTool(GuardedTool):
     """A tool over one memory whose scope is fixed at build time or resolved from the run."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -69,8 +76,6 @@ class _ScopedMemoryTool(BaseTool):
     memory: Memory
     scope: Scope | None = None
     shared: Sequence[str | Scope] = ()
-    handle_tool_error: bool = True
-    handle_validation_error: bool = True  # a bad argument is the model's to fix, not a crash
 
     def __init__(self, **data: Any) -> None:
         # Typed errors naming the bad value, before pydantic wraps them in its own.
@@ -91,8 +96,8 @@ class _ScopedMemoryTool(BaseTool):
     def _refusing(self, call: Callable[[], _T]) -> _T:
         try:
             return call()
-        except GlidingError as exc:
-            raise ToolException(refusal_message(exc)) from exc
+        except Exception as exc:  # the model gets every failure as text
+            raise ToolException(tool_refusal(exc, tool=self.name, refusal=refusal_message)) from exc
 
 
 class GlidingSearchMemoryTool(_ScopedMemoryTool):

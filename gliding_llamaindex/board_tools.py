@@ -7,9 +7,14 @@ coordination messages, and (given a ``Scheduler``) project its role's frame. Eac
 sync ``call`` and an async ``acall`` (the sync function in a worker thread, ``FunctionTool``'s
 default), so the event loop never waits on the board.
 
+The spec is a ``GuardedToolSpec``: each tool checks its arguments before the method runs
+(``gliding_core.tool_arguments``), so an extra name (a forged ``agent`` or ``role``), a missing
+or mistyped argument, or a value too large or too deep is refused before anything runs.
+
 Invariants: the agent's name, role and task are the handle's, never an argument the model
-fills in; a refusal (permission, stale generation, lease conflict) is the tool's output, a text
-starting ``Error:`` that says what to do, never raised out of the run.
+fills in; every failure (a refusal such as a permission, a stale generation or a lease
+conflict, a bad argument, or any other error) is the tool's output, a text starting ``Error:``
+that says what to do, never raised out of the run.
 """
 
 # No ``from __future__ import annotations``: FunctionTool builds each tool's schema from the
@@ -19,17 +24,18 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
+from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE
 
 from gliding_core import GlidingError
 from gliding_core import board_tools as ops
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.scheduler import Scheduler
+from gliding_llamaindex.tool_guard import GuardedToolSpec
 
 Iri = Annotated[str, "The node's IRI (@id)."]
 
 
-class BlackboardToolSpec(BaseToolSpec):
+class BlackboardToolSpec(GuardedToolSpec):
     """The blackboard as tools for one agent, whose identity and role the handle fixes.
 
     Args:
@@ -59,6 +65,10 @@ class BlackboardToolSpec(BaseToolSpec):
         self.scheduler = scheduler
         if scheduler is not None:  # the frame tool exists only with a scheduler to read through
             self.spec_functions = [*type(self).spec_functions, "project_frame"]
+
+    def refusal(self, error: GlidingError) -> str:
+        """Return the text of a refusal: what to do about a stale write or a held lease."""
+        return ops.board_refusal(error)
 
     def read_node(self, iri: Iri) -> str:
         """Read a blackboard node and its generation."""

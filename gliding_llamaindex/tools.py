@@ -6,9 +6,14 @@ convention: save, update or delete a memory by its id; search what was saved). E
 sync ``call`` and an async ``acall``; ``acall`` runs the sync function in a worker thread
 (``FunctionTool``'s default), so the event loop never waits on SQLite.
 
+The spec is a ``GuardedToolSpec``: each tool checks its arguments before the method runs
+(``gliding_core.tool_arguments``), so an extra name, a missing or mistyped argument, or a value
+too large or too deep is refused before anything runs.
+
 Invariants: the scope is bound when the spec is built, never an argument the model fills in;
-a refusal (an unknown id, empty content) is returned to the model as the tool's output, a text
-starting ``Error:`` that says what to do, never raised out of the agent's run.
+every failure (a refusal such as an unknown id or empty content, a bad argument, or any other
+error) is returned to the model as the tool's output, a text starting ``Error:`` that says
+what to do, never raised out of the agent's run.
 """
 
 # No ``from __future__ import annotations``: FunctionTool builds each tool's schema from the
@@ -18,7 +23,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Annotated, Literal, TypeVar
 
-from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
+from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE
 
 from gliding_core import GlidingError, InvalidInputError, Memory
 from gliding_core.agent_tools import (
@@ -31,11 +36,12 @@ from gliding_core.agent_tools import (
 from gliding_core.jsonld import preview
 from gliding_core.retrieval import DEFAULT_K
 from gliding_core.scope import Scope, Shared, reader_filters
+from gliding_llamaindex.tool_guard import GuardedToolSpec
 
 _T = TypeVar("_T")
 
 
-class MemoryToolSpec(BaseToolSpec):
+class MemoryToolSpec(GuardedToolSpec):
     """The search-memory and save-memory tools of one scope, as a LlamaIndex tool spec.
 
     Args:

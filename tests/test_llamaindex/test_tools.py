@@ -72,7 +72,7 @@ def test_alice_memory_is_never_found_by_bob(memory: Memory) -> None:
     [
         ({"content": ""}, "content must be"),
         ({"action": "update", "content": "x"}, "needs the id of a memory"),
-        ({"action": "forget", "id": "urn:x:1"}, "action must be one of"),
+        ({"action": "forget", "id": "urn:x:1"}, "action: Input should be 'create'"),
     ],
 )
 def test_refusals_are_tool_output_saying_what_to_do(

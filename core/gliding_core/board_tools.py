@@ -118,7 +118,10 @@ def ready_tasks(handle: AgentHandle) -> list[dict[str, Any]]:
 
 
 def take_lease(handle: AgentHandle, resource: str, mode: str = "write") -> dict[str, Any]:
-    """Take a lease on ``resource`` without waiting; return it with its fencing token."""
+    """Take a lease on ``resource`` without waiting; return it with its fencing token.
+
+    The lease needs the right it protects on a node of the agent's task (``acquire``).
+    """
     lease = handle.acquire(resource, mode, timeout_s=0.0)
     return {"resource": lease.resource, "mode": str(lease.mode.value), "token": lease.token}
 

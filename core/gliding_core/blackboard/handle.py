@@ -20,15 +20,30 @@ Invariants:
   node's current generation, whichever process wrote it; a write based on a generation the
   node has moved past is refused with ``StaleWriteError`` (current generation and value) and
   the agent's copy becomes ``INVALID``, unless the agent holds a Write or Exclusive lease on it.
+- A lease needs the right it protects, on a node of the agent's own task: a Read lease the
+  right to read the node's area, a Write or Exclusive lease the right to update it (not a
+  mirrored area). An IRI with no node yet may be leased in any mode by a role that may create
+  in some area of its task (no area is named: its node may go to any). A lease never protects
+  against another task: when a write or delete checks the leases on a node, a lease whose
+  holder (a registered agent) works on another task, or whose role may not update the area
+  the node is in or goes to, does not block it (a lease of a holder that is no registered
+  agent, taken by code through the lease table, does); and a lease on an existing node ends
+  such leases when it is granted (``LeaseTable``'s ``void``). So an agent squatting on a node,
+  or on an IRI before its node exists, never blocks its owner's write, and once the node
+  exists, not its lease either. A refusal (its message, its ``holders``) names no agent of
+  another task: such a holder is shown as ``OTHER_TASK_HOLDER``; nor does a refused lease
+  say which area (or whether another task) holds the node.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
+from gliding_core.blackboard.leases import LeaseMode, check_mode, conflict_error
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_query, type_iri
@@ -39,9 +54,11 @@ from gliding_core.bus import Subscription
 from gliding_core.coherence.sources import refused
 from gliding_core.entry import check_list
 from gliding_core.errors import (
+    AgentNotFoundError,
     EntryNotFoundError,
     InvalidInputError,
     LeaseConflictError,
+    LeaseTimeoutError,
     PermissionDeniedError,
 )
 from gliding_core.jsonld import preview
@@ -49,9 +66,12 @@ from gliding_core.jsonld import preview
 if TYPE_CHECKING:
     from gliding_core.blackboard.agents import Agent, AgentStatus
     from gliding_core.blackboard.board import Blackboard
-    from gliding_core.blackboard.leases import Lease, LeaseMode
+    from gliding_core.blackboard.leases import Lease, Void
     from gliding_core.blackboard.messages import Message
     from gliding_core.blackboard.tasks import Task
+
+OTHER_TASK_HOLDER = "(an agent of another task)"
+"""How a refusal names the holder of a conflicting lease who works on another task."""
 
 
 class AgentHandle:
@@ -149,8 +169,9 @@ class AgentHandle:
 
         def check(existing: dict[str, BoardNode]) -> None:
             for request in requests:
-                self._check_write(existing.get(request.iri), area)
-                self._check_lease(request.iri, lease_token)
+                old = existing.get(request.iri)
+                self._check_write(old, area)
+                self._check_lease(request.iri, lease_token, area, old)
 
         coherence = board._coherence
         if coherence is not None:
@@ -184,8 +205,14 @@ class AgentHandle:
             )
         return area
 
-    def _check_lease(self, iri: str, token: int | None) -> None:
-        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids."""
+    def _check_lease(
+        self, iri: str, token: int | None, area: str, old: BoardNode | None = None
+    ) -> None:
+        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids.
+
+        ``area`` is where the node goes (or is deleted from), ``old`` the node as it is: a
+        lease guards it only if its holder may update one of those areas of this task.
+        """
         board = self.board
         if token is not None:
             if board.fences is None:
@@ -194,7 +221,12 @@ class AgentHandle:
             return
         if board.coordination is None:
             return
-        guards = [lease for lease in board.coordination.leases.holders(iri) if lease.mode != "read"]
+        areas = [area] if old is None else [area, *self._own_area(old)]
+        guards = [
+            lease
+            for lease in board.coordination.leases.holders(iri)
+            if lease.mode != "read" and (lease.holder == self.name or self._guards(lease, areas))
+        ]
         others = tuple((g.holder, g.mode.value) for g in guards if g.holder != self.name)
         if others:
             raise LeaseConflictError(
@@ -207,6 +239,82 @@ class AgentHandle:
             raise InvalidInputError(
                 f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
             )
+
+    def _own_area(self, node: BoardNode) -> list[str]:
+        """Return ``[area]`` of the agent's task that holds ``node``, or ``[]``."""
+        place = graph_area(node.graph)
+        return [place[1]] if place is not None and place[0] == self.task else []
+
+    def _holder(self, name: str) -> Agent | None:
+        """Return the registered agent ``name``, or ``None`` (a holder that is no agent)."""
+        try:
+            return self.board._coordination().agents.get(name)
+        except AgentNotFoundError:
+            return None
+
+    def _guards(self, lease: Lease, areas: Sequence[str]) -> bool:
+        """Return whether ``lease`` protects a right its holder has on a node of this task.
+
+        ``areas``: where the node is (or goes). A holder that is no registered agent (code
+        using the lease table) is trusted.
+        """
+        holder = self._holder(lease.holder)
+        if holder is None:
+            return True
+        if holder.task != self.task:
+            return False
+        operation = Operation.READ if lease.mode is LeaseMode.READ else Operation.UPDATE
+        return any(self.board.permissions.allows(holder.role, a, operation) for a in areas)
+
+    def _leasable(self, resource: object, mode: object) -> tuple[str, LeaseMode, Void | None]:
+        """Return the IRI and mode of a lease this agent may take, and the leases it voids.
+
+        Raises:
+            PermissionDeniedError: the IRI is a node of another task, or of an area where the
+                role lacks the right the mode protects, or (no node) the role may create in
+                no area (the message names no area and no other task).
+        """
+        iri, asked = check_iri(resource, "lease resource"), check_mode(mode)
+        node = self.board.read(iri)
+        operation = Operation.READ if asked is LeaseMode.READ else Operation.UPDATE
+        if node is None:
+            if _creatable(self.board.permissions, self.role):
+                return iri, asked, None
+            areas: list[str] = []
+        else:
+            areas = self._own_area(node)
+        if areas and self._may(areas[0], operation):
+            return iri, asked, lambda lease: not self._guards(lease, areas)
+        raise PermissionDeniedError(
+            f"role {self.role!r} may not take a {asked.value} lease on {iri!r}: a lease needs"
+            f" the right it protects ({operation.value}) on a node of the agent's task"
+            f" {self.task!r}, or (no node yet) a role that may create in its task",
+            role=self.role,
+            graph="*",
+            operation=operation.value,
+        )
+
+    def _may(self, area: str, operation: Operation) -> bool:
+        """Return whether the role may ``operation`` in ``area`` (an update: not mirrored)."""
+        if operation is Operation.UPDATE and area in MIRRORED_AREAS:
+            return False
+        return self.board.permissions.allows(self.role, area, operation)
+
+    def _shown(self, error: LeaseConflictError, mode: LeaseMode) -> LeaseConflictError:
+        """Return ``error`` with every holder of another task named ``OTHER_TASK_HOLDER``."""
+        holders = tuple(
+            (name if self._holder_of_task(name) else OTHER_TASK_HOLDER, held)
+            for name, held in error.holders
+        )
+        if holders == error.holders:
+            return error
+        timed_out = isinstance(error, LeaseTimeoutError)
+        return conflict_error(error.resource, mode, holders, timed_out=timed_out)
+
+    def _holder_of_task(self, name: str) -> bool:
+        """Return whether ``name`` may be named to this agent: not an agent of another task."""
+        holder = self._holder(name)
+        return holder is None or holder.task == self.task
 
     def _area_of(self, node: BoardNode, *, reading: bool = False) -> str:
         """Return the area of the agent's task that holds ``node``, or refuse.
@@ -312,8 +420,9 @@ class AgentHandle:
 
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
-                self._check(self._writable(self._area_of(node)), Operation.DELETE)
-                self._check_lease(node.iri, lease_token)
+                area = self._area_of(node)
+                self._check(self._writable(area), Operation.DELETE)
+                self._check_lease(node.iri, lease_token, area)
 
         coherence = board._coherence
         if coherence is not None:
@@ -376,10 +485,26 @@ class AgentHandle:
         ttl_s: float | None = None,
         timeout_s: float | None = None,
     ) -> Lease:
-        """Take a lease on ``resource`` (a node IRI guards its writes), waiting up to
-        ``timeout_s``; its ``token`` is what guarded writes present."""
+        """Take a lease on ``resource`` (a node IRI: it guards the node's writes), waiting up to
+        ``timeout_s``; its ``token`` is what guarded writes present.
+
+        The lease needs the right it protects (see the module): Read, to read the node; Write
+        and Exclusive, to update it; on a node of the agent's task. An IRI with no node yet
+        needs a role that may create in some area of the task.
+
+        Raises:
+            PermissionDeniedError: the agent lacks that right (nothing is leased).
+            LeaseConflictError: the resource is held incompatibly (``LeaseTimeoutError`` at
+                the deadline); a holder of another task is named ``OTHER_TASK_HOLDER``.
+        """
         leases = self.board._coordination().leases
-        return leases.acquire(resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s)
+        iri, asked, void = self._leasable(resource, mode)
+        try:
+            return leases.acquire(
+                iri, self.name, asked, ttl_s=ttl_s, timeout_s=timeout_s, void=void
+            )
+        except LeaseConflictError as error:
+            raise self._shown(error, asked) from None
 
     async def acquire_async(
         self,
@@ -389,20 +514,26 @@ class AgentHandle:
         ttl_s: float | None = None,
         timeout_s: float | None = None,
     ) -> Lease:
-        """Await a lease like ``acquire`` without blocking the event loop."""
+        """Await a lease like ``acquire`` (the same rights) without blocking the event loop."""
         leases = self.board._coordination().leases
-        return await leases.acquire_async(
-            resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s
-        )
+        iri, asked, void = await asyncio.to_thread(self._leasable, resource, mode)
+        try:
+            return await leases.acquire_async(
+                iri, self.name, asked, ttl_s=ttl_s, timeout_s=timeout_s, void=void
+            )
+        except LeaseConflictError as error:
+            raise await asyncio.to_thread(self._shown, error, asked) from None
 
     @contextmanager
     def hold(
         self, resource: str, mode: LeaseMode | str = "write", *, timeout_s: float | None = None
     ) -> Iterator[Lease]:
-        """Hold a lease for the block (acquired on entry, released on exit)."""
-        leases = self.board._coordination().leases
-        with leases.hold(resource, self.name, mode, timeout_s=timeout_s) as lease:
+        """Hold a lease for the block (``acquire`` on entry, released on exit)."""
+        lease = self.acquire(resource, mode, timeout_s=timeout_s)
+        try:
             yield lease
+        finally:
+            self.release(lease.resource)
 
     def release(self, resource: str) -> bool:
         """Release the agent's lease on ``resource``; return whether it held one."""
@@ -461,6 +592,11 @@ class AgentHandle:
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
+
+
+def _creatable(matrix: PermissionMatrix, role: str) -> list[str]:
+    """Return the areas where ``role`` may create nodes (the mirrored areas are not written)."""
+    return [a for a in matrix.areas(role, Operation.CREATE) if a not in MIRRORED_AREAS]
 
 
 def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:

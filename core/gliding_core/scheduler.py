@@ -226,12 +226,14 @@ class Scheduler:
                 blackboard nodes in the frame's areas only, and nothing from L0.
 
         Raises:
-            InvalidInputError: ``fallback`` is neither ``"task"`` nor ``"frame"``.
+            InvalidInputError: ``fallback`` is neither ``"task"`` nor ``"frame"``, or
+                ``query`` is neither a string nor ``None``.
             PermissionDeniedError: ``agent`` works on another task, or has another role.
         """
         check_iri(task, "task IRI")
         check_budget(budget)
         _check_fallback(fallback)
+        _check_query(query)
         frame = self.frame_for(role)
         areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
@@ -267,6 +269,7 @@ class Scheduler:
         """
         check_iri(task, "task IRI")
         _check_fallback(fallback)
+        _check_query(query)
         frame = self.frame_for(role)
         areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
@@ -623,6 +626,11 @@ class FrameSource:
             return SourcePart.empty(self.name)
         quoted = tuple(dict.fromkeys((*view.iris, *_quoted(view.whole))))
         return SourcePart(self.name, view.text, view.tokens, quoted)
+
+
+def _check_query(query: object) -> None:
+    if query is not None and not isinstance(query, str):
+        raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
 
 
 def _check_fallback(fallback: object) -> Fallback:

@@ -297,3 +297,37 @@ def test_a_frame_source_renders_nothing_of_a_forbidden_copy(
         for _ in range(2):
             part = ledger_source.fill(SourceRequest(None, BUDGET))
             assert [word for word in secrets.values() if word in part.text] == []
+
+
+HOSTILE_QUERIES: list[Any] = [
+    5,
+    ["hunter2"],
+    {"$ne": "hunter2"},
+    "\x00hunter2",
+    "   ",
+    "*",
+    '"hunter2',
+    "hunter2 OR zebrafish",
+    "NEAR(hunter2 password)",
+    "hunter2' --",
+    "zebrafish " * 2_000,
+    "hunter2" * 20_000,
+]
+
+
+@pytest.mark.parametrize("role", ["do", "act"])
+def test_a_hostile_query_is_refused_typed_or_finds_nothing_forbidden(
+    memory: Memory, blind: Scheduler, role: str
+) -> None:
+    secrets = seed_secrets(memory, role)
+    memory.blackboard.coordination.tasks.register(TASK)  # type: ignore[union-attr]
+    agent = memory.agent(f"{role}-attacker", role=role, task=TASK)
+    escapes = []
+    for query in HOSTILE_QUERIES:
+        for path, call in frame_reads(memory, blind, agent, query).items():
+            text = attempt(call)  # anything but a GlidingError fails the test here
+            text = text.replace(json.dumps(query, default=str)[1:-1], "").replace(str(query), "")
+            escapes += [(path, origin) for origin, word in secrets.items() if word in text]
+    assert escapes == []
+    with pytest.raises(GlidingError, match="query must be a string"):
+        board_tools.project_frame(agent, blind, budget=BUDGET, query=5)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from gliding_core import EventBus, L0Store, LeaseConflictError, board_tools
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
-from gliding_core.blackboard.handle import OTHER_TASK_HOLDER
+from gliding_core.blackboard.lease_rights import OTHER_TASK_HOLDER
 from gliding_core.blackboard.leases import Lease
 from gliding_core.blackboard.permissions import DEFAULT_MATRIX, Operation, PermissionMatrix
 from gliding_core.blackboard.registries import Coordination

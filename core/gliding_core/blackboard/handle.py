@@ -20,19 +20,9 @@ Invariants:
   node's current generation, whichever process wrote it; a write based on a generation the
   node has moved past is refused with ``StaleWriteError`` (current generation and value) and
   the agent's copy becomes ``INVALID``, unless the agent holds a Write or Exclusive lease on it.
-- A lease needs the right it protects, on a node of the agent's own task: a Read lease the
-  right to read the node's area, a Write or Exclusive lease the right to update it (not a
-  mirrored area). An IRI with no node yet may be leased in any mode by a role that may create
-  in some area of its task (no area is named: its node may go to any). A lease never protects
-  against another task: when a write or delete checks the leases on a node, a lease whose
-  holder (a registered agent) works on another task, or whose role may not update the area
-  the node is in or goes to, does not block it (a lease of a holder that is no registered
-  agent, taken by code through the lease table, does); and a lease on an existing node ends
-  such leases when it is granted (``LeaseTable``'s ``void``). So an agent squatting on a node,
-  or on an IRI before its node exists, never blocks its owner's write, and once the node
-  exists, not its lease either. A refusal (its message, its ``holders``) names no agent of
-  another task: such a holder is shown as ``OTHER_TASK_HOLDER``; nor does a refused lease
-  say which area (or whether another task) holds the node.
+- A lease needs the right it protects, on a node of the agent's own task, and a lease of
+  another task's agent, or of a role without that right, never blocks the agent
+  (``lease_rights``); no refusal names an agent of another task.
 """
 
 from __future__ import annotations
@@ -43,7 +33,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
-from gliding_core.blackboard.leases import LeaseMode, check_mode, conflict_error
+from gliding_core.blackboard.lease_rights import LeaseRights
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_query, type_iri
@@ -54,11 +44,9 @@ from gliding_core.bus import Subscription
 from gliding_core.coherence.sources import refused
 from gliding_core.entry import check_list
 from gliding_core.errors import (
-    AgentNotFoundError,
     EntryNotFoundError,
     InvalidInputError,
     LeaseConflictError,
-    LeaseTimeoutError,
     PermissionDeniedError,
 )
 from gliding_core.jsonld import preview
@@ -66,12 +54,9 @@ from gliding_core.jsonld import preview
 if TYPE_CHECKING:
     from gliding_core.blackboard.agents import Agent, AgentStatus
     from gliding_core.blackboard.board import Blackboard
-    from gliding_core.blackboard.leases import Lease, Void
+    from gliding_core.blackboard.leases import Lease, LeaseMode
     from gliding_core.blackboard.messages import Message
     from gliding_core.blackboard.tasks import Task
-
-OTHER_TASK_HOLDER = "(an agent of another task)"
-"""How a refusal names the holder of a conflicting lease who works on another task."""
 
 
 class AgentHandle:
@@ -102,6 +87,7 @@ class AgentHandle:
         )
         self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
         self._roots = TaskRoots(board)  # the tasks area a read sees is the tree root's
+        self._leases = LeaseRights(board, role=self._role, task=self._task)
 
     @property
     def role(self) -> str:
@@ -221,11 +207,12 @@ class AgentHandle:
             return
         if board.coordination is None:
             return
-        areas = [area] if old is None else [area, *self._own_area(old)]
+        areas = [area] if old is None else [area, *self._leases.areas_of(old)]
         guards = [
             lease
             for lease in board.coordination.leases.holders(iri)
-            if lease.mode != "read" and (lease.holder == self.name or self._guards(lease, areas))
+            if lease.mode != "read"
+            and (lease.holder == self.name or self._leases.guards(lease, areas))
         ]
         others = tuple((g.holder, g.mode.value) for g in guards if g.holder != self.name)
         if others:
@@ -239,82 +226,6 @@ class AgentHandle:
             raise InvalidInputError(
                 f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
             )
-
-    def _own_area(self, node: BoardNode) -> list[str]:
-        """Return ``[area]`` of the agent's task that holds ``node``, or ``[]``."""
-        place = graph_area(node.graph)
-        return [place[1]] if place is not None and place[0] == self.task else []
-
-    def _holder(self, name: str) -> Agent | None:
-        """Return the registered agent ``name``, or ``None`` (a holder that is no agent)."""
-        try:
-            return self.board._coordination().agents.get(name)
-        except AgentNotFoundError:
-            return None
-
-    def _guards(self, lease: Lease, areas: Sequence[str]) -> bool:
-        """Return whether ``lease`` protects a right its holder has on a node of this task.
-
-        ``areas``: where the node is (or goes). A holder that is no registered agent (code
-        using the lease table) is trusted.
-        """
-        holder = self._holder(lease.holder)
-        if holder is None:
-            return True
-        if holder.task != self.task:
-            return False
-        operation = Operation.READ if lease.mode is LeaseMode.READ else Operation.UPDATE
-        return any(self.board.permissions.allows(holder.role, a, operation) for a in areas)
-
-    def _leasable(self, resource: object, mode: object) -> tuple[str, LeaseMode, Void | None]:
-        """Return the IRI and mode of a lease this agent may take, and the leases it voids.
-
-        Raises:
-            PermissionDeniedError: the IRI is a node of another task, or of an area where the
-                role lacks the right the mode protects, or (no node) the role may create in
-                no area (the message names no area and no other task).
-        """
-        iri, asked = check_iri(resource, "lease resource"), check_mode(mode)
-        node = self.board.read(iri)
-        operation = Operation.READ if asked is LeaseMode.READ else Operation.UPDATE
-        if node is None:
-            if _creatable(self.board.permissions, self.role):
-                return iri, asked, None
-            areas: list[str] = []
-        else:
-            areas = self._own_area(node)
-        if areas and self._may(areas[0], operation):
-            return iri, asked, lambda lease: not self._guards(lease, areas)
-        raise PermissionDeniedError(
-            f"role {self.role!r} may not take a {asked.value} lease on {iri!r}: a lease needs"
-            f" the right it protects ({operation.value}) on a node of the agent's task"
-            f" {self.task!r}, or (no node yet) a role that may create in its task",
-            role=self.role,
-            graph="*",
-            operation=operation.value,
-        )
-
-    def _may(self, area: str, operation: Operation) -> bool:
-        """Return whether the role may ``operation`` in ``area`` (an update: not mirrored)."""
-        if operation is Operation.UPDATE and area in MIRRORED_AREAS:
-            return False
-        return self.board.permissions.allows(self.role, area, operation)
-
-    def _shown(self, error: LeaseConflictError, mode: LeaseMode) -> LeaseConflictError:
-        """Return ``error`` with every holder of another task named ``OTHER_TASK_HOLDER``."""
-        holders = tuple(
-            (name if self._holder_of_task(name) else OTHER_TASK_HOLDER, held)
-            for name, held in error.holders
-        )
-        if holders == error.holders:
-            return error
-        timed_out = isinstance(error, LeaseTimeoutError)
-        return conflict_error(error.resource, mode, holders, timed_out=timed_out)
-
-    def _holder_of_task(self, name: str) -> bool:
-        """Return whether ``name`` may be named to this agent: not an agent of another task."""
-        holder = self._holder(name)
-        return holder is None or holder.task == self.task
 
     def _area_of(self, node: BoardNode, *, reading: bool = False) -> str:
         """Return the area of the agent's task that holds ``node``, or refuse.
@@ -488,23 +399,24 @@ class AgentHandle:
         """Take a lease on ``resource`` (a node IRI: it guards the node's writes), waiting up to
         ``timeout_s``; its ``token`` is what guarded writes present.
 
-        The lease needs the right it protects (see the module): Read, to read the node; Write
-        and Exclusive, to update it; on a node of the agent's task. An IRI with no node yet
-        needs a role that may create in some area of the task.
+        The lease needs the right it protects (``lease_rights``): Read, to read the node;
+        Write and Exclusive, to update it; on a node of the agent's task. An IRI with no node
+        yet needs a role that may create in some area of the task.
 
         Raises:
             PermissionDeniedError: the agent lacks that right (nothing is leased).
             LeaseConflictError: the resource is held incompatibly (``LeaseTimeoutError`` at
-                the deadline); a holder of another task is named ``OTHER_TASK_HOLDER``.
+                the deadline); a holder of another task is named
+                ``lease_rights.OTHER_TASK_HOLDER``.
         """
         leases = self.board._coordination().leases
-        iri, asked, void = self._leasable(resource, mode)
+        iri, asked, void = self._leases.leasable(resource, mode)
         try:
             return leases.acquire(
                 iri, self.name, asked, ttl_s=ttl_s, timeout_s=timeout_s, void=void
             )
         except LeaseConflictError as error:
-            raise self._shown(error, asked) from None
+            raise self._leases.shown(error, asked) from None
 
     async def acquire_async(
         self,
@@ -516,13 +428,13 @@ class AgentHandle:
     ) -> Lease:
         """Await a lease like ``acquire`` (the same rights) without blocking the event loop."""
         leases = self.board._coordination().leases
-        iri, asked, void = await asyncio.to_thread(self._leasable, resource, mode)
+        iri, asked, void = await asyncio.to_thread(self._leases.leasable, resource, mode)
         try:
             return await leases.acquire_async(
                 iri, self.name, asked, ttl_s=ttl_s, timeout_s=timeout_s, void=void
             )
         except LeaseConflictError as error:
-            raise await asyncio.to_thread(self._shown, error, asked) from None
+            raise await asyncio.to_thread(self._leases.shown, error, asked) from None
 
     @contextmanager
     def hold(
@@ -592,11 +504,6 @@ class AgentHandle:
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
-
-
-def _creatable(matrix: PermissionMatrix, role: str) -> list[str]:
-    """Return the areas where ``role`` may create nodes (the mirrored areas are not written)."""
-    return [a for a in matrix.areas(role, Operation.CREATE) if a not in MIRRORED_AREAS]
 
 
 def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:

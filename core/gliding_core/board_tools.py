@@ -13,8 +13,9 @@ lease.
 
 ``project_frame`` needs a ``Scheduler`` over the handle's blackboard (``Scheduler.for_memory``);
 the tool sets offer it when they are given one. Its result carries the generation of every
-blackboard node the view quotes, so the turn that archives it can be marked stale when one of
-them moves on (``gliding_core.stale_turns``).
+blackboard node the view quotes that the agent may read, so the turn that archives it can be
+marked stale when one of them moves on (``gliding_core.stale_turns``); a node the view only
+references and the agent may not read (another area, another task) gets none.
 
 Invariants: a tool acts only as its handle may; a write based on a generation the node has
 moved past changes nothing; every result is a JSON-ready dict or list.
@@ -117,7 +118,10 @@ def ready_tasks(handle: AgentHandle) -> list[dict[str, Any]]:
 
 
 def take_lease(handle: AgentHandle, resource: str, mode: str = "write") -> dict[str, Any]:
-    """Take a lease on ``resource`` without waiting; return it with its fencing token."""
+    """Take a lease on ``resource`` without waiting; return it with its fencing token.
+
+    The lease needs the right it protects on a node of the agent's task (``acquire``).
+    """
     lease = handle.acquire(resource, mode, timeout_s=0.0)
     return {"resource": lease.resource, "mode": str(lease.mode.value), "token": lease.token}
 
@@ -150,7 +154,9 @@ def project_frame(
 ) -> dict[str, Any]:
     """Return the agent's view of its task: its role's frame (L3), else L2, else L0.
 
-    Read as the agent: only the areas its role may read are shown.
+    Read as the agent: only the areas its role may read are shown, L0 only as far as its
+    task's scope and those areas (``Scheduler.read``), and a generation only for a node it
+    may read (a reference to any other node is shown as written, with nothing of the node).
 
     Args:
         handle: the reading agent (its task and role choose the frame).
@@ -171,7 +177,7 @@ def project_frame(
     # in between is caught; when the view keeps moving, the last ones read are older than it
     # (a turn quoting it goes stale too early, never too late).
     for _ in range(_VIEW_TRIES):
-        found = handle.board.read_many(list(view.iris))
+        found = scheduler.board_nodes(view.iris, agent=handle)
         again = scheduler.read(handle.task, handle.role, budget=budget, query=query, agent=handle)
         if again.text == view.text:
             break

@@ -27,7 +27,13 @@ from gliding_core.jsonld import check_label, preview
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
 
-_LABEL_LISTS = ("named_graphs", "exclude_tags", "exclude_tag_prefixes", "exclude_types")
+_LABEL_LISTS = (
+    "named_graphs",
+    "exclude_tags",
+    "exclude_tag_prefixes",
+    "exclude_types",
+    "exclude_graph_prefixes",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,8 @@ class SearchFilters:
         exclude_tags: the entry carries none of these tags.
         exclude_tag_prefixes: the entry carries no tag that starts with one of these.
         exclude_types: the entry has none of these JSON-LD types.
+        exclude_graph_prefixes: the entry is in no named graph whose IRI starts with one of
+            these (an entry in no graph passes).
         any_of: the entry passes at least one of these filters (none given: no condition).
         all_of: the entry passes every one of these filters.
     """
@@ -61,6 +69,7 @@ class SearchFilters:
     exclude_tags: tuple[str, ...] = ()
     exclude_tag_prefixes: tuple[str, ...] = ()
     exclude_types: tuple[str, ...] = ()
+    exclude_graph_prefixes: tuple[str, ...] = ()
     any_of: tuple[SearchFilters, ...] = ()
     all_of: tuple[SearchFilters, ...] = ()
 
@@ -155,6 +164,15 @@ def _nested_sql(filters: SearchFilters, parts: list[str], params: list[Any]) -> 
         bounds = _prefix_range(prefix)
         where = "tag >= ? AND tag < ?" if len(bounds) == 2 else "tag >= ?"
         parts.append(f"e.id NOT IN (SELECT entry_id FROM entry_tags WHERE {where})")
+        params += bounds
+    for prefix in _unique(filters.exclude_graph_prefixes):  # a range on the graph's IRI
+        bounds = _prefix_range(prefix)
+        inside = (
+            "e.named_graph >= ? AND e.named_graph < ?"
+            if len(bounds) == 2
+            else ("e.named_graph >= ?")
+        )
+        parts.append(f"(e.named_graph IS NULL OR NOT ({inside}))")
         params += bounds
     for nested, joiner in ((filters.any_of, " OR "), (filters.all_of, " AND ")):
         if nested:

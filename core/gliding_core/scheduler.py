@@ -6,7 +6,15 @@ do: ``da_input``, check: ``ca_review``, act: ``aa_decision``, any other role:
 show, the task's blackboard nodes are shown instead (L2), and when the blackboard holds nothing
 of the task, its entries in L0 (written back under the task's graphs) or, given a query, what
 L0 search finds for it. L2 and L0 show what agents wrote, not the coordination layer's mirror
-of tasks, agents and messages (a registered agent would otherwise always fill L2). With
+of tasks, agents and messages (a registered agent would otherwise always fill L2). No level
+shows the conversation or what is delivered through it: an L1 turn (``Turn``, archived in a
+``urn:gliding:session:`` graph), a chat message, or a supplementary input (pending, consumed,
+or archived as the turn that delivered it) is never part of a frame, read as the system or as
+an agent. L0 search read as the system reads every other entry (any scope, any graph); read
+as an agent it reads, in the same SQL as the search (``SearchFilters``), only the entries of
+the task's scope (tagged ``Scope.task(task).tag``) and those in the graphs of the areas of the
+task the agent's role may read: never another task's, another scope's (a user's, a thread's)
+or an entry of no scope. With
 ``fallback="frame"`` (what role agents read, ``gliding_core.team``) the fallback is narrower:
 the task's blackboard nodes in the frame's own areas only, and no L0 (so the decider, before any
 review exists, is not shown the plan the ``aa_decision`` frame leaves out).
@@ -28,8 +36,11 @@ Invariants:
 - Read as an agent (``read(..., agent=handle)``, ``FrameSource.for_agent``), no level shows a
   node of an area the agent's role may not read, nor of another task (but the ``Task`` nodes
   of its tree: its ``tasks`` area is the tree root's, as for the handle): the frame's query runs
-  over exactly the readable graphs (as ``AgentHandle.query`` does), L2 and L0 are read from
-  them, and L0 search keeps what is outside the blackboard's areas or in those graphs.
+  over exactly the readable graphs (as ``AgentHandle.query`` does, embedded objects included),
+  L2 and L0 are read from them, and L0 search finds only the task's scope and those graphs.
+  A node the view references but the agent may not read is shown as the reference written,
+  never expanded, and ``board_nodes(..., agent=)`` (what the tools read generations with)
+  does not find it.
 - ``fallback="frame"`` never shows a node outside the frame's areas, at any level.
 - With ``seen="request"`` a node is a reference only when the request holds a copy of it at
   the generation read just before the view, holding every property the view shows of it; the
@@ -41,22 +52,29 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from gliding_core.attention.supplementary import CONSUMED, PENDING
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.permissions import ROLE_ALIASES
+from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS
-from gliding_core.blackboard.validation import check_iri
-from gliding_core.blackboard.vocabulary import AREAS, graph_area
+from gliding_core.blackboard.validation import check_iri, is_iri
+from gliding_core.blackboard.vocabulary import AREA_GRAPH_PREFIX, AREAS
 from gliding_core.bus import EventBus
 from gliding_core.coherence.seen import SeenNodes, SeenView, SharedNode, within_view
+from gliding_core.entry import Entry
 from gliding_core.errors import InvalidInputError, PermissionDeniedError
+from gliding_core.filters import SearchFilters
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import check_budget, fit
 from gliding_core.projection.projector import Projector
+from gliding_core.retrieval import CHAT_TYPES
+from gliding_core.scope import INPUT_TYPE, Scope
+from gliding_core.session import SESSION_PREFIX
 from gliding_core.sources import SourcePart, SourceRequest
 from gliding_core.store import L0Store
 
@@ -72,12 +90,32 @@ DEFAULT_ROLE_FRAMES: Mapping[str, str] = {
 DEFAULT_FRAME = "summary_only"
 LEVELS = ("l3", "l2", "l0", "none")
 
-Search = Callable[[str, int], Sequence[SearchHit]]
 Fallback = Literal["task", "frame"]  # what a read shows when its frame shows nothing
 Seen = SeenNodes | Literal["request"] | None  # a frame source's ledger (see FrameSource)
 REQUEST = "request"
 
 _WHOLE = 1 << 62  # a budget every frame fits in: the frame's nodes unfitted
+_L0_HITS = 10  # what one L0 search of a read returns at most
+# What no frame shows from L0: the conversation (turns, chat messages) and supplementary inputs,
+# by their types, their tags (the L1 archive's and the input store's) and the sessions' graphs.
+_CONVERSATION_TYPES = (*CHAT_TYPES, INPUT_TYPE)
+_CONVERSATION_TAGS = ("turn", PENDING, CONSUMED)
+TASK_CONTENT = SearchFilters(
+    exclude_types=_CONVERSATION_TYPES,
+    exclude_tags=_CONVERSATION_TAGS,
+    exclude_graph_prefixes=(SESSION_PREFIX,),
+)
+"""The L0 entries a frame may show: no turn, no chat message, no supplementary input."""
+
+
+class Search(Protocol):
+    """L0 search as the scheduler calls it (``Memory.search``): hits best first."""
+
+    def __call__(
+        self, query: str, k: int, *, filters: SearchFilters | None = None
+    ) -> Sequence[SearchHit]:
+        """Return the ``k`` best hits for ``query`` among the entries ``filters`` passes."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +157,8 @@ class Scheduler:
         projector: the L3 projector (over the blackboard).
         store: the L0 store (the last level of the read path); none when ``None``.
         search: L0 search (``memory.search``), used with a query when L0 holds nothing of
-            the task's graphs.
+            the task's graphs; it is given the filters of what the reader may see
+            (``filters=``), which it applies in its own query.
         roles: role -> frame, replacing the defaults (``DEFAULT_ROLE_FRAMES``).
         default_frame: the frame of any other role.
         bus: where ``TASK_COMPLETED`` goes; the blackboard's bus when omitted.
@@ -137,6 +176,8 @@ class Scheduler:
     ) -> None:
         self.projector = projector
         self.board: Blackboard = projector.board
+        if search is not None and not callable(search):
+            raise InvalidInputError(f"search must be callable or None, got {preview(search)}")
         self.store, self.search = store, search
         self.roles = dict(DEFAULT_ROLE_FRAMES if roles is None else _check_roles(roles))
         for frame in (*self.roles.values(), default_frame):
@@ -176,20 +217,23 @@ class Scheduler:
             params: the frame's parameters.
             shown: IRIs the model already sees (left out).
             agent: read as this agent: every level shows only the areas of its task its role
-                may read (the frame's query runs over exactly those graphs, L0 search keeps
-                only what is outside the blackboard or in those graphs). Without it the read
-                is the system's, over every area.
+                may read (the frame's query runs over exactly those graphs, L0 search finds
+                only the entries of the task's scope and of those graphs). Without it the read
+                is the system's, over every area, and L0 search over every scope. Neither
+                shows a turn, a chat message or a supplementary input (see the module).
             fallback: what is shown when the frame shows nothing: ``"task"``, the task's
                 blackboard nodes, else its L0 entries (or L0 search); ``"frame"``, the task's
                 blackboard nodes in the frame's areas only, and nothing from L0.
 
         Raises:
-            InvalidInputError: ``fallback`` is neither ``"task"`` nor ``"frame"``.
+            InvalidInputError: ``fallback`` is neither ``"task"`` nor ``"frame"``, or
+                ``query`` is neither a string nor ``None``.
             PermissionDeniedError: ``agent`` works on another task, or has another role.
         """
         check_iri(task, "task IRI")
         check_budget(budget)
         _check_fallback(fallback)
+        _check_query(query)
         frame = self.frame_for(role)
         areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
@@ -225,6 +269,7 @@ class Scheduler:
         """
         check_iri(task, "task IRI")
         _check_fallback(fallback)
+        _check_query(query)
         frame = self.frame_for(role)
         areas = None if agent is None else self._readable(agent, task, role)
         projection = self.projector.project(
@@ -292,21 +337,45 @@ class Scheduler:
     def _l0(
         self, task: str, query: str | None, areas: Sequence[str], *, confined: bool
     ) -> list[dict[str, Any]]:
+        """The task's L0 entries in ``areas``, else (given a query) what L0 search finds.
+
+        ``confined`` (read as an agent): the search finds only the task's scope and the graphs
+        of ``areas``; the filters are the search's own SQL, so its ``k`` best are of those.
+        """
         if self.store is None:
             return []
-        found: list[dict[str, Any]] = []
         graphs = self.projector.roots.graphs(task, areas)
-        for graph in graphs:
-            found += [_bare(entry.node) for entry in self.store.by_graph(graph, limit=100)]
-        if not found and query and query.strip() and self.search is not None:
-            hits = self.search(query, 10)
-            allowed = set(graphs)
-            found = [
-                _bare(hit.entry.node)
-                for hit in hits
-                if not confined or _outside_or_in(hit.entry.named_graph, allowed)
-            ]
-        return found
+        found = [
+            _bare(entry.node)
+            for graph in graphs
+            for entry in self.store.by_graph(graph, limit=100)
+            if _task_content(entry)
+        ]
+        if found or not query or not query.strip() or self.search is None:
+            return found
+        readable = _agent_filters(task, graphs) if confined else TASK_CONTENT
+        return [_bare(hit.entry.node) for hit in self.search(query, _L0_HITS, filters=readable)]
+
+    def board_nodes(
+        self, iris: Iterable[str], *, agent: AgentHandle | None = None
+    ) -> dict[str, BoardNode]:
+        """Return the blackboard nodes among ``iris`` (their generations), by IRI.
+
+        As ``agent``, only those in the graphs it may read of its task (the frame's graphs):
+        a node in another area or another task is not found, as if it did not exist, so
+        nothing of it (not its generation) reaches the agent. Strings that are not IRIs are
+        skipped.
+
+        Raises:
+            InvalidInputError: ``agent`` is not a handle on this scheduler's blackboard.
+        """
+        wanted = [iri for iri in dict.fromkeys(iris) if isinstance(iri, str) and is_iri(iri)]
+        if agent is None:
+            return self.board.read_many(wanted)
+        self._readable(agent, agent.task, agent.role)
+        graphs = set(self.projector.roots.graphs(agent.task, agent.readable_areas()))
+        found = self.board.read_many(wanted)
+        return {iri: node for iri, node in found.items() if node.graph in graphs}
 
     def source(
         self,
@@ -492,12 +561,13 @@ class FrameSource:
         in between makes a label older than its value, never newer (a departure is then
         said once too often, never missed); values decide the rest.
         """
-        scheduler = self.scheduler
-        known = scheduler.board.read_many(seen.iris())
+        scheduler, agent = self.scheduler, self.agent
+        known = scheduler.board_nodes(seen.iris(), agent=agent)
         nodes = self._nodes(request)
         here = {n["@id"] for n in nodes}
         left = [i for i in seen.iris() if i not in here and i not in request.shown]
-        found = {**scheduler.board.read_many([i for i in here if i not in known]), **known}
+        fresh = scheduler.board_nodes([i for i in here if i not in known], agent=agent)
+        found = {**fresh, **known}
         shared = [
             SharedNode(n["@id"], found[n["@id"]].generation if n["@id"] in found else None, n)
             for n in nodes
@@ -521,7 +591,7 @@ class FrameSource:
         copies = {c.iri: c for c in request.copies if c.iri not in request.shown}
         if not copies:
             return self._fill_whole(request)
-        known = scheduler.board.read_many(list(copies))
+        known = scheduler.board_nodes(copies, agent=self.agent)
         nodes = self._nodes(request)
         if not any(node["@id"] in copies for node in nodes):
             return self._fill_whole(request)
@@ -558,6 +628,11 @@ class FrameSource:
         return SourcePart(self.name, view.text, view.tokens, quoted)
 
 
+def _check_query(query: object) -> None:
+    if query is not None and not isinstance(query, str):
+        raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+
+
 def _check_fallback(fallback: object) -> Fallback:
     if fallback not in ("task", "frame"):
         raise InvalidInputError(f"fallback must be 'task' or 'frame', got {preview(fallback)}")
@@ -572,9 +647,28 @@ def _role(role: object) -> str:
     return ROLE_ALIASES.get(name, name)
 
 
-def _outside_or_in(graph: str | None, allowed: set[str]) -> bool:
-    """Return whether an L0 entry's graph is no blackboard area, or one of ``allowed``."""
-    return graph is None or graph_area(graph) is None or graph in allowed
+def _task_content(entry: Entry) -> bool:
+    """Return whether an L0 entry may be shown in a frame (see ``TASK_CONTENT``)."""
+    return not (
+        any(t in _CONVERSATION_TYPES for t in entry.jsonld_types)
+        or any(t in _CONVERSATION_TAGS for t in entry.tags)
+        or (entry.named_graph or "").startswith(SESSION_PREFIX)
+    )
+
+
+def _agent_filters(task: str, graphs: Sequence[str]) -> SearchFilters:
+    """The L0 entries an agent's read of ``task`` may find: its scope's and those of ``graphs``.
+
+    The task's scope is the one a single-tenant adapter built for the task writes
+    (``Scope.task``), outside the blackboard's area graphs (a node an agent wrote, tagged
+    with the scope, is flushed into its area's graph: only a role that may read that area
+    sees it); ``graphs`` are the graphs of the areas the agent may read.
+    """
+    scope = SearchFilters(
+        tags_any=(Scope.task(task).tag,), exclude_graph_prefixes=(AREA_GRAPH_PREFIX,)
+    )
+    reach = (scope, SearchFilters(named_graphs=tuple(graphs))) if graphs else (scope,)
+    return SearchFilters(all_of=(TASK_CONTENT, SearchFilters(any_of=reach)))
 
 
 def _bare(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -727,3 +727,46 @@ class TestLeaseMachineAtLength(LeaseMachine.TestCase):
     """The same machine with many more and longer runs (``pytest -m stress``)."""
 
     settings = settings(max_examples=1_000, stateful_step_count=80, deadline=None)
+
+
+# -- voided leases -----------------------------------------------------------------------------
+
+
+def test_a_grant_ends_the_conflicting_leases_it_voids_and_only_when_it_is_made(
+    db: CoordinationDB,
+) -> None:
+    bus = EventBus()
+    leases = LeaseTable(db, bus=bus)
+    squatter = leases.acquire("urn:r", "squatter", X)
+    leases.acquire("urn:s", "rightful", W)
+    only_squatters = lambda lease: lease.holder == "squatter"  # noqa: E731
+    with pytest.raises(LeaseConflictError) as still:
+        leases.try_acquire("urn:s", "owner", W, void=only_squatters)
+    assert still.value.holders == (("rightful", "write"),)
+    leases.acquire("urn:s", "squatter", R)  # shares with the rightful Write
+    with pytest.raises(LeaseConflictError):  # the rightful holder still conflicts: none ends
+        leases.try_acquire("urn:s", "owner", X, void=only_squatters)
+    assert {lease.holder for lease in leases.holders("urn:s")} == {"rightful", "squatter"}
+    granted = leases.acquire("urn:r", "owner", W, timeout_s=0, void=only_squatters)
+    assert [lease.holder for lease in leases.holders("urn:r")] == ["owner"]
+    assert granted.token > squatter.token
+    with pytest.raises(FencingTokenError):
+        leases.check_fence("urn:r", "squatter", squatter.token)
+    revoked = [e.payload for e in bus.recent(EventType.LEASE_RELEASED) if e.payload.get("revoked")]
+    assert [(p["resource"], p["holder"]) for p in revoked] == [("urn:r", "squatter")]
+    assert leases.renew_all("squatter") == 1  # its Read on urn:s: the one on urn:r is gone
+    with pytest.raises(InvalidInputError, match="void"):
+        leases.try_acquire("urn:t", "owner", W, void="squatter")  # type: ignore[arg-type]
+
+
+def test_an_awaited_grant_asks_void_at_every_attempt(leases: LeaseTable) -> None:
+    leases.acquire("urn:r", "squatter", X)
+    voided: list[str] = []
+
+    def void(lease: Lease) -> bool:
+        voided.append(lease.holder)
+        return True
+
+    lease = asyncio.run(leases.acquire_async("urn:r", "owner", X, timeout_s=0, void=void))
+    assert lease.holder == "owner"
+    assert voided == ["squatter"]

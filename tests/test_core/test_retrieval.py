@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gliding_core import DEFAULT_K, InvalidInputError, L0Store, filters_from_dict, knowledge_filters
+from gliding_core.filters import SearchFilters
 from gliding_core.scope import INPUT_TYPE
 
 TAGS = ["a", "b", "c"]
@@ -136,3 +137,17 @@ def test_knowledge_leaves_out_conversation_and_inputs() -> None:
     assert set(knowledge_filters().exclude_types) == {"Turn", "ChatMessage", INPUT_TYPE}
     assert knowledge_filters(include_turns=True).exclude_types == (INPUT_TYPE,)
     assert DEFAULT_K == 4
+
+
+def test_a_graph_prefix_leaves_out_exactly_the_graphs_that_start_with_it() -> None:
+    graphs = [None, "urn:g:", "urn:g:1", "urn:g:1:x", "urn:g;", "urn:h:1", "urn:f:9", "urn:g"]
+    with L0Store(None) as store:
+        for i, graph in enumerate(graphs):
+            store.put({"@id": f"urn:e:{i}", "text": "x"}, named_graph=graph)
+        kept = store.matching(SearchFilters(exclude_graph_prefixes=("urn:g:",)))
+        outside = [i for i, g in enumerate(graphs) if not (g or "").startswith("urn:g:")]
+        assert kept == [f"urn:e:{i}" for i in outside]
+        both = SearchFilters(exclude_graph_prefixes=("urn:g:", "urn:h"))
+        assert store.matching(both) == ["urn:e:0", "urn:e:4", "urn:e:6", "urn:e:7"]
+    with pytest.raises(InvalidInputError, match="exclude_graph_prefixes"):
+        SearchFilters(exclude_graph_prefixes="urn:g:")  # type: ignore[arg-type]

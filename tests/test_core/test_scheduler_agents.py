@@ -11,6 +11,7 @@ from gliding_core.blackboard.board import AgentHandle, task_graphs
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.scheduler import FrameSource, Scheduler
+from gliding_core.scope import Scope
 from gliding_core.sources import SourceRequest
 
 TASK = "urn:ex:task:agents"
@@ -98,6 +99,10 @@ def test_l0_as_an_agent_keeps_what_its_role_may_read(memory: Memory) -> None:
     (foreign,) = task_graphs(OTHER, ["execution"])
     memory.store.put({"@id": "urn:ex:l0:other", "text": "parser elsewhere"}, named_graph=foreign)
     memory.store.put({"@id": "urn:ex:l0:fact", "text": "a parser fact"})
+    memory.store.put(
+        {"@id": "urn:ex:l0:task-fact", "text": "the task's parser fact"},
+        tags=[Scope.task(TASK).tag],
+    )
     scheduler = Scheduler.for_memory(memory)
     doer = memory.agent("d", role="do", task=TASK)
     assert scheduler.read(TASK, "do", budget=500, agent=doer).iris == ("urn:ex:l0:done",)
@@ -109,8 +114,9 @@ def test_l0_as_an_agent_keeps_what_its_role_may_read(memory: Memory) -> None:
     memory.store.delete("urn:ex:l0:plan")
     found = scheduler.read(TASK, "do", budget=500, query="parser", agent=doer)
     assert found.level == "l0"
-    assert set(found.iris) == {"urn:ex:l0:fact"}  # outside the blackboard: any role's memory
-    assert "urn:ex:l0:other" in scheduler.read(TASK, "do", budget=500, query="parser").iris
+    assert set(found.iris) == {"urn:ex:l0:task-fact"}  # the task's scope, no other
+    system = scheduler.read(TASK, "do", budget=500, query="parser").iris
+    assert {"urn:ex:l0:other", "urn:ex:l0:fact", "urn:ex:l0:task-fact"} <= set(system)
 
 
 def test_reads_an_agent_may_not_make_are_refused(memory: Memory) -> None:

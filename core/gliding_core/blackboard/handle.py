@@ -23,15 +23,20 @@ Invariants:
 - Every write and delete carries a write id (``writeids``): a new one, or the one a caller gives
   to retry a write that raised ``WriteOutcomeUnknownError``; a retry of a write that landed
   writes nothing and returns what that write committed.
+- A lease needs the right it protects, on a node of the agent's own task, and a lease of
+  another task's agent, or of a role without that right, never blocks the agent
+  (``lease_rights``); no refusal names an agent of another task.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gliding_core.blackboard.graph import QueryResult, Term
+from gliding_core.blackboard.lease_rights import LeaseRights
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_query, type_iri
@@ -86,6 +91,7 @@ class AgentHandle:
         )
         self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
         self._roots = TaskRoots(board)  # the tasks area a read sees is the tree root's
+        self._leases = LeaseRights(board, role=self._role, task=self._task)
 
     @property
     def role(self) -> str:
@@ -164,8 +170,9 @@ class AgentHandle:
 
         def check(existing: dict[str, BoardNode]) -> None:
             for request in requests:
-                self._check_write(existing.get(request.iri), area)
-                self._check_lease(request.iri, lease_token)
+                old = existing.get(request.iri)
+                self._check_write(old, area)
+                self._check_lease(request.iri, lease_token, area, old)
 
         coherence = board._coherence
         if coherence is not None:
@@ -208,8 +215,14 @@ class AgentHandle:
             )
         return area
 
-    def _check_lease(self, iri: str, token: int | None) -> None:
-        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids."""
+    def _check_lease(
+        self, iri: str, token: int | None, area: str, old: BoardNode | None = None
+    ) -> None:
+        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids.
+
+        ``area`` is where the node goes (or is deleted from), ``old`` the node as it is: a
+        lease guards it only if its holder may update one of those areas of this task.
+        """
         board = self.board
         if token is not None:
             if board.fences is None:
@@ -218,7 +231,13 @@ class AgentHandle:
             return
         if board.coordination is None:
             return
-        guards = [lease for lease in board.coordination.leases.holders(iri) if lease.mode != "read"]
+        areas = [area] if old is None else [area, *self._leases.areas_of(old)]
+        guards = [
+            lease
+            for lease in board.coordination.leases.holders(iri)
+            if lease.mode != "read"
+            and (lease.holder == self.name or self._leases.guards(lease, areas))
+        ]
         others = tuple((g.holder, g.mode.value) for g in guards if g.holder != self.name)
         if others:
             raise LeaseConflictError(
@@ -345,8 +364,9 @@ class AgentHandle:
 
         def check(existing: dict[str, BoardNode]) -> None:
             for node in existing.values():
-                self._check(self._writable(self._area_of(node)), Operation.DELETE)
-                self._check_lease(node.iri, lease_token)
+                area = self._area_of(node)
+                self._check(self._writable(area), Operation.DELETE)
+                self._check_lease(node.iri, lease_token, area)
 
         coherence = board._coherence
         if coherence is not None:
@@ -410,10 +430,27 @@ class AgentHandle:
         ttl_s: float | None = None,
         timeout_s: float | None = None,
     ) -> Lease:
-        """Take a lease on ``resource`` (a node IRI guards its writes), waiting up to
-        ``timeout_s``; its ``token`` is what guarded writes present."""
+        """Take a lease on ``resource`` (a node IRI: it guards the node's writes), waiting up to
+        ``timeout_s``; its ``token`` is what guarded writes present.
+
+        The lease needs the right it protects (``lease_rights``): Read, to read the node;
+        Write and Exclusive, to update it; on a node of the agent's task. An IRI with no node
+        yet needs a role that may create in some area of the task.
+
+        Raises:
+            PermissionDeniedError: the agent lacks that right (nothing is leased).
+            LeaseConflictError: the resource is held incompatibly (``LeaseTimeoutError`` at
+                the deadline); a holder of another task is named
+                ``lease_rights.OTHER_TASK_HOLDER``.
+        """
         leases = self.board._coordination().leases
-        return leases.acquire(resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s)
+        iri, asked, void = self._leases.leasable(resource, mode)
+        try:
+            return leases.acquire(
+                iri, self.name, asked, ttl_s=ttl_s, timeout_s=timeout_s, void=void
+            )
+        except LeaseConflictError as error:
+            raise self._leases.shown(error, asked) from None
 
     async def acquire_async(
         self,
@@ -423,20 +460,26 @@ class AgentHandle:
         ttl_s: float | None = None,
         timeout_s: float | None = None,
     ) -> Lease:
-        """Await a lease like ``acquire`` without blocking the event loop."""
+        """Await a lease like ``acquire`` (the same rights) without blocking the event loop."""
         leases = self.board._coordination().leases
-        return await leases.acquire_async(
-            resource, self.name, mode, ttl_s=ttl_s, timeout_s=timeout_s
-        )
+        iri, asked, void = await asyncio.to_thread(self._leases.leasable, resource, mode)
+        try:
+            return await leases.acquire_async(
+                iri, self.name, asked, ttl_s=ttl_s, timeout_s=timeout_s, void=void
+            )
+        except LeaseConflictError as error:
+            raise await asyncio.to_thread(self._leases.shown, error, asked) from None
 
     @contextmanager
     def hold(
         self, resource: str, mode: LeaseMode | str = "write", *, timeout_s: float | None = None
     ) -> Iterator[Lease]:
-        """Hold a lease for the block (acquired on entry, released on exit)."""
-        leases = self.board._coordination().leases
-        with leases.hold(resource, self.name, mode, timeout_s=timeout_s) as lease:
+        """Hold a lease for the block (``acquire`` on entry, released on exit)."""
+        lease = self.acquire(resource, mode, timeout_s=timeout_s)
+        try:
             yield lease
+        finally:
+            self.release(lease.resource)
 
     def release(self, resource: str) -> bool:
         """Release the agent's lease on ``resource``; return whether it held one."""

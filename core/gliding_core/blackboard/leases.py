@@ -35,6 +35,12 @@ Invariants:
 - A lease is live while ``clock() < expires_at``. Expired leases are ignored by every read
   and deleted by the next grant on their resource (or by ``expire()``); a grant never waits for
   a sweeper.
+- A request may name the leases it ends (``void``, a predicate on a conflicting lease): the
+  blackboard's handles void a lease whose holder no longer has the right it protects (an agent
+  of another task, or of a role without the right, on a node of the requester's task). Voided
+  leases are deleted in the grant's transaction, and only when the grant is made (a refused
+  request ends nothing); ``void`` runs inside that transaction, so it reads nothing but the
+  coordination database (the agent registry).
 - Grants are not queued: a waiter gets the lease at its first attempt after the conflicting
   holders are gone, so a stream of readers can delay an Exclusive waiter until its timeout, and
   two readers that both wait to upgrade wait for each other (ask for the strongest mode needed
@@ -44,7 +50,8 @@ Invariants:
   up to ``max_wait_poll_s``.
 
 Events (when a bus is given; payload ``resource``, ``holder``, ``mode``, ``token``):
-``LEASE_GRANTED`` (also ``reentrant``), ``LEASE_RELEASED``, ``LEASE_EXPIRED``.
+``LEASE_GRANTED`` (also ``reentrant``), ``LEASE_RELEASED`` (also ``revoked``: voided by a
+grant), ``LEASE_EXPIRED``.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -179,14 +186,20 @@ class Lease:
         }
 
 
+Void = Callable[[Lease], bool]
+"""Whether a request may end a conflicting lease (its holder lost the right it protects)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Outcome:
-    """What one attempt did: the lease granted (or None), the conflicts, the leases expired."""
+    """What one attempt did: the lease granted (or None), the conflicts, the leases expired and
+    those the grant voided."""
 
     lease: Lease | None
     reentrant: bool
     conflicts: list[Lease]
     expired: list[Lease]
+    voided: list[Lease]
 
 
 def _lease(row: tuple[str, str, str, int, int, float, float, float]) -> Lease:
@@ -226,6 +239,7 @@ class LeaseTable:
         mode: LeaseMode | str = LeaseMode.WRITE,
         *,
         ttl_s: float | None = None,
+        void: Void | None = None,
     ) -> Lease:
         """Grant a lease now or raise ``LeaseConflictError`` naming the conflicting holders.
 
@@ -234,9 +248,10 @@ class LeaseTable:
             holder: who asks (re-entrant: the holder's own lease never conflicts).
             mode: read, write or exclusive.
             ttl_s: how long the lease lives unless renewed; ``lease_ttl_s`` by default.
+            void: the conflicting leases the grant may end (see the module); none when omitted.
         """
         request = self._request(resource, holder, mode, ttl_s)
-        outcome = self._settle(self._attempt(*request))
+        outcome = self._settle(self._attempt(*request, void=_check_void(void)))
         if outcome.lease is None:
             raise _conflict(request[0], request[2], outcome.conflicts)
         return outcome.lease
@@ -249,18 +264,22 @@ class LeaseTable:
         *,
         ttl_s: float | None = None,
         timeout_s: float | None = None,
+        void: Void | None = None,
     ) -> Lease:
         """Grant a lease, waiting up to ``timeout_s`` (forever when ``None``) for the holders.
+
+        ``void`` is ``try_acquire``'s, asked at every attempt.
 
         Raises:
             LeaseTimeoutError: the resource was still held incompatibly at the deadline.
         """
         request = self._request(resource, holder, mode, ttl_s)
+        ending = _check_void(void)
         deadline = _deadline(timeout_s)
         pauses = self._pauses(deadline)
         while True:
             seen = self._releases
-            lease = self._granted(self._attempt(*request), request, deadline)
+            lease = self._granted(self._attempt(*request, void=ending), request, deadline)
             if lease is not None:
                 return lease
             self._wait_for_release(seen, next(pauses))
@@ -273,6 +292,7 @@ class LeaseTable:
         *,
         ttl_s: float | None = None,
         timeout_s: float | None = None,
+        void: Void | None = None,
     ) -> Lease:
         """Await a lease like ``acquire``, without blocking the event loop while waiting.
 
@@ -280,11 +300,12 @@ class LeaseTable:
         a release in this process wakes the waiter at once.
         """
         request = self._request(resource, holder, mode, ttl_s)
+        ending = _check_void(void)
         deadline = _deadline(timeout_s)
         pauses = self._pauses(deadline)
         while True:
             seen = self._releases
-            outcome = await asyncio.to_thread(self._attempt, *request)
+            outcome = await asyncio.to_thread(self._attempt, *request, void=ending)
             lease = self._granted(outcome, request, deadline)
             if lease is not None:
                 return lease
@@ -332,8 +353,11 @@ class LeaseTable:
             raise _conflict(request[0], request[2], outcome.conflicts, timed_out=True)
         return outcome.lease
 
-    def _attempt(self, resource: str, holder: str, mode: LeaseMode, ttl_s: float) -> _Outcome:
-        """Grant if no live lease of another holder is incompatible with ``mode``."""
+    def _attempt(
+        self, resource: str, holder: str, mode: LeaseMode, ttl_s: float, *, void: Void | None
+    ) -> _Outcome:
+        """Grant if no live lease of another holder is incompatible with ``mode`` (but those
+        ``void`` ends, which the grant deletes)."""
         with self.db.write(f"granting a lease on {resource!r}") as conn:
             now = self.db.clock()
             rows = conn.execute(
@@ -346,24 +370,34 @@ class LeaseTable:
                     "DELETE FROM leases WHERE resource = ? AND expires_at <= ?", (resource, now)
                 )
             live = [lease for lease in leases if lease.expires_at > now]
-            conflicts = [
+            conflicting = [
                 lease
                 for lease in live
                 if lease.holder != holder and not COMPATIBLE[lease.mode, mode]
             ]
+            voided = [lease for lease in conflicting if void is not None and void(lease)]
+            conflicts = [lease for lease in conflicting if lease not in voided]
             if conflicts:
-                return _Outcome(None, False, conflicts, expired)
+                return _Outcome(None, False, conflicts, expired, [])
+            for lease in voided:
+                conn.execute(
+                    "DELETE FROM leases WHERE resource = ? AND holder = ?", (resource, lease.holder)
+                )
             own = next((lease for lease in live if lease.holder == holder), None)
             if own is not None and STRENGTH[mode] <= STRENGTH[own.mode]:
-                return _Outcome(_deepen(conn, own, now + ttl_s), True, [], expired)
+                return _Outcome(_deepen(conn, own, now + ttl_s), True, [], expired, voided)
             depth = 1 if own is None else own.depth + 1
             lease = Lease(resource, holder, mode, 0, depth, ttl_s, now, now + ttl_s)
-            return _Outcome(_insert(conn, lease), False, [], expired)
+            return _Outcome(_insert(conn, lease), False, [], expired, voided)
 
     def _settle(self, outcome: _Outcome) -> _Outcome:
         """Publish what an attempt did, after its transaction."""
         for lease in outcome.expired:
             self._publish(EventType.LEASE_EXPIRED, lease)
+        for lease in outcome.voided:
+            self._publish(EventType.LEASE_RELEASED, lease, revoked=True)
+        if outcome.voided:
+            self._woken()
         if outcome.lease is not None:
             self._publish(EventType.LEASE_GRANTED, outcome.lease, reentrant=outcome.reentrant)
         return outcome
@@ -607,6 +641,24 @@ def _conflict(
     resource: str, mode: LeaseMode, conflicts: Iterable[Lease], *, timed_out: bool = False
 ) -> LeaseConflictError:
     holders = tuple((lease.holder, lease.mode.value) for lease in conflicts)
+    return conflict_error(resource, mode, holders, timed_out=timed_out)
+
+
+def conflict_error(
+    resource: str,
+    mode: LeaseMode,
+    holders: tuple[tuple[str, str], ...],
+    *,
+    timed_out: bool = False,
+) -> LeaseConflictError:
+    """Return the refusal of a ``mode`` lease on ``resource`` that ``holders`` conflict with.
+
+    Args:
+        resource: the resource asked for.
+        mode: the mode asked for.
+        holders: ``(holder, mode)`` of each conflicting lease, as the refusal names them.
+        timed_out: the request waited until its deadline (``LeaseTimeoutError``).
+    """
     named = ", ".join(f"{holder!r} ({mode})" for holder, mode in holders)
     if timed_out:
         return LeaseTimeoutError(
@@ -619,6 +671,12 @@ def _conflict(
         resource=resource,
         holders=holders,
     )
+
+
+def _check_void(void: object) -> Void | None:
+    if void is not None and not callable(void):
+        raise InvalidInputError(f"void must be callable or None, got {preview(void)}")
+    return void
 
 
 def _not_held(resource: str, holder: str) -> LeaseNotHeldError:

@@ -57,6 +57,8 @@ AREAS = (
 )
 
 _GRAPH_PREFIX = "urn:gliding-horse:graph:"
+AREA_GRAPH_PREFIX = _GRAPH_PREFIX
+"""What the IRI of every area graph (``area_graph``) starts with."""
 META_GRAPH = "urn:gliding-horse:meta"
 SKOLEM_PREFIX = "urn:gliding-horse:genid:"
 

@@ -267,7 +267,8 @@ class L0Store:
         Later calls raise ``ClosedError``. Waits for a write or read in progress.
         """
         self._finalizer()
-        flusher = self._flusher
+        with self._flusher_lock:  # a flusher being started is joined only once it runs
+            flusher = self._flusher
         if flusher is not None and flusher is not threading.current_thread():
             flusher.join()
 
@@ -353,7 +354,7 @@ class L0Store:
         if self._flusher is None:
             with self._flusher_lock:
                 if self._flusher is None and not self._db.closed:
-                    self._flusher = threading.Thread(
+                    flusher = threading.Thread(
                         target=_flush_periodically,
                         args=(
                             weakref.ref(self),
@@ -364,7 +365,8 @@ class L0Store:
                         name=f"gliding-l0-access-{id(self):x}",
                         daemon=True,
                     )
-                    self._flusher.start()
+                    flusher.start()  # before it is published: close joins only started threads
+                    self._flusher = flusher
         if len(self._access) >= self.config.access_buffer_limit:
             self._wake.set()
 

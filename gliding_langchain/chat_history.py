@@ -33,7 +33,7 @@ from typing_extensions import Unpack
 from gliding_core import Conversation, InvalidInputError, Memory, Scope
 from gliding_core.chatlog import ChatLog, LoggedMessage
 from gliding_core.config import ConversationSettings, ViewOptions
-from gliding_langchain.messages import from_record, to_records
+from gliding_langchain.messages import bounded_message, from_record, to_records
 
 NATIVE = "langchain"  # the key of this adapter's form of a message in the chat log
 
@@ -95,7 +95,7 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
         items = list(messages) if isinstance(messages, Sequence) else messages
         if not isinstance(items, list) or not all(isinstance(m, BaseMessage) for m in items):
             raise InvalidInputError(f"messages must be LangChain messages, got {messages!r:.80}")
-        natives = [{NATIVE: message_to_dict(m)} for m in items]
+        natives = [{NATIVE: message_to_dict(bounded_message(m))} for m in items]
         self._log.append(to_records(items), natives, renew=True)
 
     def clear(self) -> None:

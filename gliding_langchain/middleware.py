@@ -7,7 +7,10 @@ With ``create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory, ta
 - the model request is rewritten to the budgeted view (``gliding_core.Conversation.view``): the
   system prompt followed by the memory (L1 context and hybrid recall for the latest user
   message), then the newest messages that fit, tool calls never separated from their results,
-  then the supplementary inputs;
+  then the supplementary inputs; a tool call the model made with arguments over the limits a
+  record keeps (nested thousands deep, megabytes long) is sent with its arguments elided, as
+  the view counted it (``gliding_core.framing.bounded_call``), while the graph state, and so
+  the tool, has the call as the model made it;
 - after the call, the model's reply is archived.
 
 With ``handle=`` (a role agent's blackboard handle) the memory is also the role's frame of the
@@ -52,7 +55,7 @@ from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.scheduler import Scheduler
 from gliding_core.scope import Scope, Shared, resolve_scope
 from gliding_core.team import role_conversation
-from gliding_langchain.messages import supplement_message, to_records
+from gliding_langchain.messages import bounded_message, supplement_message, to_records
 
 ModelHandler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 _POSITION = "gliding-position:"
@@ -272,9 +275,10 @@ def _in_system(record: Mapping[str, Any], originals: Mapping[str, Any]) -> bool:
 
 
 def _message(record: Mapping[str, Any], originals: Mapping[str, Any]) -> Any:
-    """The request message of a view record: the original, or the memory as a human message."""
+    """The request message of a view record: the original (its tool calls bounded as the record
+    counted them), or the memory as a human message."""
     if record.get("id") in originals:
-        return originals[record["id"]]
+        return bounded_message(originals[record["id"]])
     return HumanMessage(content=record["content"])
 
 

@@ -21,6 +21,9 @@ Invariants:
   new ones are archived; kept messages keep their first order.
 - Callers get copies: LlamaIndex agents edit the messages they are given; the history here does
   not change with them.
+- A tool call a model made with arguments over the limits a record keeps (nested thousands
+  deep, megabytes long: ``gliding_core.framing.bounded_call``) is kept, and given back, with
+  its arguments elided; the rest of the message as it was.
 - Messages held beside the view (``hold``: a ``FunctionAgent``'s tool calls in progress, which
   it sends after the view) count for the next ``get`` only, and not after a put: the copies of
   shared nodes they hold are the model's for that one request (``Conversation.view``'s
@@ -50,7 +53,13 @@ from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
 from gliding_core.scope import Shared, resolve_scope
-from gliding_llamaindex.messages import Record, check_messages, from_record, to_record
+from gliding_llamaindex.messages import (
+    Record,
+    bounded_message,
+    check_messages,
+    from_record,
+    to_record,
+)
 
 DEFAULT_TASK = "urn:gliding:task:llamaindex"
 # A user message before the newest turn: ReActAgent drops a leading system message.
@@ -232,14 +241,14 @@ class GlidingMemory(BaseMemory):
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Append ``messages`` to the history and archive them; all are checked first."""
-        checked = check_messages(messages)
+        checked = _bounded(messages)
         with self._lock:
             self._held = []
             self._log.append([to_record(m) for m in checked], [_native(m) for m in checked])
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history with ``messages``; those not archived before are archived."""
-        checked = check_messages(messages)
+        checked = _bounded(messages)
         with self._lock:
             self._held = []
             unused: dict[str, list[str]] = {}
@@ -264,6 +273,11 @@ class GlidingMemory(BaseMemory):
         """Close the ``Memory`` that ``from_defaults`` created; a memory passed in is left open."""
         if self._owned is not None:
             self._owned.close()
+
+
+def _bounded(messages: object) -> list[ChatMessage]:
+    """The messages checked, each as its record shows it (a model's oversized calls elided)."""
+    return [bounded_message(m) for m in check_messages(messages)]
 
 
 def _native(message: ChatMessage) -> Any:

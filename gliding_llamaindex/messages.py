@@ -4,19 +4,28 @@ A record is ``{"role", "content"}`` with OpenAI-style ``tool_calls`` (``id``, ``
 and ``tool_call_id`` when tools are used, an optional ``id``, and ``supplement`` (the input's
 IRI) on delivered supplementary input (see ``gliding_core.framing``).
 
+A record's tool calls are bounded (``gliding_core.framing.bounded_call``): a call a model sent
+with arguments nested thousands deep or megabytes long keeps its id and name, its arguments
+elided. ``bounded_message`` is the message as its record shows it, for what is stored in
+LlamaIndex's own form (the chat log) and given back to an agent: the message itself, or a copy
+with those calls elided.
+
 Invariants: converting never modifies the message; the content of a record is the text of the
 message's text blocks (images and other media are not text and are left out); a record only
-holds JSON values, so the core can count it exactly.
+holds JSON values, so the core can count it exactly; no conversion recurses deeper than
+``CALL_LIMITS.depth`` into a model's arguments.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 
 from gliding_core.errors import InvalidInputError
+from gliding_core.framing import CALL_LIMITS, MAX_CALL_BYTES, bounded_call, is_elided
 from gliding_core.jsonld import preview
 
 Record = dict[str, Any]
@@ -65,6 +74,49 @@ def to_record(
     return record
 
 
+def bounded_message(message: ChatMessage) -> ChatMessage:
+    """Return ``message``, or a copy whose tool calls over the record's limits are elided.
+
+    A ``ToolCallBlock`` of an elided call gets ``{"elided": why}`` for ``tool_kwargs``; a call
+    in ``additional_kwargs["tool_calls"]`` becomes an OpenAI-style call with those arguments
+    as its JSON text. The copy's record is the message's; bounding it returns it unchanged.
+    """
+    update: dict[str, Any] = {}
+    blocks = [_bounded_block(block) for block in message.blocks]
+    if _changed(blocks, message.blocks):
+        update["blocks"] = blocks
+    raw = message.additional_kwargs.get("tool_calls")
+    if isinstance(raw, list):
+        items = [_bounded_item(item) for item in raw]
+        if _changed(items, raw):
+            update["additional_kwargs"] = {**message.additional_kwargs, "tool_calls": items}
+    return message.model_copy(update=update) if update else message
+
+
+def _changed(new: list[Any], old: list[Any]) -> bool:
+    return any(a is not b for a, b in zip(new, old, strict=True))
+
+
+def _bounded_block(block: Any) -> Any:
+    if not isinstance(block, ToolCallBlock) or is_elided({"args": block.tool_kwargs}):
+        return block
+    call = _call(block)
+    if not is_elided(call):
+        return block
+    return ToolCallBlock(
+        tool_call_id=call.get("id"), tool_name=call.get("name", ""), tool_kwargs=call["args"]
+    )
+
+
+def _bounded_item(item: object) -> object:
+    call = _call(item)
+    if not is_elided(call):
+        return item
+    function = {"name": call.get("name", ""), "arguments": json.dumps(call["args"])}
+    elided = {"id": call.get("id"), "type": "function", "function": function}
+    return item if item == elided else elided  # an item bounded before stays as it is
+
+
 def from_record(record: Mapping[str, Any]) -> ChatMessage:
     """Return a new ``ChatMessage`` with the record's role and text (for messages the core made)."""
     return ChatMessage(role=record["role"], content=str(record.get("content") or ""))
@@ -86,7 +138,8 @@ def _call(item: object) -> dict[str, Any]:
     results) and the name (to say which tool was called).
     """
     if isinstance(item, ToolCallBlock):
-        return {"id": item.tool_call_id, "name": item.tool_name, "args": _json(item.tool_kwargs)}
+        args = _json(_parsed(item.tool_kwargs))
+        return bounded_call({"id": item.tool_call_id, "name": item.tool_name, "args": args})
     fields = item if isinstance(item, Mapping) else vars(item) if hasattr(item, "__dict__") else {}
     function = fields.get("function")
     function_fields = (
@@ -95,19 +148,37 @@ def _call(item: object) -> dict[str, Any]:
     key = fields.get("id") or fields.get("tool_id") or fields.get("tool_call_id")
     name = fields.get("name") or fields.get("tool_name") or function_fields.get("name")
     args = fields.get("tool_kwargs") or function_fields.get("arguments") or {}
-    return {
-        "id": key if isinstance(key, str) else None,
-        "name": str(name or ""),
-        "args": _json(args),
-    }
+    args = _json(_parsed(args))
+    return bounded_call(
+        {"id": key if isinstance(key, str) else None, "name": str(name or ""), "args": args}
+    )
 
 
-def _json(value: object) -> Any:
-    """``value`` if it is JSON-like (a string or a dict of such), else its string form."""
+def _parsed(args: object) -> object:
+    """Arguments given as JSON text (OpenAI's form) as the object it holds; other values as
+    they are, and text too long to keep, or no JSON object, as it is."""
+    if not isinstance(args, str) or len(args) > MAX_CALL_BYTES or not args.startswith("{"):
+        return args
+    try:
+        value = json.loads(args)
+    except (ValueError, RecursionError):  # no JSON, or nested too deep for the parser
+        return args
+    return value if isinstance(value, dict) else args
+
+
+def _json(value: object, depth: int = 2) -> Any:
+    """``value`` if it is JSON-like (a string or a dict of such), else its string form.
+
+    ``depth`` is the level of ``value`` in its call (the arguments are level 2): a container
+    deeper than ``bounded_call`` keeps is left as it is, for it to elide, so the conversion
+    never recurses deeper than that whatever the model sent.
+    """
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
+    if depth > CALL_LIMITS.depth and isinstance(value, (Mapping, list, tuple)):
+        return value
     if isinstance(value, Mapping):
-        return {str(k): _json(v) for k, v in value.items()}
+        return {str(k): _json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
+        return [_json(v, depth + 1) for v in value]
     return str(value)

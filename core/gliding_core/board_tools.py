@@ -11,6 +11,12 @@ A refusal the model can act on (``PermissionDeniedError``, ``StaleWriteError``,
 message saying what to do: the node's current generation to base a retry on, who holds the
 lease.
 
+A write whose outcome is unknown (``WriteOutcomeUnknownError``: the store's answer was lost) is
+made again once, with its write id, before the model hears of it: the retry returns the node
+the write committed if it landed, and is applied once if it did not. Only when the retry fails
+too is the model told the outcome is unknown, and to read the node before writing it again. No
+tool deletes.
+
 ``project_frame`` needs a ``Scheduler`` over the handle's blackboard (``Scheduler.for_memory``);
 the tool sets offer it when they are given one. Its result carries the generation of every
 blackboard node the view quotes that the agent may read, so the turn that archives it can be
@@ -18,13 +24,15 @@ marked stale when one of them moves on (``gliding_core.stale_turns``); a node th
 references and the agent may not read (another area, another task) gets none.
 
 Invariants: a tool acts only as its handle may; a write based on a generation the node has
-moved past changes nothing; every result is a JSON-ready dict or list.
+moved past changes nothing; a write is applied at most once, whatever answers are lost; every
+result is a JSON-ready dict or list.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gliding_core.blackboard.handle import AgentHandle
@@ -36,6 +44,8 @@ from gliding_core.errors import (
     LeaseConflictError,
     PermissionDeniedError,
     StaleWriteError,
+    StorageError,
+    WriteOutcomeUnknownError,
 )
 from gliding_core.jsonld import preview
 from gliding_core.scheduler import Scheduler
@@ -81,11 +91,43 @@ def write_node(
     Raises:
         StaleWriteError: the node's generation is not ``based_on`` (it carries the current).
         PermissionDeniedError, LeaseConflictError, FencingTokenError: as ``AgentHandle.write``.
+        WriteOutcomeUnknownError: the store's answer was lost, and its answer to the retry
+            with the write's id too: the write may or may not have been applied.
     """
     if not isinstance(node, Mapping) or not isinstance(node.get("@id"), str):
         raise InvalidInputError(f"node must be a JSON object with an @id, got {preview(node)}")
-    written = handle.write([node], area=area, lease_token=lease_token, based_on=based_on)
+    write = functools.partial(
+        handle.write, [node], area=area, lease_token=lease_token, based_on=based_on
+    )
+    try:
+        written = write()
+    except WriteOutcomeUnknownError as unknown:
+        written = _retried(write, unknown)
     return _node(written[0])
+
+
+def _retried(
+    write: Callable[..., list[BoardNode]], unknown: WriteOutcomeUnknownError
+) -> list[BoardNode]:
+    """Make a write whose outcome is unknown again, by its id, once.
+
+    Returns what the write committed if it landed, else what the retry wrote. A definite
+    refusal of the retry (a stale base, a lease) means the write did not land: it is raised.
+
+    Raises:
+        WriteOutcomeUnknownError: the write has no id to retry by, or the retry got no
+            answer either (it may still have landed).
+    """
+    if unknown.write_id is None:  # raised below the handle: nothing to retry by
+        raise unknown
+    try:
+        return write(write_id=unknown.write_id)
+    except StorageError as again:
+        raise WriteOutcomeUnknownError(
+            f"{unknown} Its retry failed too: {again}",
+            write_id=unknown.write_id,
+            iris=unknown.iris,
+        ) from again
 
 
 def query(handle: AgentHandle, sparql: str, *, areas: Sequence[str] | None = None) -> Any:
@@ -208,6 +250,14 @@ def board_refusal(error: GlidingError) -> str:
         )
     if isinstance(error, PermissionDeniedError):
         return f"Error: not permitted: {error}. Your role cannot do this; ask an agent who can"
+    if isinstance(error, WriteOutcomeUnknownError):
+        nodes = ", ".join(repr(iri) for iri in error.iris) or "the node"
+        return (
+            f"Error: the outcome of this write is unknown: the blackboard's answer was lost,"
+            f" so it may or may not have been applied to {nodes}. Read the node"
+            " (read_node) before you write it again: if it holds your change, the write"
+            " landed; if not, write it again based on the generation you read"
+        )
     return f"Error: {error}"
 
 

@@ -26,6 +26,7 @@ from gliding_core.errors import (
     StorageError,
     WriteOutcomeUnknownError,
 )
+from gliding_core.jsonld import preview
 
 Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql", "sparql-update", "jsonld"]
 
@@ -35,6 +36,9 @@ _Row = tuple["type[BaseException] | str", type[GlidingError]]
 
 TABLES: dict[str, tuple[_Row, ...]] = {
     "sqlite": (
+        # Text holding a lone surrogate, which no UTF-8 store can hold: the caller's value.
+        # Every public function refuses it first (``jsonld.check_text``); this row is the net.
+        (UnicodeEncodeError, InvalidInputError),
         # Covers OperationalError (locked, disk I/O, full), IntegrityError, and DatabaseError
         # ("file is not a database", a corrupt page): the disk or the file failed, not the caller.
         (sqlite3.Error, StorageError),
@@ -50,6 +54,7 @@ TABLES: dict[str, tuple[_Row, ...]] = {
     "oxigraph": (
         # pyoxigraph raises SyntaxError for a query or document it cannot parse.
         (SyntaxError, InvalidInputError),
+        (UnicodeEncodeError, InvalidInputError),  # a lone surrogate, as for SQLite
         (OSError, StorageError),
         (RuntimeError, StorageError),
     ),
@@ -61,6 +66,7 @@ TABLES: dict[str, tuple[_Row, ...]] = {
     ),
     # A SPARQL 1.1 endpoint under the blackboard: the transport failed, not the caller.
     "sparql": (
+        (UnicodeEncodeError, InvalidInputError),  # a lone surrogate in the request's text
         ("httpx:TimeoutException", StorageError),
         ("httpx:HTTPError", StorageError),
         (OSError, StorageError),
@@ -130,11 +136,18 @@ def translate(backend: Backend, exc: BaseException, doing: str) -> GlidingError 
 
 
 def _text(exc: BaseException) -> str:
-    """The message of ``exc``; its arguments when its own ``__str__`` fails (pyld's can)."""
+    """The message of ``exc``; its arguments when its own ``__str__`` fails (pyld's can).
+
+    A ``UnicodeEncodeError`` names the text it could not encode, escaped.
+    """
     try:
-        return str(exc)
+        text = str(exc)
     except Exception:
         return repr(exc.args)[:500]
+    value = getattr(exc, "object", None) if isinstance(exc, UnicodeEncodeError) else None
+    if isinstance(value, str):
+        text += f", in {preview(value)} (text must be valid Unicode)"
+    return text
 
 
 class translated:  # noqa: N801 - used as a function: ``with translated(...):``

@@ -228,7 +228,7 @@ def quoted_nodes(message: Mapping[str, Any]) -> list[tuple[str, int, Node | None
         return []
     try:
         result = json.loads(text)
-    except ValueError:  # a tool's text that only looks like JSON quotes nothing
+    except (ValueError, RecursionError):  # text that only looks like JSON, or nests too deep
         return []
     if not isinstance(result, dict):
         return []
@@ -283,7 +283,7 @@ def _view_nodes(message: Mapping[str, Any]) -> dict[str, Node]:
     """The top-level nodes of a ``project_frame`` result's view, by IRI."""
     try:
         view = json.loads(json.loads(message_text(message))["view"])
-    except (ValueError, KeyError, TypeError):  # not a view, or one cut short by its budget
+    except (ValueError, KeyError, TypeError, RecursionError):  # not a view, or one cut short
         return {}
     nodes = view.get("@graph", [view]) if isinstance(view, dict) else []
     if not isinstance(nodes, list):

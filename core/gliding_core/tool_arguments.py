@@ -12,9 +12,10 @@ The checks, in order, each refusing with an ``InvalidInputError`` that says what
 
 1. the arguments are a JSON object (a mapping; JSON text is parsed first, its length bounded
    before the parser sees it);
-2. one iterative walk bounds them: at most ``MAX_ARGUMENT_DEPTH`` levels,
-   ``MAX_ARGUMENT_VALUES`` values and ``MAX_ARGUMENT_CHARS`` characters of text, and only
-   JSON values (string keys, finite floats, integers of 64 bits, text that encodes as UTF-8);
+2. one iterative walk bounds them (``json_limits.check_json_value`` with ``TOOL_ARGUMENTS``):
+   at most ``MAX_ARGUMENT_DEPTH`` levels, ``MAX_ARGUMENT_VALUES`` values and
+   ``MAX_ARGUMENT_CHARS`` characters of text, and only JSON values (string keys, finite
+   floats, integers of 64 bits, text that encodes as UTF-8);
 3. every name is one of the tool's arguments (the agent's identity is bound to the tool,
    never an argument), and every required one is there;
 4. the values have the schema's types, strictly (no ``"5"`` or ``True`` for an integer).
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -37,7 +37,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gliding_core.errors import GlidingError, InvalidInputError
-from gliding_core.jsonld import DEFAULT_MAX_DEPTH, check_text, preview
+from gliding_core.json_limits import JsonLimits, check_json_value
+from gliding_core.jsonld import DEFAULT_MAX_DEPTH, preview
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ MAX_ARGUMENT_DEPTH = DEFAULT_MAX_DEPTH + 1
 MAX_ARGUMENT_CHARS = 1_048_576
 # Keys, items and scalars together: what a node of that size holds, far beyond a real call.
 MAX_ARGUMENT_VALUES = 65_536
-_INT_RANGE = range(-(2**63), 2**63)  # SQLite's INTEGER
+TOOL_ARGUMENTS = JsonLimits(
+    MAX_ARGUMENT_DEPTH, MAX_ARGUMENT_VALUES, MAX_ARGUMENT_CHARS, "the limit for tool arguments"
+)
 _SHOWN_ERRORS = 5
 
 Refusal = Callable[[GlidingError], str]
@@ -77,7 +80,7 @@ def check_arguments(arguments: object, schema: type[BaseModel], *, tool: str) ->
             f"the arguments of {tool} must be a JSON object of named arguments, got"
             f" {type(arguments).__name__}: {preview(arguments)}. {_usage(schema, tool)}"
         )
-    _check_json(arguments, tool=tool)
+    check_json_value(arguments, TOOL_ARGUMENTS, what=f"the arguments of {tool}")
     _check_names(arguments, schema, tool=tool)
     try:
         checked = schema.model_validate(dict(arguments), strict=True)
@@ -196,95 +199,3 @@ def _json_type(prop: Mapping[str, Any]) -> str:
     if "anyOf" in prop:
         return " or ".join(_json_type(option) for option in prop["anyOf"])
     return str(prop.get("type", "any JSON value"))
-
-
-def _check_json(arguments: Mapping[Any, Any], *, tool: str) -> None:
-    """Refuse arguments over a limit or holding a value JSON has not; walk without recursion.
-
-    Each container's size is counted before its items are, so a list of millions is refused
-    without being walked.
-    """
-    budget = _Budget(tool)
-    stack: list[tuple[object, str, int]] = [(arguments, "$", 1)]
-    while stack:
-        value, path, depth = stack.pop()
-        if isinstance(value, Mapping):
-            budget.enter(value, path, depth)
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise InvalidInputError(
-                        f"the arguments of {tool} have a key that is no string at {path}:"
-                        f" {preview(key)} (JSON object keys are strings)"
-                    )
-                budget.text(key, path)
-                stack.append((item, _member(path, key), depth + 1))
-        elif isinstance(value, list):
-            budget.enter(value, path, depth)
-            stack.extend((item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value))
-        else:
-            _check_scalar(value, path, budget)
-
-
-def _check_scalar(value: object, path: str, budget: _Budget) -> None:
-    if value is None or isinstance(value, bool):
-        return
-    if isinstance(value, str):
-        budget.text(value, path)
-    elif isinstance(value, int):
-        if value not in _INT_RANGE:
-            raise InvalidInputError(
-                f"the arguments of {budget.tool} hold an integer out of range at {path}"
-                f" (integers must fit in 64 bits): {preview(value)}"
-            )
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInputError(
-                f"the arguments of {budget.tool} hold {value!r} at {path}, which JSON has not"
-                " (numbers must be finite)"
-            )
-    else:
-        raise InvalidInputError(
-            f"the arguments of {budget.tool} hold a {type(value).__name__} at {path}, no JSON"
-            f" value: {preview(value)}"
-        )
-
-
-class _Budget:
-    """What a walk over one call's arguments has spent of the limits."""
-
-    def __init__(self, tool: str) -> None:
-        self.tool = tool
-        self.values = 0
-        self.chars = 0
-
-    def enter(self, container: Mapping[Any, Any] | list[Any], path: str, depth: int) -> None:
-        if depth > MAX_ARGUMENT_DEPTH:
-            raise InvalidInputError(
-                f"the arguments of {self.tool} nest more than {MAX_ARGUMENT_DEPTH} levels deep"
-                f" at {_short(path)} (the limit for tool arguments); send a flatter value"
-            )
-        self.values += len(container)
-        if self.values > MAX_ARGUMENT_VALUES:
-            raise InvalidInputError(
-                f"the arguments of {self.tool} hold more than {MAX_ARGUMENT_VALUES:,} values"
-                f" (at {_short(path)}; the limit for tool arguments); send fewer"
-            )
-
-    def text(self, value: str, path: str) -> None:
-        self.chars += len(value)
-        if self.chars > MAX_ARGUMENT_CHARS:
-            raise InvalidInputError(
-                f"the arguments of {self.tool} hold more than {MAX_ARGUMENT_CHARS:,} characters"
-                f" of text (at {_short(path)}; the limit for tool arguments); send less"
-            )
-        check_text(value, what=f"the argument at {_short(path)} of {self.tool}")
-
-
-def _member(path: str, key: str) -> str:
-    if key.isidentifier() and len(key) <= 40:
-        return f"{path}.{key}"
-    return f"{path}[{preview(key)}]"
-
-
-def _short(path: str) -> str:
-    return path if len(path) <= 80 else f"{path[:77]}..."

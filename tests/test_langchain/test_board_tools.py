@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +17,12 @@ from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
+from gliding_core.blackboard.graph import SparqlEndpoint
+from gliding_core.coherence import SQLiteDirectory
 from gliding_core.scheduler import Scheduler
 from gliding_langchain import BlackboardToolkit, ScriptedChatModel
 from gliding_langchain.board_tools import blackboard_tool
+from tests.test_core.lossy_proxy import IRI, Board, Proxy, emptied, node_at, step
 
 TASK = "urn:task:tools"
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -238,3 +242,62 @@ def test_an_argument_out_of_the_schema_is_a_tool_error(board: tuple[Memory, Agen
     message = write.invoke({"type": "tool_call", "id": "c3", "name": "write_node", "args": {}})
     assert isinstance(message, ToolMessage)
     assert message.status == "error"
+
+
+# -- a write whose answer was lost: the tool retries it by its write id ----------------------------
+
+
+@pytest.fixture
+def lossy(oxigraph_server: str, tmp_path: Path) -> Iterator[tuple[Proxy, Board, str]]:
+    """A coherent board at ``oxigraph serve`` behind a proxy that loses what it is told to."""
+    server = emptied(oxigraph_server)
+    proxy = Proxy(server)
+    board = Board(SparqlEndpoint(proxy.url), SQLiteDirectory(tmp_path / "coherence.sqlite3"))
+    yield proxy, board, server
+    board.close()
+    proxy.close()
+
+
+def _write(tool: BaseTool, text: str, based_on: int) -> ToolMessage:
+    call = {
+        "name": "write_node",
+        "args": {"node": step(text), "area": "execution", "based_on": based_on},
+        "id": f"w-{text}",
+        "type": "tool_call",
+    }
+    answer = tool.invoke(call)
+    assert isinstance(answer, ToolMessage)
+    return answer
+
+
+@pytest.mark.parametrize("how", ["reply", "request"])
+def test_a_lost_answer_is_retried_and_the_model_gets_the_committed_node(
+    lossy: tuple[Proxy, Board, str], how: str
+) -> None:
+    proxy, board, server = lossy
+    write = {t.name: t for t in BlackboardToolkit(board.agent("a")).get_tools()}["write_node"]
+    assert _write(write, "one", 0).status == "success"
+    proxy.lose(how)
+    answer = _write(write, "two", 1)
+    assert answer.status == "success"
+    result = json.loads(str(answer.content))
+    assert (result["generation"], result["value"]) == (2, step("two"))
+    landed = node_at(server)  # written once
+    assert (landed.generation, len(landed.writes)) == (2, 2)
+
+
+def test_an_outcome_still_unknown_after_the_retry_is_an_error_saying_to_read_first(
+    lossy: tuple[Proxy, Board, str],
+) -> None:
+    proxy, board, server = lossy
+    write = {t.name: t for t in BlackboardToolkit(board.agent("a")).get_tools()}["write_node"]
+    _write(write, "one", 0)
+    proxy.lose("request")
+    proxy.lose("request")
+    answer = _write(write, "two", 1)
+    assert answer.status == "error"
+    text = str(answer.content)
+    assert text.startswith("Error: the outcome of this write is unknown")
+    assert IRI in text
+    assert "read_node" in text
+    assert node_at(server).generation == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +14,11 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
+from gliding_core.blackboard.graph import SparqlEndpoint
+from gliding_core.coherence import SQLiteDirectory
 from gliding_core.scheduler import Scheduler
 from gliding_llamaindex import BlackboardToolSpec
+from tests.test_core.lossy_proxy import IRI, Board, Proxy, emptied, node_at, step
 
 # Building a workflow inspects the agent's members; on a pydantic model that touches attributes
 # pydantic deprecated (LlamaIndex's code, not ours): ignore exactly those, as test_agent does.
@@ -123,3 +127,50 @@ def test_project_frame_with_a_scheduler(board: tuple[Memory, AgentHandle]) -> No
     view = json.loads(project.call(budget=500).content)
     assert "boil water" in view["view"]
     assert view["tokens"] <= 500
+
+
+# -- a write whose answer was lost: the tool retries it by its write id ----------------------------
+
+
+@pytest.fixture
+def lossy(oxigraph_server: str, tmp_path: Path) -> Iterator[tuple[Proxy, Board, str]]:
+    """A coherent board at ``oxigraph serve`` behind a proxy that loses what it is told to."""
+    server = emptied(oxigraph_server)
+    proxy = Proxy(server)
+    board = Board(SparqlEndpoint(proxy.url), SQLiteDirectory(tmp_path / "coherence.sqlite3"))
+    yield proxy, board, server
+    board.close()
+    proxy.close()
+
+
+def _write(tool: FunctionTool, text: str, based_on: int) -> str:
+    return str(tool.call(node=step(text), area="execution", based_on=based_on).content)
+
+
+@pytest.mark.parametrize("how", ["reply", "request"])
+def test_a_lost_answer_is_retried_and_the_model_gets_the_committed_node(
+    lossy: tuple[Proxy, Board, str], how: str
+) -> None:
+    proxy, board, server = lossy
+    write = tools(board.agent("a"))["write_node"]
+    assert json.loads(_write(write, "one", 0))["generation"] == 1
+    proxy.lose(how)
+    result = json.loads(_write(write, "two", 1))
+    assert (result["generation"], result["value"]) == (2, step("two"))
+    landed = node_at(server)  # written once
+    assert (landed.generation, len(landed.writes)) == (2, 2)
+
+
+def test_an_outcome_still_unknown_after_the_retry_is_an_error_saying_to_read_first(
+    lossy: tuple[Proxy, Board, str],
+) -> None:
+    proxy, board, server = lossy
+    write = tools(board.agent("a"))["write_node"]
+    _write(write, "one", 0)
+    proxy.lose("request")
+    proxy.lose("request")
+    text = _write(write, "two", 1)
+    assert text.startswith("Error: the outcome of this write is unknown")
+    assert IRI in text
+    assert "read_node" in text
+    assert node_at(server).generation == 1

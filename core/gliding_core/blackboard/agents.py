@@ -61,7 +61,7 @@ from gliding_core.errors import (
     InvalidInputError,
     InvalidTransitionError,
 )
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import check_text, preview
 
 logger = logging.getLogger(__name__)
 
@@ -302,8 +302,8 @@ class AgentRegistry:
     ) -> Agent:
         name = check_name(name, "agent name")
         target = None if status is None else check_status(status)
-        if operation is not None and not isinstance(operation, str):
-            raise InvalidInputError(f"operation must be a string, got {preview(operation)}")
+        if operation is not None:
+            check_text(operation, what="operation")
         with self.db.write(f"recording a heartbeat of agent {name!r}") as conn:
             before = _existing(conn, name)
             after = before.status if target is None else target

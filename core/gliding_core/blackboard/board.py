@@ -92,7 +92,7 @@ from gliding_core.errors import (
     InvalidInputError,
     WriteOutcomeUnknownError,
 )
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import check_text, preview
 from gliding_core.store import L0Store
 
 if TYPE_CHECKING:
@@ -453,6 +453,7 @@ class Blackboard:
         """
         self._check_open()
         check_query(sparql)
+        check_text(sparql, what="a SPARQL query")  # no backend takes a lone surrogate
         checked = _check_bindings(bindings)
         if graphs is None:
             return self.nodes.query(sparql, dataset=None, bindings=checked)
@@ -673,6 +674,7 @@ def _check_source(source: object) -> None:
     """Refuse a ``source`` that is not a name (an agent's, or ``"system"``), as agents' are."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInputError(f"source must be a non-empty name, got {preview(source)}")
+    check_text(source, what="source")
 
 
 __all__ = ["AgentHandle", "Blackboard", "EmbeddedGraph", "check_query", "task_graphs", "type_iri"]

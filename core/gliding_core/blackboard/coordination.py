@@ -45,7 +45,7 @@ from gliding_core.blackboard.validation import check_iri
 from gliding_core.boundary import translated
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import ClosedError, InvalidInputError, InvalidNodeError
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import check_text, preview
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +226,8 @@ def forget_nodes(mirror: NodeMirror | None, iris: Sequence[str]) -> None:
 
 
 def check_name(value: object, what: str) -> str:
-    """Return ``value`` if it is a usable name or IRI: a non-empty string without whitespace."""
+    """Return ``value`` if it is a usable name or IRI: a non-empty string without whitespace,
+    that SQLite can store (no lone surrogate: ``jsonld.check_text``)."""
     if not isinstance(value, str) or not value or _SPACE.search(value) is not None:
         raise InvalidInputError(
             f"{what} must be a non-empty string without spaces, got {preview(value)}"
@@ -235,7 +236,7 @@ def check_name(value: object, what: str) -> str:
         raise InvalidInputError(
             f"{what} is longer than {MAX_NAME_LENGTH} characters: {preview(value)}"
         )
-    return value
+    return check_text(value, what=what)
 
 
 def check_task_iri(value: object, what: str, *, mirrored: bool) -> str:

@@ -11,7 +11,8 @@ Invariants:
 - Sequences strictly increase and are never reused (SQLite ``AUTOINCREMENT``), even after
   ``prune``; a cursor is the last sequence its reader has seen.
 - A message is validated whole (topic, task, sender, a JSON-serialisable object payload of at
-  most ``max_message_bytes``) before anything is written; a stored message never changes.
+  most ``max_message_bytes``, nested at most ``DEFAULT_MAX_DEPTH`` deep, valid Unicode) before
+  anything is written; a stored message never changes.
 - Pushes in this process follow the order of the sequences: storing and pushing happen under
   one lock, so subscribers run on the publishing thread, one message at a time. A subscriber
   may publish (the lock is re-entrant); it should not block on another thread that publishes.
@@ -37,8 +38,8 @@ from gliding_core.blackboard.coordination import (
     mirror_nodes,
 )
 from gliding_core.bus import Event, EventBus, EventType, Subscription
-from gliding_core.errors import ContentTooLargeError, InvalidInputError
-from gliding_core.jsonld import preview
+from gliding_core.errors import ContentTooLargeError, InvalidInputError, NodeTooDeepError
+from gliding_core.jsonld import DEFAULT_MAX_DEPTH, check_text, nesting_depth, preview
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -174,12 +175,19 @@ class MessageBoard:
             payload = {}
         if not isinstance(payload, Mapping):
             raise InvalidInputError(f"payload must be a JSON object, got {preview(payload)}")
-        try:
+        try:  # bounded before the (recursive) encoder sees it, and every reader decodes it
+            nesting_depth(payload, DEFAULT_MAX_DEPTH, what="payload")
             text = json.dumps(dict(payload), ensure_ascii=False, allow_nan=False)
+        except NodeTooDeepError:
+            raise InvalidInputError(
+                f"payload nests more than {DEFAULT_MAX_DEPTH} levels deep: {preview(payload)}"
+            ) from None
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(
                 f"payload is not JSON-serialisable ({exc}): {preview(payload)}"
             ) from None
+        if not text.isascii():  # SQLite stores UTF-8: a lone surrogate, found, is named
+            check_text(text, what="payload", locate=payload)
         limit = self.db.config.max_message_bytes
         size = len(text.encode("utf-8"))
         if size > limit:

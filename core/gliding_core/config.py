@@ -247,9 +247,9 @@ class QueryLimits(Settings):
     max_chars: int = Field(default=262_144, ge=64, le=4_194_304)
     max_group_depth: int = Field(default=16, ge=2, le=100)
     max_bracket_depth: int = Field(default=16, ge=2, le=100)
-    max_triple_patterns: int = Field(default=64, ge=2, le=300)
+    max_triple_patterns: int = Field(default=60, ge=2, le=300)
     max_union_arms: int = Field(default=32, ge=2, le=800)
-    max_operators: int = Field(default=200, ge=2, le=1_100)
+    max_operators: int = Field(default=150, ge=2, le=800)
 
 
 class BlackboardConfig(Settings):

@@ -19,8 +19,9 @@ Invariants:
   default dataset, its default graph is ``EMPTY_GRAPH``, which nothing writes.
 - ``bindings`` bind variables to terms: pyoxigraph substitutions embedded; at an endpoint, a
   ``VALUES`` block of serialised terms opening the query's outer group, found on the query's
-  SPARQL tokens (where Oxigraph starts from it; a trailing ``VALUES`` was joined after the whole pattern: 26 ms for a 2-hop
-  CONSTRUCT at 10,000 nodes). A bound variable must be projected by a SELECT.
+  SPARQL tokens (where Oxigraph starts from it; a trailing ``VALUES`` was joined after the
+  whole pattern: 26 ms for a 2-hop CONSTRUCT at 10,000 nodes). A bound variable must be
+  projected by a SELECT.
 - Results come back as pyoxigraph terms from both backends, so callers see one shape.
 - pyoxigraph 0.5.13 on disk loses concurrent read-modify-write updates: writers must be
   serialised above this layer (the node layer's single writer does it).

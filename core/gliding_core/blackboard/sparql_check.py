@@ -75,27 +75,122 @@ UPDATES = frozenset(
 )
 """The words that begin a SPARQL update operation (refused as updates wherever they stand)."""
 FUNCTIONS = frozenset(
-    """STR LANG LANGMATCHES DATATYPE BOUND IRI URI BNODE RAND ABS CEIL FLOOR ROUND CONCAT STRLEN
-    UCASE LCASE ENCODE_FOR_URI CONTAINS STRSTARTS STRENDS STRBEFORE STRAFTER YEAR MONTH DAY
-    HOURS MINUTES SECONDS TIMEZONE TZ NOW UUID STRUUID MD5 SHA1 SHA256 SHA384 SHA512 COALESCE
-    IF STRLANG STRDT SAMETERM ISIRI ISURI ISBLANK ISLITERAL ISNUMERIC REGEX SUBSTR REPLACE
-    COUNT SUM MIN MAX AVG SAMPLE GROUP_CONCAT""".split()
+    [
+        "STR",
+        "LANG",
+        "LANGMATCHES",
+        "DATATYPE",
+        "BOUND",
+        "IRI",
+        "URI",
+        "BNODE",
+        "RAND",
+        "ABS",
+        "CEIL",
+        "FLOOR",
+        "ROUND",
+        "CONCAT",
+        "STRLEN",
+        "UCASE",
+        "LCASE",
+        "ENCODE_FOR_URI",
+        "CONTAINS",
+        "STRSTARTS",
+        "STRENDS",
+        "STRBEFORE",
+        "STRAFTER",
+        "YEAR",
+        "MONTH",
+        "DAY",
+        "HOURS",
+        "MINUTES",
+        "SECONDS",
+        "TIMEZONE",
+        "TZ",
+        "NOW",
+        "UUID",
+        "STRUUID",
+        "MD5",
+        "SHA1",
+        "SHA256",
+        "SHA384",
+        "SHA512",
+        "COALESCE",
+        "IF",
+        "STRLANG",
+        "STRDT",
+        "SAMETERM",
+        "ISIRI",
+        "ISURI",
+        "ISBLANK",
+        "ISLITERAL",
+        "ISNUMERIC",
+        "REGEX",
+        "SUBSTR",
+        "REPLACE",
+        "COUNT",
+        "SUM",
+        "MIN",
+        "MAX",
+        "AVG",
+        "SAMPLE",
+        "GROUP_CONCAT",
+    ]
 )
 """SPARQL 1.1's built-in functions and aggregates (section 17.4 and 18.5)."""
 KEYWORDS = FUNCTIONS | frozenset(
-    """SELECT CONSTRUCT DESCRIBE ASK WHERE DISTINCT REDUCED AS ORDER BY ASC DESC GROUP HAVING
-    LIMIT OFFSET VALUES UNDEF OPTIONAL UNION MINUS FILTER BIND GRAPH EXISTS NOT IN TRUE FALSE
-    SEPARATOR""".split()
+    [
+        "SELECT",
+        "CONSTRUCT",
+        "DESCRIBE",
+        "ASK",
+        "WHERE",
+        "DISTINCT",
+        "REDUCED",
+        "AS",
+        "ORDER",
+        "BY",
+        "ASC",
+        "DESC",
+        "GROUP",
+        "HAVING",
+        "LIMIT",
+        "OFFSET",
+        "VALUES",
+        "UNDEF",
+        "OPTIONAL",
+        "UNION",
+        "MINUS",
+        "FILTER",
+        "BIND",
+        "GRAPH",
+        "EXISTS",
+        "NOT",
+        "IN",
+        "TRUE",
+        "FALSE",
+        "SEPARATOR",
+    ]
 )
 """The bare words an agent's query may hold (upper case; ``a`` is the one lower-case word)."""
 _SYSTEM_KEYWORDS = KEYWORDS | {"FROM", "NAMED"}
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 CASTS = frozenset(
     _XSD + name
-    for name in (
-        "boolean double float decimal integer dateTime string date time duration"
-        " yearMonthDuration dayTimeDuration"
-    ).split()
+    for name in [
+        "boolean",
+        "double",
+        "float",
+        "decimal",
+        "integer",
+        "dateTime",
+        "string",
+        "date",
+        "time",
+        "duration",
+        "yearMonthDuration",
+        "dayTimeDuration",
+    ]
 )
 """The function IRIs a query may call: the XSD constructor functions (section 17.5)."""
 
@@ -326,19 +421,26 @@ class _Walk:
             self._emit(word)
 
     def _allowed(self, token: Token, word: str) -> None:
-        if word in self.words:
+        if word in self.words and token.text.isascii():  # "ſelect".upper() is "SELECT"
             return
         if word in UPDATES:  # not where a form stands: no update request, nor a query
             raise _invalid(token, "a SPARQL UPDATE keyword has no place in a query")
         if word in ("SERVICE", "SILENT"):
-            raise _invalid(token, "SPARQL SERVICE (a remote query) is not allowed on the blackboard")
+            raise _invalid(
+                token, "SPARQL SERVICE (a remote query) is not allowed on the blackboard"
+            )
         if word in ("FROM", "NAMED"):
-            raise _invalid(token, "an agent's query may not name its dataset (FROM): the"
-                           " blackboard sets it to the graphs of the areas it reads")
+            raise _invalid(
+                token,
+                "an agent's query may not name its dataset (FROM): the"
+                " blackboard sets it to the graphs of the areas it reads",
+            )
         if word in ("BASE", "PREFIX"):
             raise _invalid(token, f"{word} belongs before the query form")
         what = "keyword" if is_keyword(token.text) else "word"
-        raise _invalid(token, f"unknown {what} {preview(token.text)} (not in the allow-list of SPARQL 1.1)")
+        raise _invalid(
+            token, f"unknown {what} {preview(token.text)} (not in the allow-list of SPARQL 1.1)"
+        )
 
     def _graph_name(self, index: int) -> None:
         kind = self._kind(index)
@@ -412,8 +514,11 @@ class _Walk:
         following = self._kind(index + 1)
         call = following == "NIL" or (following == "PUNCT" and self.tokens[index + 1].text == "(")
         if call and self._calling(index) and iri not in CASTS:
-            raise _invalid(token, f"<{iri}> is not a function here (only SPARQL's built-in"
-                           " functions and the XSD casts may be called)")
+            raise _invalid(
+                token,
+                f"<{iri}> is not a function here (only SPARQL's built-in"
+                " functions and the XSD casts may be called)",
+            )
         if self.open and self.open[-1] == _LIST:
             self._count(2)
         self._emit(iri_text(iri))

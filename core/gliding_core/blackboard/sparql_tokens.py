@@ -87,39 +87,44 @@ _PN_LOCAL = f"(?:[{_U}:0-9]|{_PLX})(?:(?:[{_CHARS}.:]|{_PLX})*(?:[{_CHARS}:]|{_P
 _ECHAR = r"""\\[tbnrf\\"']"""
 _EXPONENT = "[eE][+-]?[0-9]+"
 
-# One alternative per terminal, tried in this order at each position; a word is read with the
-# prefix it would have as a prefixed name, so a run of name characters is read once.
+# One alternative per terminal, tried in this order after the whitespace and comments before
+# it (a match is a token): the frequent first, each one before any whose text it begins
+# (``ANON`` before ``[``, a number before ``.`` and ``-``, an IRI before ``<``). A word is read
+# with the prefix it would have as a prefixed name, so a run of name characters is read once.
+# ``END`` and ``BAD`` match wherever nothing else does, so a match never backtracks into the
+# whitespace before it.
 _TERMINALS = (
-    ("WS", r"[ \t\r\n]+"),
-    ("COMMENT", r"#[^\r\n]*"),
-    ("IRIREF", r"<[^<>\"{}|^`\\\x00-\x20]*>"),
-    ("STRING_LONG1", f"'''(?:(?:'|'')?(?:[^'\\\\]|{_ECHAR}))*'''"),
-    ("STRING_LONG2", f'"""(?:(?:"|"")?(?:[^"\\\\]|{_ECHAR}))*"""'),
-    ("STRING1", f"'(?:[^'\\\\\\n\\r]|{_ECHAR})*'"),
-    ("STRING2", f'"(?:[^"\\\\\\n\\r]|{_ECHAR})*"'),
-    ("VAR", f"[?$]{_VARNAME}"),
-    ("BNODE", f"_:[{_U}0-9](?:[{_CHARS}.]*[{_CHARS}])?"),
-    ("LANGTAG", "@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*"),
+    ("END", r"\Z"),
+    ("ANON", r"\[[ \t\r\n]*\]"),
+    ("NIL", r"\([ \t\r\n]*\)"),
     (
         "NUMBER",
         f"[+-]?(?:[0-9]+\\.[0-9]*{_EXPONENT}|\\.[0-9]+{_EXPONENT}|[0-9]+{_EXPONENT}"
         "|[0-9]*\\.[0-9]+|[0-9]+)",
     ),
+    ("PUNCT", r"[{}()\[\].,;]"),
+    ("VAR", f"[?$]{_VARNAME}"),
+    ("IRIREF", r"<[^<>\"{}|^`\\\x00-\x20]*>"),
     ("PNAME", f"(?:{_PN_PREFIX})?:(?:{_PN_LOCAL})?"),
     ("WORD", _PN_PREFIX),
-    ("ANON", r"\[[ \t\r\n]*\]"),
-    ("NIL", r"\([ \t\r\n]*\)"),
+    ("STRING_LONG1", f"'''(?:(?:'|'')?(?:[^'\\\\]|{_ECHAR}))*'''"),
+    ("STRING_LONG2", f'"""(?:(?:"|"")?(?:[^"\\\\]|{_ECHAR}))*"""'),
+    ("STRING1", f"'(?:[^'\\\\\\n\\r]|{_ECHAR})*'"),
+    ("STRING2", f'"(?:[^"\\\\\\n\\r]|{_ECHAR})*"'),
+    ("BNODE", f"_:[{_U}0-9](?:[{_CHARS}.]*[{_CHARS}])?"),
+    ("LANGTAG", "@[a-zA-Z]+(?:-[a-zA-Z0-9]+)*"),
     ("DTYPE", r"\^\^"),
     ("OP", r"\|\||&&|!=|<=|>=|[=<>!+\-*/^|?]"),
-    ("PUNCT", r"[{}()\[\].,;]"),
     ("BAD", r"[\s\S]"),
 )
-_SCANNER = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _TERMINALS))
+_SCANNER = re.compile(
+    r"(?:[ \t\r\n]|#[^\r\n]*)*(?:"
+    + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _TERMINALS)
+    + ")"
+)
 _KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODEPOINT = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
-_SKIPPED = frozenset({"WS", "COMMENT"})
-_OPENERS = {"{": 1, "(": 2, "[": 2}
-_CLOSERS = {"}": 1, ")": 2, "]": 2}
+_COUNTED = frozenset({"PUNCT", "OP", "NUMBER", "WORD"})
 STRINGS = frozenset({"STRING1", "STRING2", "STRING_LONG1", "STRING_LONG2"})
 """The kinds of string tokens."""
 
@@ -162,22 +167,23 @@ def tokenize(text: str, limits: Limits) -> list[Token]:
     if len(text) > limits.max_chars:
         raise ContentTooLargeError(
             f"a SPARQL query may be {limits.max_chars} characters long, this one is {len(text)}"
-            " (max_query_chars)"
+            " (query_limits.max_chars)"
         )
     decoded = decode_codepoints(text)
     counter = _Counter(limits)
     found: list[Token] = []
     for match in _SCANNER.finditer(decoded):
-        kind = match.lastgroup
-        if kind in _SKIPPED:
-            continue
-        token = Token(kind or "BAD", match.group(), match.start())
+        kind = match.lastgroup or "BAD"
+        if kind == "END":
+            break
+        token = Token(kind, match.group(kind), match.start(kind))
         if kind == "BAD":
             raise InvalidInputError(
                 f"SPARQL query: {preview(token.text)} at {token.start} is not part of SPARQL"
                 f" (near {preview(decoded[max(0, token.start - 20) : token.start + 20])})"
             )
-        counter.count(token)
+        if kind in _COUNTED:
+            counter.count(token)
         found.append(token)
     return found
 
@@ -185,58 +191,61 @@ def tokenize(text: str, limits: Limits) -> list[Token]:
 class _Counter:
     """The depths and counts of a text being read, checked against its limits at each token."""
 
+    __slots__ = ("brackets", "groups", "limits", "operators", "unions")
+
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self.depth = [0, 0, 0]  # unused, groups, brackets
-        self.unions = 0
-        self.operators = 0
+        self.groups = self.brackets = self.unions = self.operators = 0
 
     def count(self, token: Token) -> None:
         kind, text = token.kind, token.text
         if kind == "PUNCT":
-            if text in _OPENERS:
-                self._open(_OPENERS[text])
-            elif text in _CLOSERS:
-                self._close(_CLOSERS[text], token)
+            if text == "{":
+                self.groups += 1
+                _at_most(
+                    self.groups, self.limits.max_group_depth, "nest groups { } ", "group_depth"
+                )
+            elif text == "(" or text == "[":
+                self.brackets += 1
+                _at_most(
+                    self.brackets,
+                    self.limits.max_bracket_depth,
+                    "nest ( ) and [ ]",
+                    "bracket_depth",
+                )
+            elif text == "}" or text == ")" or text == "]":
+                self._close(token)
             elif text == ",":
                 self._operator()
         elif kind == "OP" or (kind == "NUMBER" and text[0] in "+-"):
             self._operator()
         elif kind == "WORD" and len(text) == 5 and text.upper() == "UNION":
             self.unions += 1
-            if self.unions + 1 > self.limits.max_union_arms:
-                raise ContentTooLargeError(
-                    f"a SPARQL query may join at most {self.limits.max_union_arms} patterns"
-                    " by UNION (max_union_arms)"
-                )
+            _at_most(self.unions + 1, self.limits.max_union_arms, "join by UNION", "union_arms")
 
-    def _open(self, which: int) -> None:
-        self.depth[which] += 1
-        if which == 1 and self.depth[1] > self.limits.max_group_depth:
-            raise ContentTooLargeError(
-                f"a SPARQL query may nest groups {{ }} {self.limits.max_group_depth} deep"
-                " (max_group_depth)"
-            )
-        if which == 2 and self.depth[2] > self.limits.max_bracket_depth:
-            raise ContentTooLargeError(
-                f"a SPARQL query may nest ( ) and [ ] {self.limits.max_bracket_depth} deep"
-                " (max_bracket_depth)"
-            )
-
-    def _close(self, which: int, token: Token) -> None:
-        self.depth[which] -= 1
-        if self.depth[which] < 0:
-            raise InvalidInputError(
-                f"SPARQL query: {token.text!r} at {token.start} closes nothing"
-            )
+    def _close(self, token: Token) -> None:
+        if token.text == "}":
+            self.groups -= 1
+            left = self.groups
+        else:
+            self.brackets -= 1
+            left = self.brackets
+        if left < 0:
+            raise InvalidInputError(f"SPARQL query: {token.text!r} at {token.start} closes nothing")
 
     def _operator(self) -> None:
         self.operators += 1
-        if self.operators > self.limits.max_operators:
-            raise ContentTooLargeError(
-                f"a SPARQL query may hold {self.limits.max_operators} operators and commas"
-                " (max_operators)"
-            )
+        _at_most(
+            self.operators, self.limits.max_operators, "hold operators and commas", "operators"
+        )
+
+
+def _at_most(count: int, limit: int, what: str, field: str) -> None:
+    """Refuse a query whose ``count`` of something went past ``limit``."""
+    if count > limit:
+        raise ContentTooLargeError(
+            f"a SPARQL query may {what} at most {limit} (query_limits.max_{field}: it has more)"
+        )
 
 
 # -- what the terminals mean -------------------------------------------------------------------
@@ -255,7 +264,7 @@ def string_value(token: Token) -> str:
 
 
 def local_name(local: str) -> str:
-    """Return a ``PN_LOCAL`` with its ``\\`` escapes resolved (``%HH`` stays, as the grammar says)."""
+    """Return a ``PN_LOCAL`` with its ``\\`` escapes resolved (``%HH`` stays, as SPARQL says)."""
     if "\\" not in local:
         return local
     return _ESCAPED.sub(lambda m: m.group(1), local)
@@ -266,13 +275,13 @@ _IRI_PARTS = re.compile(r"^(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))
 
 def resolve(base: str | None, reference: str) -> str | None:
     """Return ``reference`` resolved against ``base`` (RFC 3986, 5.2.2); ``None`` if it stays
-    relative (no base, or a relative base)."""
+    relative (no base, or a relative base). An absolute reference is returned as written."""
     parts = _IRI_PARTS.match(reference)
     if parts is None:  # the pattern matches every string; kept for the type checker
         return None
     scheme, authority, path, query, fragment = parts.groups()
-    if scheme is not None:
-        return _recompose(scheme, authority, _without_dots(path), query, fragment)
+    if scheme is not None:  # absolute: kept as written (the rewrite sends what was checked)
+        return reference
     if base is None:
         return None
     base_parts = _IRI_PARTS.match(base)
@@ -282,7 +291,9 @@ def resolve(base: str | None, reference: str) -> str | None:
     if authority is not None:
         return _recompose(b_scheme, authority, _without_dots(path), query, fragment)
     if not path:
-        return _recompose(b_scheme, b_authority, b_path, b_query if query is None else query, fragment)
+        return _recompose(
+            b_scheme, b_authority, b_path, b_query if query is None else query, fragment
+        )
     if not path.startswith("/"):
         if b_authority is not None and not b_path:
             path = "/" + path

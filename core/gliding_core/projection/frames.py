@@ -30,8 +30,8 @@ from enum import Enum
 
 import pyoxigraph as ox
 
-from gliding_core.blackboard.sparql_check import check_query
 from gliding_core.blackboard.sparql import task_graphs
+from gliding_core.blackboard.sparql_check import check_query
 from gliding_core.blackboard.vocabulary import AREAS, PREFIXES, check_area
 from gliding_core.errors import FrameNotFoundError, InvalidInputError
 from gliding_core.jsonld import preview

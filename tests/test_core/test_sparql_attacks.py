@@ -1,13 +1,13 @@
 """A hostile model's SPARQL: every disguise refused, typed, with no connection made and no
-forbidden value read, on an embedded board and on a board at ``oxigraph serve``.
+forbidden value read, for every role, on an embedded board and on a board at ``oxigraph serve``.
 
-The model is a ``do`` agent of ``TASK``: it may read the execution area (and the coordination
-areas) of its own task, and nothing of the plan area nor of ``OTHER``'s areas, where the
-secrets are. A TCP listener on 127.0.0.1 (the ``SERVICE`` target) counts connections: a
-``SERVICE`` that ran anywhere, in pyoxigraph or in the server, connects to it. At a server
-board the disguises also aim at the server's own ``/query``, where a ``SERVICE`` runs without
-the dataset the board set. Each attempt goes through the handle and through the tool
-function (``board_tools.query``); the system's ``Blackboard.query`` refuses ``SERVICE`` too.
+The model is an agent of ``TASK`` in one role of the default matrix. The secrets are in an area
+of its task its role may not read, and in its own area of ``OTHER``'s task. A TCP listener on
+127.0.0.1 (the ``SERVICE`` target) counts connections: a ``SERVICE`` that ran anywhere, in
+pyoxigraph or in the server, connects to it. At a server board the disguises also aim at the
+server's own ``/query``, where a ``SERVICE`` runs without the dataset the board set. Each
+attempt goes through the handle and through the tool function (``board_tools.query``); the
+system's ``Blackboard.query`` refuses ``SERVICE`` too.
 
 Only the public API is used here, so these tests run on any version of the checks.
 """
@@ -36,10 +36,14 @@ from tests.test_core.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 OTHER = "iri://task/t2"
-SECRETS = ("hunter2-of-the-plan", "hunter2-of-another-task")
-PLAN_GRAPH = area_graph(TASK, "plan")
-OTHER_GRAPH = area_graph(OTHER, "execution")
-MINE_GRAPH = area_graph(TASK, "execution")
+SECRETS = ("hunter2-of-a-hidden-area", "hunter2-of-another-task")
+# role -> (its own area, an area of its task it may not read)
+AREAS = {
+    "plan": ("plan", "execution"),
+    **{r: (a, "plan") for r, a in (("do", "execution"), ("check", "review"), ("act", "decision"))},
+}
+# Graph names in the texts below, replaced for each role.
+HIDDEN, FOREIGN, OWN = "urn:x-hidden-graph", "urn:x-foreign-graph", "urn:x-own-graph"
 
 
 class Listener:
@@ -99,15 +103,28 @@ def listener() -> Iterator[Listener]:
 def board(request: pytest.FixtureRequest, tmp_path: Path, store: L0Store) -> Iterator[Blackboard]:
     backend: GraphBackend = make_backend(request.param, tmp_path, request)
     value = Blackboard(backend, store=store, config=BlackboardConfig(flush_interval_s=0.0))
-    value.write([{"@id": "urn:plan:secret", "summary": SECRETS[0]}], task=TASK, area="plan")
-    value.write([{"@id": "urn:other:secret", "summary": SECRETS[1]}], task=OTHER, area="execution")
-    value.write([{"@id": "urn:exec:mine", "summary": "mine"}], task=TASK, area="execution")
     yield value
     value.close()
 
 
-def doer(board: Blackboard) -> AgentHandle:
-    return board.agent("doer", role="do", task=TASK)
+@pytest.fixture(params=sorted(AREAS))
+def agent(request: pytest.FixtureRequest, board: Blackboard) -> AgentHandle:
+    """An agent of ``TASK`` in each role, with the secrets where it may not look."""
+    own, hidden = AREAS[request.param]
+    board.write([{"@id": "urn:hidden:secret", "summary": SECRETS[0]}], task=TASK, area=hidden)
+    board.write([{"@id": "urn:other:secret", "summary": SECRETS[1]}], task=OTHER, area=own)
+    board.write([{"@id": "urn:own:mine", "summary": "mine"}], task=TASK, area=own)
+    return board.agent(f"{request.param}-agent", role=request.param, task=TASK)
+
+
+def aimed(handle: AgentHandle, text: str) -> str:
+    """``text`` with its placeholder graphs named for ``handle``'s role."""
+    own, hidden = AREAS[handle.role]
+    return (
+        text.replace(HIDDEN, area_graph(TASK, hidden))
+        .replace(FOREIGN, area_graph(OTHER, own))
+        .replace(OWN, area_graph(TASK, own))
+    )
 
 
 def targets(board: Blackboard, listener: Listener) -> list[str]:
@@ -200,12 +217,11 @@ SERVICE_DISGUISES = {
 
 @pytest.mark.parametrize("disguise", sorted(SERVICE_DISGUISES))
 def test_service_is_refused_however_it_is_written(
-    board: Blackboard, listener: Listener, disguise: str
+    board: Blackboard, agent: AgentHandle, listener: Listener, disguise: str
 ) -> None:
-    handle = doer(board)
     for url in targets(board, listener):
         text = SERVICE_DISGUISES[disguise].format(url=url)
-        for run in attempts(handle, text, system=True):
+        for run in attempts(agent, text, system=True):
             refused(run)
     assert listener.connections() == 0
 
@@ -217,29 +233,36 @@ def test_the_listener_sees_a_service_call_made_past_the_board(listener: Listener
     assert listener.connections() == 1
 
 
+@pytest.mark.parametrize("role", sorted(AREAS))
 def test_a_service_back_to_the_server_cannot_read_another_tasks_area(
-    oxigraph_server: str, tmp_path: Path, store: L0Store, request: pytest.FixtureRequest
+    oxigraph_server: str,
+    tmp_path: Path,
+    store: L0Store,
+    request: pytest.FixtureRequest,
+    role: str,
 ) -> None:
     backend = make_backend("server", tmp_path, request)
     board = Blackboard(backend, store=store, config=BlackboardConfig(flush_interval_s=0.0))
-    board.write([{"@id": "urn:plan:secret", "summary": SECRETS[0]}], task=TASK, area="plan")
-    board.write([{"@id": "urn:other:secret", "summary": SECRETS[1]}], task=OTHER, area="execution")
-    board.write([{"@id": "urn:exec:mine", "summary": "mine"}], task=TASK, area="execution")
+    own, hidden = AREAS[role]
+    board.write([{"@id": "urn:hidden:secret", "summary": SECRETS[0]}], task=TASK, area=hidden)
+    board.write([{"@id": "urn:other:secret", "summary": SECRETS[1]}], task=OTHER, area=own)
+    board.write([{"@id": "urn:own:mine", "summary": "mine"}], task=TASK, area=own)
     text = (
         "PREFIX ex: <urn:ex:> SELECT ?o WHERE { VALUES ?z { ex:o\\# }"
         f" SERVICE <{oxigraph_server}/query> {{ GRAPH ?g {{ ?s ?p ?o }} }} }}"
     )
     # What the check prevents: the server runs a SERVICE to itself outside the dataset given.
+    mine = area_graph(TASK, own)
     raw = httpx.post(
         f"{oxigraph_server}/query",
         content=text.replace("VALUES ?z { ex:o\\# }", "").encode(),
-        params=[("default-graph-uri", MINE_GRAPH), ("named-graph-uri", MINE_GRAPH)],
+        params=[("default-graph-uri", mine), ("named-graph-uri", mine)],
         headers={"content-type": "application/sparql-query", "accept": "application/json"},
         timeout=30,
     )
     assert SECRETS[0] in raw.text
     assert SECRETS[1] in raw.text
-    handle = doer(board)
+    handle = board.agent(f"{role}-agent", role=role, task=TASK)
     for run in attempts(handle, text):
         refused(run)
     seen = handle.query("SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } }").values()
@@ -261,40 +284,40 @@ def test_a_frame_holding_a_disguised_service_is_refused() -> None:
 # -- the dataset, the graphs, the paths -------------------------------------------------------
 
 DATASET_CLAUSES = [
-    f"SELECT ?o FROM <{PLAN_GRAPH}> WHERE {{ ?s ?p ?o }}",
-    f"SELECT ?o FROM NAMED <{OTHER_GRAPH}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}",
-    f"select ?o from <{PLAN_GRAPH}> where {{ ?s ?p ?o }}",
-    f"SELECT ?o \\u0046ROM <{PLAN_GRAPH}> WHERE {{ ?s ?p ?o }}",
-    f"ASK FROM <{MINE_GRAPH}> {{ ?s ?p ?o }}",
-    f"CONSTRUCT {{ ?s ?p ?o }} FROM <{PLAN_GRAPH}> WHERE {{ ?s ?p ?o }}",
-    f"DESCRIBE ?s FROM <{PLAN_GRAPH}> WHERE {{ ?s ?p ?o }}",
+    f"SELECT ?o FROM <{HIDDEN}> WHERE {{ ?s ?p ?o }}",
+    f"SELECT ?o FROM NAMED <{FOREIGN}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}",
+    f"select ?o from <{HIDDEN}> where {{ ?s ?p ?o }}",
+    f"SELECT ?o \\u0046ROM <{HIDDEN}> WHERE {{ ?s ?p ?o }}",
+    f"ASK FROM <{OWN}> {{ ?s ?p ?o }}",
+    f"CONSTRUCT {{ ?s ?p ?o }} FROM <{FOREIGN}> WHERE {{ ?s ?p ?o }}",
+    f"DESCRIBE ?s FROM <{HIDDEN}> WHERE {{ ?s ?p ?o }}",
 ]
 
 
 @pytest.mark.parametrize("text", DATASET_CLAUSES)
-def test_a_dataset_clause_is_refused(board: Blackboard, text: str) -> None:
-    for run in attempts(doer(board), text):
+def test_a_dataset_clause_is_refused(agent: AgentHandle, text: str) -> None:
+    for run in attempts(agent, aimed(agent, text)):
         assert "FROM" in str(refused(run, InvalidInputError))
 
 
 FORBIDDEN_GRAPHS = [
-    f"SELECT ?o WHERE {{ GRAPH <{PLAN_GRAPH}> {{ ?s ?p ?o }} }}",
-    f"SELECT ?o WHERE {{ GRAPH <{OTHER_GRAPH}> {{ ?s ?p ?o }} }}",
+    f"SELECT ?o WHERE {{ GRAPH <{HIDDEN}> {{ ?s ?p ?o }} }}",
+    f"SELECT ?o WHERE {{ GRAPH <{FOREIGN}> {{ ?s ?p ?o }} }}",
     "SELECT ?o WHERE { GRAPH <urn:gliding-horse:meta> { ?s ?p ?o } }",
     "PREFIX g: <urn:gliding-horse:graph:> SELECT ?o WHERE"
-    " { GRAPH g:plan:iri%3A%2F%2Ftask%2Ft1 { ?s ?p ?o } }",
-    "PREFIX g: <urn:gliding-horse:graph:plan:> SELECT ?o WHERE"
-    " { GRAPH g:iri%3A%2F%2Ftask%2Ft1 { ?s ?p ?o } }",
-    f"BASE <{PLAN_GRAPH}> SELECT ?o WHERE {{ GRAPH <> {{ ?s ?p ?o }} }}",
-    f"SELECT ?o WHERE {{ GRAPH \\u003C{PLAN_GRAPH}\\u003E {{ ?s ?p ?o }} }}",
-    f"SELECT ?o WHERE {{ ?a ?b ?c OPTIONAL {{ GRAPH <{OTHER_GRAPH}> {{ ?s ?p ?o }} }} }}",
-    f"SELECT ?o WHERE {{ FILTER EXISTS {{ GRAPH <{PLAN_GRAPH}> {{ ?s ?p ?o }} }} }}",
+    " { GRAPH g:plan:iri%3A%2F%2Ftask%2Ft2 { ?s ?p ?o } }",
+    "PREFIX g: <urn:gliding-horse:graph:execution:> SELECT ?o WHERE"
+    " { GRAPH g:iri%3A%2F%2Ftask%2Ft2 { ?s ?p ?o } }",
+    f"BASE <{HIDDEN}> SELECT ?o WHERE {{ GRAPH <> {{ ?s ?p ?o }} }}",
+    f"SELECT ?o WHERE {{ GRAPH \\u003C{FOREIGN}\\u003E {{ ?s ?p ?o }} }}",
+    f"SELECT ?o WHERE {{ ?a ?b ?c OPTIONAL {{ GRAPH <{FOREIGN}> {{ ?s ?p ?o }} }} }}",
+    f"SELECT ?o WHERE {{ FILTER EXISTS {{ GRAPH <{HIDDEN}> {{ ?s ?p ?o }} }} }}",
 ]
 
 
 @pytest.mark.parametrize("text", FORBIDDEN_GRAPHS)
-def test_graph_naming_a_forbidden_graph_is_refused(board: Blackboard, text: str) -> None:
-    for run in attempts(doer(board), text):
+def test_graph_naming_a_forbidden_graph_is_refused(agent: AgentHandle, text: str) -> None:
+    for run in attempts(agent, aimed(agent, text)):
         error = refused(run, PermissionDeniedError)
         assert isinstance(error, PermissionDeniedError)
         assert error.operation == "read"
@@ -303,27 +326,28 @@ def test_graph_naming_a_forbidden_graph_is_refused(board: Blackboard, text: str)
 READS_THAT_STAY_INSIDE = [
     "SELECT ?o WHERE { ?s ?p ?o }",
     "SELECT ?g ?o WHERE { GRAPH ?g { ?s ?p ?o } }",
-    f"SELECT ?o WHERE {{ VALUES ?g {{ <{PLAN_GRAPH}> <{OTHER_GRAPH}> }} GRAPH ?g {{ ?s ?p ?o }} }}",
-    f"SELECT ?o WHERE {{ GRAPH <{MINE_GRAPH}> {{ ?s ?p ?o }} }}",
+    f"SELECT ?o WHERE {{ VALUES ?g {{ <{HIDDEN}> <{FOREIGN}> }} GRAPH ?g {{ ?s ?p ?o }} }}",
+    f"SELECT ?o WHERE {{ GRAPH <{OWN}> {{ ?s ?p ?o }} }}",
     "SELECT ?o WHERE { ?s (<urn:x>|!<urn:x>)* ?o }",
     "SELECT ?o WHERE { GRAPH ?g { ?s (!<urn:none>)+ ?o } }",
     "SELECT ?o WHERE { ?s ^(!<urn:x>)/(!<urn:x>)* ?o }",
-    "SELECT ?o WHERE { <urn:plan:secret> !<urn:x> ?o }",
+    "SELECT ?o WHERE { <urn:hidden:secret> !<urn:x> ?o }",
     "SELECT ?o WHERE { <urn:other:secret> (<urn:x>|!<urn:x>)? ?o }",
     "CONSTRUCT WHERE { ?s ?p ?o }",
-    "DESCRIBE <urn:plan:secret> <urn:other:secret>",
+    "DESCRIBE <urn:hidden:secret> <urn:other:secret>",
     "SELECT ?o WHERE { { SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } } } }",
     "SELECT (GROUP_CONCAT(STR(?o); SEPARATOR='|') AS ?all) WHERE { ?s ?p ?o }",
 ]
 
 
 @pytest.mark.parametrize("text", READS_THAT_STAY_INSIDE)
-def test_what_an_agent_may_run_reads_only_its_graphs(board: Blackboard, text: str) -> None:
-    handle = doer(board)
-    result = handle.query(text)
+def test_what_an_agent_may_run_reads_only_its_graphs(agent: AgentHandle, text: str) -> None:
+    text = aimed(agent, text)
+    result = agent.query(text)
     shown = str(result.values()) + " ".join(str(t) for t in result.triples)
     assert not any(secret in shown for secret in SECRETS), text
-    assert str(board_tools.query(handle, text)).count("hunter2") == 0
+    assert "hunter2" not in str(board_tools.query(agent, text))
+    assert "mine" in str(agent.query("SELECT ?o WHERE { ?s ?p ?o }").values())
 
 
 # -- updates, unknown words, calls -------------------------------------------------------------
@@ -334,8 +358,8 @@ HIDDEN_UPDATES = [
     "# SELECT\nPREFIX ex: <urn:ex:> # '\nDELETE WHERE { GRAPH ?g { ?s ?p ?o } }",
     "\\u0044ELETE WHERE { GRAPH ?g { ?s ?p ?o } }",
     "prefix ex: <urn:ex:> clear all",
-    f"DROP GRAPH <{PLAN_GRAPH}>",
-    "WITH <urn:g> DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }",
+    f"DROP GRAPH <{HIDDEN}>",
+    f"WITH <{OWN}> DELETE {{ ?s ?p ?o }} WHERE {{ ?s ?p ?o }}",
     "LOAD <http://127.0.0.1:9/data.ttl>",
     "SELECT * WHERE { ?s ?p ?o } ; INSERT DATA { <urn:a> <urn:b> 1 }",
     "SELECT * WHERE { ?s ?p ?o } INSERT DATA { <urn:a> <urn:b> 1 }",
@@ -345,11 +369,15 @@ HIDDEN_UPDATES = [
 
 
 @pytest.mark.parametrize("text", HIDDEN_UPDATES)
-def test_an_update_is_refused_and_changes_nothing(board: Blackboard, text: str) -> None:
+def test_an_update_is_refused_and_changes_nothing(
+    board: Blackboard, agent: AgentHandle, listener: Listener, text: str
+) -> None:
+    text = aimed(agent, text).replace("http://127.0.0.1:9/", f"http://127.0.0.1:{listener.port}/")
     before = store_state(board)
-    for run in attempts(doer(board), text, system=True):
+    for run in attempts(agent, text, system=True):
         refused(run)
     assert store_state(board) == before
+    assert listener.connections() == 0
 
 
 UNKNOWN = [
@@ -372,14 +400,15 @@ UNKNOWN = [
     "SELECT * WHERE { ?s ex:p ?o }",
     "SELECT * WHERE { ?s ?p \\uD800 }",
     "VERSION '1.2' SELECT * WHERE { ?s ?p ?o }",
+    "\u017fELECT * WHERE { ?s ?p ?o }",
 ]
 
 
 @pytest.mark.parametrize("text", UNKNOWN)
 def test_what_the_check_does_not_know_is_refused(
-    board: Blackboard, listener: Listener, text: str
+    agent: AgentHandle, listener: Listener, text: str
 ) -> None:
     text = text.replace("http://127.0.0.1:9/", f"http://127.0.0.1:{listener.port}/")
-    for run in attempts(doer(board), text, system=True):
+    for run in attempts(agent, text, system=True):
         refused(run, InvalidInputError)
     assert listener.connections() == 0

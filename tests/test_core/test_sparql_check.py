@@ -10,6 +10,7 @@ unchanged and holds no ``SERVICE``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -75,17 +76,26 @@ def words(text: str) -> set[str]:
         ("?x $y ?", [("VAR", "?x"), ("VAR", "$y"), ("OP", "?")]),
         ("_:b1.", [("BNODE", "_:b1"), ("PUNCT", ".")]),
         ('"a\\"b" \'c\'', [("STRING2", '"a\\"b"'), ("STRING1", "'c'")]),
-        ("'''it''s''' \"\"\"x\"y\"\"\"", [("STRING_LONG1", "'''it''s'''"), ("STRING_LONG2", '"""x"y"""')]),
+        (
+            "'''it''s''' \"\"\"x\"y\"\"\"",
+            [("STRING_LONG1", "'''it''s'''"), ("STRING_LONG2", '"""x"y"""')],
+        ),
         ('"a"@en-GB', [("STRING2", '"a"'), ("LANGTAG", "@en-GB")]),
         ('"1"^^x:int', [("STRING2", '"1"'), ("DTYPE", "^^"), ("PNAME", "x:int")]),
-        ("1 -1 +1.5 .5 1e3 1.E-2", [("NUMBER", n) for n in "1 -1 +1.5 .5 1e3 1.E-2".split()]),
+        (
+            "1 -1 +1.5 .5 1e3 1.E-2",
+            [("NUMBER", n) for n in ("1", "-1", "+1.5", ".5", "1e3", "1.E-2")],
+        ),
         ("1.", [("NUMBER", "1"), ("PUNCT", ".")]),
         ("true.", [("WORD", "true"), ("PUNCT", ".")]),
         ("<urn:a#'> <=", [("IRIREF", "<urn:a#'>"), ("OP", "<=")]),
         ("( ) [\t]", [("NIL", "( )"), ("ANON", "[\t]")]),
         ("a # SERVICE\nb", [("WORD", "a"), ("WORD", "b")]),
         ("?a<?b", [("VAR", "?a"), ("OP", "<"), ("VAR", "?b")]),
-        ("||&&!=^^|^", [("OP", "||"), ("OP", "&&"), ("OP", "!="), ("DTYPE", "^^"), ("OP", "|"), ("OP", "^")]),
+        (
+            "||&&!=^^|^",
+            [("OP", "||"), ("OP", "&&"), ("OP", "!="), ("DTYPE", "^^"), ("OP", "|"), ("OP", "^")],
+        ),
         ("SE\\u0052VICE", [("WORD", "SERVICE")]),
         ("\\U00000053ERVICE", [("WORD", "SERVICE")]),
         ('"\\u0041"', [("STRING2", '"A"')]),
@@ -107,7 +117,7 @@ def test_a_local_name_means_its_escapes() -> None:
         ("SELECT * { ?s ?p 'open }", "at 17"),
         ("SELECT * { ?s ?p ?o } \\", "at 22"),
         ("SELECT * { ?s ?p ?o } \x01", "at 22"),
-        ("SELECT * { ?s ?p \"a\\q\" }", "at 17"),
+        ('SELECT * { ?s ?p "a\\q" }', "at 17"),
         ("SELECT * { ?s ?p ?o } }", "closes nothing"),
         ("SELECT * {\u00a0?s ?p ?o }", "at 10"),
     ],
@@ -128,7 +138,7 @@ def test_what_is_not_a_terminal_is_refused_by_position(text: str, where: str) ->
     ],
 )
 def test_codepoint_escapes_that_name_nothing_or_hide_one_are_refused(text: str) -> None:
-    with pytest.raises(InvalidInputError, match="u|names no character"):
+    with pytest.raises(InvalidInputError, match=r"\\u|names no character"):
         tokenize(text, LIMITS)
 
 
@@ -303,7 +313,7 @@ def test_the_xsd_casts_and_collections_after_an_iri_are_allowed() -> None:
     "text",
     [
         "SELECT * WHERE { ?s A ?o }",
-        "\u017fELECT * WHERE { ?s ?p ?o }",  # long s: "ſELECT".upper() is "SELECT"
+        "\u017fELECT * WHERE { ?s ?p ?o }",  # the long s: its upper case is S
         "SELECT * WHERE { ?s ?p ?o FILTER(\uff33\uff34\uff32(?o)) }",  # fullwidth STR
         "SELECT * WHERE { ?s ?p ?o } LATERAL { }",
         "SELECT * WHERE { ?s ?p ?o BIND(TRIPLE(?s, ?p, ?o) AS ?t) }",
@@ -342,9 +352,11 @@ EQUIVALENT = [
     "PREFIX ex: <urn:ex:> SELECT ?o WHERE { ?s ex:p\\#1 ?o }",
     "BASE <urn:ex:> PREFIX e: <p> SELECT ?o WHERE { ?s e:\\#1 ?o }",
     "BASE <http://h/a/b> SELECT ?s ?o WHERE { ?s <../c> ?o } ORDER BY ?o",
-    "SELECT ?o WHERE { ?s ?p ?o FILTER(?o = '''it's''' || ?o = \"say \\\"hi\\\"\" || ?o = 'x'@en) }",
+    "SELECT ?o WHERE { ?s ?p ?o FILTER(?o = '''it's''' || ?o = \"say \\\"hi\\\"\""
+    " || ?o = 'x'@en) }",
     "SELECT ?o WHERE { ?s ?p ?o FILTER(?o IN ('\\u0041', \"tab\\t\", '''line\nbreak''')) }",
-    "SELECT (COUNT(*) AS ?n) (SUM(?v) AS ?t) WHERE { ?s <urn:v> ?v } GROUP BY ?s HAVING (SUM(?v) > 1)",
+    "SELECT (COUNT(*) AS ?n) (SUM(?v) AS ?t) WHERE { ?s <urn:v> ?v } GROUP BY ?s"
+    " HAVING (SUM(?v) > 1)",
     "SELECT ?s WHERE { ?s (<urn:knows>|^<urn:knows>)+ <urn:c> }",
     "SELECT ?s WHERE { ?s <urn:knows>/<urn:knows>? ?o . FILTER NOT EXISTS { ?o <urn:v> 3 } }",
     "SELECT ?s ?v WHERE { ?s <urn:v> ?v FILTER(?v -1 > 0 && ?v*2 < 10 && -?v < 0) }",
@@ -358,7 +370,8 @@ EQUIVALENT = [
     "CONSTRUCT WHERE { ?s <urn:v> ?v }",
     "DESCRIBE <urn:a>",
     "ASK { <urn:a> <urn:knows> [ <urn:knows> [] ] }",
-    "select ?s where { ?s a <urn:T> ; <urn:v> ?v , 2 . bind(str(?v) as ?t) filter(regex(?t, '^1', 'i')) }",
+    "select ?s where { ?s a <urn:T> ; <urn:v> ?v , 2 . bind(str(?v) as ?t)"
+    " filter(regex(?t, '^1', 'i')) }",
     "SELECT ?s WHERE { GRAPH ?g { ?s ?p ?o } GRAPH <urn:g> { ?s ?p ?o } }",
     "SELECT (GROUP_CONCAT(?o; SEPARATOR = ',') AS ?all) WHERE { ?s <urn:knows> ?o }",
     "SELECT ?s WHERE { ?s <urn:list> (1 2) }",
@@ -500,7 +513,7 @@ def refusals_only(run: Callable[[], object]) -> None:
 
 
 ALPHABET = st.sampled_from(
-    list("{}()[]<>.,;:?$_'\"#\\^|&!=+-*/@ \t\n%") + ["u0053", "U00000053", "SERVICE", "a", "x"]
+    [*"{}()[]<>.,;:?$_'\"#\\^|&!=+-*/@ \t\n%", "u0053", "U00000053", "SERVICE", "a", "x"]
 )
 
 
@@ -584,10 +597,8 @@ def test_nothing_recurses_however_deep_the_text_nests(depth: int) -> None:
     for opening, closing in [("{", "}"), ("(", ")"), ("[", "]")]:
         text = "SELECT * WHERE { ?s ?p " + opening * depth + "?o" + closing * depth + " }"
         with shallow_stack():
-            try:
+            with contextlib.suppress(GlidingError):  # refused or not, without recursing
                 check_query(text, HUGE)
-            except GlidingError:
-                pass  # the grammar may refuse it; it must not recurse to say so
             tokens: list[Token] = tokenize(text, HUGE)
         assert len(tokens) >= 2 * depth
 

@@ -41,9 +41,9 @@ Invariants:
 - Nothing here recurses: the walk keeps its own stack of open brackets.
 - Every refusal is typed: ``ContentTooLargeError`` (a limit), ``PermissionDeniedError`` (an
   update, a forbidden graph), ``InvalidInputError`` (anything else), and names what it refused.
-- A check costs a dictionary look-up for a text seen before (``_REMEMBERED`` texts of up to
-  ``_REMEMBERED_CHARS`` characters, by text, limits and mode); the graphs of an agent's query
-  are compared on each call.
+- A check costs a dictionary look-up for a text seen before (512 texts of up to 8,192
+  characters are kept, by text, limits and mode, and where bindings go in each); the graphs
+  of an agent's query are compared on each call.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ FORMS = frozenset({"SELECT", "CONSTRUCT", "DESCRIBE", "ASK"})
 UPDATES = frozenset(
     {"INSERT", "DELETE", "LOAD", "CLEAR", "CREATE", "DROP", "COPY", "MOVE", "ADD", "WITH"}
 )
-"""The words that begin a SPARQL update operation (refused as updates wherever they stand)."""
+"""The words that begin a SPARQL update operation (an update where a query form stands)."""
 FUNCTIONS = frozenset(
     [
         "STR",
@@ -421,7 +421,7 @@ class _Walk:
             self._emit(word)
 
     def _allowed(self, token: Token, word: str) -> None:
-        if word in self.words and token.text.isascii():  # "ſelect".upper() is "SELECT"
+        if word in self.words and token.text.isascii():  # "\u017felect".upper() is "SELECT"
             return
         if word in UPDATES:  # not where a form stands: no update request, nor a query
             raise _invalid(token, "a SPARQL UPDATE keyword has no place in a query")
@@ -606,12 +606,21 @@ def with_values(text: str, clause: str) -> str:
     trails the query. ``text`` is read, and returned, with its codepoint escapes resolved, as
     a backend reads it.
     """
+    decoded, at = _remembered_anchor(text) if len(text) <= _REMEMBERED_CHARS else _opening(text)
+    if at is None:
+        return f"{decoded}\n{clause}"
+    return f"{decoded[:at]} {clause} {decoded[at:]}"
+
+
+def _opening(text: str) -> tuple[str, int | None]:
+    """Return ``text`` decoded, and where its outer group's ``{`` ends (``None``: none)."""
     decoded = decode_codepoints(text)
     anchor = _anchor(tokenize(decoded, _Unlimited()))
-    if anchor is None:
-        return f"{decoded}\n{clause}"
-    at = anchor.start + 1
-    return f"{decoded[:at]} {clause} {decoded[at:]}"
+    return decoded, None if anchor is None else anchor.start + 1
+
+
+# A text is bound again and again with new values (a frame's, a benchmark's): where is kept.
+_remembered_anchor = functools.lru_cache(maxsize=512)(_opening)
 
 
 def _anchor(tokens: list[Token]) -> Token | None:

@@ -223,7 +223,8 @@ class QueryLimits(Settings):
     memory with it, every client of a server). The defaults are at least ten times below
     where the server (whose query threads have the smaller stacks) crashed, for each shape
     measured (see the README's section on permissions), and above what every shipped frame
-    and test needs; the largest value each field accepts is about half of that crash. A
+    and test needs. The largest value each field accepts is about a fifth of that crash, so
+    that a query at every raised limit at once (the recursions add up) stays below it too. A
     query past a limit is refused with ``ContentTooLargeError`` before any parser (the
     project's included) walks it.
 
@@ -245,11 +246,11 @@ class QueryLimits(Settings):
     """
 
     max_chars: int = Field(default=262_144, ge=64, le=4_194_304)
-    max_group_depth: int = Field(default=16, ge=2, le=100)
-    max_bracket_depth: int = Field(default=16, ge=2, le=100)
-    max_triple_patterns: int = Field(default=60, ge=2, le=300)
-    max_union_arms: int = Field(default=32, ge=2, le=800)
-    max_operators: int = Field(default=150, ge=2, le=800)
+    max_group_depth: int = Field(default=16, ge=2, le=40)
+    max_bracket_depth: int = Field(default=16, ge=2, le=45)
+    max_triple_patterns: int = Field(default=60, ge=2, le=128)
+    max_union_arms: int = Field(default=32, ge=2, le=300)
+    max_operators: int = Field(default=150, ge=2, le=320)
 
 
 class BlackboardConfig(Settings):

@@ -1,7 +1,8 @@
 """The child process of the crash tests: queries of one shape, at sizes given, against a board.
 
 Usage: ``sparql_crash_child.py BACKEND SHAPE SIZE...`` where ``BACKEND`` is ``memory`` or the
-URL of an ``oxigraph serve``. Each size is sent as a ``do`` agent's query and as the system's
+URL of an ``oxigraph serve``. The board has the default limits (``at_caps``: the largest a
+configuration may set). Each size is sent as a ``do`` agent's query and as the system's
 (``Blackboard.query``), in that order, and each answer is one line of JSON on stdout:
 ``{"size": 16, "mode": "agent", "outcome": "ran"}`` or ``"outcome": "ContentTooLargeError"``.
 A size is sent only after the previous one was answered, so the last line tells how far the
@@ -16,7 +17,7 @@ from collections.abc import Callable
 
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
-from gliding_core.config import BlackboardConfig
+from gliding_core.config import BlackboardConfig, QueryLimits
 from gliding_core.errors import GlidingError
 
 TASK = "iri://task/crash"
@@ -81,6 +82,29 @@ def _combined(n: int) -> str:
     return "SELECT ?o WHERE " + "{ " * 15 + f"{T} {inner}" + " }" * 15
 
 
+def caps() -> QueryLimits:
+    """The largest limits a configuration may set (each field's upper bound)."""
+    values = {}
+    for name, field in QueryLimits.model_fields.items():
+        values[name] = next(m.le for m in field.metadata if hasattr(m, "le"))
+    return QueryLimits(**values)
+
+
+def _at_caps(n: int) -> str:
+    """Every recursion at once at the largest limits: ``FILTER EXISTS`` nested, calls nested
+    inside, an OR chain inside them (``n`` is ignored)."""
+    top = caps()
+    groups, brackets = top.max_group_depth, top.max_bracket_depth
+    chain = " || ".join(["?o"] * (top.max_operators - 5))
+    inner = "FILTER(" + "STR(" * (brackets - 2) + f"({chain})" + ")" * (brackets - 2) + ")"
+    return (
+        "SELECT ?o WHERE { "
+        + f"{T} FILTER EXISTS {{ " * (groups - 1)
+        + f"{T} {inner}"
+        + (" }" * groups)
+    )
+
+
 SHAPES: dict[str, Callable[[int], str]] = {
     "groups": _groups,
     "parens": _parens,
@@ -96,6 +120,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "collections": _collections,
     "subselects": _subselects,
     "combined": _combined,
+    "at_caps": _at_caps,
 }
 
 
@@ -116,7 +141,9 @@ def _outcome(run: Callable[[], object]) -> str:
 
 
 def main(where: str, shape: str, sizes: list[int]) -> None:
-    board = Blackboard(_backend(where), config=BlackboardConfig(flush_interval_s=0.0))
+    limits = caps() if shape == "at_caps" else QueryLimits()
+    config = BlackboardConfig(flush_interval_s=0.0, query_limits=limits)
+    board = Blackboard(_backend(where), config=config)
     board.write([{"@id": "urn:s", "urn:p": {"@id": "urn:o"}}], task=TASK, area="execution")
     doer = board.agent("doer", role="do", task=TASK)
     for size in sizes:

@@ -1,9 +1,11 @@
 """The child process of the crash tests: queries of one shape, at sizes given, against a board.
 
-Usage: ``sparql_crash_child.py BACKEND SHAPE SIZE...`` where ``BACKEND`` is ``memory`` or the
-URL of an ``oxigraph serve``. The board has the default limits (``at_caps``: the largest a
-configuration may set). Each size is sent as a ``do`` agent's query and as the system's
-(``Blackboard.query``), in that order, and each answer is one line of JSON on stdout:
+Usage: ``sparql_crash_child.py BACKEND SHAPE SIZE...`` where ``BACKEND`` is ``memory``, the
+URL of an ``oxigraph serve``, or ``memory-small-stack`` (in memory, the queries sent from a
+thread with a 1 MiB stack, as a framework's worker thread may have). The board has the
+default limits (``at_caps``: the largest a configuration may set). Each size is sent as a
+``do`` agent's query and as the system's (``Blackboard.query``), in that order, and each
+answer is one line of JSON on stdout:
 ``{"size": 16, "mode": "agent", "outcome": "ran"}`` or ``"outcome": "ContentTooLargeError"``.
 A size is sent only after the previous one was answered, so the last line tells how far the
 child got if the process dies.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Callable
 
 from gliding_core.blackboard.board import AgentHandle, Blackboard
@@ -164,5 +167,17 @@ def _runs(
     ]
 
 
+def in_small_thread(where: str, shape: str, sizes: list[int]) -> None:
+    """Run ``main`` on a thread with a 1 MiB stack (an eighth of the main thread's)."""
+    threading.stack_size(1 << 20)
+    worker = threading.Thread(target=main, args=(where, shape, sizes))
+    worker.start()
+    worker.join()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], [int(size) for size in sys.argv[3:]])
+    where, shape, sizes = sys.argv[1], sys.argv[2], [int(size) for size in sys.argv[3:]]
+    if where == "memory-small-stack":
+        in_small_thread("memory", shape, sizes)
+    else:
+        main(where, shape, sizes)

@@ -4,8 +4,9 @@ The issue's four shapes (groups nested 3,000 deep, 8,000 nested parentheses, a 1
 UNION, a 1 MB OR chain) and their neighbours (nested calls, ``FILTER EXISTS``, blank nodes,
 collections and subqueries; long runs of ``BIND``, ``MINUS``, path steps and triples, which
 crash or take minutes) run in a child process (``sparql_crash_child.py``) against an
-embedded board and against the session's ``oxigraph serve``, each as an agent's query and as
-the system's. At the default limits (``QueryLimits``) each runs; one past a limit, and at the
+embedded board (queried from the main thread, and from a thread with a 1 MiB stack) and
+against the session's ``oxigraph serve``, each as an agent's query and as the system's. At
+the default limits (``QueryLimits``) each runs; one past a limit, and at the
 size that crashed, each is refused with ``ContentTooLargeError``; the child exits normally
 and the server still answers. A query nesting every recursion at once runs at the defaults,
 and at the largest limits a configuration may set.
@@ -79,9 +80,12 @@ def check_answers(answers: list[dict[str, object]], at_limit: int, past: list[in
 
 
 @pytest.mark.parametrize("shape", sorted(CASES))
-def test_an_embedded_board_refuses_what_crashed_it_and_runs_what_it_allows(shape: str) -> None:
+@pytest.mark.parametrize("backend", ["memory", "memory-small-stack"])
+def test_an_embedded_board_refuses_what_crashed_it_and_runs_what_it_allows(
+    backend: str, shape: str
+) -> None:
     at_limit, past = CASES[shape]
-    check_answers(run_child("memory", shape, [at_limit, *past]), at_limit, past)
+    check_answers(run_child(backend, shape, [at_limit, *past]), at_limit, past)
 
 
 @pytest.mark.parametrize("shape", sorted(CASES))

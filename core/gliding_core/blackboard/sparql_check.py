@@ -340,7 +340,10 @@ class _Walk:
                 self._token(index)
         if self.open:
             raise InvalidInputError(f"SPARQL query: {len(self.open)} brackets are left open")
-        return CheckedQuery(" ".join(self.out), self.form, frozenset(self.graphs))
+        text = " ".join(self.out)
+        if "\\u" in text or "\\U" in text:  # a backend would resolve it: never sent (see tokenize)
+            raise InvalidInputError("SPARQL query: its rewrite would hold a codepoint escape")
+        return CheckedQuery(text, self.form, frozenset(self.graphs))
 
     # -- the prologue and the form ---------------------------------------------------------
 

@@ -215,6 +215,44 @@ class CoordinationConfig(Settings):
 # -- L2 blackboard -------------------------------------------------------------------------------
 
 
+class QueryLimits(Settings):
+    """The size limits of a SPARQL query, checked before any parser reads it.
+
+    pyoxigraph 0.5.13 and ``oxigraph serve`` 0.5.13 parse and evaluate by recursion: a deep or
+    long enough query overflows the stack and kills the process (every agent of an embedded
+    memory with it, every client of a server). The defaults are at least ten times below
+    where the server (whose query threads have the smaller stacks) crashed, for each shape
+    measured (see the README's section on permissions), and above what every shipped frame
+    and test needs. The largest value each field accepts is about a fifth of that crash, so
+    that a query at every raised limit at once (the recursions add up) stays below it too. A
+    query past a limit is refused with ``ContentTooLargeError`` before any parser (the
+    project's included) walks it.
+
+    Attributes:
+        max_chars: the longest query text, in characters (checked first, before anything
+            reads the text).
+        max_group_depth: how deep ``{ }`` may nest (``{ {`` is 2).
+        max_bracket_depth: how deep ``( )`` and ``[ ]`` may nest together (expressions,
+            calls, collections, paths, blank-node property lists).
+        max_triple_patterns: the most triple patterns, counted conservatively: each ``.``,
+            ``;`` and ``,`` between triples, each ``{`` and ``[``, each ``FILTER``, ``BIND``,
+            ``OPTIONAL``, ``MINUS`` and ``VALUES``, and two per term of a collection. The
+            store's join planning grows fast with it (about the fourth power: 100 patterns in
+            one group take seconds).
+        max_union_arms: the most patterns joined by ``UNION`` (the ``UNION`` keywords plus one),
+            over the whole query.
+        max_operators: the most operators over the whole query (``|| && = != < > <= >= + - * /
+            ! ^ | ?``, signed numbers) and commas.
+    """
+
+    max_chars: int = Field(default=262_144, ge=64, le=4_194_304)
+    max_group_depth: int = Field(default=16, ge=2, le=40)
+    max_bracket_depth: int = Field(default=16, ge=2, le=45)
+    max_triple_patterns: int = Field(default=60, ge=2, le=128)
+    max_union_arms: int = Field(default=32, ge=2, le=300)
+    max_operators: int = Field(default=150, ge=2, le=320)
+
+
 class BlackboardConfig(Settings):
     """L2 blackboard settings.
 
@@ -230,6 +268,8 @@ class BlackboardConfig(Settings):
         permissions: ``{role: {area: [operation, ...]}}`` replacing the default matrix.
         coordination: the settings of the coordination database (leases, tasks, agents,
             messages).
+        query_limits: the size limits of every SPARQL query the blackboard runs, an agent's
+            and the system's (frames): ``QueryLimits``.
     """
 
     endpoint: str | None = None
@@ -241,6 +281,7 @@ class BlackboardConfig(Settings):
     flush_batch: int = Field(default=500, gt=0)
     permissions: dict[str, dict[str, list[str]]] | None = None
     coordination: CoordinationConfig = CoordinationConfig()
+    query_limits: QueryLimits = QueryLimits()
 
 
 Placement = Literal["system", "user"]

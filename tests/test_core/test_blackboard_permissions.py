@@ -135,14 +135,25 @@ def test_an_agents_sparql_sees_only_the_graphs_it_may_read(board: Blackboard) ->
     plan_graph = area_graph(TASK, "plan")
     for text in [
         "SELECT DISTINCT ?s WHERE { ?s ?p ?o }",
-        f"SELECT DISTINCT ?s FROM <{plan_graph}> WHERE {{ ?s ?p ?o }}",
-        f"SELECT DISTINCT ?s FROM NAMED <{plan_graph}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}",
-        f"SELECT DISTINCT ?s WHERE {{ GRAPH <{plan_graph}> {{ ?s ?p ?o }} }}",
-        "SELECT DISTINCT ?s WHERE { GRAPH <urn:gliding-horse:meta> { ?s ?p ?o } }",
         "SELECT DISTINCT ?s WHERE { GRAPH ?g { ?s ?p ?o } }",
+        f"SELECT DISTINCT ?s WHERE {{ VALUES ?g {{ <{plan_graph}> }} GRAPH ?g {{ ?s ?p ?o }} }}",
     ]:
         seen = {row["s"] for row in checker.query(text).values()}
         assert seen <= {"urn:exec:1", "urn:review:1"}, text
+    # A dataset clause is refused (the board sets the dataset); so is GRAPH naming a graph
+    # the role may not read.
+    for text in [
+        f"SELECT DISTINCT ?s FROM <{plan_graph}> WHERE {{ ?s ?p ?o }}",
+        f"SELECT DISTINCT ?s FROM NAMED <{plan_graph}> WHERE {{ GRAPH ?g {{ ?s ?p ?o }} }}",
+    ]:
+        with pytest.raises(InvalidInputError, match="FROM"):
+            checker.query(text)
+    for text in [
+        f"SELECT DISTINCT ?s WHERE {{ GRAPH <{plan_graph}> {{ ?s ?p ?o }} }}",
+        "SELECT DISTINCT ?s WHERE { GRAPH <urn:gliding-horse:meta> { ?s ?p ?o } }",
+    ]:
+        with pytest.raises(PermissionDeniedError, match="may not read graph"):
+            checker.query(text)
     assert checker.query("ASK { <urn:exec:1> ?p ?o }", areas=["execution"]).boolean is True
     assert checker.query("ASK { <urn:review:1> ?p ?o }", areas=["execution"]).boolean is False
     with pytest.raises(PermissionDeniedError, match="plan"):

@@ -101,6 +101,7 @@ def test_all_is_pinned() -> None:
         "Prefetcher",
         "Projection",
         "Projector",
+        "QueryLimits",
         "QueryResult",
         "Read",
         "Reading",

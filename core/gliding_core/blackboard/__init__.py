@@ -4,7 +4,9 @@ The graph half: ``vocabulary`` (the one namespace, the context, graph naming), `
 RDF backends), ``rdf`` (a node's quads), ``validation`` (a node checked before it is written),
 ``records`` (what the store holds under an IRI, the bookkeeping layout), ``nodes`` (cache,
 generations, single writer), ``permissions`` (the role matrix), ``writeback`` (flush to L0),
-``sparql`` (query checks), ``board`` (the ``Blackboard`` facade) and ``handle``
+``sparql`` (the graphs a task's queries read), ``sparql_tokens`` (SPARQL's terminals: the
+tokenizer and the canonical rewrite), ``sparql_check`` (what a query may hold, its size limits),
+``board`` (the ``Blackboard`` facade) and ``handle``
 (``AgentHandle``, an agent's checked identity).
 The coordination half lives in ``coordination`` (the SQLite database), ``leases``, ``tasks``,
 ``agents`` and ``messages``, gathered by ``registries``; each module states its own invariants.

@@ -12,8 +12,10 @@ Invariants:
   sees the root task's ``tasks`` graph, where the whole tree's ``Task`` nodes are mirrored
   (``sparql.TaskRoots``), so every task of a tree reads its tree's tasks.
 - An agent's SPARQL runs over a dataset of exactly the graphs its role may read (default graph
-  and named graphs), which overrides any ``FROM`` / ``FROM NAMED`` in the text; it is always a
-  query, never an update, and never reaches a remote ``SERVICE``.
+  and named graphs); it is always a query, never an update, names no dataset (``FROM``) and
+  never reaches a remote ``SERVICE``. Every query, the system's too, is checked on its SPARQL
+  tokens under ``config.query_limits`` and the store runs the rewrite of the checked tokens
+  (``sparql_check``), never the text given.
 - A guarded write (``lease_token=``) is refused unless the token is the newest one granted for
   each node's IRI to this agent (fencing); a node under another agent's live Write or
   Exclusive lease is refused to every other writer, and its holder must present the token.
@@ -60,12 +62,8 @@ from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.nodes import NodeStore
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.sparql import (
-    FenceChecker,
-    check_query,
-    task_graphs,
-    type_iri,
-)
+from gliding_core.blackboard.sparql import FenceChecker, task_graphs, type_iri
+from gliding_core.blackboard.sparql_check import CheckedQuery, check_query
 from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri, is_iri
 from gliding_core.blackboard.vocabulary import (
@@ -434,31 +432,39 @@ class Blackboard:
 
     def query(
         self,
-        sparql: str,
+        sparql: str | CheckedQuery,
         *,
         graphs: Sequence[str] | None = None,
         bindings: Mapping[str, Term] | None = None,
     ) -> QueryResult:
         """Run a SPARQL SELECT, CONSTRUCT, ASK or DESCRIBE as the system.
 
+        The text is checked (``sparql_check.check_query``, under ``config.query_limits``) and
+        the store runs its rewrite from the checked tokens, never the text given.
+
         Args:
-            sparql: the query.
+            sparql: the query, or one already checked (``AgentHandle.query`` checks an
+                agent's with ``check_agent_query``).
             graphs: the graphs it sees (default graph = their union, and as named graphs);
                 the whole store when ``None``, nothing when empty.
             bindings: variables bound to terms (``{"task": NamedNode(...)}``).
 
         Raises:
-            InvalidInputError: the query, a graph or a binding is malformed (nothing runs).
+            InvalidInputError: the query, a graph or a binding is malformed, or the query holds
+                what the check refuses (``SERVICE``, an unknown word...): nothing runs.
+            ContentTooLargeError: the query is past a limit of ``config.query_limits``.
             PermissionDeniedError: the text is a SPARQL UPDATE.
         """
         self._check_open()
-        check_query(sparql)
-        check_text(sparql, what="a SPARQL query")  # no backend takes a lone surrogate
+        if isinstance(sparql, CheckedQuery):
+            text = sparql.text
+        else:
+            text = check_query(sparql, self.config.query_limits).text
         checked = _check_bindings(bindings)
         if graphs is None:
-            return self.nodes.query(sparql, dataset=None, bindings=checked)
+            return self.nodes.query(text, dataset=None, bindings=checked)
         names = tuple(_check_iris(graphs, "graphs"))
-        return self.nodes.query(sparql, dataset=Dataset(names, names), bindings=checked)
+        return self.nodes.query(text, dataset=Dataset(names, names), bindings=checked)
 
     def flush(self, *, task: str | None = None) -> int:
         """Write the dirty nodes (of ``task`` when given) to L0; return how many."""

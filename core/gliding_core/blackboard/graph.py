@@ -20,9 +20,10 @@ Invariants:
   empty on every backend: at an endpoint, where sending no graph means the server's own
   default dataset, its default graph is ``EMPTY_GRAPH``, which nothing writes.
 - ``bindings`` bind variables to terms: pyoxigraph substitutions embedded; at an endpoint, a
-  ``VALUES`` block of serialised terms opening the query's outer group (where Oxigraph starts
-  from it; a trailing ``VALUES`` was joined after the whole pattern: 26 ms for a 2-hop
-  CONSTRUCT at 10,000 nodes). A bound variable must be projected by a SELECT.
+  ``VALUES`` block of serialised terms opening the query's outer group, found on the query's
+  SPARQL tokens (where Oxigraph starts from it; a trailing ``VALUES`` was joined after the
+  whole pattern: 26 ms for a 2-hop CONSTRUCT at 10,000 nodes). A bound variable must be
+  projected by a SELECT.
 - Results come back as pyoxigraph terms from both backends, so callers see one shape.
 - pyoxigraph 0.5.13 on disk loses concurrent read-modify-write updates: writers must be
   serialised above this layer (the node layer's single writer does it).
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +41,7 @@ from typing import Any, NoReturn, Protocol, Union
 import httpx
 import pyoxigraph as ox
 
+from gliding_core.blackboard import sparql_check
 from gliding_core.boundary import translate, translated
 from gliding_core.errors import (
     ClosedError,
@@ -428,36 +429,13 @@ def quads_text(quads: Sequence[ox.Quad]) -> str:
     return " ".join(f"GRAPH {graph} {{ {' '.join(lines)} }}" for graph, lines in blocks.items())
 
 
-# Strings, IRIs and comments: where braces and keywords are not syntax.
-_OPAQUE = re.compile(
-    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>\s]*>|#[^\n]*'
-)
-_GROUP_AFTER = re.compile(r"(?<![\w:?$])(?:where|select|ask|describe)(?![\w:])", re.IGNORECASE)
-
-
-def mask_opaque(text: str) -> str:
-    """Return ``text`` with its strings, IRIs and comments blanked (same length, ``<`` kept)."""
-
-    def blank(match: re.Match[str]) -> str:
-        found = match.group(0)
-        if found.startswith("<"):
-            return "<" + " " * (len(found) - 2) + ">"
-        return " " * len(found)
-
-    return _OPAQUE.sub(blank, text)
-
-
 def with_values(text: str, bindings: Mapping[str, Term]) -> str:
-    """Return the query with a ``VALUES`` block of ``bindings`` opening its outer group."""
-    masked = mask_opaque(text)
-    keywords = list(_GROUP_AFTER.finditer(masked))
-    where = [k for k in keywords if k.group(0).lower() == "where"]
-    anchor = where or keywords[:1]
-    start = masked.find("{", anchor[0].end()) if anchor else -1
-    clause = _values_clause(bindings)
-    if start < 0:  # not a form this recognises: the trailing VALUES of the grammar
-        return f"{text}\n{clause}"
-    return f"{text[: start + 1]} {clause} {text[start + 1 :]}"
+    """Return the query with a ``VALUES`` block of ``bindings`` opening its outer group.
+
+    The group is found on the query's tokens (``sparql_check.with_values``), never in
+    strings, IRIs or comments.
+    """
+    return sparql_check.with_values(text, _values_clause(bindings))
 
 
 def _values_clause(bindings: Mapping[str, Term]) -> str:

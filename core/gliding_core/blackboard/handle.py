@@ -10,8 +10,9 @@ Invariants:
   a refusal raises ``PermissionDeniedError`` and changes nothing. The one exception is the
   ``tasks`` area: a read of it sees the root task's ``tasks`` graph (where the whole tree's
   ``Task`` nodes are mirrored, ``sparql.TaskRoots``), and is checked as a read of ``tasks``.
-- The agent's SPARQL runs over exactly the graphs its role may read, which no ``FROM`` in the
-  text can widen; it is a query, never an update.
+- The agent's SPARQL runs over exactly the graphs its role may read; it is a query, never an
+  update, and holds only what ``sparql_check.check_agent_query`` allows (no ``SERVICE``, no
+  ``FROM``, ``GRAPH`` naming only those graphs); the store runs its checked rewrite.
 - A sequence parameter (``nodes``, ``tags``, ``iris``, ``areas``, ``depends_on``) is a list, a
   tuple or a set, never a string (whose characters would be taken for its items).
 - Existence, rights and fences are checked under the blackboard's single writer (and, coherent,
@@ -39,7 +40,8 @@ from gliding_core.blackboard.graph import QueryResult, Term
 from gliding_core.blackboard.lease_rights import LeaseRights
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, check_query, type_iri
+from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, type_iri
+from gliding_core.blackboard.sparql_check import check_agent_query
 from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
@@ -386,11 +388,16 @@ class AgentHandle:
     ) -> QueryResult:
         """Run a SPARQL query over the graphs the agent may read (``areas`` narrows them).
 
-        The dataset is set by the blackboard: ``FROM`` / ``FROM NAMED`` in the text cannot
-        widen it.
+        The dataset is set by the blackboard. The text is checked on its SPARQL tokens
+        (``sparql_check.check_agent_query``: a query form, known keywords, no ``SERVICE``, no
+        ``FROM``, ``GRAPH`` naming only those graphs, the board's ``query_limits``) and the
+        store runs the rewrite of the checked tokens.
 
         Raises:
-            PermissionDeniedError: an update, or an area the role may not read (or none).
+            PermissionDeniedError: an update, an area the role may not read (or none), or
+                ``GRAPH`` naming a graph outside the areas read.
+            ContentTooLargeError: the query is past a limit of the board's ``query_limits``.
+            InvalidInputError: the query holds anything else the check refuses.
         """
         readable = self.readable_areas()
         wanted = (
@@ -405,8 +412,11 @@ class AgentHandle:
                 graph="*",
                 operation="read",
             )
-        check_query(sparql)
-        return self.board.query(sparql, graphs=self._graphs(wanted), bindings=bindings)
+        graphs = self._graphs(wanted)
+        checked = check_agent_query(
+            sparql, graphs=graphs, role=self.role, limits=self.board.config.query_limits
+        )
+        return self.board.query(checked, graphs=graphs, bindings=bindings)
 
     # -- coordination: status, leases, tasks, messages -----------------------------------------
 

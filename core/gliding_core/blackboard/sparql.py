@@ -1,9 +1,8 @@
-"""L2: the checks of SPARQL text and the names the blackboard's queries use.
+"""L2: the names the blackboard's queries use: graphs of task areas, task roots, types.
+
+The checks of SPARQL text are ``sparql_check``'s.
 
 Invariants:
-- A query that reaches a store from here is a query (never an update) and calls no remote
-  ``SERVICE``; the checks read the text with its strings, IRIs and comments blanked, so a
-  keyword inside a literal is not a keyword.
 - The graphs a read of a task's areas sees are ``task_graphs``'s: each area's graph of the
   task, except the ``tasks`` area, which is its root task's (tasks are mirrored into the
   ``tasks`` area of their tree's root, so every task of a tree reads the ``Task`` nodes of the
@@ -14,28 +13,20 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
-import re
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from gliding_core.blackboard.graph import mask_opaque
 from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.vocabulary import AREAS, VOCAB, area_graph, check_area
-from gliding_core.errors import InvalidInputError, PermissionDeniedError, TaskNotFoundError
+from gliding_core.errors import InvalidInputError, TaskNotFoundError
 from gliding_core.jsonld import preview
 
 if TYPE_CHECKING:
     from gliding_core.blackboard.board import Blackboard
 
-_UPDATE_KEYWORDS = frozenset(
-    {"insert", "delete", "load", "clear", "create", "drop", "copy", "move", "add", "with"}
-)
-_SERVICE = re.compile(r"(?<![\w:])service(?![\w:])", re.IGNORECASE)
 MIRRORED_AREAS = frozenset({"tasks", "agents", "messages"})
 """Areas the coordination layer writes; agents reach them through their handle's operations."""
-_PROLOGUE = re.compile(r"\s*(?:base\s*<>|prefix\s+[\w.-]*:\s*<>)", re.IGNORECASE)
 
 
 class FenceChecker(Protocol):
@@ -51,45 +42,6 @@ def type_iri(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"a type must be a non-empty string, got {preview(name)}")
     return name if ":" in name else VOCAB + name
-
-
-def check_query(text: object) -> str:
-    """Return ``text`` if it is a SPARQL query that may run here: not an update, no SERVICE.
-
-    Raises:
-        InvalidInputError: not a string, or it calls a remote ``SERVICE``.
-        PermissionDeniedError: it is a SPARQL UPDATE.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInputError(f"a SPARQL query must be a non-empty string, got {preview(text)}")
-    problem = _remembered_problem(text) if len(text) <= _REMEMBERED_CHARS else _problem(text)
-    if problem == "service":
-        raise InvalidInputError("SPARQL SERVICE (a remote query) is not allowed on the blackboard")
-    if problem == "update":
-        raise PermissionDeniedError(
-            "SPARQL UPDATE is not allowed here; write nodes through the blackboard",
-            role="agent",
-            graph="*",
-            operation="sparql-update",
-        )
-    return text
-
-
-def _problem(text: str) -> str | None:
-    """What keeps ``text`` from running here: ``"service"``, ``"update"`` or nothing."""
-    bare = re.sub(r"<\s*>", "<>", mask_opaque(text))
-    if _SERVICE.search(bare) or "\\u" in bare.lower():
-        return "service"
-    words = _PROLOGUE.sub(" ", bare).split()
-    if words and words[0].lower() in _UPDATE_KEYWORDS:
-        return "update"
-    return None
-
-
-# A frame or a benchmark runs one text with new bindings again and again, and the check of its
-# text (regular expressions over all of it) cost as much as a 2-hop CONSTRUCT's evaluation.
-_remembered_problem = functools.lru_cache(maxsize=512)(_problem)
-_REMEMBERED_CHARS = 8_192  # longer texts are checked every time rather than kept
 
 
 def task_graphs(task: str, areas: Sequence[str] = AREAS, *, root: str | None = None) -> list[str]:

@@ -30,8 +30,8 @@ from enum import Enum
 
 import pyoxigraph as ox
 
-from gliding_core.blackboard.board import check_query
 from gliding_core.blackboard.sparql import task_graphs
+from gliding_core.blackboard.sparql_check import check_query
 from gliding_core.blackboard.vocabulary import AREAS, PREFIXES, check_area
 from gliding_core.errors import FrameNotFoundError, InvalidInputError
 from gliding_core.jsonld import preview
@@ -94,10 +94,10 @@ class Frame:
         object.__setattr__(self, "areas", tuple(check_area(a) for a in self.areas))
         object.__setattr__(self, "params", _check_params(self.name, self.params))
         object.__setattr__(self, "embed", tuple(self.embed))
-        check_query(self.sparql)
+        checked = (check_query(self.sparql).text, check_query(self.selection).text)
         try:
-            ox.Store().query(self.sparql)  # parses the texts; an empty store answers at once
-            ox.Store().query(self.selection)
+            for text in checked:  # parses the rewrites; an empty store answers at once
+                ox.Store().query(text)
         except SyntaxError as exc:
             raise InvalidInputError(
                 f"frame {self.name!r}: its SPARQL does not parse: {exc}"

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyoxigraph as ox
 
 from gliding_core import (
     GlidingError,
@@ -478,12 +479,7 @@ def generic_sparql(world: World, rights: Rights) -> list[Attack]:
             "subquery of GRAPH ?g",
             "SELECT ?o WHERE { { SELECT ?o WHERE { GRAPH ?g { ?s ?p ?o } } } }",
         ),
-        sparql(
-            "1-sparql",
-            "ASK about B's node",
-            f"ASK {{ <{b_plan}> ?p ?o }}",
-            false=True,
-        ),
+        sparql("1-sparql", "ASK about B's node", f"ASK {{ <{b_plan}> ?p ?o }}"),
         sparql(
             "1-sparql",
             "GRAPH ?g FILTER on B's graph",
@@ -804,7 +800,7 @@ def frame_attacks(world: World, rights: Rights) -> list[Attack]:
             "frame quoting forbidden IRIs, with a query",
             "project_frame",
             {"budget": 8000, "query": "password"},
-            undo=(node["@id"],),
+            undo=(node["@id"], inner["@id"]),
         ),
     ]
     return attacks
@@ -1264,18 +1260,32 @@ class Judge:
         self._quads = None  # the release may change the mirror
 
     def _undo(self, before: Snapshot, after: Snapshot, rights: Rights, attack: Attack) -> None:
-        """Delete (as the system) the nodes the call wrote into the agent's own areas, unless
-        the attack keeps them, and the nodes it names to undo: the store stays small."""
+        """Take out of the agent's own areas (as the system) what the call wrote there, unless
+        the attack keeps it, and what it names to undo: the store stays small, and no later
+        call (of another role either) sees what this one left.
+
+        A node is deleted; the triples an embedded object added about another IRI stay when
+        their node goes, so they are deleted by subject.
+        """
         own = {area_graph(rights.task, a) for a in rights.writable}
-        made = {s for (g, s) in after.keys() - before.keys() if g in own and ":" in s}
-        doomed = set(attack.undo) | (set() if attack.keep else made)
-        if doomed:
-            board = self.world.board
-            found = board.read_many(sorted(doomed))
-            gone = [iri for iri, node in found.items() if node.graph in own]
-            if gone:
-                board.delete(gone)
-                self._quads = None
+        records = {bookkeeping_graph(g) for g in own}  # a node's record, even without triples
+        made = set() if attack.keep else {s for (g, s) in after.keys() - before.keys()}
+        doomed = {
+            (g, s) for (g, s) in after if g in own | records and (s in made or s in attack.undo)
+        }
+        if not doomed:
+            return
+        board = self.world.board
+        nodes = board.read_many(sorted({s for _, s in doomed if ":" in s}))
+        deleted = {iri for iri, node in nodes.items() if node.graph in own}
+        board.delete(sorted(deleted))
+        for graph, subject in sorted(doomed):
+            if graph in own and ":" in subject and subject not in deleted:
+                pattern = f"{ox.NamedNode(subject)} ?p ?o"
+                board.backend.update(
+                    f"DELETE WHERE {{ GRAPH {ox.NamedNode(graph)} {{ {pattern} }} }}"
+                )
+        self._quads = None
 
     def _sent(self, handle: AgentHandle, attack: Attack) -> str:
         """What the agent has sent so far, this call included: an echo of it is no leak."""

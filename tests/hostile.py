@@ -3,27 +3,33 @@
 The world is one ``Memory`` with three kinds of task: ``A``, where an agent of every role of the
 default matrix works (the attacker); ``B``, another task whose every area holds a secret; and
 one empty task per role (``C-<role>``), whose agent has nothing of its own to read, so its frame
-falls through to L0. Every area of ``A`` and ``B`` holds a node whose value is a unique canary,
-flushed to L0 too; ``B`` has a chat turn with a password, a delivered and a pending
-supplementary input, a message and an agent named by a canary holding a lease; another user's
-(``mallory``'s) saved memory holds one more.
+falls through to L0. Every content area of ``A`` and ``B`` holds a node whose value is a unique
+canary, flushed to L0 too; ``B`` (and ``A``) have a chat turn with a password, a delivered and a
+pending supplementary input; ``B`` has a message and an agent named by a canary holding an
+Exclusive lease; a peer of ``A``'s doer holds a Write lease; another user's (``mallory``'s)
+saved memory holds one more secret.
 
 An attack is one tool call (a ``board_tools`` operation, or the same call through an adapter's
 tool), run by a ``Runner`` for one front end. Around each, ``Judge`` reads the store as the
-system and records an escape when:
+system (a digest of every node of every graph, the L0 entries holding secrets, the other
+agents' leases) and records an escape when:
 
-- a canary the acting agent may not read (the matrix decides), or the IRI of a node it may not
-  read, reaches it in the result or the refusal (what the attack sent itself does not count);
-- a graph it may not write changed, or a node it may not write changed in any graph, or an
-  L0 entry holding a forbidden secret changed, or another agent's lease changed;
-- a frame's generations name a node it may not read;
+- a canary the acting agent may not read (the matrix decides) reaches it, in the answer or in
+  the refusal (its text and its fields); what the agent itself sent does not count;
+- a graph it may not write changed (its own areas, its task's coordination mirror and their
+  records excepted; a node the call named may not change in the mirror either), another
+  graph's node's tombstone changed, an L0 entry holding a secret changed, or another agent's
+  lease changed;
+- a frame's generations name a node it may not read, or an ASK saw a graph it may not read;
 - a lease was granted that needs a right the role lacks, on its own task or another;
-- a network connection reached the fake remote server (SERVICE or a remote JSON-LD context);
+- a request reached the fake remote host (SERVICE, LOAD, a remote JSON-LD context);
 - a refusal was not typed (a ``GlidingError`` from the core, an ``Error:`` text from a tool) or
   something was raised out of a tool.
 
 Controls (legitimate calls) must succeed and show what the role may read, so the suite cannot
-pass by refusing everything. Crash cases run in a child process (``test_core/hostile_child.py``).
+pass by refusing everything. What a call leaves in the agent's own areas is taken out again
+(as the system), so no role sees another's leftovers. Crash cases run in a child process
+(``test_core/hostile_child.py``); ``lost_reply`` drops the reply to a write (class 7).
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pyoxigraph as ox
 
 from gliding_core import (
@@ -173,7 +178,6 @@ class World:
     rival_node: str = ""
     rival_token: int = 0
     l0_secrets: tuple[str, ...] = ()
-    http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=60, trust_env=False))
 
     def node(self, task: str, area: str) -> str:
         """The IRI of the seeded node of a task's area (http, so a JSON-LD @base resolves)."""
@@ -201,7 +205,6 @@ class World:
             self.memory.close()
         finally:
             self.remote.close()
-            self.http.close()
 
 
 def build_world(kind: str, endpoint: str | None = None) -> World:
@@ -245,12 +248,12 @@ def _seed(world: World) -> None:
         for area in CONTENT_AREAS:
             secret = world.canary(f"{name}-{area}")
             iri = world.node(task, area)
-            world.canaries[secret] = world.nodes[iri] = Owner(task, area, f"{name} {area}")
+            world.canaries[secret] = world.nodes[iri] = Owner(task, area, f"{name}'s {area} node")
             summary = f"the {area} secret of task {name} is {secret}"
             node = {"@id": iri, "@type": ["Note", "Plan", "Review"], "summary": summary}
             board.write([node], task=task, area=area)
     for task in world.tasks():
-        world.nodes[task] = Owner(task, "tasks", "task node")
+        world.nodes[task] = Owner(task, "tasks", f"the Task node {task.rpartition(':')[2]}")
     board.flush()  # every area's node in L0 too (under its area's graph)
     # B: an agent named by a secret, holding an Exclusive lease; a message; L1 and inputs.
     rival_name = world.canary("B-agents")
@@ -663,17 +666,13 @@ def write_attacks(world: World, rights: Rights) -> list[Attack]:
         if owner.area in CONTENT_AREAS and not (
             owner.task == rights.task and owner.area in rights.writable
         ):
-            attacks.append(write(f"@id of {owner.what}'s node", {"@id": iri, **pwn}))
+            attacks.append(write(f"@id of {owner.what}", {"@id": iri, **pwn}))
             if owner.task == world.b or owner.area in ("plan", "shared"):
                 attacks.append(
-                    write(
-                        f"@id of {owner.what}'s node, based_on=0", {"@id": iri, **pwn}, based_on=0
-                    )
+                    write(f"@id of {owner.what}, based_on=0", {"@id": iri, **pwn}, based_on=0)
                 )
                 attacks.append(
-                    write(
-                        f"@id of {owner.what}'s node, based_on=1", {"@id": iri, **pwn}, based_on=1
-                    )
+                    write(f"@id of {owner.what}, based_on=1", {"@id": iri, **pwn}, based_on=1)
                 )
     attacks += [
         write(
@@ -703,7 +702,7 @@ def lease_attacks(world: World, rights: Rights) -> list[Attack]:
                 attacks.append(
                     Attack(
                         "5-lease",
-                        f"{mode} lease on {owner.what}'s node",
+                        f"{mode} lease on {owner.what}",
                         "take_lease",
                         {"resource": iri, "mode": mode},
                         lease=(owner, mode),
@@ -719,7 +718,7 @@ def lease_attacks(world: World, rights: Rights) -> list[Attack]:
         Attack("5-lease", "lease the peer's node", "take_lease", {"resource": world.peer_node}),
         Attack(
             "5-lease",
-            "lease B's agent's node (its name in the refusal?)",
+            "lease the node B's agent holds (is its name in the refusal?)",
             "take_lease",
             {"resource": world.rival_node, "mode": "read"},
             lease=(world.nodes[world.rival_node], "read"),
@@ -730,7 +729,7 @@ def lease_attacks(world: World, rights: Rights) -> list[Attack]:
 
 def read_attacks(world: World, rights: Rights) -> list[Attack]:
     attacks = [
-        Attack("r-read", f"read {owner.what}'s node", "read_node", {"iri": iri})
+        Attack("r-read", f"read {owner.what}", "read_node", {"iri": iri})
         for iri, owner in world.nodes.items()
         if not rights.reads(owner) and owner.area != "tasks"
     ]
@@ -1254,7 +1253,7 @@ class Judge:
         assert attack.lease is not None
         owner, mode = attack.lease
         if not rights.may_lease(owner, mode):
-            note(f"a {mode} lease was granted on {owner.what}'s node", "5-lease")
+            note(f"a {mode} lease was granted on {owner.what}", "5-lease")
         with contextlib.suppress(GlidingError):
             handle.release(attack.args["resource"])
         self._quads = None  # the release may change the mirror
@@ -1302,7 +1301,7 @@ class Judge:
         for iri in generations:
             owner = self.world.nodes.get(iri)
             if owner is not None and not rights.reads(owner):
-                note(f"the generation of {owner.what}'s node {iri}", "4-generations")
+                note(f"the generation of {owner.what} ({iri})", "4-generations")
 
     def _changes(
         self,

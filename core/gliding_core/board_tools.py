@@ -88,6 +88,10 @@ def write_node(
             ``None`` writes whatever the node's generation.
         lease_token: the token of the agent's lease on the node, if it holds one.
 
+    A write whose outcome is unknown is made again once by its write id (it returns what
+    landed); a write refused as stale because the node already holds exactly ``node`` (a
+    call sent again) returns the node as committed.
+
     Raises:
         StaleWriteError: the node's generation is not ``based_on`` (it carries the current).
         PermissionDeniedError, LeaseConflictError, FencingTokenError: as ``AgentHandle.write``.
@@ -103,7 +107,26 @@ def write_node(
         written = write()
     except WriteOutcomeUnknownError as unknown:
         written = _retried(write, unknown)
+    except StaleWriteError as stale:
+        # A model that sends a call again (its first answer was lost to it) finds the node
+        # already as it asked: that is the committed write, not a conflict to merge.
+        if not _holds(stale, node):
+            raise
+        again = handle.read(stale.iri)
+        if again is None or again.generation != stale.current_generation:
+            raise
+        written = [again]
     return _node(written[0])
+
+
+def _holds(stale: StaleWriteError, node: Mapping[str, Any]) -> bool:
+    """Whether the value a stale write was refused against is exactly the node it wrote."""
+    current = stale.current_value
+    return current is not None and _canonical(current) == _canonical(node)
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _retried(

@@ -283,7 +283,10 @@ class AgentHandle:
 
         Raises:
             PermissionDeniedError: the node is in an area (or task) the role may not read.
+            InvalidNodeError: ``iri`` is not an absolute IRI string.
         """
+        if type(iri) is not str:  # the cache's look-up below takes any hashable
+            check_iri(iri, "IRI")
         board = self.board
         shared = board._coherence
         if shared is None or board.nodes.check is not shared.cache:

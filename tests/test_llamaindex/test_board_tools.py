@@ -82,8 +82,11 @@ def test_refusals_are_tool_output(board: tuple[Memory, AgentHandle]) -> None:
     memory, handle = board
     found = tools(handle)
     found["write_node"].call(node={"@id": "urn:node:2"}, area="execution")
-    stale = found["write_node"].call(node={"@id": "urn:node:2"}, area="execution", based_on=0)
+    changed = {"@id": "urn:node:2", "text": "changed"}
+    stale = found["write_node"].call(node=changed, area="execution", based_on=0)
     assert "at generation 1, not 0" in stale.content
+    again = found["write_node"].call(node={"@id": "urn:node:2"}, area="execution", based_on=0)
+    assert '"generation": 1' in again.content  # the same call sent again: what it committed
     memory.agent("rival", role="do", task=TASK).acquire("urn:node:3")
     assert "Held by: rival (write)" in found["take_lease"].call(resource="urn:node:3").content
     checker = tools(memory.agent("checker", role="check", task=TASK))

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 
 from gliding_core import Memory, MemoryConfig
-from gliding_core.blackboard.agents import (
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coordination.agents import (
     LIVE,
     TRANSITIONS,
     AgentRegistry,
     AgentStatus,
     agent_iri,
 )
-from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.leases import LeaseTable
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph
-from gliding_core.blackboard.leases import LeaseTable
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import (

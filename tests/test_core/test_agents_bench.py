@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from gliding_core.benchmarks import agents as work
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.blackboard.vocabulary import AREAS
+from gliding_core.cli.benchmarks import agents as work
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.embedders import HashEmbedder
 from gliding_core.memory import Memory
 from gliding_core.projection.frames import SHIPPED, FrameSet
 from gliding_core.projection.projector import Projector
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 
 
 def _play(task: work.TaskSpec, ledger: work.Ledger) -> dict[str, dict[str, Any]]:

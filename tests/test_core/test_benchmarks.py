@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from gliding_core.benchmarks import recall
-from gliding_core.benchmarks.conversations import Turn
 from gliding_core.cli import main
+from gliding_core.cli.benchmarks import recall
+from gliding_core.cli.benchmarks.conversations import Turn
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.tokens import TokenCounter
 

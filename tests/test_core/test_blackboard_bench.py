@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gliding_core.benchmarks import blackboard
 from gliding_core.cli import main
+from gliding_core.cli.benchmarks import blackboard
 from gliding_core.errors import ConfigError
 
 

@@ -23,16 +23,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from gliding_core import EventBus, EventType, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.coherence import CoherenceCoordinator, LocalDirectory, SQLiteDirectory
 from gliding_core.coherence.directory import Directory
 from gliding_core.config import BlackboardConfig, CoordinationConfig
-from gliding_core.entry import MesiState
 from gliding_core.errors import InvalidInputError, PermissionDeniedError, StaleWriteError
 from gliding_core.projection.cache import ViewCache, view_key
+from gliding_core.store.entry import MesiState
 
 TASK = "iri://task/coherent"
 QUIET = BlackboardConfig(flush_interval_s=0.0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 from gliding_core import EventType, Memory, MemoryConfig
+from gliding_core.cli.demo_blackboard import CODE, DECISION, PLAN, REVIEW, TASK, run
 from gliding_core.config import BlackboardConfig
-from gliding_core.demo_blackboard import CODE, DECISION, PLAN, REVIEW, TASK, run
 
 WRITES = {"planner": PLAN, "coder": CODE, "reviewer": REVIEW, "lead": DECISION}
 

@@ -18,12 +18,12 @@ from gliding_core import (
     Memory,
     MemoryConfig,
 )
-from gliding_core.blackboard.agents import agent_iri
 from gliding_core.blackboard.board import AgentHandle, Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.agents import agent_iri
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend
 from gliding_core.blackboard.permissions import PermissionMatrix
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.vocabulary import PROLOGUE, area_graph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import PermissionDeniedError

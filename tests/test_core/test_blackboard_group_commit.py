@@ -18,19 +18,19 @@ from typing import Any
 import pytest
 
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coherence import BoardCoherence
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
+from gliding_core.blackboard.shared_cache import BoardCoherence
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
-from gliding_core.entry import MesiState
 from gliding_core.errors import (
     InvalidInputError,
     PermissionDeniedError,
     StaleWriteError,
     StorageError,
 )
-from gliding_core.store import L0Store
+from gliding_core.store.entry import MesiState
+from gliding_core.store.sqlite import L0Store
 
 TASK = "iri://task/grouped"
 QUIET = BlackboardConfig(flush_interval_s=0.0)

@@ -9,10 +9,10 @@ import pytest
 
 from gliding_core import InvalidInputError, L0Store
 from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.tasks import TaskRegistry
 from gliding_core.blackboard.graph import GraphBackend
 from gliding_core.blackboard.permissions import DEFAULT_MATRIX, Operation, PermissionMatrix
-from gliding_core.blackboard.registries import Coordination
-from gliding_core.blackboard.tasks import TaskRegistry
 from gliding_core.blackboard.vocabulary import AREAS, area_graph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import PermissionDeniedError

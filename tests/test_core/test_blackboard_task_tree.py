@@ -14,13 +14,13 @@ import pytest
 
 from gliding_core import L0Store
 from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.vocabulary import PROLOGUE
 from gliding_core.config import BlackboardConfig
 from gliding_core.projection.frames import Frame
 from gliding_core.projection.projector import Projector
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 from gliding_core.tokens import TokenCounter
 from tests.test_core.test_blackboard_facade import Clock, make_board
 from tests.test_core.test_blackboard_graph import make_backend

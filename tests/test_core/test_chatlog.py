@@ -15,7 +15,7 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
-from gliding_core.chatlog import ChatLog
+from gliding_core.view.chatlog import ChatLog
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gliding_core.entry import check_list
+from gliding_core.checks import check_list
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 

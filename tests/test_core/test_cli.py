@@ -141,7 +141,7 @@ def test_every_option_has_help_and_shows_its_default() -> None:
     """Each option of each subcommand explains itself in --help (its default included)."""
     import argparse
 
-    from gliding_core.cli import _parser
+    from gliding_core.cli.command import _parser
 
     def walk(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.Action]]:
         for action in parser._actions:

@@ -27,7 +27,6 @@ from gliding_core.coherence import (
     transition,
 )
 from gliding_core.coherence.directory import Copy, Directory, NodeRecord
-from gliding_core.entry import MesiState
 from gliding_core.errors import (
     ClosedError,
     EntryNotFoundError,
@@ -36,6 +35,7 @@ from gliding_core.errors import (
     StaleWriteError,
     StorageError,
 )
+from gliding_core.store.entry import MesiState
 from gliding_core.tokens import TokenCounter
 
 M, E, S, I = "M", "E", "S", "I"  # noqa: E741

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gliding_core.benchmarks import coherence
 from gliding_core.cli import main
+from gliding_core.cli.benchmarks import coherence
 from gliding_core.tokens import TokenCounter
 
 pytest.importorskip("ccs", reason="agent-coherence is in the bench extra")

@@ -36,9 +36,9 @@ from gliding_core.coherence import (
     SQLiteNodeSource,
 )
 from gliding_core.coherence.directory import Directory
-from gliding_core.coherence.sources import NodeSource
-from gliding_core.entry import MesiState
+from gliding_core.coherence.node_sources import NodeSource
 from gliding_core.errors import EntryNotFoundError, StaleWriteError
+from gliding_core.store.entry import MesiState
 
 CHILD = Path(__file__).with_name("coherence_child.py")
 TAGS = st.sampled_from([(), ("draft",), ("confirmed_fact",)])

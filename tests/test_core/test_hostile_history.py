@@ -27,7 +27,6 @@ from gliding_core import (
     Scope,
     TokenCounter,
 )
-from gliding_core.chatlog import ChatLog
 from gliding_core.framing import (
     CALL_LIMITS,
     ELIDED,
@@ -37,7 +36,8 @@ from gliding_core.framing import (
     check_messages,
     is_elided,
 )
-from gliding_core.stale_turns import node_copies
+from gliding_core.view.chatlog import ChatLog
+from gliding_core.view.stale_turns import node_copies
 from tests.test_core.hostile_calls import MB10, deep_dict, deep_list
 
 FRAMING = ChatFraming(TokenCounter())

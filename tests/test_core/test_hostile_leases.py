@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from gliding_core import EventBus, L0Store, LeaseConflictError, board_tools
+from gliding_core import EventBus, L0Store, LeaseConflictError
 from gliding_core.blackboard.board import AgentHandle, Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.leases import Lease
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.lease_rights import OTHER_TASK_HOLDER
-from gliding_core.blackboard.leases import Lease
 from gliding_core.blackboard.permissions import DEFAULT_MATRIX, Operation, PermissionMatrix
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.coherence import SQLiteDirectory
 from gliding_core.config import BlackboardConfig, CoordinationConfig
@@ -36,6 +36,7 @@ from gliding_core.errors import (
     LeaseTimeoutError,
     PermissionDeniedError,
 )
+from gliding_core.tools import board_tools
 
 TASK = "urn:hostile:lease:mine"
 OTHER = "urn:hostile:lease:theirs"

@@ -24,8 +24,7 @@ from typing import Any
 
 import pytest
 
-from gliding_core import HashEmbedder, Memory, board_tools
-from gliding_core.agent_tools import save_memory
+from gliding_core import HashEmbedder, Memory
 from gliding_core.blackboard.board import AgentHandle
 from gliding_core.blackboard.graph import SparqlEndpoint
 from gliding_core.blackboard.permissions import DEFAULT_MATRIX, PermissionMatrix
@@ -33,9 +32,12 @@ from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.coherence.seen import SeenNodes, SharedNode
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.errors import GlidingError
-from gliding_core.scheduler import FrameSource, Scheduler
-from gliding_core.scope import Scope
-from gliding_core.sources import SourceRequest
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.store.scope import Scope
+from gliding_core.tools import board_tools
+from gliding_core.tools.memory_tools import save_memory
+from gliding_core.view.frame_source import FrameSource
+from gliding_core.view.sources import SourceRequest
 
 TASK = "urn:hostile:task:mine"
 OTHER = "urn:hostile:task:theirs"

@@ -18,10 +18,16 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from gliding_core.benchmarks.leases import contended_grants, lease_benchmark
-from gliding_core.blackboard.coordination import CoordinationDB
-from gliding_core.blackboard.leases import COMPATIBLE, STRENGTH, Lease, LeaseMode, LeaseTable
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.leases import (
+    COMPATIBLE,
+    STRENGTH,
+    Lease,
+    LeaseMode,
+    LeaseTable,
+)
 from gliding_core.bus import EventBus, EventType
+from gliding_core.cli.benchmarks.leases import contended_grants, lease_benchmark
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import (
     ClosedError,
@@ -465,8 +471,8 @@ def test_the_database_of_a_directory_and_bad_arguments(tmp_path: Path) -> None:
 _HOLDER = textwrap.dedent(
     """
     import sys, time
-    from gliding_core.blackboard.coordination import CoordinationDB
-    from gliding_core.blackboard.leases import LeaseTable
+    from gliding_core.blackboard.coordination.database import CoordinationDB
+    from gliding_core.blackboard.coordination.leases import LeaseTable
     table = LeaseTable(CoordinationDB(sys.argv[1]))
     lease = table.try_acquire("urn:shared", "child", "exclusive", ttl_s=float(sys.argv[2]))
     print(lease.token, flush=True)
@@ -519,8 +525,8 @@ _COUNTER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from gliding_core.blackboard.coordination import CoordinationDB
-    from gliding_core.blackboard.leases import LeaseTable
+    from gliding_core.blackboard.coordination.database import CoordinationDB
+    from gliding_core.blackboard.coordination.leases import LeaseTable
     db_path, counter, name, rounds = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     table = LeaseTable(CoordinationDB(db_path))
     tokens = []

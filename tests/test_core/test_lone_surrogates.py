@@ -21,9 +21,10 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from gliding_core import AgentHandle, InvalidInputError, Memory, agent_tools, board_tools
+from gliding_core import AgentHandle, InvalidInputError, Memory
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.boundary import translated
+from gliding_core.tools import board_tools, memory_tools
 from tests.test_core.hostile_calls import ALICE, TASK, open_memory, snapshot
 
 S = "urn:x:\ud800"  # an IRI, a name or a text holding a lone surrogate
@@ -116,12 +117,12 @@ BOARD: list[tuple[str, Call]] = [
 ]
 
 TOOLS: list[tuple[str, Call]] = [
-    ("search_memory", lambda m, h: agent_tools.search_memory(m, ALICE, TEXT)),
-    ("save_memory", lambda m, h: agent_tools.save_memory(m, ALICE, TEXT)),
-    ("save_memory", lambda m, h: agent_tools.save_memory(m, ALICE, "tea", action=S)),  # type: ignore[arg-type]
+    ("search_memory", lambda m, h: memory_tools.search_memory(m, ALICE, TEXT)),
+    ("save_memory", lambda m, h: memory_tools.save_memory(m, ALICE, TEXT)),
+    ("save_memory", lambda m, h: memory_tools.save_memory(m, ALICE, "tea", action=S)),  # type: ignore[arg-type]
     (
         "save_memory",
-        lambda m, h: agent_tools.save_memory(m, ALICE, "t", action="update", memory_id=S),
+        lambda m, h: memory_tools.save_memory(m, ALICE, "t", action="update", memory_id=S),
     ),
     ("read_node", lambda m, h: board_tools.read_node(h, S)),
     ("write_node", lambda m, h: board_tools.write_node(h, {"@id": S}, area="plan")),

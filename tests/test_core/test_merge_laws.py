@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gliding_core import L0Store, MesiState, Record
 from gliding_core.jsonld import _fast_canonical, canonical_json
-from gliding_core.staging import Rows, new_entry
+from gliding_core.store.staging import Rows, new_entry
 
 IRI = "urn:law"
 KEYS = st.sampled_from(["name", "status", "count", "text", "link", "nested"])

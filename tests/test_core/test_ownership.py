@@ -18,7 +18,7 @@ from gliding_core import (
     MemoryConfig,
     SearchFilters,
 )
-from gliding_core.ownership import LOCK_FILE, OwnerLock, holder_pid
+from gliding_core.store.ownership import LOCK_FILE, OwnerLock, holder_pid
 
 
 def _run(script: str, *args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from gliding_core import ClosedError, InvalidInputError, L0Store, StorageError
 from gliding_core.blackboard.board import Blackboard, EmbeddedGraph
 from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.bus import EventBus
-from gliding_core.prefetch import Prefetcher
+from gliding_core.projection.prefetch import Prefetcher
 
 TASK = "urn:ex:task:pf"
 

@@ -277,7 +277,7 @@ def test_frames_project_the_same_over_a_sparql_endpoint(
 
 
 def test_a_processor_error_is_a_gliding_error() -> None:
-    from gliding_core.projection.framing import compact
+    from gliding_core.projection.compaction import compact
 
     with pytest.raises(InvalidInputError, match="compacting a projection"):
         compact([{"@id": "urn:ex:a", VOCAB + "p": [{"@list": [{"@list": "x"}]}]}])

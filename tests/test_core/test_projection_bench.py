@@ -7,8 +7,8 @@ import json
 import random
 from pathlib import Path
 
-from gliding_core.benchmarks import prefetch, projection
 from gliding_core.cli import main
+from gliding_core.cli.benchmarks import prefetch, projection
 from gliding_core.projection import SHIPPED
 
 

@@ -1,4 +1,4 @@
-"""gliding_core.retrieval: dict filters select in SQL exactly what their meaning selects."""
+"""gliding_core.store.retrieval: dict filters select in SQL exactly what their meaning selects."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gliding_core import DEFAULT_K, InvalidInputError, L0Store, filters_from_dict, knowledge_filters
-from gliding_core.filters import SearchFilters
-from gliding_core.scope import INPUT_TYPE
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.scope import INPUT_TYPE
 
 TAGS = ["a", "b", "c"]
 TYPES = ["Note", "Fact"]

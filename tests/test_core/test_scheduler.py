@@ -9,8 +9,9 @@ import pytest
 from gliding_core import HashEmbedder, InvalidInputError, Memory
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.projection import Frame
-from gliding_core.scheduler import TASK_COMPLETED, FrameSource, Scheduler
-from gliding_core.sources import ContextSource, SourceRequest
+from gliding_core.projection.scheduler import TASK_COMPLETED, Scheduler
+from gliding_core.view.frame_source import FrameSource
+from gliding_core.view.sources import ContextSource, SourceRequest
 
 TASK = "urn:ex:task:sched"
 SUB = "urn:ex:task:sched-sub"
@@ -142,7 +143,7 @@ def test_the_frame_fallback_reads_the_frame_s_areas_only_and_no_l0(
     source = FrameSource.for_agent(scheduler, doer, fallback="frame")
     part = source.fill(SourceRequest(None, 400))
     assert part.iris == (f"{TASK}/log",)
-    assert scheduler.source(TASK, "do", agent=doer, fallback="frame").fallback == "frame"
+    assert FrameSource(scheduler, TASK, "do", agent=doer, fallback="frame").fallback == "frame"
     # Nothing comes from L0, neither the task's entries nor a search.
     scheduler.complete(TASK)
     memory.store.put({"@id": "urn:ex:fact", "text": "the parser uses recursive descent"})
@@ -190,7 +191,7 @@ def test_a_blackboard_without_write_back_releases_nothing() -> None:
 
 def test_frame_source_is_a_context_source(memory: Memory, scheduler: Scheduler) -> None:
     write_plan(memory)
-    source = scheduler.source(TASK, "do")
+    source = FrameSource(scheduler, TASK, "do")
     assert isinstance(source, ContextSource)
     assert isinstance(source, FrameSource)
     part = source.fill(SourceRequest("what next?", 400))
@@ -201,7 +202,7 @@ def test_frame_source_is_a_context_source(memory: Memory, scheduler: Scheduler) 
 
 def test_frame_source_leaves_out_what_is_shown(memory: Memory, scheduler: Scheduler) -> None:
     write_plan(memory)
-    source = scheduler.source(TASK, "do")
+    source = FrameSource(scheduler, TASK, "do")
     part = source.fill(SourceRequest(None, 400, frozenset({f"{TASK}/plan"})))
     assert f"{TASK}/plan" not in part.text
     assert part.iris == (f"{TASK}/s1",)
@@ -217,7 +218,7 @@ def test_frame_source_stays_within_the_budget(
     memory: Memory, scheduler: Scheduler, budget: int
 ) -> None:
     write_plan(memory)
-    part = scheduler.source(TASK, "do").fill(SourceRequest(None, budget))
+    part = FrameSource(scheduler, TASK, "do").fill(SourceRequest(None, budget))
     assert part.tokens == memory.count_tokens(part.text) <= budget
 
 

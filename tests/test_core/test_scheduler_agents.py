@@ -10,9 +10,10 @@ from gliding_core import HashEmbedder, InvalidInputError, Memory, PermissionDeni
 from gliding_core.blackboard.board import AgentHandle, task_graphs
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
-from gliding_core.scheduler import FrameSource, Scheduler
-from gliding_core.scope import Scope
-from gliding_core.sources import SourceRequest
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.store.scope import Scope
+from gliding_core.view.frame_source import FrameSource
+from gliding_core.view.sources import SourceRequest
 
 TASK = "urn:ex:task:agents"
 OTHER = "urn:ex:task:agents-other"
@@ -127,7 +128,7 @@ def test_reads_an_agent_may_not_make_are_refused(memory: Memory) -> None:
     with pytest.raises(PermissionDeniedError, match="has role 'do'"):
         scheduler.read(TASK, "plan", budget=100, agent=doer)
     with pytest.raises(PermissionDeniedError, match="works on task"):
-        scheduler.source(OTHER, "do", agent=doer)
+        FrameSource(scheduler, OTHER, "do", agent=doer)
     assert scheduler.read(TASK, "executor", budget=100, agent=doer).level == "none"  # an alias
     with Memory(engines=False, embedder=HashEmbedder()) as elsewhere:
         stranger = elsewhere.agent("s", role="do", task=TASK)
@@ -151,7 +152,7 @@ def test_frame_source_for_an_agent(memory: Memory) -> None:
     assert f"{TASK}/doing" in part.iris
     assert f"{TASK}/planned" not in part.iris
     assert part.tokens == memory.count_tokens(part.text) <= 1_000
-    assert scheduler.source(TASK, "do", agent=doer).fill(SourceRequest(None, 1_000)) == part
+    assert FrameSource(scheduler, TASK, "do", agent=doer).fill(SourceRequest(None, 1_000)) == part
 
 
 def test_a_parameter_naming_a_denied_node_shows_only_what_the_role_may_read(

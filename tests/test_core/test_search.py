@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
-from gliding_core.filters import SearchFilters
 from gliding_core.memory import MANIFEST_FILE
+from gliding_core.store.filters import SearchFilters
 
 
 class CountingEmbedder(HashEmbedder):

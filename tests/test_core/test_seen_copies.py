@@ -15,14 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory
-from gliding_core.board_tools import project_frame, read_node
 from gliding_core.coherence.seen import SeenNodes, SharedNode, within_view
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
-from gliding_core.conversation import Conversation
-from gliding_core.scheduler import FrameSource, Scheduler
-from gliding_core.sources import SourceRequest
-from gliding_core.stale_turns import node_copies
+from gliding_core.projection.scheduler import Scheduler
 from gliding_core.tokens import TokenCounter
+from gliding_core.tools.board_tools import project_frame, read_node
+from gliding_core.view.conversation import Conversation
+from gliding_core.view.frame_source import FrameSource
+from gliding_core.view.sources import SourceRequest
+from gliding_core.view.stale_turns import node_copies
 
 COUNTER = TokenCounter()
 TASK = "urn:ex:task:copies"
@@ -153,7 +154,7 @@ def test_a_frame_shows_a_held_node_as_a_reference_then_its_change_else_whole(
 ) -> None:
     for i in (1, 2):
         write(memory, i, f"artifact {i}: the parser for format {i} and all of its tests")
-    source = scheduler.source(TASK, "sa", seen="request")
+    source = FrameSource(scheduler, TASK, "sa", seen="request")
     assert source.fresh() is source  # nothing kept from call to call, so nothing to renew
     held = tool_result(copy_of(memory, 1))
     first = fill(source, held)
@@ -175,7 +176,7 @@ def test_a_frame_never_vouches_for_a_copy_that_differs_from_the_node(
     memory: Memory, scheduler: Scheduler
 ) -> None:
     write(memory, 1, "the real summary")
-    source = scheduler.source(TASK, "sa", seen="request")
+    source = FrameSource(scheduler, TASK, "sa", seen="request")
     wrong = copy_of(memory, 1)
     wrong["value"] = {**wrong["value"], "summary": "a made-up summary"}
     text = fill(source, tool_result(wrong))
@@ -211,7 +212,7 @@ def test_the_frame_with_copies_stays_within_its_budget(
 ) -> None:
     for i in range(3):
         write(memory, i, f"artifact {i} " * 8)
-    source = scheduler.source(TASK, "sa", seen="request")
+    source = FrameSource(scheduler, TASK, "sa", seen="request")
     held = [*tool_result(copy_of(memory, 0)), *tool_result(copy_of(memory, 1), "c2")]
     for round_ in range(3):
         fill(source, held, budget)
@@ -220,7 +221,7 @@ def test_the_frame_with_copies_stays_within_its_budget(
 
 def test_bad_seen_is_refused(scheduler: Scheduler) -> None:
     with pytest.raises(InvalidInputError):
-        scheduler.source(TASK, "sa", seen="requests")  # type: ignore[arg-type]
+        FrameSource(scheduler, TASK, "sa", seen="requests")  # type: ignore[arg-type]
 
 
 # -- the conversation: what is in the window is what is held -----------------------------------
@@ -230,7 +231,7 @@ def test_a_copy_trimmed_out_of_the_window_is_no_longer_held(
     memory: Memory, scheduler: Scheduler
 ) -> None:
     write(memory, 1, "artifact 1: the parser for format 1 and all of its tests")
-    source = scheduler.source(TASK, "sa", seen="request")
+    source = FrameSource(scheduler, TASK, "sa", seen="request")
     chat = Conversation(memory, TASK, extra_sources=[source], budget=2_000, recall_k=0)
     records = [
         {"role": "user", "content": "review the parser", "id": "u1"},

@@ -16,12 +16,13 @@ from gliding_core import HashEmbedder, InvalidInputError, Memory
 from gliding_core.cli import main
 from gliding_core.coherence.seen import SeenNodes, SeenView, SharedNode, fit_lines
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
-from gliding_core.conversation import Conversation
 from gliding_core.projection.budget import fit
-from gliding_core.scheduler import FrameSource, Scheduler
-from gliding_core.scope import Scope
-from gliding_core.sources import SourceRequest
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.store.scope import Scope
 from gliding_core.tokens import TokenCounter
+from gliding_core.view.conversation import Conversation
+from gliding_core.view.frame_source import FrameSource
+from gliding_core.view.sources import SourceRequest
 
 COUNTER = TokenCounter()
 TASK = "urn:ex:task:economy"
@@ -244,7 +245,7 @@ def test_a_frame_source_with_a_ledger_shows_changes_written_by_another_agent(
 ) -> None:
     for i in range(3):
         write(memory, i, f"artifact number {i} with a long enough summary to be worth it")
-    source = scheduler.source(TASK, "sa", seen=SeenNodes())
+    source = FrameSource(scheduler, TASK, "sa", seen=SeenNodes())
     first = source.fill(SourceRequest(None, 600))
     assert first.text.startswith('{"@context"')
     assert first.tokens == memory.count_tokens(first.text)
@@ -269,7 +270,7 @@ def test_a_frame_source_without_a_ledger_shows_the_view_whole_every_time(
     memory: Memory, scheduler: Scheduler
 ) -> None:
     write(memory, 0, "the only artifact")
-    source = scheduler.source(TASK, "sa")
+    source = FrameSource(scheduler, TASK, "sa")
     assert source.fill(SourceRequest(None, 400)) == source.fill(SourceRequest(None, 400))
 
 
@@ -279,7 +280,7 @@ def test_a_frame_source_with_a_ledger_stays_within_the_budget(
 ) -> None:
     for i in range(3):
         write(memory, i, f"artifact {i} " * 6)
-    source = scheduler.source(TASK, "sa", seen=SeenNodes())
+    source = FrameSource(scheduler, TASK, "sa", seen=SeenNodes())
     for round_ in range(3):
         part = source.fill(SourceRequest(None, budget))
         assert part.tokens == memory.count_tokens(part.text) <= budget
@@ -291,7 +292,7 @@ def test_a_conversation_round_shows_the_frame_whole_then_the_change(
 ) -> None:
     for i in range(3):
         write(memory, i, f"artifact {i}: the parser for format {i} and its tests")
-    source = scheduler.source(TASK, "sa", seen=SeenNodes())
+    source = FrameSource(scheduler, TASK, "sa", seen=SeenNodes())
     chat = Conversation(memory, TASK, extra_sources=[source], budget=1200)
     history = [{"role": "user", "content": "what is left to do?", "id": "u1"}]
     chat.record(history)
@@ -307,8 +308,8 @@ def test_a_conversation_round_shows_the_frame_whole_then_the_change(
 
 def test_another_scope_gets_a_fresh_ledger(memory: Memory, scheduler: Scheduler) -> None:
     write(memory, 0, "artifact 0: the parser for format 0 and its tests")
-    source = scheduler.source(TASK, "sa", seen=SeenNodes(unchanged="omit"))
-    assert scheduler.source(TASK, "sa").fresh().seen is None
+    source = FrameSource(scheduler, TASK, "sa", seen=SeenNodes(unchanged="omit"))
+    assert FrameSource(scheduler, TASK, "sa").fresh().seen is None
     chat = Conversation(memory, TASK, extra_sources=[source], budget=1200)
     history = [{"role": "user", "content": "what is left to do?", "id": "u1"}]
     chat.view(history)
@@ -340,7 +341,7 @@ def test_the_l2_fallback_has_the_economy_too(memory: Memory, scheduler: Schedule
     note = {"@id": f"{TASK}/note", "@type": "Note", "text": "only a note, " * 8}
     memory.blackboard.write([note], task=TASK, area="shared")
     assert scheduler.nodes(TASK, "check")[0] == "l2"  # ca_review: no artifact, no criteria
-    source = scheduler.source(TASK, "check", seen=SeenNodes())
+    source = FrameSource(scheduler, TASK, "check", seen=SeenNodes())
     assert "only a note" in source.fill(SourceRequest(None, 400)).text
     assert "(generation 1, unchanged)" in source.fill(SourceRequest(None, 400)).text
     memory.blackboard.write([{**note, "status": "read"}], task=TASK, area="shared")
@@ -367,7 +368,7 @@ def test_a_frame_source_says_when_a_node_it_showed_was_deleted_or_left(
 ) -> None:
     for i in range(3):
         write(memory, i, f"artifact {i}")
-    source = scheduler.source(TASK, "sa", seen=SeenNodes(unchanged="omit"))
+    source = FrameSource(scheduler, TASK, "sa", seen=SeenNodes(unchanged="omit"))
     source.fill(SourceRequest(None, 600))
     memory.blackboard.delete([f"{TASK}/a0"])
     memory.blackboard.write(  # no summary: summary_only no longer selects it
@@ -388,8 +389,8 @@ def test_each_agent_has_its_own_ledger_and_sees_the_other_agents_write(
     writer = memory.agent("writer", role="do", task=TASK)
     long = "the parser for the configuration format, with its error messages and tests"
     writer.write([{"@id": f"{TASK}/a0", "@type": "Artifact", "summary": long}], area="execution")
-    alice = scheduler.source(TASK, "sa", seen=SeenNodes())
-    bob = scheduler.source(TASK, "sa", seen=SeenNodes())
+    alice = FrameSource(scheduler, TASK, "sa", seen=SeenNodes())
+    bob = FrameSource(scheduler, TASK, "sa", seen=SeenNodes())
     assert long in alice.fill(SourceRequest(None, 600)).text
     assert "unchanged" in alice.fill(SourceRequest(None, 600)).text
     assert long in bob.fill(SourceRequest(None, 600)).text  # bob never saw it: whole

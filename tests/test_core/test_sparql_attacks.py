@@ -25,13 +25,14 @@ import httpx
 import pyoxigraph as ox
 import pytest
 
-from gliding_core import GlidingError, InvalidInputError, L0Store, board_tools
+from gliding_core import GlidingError, InvalidInputError, L0Store
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import GraphBackend
 from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import PermissionDeniedError
 from gliding_core.projection.frames import Frame
+from gliding_core.tools import board_tools
 from tests.test_core.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"

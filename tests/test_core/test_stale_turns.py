@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
-from gliding_core import board_tools as ops
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
-from gliding_core.conversation import Conversation
-from gliding_core.scheduler import Scheduler
-from gliding_core.sources import SourceRequest
-from gliding_core.stale_turns import STALE_HEADER, StaleTurns, for_memory, quoted_nodes
+from gliding_core.projection.scheduler import Scheduler
 from gliding_core.tokens import TokenCounter
+from gliding_core.tools import board_tools as ops
+from gliding_core.view.conversation import Conversation
+from gliding_core.view.sources import SourceRequest
+from gliding_core.view.stale_turns import STALE_HEADER, StaleTurns, for_memory, quoted_nodes
 
 TASK = "urn:ex:task:stale"
 NODE = f"{TASK}/report"

@@ -22,7 +22,7 @@ from gliding_core import (
     Record,
     StoreConfig,
 )
-from gliding_core.store import MINTED_IRI_PREFIX, SCHEMA_VERSION
+from gliding_core.store.sqlite import MINTED_IRI_PREFIX, SCHEMA_VERSION
 
 
 def test_put_returns_the_iri_and_get_returns_every_field(store: L0Store) -> None:

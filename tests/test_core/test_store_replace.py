@@ -6,7 +6,7 @@ import pytest
 
 from gliding_core import ContentTooLargeError, InvalidInputError, InvalidNodeError, L0Store
 from gliding_core.config import StoreConfig
-from gliding_core.entry import MesiState, Record
+from gliding_core.store.entry import MesiState, Record
 
 OLD = {
     "@id": "urn:r:1",

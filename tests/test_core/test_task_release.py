@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from gliding_core import EventBus, InvalidInputError, L0Store, Memory, MemoryConfig
-from gliding_core.blackboard.agents import agent_iri
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.agents import agent_iri
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import ClosedError
 from tests.test_core.test_blackboard_graph import make_backend

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.tasks import TRANSITIONS, TaskRegistry, TaskStatus
 from gliding_core.blackboard.graph import EmbeddedGraph
-from gliding_core.blackboard.registries import Coordination
-from gliding_core.blackboard.tasks import TRANSITIONS, TaskRegistry, TaskStatus
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
-from gliding_core.pdca import (
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.testing import (
     Request,
     RoleScript,
     artifact_iri,
@@ -17,8 +18,7 @@ from gliding_core.pdca import (
     step_iri,
     visible_nodes,
 )
-from gliding_core.scheduler import Scheduler
-from gliding_core.team import role_conversation
+from gliding_core.view.team import role_conversation
 
 TASK = "urn:task:core-round"
 

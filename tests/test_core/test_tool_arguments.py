@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel, Field
 
 from gliding_core import InvalidInputError, StaleWriteError
-from gliding_core.board_tools import board_refusal
-from gliding_core.tool_arguments import (
+from gliding_core.tools.arguments import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     MAX_ARGUMENT_VALUES,
     check_arguments,
     tool_refusal,
 )
+from gliding_core.tools.board_tools import board_refusal
 from tests.test_core.hostile_calls import JSON_VALUES, deep_dict, deep_json, deep_list
 
 
@@ -144,7 +144,7 @@ def test_tool_refusal_survives_a_refusal_that_fails(caplog: pytest.LogCaptureFix
     def broken(error: Exception) -> str:
         raise ValueError("no words")
 
-    with caplog.at_level(logging.WARNING, logger="gliding_core.tool_arguments"):
+    with caplog.at_level(logging.WARNING, logger="gliding_core.tools.arguments"):
         text = tool_refusal(InvalidInputError("bad"), tool="t", refusal=broken)
     assert text.startswith("Error: t failed")
     assert "could not be worded" in caplog.text

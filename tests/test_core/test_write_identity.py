@@ -26,7 +26,7 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from gliding_core import EventType, Memory, MemoryConfig, board_tools
+from gliding_core import EventType, Memory, MemoryConfig
 from gliding_core.blackboard.graph import EmbeddedGraph, SparqlEndpoint, quads_text
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.records import BoardNode, Tombstone
@@ -35,13 +35,14 @@ from gliding_core.blackboard.writeids import WRITES_KEPT
 from gliding_core.coherence import LocalDirectory, SQLiteDirectory
 from gliding_core.coherence.directory import Directory
 from gliding_core.config import BlackboardConfig
-from gliding_core.entry import MesiState
 from gliding_core.errors import (
     InvalidInputError,
     StaleWriteError,
     StorageError,
     WriteOutcomeUnknownError,
 )
+from gliding_core.store.entry import MesiState
+from gliding_core.tools import board_tools
 from tests.test_core.lossy_proxy import IRI, TASK, Board, Proxy, emptied, node_at, step, stored
 
 CHILD = Path(__file__).with_name("board_child.py")

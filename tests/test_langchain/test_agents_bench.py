@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from gliding_core.benchmarks import agents as work
 from gliding_core.cli import main
+from gliding_core.cli.benchmarks import agents as work
 from gliding_core.errors import InvalidInputError
 from gliding_core.framing import PER_MESSAGE, ChatFraming
 from gliding_core.tokens import TokenCounter
-from gliding_langchain import agents_bench as bench
+from gliding_langchain.cli import agents_bench as bench
 
 KEYS = {"tokens_per_call_mean", "tokens_per_call_p95", "tokens_per_task", "stale_reads"}
 

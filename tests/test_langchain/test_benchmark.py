@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gliding_core.benchmarks import recall
-from gliding_core.benchmarks.conversations import Turn
+from gliding_core.cli.benchmarks import recall
+from gliding_core.cli.benchmarks.conversations import Turn
 from gliding_core.hyperspace.embedders import HashEmbedder
 from gliding_core.tokens import TokenCounter
-from gliding_langchain.benchmark import TrimMethod
+from gliding_langchain.cli.recall_bench import TrimMethod
 
 TEXTS = [
     "I adopted a puppy named Max last spring",

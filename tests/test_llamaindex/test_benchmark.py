@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gliding_core.benchmarks import recall
-from gliding_core.benchmarks.conversations import Turn
+from gliding_core.cli.benchmarks import recall
+from gliding_core.cli.benchmarks.conversations import Turn
 from gliding_core.hyperspace.embedders import HashEmbedder
 from gliding_core.tokens import TokenCounter
-from gliding_llamaindex.benchmark import FLUSH_RATIO, VectorMemoryMethod
+from gliding_llamaindex.cli.recall_bench import FLUSH_RATIO, VectorMemoryMethod
 
 TOPICS = [
     "I adopted a puppy named Max and he chews shoes",

@@ -28,7 +28,7 @@ from gliding_core.blackboard.vocabulary import PROLOGUE, area_graph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import PermissionDeniedError
 from gliding_core.jsonld import preview
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 QUIET = BlackboardConfig(flush_interval_s=0.0)

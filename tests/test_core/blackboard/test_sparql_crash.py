@@ -25,7 +25,7 @@ import pytest
 from gliding_core.config import QueryLimits
 
 CHILD = Path(__file__).with_name("sparql_crash_child.py")
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]  # the repository
 LIMITS = QueryLimits()
 GROUPS, BRACKETS = LIMITS.max_group_depth, LIMITS.max_bracket_depth
 PATTERNS, UNIONS, OPERATORS = (

@@ -33,7 +33,7 @@ from gliding_core.config import BlackboardConfig
 from gliding_core.errors import PermissionDeniedError
 from gliding_core.projection.frames import Frame
 from gliding_core.tools import board_tools
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 OTHER = "iri://task/t2"

@@ -16,7 +16,7 @@ from gliding_core.blackboard.permissions import DEFAULT_MATRIX, Operation, Permi
 from gliding_core.blackboard.vocabulary import AREAS, area_graph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import PermissionDeniedError
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 OTHER = "iri://task/t2"

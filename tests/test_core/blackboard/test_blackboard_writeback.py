@@ -20,7 +20,7 @@ from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import GraphBackend
 from gliding_core.blackboard.vocabulary import area_graph
 from gliding_core.config import BlackboardConfig
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 OTHER = "iri://task/t2"

@@ -22,8 +22,8 @@ from gliding_core.projection.frames import Frame
 from gliding_core.projection.projector import Projector
 from gliding_core.projection.scheduler import Scheduler
 from gliding_core.tokens import TokenCounter
-from tests.test_core.test_blackboard_facade import Clock, make_board
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_facade import Clock, make_board
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 ROOT = "urn:ex:tree:root"
 SUB = "urn:ex:tree:sub"

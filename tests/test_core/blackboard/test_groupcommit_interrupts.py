@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
-from tests.test_core.test_blackboard_group_commit import (
+from tests.test_core.blackboard.test_blackboard_group_commit import (
     Writer,
     _Numbered,
     run_interrupted,

@@ -21,7 +21,7 @@ from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import ClosedError
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 TASK = "urn:task:release"
 QUIET = BlackboardConfig(flush_interval_s=0.0)

@@ -19,7 +19,7 @@ from gliding_core.blackboard.vocabulary import is_bookkeeping
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import InvalidNodeError
 from gliding_core.jsonld import preview
-from tests.test_core.test_blackboard_graph import make_backend
+from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
 TASK = "iri://task/t1"
 ALL = "SELECT ?s ?p ?o WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } }"

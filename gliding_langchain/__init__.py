@@ -13,8 +13,8 @@
 - ``GlidingChatMessageHistory``: the legacy path for ``RunnableWithMessageHistory``.
 - ``LangChainEmbedder``, ``LangChainSummarizer``: LangChain models as the memory's models.
 
-Every read and write has a scope (``gliding_core.scope``): the run's user, else its thread, else
-the task the middleware was built with; no scope reads another's entries unless it is shared.
+Every read and write has a scope (``gliding_core.store.scope``): the run's user, else its thread,
+else the task the middleware was built with; no scope reads another's entries unless it is shared.
 """
 
 from gliding_langchain.board_tools import BlackboardToolkit

@@ -4,10 +4,10 @@
 write a node (based on the generation it read), read-only SPARQL over the graphs it may read,
 claim and complete its task, list ready tasks, take and release leases, post and read
 coordination messages, and (given a ``Scheduler``) project its role's frame. Each tool calls
-``gliding_core.board_tools`` with the handle.
+``gliding_core.tools.board_tools`` with the handle.
 
 Each tool is a ``GuardedStructuredTool``: the arguments are checked before LangChain reads them
-(``gliding_core.tool_arguments``), so an extra name (a forged ``agent`` or ``role``), a missing
+(``gliding_core.tools.arguments``), so an extra name (a forged ``agent`` or ``role``), a missing
 or mistyped argument, or a value too large or too deep is refused before anything runs.
 
 Invariants: the agent's name, role and task are the handle's, bound when the toolkit is built,
@@ -27,10 +27,10 @@ from langchain_core.tools import BaseTool, BaseToolkit, ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
 from gliding_core import InvalidInputError
-from gliding_core import board_tools as ops
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.scheduler import Scheduler
-from gliding_core.tool_arguments import tool_refusal
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.tools import board_tools as ops
+from gliding_core.tools.arguments import tool_refusal
 from gliding_langchain.tool_guard import GuardedStructuredTool
 
 

@@ -5,14 +5,14 @@ LangChain deprecated ``BaseChatMessageHistory`` in langchain-core 1.6.4; new age
 ``RunnableWithMessageHistory``. It never calls the deprecated base initialiser, so creating one
 does not warn (``RunnableWithMessageHistory`` itself still warns when built).
 
-The messages live in the core's durable chat log (``gliding_core.chatlog``) of the chat's scope:
-each message is one L0 entry (its turn's archive, with the whole message so it comes back
+The messages live in the core's durable chat log (``gliding_core.view.chatlog``) of the chat's
+scope: each message is one L0 entry (its turn's archive, with the whole message so it comes back
 exactly) and one turn of the chat's L1 session; this module only converts messages. With a
 ``budget``, ``messages`` returns the budgeted view (the memory message where ``placement`` puts
 it, then the newest messages that fit), which keeps the prompts of a long chat small;
 ``all_messages`` always returns everything.
 
-The chat's ``session_id`` is its scope, a thread (``gliding_core.scope``: the same scope as a
+The chat's ``session_id`` is its scope, a thread (``gliding_core.store.scope``: the same scope as a
 LangGraph run with that ``thread_id``): its messages and turns carry the scope's tag, recall
 reads that scope only, and input for the chat is put for ``scope_task_iri(thread_id=session_id)``.
 
@@ -31,8 +31,8 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 from typing_extensions import Unpack
 
 from gliding_core import Conversation, InvalidInputError, Memory, Scope
-from gliding_core.chatlog import ChatLog, LoggedMessage
 from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_core.view.chatlog import ChatLog, LoggedMessage
 from gliding_langchain.messages import bounded_message, from_record, to_records
 
 NATIVE = "langchain"  # the key of this adapter's form of a message in the chat log

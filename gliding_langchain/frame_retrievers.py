@@ -32,7 +32,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from gliding_core import AgentHandle, InvalidInputError, Memory, Scheduler
 from gliding_core.jsonld import preview
 from gliding_core.projection import SHIPPED, FrameArtifact, FrameArtifacts
-from gliding_core.retrieval import check_k
+from gliding_core.store.retrieval import check_k
 
 _OPTIONS = frozenset({"k"})
 

@@ -14,14 +14,15 @@ With ``create_agent(model, tools, middleware=[GlidingMemoryMiddleware(memory, ta
 - after the call, the model's reply is archived.
 
 With ``handle=`` (a role agent's blackboard handle) the memory is also the role's frame of the
-handle's task, and recall skips the other agents' turns (``gliding_core.team``). The frame shows
-a node that a blackboard tool's result in the request holds at its current value as a reference
-(the token economy of ``gliding_core.team``): the request this middleware sends is the one the
-copies are read from, so a middleware that trims messages should do it in ``before_model`` (the
-state) or wrap the model call outside this one (before it in the list); one inside it that drops
-tool results from the request would leave references to copies the model is not sent.
+handle's task, and recall skips the other agents' turns (``gliding_core.view.team``). The frame
+shows a node that a blackboard tool's result in the request holds at its current value as a
+reference (the token economy of ``gliding_core.view.team``): the request this middleware sends is
+the one the copies are read from, so a middleware that trims messages should do it in
+``before_model`` (the state) or wrap the model call outside this one (before it in the list); one
+inside it that drops tool results from the request would leave references to copies the model
+is not sent.
 
-Every read and write has the run's scope (``gliding_core.scope``): the ``user_id`` of the
+Every read and write has the run's scope (``gliding_core.store.scope``): the ``user_id`` of the
 runtime context (an attribute or a key) or of ``config["configurable"]``, else the run's
 ``thread_id``, else the task the middleware was built with (single-tenant use). Each scope has
 its own ``Conversation`` (its L1 session, its supplementary inputs, its recall), so bob's model
@@ -52,9 +53,9 @@ from typing_extensions import Unpack
 from gliding_core import Conversation, InvalidInputError, Memory, ModelView, SearchFilters
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ConversationSettings, ViewOptions
-from gliding_core.scheduler import Scheduler
-from gliding_core.scope import Scope, Shared, resolve_scope
-from gliding_core.team import role_conversation
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.store.scope import Scope, Shared, resolve_scope
+from gliding_core.view.team import role_conversation
 from gliding_langchain.messages import bounded_message, supplement_message, to_records
 
 ModelHandler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
@@ -78,7 +79,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handle: a role agent's blackboard handle (``memory.agent(name, role=..., task=...)``):
             the model also sees the role's frame of the handle's task, recall skips the other
             agents' turns, and ``task_iri`` defaults to the handle's task
-            (``gliding_core.team.role_conversation``).
+            (``gliding_core.view.team.role_conversation``).
         scheduler: the read path of ``handle``'s frame; ``Scheduler.for_memory`` by default.
         keep_views: how many of the latest views ``views`` keeps.
         max_scopes: how many scopes' conversations are kept ready (their state lives in the

@@ -5,9 +5,9 @@ says where it lives (IRI, named graph, tags, types) and why it ranked (fused sco
 rank). As langchain-chroma's retriever: ``search_kwargs`` (``k``, ``filter``) set the defaults,
 a call's keyword arguments (``invoke(query, k=2, filter={...})``) override them, and ``filter``
 is a metadata dict (``{"tags": "decision"}``, ``$and``/``$or``, ``$in``, ``$gte``...; see
-``gliding_core.retrieval``) or ``SearchFilters``.
+``gliding_core.store.retrieval``) or ``SearchFilters``.
 
-Invariants: a retriever reads its scope (``gliding_core.scope``) and the graphs or scopes it
+Invariants: a retriever reads its scope (``gliding_core.store.scope``) and the graphs or scopes it
 shares, never another scope's entries; one without a scope reads only the entries of no scope;
 none returns a supplementary input; chat turns are left out unless ``include_turns`` is set.
 The async path runs the search in a worker thread: the event loop never waits on SQLite.
@@ -29,14 +29,14 @@ from pydantic import ConfigDict, Field, field_validator
 
 from gliding_core import InvalidInputError, Memory, SearchFilters, SearchHit, entry_text
 from gliding_core.jsonld import preview
-from gliding_core.retrieval import (
+from gliding_core.store.retrieval import (
     DEFAULT_K,
     check_k,
     combine,
     filters_from_dict,
     knowledge_filters,
 )
-from gliding_core.scope import Scope, reader_filters
+from gliding_core.store.scope import Scope, reader_filters
 
 # What search_kwargs and a call may set; "top_k" is taken as "k", "filters" as "filter".
 _OPTIONS = frozenset({"k", "top_k", "filter", "filters", "include_turns", "scope"})
@@ -47,7 +47,7 @@ class GlidingRetriever(BaseRetriever):
 
     Args:
         memory: the memory to search.
-        k: how many documents to return (``gliding_core.retrieval.DEFAULT_K`` by default).
+        k: how many documents to return (``gliding_core.store.retrieval.DEFAULT_K`` by default).
         filters: structured filters: ``SearchFilters`` or a metadata dict.
         search_kwargs: defaults for every call, as langchain-chroma takes them: ``k`` (or
             ``top_k``), ``filter``, ``include_turns``; they override the fields above.

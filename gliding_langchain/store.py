@@ -26,7 +26,7 @@ Invariants:
   (``("memories", user_id)``, LangMem's template) is that user's scope: a search under it never
   returns another user's item; a search under a shorter prefix is the caller naming them all.
 - With a ``scope_template``, an item of a namespace that matches it carries the scope's tag
-  (``gliding_core.scope``), like the turns of that user's agent.
+  (``gliding_core.store.scope``), like the turns of that user's agent.
 - A batch is validated whole first, answers its reads from the state before the batch, then
   applies its writes (the last one per key wins) in one L0 transaction: all of them or none.
 """
@@ -62,7 +62,7 @@ from langgraph.store.base import (
 
 from gliding_core import ContentTooLargeError, Entry, InvalidInputError, Memory, SearchFilters
 from gliding_core.jsonld import canonical_json, preview
-from gliding_core.scope import Kind, Scope
+from gliding_core.store.scope import Kind, Scope
 from gliding_langchain.store_index import ItemIndex, check_fields
 
 IRI_PREFIX = "urn:gliding:langgraph:"

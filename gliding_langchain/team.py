@@ -34,8 +34,8 @@ from gliding_core import InvalidInputError, Memory
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ViewOptions
 from gliding_core.jsonld import preview
-from gliding_core.pdca import AREA_OF, ROLES
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.view.team import AREA_OF, ROLES
 from gliding_langchain.board_tools import BlackboardToolkit
 from gliding_langchain.messages import to_records
 from gliding_langchain.middleware import GlidingMemoryMiddleware
@@ -201,7 +201,7 @@ def pdca_graph(
             another task or role.
 
     Example:
-        >>> from gliding_core.pdca import ROLES, Request
+        >>> from gliding_core.testing import ROLES, Request
         >>> from gliding_langchain.testing import pdca_model
         >>> models = {role: pdca_model(role, "urn:task:1") for role in ROLES}
         >>> graph = pdca_graph(memory, "urn:task:1", models, budget=1200)  # doctest: +SKIP

@@ -4,7 +4,7 @@
 user message) and keeps a copy of every request, so a test can check what the model was sent.
 It accepts tools (``bind_tools`` returns the model itself), so ``create_agent`` runs real agent
 loops on it. ``pdca_model(role, task)`` is one whose replies are a plan / do / check / act
-role's scripted moves (``gliding_core.pdca``).
+role's scripted moves (``gliding_core.testing``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from gliding_core.pdca import RoleScript
+from gliding_core.testing import RoleScript
 from gliding_langchain.messages import to_records
 
 Reply = Callable[[list[BaseMessage]], AIMessage]
@@ -79,7 +79,7 @@ class ScriptedChatModel(BaseChatModel):
 def pdca_model(role: str, task: str) -> ScriptedChatModel:
     """Return a scripted model of one role of the plan / do / check / act round on ``task``.
 
-    Its moves are ``gliding_core.pdca.RoleScript``'s, decided from the messages it is sent:
+    Its moves are ``gliding_core.testing.RoleScript``'s, decided from the messages it is sent:
     blackboard tool calls on its first call, then a final report.
     """
     script = RoleScript(role, task)

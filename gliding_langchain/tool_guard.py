@@ -2,7 +2,7 @@
 
 ``GuardedTool`` is the base of this package's tools (the memory tools, and through
 ``GuardedStructuredTool`` the ``BlackboardToolkit``'s). It checks what the model sent with
-``gliding_core.tool_arguments.check_arguments`` before LangChain's own input handling sees it:
+``gliding_core.tools.arguments.check_arguments`` before LangChain's own input handling sees it:
 ``BaseTool.run`` prints the input with ``str()`` (a ``RecursionError`` at about a thousand
 levels of nesting) and validates it leniently (``"5"`` for an integer, extra names dropped in
 silence). Whatever the input (``invoke``, ``ainvoke``, ``run``, ``arun``; a dict, a
@@ -26,7 +26,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ValidationError
 from pydantic.v1 import ValidationError as ValidationErrorV1
 
-from gliding_core.tool_arguments import Refusal, check_arguments, tool_refusal
+from gliding_core.tools.arguments import Refusal, check_arguments, tool_refusal
 
 
 def _validation_error(error: ValidationError | ValidationErrorV1) -> str:

@@ -2,15 +2,15 @@
 
 As LangMem's ``create_search_memory_tool`` and ``create_manage_memory_tool``: give both to an
 ordinary agent (``create_agent(model, tools=[search, save])``) and it keeps memories across
-threads itself. Each tool calls ``gliding_core.agent_tools``; a tool answers with JSON text.
+threads itself. Each tool calls ``gliding_core.tools.memory_tools``; a tool answers with JSON text.
 
-The scope (``gliding_core.scope``) is the one the tool was built with; a tool built without one
-resolves it on every call from the run's ``configurable`` (``user_id``, else ``thread_id``), so
+The scope (``gliding_core.store.scope``) is the one the tool was built with; a tool built without
+one resolves it on every call from the run's ``configurable`` (``user_id``, else ``thread_id``), so
 one tool serves many users and none reads another's memories. The scope is never an argument
 the model fills in.
 
 Both tools are ``GuardedTool``s: the arguments are checked before LangChain reads them
-(``gliding_core.tool_arguments``), so an extra name, a missing or mistyped argument, or a value
+(``gliding_core.tools.arguments``), so an extra name, a missing or mistyped argument, or a value
 too large or too deep is refused before anything runs.
 
 Invariants: every failure (a refusal such as an unknown id, empty content or no scope for the
@@ -30,7 +30,11 @@ from langchain_core.tools import ToolException
 from pydantic import BaseModel, ConfigDict, Field
 
 from gliding_core import InvalidInputError, Memory
-from gliding_core.agent_tools import (
+from gliding_core.jsonld import preview
+from gliding_core.store.retrieval import DEFAULT_K
+from gliding_core.store.scope import Scope, reader_filters, resolve_scope
+from gliding_core.tools.arguments import tool_refusal
+from gliding_core.tools.memory_tools import (
     MAX_K,
     SAVE_DESCRIPTION,
     SEARCH_DESCRIPTION,
@@ -38,10 +42,6 @@ from gliding_core.agent_tools import (
     save_memory,
     search_memory,
 )
-from gliding_core.jsonld import preview
-from gliding_core.retrieval import DEFAULT_K
-from gliding_core.scope import Scope, reader_filters, resolve_scope
-from gliding_core.tool_arguments import tool_refusal
 from gliding_langchain.tool_guard import GuardedTool
 
 _T = TypeVar("_T")

@@ -7,8 +7,8 @@ node), the model bridges ``LlamaIndexEmbedder``, ``GlidingEmbedding`` and
 ``LlamaIndexSummarizer``, and the tool specs ``MemoryToolSpec`` (an agent searches and saves its
 own long-term memory) and ``BlackboardToolSpec`` (the blackboard as one agent's tools), and role
 agents in an ``AgentWorkflow`` (``pdca_workflow``, ``TeamMemory``: one memory per agent). Each
-reads and writes one scope (``gliding_core.scope``): a user, a session (``session_id``, a thread
-scope) or a task.
+reads and writes one scope (``gliding_core.store.scope``): a user, a session (``session_id``, a
+thread scope) or a task.
 """
 
 from gliding_llamaindex.board_tools import BlackboardToolSpec

@@ -1,14 +1,14 @@
 """The blackboard as a LlamaIndex tool spec: one tool per operation of one agent's handle.
 
 ``BlackboardToolSpec(handle).to_tool_list()`` gives a ``FunctionAgent`` the operations of
-``gliding_core.board_tools``: read and write a node (based on a generation), read-only SPARQL,
+``gliding_core.tools.board_tools``: read and write a node (based on a generation), read-only SPARQL,
 claim and complete its task, list ready tasks, take and release leases, post and read
 coordination messages, and (given a ``Scheduler``) project its role's frame. Each tool has a
 sync ``call`` and an async ``acall`` (the sync function in a worker thread, ``FunctionTool``'s
 default), so the event loop never waits on the board.
 
 The spec is a ``GuardedToolSpec``: each tool checks its arguments before the method runs
-(``gliding_core.tool_arguments``), so an extra name (a forged ``agent`` or ``role``), a missing
+(``gliding_core.tools.arguments``), so an extra name (a forged ``agent`` or ``role``), a missing
 or mistyped argument, or a value too large or too deep is refused before anything runs.
 
 Invariants: the agent's name, role and task are the handle's, never an argument the model
@@ -27,9 +27,9 @@ from typing import Annotated, Any, Literal
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE
 
 from gliding_core import GlidingError
-from gliding_core import board_tools as ops
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.tools import board_tools as ops
 from gliding_llamaindex.tool_guard import GuardedToolSpec
 
 Iri = Annotated[str, "The node's IRI (@id)."]

@@ -26,8 +26,8 @@ from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.errors import InvalidInputError
 from gliding_core.memory import Memory
 from gliding_core.projection import SHIPPED, FrameArtifact, FrameArtifacts, Projector
-from gliding_core.retrieval import check_k
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.store.retrieval import check_k
 
 
 class GlidingFrameRetriever(BaseRetriever):

@@ -1,6 +1,6 @@
 """Adapter: ``GlidingMemory``, a LlamaIndex chat memory that shows the model a budgeted view.
 
-The full chat history is the core's durable chat log (``gliding_core.chatlog``) of the memory's
+The full chat history is the core's durable chat log (``gliding_core.view.chatlog``) of the memory's
 scope: every message put is one L0 entry, archived once into L0 and the L1 session, and a memory
 reopened on the same directory and ``session_id`` has its history back. ``get`` returns
 ``Conversation.view`` of it: the leading system messages, one memory message (L1 context and
@@ -45,14 +45,14 @@ from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.memory.types import BaseMemory
 from typing_extensions import Unpack
 
-from gliding_core.chatlog import ChatLog
 from gliding_core.config import ConversationSettings, Placement, ViewOptions
-from gliding_core.conversation import Conversation, ModelView
 from gliding_core.errors import InvalidInputError
-from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
-from gliding_core.scope import Shared, resolve_scope
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.scope import Shared, resolve_scope
+from gliding_core.view.chatlog import ChatLog
+from gliding_core.view.conversation import Conversation, ModelView
 from gliding_llamaindex.messages import (
     Record,
     bounded_message,

@@ -5,7 +5,7 @@ blocks; this block archives what is flushed into L0 and the L1 session, and retu
 latest user message, the supplementary inputs put for the task, then the session's L1 context
 and the hybrid recall from L0 (the memory message of ``Conversation.view``).
 
-Scope (``gliding_core.scope``): a block built for a user, a session or a task reads and writes
+Scope (``gliding_core.store.scope``): a block built for a user, a session or a task reads and writes
 that scope. With ``per_session=True`` one block serves every stock ``Memory`` it is given to:
 each read and each flush uses the scope of the calling memory's ``session_id`` (a thread), so
 one chat's recall never quotes another's.
@@ -29,12 +29,12 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from gliding_core.config import ConversationSettings, ViewOptions
-from gliding_core.conversation import Conversation
 from gliding_core.errors import InvalidInputError
-from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
-from gliding_core.scope import Scope, Shared, resolve_scope
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.scope import Scope, Shared, resolve_scope
+from gliding_core.view.conversation import Conversation
 from gliding_llamaindex.memory import DEFAULT_TASK
 from gliding_llamaindex.messages import Record, check_messages, last_user_text, to_record
 
@@ -98,7 +98,7 @@ class GlidingMemoryBlock(BaseMemoryBlock[str]):
         """Build a block; the ``budget`` of ``settings`` bounds the recall text.
 
         The block's scope is ``user_id``'s when given, else the session's (``session_id``, the
-        stock ``Memory``'s key), else ``task_iri``'s (see ``gliding_core.scope``). With
+        stock ``Memory``'s key), else ``task_iri``'s (see ``gliding_core.store.scope``). With
         ``per_session`` the scope of each call is its memory's session instead (the one built
         here serves calls that name no session). Keyword arguments that are fields of
         ``ConversationSettings`` (``budget``, ``recall_k``, ``agent`` ...) replace them; the

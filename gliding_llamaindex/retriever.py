@@ -2,10 +2,10 @@
 
 As LlamaIndex's vector retrievers: ``similarity_top_k`` results and ``MetadataFilters``
 (``ExactMatchFilter``, ``MetadataFilter`` with its operators, nested filters joined by ``and``
-or ``or``) on the node metadata L0 filters on (``tags``, ``types``, ``named_graph``,
-``importance``, ``created_at``; see ``gliding_core.retrieval``); ``SearchFilters`` are taken too.
+or ``or``) on the node metadata L0 filters on (``tags``, ``types``, ``named_graph``, ``importance``,
+``created_at``; see ``gliding_core.store.retrieval``); ``SearchFilters`` are taken too.
 
-Invariants: a retriever reads its scope (``gliding_core.scope``) and the graphs or scopes it
+Invariants: a retriever reads its scope (``gliding_core.store.scope``) and the graphs or scopes it
 shares, never another scope's entries; one without a scope reads the entries of no scope; none
 returns a supplementary input, and chat turns only with ``include_turns``. One
 ``Memory.search`` per query, in a worker thread for ``aretrieve`` (the event loop never waits on
@@ -30,22 +30,22 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from gliding_core.conversation import entry_text
-from gliding_core.entry import Entry
 from gliding_core.errors import InvalidInputError
-from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
-from gliding_core.retrieval import (
+from gliding_core.store.entry import Entry
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.retrieval import (
     DEFAULT_K,
     check_k,
     combine,
     filters_from_dict,
     knowledge_filters,
 )
-from gliding_core.scope import Scope, Shared, reader_filters
+from gliding_core.store.scope import Scope, Shared, reader_filters
+from gliding_core.view.conversation import entry_text
 
-# LlamaIndex's operators in the dict form of gliding_core.retrieval ("any" is "any of").
+# LlamaIndex's operators in the dict form of gliding_core.store.retrieval ("any" is "any of").
 _OPERATORS = {
     FilterOperator.EQ: "$eq",
     FilterOperator.NE: "$ne",
@@ -67,7 +67,7 @@ class GlidingRetriever(BaseRetriever):
     Args:
         memory: the memory to search.
         similarity_top_k: how many nodes to return at most
-            (``gliding_core.retrieval.DEFAULT_K`` by default).
+            (``gliding_core.store.retrieval.DEFAULT_K`` by default).
         k: the same, by the name the LangChain retriever gives it; it wins when both are given.
         filters: restrict the search: ``MetadataFilters`` or ``SearchFilters``.
         include_turns: also return chat turns (by default only knowledge entries).

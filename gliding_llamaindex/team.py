@@ -3,7 +3,7 @@
 ``create_role_agent(llm, handle, memory=memory)`` is a ``FunctionAgent`` named after the handle,
 with the handle's ``BlackboardToolSpec``. ``TeamMemory`` is the one memory an ``AgentWorkflow``
 takes, holding a ``GlidingMemory`` per agent (``role_memory``: its role's frame, L1 context and
-own recall, ``gliding_core.team.role_conversation``) and answering with the memory of the agent
+own recall, ``gliding_core.view.team.role_conversation``) and answering with the memory of the agent
 that works now. ``pdca_workflow`` chains plan, do, check and act agents that hand off in that
 order and share nothing but the blackboard and the user's request.
 
@@ -11,7 +11,7 @@ How ``TeamMemory`` knows who works: the workflow puts the user's message into it
 root agent's); when an agent's turn is put (its ``finalize``) with a ``handoff`` call to a
 known agent, that agent works from then on, and it is given the user's request.
 
-Token economy (``gliding_core.team``): each agent's frame shows a node the model request holds
+Token economy (``gliding_core.view.team``): each agent's frame shows a node the model request holds
 at its current value (a blackboard tool's result) as a reference. A ``FunctionAgent`` keeps the
 tool calls of its run in progress in a scratchpad, sent after the memory's view and put into
 the memory only when the run ends; the role agent (``RoleFunctionAgent``) hands the scratchpad
@@ -50,9 +50,8 @@ from gliding_core import InvalidInputError, Memory
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ViewOptions
 from gliding_core.jsonld import preview
-from gliding_core.pdca import AREA_OF, ROLES
-from gliding_core.scheduler import Scheduler
-from gliding_core.team import role_conversation
+from gliding_core.projection.scheduler import Scheduler
+from gliding_core.view.team import AREA_OF, ROLES, role_conversation
 from gliding_llamaindex.board_tools import BlackboardToolSpec
 from gliding_llamaindex.memory import GlidingMemory
 from gliding_llamaindex.messages import to_record

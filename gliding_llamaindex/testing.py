@@ -1,7 +1,7 @@
 """Offline function-calling LLMs for tests, demos and notebooks: the scripted round's roles.
 
 ``pdca_llm(role, task, next_agent=...)`` is a ``MockFunctionCallingLLM`` whose replies are a
-plan / do / check / act role's moves (``gliding_core.pdca.RoleScript``), decided from the
+plan / do / check / act role's moves (``gliding_core.testing.RoleScript``), decided from the
 messages it is sent: blackboard tool calls first, then a hand-off to ``next_agent`` (the
 report is its reason) or, for the last role, the report as the final answer. Every request is
 kept in ``requests`` of the returned recorder.
@@ -16,7 +16,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
-from gliding_core.pdca import RoleScript
+from gliding_core.testing import RoleScript
 from gliding_llamaindex.messages import to_record
 
 HANDOFF = "handoff"

@@ -6,7 +6,7 @@ given, so an extra one (a forged ``agent`` or ``role``) or a missing one is a ``
 of ``call``, and no value is checked against the schema the model is shown. Each tool of a
 guarded spec keeps that schema and description (built from the method, as ``BaseToolSpec``
 builds them) but runs a guard in the method's place: it checks the arguments with
-``gliding_core.tool_arguments.check_arguments`` (positional ones taken in the schema's order),
+``gliding_core.tools.arguments.check_arguments`` (positional ones taken in the schema's order),
 calls the method, and answers any failure with ``tool_refusal``'s text. That holds for
 ``call``, ``acall`` and ``__call__``, for ``FunctionAgent`` (which calls ``acall`` with the
 model's parsed arguments) and for ``call_tool``.
@@ -25,8 +25,8 @@ from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSp
 from pydantic import BaseModel
 
 from gliding_core import GlidingError, InvalidInputError
-from gliding_core.agent_tools import refusal_message
-from gliding_core.tool_arguments import check_arguments, tool_refusal
+from gliding_core.tools.arguments import check_arguments, tool_refusal
+from gliding_core.tools.memory_tools import refusal_message
 
 
 class GuardedToolSpec(BaseToolSpec):

@@ -1,13 +1,13 @@
 """LlamaIndex tools an agent calls to manage its own long-term memory (search it, save to it).
 
 ``MemoryToolSpec(memory, scope=Scope.user("alice")).to_tool_list()`` gives a ``FunctionAgent``
-the ``search_memory`` and ``save_memory`` tools of ``gliding_core.agent_tools`` (LangMem's
+the ``search_memory`` and ``save_memory`` tools of ``gliding_core.tools.memory_tools`` (LangMem's
 convention: save, update or delete a memory by its id; search what was saved). Each tool has a
 sync ``call`` and an async ``acall``; ``acall`` runs the sync function in a worker thread
 (``FunctionTool``'s default), so the event loop never waits on SQLite.
 
 The spec is a ``GuardedToolSpec``: each tool checks its arguments before the method runs
-(``gliding_core.tool_arguments``), so an extra name, a missing or mistyped argument, or a value
+(``gliding_core.tools.arguments``), so an extra name, a missing or mistyped argument, or a value
 too large or too deep is refused before anything runs.
 
 Invariants: the scope is bound when the spec is built, never an argument the model fills in;
@@ -26,16 +26,16 @@ from typing import Annotated, Literal, TypeVar
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE
 
 from gliding_core import GlidingError, InvalidInputError, Memory
-from gliding_core.agent_tools import (
+from gliding_core.jsonld import preview
+from gliding_core.store.retrieval import DEFAULT_K
+from gliding_core.store.scope import Scope, Shared, reader_filters
+from gliding_core.tools.memory_tools import (
     SAVE_DESCRIPTION,
     SEARCH_DESCRIPTION,
     refusal_message,
     save_memory,
     search_memory,
 )
-from gliding_core.jsonld import preview
-from gliding_core.retrieval import DEFAULT_K
-from gliding_core.scope import Scope, Shared, reader_filters
 from gliding_llamaindex.tool_guard import GuardedToolSpec
 
 _T = TypeVar("_T")

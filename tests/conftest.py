@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gliding_core import L0Store
-from gliding_core.benchmarks.blackboard import oxigraph_server as serve_oxigraph
+from gliding_core.testing import oxigraph_server as serve_oxigraph
 
 
 @pytest.fixture

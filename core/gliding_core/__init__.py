@@ -5,18 +5,17 @@ The public API is re-exported here; the export list is pinned by a test.
 
 from gliding_core.attention.relevance import RelevanceTracker
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
-from gliding_core.blackboard.agents import Agent, AgentRegistry, AgentStatus
 from gliding_core.blackboard.board import AgentHandle, Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB, NodeMirror
+from gliding_core.blackboard.coordination.agents import Agent, AgentRegistry, AgentStatus
+from gliding_core.blackboard.coordination.database import CoordinationDB, NodeMirror
+from gliding_core.blackboard.coordination.leases import Lease, LeaseMode, LeaseTable
+from gliding_core.blackboard.coordination.messages import Message, MessageBoard
+from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, QueryResult, SparqlEndpoint
-from gliding_core.blackboard.leases import Lease, LeaseMode, LeaseTable
-from gliding_core.blackboard.messages import Message, MessageBoard
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.registries import Coordination
-from gliding_core.blackboard.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.bus import Event, EventBus, EventType, Subscription
-from gliding_core.chatlog import ChatLog, LoggedMessage
 from gliding_core.coherence import (
     CoherenceCoordinator,
     CopyEvent,
@@ -41,8 +40,6 @@ from gliding_core.config import (
     StoreConfig,
     TopicConfig,
 )
-from gliding_core.conversation import Conversation, ModelView, entry_text
-from gliding_core.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.errors import (
     AgentNotFoundError,
     ClosedError,
@@ -71,7 +68,6 @@ from gliding_core.errors import (
     TaskNotFoundError,
     WriteOutcomeUnknownError,
 )
-from gliding_core.filters import SearchFilters
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import (
     CachedEmbedder,
@@ -85,27 +81,32 @@ from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.memory import Memory
-from gliding_core.memory_sources import RecallSource, SessionContextSource
-from gliding_core.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Projector, ViewCache
 from gliding_core.projection.artifacts import FrameArtifact, FrameArtifacts, frame_artifacts
-from gliding_core.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
-from gliding_core.scheduler import Completion, FrameSource, Read, Scheduler
-from gliding_core.scope import (
+from gliding_core.projection.prefetch import Prefetcher, PrefetchStats
+from gliding_core.projection.scheduler import Completion, Read, Scheduler
+from gliding_core.session import Context, Session, Turn
+from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
+from gliding_core.store.scope import (
     Scope,
     adopt_unscoped_turns,
     reader_filters,
     resolve_scope,
     scope_task_iri,
 )
-from gliding_core.session import Context, Session, Turn
-from gliding_core.sources import ContextSource, SourcePart, SourceRequest
-from gliding_core.stale_turns import StaleTurns
-from gliding_core.store import L0Store
+from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, ModelSummarizer, Summarizer
-from gliding_core.team import role_conversation
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import Boundary, TopicMonitor
+from gliding_core.view.chatlog import ChatLog, LoggedMessage
+from gliding_core.view.conversation import Conversation, ModelView, entry_text
+from gliding_core.view.frame_source import FrameSource
+from gliding_core.view.memory_sources import RecallSource, SessionContextSource
+from gliding_core.view.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.view.stale_turns import StaleTurns
+from gliding_core.view.team import role_conversation
 
 __version__ = "0.1.0"
 

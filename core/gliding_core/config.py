@@ -14,7 +14,7 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import Unpack
 
-from gliding_core.entry import check_count
+from gliding_core.checks import check_count
 from gliding_core.errors import ConfigError, InvalidInputError
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, preview
 from gliding_core.tokens import DEFAULT_ENCODING

@@ -2,8 +2,8 @@
 
 A chat message is a plain record: ``{"role", "content"}`` with OpenAI-style ``tool_calls`` /
 ``tool_call_id`` when tools are used, an optional ``id`` and, on delivered supplementary input,
-``supplement`` (see ``gliding_core.chatlog``). This module is the one place that knows how such
-records are checked, grouped and counted; the view (``gliding_core.conversation``) and the
+``supplement`` (see ``gliding_core.view.chatlog``). This module is the one place that knows how such
+records are checked, grouped and counted; the view (``gliding_core.view.conversation``) and the
 adapters use it.
 
 A model's reply is untrusted: a prompt-injected model calls a tool with arguments nested
@@ -32,8 +32,8 @@ from typing import Any
 
 import orjson
 
+from gliding_core.checks import JsonLimits, check_json_value
 from gliding_core.errors import InvalidInputError
-from gliding_core.json_limits import JsonLimits, check_json_value
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, encodes_as_utf8, preview
 from gliding_core.tokens import TokenCounter
 

@@ -3,8 +3,8 @@
 Invariants: defaults are chosen in one place (``MemoryConfig``); collaborators may be passed in
 ready-made; ``Memory()`` keeps everything in memory, ``Memory.open(path)`` keeps everything under
 one directory. A directory's embedded engines (Chroma's files) belong to one process at a time,
-which holds the directory's lock file while it is open (``gliding_core.ownership``); L0 is shared
-by any number of processes. A memory that fails to open closes whatever it had opened and
+which holds the directory's lock file while it is open (``gliding_core.store.ownership``); L0 is
+shared by any number of processes. A memory that fails to open closes whatever it had opened and
 releases the lock; closing the memory closes what it owns, once.
 """
 
@@ -21,13 +21,12 @@ from typing import Any
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import open_graph
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.bus import EventBus
 from gliding_core.coherence.directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import ConfigError, InvalidInputError, StorageError
-from gliding_core.filters import SearchFilters
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
@@ -35,12 +34,13 @@ from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import preview
-from gliding_core.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
-from gliding_core.manifest import read_manifest, server_collection, update_manifest
-from gliding_core.ownership import OwnerLock
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 from gliding_core.session import Session, SessionServices
-from gliding_core.store import L0Store
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
+from gliding_core.store.manifest import read_manifest, server_collection, update_manifest
+from gliding_core.store.ownership import OwnerLock
+from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import TopicMonitor

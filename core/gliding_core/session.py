@@ -26,13 +26,13 @@ from typing import Any
 from gliding_core.attention.relevance import RelevanceTracker, similarity
 from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.bus import EventBus, EventType
+from gliding_core.checks import check_real
 from gliding_core.config import EvictionPolicy, SessionConfig
-from gliding_core.entry import check_real
 from gliding_core.errors import EntryNotFoundError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import check_label, check_text, node_text, preview, validate_iri
-from gliding_core.store import L0Store
+from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import Summarizer
 from gliding_core.tokens import TokenCounter
 
@@ -187,7 +187,7 @@ class Session:
             relevance: a relevance score to use instead of the tracker's.
             metadata: extra entry metadata for the L0 archive.
             at: when the turn happened (UNIX seconds); now by default. For replaying history.
-            tags: extra L0 tags of the archive (an adapter's scope, ``gliding_core.scope``).
+            tags: extra L0 tags of the archive (an adapter's scope, ``gliding_core.store.scope``).
         """
         role = _check_name(role, "role")
         if not isinstance(content, str) or not content.strip():

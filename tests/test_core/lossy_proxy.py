@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 
 from gliding_core import EventBus, L0Store
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination import CoordinationDB
+from gliding_core.blackboard.coordination.database import CoordinationDB
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.records import BoardNode, Tombstone, read_records
-from gliding_core.blackboard.registries import Coordination
 from gliding_core.coherence.directory import Directory
 from gliding_core.config import BlackboardConfig, CoordinationConfig
-from gliding_core.entry import MesiState
+from gliding_core.store.entry import MesiState
 
 TASK = "iri://task/write-identity"
 QUIET = BlackboardConfig(flush_interval_s=0.0)

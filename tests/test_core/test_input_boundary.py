@@ -29,8 +29,8 @@ from gliding_core import (
 )
 from gliding_core.boundary import TABLES, rows, translate, translated
 from gliding_core.errors import StorageError
-from gliding_core.filters import SearchFilters
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, nesting_depth, node_facets, preview
+from gliding_core.store.filters import SearchFilters
 
 SURROGATE = "\ud800"
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from gliding_core import GlidingError, HashEmbedder, L0Store, Memory, MemoryConfig
-from gliding_core.filters import SearchFilters
+from gliding_core.store.filters import SearchFilters
 
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

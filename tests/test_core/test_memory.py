@@ -26,7 +26,7 @@ from gliding_core import (
     TokenCounter,
 )
 from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
-from gliding_core.ownership import LOCK_FILE, holder_pid
+from gliding_core.store.ownership import LOCK_FILE, holder_pid
 
 
 def test_memory_lives_in_memory_by_default() -> None:

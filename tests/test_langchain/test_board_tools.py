@@ -19,7 +19,7 @@ from langchain_tests.unit_tests import ToolsUnitTests
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
 from gliding_core.blackboard.graph import SparqlEndpoint
 from gliding_core.coherence import SQLiteDirectory
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 from gliding_langchain import BlackboardToolkit, ScriptedChatModel
 from gliding_langchain.board_tools import blackboard_tool
 from tests.test_core.lossy_proxy import IRI, Board, Proxy, emptied, node_at, step

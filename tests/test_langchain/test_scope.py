@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from langgraph.config import get_config
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
-from gliding_core.scope import Scope, scope_task_iri
+from gliding_core.store.scope import Scope, scope_task_iri
 from gliding_langchain import (
     GlidingMemoryMiddleware,
     GlidingRetriever,

@@ -6,7 +6,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from gliding_core import HashEmbedder, Memory
-from gliding_core.stale_turns import STALE_HEADER
+from gliding_core.view.stale_turns import STALE_HEADER
 from gliding_langchain import BlackboardToolkit, GlidingMemoryMiddleware, ScriptedChatModel
 
 TASK = "urn:task:stale-agent"

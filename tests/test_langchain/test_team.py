@@ -14,8 +14,9 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
-from gliding_core.pdca import ROLES, Request, RoleScript, artifact_iri, node_iris, round_problems
-from gliding_core.pdca import step_iri as step
+from gliding_core.testing import Request, RoleScript, artifact_iri, node_iris, round_problems
+from gliding_core.testing import step_iri as step
+from gliding_core.view.team import ROLES
 from gliding_langchain import BlackboardToolkit, GlidingMemoryMiddleware, ScriptedChatModel
 from gliding_langchain.messages import SUPPLEMENT_ID_PREFIX, to_records
 from gliding_langchain.team import RoleAgent, create_role_agent, pdca_agents, pdca_graph

@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.team import role_conversation
+from gliding_core.view.team import role_conversation
 from gliding_langchain import BlackboardToolkit, GlidingMemoryMiddleware, ScriptedChatModel
 from gliding_langchain.team import create_role_agent
 

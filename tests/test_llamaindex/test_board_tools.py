@@ -16,7 +16,7 @@ from llama_index.core.tools import FunctionTool
 from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
 from gliding_core.blackboard.graph import SparqlEndpoint
 from gliding_core.coherence import SQLiteDirectory
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 from gliding_llamaindex import BlackboardToolSpec
 from tests.test_core.lossy_proxy import IRI, Board, Proxy, emptied, node_at, step
 

@@ -19,7 +19,7 @@ from gliding_core import (
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.projection import Projector
 from gliding_llamaindex import GlidingFrameRetriever, frame_retrievers
-from tests.test_core.frame_round import EXPECTED, expected_iris, pdca_round, team
+from tests.test_core.projection.frame_round import EXPECTED, expected_iris, pdca_round, team
 
 TASK = "urn:ex:task:login"
 OTHER = "urn:ex:task:billing"

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from gliding_core import AgentHandle, Memory
 from gliding_core.framing import ELIDED, is_elided
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 from gliding_llamaindex import BlackboardToolSpec, GlidingMemory, GlidingMemoryBlock
 from gliding_llamaindex.messages import bounded_message, to_record
 from gliding_llamaindex.team import create_role_agent

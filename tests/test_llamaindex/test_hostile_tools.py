@@ -27,7 +27,7 @@ from llama_index.core.tools.calling import acall_tool, call_tool
 from llama_index.core.tools.tool_spec.base import BaseToolSpec
 
 from gliding_core import AgentHandle, Memory
-from gliding_core.scheduler import Scheduler
+from gliding_core.projection.scheduler import Scheduler
 from gliding_llamaindex import BlackboardToolSpec, MemoryToolSpec
 from gliding_llamaindex.team import create_role_agent
 from tests.test_core.hostile_calls import (

@@ -10,7 +10,7 @@ from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 
 import gliding_llamaindex.memory
 from gliding_core import ClosedError, HashEmbedder, InvalidInputError, Memory
-from gliding_core.conversation import RECALL_HEADER
+from gliding_core.view.conversation import RECALL_HEADER
 from gliding_llamaindex import GlidingMemory
 
 TASK = "urn:task:llamaindex-test"

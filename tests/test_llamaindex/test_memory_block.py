@@ -10,7 +10,7 @@ from llama_index.core.memory import Memory as ChatMemory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from gliding_core import InvalidInputError, Memory
-from gliding_core.conversation import RECALL_HEADER
+from gliding_core.view.conversation import RECALL_HEADER
 from gliding_llamaindex import GlidingMemoryBlock
 from gliding_llamaindex.memory_block import SUPPLEMENT_HEADER
 
@@ -109,7 +109,7 @@ async def test_bad_inputs_are_typed_errors(memory: Memory) -> None:
 async def test_one_block_serves_each_session_in_its_own_scope(
     memory: Memory, engine: AsyncEngine
 ) -> None:
-    from gliding_core.scope import Scope, scope_task_iri
+    from gliding_core.store.scope import Scope, scope_task_iri
 
     block = GlidingMemoryBlock.from_memory(memory, budget=200, per_session=True)
     chats = {

@@ -16,7 +16,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from gliding_core import InvalidInputError, Memory, Scope, SearchFilters
-from gliding_core.retrieval import DEFAULT_K
+from gliding_core.store.retrieval import DEFAULT_K
 from gliding_llamaindex import GlidingRetriever
 
 

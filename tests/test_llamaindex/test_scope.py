@@ -17,7 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from gliding_core import InvalidInputError, Memory
-from gliding_core.scope import Scope, scope_task_iri
+from gliding_core.store.scope import Scope, scope_task_iri
 from gliding_llamaindex import GlidingMemory, GlidingMemoryBlock, GlidingRetriever
 
 WORDS = {"alice": ("whale", "cobalt", "harpoon"), "bob": ("fox", "crimson", "lantern")}

@@ -14,7 +14,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from gliding_core import InvalidInputError, Memory
-from gliding_core.pdca import ROLES, Request, artifact_iri, node_iris, round_problems, step_iri
+from gliding_core.testing import Request, artifact_iri, node_iris, round_problems, step_iri
+from gliding_core.view.team import ROLES
 from gliding_llamaindex.team import (
     DEFAULT_NAMES,
     RoleWorkflow,

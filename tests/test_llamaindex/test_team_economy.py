@@ -17,8 +17,9 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 from gliding_core import HashEmbedder, Memory, MemoryConfig, TopicConfig
 from gliding_core.blackboard.handle import AgentHandle
-from gliding_core.board_tools import read_node
-from gliding_core.pdca import ROLES, Request, node_iris
+from gliding_core.testing import Request, node_iris
+from gliding_core.tools.board_tools import read_node
+from gliding_core.view.team import ROLES
 from gliding_llamaindex.team import (
     DEFAULT_NAMES,
     RoleFunctionAgent,

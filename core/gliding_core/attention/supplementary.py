@@ -21,10 +21,11 @@ import uuid
 from dataclasses import dataclass
 
 from gliding_core.bus import EventBus, EventType
-from gliding_core.entry import Entry, check_real
+from gliding_core.checks import check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import check_label, check_text, preview, validate_iri
-from gliding_core.store import L0Store
+from gliding_core.store.entry import Entry
+from gliding_core.store.sqlite import L0Store
 
 PENDING = "supplement:pending"
 CONSUMED = "supplement:consumed"

@@ -28,7 +28,7 @@ Invariants:
   failed flush deletes nothing and is logged); and closing the blackboard closes the
   coordination first (its sweeper mirrors into the graph).
 - Coherent (the default), every write and delete, the system's included, is one transition of
-  the board's coordinator (``coherence``, see ``gliding_core.blackboard.coherence``): agents'
+  the board's coordinator (``coherence``, see ``gliding_core.blackboard.shared_cache``): agents'
   copies are invalidated and announced, a read through a handle is served only from a current
   copy, and a write based on an old generation is refused.
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
-from gliding_core.blackboard.coherence import BoardCoherence, Check
+from gliding_core.blackboard.coordination.tasks import TASKS_AREA
 from gliding_core.blackboard.graph import (
     Dataset,
     EmbeddedGraph,
@@ -62,9 +62,9 @@ from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.nodes import NodeStore
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
+from gliding_core.blackboard.shared_cache import BoardCoherence, Check
 from gliding_core.blackboard.sparql import FenceChecker, task_graphs, type_iri
 from gliding_core.blackboard.sparql_check import CheckedQuery, check_query
-from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri, is_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
@@ -81,20 +81,20 @@ from gliding_core.blackboard.writeids import (
     new_write_id,
 )
 from gliding_core.bus import Event, EventBus, EventType, Subscription
+from gliding_core.checks import check_list
 from gliding_core.coherence.coordinator import CoherenceCoordinator
 from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.config import BlackboardConfig
-from gliding_core.entry import check_list
 from gliding_core.errors import (
     ClosedError,
     InvalidInputError,
     WriteOutcomeUnknownError,
 )
 from gliding_core.jsonld import check_text, preview
-from gliding_core.store import L0Store
+from gliding_core.store.sqlite import L0Store
 
 if TYPE_CHECKING:
-    from gliding_core.blackboard.registries import Coordination
+    from gliding_core.blackboard.coordination.registries import Coordination
 
 logger = logging.getLogger(__name__)
 
@@ -660,7 +660,9 @@ def _check_iris(value: object, what: str) -> list[str]:
 
 def _check_options(**options: object) -> None:
     """Refuse an option of the wrong kind before the board attaches to anything."""
-    from gliding_core.blackboard.registries import Coordination  # (it imports this module)
+    from gliding_core.blackboard.coordination.registries import (
+        Coordination,  # (it imports this module)
+    )
 
     kinds: dict[str, type] = {
         "config": BlackboardConfig,

@@ -76,7 +76,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, TypeVar
 
-from gliding_core.entry import check_count, check_real
+from gliding_core.checks import check_count, check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 

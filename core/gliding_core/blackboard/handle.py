@@ -36,19 +36,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from gliding_core.blackboard.coordination.tasks import TASKS_AREA
 from gliding_core.blackboard.graph import QueryResult, Term
 from gliding_core.blackboard.lease_rights import LeaseRights
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, type_iri
 from gliding_core.blackboard.sparql_check import check_agent_query
-from gliding_core.blackboard.tasks import TASKS_AREA
 from gliding_core.blackboard.validation import NodeWrite, check_iri
 from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
 from gliding_core.blackboard.writeids import check_write_id, new_write_id
 from gliding_core.bus import Subscription
-from gliding_core.coherence.sources import refused
-from gliding_core.entry import check_list
+from gliding_core.checks import check_list
+from gliding_core.coherence.node_sources import refused
 from gliding_core.errors import (
     EntryNotFoundError,
     InvalidInputError,
@@ -58,11 +58,11 @@ from gliding_core.errors import (
 from gliding_core.jsonld import preview
 
 if TYPE_CHECKING:
-    from gliding_core.blackboard.agents import Agent, AgentStatus
     from gliding_core.blackboard.board import Blackboard
-    from gliding_core.blackboard.leases import Lease, LeaseMode
-    from gliding_core.blackboard.messages import Message
-    from gliding_core.blackboard.tasks import Task
+    from gliding_core.blackboard.coordination.agents import Agent, AgentStatus
+    from gliding_core.blackboard.coordination.leases import Lease, LeaseMode
+    from gliding_core.blackboard.coordination.messages import Message
+    from gliding_core.blackboard.coordination.tasks import Task
 
 
 class AgentHandle:

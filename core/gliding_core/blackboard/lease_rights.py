@@ -29,7 +29,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gliding_core.blackboard.leases import Lease, LeaseMode, Void, check_mode, conflict_error
+from gliding_core.blackboard.coordination.leases import (
+    Lease,
+    LeaseMode,
+    Void,
+    check_mode,
+    conflict_error,
+)
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS
@@ -43,8 +49,8 @@ from gliding_core.errors import (
 )
 
 if TYPE_CHECKING:
-    from gliding_core.blackboard.agents import Agent
     from gliding_core.blackboard.board import Blackboard
+    from gliding_core.blackboard.coordination.agents import Agent
 
 OTHER_TASK_HOLDER = "(an agent of another task)"
 """How a refusal names the holder of a conflicting lease who works on another task."""

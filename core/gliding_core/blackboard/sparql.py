@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from gliding_core.blackboard.tasks import TASKS_AREA
+from gliding_core.blackboard.coordination.tasks import TASKS_AREA
 from gliding_core.blackboard.vocabulary import AREAS, VOCAB, area_graph, check_area
 from gliding_core.errors import InvalidInputError, TaskNotFoundError
 from gliding_core.jsonld import preview

@@ -9,7 +9,7 @@ narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` 
 agent's shared nodes by what it already saw: a reference, the change, or the whole node.
 
 Every blackboard owns one coordinator (``Blackboard.coherence``; the wiring is
-``gliding_core.blackboard.coherence``): agents' handles read and write through it, the board's
+``gliding_core.blackboard.shared_cache``): agents' handles read and write through it, the board's
 flush is its write-back, and lease expiries and lost agents reach it from the coordination
 layer. A ``SQLiteDirectory`` beside the coordination database is shared by the processes of a
 memory directory whose blackboard is on disk or on a SPARQL server.
@@ -24,7 +24,7 @@ M, B holds I", and L0 is the main memory under the agents' caches, which in MESI
 its own. From this layer on the directory alone holds copy states; nothing reads or writes the
 column. It stays in the schema with its default ``S`` so existing files open unchanged;
 ``L0Store.set_mesi_state`` should be deprecated and the column dropped at the next schema
-upgrade (a change to ``store.py`` and ``entry.py`` left to their owner).
+upgrade (a change to ``store/sqlite.py`` and ``store/entry.py`` left to their owner).
 """
 
 from gliding_core.coherence.context import SharedContext, SharedItem, render_shared
@@ -41,8 +41,8 @@ from gliding_core.coherence.directory import (
     NodeRecord,
     SQLiteDirectory,
 )
+from gliding_core.coherence.node_sources import DictNodeSource, NodeSource, SQLiteNodeSource
 from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent, Transition, transition
-from gliding_core.coherence.sources import DictNodeSource, NodeSource, SQLiteNodeSource
 
 __all__ = [
     "CRITICAL_TAGS",

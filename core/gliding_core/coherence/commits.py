@@ -29,12 +29,12 @@ from typing import Generic, Protocol, TypeVar
 from gliding_core.bus import EventType
 from gliding_core.coherence.copies import CoherentCopies, check_agent
 from gliding_core.coherence.directory import Copy, NodeRecord
+from gliding_core.coherence.node_sources import check_generation, refused
 from gliding_core.coherence.own_changes import touched_nodes
 from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
-from gliding_core.coherence.sources import check_generation, refused
-from gliding_core.entry import MesiState
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, validate_iri
+from gliding_core.store.entry import MesiState
 
 SourceStep = Callable[[Mapping[str, NodeRecord]], Mapping[str, tuple[Node | None, int]]]
 """One step of a batch commit at the source: the nodes' records in, their (value or ``None``

@@ -2,7 +2,7 @@
 
 It executes the transition table of ``gliding_core.coherence.protocol`` against a
 ``Directory`` (copy states, generations, recent values) and a ``NodeSource`` (where committed
-values live: the blackboard, or a small source of ``gliding_core.coherence.sources``). Its
+values live: the blackboard, or a small source of ``gliding_core.coherence.node_sources``). Its
 reads and single writes are here; its batch and group commits come from
 ``gliding_core.coherence.commits``, the state and steps they all share from
 ``gliding_core.coherence.copies``.
@@ -35,9 +35,8 @@ from gliding_core.coherence.commits import Change as Change  # re-exported: the 
 from gliding_core.coherence.commits import GroupCommits
 from gliding_core.coherence.copies import LeaseCheck, WriteBack, check_agent
 from gliding_core.coherence.directory import Copy, Directory, NodeRecord
+from gliding_core.coherence.node_sources import NodeSource, check_generation
 from gliding_core.coherence.protocol import Action, CopyEvent, transition
-from gliding_core.coherence.sources import NodeSource, check_generation
-from gliding_core.entry import MesiState
 from gliding_core.errors import (
     EntryNotFoundError,
     InvalidInputError,
@@ -45,6 +44,7 @@ from gliding_core.errors import (
     StaleWriteError,
 )
 from gliding_core.jsonld import Node, parse_node, preview, validate_iri
+from gliding_core.store.entry import MesiState
 
 CRITICAL_TAGS = frozenset({"emphasis", "user_intent", "confirmed_fact"})
 """Tags whose writes are written through to L0 before the write returns (seed 000, 六)."""

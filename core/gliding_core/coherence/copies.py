@@ -30,12 +30,12 @@ import orjson
 
 from gliding_core.bus import EventBus, EventType
 from gliding_core.coherence.directory import Directory, LocalDirectory, NodeRecord
+from gliding_core.coherence.node_sources import NodeSource, refused
 from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
 from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
-from gliding_core.coherence.sources import NodeSource, refused
-from gliding_core.entry import MesiState
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, canonical_json, preview, validate_iri
+from gliding_core.store.entry import MesiState
 
 WriteBack = Callable[[str, Node, int], None]
 """Persist ``(iri, value, generation)`` to L0."""

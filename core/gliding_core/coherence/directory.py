@@ -41,9 +41,9 @@ import orjson
 from gliding_core.boundary import translated
 from gliding_core.coherence.checkpoint import WalCheckpoints
 from gliding_core.coherence.epoch import SharedCounter
-from gliding_core.entry import MesiState
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
+from gliding_core.store.entry import MesiState
 
 T = TypeVar("T")
 

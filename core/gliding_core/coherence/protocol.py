@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from gliding_core.entry import MesiState
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
+from gliding_core.store.entry import MesiState
 
 # The protocol's own letters.
 M, E, S, I = MesiState.MODIFIED, MesiState.EXCLUSIVE, MesiState.SHARED, MesiState.INVALID  # noqa: E741

@@ -43,7 +43,7 @@ use no ledger where every call starts afresh.
 Copies (``SeenNodes.of``): where every call's context is built afresh (an agent middleware
 rebuilds its memory message each call), the ledger of one call is made from the copies of
 shared nodes that call's messages hold (the blackboard tools' results,
-``gliding_core.stale_turns.node_copies``), each cut to what the view shows of its node
+``gliding_core.view.stale_turns.node_copies``), each cut to what the view shows of its node
 (``within_view``). A copy is a node's value at a generation, so such a ledger also reads the
 generations: a node at its copy's generation is a reference when the copy holds what the view
 shows, and whole otherwise (the copy was partial: a shaped view, or embedded nodes it lacks); a

@@ -33,7 +33,7 @@ from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import node_text, preview
-from gliding_core.store import Change, L0Store
+from gliding_core.store.sqlite import Change, L0Store
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import httpx
 
-from gliding_core.entry import check_count
+from gliding_core.checks import check_count
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.embedders import _check_texts
 from gliding_core.jsonld import preview

@@ -16,13 +16,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gliding_core.entry import Entry
 from gliding_core.errors import EmbedderError, InvalidInputError
-from gliding_core.filters import MAX_RESULTS, SearchFilters
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.vectors import Vector
 from gliding_core.jsonld import check_text, preview
-from gliding_core.store import L0Store
+from gliding_core.store.entry import Entry
+from gliding_core.store.filters import MAX_RESULTS, SearchFilters
+from gliding_core.store.sqlite import L0Store
 
 logger = logging.getLogger(__name__)
 

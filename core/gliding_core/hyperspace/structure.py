@@ -16,7 +16,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.search import HybridSearch, SearchHit
 from gliding_core.jsonld import preview
-from gliding_core.store import L0Store
+from gliding_core.store.sqlite import L0Store
 
 logger = logging.getLogger(__name__)
 

@@ -55,11 +55,11 @@ from gliding_core.errors import ClosedError, InvalidInputError, PermissionDenied
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import Projection, check_budget
 from gliding_core.projection.projector import Projector
-from gliding_core.store import TEXT_TOKENIZER
+from gliding_core.store.sqlite import TEXT_TOKENIZER
 
 if TYPE_CHECKING:
     from gliding_core.memory import Memory
-    from gliding_core.scheduler import Scheduler
+    from gliding_core.projection.scheduler import Scheduler
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TRIES = 3  # projections re-read while writes land between the content and its generations
@@ -360,7 +360,9 @@ def _words(value: Any) -> Iterable[str]:
 def _resolve(source: object) -> tuple[Projector, frozenset[str]]:
     """Return the projector of ``source`` and the stop words its queries leave out."""
     from gliding_core.memory import Memory  # here: the memory module imports half the core
-    from gliding_core.scheduler import Scheduler  # here: the scheduler imports this package
+    from gliding_core.projection.scheduler import (
+        Scheduler,  # here: the scheduler imports this package
+    )
 
     if isinstance(source, Projector):
         return source, DEFAULT_STOP_WORDS

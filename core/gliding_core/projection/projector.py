@@ -26,8 +26,8 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import canonical_json, preview
 from gliding_core.projection.budget import Projection, check_budget, fit, forget_counts
 from gliding_core.projection.cache import View, ViewCache, view_key
+from gliding_core.projection.compaction import forget_compactions, run_frame
 from gliding_core.projection.frames import Frame, FrameSet
-from gliding_core.projection.framing import forget_compactions, run_frame
 from gliding_core.tokens import TokenCounter
 
 

@@ -1,0 +1,335 @@
+"""Benchmark of long-term recall on LoCoMo: hybrid search against its own arms and a window.
+
+For each conversation a fresh in-memory memory takes every turn through the public API
+(``memory.store.put``, one call per turn, as ``[session date] speaker: text``), then each
+question of categories 1-4 is asked of every method in the same run:
+- ``gliding``: the memory's hybrid search (``memory.search``);
+- ``lexical``: its lexical arm alone (FTS5, BM25);
+- ``dense``: its dense arm alone (the embedder, Chroma);
+- ``recent``: the most recent turns;
+- ``gliding-agent``: what the adapters send the model (``Conversation.view``), see
+  ``AgentViewMethod``; ``gliding-agent-recall``: the same, set for long-term recall.
+
+Framework methods join through the entry-point group ``gliding_horse.recall_methods``: each
+entry names a ``ContextMethodFactory`` (in an adapter package, so the core imports no framework).
+A factory takes the conversation's turns, the memory's ``TokenCounter`` and ``Embedder`` and the
+budgets, ingests once, and answers ``context(question, budget)`` with the texts of the messages a
+model would see. Entries whose framework is not installed are skipped and named in ``skipped``.
+
+recall@k is the share of a question's evidence turns among the first k hits; budget recall at
+B tokens is that share among the hits taken in rank order while their text fits in B cl100k
+tokens. For a framework method it is the share of evidence turns whose line appears whole
+(whitespace collapsed on both sides) in one of the messages it returns at budget B; recall@k is
+not defined for them. Both measure the same thing: evidence text inside a context of at most B
+tokens, counted as the sum of the cl100k counts of its pieces (hit lines, or message texts).
+``context_tokens_mean`` is the mean size of the top-10 hits' text; ``context_tokens@B`` the mean
+size of the context at budget B.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol
+
+from gliding_core.cli.benchmarks import progress
+from gliding_core.cli.benchmarks.conversations import Conversation, Turn, answerable, load
+from gliding_core.config import MemoryConfig, TopicConfig
+from gliding_core.hyperspace.embedders import Embedder, embedder_name
+from gliding_core.memory import Memory
+from gliding_core.tokens import TokenCounter
+from gliding_core.view.conversation import Conversation as Chat
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("gliding", "lexical", "dense", "recent")
+RECALL_AT = (5, 10, 20)
+BUDGETS = (500, 1000, 2000)
+DEPTH = 100  # hits asked of each method: enough to fill the largest budget
+ENTRY_POINT_GROUP = "gliding_horse.recall_methods"
+
+Ranker = Callable[[str], list[str]]
+
+
+class ContextMethod(Protocol):
+    """A comparison method that hands a model a context under a token budget."""
+
+    def context(self, question: str, budget: int) -> Sequence[str]:
+        """Return the texts of the messages a model would see for ``question`` within ``budget``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the method holds (databases, threads)."""
+        ...
+
+
+class ContextMethodFactory(Protocol):
+    """Build a ``ContextMethod`` that has ingested one conversation."""
+
+    def __call__(
+        self,
+        turns: Sequence[Turn],
+        *,
+        tokens: TokenCounter,
+        embedder: Embedder,
+        budgets: Sequence[int],
+    ) -> ContextMethod:
+        """Ingest ``turns`` (``turn.line`` is the text, ``turn.dia_id`` the id) once."""
+        ...
+
+
+class AgentViewMethod:
+    """What ``GlidingMemoryMiddleware`` (or ``GlidingMemory``) sends the model: the
+    conversation's ``view`` of the whole history plus the question.
+
+    Every turn goes through the L1 session (``Conversation.record``: archived in L0, summarised
+    in the chain), as an agent's messages do; the pieces are the view's message texts. The
+    class attributes are the conversation's settings: the adapters' defaults here (half the
+    room for the newest messages, half the rest for the L1 context, five recalled hits).
+    """
+
+    window_share = 0.5
+    summary_share = 0.5
+    recall_k = 5
+
+    def __init__(
+        self,
+        turns: Sequence[Turn],
+        *,
+        tokens: TokenCounter,
+        embedder: Embedder,
+        budgets: Sequence[int],
+    ) -> None:
+        config = MemoryConfig(topics=TopicConfig(interval_s=0))
+        self._memory = Memory(config=config, embedder=embedder)
+        self._chat = Chat(
+            self._memory,
+            "urn:locomo:task",
+            budget=max(budgets),
+            window_share=self.window_share,
+            summary_share=self.summary_share,
+            recall_k=self.recall_k,
+        )
+        self._history = [{"role": "user", "content": t.line, "id": t.dia_id} for t in turns]
+        self._chat.record(self._history)
+
+    def context(self, question: str, budget: int) -> list[str]:
+        """Return the texts of the view's messages, the question's own left out."""
+        asked = {"role": "user", "content": question, "id": "question"}
+        view = self._chat.view([*self._history, asked], query=question, budget=budget)
+        return [str(m["content"]) for m in view.messages if m.get("id") != "question"]
+
+    def close(self) -> None:
+        """Close the memory."""
+        self._memory.close()
+
+
+class RecallHeavyViewMethod(AgentViewMethod):
+    """The same view set for long-term recall: a quarter of the room for the newest messages,
+    a quarter of the rest for the L1 context, up to 50 recalled hits."""
+
+    window_share = 0.25
+    summary_share = 0.25
+    recall_k = 50
+
+
+def discover() -> tuple[dict[str, ContextMethodFactory], dict[str, str]]:
+    """Load the registered framework methods; return them and the skipped ones with the reason."""
+    found: dict[str, ContextMethodFactory] = {}
+    skipped: dict[str, str] = {}
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            found[entry.name] = entry.load()
+        except ImportError as exc:  # the method's extra (its framework) is not installed
+            skipped[entry.name] = f"{type(exc).__name__}: {exc}"
+            logger.info("recall method %s skipped: %s", entry.name, exc)
+    return found, skipped
+
+
+def run(
+    path: Path,
+    embedder: Embedder,
+    *,
+    conversations: list[str] | None = None,
+    methods: Sequence[str] = METHODS,
+    context_methods: Mapping[str, ContextMethodFactory] | None = None,
+) -> dict[str, Any]:
+    """Ingest each conversation, ask its questions of every method, and return the figures.
+
+    Args:
+        path: the LoCoMo JSON file.
+        embedder: the embedder of the memory, also handed to the framework methods.
+        conversations: sample ids to run; all by default.
+        methods: the memory's own methods to run.
+        context_methods: framework methods by name; by default those registered under
+            ``ENTRY_POINT_GROUP`` (see ``discover``).
+    """
+    skipped: dict[str, str] = {}
+    if context_methods is None:
+        found, skipped = discover()
+        own = {"gliding-agent": AgentViewMethod, "gliding-agent-recall": RecallHeavyViewMethod}
+        context_methods = {**own, **found}
+    data = load(path, conversations)
+    names = [*methods, *context_methods]
+    scores: dict[str, dict[str, list[float]]] = {m: {} for m in names}
+    timings: dict[str, list[float]] = {"ingest": []}
+    questions = 0
+    for conversation in progress(data, "LoCoMo conversations"):
+        questions += _conversation(conversation, embedder, methods, scores, timings)
+        _conversation_contexts(conversation, embedder, context_methods, scores, timings)
+    return {
+        "conversations": [c.sample_id for c in data],
+        "questions": questions,
+        "embedder": embedder_name(embedder),
+        "methods": {m: _summary(scores[m], timings, m) for m in names},
+        "skipped": skipped,
+    }
+
+
+def _conversation(
+    conversation: Conversation,
+    embedder: Embedder,
+    methods: Sequence[str],
+    scores: dict[str, dict[str, list[float]]],
+    timings: dict[str, list[float]],
+) -> int:
+    config = MemoryConfig(topics=TopicConfig(interval_s=0))
+    with Memory(config=config, embedder=embedder) as memory:
+        prefix = f"urn:locomo:{conversation.sample_id}:"
+        tokens: dict[str, int] = {}
+        previous = None
+        for turn in conversation.turns:
+            node: dict[str, Any] = {
+                "@id": prefix + turn.dia_id,
+                "@type": "DialogueTurn",
+                "text": turn.line,
+                "session": turn.session,
+            }
+            if previous is not None and previous.session == turn.session:
+                node["previous"] = {"@id": prefix + previous.dia_id}
+            previous = turn
+            start = time.perf_counter()
+            # A conversation session is a named graph, as the L1 session archives turns.
+            graph = f"{prefix}session/{turn.session}"
+            memory.store.put(node, tags=[f"session:{turn.session}"], named_graph=graph)
+            timings["ingest"].append((time.perf_counter() - start) * 1e3)
+            tokens[turn.dia_id] = memory.count_tokens(turn.line)
+        order = [t.dia_id for t in conversation.turns]
+        rankers = _rankers(memory, prefix, order)
+        asked = answerable(conversation)
+        for question in asked:
+            for method in methods:
+                start = time.perf_counter()
+                ranked = rankers[method](question.question)
+                elapsed = (time.perf_counter() - start) * 1e3
+                _score(scores[method], question.evidence, ranked, tokens)
+                timings.setdefault(method, []).append(elapsed)
+    return len(asked)
+
+
+def _conversation_contexts(
+    conversation: Conversation,
+    embedder: Embedder,
+    factories: Mapping[str, ContextMethodFactory],
+    scores: dict[str, dict[str, list[float]]],
+    timings: dict[str, list[float]],
+) -> None:
+    counter = TokenCounter()
+    lines = {t.dia_id: _normalise(t.line) for t in conversation.turns}
+    asked = answerable(conversation)
+    for name, factory in factories.items():
+        start = time.perf_counter()
+        method = factory(conversation.turns, tokens=counter, embedder=embedder, budgets=BUDGETS)
+        per_turn = (time.perf_counter() - start) * 1e3 / max(len(conversation.turns), 1)
+        timings.setdefault(f"{name}:ingest", []).append(per_turn)
+        try:
+            for question in asked:
+                for budget in BUDGETS:
+                    start = time.perf_counter()
+                    pieces = list(method.context(question.question, budget))
+                    timings.setdefault(name, []).append((time.perf_counter() - start) * 1e3)
+                    used = sum(counter.count_many(pieces))
+                    _score_context(scores[name], question.evidence, pieces, lines, budget, used)
+        finally:
+            method.close()
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _score_context(
+    into: dict[str, list[float]],
+    evidence: Sequence[str],
+    pieces: Sequence[str],
+    lines: dict[str, str],
+    budget: int,
+    used: int,
+) -> None:
+    """Score one context: evidence lines found whole in one of its pieces."""
+    wanted = set(evidence) & set(lines)
+    texts = [_normalise(piece) for piece in pieces]
+    found = {d for d in wanted if any(lines[d] in text for text in texts)}
+    into.setdefault(f"budget_recall@{budget}", []).append(len(found) / len(wanted))
+    into.setdefault(f"context_tokens@{budget}", []).append(float(used))
+    into.setdefault(f"over_budget@{budget}", []).append(float(used > budget))
+
+
+def _rankers(memory: Memory, prefix: str, order: list[str]) -> dict[str, Ranker]:
+    def strip(iris: list[str]) -> list[str]:
+        return [iri.removeprefix(prefix) for iri in iris]
+
+    return {
+        "gliding": lambda q: strip([h.iri for h in memory.search(q, DEPTH)]),
+        "lexical": lambda q: strip([h.entry.iri for h in memory.store.search_text(q, limit=DEPTH)]),
+        "dense": lambda q: strip([iri for iri, _ in memory.index.query(q, DEPTH)]),
+        "recent": lambda q: list(reversed(order))[:DEPTH],
+    }
+
+
+def _score(
+    into: dict[str, list[float]], evidence: Sequence[str], ranked: list[str], tokens: dict[str, int]
+) -> None:
+    wanted = set(evidence) & set(tokens)
+    for k in RECALL_AT:
+        into.setdefault(f"recall@{k}", []).append(len(wanted & set(ranked[:k])) / len(wanted))
+    for budget in BUDGETS:
+        taken: set[str] = set()
+        used = 0
+        for dia_id in ranked:
+            cost = tokens.get(dia_id, 0)
+            if used + cost > budget:
+                break
+            taken.add(dia_id)
+            used += cost
+        into.setdefault(f"budget_recall@{budget}", []).append(len(wanted & taken) / len(wanted))
+        into.setdefault(f"context_tokens@{budget}", []).append(float(used))
+    into.setdefault("context_tokens", []).append(float(sum(tokens.get(d, 0) for d in ranked[:10])))
+
+
+def _summary(
+    scores: dict[str, list[float]], timings: dict[str, list[float]], method: str
+) -> dict[str, float]:
+    def quantile(values: list[float], cut: int) -> float:
+        if len(values) < 2:
+            return values[0] if values else 0.0
+        return statistics.quantiles(values, n=100, method="inclusive")[cut - 1]
+
+    out = {
+        name: statistics.fmean(values)
+        for name, values in scores.items()
+        if name != "context_tokens"
+    }
+    if "context_tokens" in scores:  # the top-10 hits: only ranked methods have them
+        out["context_tokens_mean"] = statistics.fmean(scores["context_tokens"])
+    # A framework method ingests inside its factory: per-turn time, one value per conversation.
+    ingest = timings.get(f"{method}:ingest", timings["ingest"])
+    out["ingest_p50_ms"] = quantile(ingest, 50)
+    out["ingest_p95_ms"] = quantile(ingest, 95)
+    out["search_p50_ms"] = quantile(timings.get(method, []), 50)
+    out["search_p95_ms"] = quantile(timings.get(method, []), 95)
+    return out

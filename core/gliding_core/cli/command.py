@@ -1,0 +1,738 @@
+"""CLI: the ``gliding-horse`` command: demo, inspect and benchmarks (the user's entry point).
+
+Errors the user can fix (a bad path, a bad number) end with a one-line message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TextIO
+
+from gliding_core import __version__
+from gliding_core.cli.demo import run as show_demo
+from gliding_core.cli.table import render
+from gliding_core.errors import GlidingError
+from gliding_core.hyperspace.backends import make_embedder
+from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
+from gliding_core.store.sqlite import L0Store
+
+BENCHMARK_GROUP = "gliding_horse.benchmarks"  # benchmarks an adapter registers
+EMBEDDERS = ["auto", "local", "chroma-onnx", "hash", "openai", "ollama"]
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the command line with ``argv`` (``sys.argv[1:]`` by default); return the exit code."""
+    stream = out or sys.stdout
+    parser = _parser()
+    args = parser.parse_args(argv)
+    problem = _unwritable(getattr(args, "json", None))
+    if problem:  # checked before the work: a finished run is never lost to a bad path
+        sys.stderr.write(f"gliding-horse: error: --json {problem}\n")
+        return 2
+    started = time.monotonic()
+    benchmark = getattr(args, "benchmark", None)
+    if benchmark is not None:  # a benchmark runs for minutes: say so at once, on stderr
+        sys.stderr.write(f"gliding-horse: running bench {benchmark} ...\n")
+        sys.stderr.flush()
+    try:
+        code: int = args.handler(args, stream)
+    except GlidingError as exc:
+        sys.stderr.write(f"gliding-horse: error: {exc}\n")
+        return 2
+    if benchmark is not None:
+        sys.stderr.write(
+            f"gliding-horse: bench {benchmark} done in {time.monotonic() - started:.0f} s\n"
+        )
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gliding-horse",
+        description="Agent memory modelled on a CPU cache hierarchy: demo, inspect, benchmarks.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run_demo = commands.add_parser("demo", help="run the demo on embedded defaults")
+    run_demo.add_argument("--path", type=Path, help="keep the demo's memory in this directory")
+    run_demo.set_defaults(handler=_demo)
+
+    inspect = commands.add_parser("inspect", help="show what a memory directory holds")
+    inspect.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
+    inspect.add_argument("--recent", type=_positive, default=10, help="recent entries to list")
+    inspect.set_defaults(handler=_inspect)
+
+    bench = commands.add_parser("bench", help="run a benchmark").add_subparsers(
+        dest="benchmark", required=True
+    )
+    l0 = bench.add_parser("l0", help="L0 store throughput and latency")
+    l0.add_argument("--entries", type=_positive, default=100_000, help="entries stored")
+    l0.add_argument("--queries", type=_positive, default=2_000, help="reads timed per kind")
+    l0.add_argument("--seed", type=int, default=0, help="random seed")
+    l0.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    l0.add_argument(
+        "--readers",
+        type=_numbers,
+        help="reader thread counts (e.g. 1,2,4,8): measure reads in parallel beside a writer",
+    )
+    l0.add_argument("--seconds", type=_positive, default=3, help="seconds per reader count")
+    l0.set_defaults(handler=_bench_l0)
+
+    tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
+    tokens.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
+    tokens.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
+    tokens.add_argument(
+        "--budgets", type=_numbers, default=[500, 1000, 2000, 4000], help="L1 token budgets"
+    )
+    tokens.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
+    tokens.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    tokens.set_defaults(handler=_bench_tokens)
+
+    topics = bench.add_parser("topics", help="topic-shift detection on joined LoCoMo sessions")
+    topics.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
+    topics.add_argument("--sequences", type=_positive, default=30, help="joined sequences")
+    topics.add_argument("--seed", type=int, default=0, help="random seed")
+    topics.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
+    topics.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    topics.set_defaults(handler=_bench_topics)
+
+    locomo = bench.add_parser("locomo", help="long-term recall on LoCoMo: hybrid vs its arms")
+    locomo.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
+    locomo.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
+    locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
+    locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    locomo.set_defaults(handler=_bench_locomo)
+
+    poincare = bench.add_parser("poincare", help="Poincaré reconstruction against gensim")
+    poincare.add_argument("--edges", type=Path, required=True, help="child TAB parent file")
+    poincare.add_argument("--dim", type=_positive, default=10, help="embedding dimension")
+    poincare.add_argument("--epochs", type=_positive, default=75, help="training epochs")
+    poincare.add_argument("--no-gensim", action="store_true", help="skip the gensim comparison")
+    poincare.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    poincare.set_defaults(handler=_bench_poincare)
+
+    speed = bench.add_parser("search", help="hybrid search latency and ingest throughput")
+    speed.add_argument("--entries", type=_positive, default=10_000, help="entries stored")
+    speed.add_argument("--queries", type=_positive, default=300, help="queries timed")
+    speed.add_argument(
+        "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
+    )
+    speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    speed.set_defaults(handler=_bench_search)
+
+    board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
+    board.add_argument("--nodes", type=_positive, default=2_000, help="nodes written per run")
+    board.add_argument(
+        "--construct-nodes", type=_positive, default=10_000, help="graph size of the CONSTRUCTs"
+    )
+    board.add_argument("--queries", type=_positive, default=200, help="CONSTRUCTs per figure")
+    board.add_argument(
+        "--backends", type=_names, default=["memory", "disk", "server"], help="comma-separated"
+    )
+    board.add_argument(
+        "--lease-seconds", type=float, default=2.0, help="duration of the contended lease run"
+    )
+    board.add_argument(
+        "--repeats", type=_positive, default=3, help="rounds of the agent phases (medians)"
+    )
+    board.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    board.set_defaults(handler=_bench_blackboard)
+    coherence = bench.add_parser(
+        "coherence", help="MESI tokens and stale reads against agent-coherence"
+    )
+    coherence.add_argument("--seeds", type=_positive, default=10, help="runs per workload")
+    coherence.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    coherence.set_defaults(handler=_bench_coherence)
+
+    economy = bench.add_parser(
+        "economy", help="tokens of shared nodes over a round of model calls, economy on/off"
+    )
+    economy.add_argument("--steps", type=_positive, default=12, help="plan steps in the frame")
+    economy.add_argument("--calls", type=_positive, default=20, help="model calls per round")
+    economy.add_argument("--seeds", type=_positive, default=3, help="rounds per probability")
+    economy.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    economy.set_defaults(handler=_bench_economy)
+
+    projection = bench.add_parser("projection", help="L3 frame latency, invalidation, budgets")
+    projection.add_argument(
+        "--nodes", type=_numbers, default=[1_000, 10_000], help="nodes per task, comma-separated"
+    )
+    projection.add_argument("--repeat", type=_positive, default=30, help="timed reads per frame")
+    projection.add_argument(
+        "--views", type=_numbers, default=[10, 1_000, 100_000], help="cached views per run"
+    )
+    projection.add_argument(
+        "--changes", type=_positive, default=20_000, help="timed invalidations per view count"
+    )
+    projection.add_argument("--seed", type=int, default=0, help="random seed")
+    projection.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    projection.set_defaults(handler=_bench_projection)
+
+    prefetch = bench.add_parser(
+        "prefetch", help="frame reads of a multi-agent trace, prefetch on/off"
+    )
+    prefetch.add_argument("--tasks", type=_positive, default=4, help="agents, one task each")
+    prefetch.add_argument("--entities", type=_positive, default=60, help="entities per task")
+    prefetch.add_argument("--steps", type=_positive, default=10, help="plan steps per agent")
+    prefetch.add_argument("--think", type=float, default=0.2, help="seconds an agent thinks")
+    prefetch.add_argument("--seed", type=int, default=0, help="random seed")
+    prefetch.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    prefetch.set_defaults(handler=_bench_prefetch)
+    agents = bench.add_parser(
+        "agents", help="four LangChain agents sharing state four ways: tokens, stale reads"
+    )
+    agents.add_argument("--tasks", type=_positive, default=8, help="generated tasks")
+    agents.add_argument("--seed", type=int, default=0, help="random seed of the tasks")
+    agents.add_argument(
+        "--budget", type=_positive, default=1_200, help="gliding's model-view budget (tokens)"
+    )
+    agents.add_argument(
+        "--window-share",
+        type=_share,
+        default=0.5,
+        help="the share of gliding's view the agent's own newest messages may take",
+    )
+    agents.add_argument(
+        "--methods",
+        type=_names,
+        default=["shared-history", "langgraph-store", "agent-coherence", "gliding"],
+        help="comma-separated",
+    )
+    agents.add_argument(
+        "--no-economy",
+        action="store_true",
+        help="show gliding's frames whole every call (no reference to copies in the request)",
+    )
+    agents.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    agents.set_defaults(handler=_bench_agents)
+    _show_defaults(parser)
+    return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand's help the defaults of its options."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+                _show_defaults(child)
+
+
+def _unwritable(path: Path | None) -> str | None:
+    """Why ``path`` cannot take the figures, or ``None`` when it can (or is not given)."""
+    if path is None:
+        return None
+    if path.is_dir():
+        return f"{str(path)!r} is a directory, not a file"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"the folder {str(folder)!r} of {str(path)!r} does not exist"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{str(path)!r} is not writable"
+    return None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
+def _numbers(text: str) -> list[int]:
+    return [_positive(n) for n in _names(text)]
+
+
+def _embedder(name: str) -> Embedder:
+    return make_embedder(name)
+
+
+def _write_json(path: Path | None, figures: object) -> None:
+    if path is not None:
+        path.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    reconfigure = getattr(out, "reconfigure", None)
+    if callable(reconfigure):  # a pipe is block-buffered: show each line as it is written
+        reconfigure(line_buffering=True)
+    if args.path is None:
+        show_demo(out)
+    else:
+        with Memory.open(args.path) as memory:
+            show_demo(out, memory)
+    return 0
+
+
+def _inspect(args: argparse.Namespace, out: TextIO) -> int:
+    path: Path = args.path
+    if not (path / STORE_FILE).is_file():
+        sys.stderr.write(f"gliding-horse: error: {str(path)!r} holds no memory ({STORE_FILE})\n")
+        return 2
+    manifest = path / MANIFEST_FILE
+    embedder = json.loads(manifest.read_text()).get("embedder") if manifest.is_file() else None
+    # The store alone: inspecting must not load an embedding model or touch the index.
+    with L0Store(path / STORE_FILE) as store:
+        sections = [
+            render(
+                ["what", "value"],
+                [
+                    ("entries", store.count()),
+                    ("tags", len(store.tag_counts())),
+                    ("named graphs", len(store.graph_counts())),
+                    ("types", len(store.type_counts())),
+                    ("embedder", embedder or "(none recorded)"),
+                ],
+                title="Memory",
+            ),
+            render(["tag", "entries"], list(store.tag_counts().items())[:20], title="Tags"),
+            render(
+                ["graph", "entries"], list(store.graph_counts().items())[:20], title="Named graphs"
+            ),
+            render(["type", "entries"], list(store.type_counts().items())[:20], title="Types"),
+            render(
+                ["iri", "types", "tags", "importance", "gen"],
+                [
+                    (
+                        e.iri,
+                        ", ".join(e.jsonld_types),
+                        ", ".join(e.tags),
+                        e.importance,
+                        e.generation,
+                    )
+                    for e in store.recent(limit=args.recent)
+                ],
+                title="Most recent entries",
+            ),
+        ]
+    out.write("\n\n".join(sections) + "\n")
+    return 0
+
+
+def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import l0
+
+    if args.readers:
+        return _bench_l0_readers(args, out)
+    figures = l0.run(args.entries, seed=args.seed, queries=args.queries)
+    out.write(
+        render(
+            ["figure", "value"],
+            list(figures.items()),
+            title=f"L0 benchmark, {args.entries:,} entries",
+        )
+        + "\n"
+    )
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_l0_readers(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import l0
+
+    figures = l0.run_readers(args.entries, args.readers, seconds=args.seconds, seed=args.seed)
+    rows = [
+        (
+            count,
+            f["get_p50_ms"],
+            f["get_p95_ms"],
+            f["text_search_p50_ms"],
+            f["text_search_p95_ms"],
+            f["reads_per_s"],
+            f["reads_per_s_vs_first"],
+            f["get_p50_vs_first"],
+            f["writer_entries_per_s"],
+        )
+        for count, f in figures["readers"].items()
+    ]
+    headers = [
+        "readers",
+        "get p50 ms",
+        "get p95 ms",
+        "search p50 ms",
+        "search p95 ms",
+        "reads/s",
+        "reads/s ratio",
+        "get p50 ratio",
+        "writer entries/s",
+    ]
+    held = figures["get_during_held_write_ms"]
+    title = f"L0 reads in parallel, {args.entries:,} entries, one writer streaming put_many"
+    out.write(render(headers, rows, title=title) + "\n")
+    out.write(
+        f"get while another thread holds a {figures['hold_s']} s write transaction:"
+        f" median {held['median']:.2f} ms, max {held['max']:.2f} ms\n"
+    )
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_tokens(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import tokens
+
+    figures = tokens.run(
+        args.data,
+        conversations=args.conversations,
+        budgets=args.budgets,
+        embedder=_embedder(args.embedder),
+    )
+    rows = [
+        (
+            budget,
+            f["prompt_tokens_mean"],
+            f["prompt_tokens_max"],
+            f["full_history_tokens_mean"],
+            f["full_history_tokens_max"],
+            f["saving_pct"],
+            f["add_turn_p50_ms"],
+            f["add_turn_p95_ms"],
+            f["context_p50_ms"],
+            f["context_p95_ms"],
+            f["evidence_in_window"],
+            f["evidence_in_recent_window"],
+        )
+        for budget, f in figures["budgets"].items()
+    ]
+    headers = [
+        "budget",
+        "prompt mean",
+        "prompt max",
+        "full mean",
+        "full max",
+        "saving %",
+        "add p50 ms",
+        "add p95 ms",
+        "ctx p50 ms",
+        "ctx p95 ms",
+        "evidence",
+        "recent",
+    ]
+    title = f"L1 prompt tokens per step, LoCoMo {', '.join(figures['conversations'])}"
+    out.write(render(headers, rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import recall
+
+    figures = recall.run(args.data, _embedder(args.embedder), conversations=args.conversations)
+    keys = [
+        "recall@5",
+        "recall@10",
+        "recall@20",
+        "budget_recall@500",
+        "budget_recall@1000",
+        "budget_recall@2000",
+        "context_tokens_mean",
+        "context_tokens@1000",
+        "ingest_p50_ms",
+        "ingest_p95_ms",
+        "search_p50_ms",
+        "search_p95_ms",
+    ]
+    # recall@k and the top-10 size are not defined for the framework methods: "—" there.
+    rows = [(name, *(m.get(k, "—") for k in keys)) for name, m in figures["methods"].items()]
+    headers = [
+        "method",
+        "R@5",
+        "R@10",
+        "R@20",
+        "BR@500",
+        "BR@1000",
+        "BR@2000",
+        "ctx tok",
+        "tok@1000",
+        "ingest p50",
+        "ingest p95",
+        "search p50",
+        "search p95",
+    ]
+    title = (
+        f"LoCoMo evidence recall: {', '.join(figures['conversations'])}, "
+        f"{figures['questions']} questions, embedder {figures['embedder']}"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    for name, reason in figures["skipped"].items():
+        out.write(f"skipped {name}: its extra is not installed ({reason})\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_poincare(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import poincare
+
+    figures = poincare.run(
+        args.edges, dimension=args.dim, epochs=args.epochs, gensim=not args.no_gensim
+    )
+    rows = [
+        (name, m["map"], m["mean_rank"], m["train_s"]) for name, m in figures["methods"].items()
+    ]
+    title = (
+        f"Poincaré reconstruction: {figures['nodes']} nodes, {figures['edges']} edges, "
+        f"d={figures['dimension']}, {figures['epochs']} epochs"
+    )
+    out.write(render(["method", "MAP", "mean rank", "train s"], rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import search
+
+    results = [
+        search.run(args.entries, _embedder(name), queries=args.queries) for name in args.embedders
+    ]
+    rows = [
+        (r["embedder"], r["ingest_per_s"], r["search_p50_ms"], r["search_p95_ms"]) for r in results
+    ]
+    title = f"Hybrid search, {args.entries:,} entries, {args.queries} queries"
+    out.write(
+        render(["embedder", "ingest/s", "search p50 ms", "search p95 ms"], rows, title=title) + "\n"
+    )
+    _write_json(args.json, results)
+    return 0
+
+
+def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import topics
+
+    figures = topics.run(
+        args.data, _embedder(args.embedder), sequences=args.sequences, seed=args.seed
+    )
+    rows = [
+        (name, m["precision"], m["recall"], m["f1"], int(m["predicted"]))
+        for name, m in figures["methods"].items()
+    ]
+    title = (
+        f"Topic boundaries: {figures['sequences']} sequences, {figures['turns']} turns, "
+        f"{figures['true_boundaries']} true boundaries, embedder {figures['embedder']}"
+    )
+    out.write(render(["method", "precision", "recall", "F1", "predicted"], rows, title=title))
+    out.write("\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import blackboard
+
+    figures = blackboard.run(
+        nodes=args.nodes,
+        construct_nodes=args.construct_nodes,
+        queries=args.queries,
+        backends=args.backends,
+        lease_seconds=args.lease_seconds,
+        repeats=args.repeats,
+    )
+    backends = figures["backends"]
+    rows = [
+        (kind, int(n), r["writes_per_s"], r["batched_writes_per_s"], b["baseline_writes_per_s"],
+         r["reads_per_s"], r["reads_miss_per_s"])
+        for kind, b in backends.items()
+        for n, r in b["agents"].items()
+    ]  # fmt: skip
+    title = (
+        f"Blackboard nodes ({args.nodes:,} writes through agent handles, 1 then 10 a call;"
+        f" medians of {args.repeats} rounds)"
+    )
+    headers = ["backend", "agents", "writes/s", "writes/s (10 a call)", "raw writes/s",
+               "reads/s (hit)", "reads/s (miss)"]  # fmt: skip
+    out.write(render(headers, rows, title=title) + "\n")
+    hops = ["construct_1hop_p50_ms", "construct_1hop_p95_ms", "construct_2hop_p50_ms",
+            "construct_2hop_p95_ms"]  # fmt: skip
+    rows = [(kind, *(b[name] for name in hops)) for kind, b in backends.items()]
+    title = f"CONSTRUCT from a random node, {args.construct_nodes:,} nodes (ms)"
+    out.write(
+        render(["backend", "1-hop p50", "1-hop p95", "2-hop p50", "2-hop p95"], rows, title=title)
+        + "\n"
+    )
+    coherence = [
+        (kind, b["coherence"]["reads_per_s"], b["coherence"]["reads_per_s_off"],
+         b["coherence"]["ratio"])
+        for kind, b in backends.items()
+    ]  # fmt: skip
+    title = "Cached reads through a handle, coherence on and off (alternated, best of 25)"
+    headers = ["backend", "on reads/s", "off reads/s", "on / off"]
+    out.write(render(headers, coherence, title=title) + "\n")
+    other = [*figures["leases"].items(), ("flush_per_s", figures["flush_per_s"])]
+    out.write(render(["figure", "value"], other, title="Leases and flush to L0") + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_coherence(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import coherence
+
+    figures = coherence.run(seeds=args.seeds)
+    for name, workload in figures["workloads"].items():
+        rows = [
+            (who, f["tokens"], f.get("stale_reads", "—"), f.get("vs_lazy", "—"))
+            for who, f in workload.items()
+            if isinstance(f, dict)
+        ]
+        rows.insert(0, ("baseline (broadcast all, every tick)", workload["baseline"], "—", "—"))
+        title = f"Coherence {name}: tokens (mean of {figures['seeds']} seeds), stale reads (total)"
+        out.write(render(["coordinator", "tokens", "stale reads", "x lazy"], rows, title=title))
+        out.write("\n\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_economy(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import economy
+
+    figures = economy.run(steps=args.steps, calls=args.calls, seeds=args.seeds)
+    rows = [
+        (
+            p,
+            f["whole"],
+            f["reference"],
+            f["reference_vs_whole"],
+            f["omit"],
+            f["omit_vs_whole"],
+            f["request"],
+            f["request_vs_whole"],
+            f["stale_references"],
+        )
+        for p, f in figures["rounds"].items()
+    ]
+    headers = ["write p", "whole", "reference", "x whole", "omit", "x whole", "request",
+               "x whole", "stale refs"]  # fmt: skip
+    title = (
+        f"Shared-node tokens over {figures['calls']} calls, {figures['steps']} steps"
+        f" (mean of {figures['seeds']} seeds)"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+_INVALIDATION_FIGURES = (
+    ("invalidation_us", "median"),
+    ("invalidation_p95_us", "p95"),
+    ("invalidation_node_us", "node event median"),
+    ("invalidation_hot_us", "3 hot tasks median"),
+    ("invalidation_floor_us", "bare lookup median"),
+)
+
+
+def _bench_projection(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import projection
+
+    figures = projection.run(
+        args.nodes, repeat=args.repeat, views=args.views, changes=args.changes, seed=args.seed
+    )
+    rows = [
+        (name, *(f["by_nodes"][str(n)][k] for n in args.nodes for k in _PROJECTION_KEYS))
+        for name, f in figures["frames"].items()
+    ]
+    headers = ["frame", *(f"{k[:-3]} {n:,}" for n in args.nodes for k in _PROJECTION_KEYS)]
+    out.write(render(headers, rows, title="L3 frame latency (ms) by nodes per task") + "\n\n")
+    summary = [
+        (f"invalidation µs at {v} views, {label}", figures[key][v])
+        for key, label in _INVALIDATION_FIGURES
+        for v in figures[key]
+    ]
+    summary += [
+        ("budget fit share", figures["budget_fit_share"]),
+        ("tokens mean", figures["tokens_mean"]),
+        ("raw tokens mean", figures["raw_tokens_mean"]),
+    ]
+    out.write(render(["figure", "value"], summary, title="L3 invalidation and budgets") + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_prefetch(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import prefetch
+
+    figures = prefetch.run(
+        tasks=args.tasks,
+        entities=args.entities,
+        steps=args.steps,
+        think_s=args.think,
+        seed=args.seed,
+    )
+    keys = ["hit_rate", "frame_p50_ms", "frame_p95_ms", "prefetched", "prefetched_unused"]
+    rows = [(mode, *(figures[mode][k] for k in keys)) for mode in _PREFETCH_MODES]
+    title = f"Prefetch: {args.tasks} agents x {args.steps} steps, {args.entities} entities each"
+    out.write(render(["run", *keys], rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+def _bench_agents(args: argparse.Namespace, out: TextIO) -> int:
+    # The LangChain half lives in the adapter package, with its extra, registered by entry point.
+    found = entry_points(group=BENCHMARK_GROUP, name="agents")
+    try:
+        run = next(iter(found)).load()
+    except (StopIteration, ImportError) as exc:
+        why = str(exc) or "no entry point 'agents' in the gliding_horse.benchmarks group"
+        sys.stderr.write(f"gliding-horse: error: bench agents needs the langchain extra ({why})\n")
+        return 2
+    figures = run(
+        tasks=args.tasks,
+        seed=args.seed,
+        methods=args.methods,
+        budget=args.budget,
+        economy=not args.no_economy,
+    )
+    keys = ["tokens_per_call_mean", "tokens_per_call_p95", "tokens_per_task", "model_calls",
+            "stale_reads", "refused_writes", "tasks_correct"]  # fmt: skip
+    rows = [(name, *(round(f[k]) for k in keys)) for name, f in figures["methods"].items()]
+    headers = ["method", "tokens/call mean", "tokens/call p95", "tokens/task", "calls",
+               "stale reads", "refused writes", "tasks correct"]  # fmt: skip
+    title = (
+        f"Multi-agent sharing: {args.tasks} tasks (seed {args.seed}), plan/do/check/act,"
+        f" tasks correct of {args.tasks}"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    for name, ratio in figures["gliding_vs_best_other"].items():
+        out.write(f"gliding tokens per task / {name}'s: {ratio}\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+_PREFETCH_MODES = ("without_prefetch", "with_prefetch")
+_PROJECTION_KEYS = (
+    "first_p95_ms",
+    "cold_p50_ms",
+    "cold_p95_ms",
+    "cold_cpu_p95_ms",
+    "cached_p95_ms",
+)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

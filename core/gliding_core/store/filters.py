@@ -1,0 +1,206 @@
+"""L0: structured search filters, one definition applied the same way by every search arm.
+
+A filter is validated when built and turns into one SQL condition on the entries table (alias
+``e``) with its parameters; the lexical arm joins it into the full-text query, the dense arm
+checks its candidates against it.
+
+Every field is a condition and the conditions are joined with AND; ``any_of`` and ``all_of``
+nest filters, so a scope can say "my entries, or the shared graphs, and never an input"
+(``gliding_core.store.scope``). Exclusions hold at query time, in the same SQL as the rest: an entry
+written between two searches is filtered like every other.
+
+Invariants: a built filter holds only labels (tags, types, graph) by the rule writes use, so
+every tag, type or graph a write accepts can be filtered on; its numbers are finite floats
+(numpy scalars are converted), so they bind as SQL parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gliding_core.checks import check_real
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import check_label, preview
+from gliding_core.store.entry import check_importance
+
+# The most results one search may ask for: the dense index's bindings overflow near 2**31.
+MAX_RESULTS = 1_000_000
+
+_LABEL_LISTS = (
+    "named_graphs",
+    "exclude_tags",
+    "exclude_tag_prefixes",
+    "exclude_types",
+    "exclude_graph_prefixes",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """Conditions an entry must meet; unset fields do not filter.
+
+    Attributes:
+        tags_all: the entry carries every one of these tags.
+        tags_any: the entry carries at least one of these tags.
+        types: the entry has at least one of these JSON-LD types.
+        named_graph: the entry is in this named graph.
+        min_importance, max_importance: the importance range, inclusive.
+        since, until: the creation time range (UNIX seconds), inclusive.
+        named_graphs: the entry is in one of these named graphs.
+        exclude_tags: the entry carries none of these tags.
+        exclude_tag_prefixes: the entry carries no tag that starts with one of these.
+        exclude_types: the entry has none of these JSON-LD types.
+        exclude_graph_prefixes: the entry is in no named graph whose IRI starts with one of
+            these (an entry in no graph passes).
+        any_of: the entry passes at least one of these filters (none given: no condition).
+        all_of: the entry passes every one of these filters.
+    """
+
+    tags_all: tuple[str, ...] = ()
+    tags_any: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    named_graph: str | None = None
+    min_importance: float | None = None
+    max_importance: float | None = None
+    since: float | None = None
+    until: float | None = None
+    named_graphs: tuple[str, ...] = ()
+    exclude_tags: tuple[str, ...] = ()
+    exclude_tag_prefixes: tuple[str, ...] = ()
+    exclude_types: tuple[str, ...] = ()
+    exclude_graph_prefixes: tuple[str, ...] = ()
+    any_of: tuple[SearchFilters, ...] = ()
+    all_of: tuple[SearchFilters, ...] = ()
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for name in ("tags_all", "tags_any", "types", *_LABEL_LISTS):
+            value = getattr(self, name)
+            if name in _LABEL_LISTS and not isinstance(value, (list, tuple)):
+                raise InvalidInputError(f"{name} must be a list of strings, got {preview(value)}")
+            set_(self, name, _check_labels(value, name))
+        if self.named_graph is not None:
+            set_(self, "named_graph", check_label(self.named_graph, what="named_graph"))
+        for name in ("min_importance", "max_importance"):
+            if getattr(self, name) is not None:
+                set_(self, name, check_importance(getattr(self, name)))
+        for name in ("since", "until"):
+            if getattr(self, name) is not None:
+                set_(self, name, check_real(getattr(self, name), what=f"{name} (UNIX seconds)"))
+        for name in ("any_of", "all_of"):
+            value = getattr(self, name)
+            if not isinstance(value, (list, tuple)) or not all(
+                isinstance(v, SearchFilters) for v in value
+            ):
+                raise InvalidInputError(
+                    f"{name} must be a list of SearchFilters, got {preview(value)}"
+                )
+            set_(self, name, tuple(value))
+        low, high = self.min_importance, self.max_importance
+        if low is not None and high is not None and low > high:
+            raise InvalidInputError(f"importance range is empty: {low} > {high}")
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise InvalidInputError(f"time range is empty: since {self.since} > until {self.until}")
+
+    @property
+    def empty(self) -> bool:
+        """Whether the filter lets every entry through."""
+        return self == SearchFilters()
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """Return the SQL condition on alias ``e`` and its parameters (``"1"`` when empty)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if self.tags_all:
+            tags = _unique(self.tags_all)
+            parts.append(
+                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags)})"
+                f" GROUP BY entry_id HAVING COUNT(*) = {len(tags)})"
+            )
+            params += tags
+        if self.tags_any:
+            tags = _unique(self.tags_any)
+            parts.append(f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags)}))")
+            params += tags
+        if self.types:
+            types = _unique(self.types)
+            parts.append(
+                f"e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({_marks(types)}))"
+            )
+            params += types
+        for column, operator, value in (
+            ("e.named_graph", "=", self.named_graph),
+            ("e.importance", ">=", self.min_importance),
+            ("e.importance", "<=", self.max_importance),
+            ("e.created_at", ">=", self.since),
+            ("e.created_at", "<=", self.until),
+        ):
+            if value is not None:
+                parts.append(f"{column} {operator} ?")
+                params.append(value)
+        _nested_sql(self, parts, params)
+        return (" AND ".join(parts) or "1"), params
+
+
+def _nested_sql(filters: SearchFilters, parts: list[str], params: list[Any]) -> None:
+    """Add the conditions of the fields that came with scoping: several graphs, exclusions and
+    nested filters."""
+    if filters.named_graphs:
+        graphs = _unique(filters.named_graphs)
+        parts.append(f"e.named_graph IN ({_marks(graphs)})")
+        params += graphs
+    for values, table, column in (
+        (filters.exclude_tags, "entry_tags", "tag"),
+        (filters.exclude_types, "entry_types", "type"),
+    ):
+        if values:
+            unique = _unique(values)
+            parts.append(
+                f"e.id NOT IN (SELECT entry_id FROM {table} WHERE {column} IN ({_marks(unique)}))"
+            )
+            params += unique
+    for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
+        bounds = _prefix_range(prefix)
+        where = "tag >= ? AND tag < ?" if len(bounds) == 2 else "tag >= ?"
+        parts.append(f"e.id NOT IN (SELECT entry_id FROM entry_tags WHERE {where})")
+        params += bounds
+    for prefix in _unique(filters.exclude_graph_prefixes):  # a range on the graph's IRI
+        bounds = _prefix_range(prefix)
+        inside = (
+            "e.named_graph >= ? AND e.named_graph < ?"
+            if len(bounds) == 2
+            else ("e.named_graph >= ?")
+        )
+        parts.append(f"(e.named_graph IS NULL OR NOT ({inside}))")
+        params += bounds
+    for nested, joiner in ((filters.any_of, " OR "), (filters.all_of, " AND ")):
+        if nested:
+            conditions = [part.sql() for part in nested]
+            parts.append("(" + joiner.join(f"({sql})" for sql, _ in conditions) + ")")
+            params += [value for _, values in conditions for value in values]
+
+
+def _prefix_range(prefix: str) -> list[str]:
+    """The bounds of the strings that start with ``prefix``: itself, and its successor."""
+    last = ord(prefix[-1])
+    return [prefix] if last == 0x10FFFF else [prefix, prefix[:-1] + chr(last + 1)]
+
+
+def _check_labels(values: object, name: str) -> tuple[str, ...]:
+    """Return ``values`` as a tuple if it is a list of labels (see ``jsonld.label_problem``)."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidInputError(f"{name} must be a list of strings, got {preview(values)}")
+    items = tuple(values)
+    for value in items:
+        check_label(value, what=f"each of {name}")
+    return items
+
+
+def _unique(values: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _marks(values: Sequence[str]) -> str:
+    return ", ".join("?" * len(values))

@@ -1,0 +1,370 @@
+"""L0: a write batch staged in memory, so one transaction writes each entry's final state once.
+
+Pure code, no I/O. ``Staged`` is an entry as the batch leaves it; ``stage`` applies one write
+request to it by the merge rules, and ``Rows`` lists what the batch writes, table by table:
+- tags united (existing first), types united, properties merged key by key (see ``jsonld``);
+- importance averaged with the stored one when the request gives one, kept otherwise;
+- metadata merged key by key (new wins); graph and MESI state replaced when given;
+- ``generation`` increases by one on each request that changes anything.
+
+``restage`` is the other rule, for ``L0Store.replace``: the entry becomes exactly the request
+(node, tags, graph and metadata as given; importance and MESI state set when given, kept
+otherwise), keeping its identity, its creation time and its generation's count; ``Rows`` then
+takes removed tags out of the tag index too.
+
+``check_record`` holds each request to the store's own limits before the transaction starts
+(content and metadata size, nesting depth, tag and graph name size); ``stage`` holds the merge
+result to them again, so no entry is ever written over a limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gliding_core.config import StoreConfig
+from gliding_core.errors import ContentTooLargeError, NodeTooDeepError
+from gliding_core.jsonld import (
+    MAX_DEPTH_CEILING,
+    Node,
+    canonical_json,
+    content_hash,
+    merge_nodes,
+    nesting_depth,
+    node_context,
+    node_facets,
+    node_types,
+    preview,
+)
+from gliding_core.store.entry import MesiState, Record
+
+# Tags and types are stored joined by the ASCII unit separator, which validation keeps out of
+# them: splitting is several times faster than parsing JSON on every row read.
+SEPARATOR = "\x1f"
+
+
+@dataclass(slots=True)
+class Staged:
+    """One entry's state in a write batch."""
+
+    id: int
+    iri: str
+    node: Node
+    content: str
+    types: tuple[str, ...]
+    content_hash: str
+    importance: float
+    created_at: float
+    tags: tuple[str, ...]
+    metadata: dict[str, object]
+    mesi_state: MesiState
+    named_graph: str | None
+    generation: int
+    in_database: bool
+    indexed_hash: str | None  # content hash the text/type/edge indexes hold; None: not indexed
+    indexed_node: Node | None  # the node they were built from, to take its text back out
+    indexed_tags: tuple[str, ...]
+    indexed_types: tuple[str, ...]
+    changed: bool = False
+
+
+def check_size(iri: object, content: str, limit: int) -> None:
+    """Raise ``ContentTooLargeError`` when ``content`` is over ``limit`` UTF-8 bytes."""
+    if len(content) * 4 <= limit:
+        return  # no character takes more than four bytes: too small to be over, no encoding
+    size = len(content.encode("utf-8"))
+    if size > limit:
+        raise ContentTooLargeError(
+            f"node {preview(iri)} is {size} bytes, over the limit of {limit} bytes "
+            "(StoreConfig.max_content_bytes)"
+        )
+
+
+def check_record(record: Record, iri: str, content: str, config: StoreConfig) -> None:
+    """Hold a write request to the store's limits: content size, nesting depth, label sizes.
+
+    ``content`` is the node's canonical JSON as it will be written (with its minted ``@id``).
+
+    Raises:
+        ContentTooLargeError: the content, the metadata, a tag or the named graph is too large.
+        NodeTooDeepError: the node or its metadata nests deeper than ``config.max_depth``.
+    """
+    check_size(iri, content, config.max_content_bytes)
+    if record.depth > config.max_depth:
+        raise NodeTooDeepError(
+            f"node {preview(iri)} or its metadata nests {record.depth} levels deep, over the"
+            f" limit of {config.max_depth} (StoreConfig.max_depth)"
+        )
+    quarter = config.max_label_bytes // 4  # a label this short fits, whatever its characters
+    for tag in record.tags:  # inline: this runs for every record of every batch
+        if len(tag) > quarter:
+            check_label_size(tag, config.max_label_bytes, what="tag")
+    graph = record.named_graph
+    if graph is not None and len(graph) > quarter:
+        check_label_size(graph, config.max_label_bytes, what="named_graph")
+    if record.metadata:
+        _check_metadata_size(iri, record.metadata, config.max_content_bytes)
+
+
+def _check_metadata_size(iri: str, metadata: dict[str, object], limit: int) -> None:
+    text = canonical_json(metadata)
+    if len(text) * 4 > limit and len(text.encode("utf-8")) > limit:
+        raise ContentTooLargeError(
+            f"metadata of {preview(iri)} is {len(text.encode('utf-8'))} bytes, over the limit of"
+            f" {limit} bytes (StoreConfig.max_content_bytes)"
+        )
+
+
+def check_tags(tags: tuple[str, ...], config: StoreConfig) -> tuple[str, ...]:
+    """Return ``tags`` if each is within ``config.max_label_bytes`` (see ``check_label_size``)."""
+    for tag in tags:
+        check_label_size(tag, config.max_label_bytes, what="tag")
+    return tags
+
+
+def check_label_size(label: str, limit: int, *, what: str) -> None:
+    """Raise ``ContentTooLargeError`` when a tag or graph name is over ``limit`` UTF-8 bytes."""
+    if len(label) * 4 <= limit:
+        return
+    size = len(label.encode("utf-8"))
+    if size > limit:
+        raise ContentTooLargeError(
+            f"{what} {preview(label)} is {size} bytes, over the limit of {limit} bytes"
+            " (StoreConfig.max_label_bytes)"
+        )
+
+
+def new_entry(
+    entry_id: int,
+    node: Node,
+    content: str,
+    record: Record,
+    *,
+    default_importance: float,
+    now: float,
+) -> Staged:
+    """Return the staged state of a new entry written by ``record``."""
+    return Staged(
+        id=entry_id,
+        iri=node["@id"],
+        node=node,
+        content=content,
+        types=record.types,
+        content_hash=content_hash(content),
+        importance=default_importance if record.importance is None else record.importance,
+        created_at=now,
+        tags=record.tags,
+        metadata=dict(record.metadata),
+        mesi_state=record.mesi_state or MesiState.SHARED,
+        named_graph=record.named_graph,
+        generation=1,
+        in_database=False,
+        indexed_hash=None,
+        indexed_node=None,
+        indexed_tags=(),
+        indexed_types=(),
+        changed=True,
+    )
+
+
+def stage(
+    entry: Staged,
+    node: Node,
+    record: Record,
+    *,
+    text_keys: frozenset[str],
+    max_bytes: int,
+    max_depth: int = MAX_DEPTH_CEILING,
+) -> None:
+    """Merge the write request (``node`` with ``record``'s options) into ``entry`` in place.
+
+    Raises:
+        ContentTooLargeError: the merged node is over ``max_bytes``.
+        NodeTooDeepError: the merged node nests deeper than ``max_depth`` (an entry written
+            under a higher limit, merged after the limit was lowered).
+    """
+    merged = merge_nodes(entry.node, node, text_keys=text_keys)
+    nesting_depth(merged, max_depth, what=f"the merge into {preview(entry.iri)}")
+    content = canonical_json(merged)
+    check_size(entry.iri, content, max_bytes)
+    digest = content_hash(content) if content != entry.content else entry.content_hash
+    tags = tuple(dict.fromkeys(entry.tags + record.tags))
+    importance = entry.importance
+    if record.importance is not None:
+        importance = (entry.importance + record.importance) / 2
+    metadata = {**entry.metadata, **record.metadata}
+    graph = record.named_graph or entry.named_graph
+    state = record.mesi_state or entry.mesi_state
+    fields = (digest, tags, importance, metadata, graph, state)
+    _become(entry, merged, content, fields, lambda: tuple(node_types(merged)))
+
+
+def restage(entry: Staged, node: Node, content: str, record: Record) -> None:
+    """Make ``entry`` exactly the write request (``node`` with ``record``'s fields), in place.
+
+    Nothing merges: properties and tags the request lacks are gone. The generation increases
+    by one if anything changed; the creation time stays.
+    """
+    digest = content_hash(content) if content != entry.content else entry.content_hash
+    importance = entry.importance if record.importance is None else record.importance
+    state = record.mesi_state or entry.mesi_state
+    fields = (digest, record.tags, importance, dict(record.metadata), record.named_graph, state)
+    _become(entry, node, content, fields, lambda: record.types)
+
+
+_Fields = tuple[str, tuple[str, ...], float, dict[str, object], str | None, MesiState]
+"""An entry's stored fields: content hash, tags, importance, metadata, graph, MESI state."""
+
+
+def _become(
+    entry: Staged, node: Node, content: str, fields: _Fields, types: Callable[[], tuple[str, ...]]
+) -> None:
+    """Give ``entry`` ``node`` and ``fields`` (hash, tags, importance, metadata, graph, state).
+
+    Nothing happens when the fields equal the entry's; else its generation increases by one and
+    it is marked changed (``types`` is called only then).
+    """
+    current = (
+        entry.content_hash,
+        entry.tags,
+        entry.importance,
+        entry.metadata,
+        entry.named_graph,
+        entry.mesi_state,
+    )
+    if fields == current:
+        return
+    entry.node, entry.content, entry.types = node, content, types()
+    (
+        entry.content_hash,
+        entry.tags,
+        entry.importance,
+        entry.metadata,
+        entry.named_graph,
+        entry.mesi_state,
+    ) = fields
+    entry.generation += 1
+    entry.changed = True
+
+
+@dataclass(slots=True)
+class Rows:
+    """The SQL parameters that write a batch's changed entries and bring each index in line.
+
+    ``changes`` are the ``(iri, text)`` pairs of the entries whose text was (re)indexed;
+    ``relogged`` the IRIs among them whose text differs from what it was (for the change log).
+    """
+
+    created: list[tuple[object, ...]] = field(default_factory=list)
+    updated: list[tuple[object, ...]] = field(default_factory=list)
+    tags: list[tuple[str, int]] = field(default_factory=list)
+    old_tags: list[tuple[str, int]] = field(default_factory=list)
+    unindexed: list[tuple[int]] = field(default_factory=list)
+    old_types: list[tuple[str, int]] = field(default_factory=list)
+    old_texts: list[tuple[int, str]] = field(default_factory=list)
+    types: list[tuple[str, int]] = field(default_factory=list)
+    edges: list[tuple[int, str, str]] = field(default_factory=list)
+    texts: list[tuple[int, str]] = field(default_factory=list)
+    changes: list[tuple[str, str | None]] = field(default_factory=list)
+    relogged: list[str] = field(default_factory=list)
+
+    def add(self, entry: Staged, now: float) -> None:
+        """Add the rows that write ``entry`` as staged."""
+        entry_id = entry.id
+        types = entry.types
+        values = (
+            entry.content,
+            entry.importance,
+            now,
+            SEPARATOR.join(entry.tags),
+            canonical_json(entry.metadata) if entry.metadata else "{}",
+            entry.mesi_state._value_,
+            entry.content_hash,
+            entry.named_graph,
+            node_context(entry.node),
+            SEPARATOR.join(types),
+            entry.generation,
+            entry_id,
+        )
+        if entry.in_database:
+            self.updated.append(values)
+            indexed = entry.indexed_tags
+            self.tags += [(tag, entry_id) for tag in entry.tags if tag not in indexed]
+            if len(indexed) > len(entry.tags) or not set(indexed) <= set(entry.tags):
+                self.old_tags += [(tag, entry_id) for tag in indexed if tag not in entry.tags]
+        else:
+            self.created.append((*values, entry.iri, entry.created_at, now))
+            self.tags += [(tag, entry_id) for tag in entry.tags]
+        if entry.indexed_hash != entry.content_hash:
+            self._reindex(entry, types)
+
+    def _reindex(self, entry: Staged, types: tuple[str, ...]) -> None:
+        """Add the rows that replace the entry's types, edges and text in their indexes."""
+        entry_id = entry.id
+        old_text = ""
+        if entry.indexed_node is not None:
+            self.unindexed.append((entry_id,))
+            self.old_types += [(t, entry_id) for t in entry.indexed_types]
+            # The full-text index keeps no copy of the text: taking it out needs it given back.
+            old_text = node_facets(entry.indexed_node)[1]
+            if old_text:
+                self.old_texts.append((entry_id, old_text))
+        self._index(entry_id, entry.iri, entry.node, types, old_text=old_text)
+
+    def add_new(
+        self,
+        entry_id: int,
+        node: Node,
+        content: str,
+        record: Record,
+        *,
+        importance: float,
+        now: float,
+    ) -> None:
+        """Add the rows that write a new entry straight from its write request.
+
+        The rows ``add(new_entry(...))`` gives, without staging the entry first: for a batch of
+        new, distinct entries, where nothing merges into anything.
+        """
+        iri = node["@id"]
+        tags = record.tags
+        self.created.append(
+            (
+                content,
+                importance,
+                now,
+                SEPARATOR.join(tags),
+                canonical_json(record.metadata) if record.metadata else "{}",
+                (record.mesi_state or MesiState.SHARED)._value_,
+                content_hash(content),
+                record.named_graph,
+                node_context(node),
+                SEPARATOR.join(record.types),
+                1,
+                entry_id,
+                iri,
+                now,
+                now,
+            )
+        )
+        for tag in tags:  # a loop, not a comprehension: a frame fewer for the usual few
+            self.tags.append((tag, entry_id))
+        self._index(entry_id, iri, node, record.types, old_text="")
+
+    def _index(
+        self, entry_id: int, iri: str, node: Node, types: tuple[str, ...], *, old_text: str
+    ) -> None:
+        """Add the rows that put a node's types, references and text in their indexes.
+
+        ``old_text`` is the text the entry had before this write ("" for none).
+        """
+        references, text = node_facets(node)
+        for t in types:
+            self.types.append((t, entry_id))
+        for predicate, target in references:
+            self.edges.append((entry_id, predicate, target))
+        if text:
+            self.texts.append((entry_id, text))
+        if text != old_text:
+            self.relogged.append(iri)
+        self.changes.append((iri, text))

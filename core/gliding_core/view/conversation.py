@@ -1,0 +1,482 @@
+"""View: the conversation: what an agent's model sees at each step, and what the memory keeps of it.
+
+The framework adapters (LangChain middleware, LlamaIndex memory) translate their message objects
+into plain records (``gliding_core.framing``: ``{"role", "content"}`` with OpenAI-style
+``tool_calls`` / ``tool_call_id``, an optional ``id``, and on delivered supplementary input
+``supplement``: the input's IRI) and call this module; the behaviour they share lives here, and
+their settings are one ``ConversationSettings``.
+
+A model view, within one token budget, holds:
+1. the leading system messages of the request, unchanged;
+2. one memory message (``"memory": True`` in its record), filled from an ordered list of context
+   sources (``gliding_core.view.sources``): by default the session's L1 context for the query
+   (``summary_share`` of the room at most, and only when part of the history is out of the
+   window: else it would only repeat it), then the hybrid recall from L0; each source is asked
+   for what is left, and skips what the window and the earlier sources show. A new layer adds a
+   source (``extra_sources``); the view does not change. The message is a system message after
+   the leading ones, or a user message just before the newest user turn (``placement``);
+3. the whole history when it fits, else the newest messages that fit in ``window_share`` of the
+   room (the newest group always), never separating a tool call from its results;
+4. the delivered supplementary inputs, always.
+
+Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
+the node moves past the quoted generation the turn is stale (``gliding_core.view.stale_turns``): the
+L1 context and recall leave it out, and while it is in the window the memory message opens with
+what changed since it was quoted. The same results are the copies of shared nodes the request
+holds: the sources are given those of the messages in the window (``SourceRequest.copies``), so
+a frame can show a node the model has at its current value as a reference, and one it has at an
+older value as the change; a message out of the window holds nothing for them.
+
+A conversation belongs to one scope (``gliding_core.store.scope``: a user, a thread, or the task it
+was built for): its turns carry the scope's tag, its session and supplementary inputs use the
+scope's task IRI, and recall reads the scope's entries and the graphs shared explicitly, never
+another scope's. Recall and the L1 context never quote a supplementary input (pending, consumed,
+or the turn that archived a delivered one): the SQL filter of the search leaves them out, so an
+input put while a view is built cannot slip in; the delivered message is the only place the
+model sees it.
+
+Invariants: the view's token count is exact for what is sent (``ChatFraming.count``); the
+history is never modified, only viewed; each message is archived once (by its ``id``); each
+supplementary input is shown as a new message exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from typing_extensions import Unpack
+
+from gliding_core.attention.supplementary import SupplementaryInput
+from gliding_core.checks import check_count
+from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_core.errors import InvalidInputError
+from gliding_core.framing import (
+    PER_MESSAGE,
+    PER_REPLY,
+    ChatFraming,
+    Message,
+    after_tool_groups,
+    check_messages,
+    last_user_text,
+    message_text,
+    tool_groups,
+)
+from gliding_core.hyperspace.search import SearchHit
+from gliding_core.jsonld import preview
+from gliding_core.memory import Memory
+from gliding_core.session import Session, Turn
+from gliding_core.store.filters import SearchFilters
+from gliding_core.store.scope import Scope, Shared
+from gliding_core.tokens import TokenCounter
+from gliding_core.view.memory_sources import (
+    L1_SOURCE,
+    RECALL_HEADER,
+    RecallSource,
+    SessionContextSource,
+    entry_text,
+)
+from gliding_core.view.sources import ContextSource, SourcePart, SourceRequest
+from gliding_core.view.stale_turns import StaleTurns, for_memory, node_copies
+
+__all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
+_MIN_MEMORY = 12  # the smallest memory room worth asking the sources to fill
+_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelView:
+    """The messages one model call gets, with what went into them.
+
+    Attributes:
+        messages: the records to send, in order.
+        tokens: their exact token count as sent.
+        history_tokens: the token count of the full history (and supplements) as sent.
+        memory: the text of the memory message, ``""`` when there is none.
+        recall: the L0 hits the memory message quotes, best first.
+        supplements: the supplementary inputs first shown in this view.
+        dropped: history messages left out of the window.
+        parts: what each context source put in the memory message, in order.
+    """
+
+    messages: list[Message]
+    tokens: int
+    history_tokens: int
+    memory: str = ""
+    recall: list[SearchHit] = field(default_factory=list)
+    supplements: list[SupplementaryInput] = field(default_factory=list)
+    dropped: int = 0
+    parts: list[SourcePart] = field(default_factory=list)
+
+
+class Conversation:
+    """One agent's chat in one scope, bound to its L1 session and to L0.
+
+    Args:
+        memory: the memory to read and archive into.
+        task_iri: the task; supplementary inputs are put for it. Give it or ``scope``.
+        scope: the scope (user, thread or task) read and written; ``Scope.task(task_iri)``
+            when omitted. Its ``task_iri`` is the conversation's task.
+        shared: named graph IRIs or scopes that recall reads besides the scope's own entries.
+        recall_filters: restrict recall further (for instance to some tags); the scope's
+            conditions always hold.
+        settings: agent, role, budget, recall size, shares and placement
+            (``ConversationSettings``); the defaults when omitted.
+        extra_sources: context sources asked after the L1 context and recall (an L3 frame).
+        **options: fields of ``settings`` to replace (``budget=900``, ``recall_k=3`` ...).
+
+    Example:
+        >>> with Memory() as memory:  # doctest: +SKIP
+        ...     chat = Conversation(memory, "urn:task:1", budget=1000)
+        ...     chat.record([{"role": "user", "content": "Plan the release", "id": "m1"}])
+        ...     view = chat.view([{"role": "user", "content": "Plan the release", "id": "m1"}])
+    """
+
+    def __init__(
+        self,
+        memory: Memory,
+        task_iri: str | None = None,
+        *,
+        scope: Scope | None = None,
+        shared: Sequence[Shared] = (),
+        recall_filters: SearchFilters | None = None,
+        settings: ConversationSettings | None = None,
+        extra_sources: Sequence[ContextSource] = (),
+        **options: Unpack[ViewOptions],
+    ) -> None:
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+        self.settings = ConversationSettings.of(settings, **options)
+        self.scope = _scope_of(task_iri, scope)
+        if recall_filters is not None and not isinstance(recall_filters, SearchFilters):
+            raise InvalidInputError(
+                f"recall_filters must be SearchFilters or None, got {preview(recall_filters)}"
+            )
+        self.extra_sources = _check_sources(extra_sources)
+        self.memory = memory
+        self.session: Session = memory.session(
+            self.scope.task_iri, agent=self.settings.agent, role=self.settings.role
+        )
+        self.budget = self.settings.budget or self.session.budget
+        self.recall_filters = recall_filters
+        self.shared = tuple(shared) if isinstance(shared, (list, tuple)) else shared
+        readable = self.scope.filters(self.shared, base=recall_filters)
+        self.stale_turns: StaleTurns = for_memory(memory)
+        self.sources: tuple[ContextSource, ...] = (
+            self.stale_turns,
+            SessionContextSource(self.session),
+            RecallSource(memory, self.settings.recall_k, filters=readable),
+            *self.extra_sources,
+        )
+        # Shared by every conversation on the session (one per agent and task in a memory):
+        # a second adapter instance neither archives a message again nor re-shows an input.
+        ledger = _ledger(self.session)
+        self._recorded = ledger.recorded  # message id -> L0 archive IRI
+        self._shown = ledger.shown  # supplementary inputs shown as messages
+        self._lock = ledger.lock
+
+    @property
+    def task_iri(self) -> str:
+        """The task this conversation works on."""
+        return self.session.task_iri
+
+    def for_scope(self, scope: Scope) -> Conversation:
+        """Return a conversation like this one (memory, settings, sources) for ``scope``.
+
+        Its state lives in the memory's session of that scope, so two conversations built for
+        one scope share it. Returns ``self`` for this conversation's own scope. A source with
+        per-agent state (a ``fresh()`` method, as a ``FrameSource`` with a ledger has) is
+        given fresh, so one scope's model is never assumed to have seen another's view.
+        """
+        if not isinstance(scope, Scope):
+            raise InvalidInputError(f"scope must be a Scope, got {preview(scope)}")
+        if scope == self.scope:
+            return self
+        return Conversation(
+            self.memory,
+            scope=scope,
+            shared=self.shared,
+            recall_filters=self.recall_filters,
+            settings=self.settings,
+            extra_sources=[_fresh(source) for source in self.extra_sources],
+        )
+
+    # -- supplementary input -------------------------------------------------------------------
+
+    def take_pending(self) -> list[SupplementaryInput]:
+        """Move the task's pending supplementary inputs into the L1 session (a cycle start).
+
+        Returns the inputs taken now. A callback handler calls this; ``deliver`` shows them.
+        """
+        return self.session.start_cycle(self.memory.supplements)
+
+    def deliver(self) -> list[SupplementaryInput]:
+        """Return the supplementary inputs to show the model as new user messages, once each.
+
+        Takes the pending ones into the session first; inputs the session took earlier (by a
+        callback handler at a cycle start) and not yet shown are included. Oldest first.
+        """
+        with self._lock:
+            self.take_pending()
+            taken = self.session.taken_inputs.items()
+            fresh = [item for iri, (item, _) in taken if iri not in self._shown]
+            self._shown.update(item.iri for item in fresh)
+        return sorted(fresh, key=lambda item: item.created_at)
+
+    # -- archiving -----------------------------------------------------------------------------
+
+    def record(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tags: Sequence[str] = (),
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[Turn]:
+        """Archive the messages not archived before into L0 and the L1 session.
+
+        A message is known by its ``id``; one without an ``id`` is archived every time it is
+        passed. System messages, delivered supplements (already archived when taken), the
+        memory message and messages without text are skipped. All messages are checked before
+        any is archived. ``tags`` and ``metadata`` (one mapping per message) go on the archive
+        entries (the chat log's marks, ``gliding_core.view.chatlog``).
+        """
+        items = check_messages(messages)
+        extra = [dict(m) for m in metadata] if metadata is not None else [{} for _ in items]
+        if len(extra) != len(items):
+            raise InvalidInputError(f"metadata has {len(extra)} items for {len(items)} messages")
+        turns = []
+        with self._lock:
+            for item, more in zip(items, extra, strict=True):
+                key = item.get("id")
+                if _not_archived(item) or key in self._recorded:
+                    continue
+                text = message_text(item).strip()
+                if not text:
+                    continue
+                marks = {**more, "message_id": key} if key else more
+                turn = self.session.add_turn(
+                    item["role"], text, metadata=marks or None, tags=[self.scope.tag, *tags]
+                )
+                turns.append(turn)
+                self.stale_turns.note(turn.l0_archive_iri, item)
+                if key is not None:
+                    self._recorded[key] = turn.l0_archive_iri
+        return turns
+
+    def archived(self, message_id: str) -> str | None:
+        """Return the L0 IRI a recorded message was archived under, or ``None``."""
+        return self._recorded.get(message_id)
+
+    def adopt(self, message_id: str, iri: str) -> None:
+        """Know ``message_id`` as archived under ``iri`` (a chat log reopened after a restart)."""
+        with self._lock:
+            self._recorded.setdefault(message_id, iri)
+
+    def input_turn(self, input_iri: str) -> str | None:
+        """Return the IRI of the turn that archived a taken supplementary input, or ``None``."""
+        with self._lock:
+            taken = self.session.taken_inputs.get(input_iri)
+        return taken[1] if taken else None
+
+    # -- the model's view ----------------------------------------------------------------------
+
+    def view(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        query: str | None = None,
+        supplements: Sequence[SupplementaryInput] = (),
+        budget: int | None = None,
+        summary: bool | None = None,
+        held: Sequence[Mapping[str, Any]] = (),
+    ) -> ModelView:
+        """Return what the model should see of ``messages``, within the budget.
+
+        Args:
+            messages: the full history, oldest first (never modified).
+            query: what to recall for; the latest user message when omitted.
+            budget: the budget of this view; the conversation's ``budget`` when omitted.
+            summary: whether the memory message carries the L1 context: by default only when
+                part of the history is out of the window; ``True`` for a memory block that
+                is shown without the history.
+            supplements: inputs to append as user messages (see ``deliver``); messages marked
+                ``supplement`` in the history are kept too.
+            held: messages the model is sent besides this view (an agent's tool calls in
+                progress, which it sends outside its memory): the copies of shared nodes they
+                hold are the model's too (``SourceRequest.copies``). Not part of the view.
+        """
+        items = check_messages(messages)
+        extra_held = check_messages(held)
+        if query is not None and not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string or None, got {preview(query)}")
+        limit = self.budget if budget is None else check_count(budget, what="budget", minimum=1)
+        extra = [
+            {"role": "user", "content": s.content, "supplement": s.iri, "id": s.iri}
+            for s in supplements
+        ]
+        framing = self.memory.framing()
+        lead = 0
+        while lead < len(items) and items[lead]["role"] == "system":
+            lead += 1
+        system, history = items[:lead], after_tool_groups(items[lead:])
+        pinned = [m for m in history if m.get("supplement")] + extra
+        rest = [m for m in history if not m.get("supplement")]
+        query = query if query else (last_user_text(rest) or last_user_text(pinned))
+        room = limit - framing.count(system + pinned)
+        whole = framing.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
+        shown = rest if whole else self._window(rest, room, framing)
+        room -= framing.group_tokens(shown)
+        with_summary = not whole if summary is None else bool(summary)
+        parts = self._fill(query, room, shown + pinned, summary=with_summary, held=extra_held)
+        visible = {id(m) for m in shown}
+        kept = [m for m in history if m.get("supplement") or id(m) in visible] + extra
+        memory_text = _SEPARATOR.join(p.text for p in parts)
+        out = self._place(system, kept, memory_text)
+        return ModelView(
+            out,
+            framing.count(out),
+            framing.count(items + extra),
+            memory_text,
+            [hit for part in parts for hit in part.hits],
+            list(supplements),
+            len(rest) - len(shown),
+            parts,
+        )
+
+    def _window(self, rest: list[Message], room: int, framing: ChatFraming) -> list[Message]:
+        """The newest groups of ``rest`` within ``window_share`` of ``room``; the newest always."""
+        groups = [[rest[i] for i in g] for g in tool_groups(rest)]
+        limit = int(max(0, room) * self.settings.window_share)
+        kept: list[list[Message]] = []
+        used = 0
+        for group in reversed(groups):
+            cost = framing.group_tokens(group)
+            if kept and used + cost > limit:
+                break
+            kept.insert(0, group)
+            used += cost
+        return [m for group in kept for m in group]
+
+    def _fill(
+        self,
+        query: str | None,
+        room: int,
+        shown: list[Message],
+        *,
+        summary: bool,
+        held: Sequence[Message] = (),
+    ) -> list[SourcePart]:
+        """Ask the sources in order for what is left of the memory message's room."""
+        tokens = self.memory.tokens
+        room -= PER_MESSAGE + 1  # the memory message's own framing and role
+        if room < _MIN_MEMORY:
+            return []
+        ids = {str(m["id"]) for m in shown if m.get("id") is not None}
+        with self._lock:
+            iris = ids | {self._recorded[i] for i in ids if i in self._recorded}
+        seen = frozenset(" ".join(message_text(m).split()) for m in shown)
+        copies = node_copies([*shown, *held])  # what this request holds of shared nodes
+        caps = {L1_SOURCE: int(room * self.settings.summary_share) if summary else 0}
+        parts: list[SourcePart] = []
+        left = room
+        for source in self.sources:
+            separator = tokens.count(_SEPARATOR) if parts else 0
+            ask = min(left - separator, caps.get(source.name, left))
+            if ask < 1:
+                continue
+            part = source.fill(SourceRequest(query, ask, frozenset(iris), seen, copies))
+            iris |= set(part.hides)
+            if not part.text:
+                continue
+            parts.append(part)
+            iris |= set(part.iris)
+            left -= part.tokens + separator
+        return _exact(parts, room, tokens)
+
+    def _place(self, system: list[Message], kept: list[Message], text: str) -> list[Message]:
+        """The view's messages with the memory message where ``placement`` puts it."""
+        if not text:
+            return [*system, *kept]
+        if self.settings.placement == "system":
+            return [*system, {"role": "system", "content": text, "memory": True}, *kept]
+        newest = next((i for i in range(len(kept) - 1, -1, -1) if _is_turn(kept[i])), len(kept))
+        note = {"role": "user", "content": text, "memory": True}
+        return [*system, *kept[:newest], note, *kept[newest:]]
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """What the conversations on one session share: the messages archived, the inputs shown."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    recorded: dict[str, str] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+
+
+_LEDGERS: weakref.WeakKeyDictionary[Session, _Ledger] = weakref.WeakKeyDictionary()
+_LEDGERS_LOCK = threading.Lock()
+
+
+def _ledger(session: Session) -> _Ledger:
+    """The ledger of ``session``, made on first use and gone with the session."""
+    with _LEDGERS_LOCK:
+        ledger = _LEDGERS.get(session)
+        if ledger is None:
+            ledger = _LEDGERS[session] = _Ledger()
+        return ledger
+
+
+def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[SourcePart]:
+    """Cut the last parts until the joined text is within ``room`` (joins can merge tokens)."""
+    while parts and tokens.count(_SEPARATOR.join(p.text for p in parts)) > room:
+        last = parts.pop()
+        text = tokens.truncate(last.text, max(0, last.tokens - 2))
+        if text.strip():
+            parts.append(
+                SourcePart(last.source, text, tokens.count(text), last.iris, last.hits, last.hides)
+            )
+    return parts
+
+
+def _is_turn(message: Message) -> bool:
+    """Whether a message is a user turn (not a delivered supplementary input)."""
+    return message["role"] == "user" and not message.get("supplement")
+
+
+def _not_archived(message: Message) -> bool:
+    """System messages, delivered supplements and the memory message are never archived."""
+    return message["role"] == "system" or bool(message.get("supplement") or message.get("memory"))
+
+
+def _fresh(source: ContextSource) -> ContextSource:
+    """The source for another scope: ``source.fresh()`` when it keeps per-agent state."""
+    fresh = getattr(source, "fresh", None)
+    return source if fresh is None else cast(ContextSource, fresh())
+
+
+def _check_sources(sources: object) -> tuple[ContextSource, ...]:
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
+        raise InvalidInputError(f"extra_sources must be a list of sources, got {preview(sources)}")
+    for source in sources:
+        if not isinstance(source, ContextSource):
+            raise InvalidInputError(f"not a ContextSource: {preview(source)}")
+    return tuple(sources)
+
+
+def _scope_of(task_iri: object, scope: object) -> Scope:
+    """The conversation's scope: ``scope``, or the task's; they must agree when both are given."""
+    if scope is None:
+        if not isinstance(task_iri, str):
+            raise InvalidInputError(f"task_iri must be a string, got {preview(task_iri)}")
+        return Scope.task(task_iri)
+    if not isinstance(scope, Scope):
+        raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")
+    if task_iri is not None and task_iri != scope.task_iri:
+        raise InvalidInputError(
+            f"task_iri {preview(task_iri)} is not the task of scope {scope.name!r}"
+            f" ({scope.task_iri!r})"
+        )
+    return scope

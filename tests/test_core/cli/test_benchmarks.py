@@ -1,0 +1,214 @@
+"""The benchmark commands, run on a small LoCoMo-shaped fixture (the real data never ships)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from gliding_core.cli import main
+from gliding_core.cli.benchmarks import recall
+from gliding_core.cli.benchmarks.conversations import Turn
+from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.tokens import TokenCounter
+
+TOPICS = [
+    [
+        "I adopted a puppy named Max",
+        "Max chews every shoe in the house",
+        "Puppy training starts Monday",
+    ],
+    ["My pottery class made a bowl", "The glaze on the bowl cracked", "Pottery is relaxing for me"],
+    ["We hiked the lake trail", "The lake trail was muddy after rain", "Next hike is in the hills"],
+    [
+        "I started a new job at the bank",
+        "The bank job has long hours",
+        "My manager at the bank is kind",
+    ],
+]
+
+
+def _conversation(
+    sample: str, speakers: tuple[str, str], topics: list[list[str]]
+) -> dict[str, Any]:
+    conversation: dict[str, Any] = {"speaker_a": speakers[0], "speaker_b": speakers[1]}
+    qa = []
+    for number, lines in enumerate(topics, start=1):
+        conversation[f"session_{number}_date_time"] = f"1:56 pm on {number} May, 2023"
+        turns = []
+        for i, line in enumerate(lines * 2):
+            turns.append({"speaker": speakers[i % 2], "dia_id": f"D{number}:{i + 1}", "text": line})
+        turns[1]["blip_caption"] = "a photo"
+        conversation[f"session_{number}"] = turns
+        qa.append(
+            {
+                "question": f"What about {lines[0].split()[-1]}?",
+                "answer": "x",
+                "evidence": [f"D{number}:1"],
+                "category": 4,
+            }
+        )
+    qa.append({"question": "Unanswerable?", "answer": "none", "evidence": [], "category": 5})
+    return {"sample_id": sample, "conversation": conversation, "qa": qa}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("locomo") / "mini.json"
+    path.write_text(
+        json.dumps(
+            [
+                _conversation("conv-a", ("Ann", "Bo"), TOPICS[:2]),
+                _conversation("conv-b", ("Cy", "Di"), TOPICS[2:]),
+            ]
+        )
+    )
+    return path
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+def test_bench_tokens(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "tokens.json"
+    code, text = run(
+        "bench",
+        "tokens",
+        "--data",
+        str(data),
+        "--budgets",
+        "60,200",
+        "--embedder",
+        "hash",
+        "--json",
+        str(out),
+    )
+    assert code == 0
+    assert "saving %" in text
+    figures = json.loads(out.read_text())
+    assert figures["conversations"] == ["conv-a", "conv-b"]
+    small, large = figures["budgets"]["60"], figures["budgets"]["200"]
+    assert small["prompt_tokens_max"] <= 60 + 10  # the chat framing of one system message
+    assert small["prompt_tokens_mean"] < small["full_history_tokens_mean"]
+    assert 0 < small["saving_pct"] < 100
+    assert large["evidence_in_window"] >= small["evidence_in_window"]
+    assert small["questions"] == 4  # category 5 is left out
+
+
+def test_bench_topics(data: Path) -> None:
+    code, text = run(
+        "bench", "topics", "--data", str(data), "--sequences", "4", "--embedder", "hash"
+    )
+    assert code == 0
+    for method in ("gliding", "adjacent", "texttiling"):
+        assert method in text
+
+
+def test_bench_locomo_shape(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "locomo.json"
+    code, _ = run("bench", "locomo", "--data", str(data), "--embedder", "hash", "--json", str(out))
+    assert code == 0
+    figures = json.loads(out.read_text())
+    assert figures["conversations"] == ["conv-a", "conv-b"]
+    assert figures["questions"] == 4
+    keys = {
+        "recall@5",
+        "recall@10",
+        "recall@20",
+        "budget_recall@500",
+        "budget_recall@1000",
+        "budget_recall@2000",
+        "context_tokens_mean",
+        "context_tokens@500",
+        "context_tokens@1000",
+        "context_tokens@2000",
+        "ingest_p50_ms",
+        "ingest_p95_ms",
+        "search_p50_ms",
+        "search_p95_ms",
+    }
+    own = {"gliding", "lexical", "dense", "recent"}
+    # The framework methods join when their extras are installed (entry points).
+    assert own <= set(figures["methods"])
+    for name in own:
+        method = figures["methods"][name]
+        assert set(method) == keys
+        assert 0.0 <= method["recall@10"] <= 1.0
+    for name in set(figures["methods"]) - own:
+        assert "recall@10" not in figures["methods"][name]
+        assert 0.0 <= figures["methods"][name]["budget_recall@1000"] <= 1.0
+    assert figures["methods"]["gliding"]["recall@20"] >= figures["methods"]["recent"]["recall@5"]
+
+
+class _FirstTurns:
+    """A context method for the harness: the first turns that fit, whatever the question."""
+
+    closed: ClassVar[list[str]] = []
+
+    def __init__(
+        self, turns: Sequence[Turn], *, tokens: TokenCounter, embedder: Embedder, budgets: Any
+    ) -> None:
+        self.turns, self.tokens = list(turns), tokens
+
+    def context(self, question: str, budget: int) -> list[str]:
+        kept: list[str] = []
+        for turn in self.turns:
+            if sum(self.tokens.count_many([*kept, turn.line])) > budget:
+                break
+            kept.append(turn.line)
+        return kept
+
+    def close(self) -> None:
+        _FirstTurns.closed.append(self.turns[0].dia_id)
+
+
+def test_recall_scores_a_context_method_by_the_evidence_lines_it_returns(data: Path) -> None:
+    figures = recall.run(data, HashEmbedder(), methods=(), context_methods={"first": _FirstTurns})
+
+    first = figures["methods"]["first"]
+    # Every question's evidence is the first turn of a session, and each conversation (two
+    # sessions of six short turns) fits in 500 tokens: all evidence is found.
+    assert first["budget_recall@500"] == 1.0
+    assert 0 < first["context_tokens@500"] <= 500
+    assert first["over_budget@500"] == 0.0
+    assert "recall@10" not in first
+    assert len(_FirstTurns.closed) == 2  # one method per conversation, each closed
+
+
+def test_the_framework_methods_are_registered_as_entry_points() -> None:
+    found, skipped = recall.discover()
+
+    assert {"langchain-trim", "llamaindex-memory"} <= set(found) | set(skipped)
+
+
+def test_bench_search(tmp_path: Path) -> None:
+    out = tmp_path / "search.json"
+    code, _ = run(
+        "bench",
+        "search",
+        "--entries",
+        "300",
+        "--queries",
+        "20",
+        "--embedders",
+        "hash",
+        "--json",
+        str(out),
+    )
+    assert code == 0
+    [figures] = json.loads(out.read_text())
+    assert figures["embedder"] == "hash-256"
+    assert figures["ingest_per_s"] > 0
+    assert figures["search_p95_ms"] >= figures["search_p50_ms"] > 0
+
+
+def test_missing_data_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run("bench", "locomo", "--data", str(tmp_path / "none.json"), "--embedder", "hash")
+    assert code == 2
+    assert "cannot read LoCoMo data" in capsys.readouterr().err

@@ -1,0 +1,541 @@
+"""MESI coherence: the transition table row by row, the coordinator on both directories, the
+change token across connections, and what a model is shown."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gliding_core.bus import Event, EventType
+from gliding_core.coherence import (
+    TRANSITIONS,
+    Action,
+    CoherenceCoordinator,
+    CopyEvent,
+    DictNodeSource,
+    LocalDirectory,
+    SQLiteDirectory,
+    SQLiteNodeSource,
+    Transition,
+    render_shared,
+    transition,
+)
+from gliding_core.coherence.directory import Copy, Directory, NodeRecord
+from gliding_core.errors import (
+    ClosedError,
+    EntryNotFoundError,
+    InvalidInputError,
+    InvalidNodeError,
+    StaleWriteError,
+    StorageError,
+)
+from gliding_core.store.entry import MesiState
+from gliding_core.tokens import TokenCounter
+
+M, E, S, I = "M", "E", "S", "I"  # noqa: E741
+FETCH, WB, ANN = Action.FETCH, Action.WRITE_BACK, Action.ANNOUNCE_INVALIDATION
+R, W, RR, RW = "local_read", "local_write", "remote_read", "remote_write"
+BACK, EVICT, LAPSE = "write_back", "eviction", "lease_expiry"
+
+# The protocol of issue 13 written out again, independently of the module:
+# (state, event, another agent holds a valid copy) -> (next state, actions).
+EXPECTED: dict[tuple[str, str, bool], tuple[str, tuple[Action, ...]]] = {
+    (M, R, False): (M, ()),
+    (M, R, True): (M, ()),
+    (E, R, False): (E, ()),
+    (E, R, True): (E, ()),
+    (S, R, False): (S, ()),
+    (S, R, True): (S, ()),
+    (I, R, False): (E, (FETCH,)),  # read miss, no other holder: E
+    (I, R, True): (S, (FETCH,)),  # read miss beside other holders: S
+    (M, W, False): (M, ()),
+    (M, W, True): (M, (ANN,)),
+    (E, W, False): (M, ()),  # E to M without bus traffic
+    (E, W, True): (M, (ANN,)),
+    (S, W, False): (M, ()),
+    (S, W, True): (M, (ANN,)),  # write: M, every other copy I, announced
+    (I, W, False): (M, ()),
+    (I, W, True): (M, (ANN,)),
+    (M, RR, False): (S, (WB,)),  # a Modified holder writes back first
+    (M, RR, True): (S, (WB,)),
+    (E, RR, False): (S, ()),
+    (E, RR, True): (S, ()),
+    (S, RR, False): (S, ()),
+    (S, RR, True): (S, ()),
+    (I, RR, False): (I, ()),
+    (I, RR, True): (I, ()),
+    (M, RW, False): (I, (WB,)),
+    (M, RW, True): (I, (WB,)),
+    (E, RW, False): (I, ()),
+    (E, RW, True): (I, ()),
+    (S, RW, False): (I, ()),
+    (S, RW, True): (I, ()),
+    (I, RW, False): (I, ()),
+    (I, RW, True): (I, ()),
+    (M, BACK, False): (E, (WB,)),  # write-back: M to E ...
+    (M, BACK, True): (S, (WB,)),  # ... or S
+    (E, BACK, False): (E, ()),
+    (E, BACK, True): (E, ()),
+    (S, BACK, False): (S, ()),
+    (S, BACK, True): (S, ()),
+    (I, BACK, False): (I, ()),
+    (I, BACK, True): (I, ()),
+    (M, EVICT, False): (I, (WB,)),
+    (M, EVICT, True): (I, (WB,)),
+    (E, EVICT, False): (I, ()),
+    (E, EVICT, True): (I, ()),
+    (S, EVICT, False): (I, ()),
+    (S, EVICT, True): (I, ()),
+    (I, EVICT, False): (I, ()),
+    (I, EVICT, True): (I, ()),
+    (M, LAPSE, False): (I, (WB,)),
+    (M, LAPSE, True): (I, (WB,)),
+    (E, LAPSE, False): (I, ()),
+    (E, LAPSE, True): (I, ()),
+    (S, LAPSE, False): (I, ()),
+    (S, LAPSE, True): (I, ()),
+    (I, LAPSE, False): (I, ()),
+    (I, LAPSE, True): (I, ()),
+}
+
+
+def test_the_table_is_total() -> None:
+    keys = {(s.value, e.value, shared) for s, e, shared in TRANSITIONS}
+    assert keys == set(EXPECTED)
+    assert len(TRANSITIONS) == 4 * 7 * 2
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    sorted(EXPECTED.items()),
+    ids=[f"{s}-{e}-{'shared' if x else 'alone'}" for s, e, x in sorted(EXPECTED)],
+)
+def test_transition_row(
+    key: tuple[str, str, bool], expected: tuple[str, tuple[Action, ...]]
+) -> None:
+    state, event, shared = key
+    row = transition(MesiState(state), CopyEvent(event), others_hold=shared)
+    assert row == Transition(MesiState(expected[0]), expected[1])
+    assert TRANSITIONS[MesiState(state), CopyEvent(event), shared] is row
+
+
+def test_transition_refuses_bad_input() -> None:
+    with pytest.raises(InvalidInputError, match="'reload'"):
+        transition(MesiState.SHARED, "reload", others_hold=False)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="'X'"):
+        transition("X", CopyEvent.LOCAL_READ, others_hold=False)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="others_hold"):
+        transition(MesiState.SHARED, CopyEvent.LOCAL_READ, others_hold=1)  # type: ignore[arg-type]
+
+
+# -- the coordinator, on each directory ----------------------------------------------------------
+
+
+class WriteBacks:
+    """L0 as far as the coordinator sees it: what was written back, optionally failing."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], int]] = []
+        self.fail = False
+
+    def __call__(self, iri: str, value: dict[str, Any], generation: int) -> None:
+        if self.fail:
+            raise StorageError("L0 is full")
+        self.calls.append((iri, value, generation))
+
+
+@pytest.fixture(params=["local", "sqlite"])
+def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Directory]:
+    made: Directory = (
+        LocalDirectory() if request.param == "local" else SQLiteDirectory(tmp_path / "bb.sqlite3")
+    )
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def l0() -> WriteBacks:
+    return WriteBacks()
+
+
+@pytest.fixture
+def coherence(directory: Directory, l0: WriteBacks) -> CoherenceCoordinator:
+    return CoherenceCoordinator(DictNodeSource(), directory, write_back=l0)
+
+
+X = "urn:node:x"
+
+
+def node(**properties: Any) -> dict[str, Any]:
+    return {"@id": X, "@type": "Note", **properties}
+
+
+def states(coherence: CoherenceCoordinator, iri: str = X) -> dict[str, str]:
+    return {agent: state.value for agent, state in coherence.copies(iri).items()}
+
+
+def invalidations(coherence: CoherenceCoordinator) -> list[Event]:
+    return coherence.bus.recent(EventType.COPIES_INVALIDATED)
+
+
+def test_read_miss_alone_is_exclusive_then_shared(coherence: CoherenceCoordinator) -> None:
+    coherence.write("w", X, node(text="a"), based_on=0)
+    coherence.evict("w", X)
+    first = coherence.read("a", X)
+    assert (first.kind, first.generation, states(coherence)) == ("whole", 1, {"a": E})
+    second = coherence.read("b", X)
+    assert second.value == node(text="a")
+    assert states(coherence) == {"a": S, "b": S}
+    assert coherence.read("a", X).kind == "hit"
+
+
+def test_a_modified_holder_writes_back_before_a_reader_shares(
+    coherence: CoherenceCoordinator, l0: WriteBacks
+) -> None:
+    coherence.write("a", X, node(text="a"), based_on=0)
+    assert states(coherence) == {"a": M}
+    assert l0.calls == []
+    coherence.read("b", X)
+    assert l0.calls == [(X, node(text="a"), 1)]
+    assert states(coherence) == {"a": S, "b": S}
+
+
+def test_exclusive_to_modified_is_silent_and_shared_to_modified_is_announced(
+    coherence: CoherenceCoordinator,
+) -> None:
+    coherence.write("a", X, node(text="a"), based_on=0)
+    coherence.write_back("a", X)
+    assert states(coherence) == {"a": E}
+    coherence.write("a", X, node(text="b"), based_on=1)
+    assert invalidations(coherence) == []
+    coherence.read("b", X)
+    coherence.read("c", X)
+    generation = coherence.write("b", X, node(text="c"), based_on=2)
+    assert states(coherence) == {"a": I, "b": M, "c": I}
+    [event] = invalidations(coherence)
+    assert event.payload == {
+        "iri": X,
+        "generation": generation,
+        "writer": "b",
+        "agents": ["a", "c"],
+    }
+
+
+def test_a_stale_write_is_refused_with_the_current_value_and_its_copy_invalid(
+    coherence: CoherenceCoordinator,
+) -> None:
+    coherence.write("a", X, node(text="a"), based_on=0)
+    coherence.read("b", X)
+    coherence.write("a", X, node(text="b"), based_on=1)
+    assert states(coherence) == {"a": M, "b": I}
+    coherence.read("b", X)
+    coherence.write("a", X, node(text="c"), based_on=2)
+    with pytest.raises(StaleWriteError, match="based on generation 2") as refused:
+        coherence.write("b", X, node(text="lost"), based_on=2)
+    assert refused.value.current_generation == 3
+    assert refused.value.current_value == node(text="c")
+    assert states(coherence)["b"] == I
+    assert coherence.source.get(X) == (node(text="c"), 3)
+    assert coherence.read("b", X).value == node(text="c")
+
+
+def test_a_write_lease_holder_is_never_refused(directory: Directory) -> None:
+    leases = {("b", X)}
+    coherence = CoherenceCoordinator(
+        DictNodeSource(), directory, holds_write_lease=lambda agent, iri: (agent, iri) in leases
+    )
+    coherence.write("a", X, node(text="a"), based_on=0)
+    coherence.write("a", X, node(text="b"), based_on=1)
+    assert coherence.write("b", X, node(text="leased"), based_on=1) == 3
+    assert coherence.read("a", X).value == node(text="leased")
+
+
+def test_critical_tags_write_through_before_the_write_returns(
+    coherence: CoherenceCoordinator, l0: WriteBacks
+) -> None:
+    coherence.write("a", X, node(text="plain"), based_on=0, tags=["draft"])
+    assert l0.calls == []
+    coherence.write("a", X, node(text="must"), based_on=1, tags=["user_intent"])
+    assert l0.calls == [(X, node(text="must"), 2)]
+    assert states(coherence) == {"a": E}
+
+
+def test_eviction_and_crash_write_dirty_copies_back(
+    coherence: CoherenceCoordinator, l0: WriteBacks
+) -> None:
+    other = "urn:node:y"
+    coherence.write("a", X, node(text="a"), based_on=0)
+    coherence.write("a", other, {"@id": other}, based_on=0)
+    coherence.evict("a", X)
+    assert l0.calls == [(X, node(text="a"), 1)]
+    assert states(coherence) == {}
+    assert coherence.drop_agent("a") == [other]
+    assert l0.calls[-1] == (other, {"@id": other}, 1)
+    assert coherence.directory.holdings("a") == []
+
+
+def test_lease_expiry_invalidates_and_the_next_read_is_the_change(
+    coherence: CoherenceCoordinator,
+) -> None:
+    coherence.write("a", X, node(text="a", n=1), based_on=0)
+    coherence.read("b", X)
+    coherence.expire_lease("b", X)
+    assert states(coherence) == {"a": S, "b": I}
+    coherence.write("a", X, node(text="a", n=2), based_on=1)
+    reading = coherence.read("b", X)
+    assert (reading.kind, reading.seen_generation, reading.generation) == ("change", 1, 2)
+    assert reading.delta is not None
+    assert (reading.delta.changed, reading.delta.removed) == ({"n": 2}, ())
+
+
+def test_a_failing_write_back_leaves_every_copy_as_it_was(
+    coherence: CoherenceCoordinator, l0: WriteBacks
+) -> None:
+    coherence.write("a", X, node(text="a"), based_on=0)
+    l0.fail = True
+    with pytest.raises(StorageError, match="L0 is full"):
+        coherence.read("b", X)
+    with pytest.raises(StorageError, match="L0 is full"):
+        coherence.write("b", X, node(text="b"), based_on=1)
+    assert states(coherence) == {"a": M}
+    assert coherence.source.get(X) == (node(text="a"), 1)
+    l0.fail = False
+    assert coherence.read("b", X).value == node(text="a")
+
+
+def test_a_failing_write_through_leaves_the_write_committed_and_dirty(
+    coherence: CoherenceCoordinator, l0: WriteBacks
+) -> None:
+    l0.fail = True
+    with pytest.raises(StorageError):
+        coherence.write("a", X, node(text="fact"), based_on=0, tags=["confirmed_fact"])
+    assert states(coherence) == {"a": M}
+    l0.fail = False
+    coherence.write_back("a", X)
+    assert l0.calls == [(X, node(text="fact"), 1)]
+    assert states(coherence) == {"a": E}
+
+
+def test_records_are_values_of_their_own(directory: Directory) -> None:
+    fresh, other = NodeRecord(X), NodeRecord("urn:node:y")
+    assert fresh.copies == {}
+    assert fresh.copies is not other.copies  # no shared default
+    with pytest.raises(AttributeError):
+        fresh.generation = 3  # type: ignore[misc]
+    coherence = CoherenceCoordinator(DictNodeSource(), directory)
+    coherence.write("a", X, node(n=1), based_on=0)
+    record = directory.record(X)
+    assert copy.deepcopy(record) == record == pickle.loads(pickle.dumps(record))
+    assert record.copies["a"] == Copy("a", MesiState.MODIFIED, 1)
+
+
+def test_an_equal_record_built_anew_changes_nothing(directory: Directory) -> None:
+    coherence = CoherenceCoordinator(DictNodeSource(), directory)
+    coherence.write("a", X, node(n=1), based_on=0)
+    before = directory.token()
+
+    def rebuilt(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], None]:
+        return {
+            i: NodeRecord(r.iri, r.generation, dict(r.value or {}), dict(r.copies))
+            for i, r in records.items()
+        }, None
+
+    assert directory.update_many([X], rebuilt) == (None, before)
+    assert directory.token() == before
+    # Another coordinator writes Y: the token it leaves is not this one's own, even after
+    # this one "changes" X to an equal record (else it would vouch for Y without asking).
+    other = CoherenceCoordinator(DictNodeSource(), directory)
+    other.write("b", "urn:node:y", {"@id": "urn:node:y"}, based_on=0)
+    coherence._update_many([X], rebuilt)
+    assert not coherence.vouch_own(before, directory.token(), "urn:node:y")
+
+
+def test_kept_versions_are_bounded(tmp_path: Path) -> None:
+    for directory in (
+        LocalDirectory(keep_versions=2),
+        SQLiteDirectory(tmp_path / "k.sqlite3", keep_versions=2),
+    ):
+        coherence = CoherenceCoordinator(DictNodeSource(), directory)
+        coherence.write("a", X, node(n=0), based_on=0)
+        coherence.read("b", X)
+        coherence.expire_lease("b", X)
+        for n in range(1, 6):
+            coherence.write("a", X, node(n=n), based_on=n)
+        assert [g for g in range(1, 7) if directory.version(X, g) is not None] == [4, 5, 6]
+        assert coherence.delta(X, 1) is None
+        assert coherence.read("b", X).kind == "whole"
+        directory.close()
+
+
+def test_a_node_read_before_it_existed_keeps_its_versions_once_written(tmp_path: Path) -> None:
+    # A read of an absent node leaves a record at generation 0; the writes after it still keep
+    # their past values (the SQLite directory skips the look-up of kept versions only for a
+    # node it has never seen, and sends no empty batches).
+    for directory in (LocalDirectory(), SQLiteDirectory(tmp_path / "v.sqlite3")):
+        coherence = CoherenceCoordinator(DictNodeSource(), directory)
+        with pytest.raises(EntryNotFoundError):
+            coherence.read("b", X)
+        coherence.write("a", X, node(n=1), based_on=0)
+        coherence.read("b", X)
+        coherence.expire_lease("b", X)  # b's copy stays at generation 1: its versions are kept
+        coherence.write("a", X, node(n=2), based_on=1)
+        coherence.write("a", X, node(n=3), based_on=2)
+        assert [directory.version(X, g) for g in (1, 2)] == [node(n=1), node(n=2)]
+        delta = coherence.delta(X, 1)
+        assert delta is not None
+        assert (delta.from_generation, delta.to_generation) == (1, 3)
+        assert coherence.read("b", X).kind == "change"
+        directory.close()
+
+
+def test_a_read_of_a_node_written_around_the_directory_sees_the_source(
+    coherence: CoherenceCoordinator,
+) -> None:
+    coherence.write("a", X, node(text="a"), based_on=0)
+    coherence.read("b", X)
+    coherence.evict("b", X)
+    coherence.source.put(X, node(text="around"), 1)
+    assert coherence.read("b", X).value == node(text="around")
+    assert states(coherence) == {"a": I, "b": E}
+
+
+def test_bad_input_is_refused_and_nothing_is_written(coherence: CoherenceCoordinator) -> None:
+    with pytest.raises(InvalidInputError, match="agent"):
+        coherence.read("", X)
+    with pytest.raises(InvalidNodeError, match="whitespace"):
+        coherence.read("a", "urn:a b")
+    with pytest.raises(InvalidInputError, match="based_on"):
+        coherence.write("a", X, node(), based_on=-1)
+    with pytest.raises(InvalidNodeError, match="JSON object"):
+        coherence.write("a", X, [1, 2], based_on=0)
+    with pytest.raises(InvalidNodeError, match="urn:node:other"):
+        coherence.write("a", X, {"@id": "urn:node:other"}, based_on=0)
+    with pytest.raises(InvalidInputError, match="tags"):
+        coherence.write("a", X, node(), based_on=0, tags=[3])  # type: ignore[list-item]
+    with pytest.raises(EntryNotFoundError, match="urn:node:x"):
+        coherence.read("a", X)
+    with pytest.raises(StaleWriteError):
+        coherence.write("a", X, node(), based_on=4)
+    assert states(coherence) == {}
+    with pytest.raises(InvalidInputError, match="callable"):
+        CoherenceCoordinator(DictNodeSource(), write_back="l0")  # type: ignore[arg-type]
+
+
+# -- the directory: change token, across connections ---------------------------------------------
+
+
+def test_the_change_token_sees_other_connections_and_stays_put_otherwise(tmp_path: Path) -> None:
+    path = tmp_path / "bb.sqlite3"
+    with SQLiteDirectory(path) as mine, SQLiteDirectory(path) as theirs:
+        source = SQLiteNodeSource(tmp_path / "nodes.sqlite3")
+        here = CoherenceCoordinator(source, mine)
+        there = CoherenceCoordinator(source, theirs)  # another process, as far as SQLite knows
+        here.write("a", X, node(text="a"), based_on=0)
+        before = mine.token()
+        assert here.read("a", X).kind == "hit"
+        assert mine.token() == before
+        there.read("b", X)
+        assert mine.token() != before
+        there.write("b", X, node(text="b"), based_on=1)
+        # "a" never got the announcement (other bus, other connection): its read still sees b.
+        reading = here.read("a", X)
+        assert (reading.value, reading.kind) == (node(text="b"), "change")
+        source.close()
+
+
+def test_generations_never_decrease_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bb.sqlite3"
+    with SQLiteDirectory(path) as directory:
+        CoherenceCoordinator(DictNodeSource(), directory).write("a", X, node(), based_on=0)
+    conn = sqlite3.connect(path)
+    with pytest.raises(sqlite3.IntegrityError, match="never decreases"):
+        conn.execute("UPDATE coherence_nodes SET generation = 0")
+    conn.close()
+
+
+def test_a_closed_directory_refuses_use(tmp_path: Path) -> None:
+    for directory in (LocalDirectory(), SQLiteDirectory(tmp_path / "c.sqlite3")):
+        directory.close()
+        directory.close()
+        with pytest.raises(ClosedError):
+            directory.record(X)
+    with pytest.raises(InvalidInputError, match="keep_versions"):
+        LocalDirectory(keep_versions=0)
+
+
+# -- what the model sees -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    return TokenCounter()
+
+
+def test_shared_nodes_are_shown_whole_then_as_references_then_as_changes(
+    coherence: CoherenceCoordinator, counter: TokenCounter
+) -> None:
+    big = {f"p{i}": f"value number {i} of a long property" for i in range(30)}
+    coherence.write("w", X, node(name="Plan", **big), based_on=0)
+    first = render_shared(coherence, "a", [X], counter=counter)
+    assert [i.shown for i in first.items] == ["whole"]
+    again = render_shared(coherence, "a", [X, X], counter=counter)
+    [reference] = again.items
+    assert reference.shown == "reference"
+    assert reference.text == f"{X} (generation 1, unchanged): Note: Plan"
+    assert reference.tokens == counter.count(reference.text) == again.tokens
+    omitted = render_shared(coherence, "a", [X], counter=counter, unchanged="omit")
+    assert (omitted.items, omitted.omitted, omitted.tokens) == ((), (X,), 0)
+    coherence.write("w", X, node(name="Plan", **{**big, "p3": "new"}), based_on=1)
+    [change] = render_shared(coherence, "a", [X], counter=counter).items
+    assert change.shown == "change"
+    assert change.text == f'{X} changed (generation 1 -> 2): {{"changed":{{"p3":"new"}}}}'
+    assert change.tokens == counter.count(change.text) < first.tokens / 10
+
+
+def test_a_change_dearer_than_the_node_is_shown_whole(
+    coherence: CoherenceCoordinator, counter: TokenCounter
+) -> None:
+    coherence.write("w", X, node(a="1"), based_on=0)
+    render_shared(coherence, "r", [X], counter=counter)
+    coherence.write("w", X, {"@id": X, "b": "2"}, based_on=1)
+    [item] = render_shared(coherence, "r", [X], counter=counter).items
+    assert item.shown == "whole"
+    with pytest.raises(InvalidInputError, match="unchanged"):
+        render_shared(coherence, "r", [X], counter=counter, unchanged="hide")  # type: ignore[arg-type]
+
+
+def test_a_counter_raised_by_a_failed_commit_vouches_for_nothing_until_the_next_write(
+    tmp_path: Path,
+) -> None:
+    with SQLiteDirectory(tmp_path / "bb.sqlite3") as directory:
+        coherence = CoherenceCoordinator(DictNodeSource(), directory)
+        coherence.write("a", X, node(text="a"), based_on=0)
+        _, vouched = directory.snapshot(X)
+        assert vouched == directory.token()
+        # A writer that raised the shared counter and then died before its commit:
+        counter = SQLiteDirectory(tmp_path / "bb.sqlite3")
+        counter._epoch.set(int(str(directory.token())) + 1)
+        counter.close()
+        assert directory.snapshot(X)[1] != directory.token()
+        assert coherence.read("a", X).value == node(text="a")
+        coherence.write("a", X, node(text="b"), based_on=1)
+        assert directory.snapshot(X)[1] == directory.token()
+        assert (tmp_path / "bb.sqlite3-coherence-epoch").stat().st_size == 8
+
+
+def test_moved_names_what_was_built_from_an_old_generation(coherence: CoherenceCoordinator) -> None:
+    other = "urn:node:y"
+    coherence.write("a", X, node(n=1), based_on=0)
+    coherence.write("a", other, {"@id": other}, based_on=0)
+    built_from = {X: 1, other: 1}
+    assert coherence.moved(built_from) == []
+    coherence.write("b", X, node(n=2), based_on=1)
+    assert coherence.moved(built_from) == [X]
+    with pytest.raises(InvalidInputError, match="generation of 'urn:node:y'"):
+        coherence.moved({other: -1})

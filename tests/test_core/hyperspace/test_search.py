@@ -1,0 +1,243 @@
+"""Hyperspace: the dense index follows L0, filters bind every arm, hits explain themselves."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
+from gliding_core.memory import MANIFEST_FILE
+from gliding_core.store.filters import SearchFilters
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting the batches it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        self.batches.append(len(texts))
+        return super().embed_documents(texts)
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with Memory(embedder=HashEmbedder()) as value:
+        yield value
+
+
+def _knowledge(memory: Memory) -> None:
+    memory.store.put_many(
+        [
+            Record(
+                {"@id": "urn:jwt", "@type": "Decision", "text": "Sign JWT tokens with RS256 keys"},
+                tags=["auth", "security"],
+                named_graph="g:decisions",
+                importance=0.9,
+            ),
+            Record(
+                {"@id": "urn:pool", "@type": "Decision", "text": "Database connection pool of 20"},
+                tags=["db"],
+                named_graph="g:decisions",
+                importance=0.4,
+            ),
+            Record(
+                {"@id": "urn:task", "@type": "Task", "text": "Rotate the JWT signing keys monthly"},
+                tags=["auth"],
+                named_graph="g:tasks",
+                importance=0.7,
+            ),
+            Record(
+                {"@id": "urn:note", "@type": "Note", "text": "Lunch order for the offsite"},
+                tags=["misc"],
+                importance=0.1,
+            ),
+        ]
+    )
+
+
+def test_the_index_follows_writes_in_batches_and_deletes() -> None:
+    embedder = CountingEmbedder()
+    with Memory(embedder=embedder) as memory:
+        _knowledge(memory)
+        assert memory.index.count() == 4
+        assert embedder.batches == [4]  # one batch for one put_many
+        memory.store.put({"@id": "urn:jwt", "status": "approved"})  # text changed: re-embedded
+        assert memory.store.delete("urn:note")
+        assert memory.index.count() == 3
+        assert "urn:note" not in {h.iri for h in memory.search("lunch offsite", 5)}
+
+
+def test_a_rolled_back_write_never_reaches_the_index(memory: Memory) -> None:
+    def failing() -> None:
+        with memory.store.transaction():
+            memory.store.put({"@id": "urn:ghost", "text": "never committed"})
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    assert memory.index.count() == 0
+
+
+def test_rebuild_makes_the_index_equal_to_l0(memory: Memory) -> None:
+    _knowledge(memory)
+    memory.index.collection.delete(ids=["urn:jwt"])
+    memory.index.collection.upsert(ids=["urn:stale"], embeddings=[[0.1] * 256])
+    assert memory.index.rebuild() == 4
+    assert sorted(memory.index.collection.get(include=[])["ids"]) == sorted(
+        ["urn:jwt", "urn:pool", "urn:task", "urn:note"]
+    )
+
+
+def test_hits_are_ranked_and_explained_per_arm(memory: Memory) -> None:
+    _knowledge(memory)
+    hits = memory.search("JWT signing keys", k=3)
+    assert {h.iri for h in hits[:2]} == {"urn:jwt", "urn:task"}
+    top = hits[0]
+    assert set(top.arms) >= {"lexical", "dense", "fused", "rerank"}
+    assert top.arms["lexical"].rank >= 1
+    assert top.arms["lexical"].score > 0
+    assert -1.0 <= top.arms["dense"].score <= 1.0
+    assert top.score == top.arms["rerank"].score
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("filters", "allowed"),
+    [
+        (SearchFilters(tags_all=("auth", "security")), {"urn:jwt"}),
+        (SearchFilters(tags_any=("db", "misc")), {"urn:pool", "urn:note"}),
+        (SearchFilters(types=("Task",)), {"urn:task"}),
+        (SearchFilters(named_graph="g:decisions"), {"urn:jwt", "urn:pool"}),
+        (SearchFilters(min_importance=0.5), {"urn:jwt", "urn:task"}),
+        (SearchFilters(max_importance=0.5), {"urn:pool", "urn:note"}),
+    ],
+)
+def test_filters_bind_every_arm(memory: Memory, filters: SearchFilters, allowed: set[str]) -> None:
+    _knowledge(memory)
+    for query in ("JWT keys", "database pool", "offsite lunch"):
+        ranked = memory.hyperspace.arms(query, 10, filters)
+        for arm, hits in ranked.items():
+            assert {iri for iri, _ in hits} <= allowed, arm
+        assert {h.iri for h in memory.search(query, 10, filters=filters)} <= allowed
+
+
+def test_a_search_that_matches_nothing_returns_no_hits() -> None:
+    with Memory(embedder=HashEmbedder()) as empty:
+        assert empty.search("anything", 3) == []
+        empty.store.put({"@id": "urn:n:1", "text": "x"}, tags=["a"])
+        assert empty.search("anything", 3, filters=SearchFilters(tags_all=("b",))) == []
+
+
+def test_time_range_filter(memory: Memory) -> None:
+    memory.store.put({"@id": "urn:old", "text": "release notes"})
+    cut = time.time()
+    time.sleep(0.01)
+    memory.store.put({"@id": "urn:new", "text": "release checklist"})
+    assert [h.iri for h in memory.search("release", 5, filters=SearchFilters(since=cut))] == [
+        "urn:new"
+    ]
+    assert [h.iri for h in memory.search("release", 5, filters=SearchFilters(until=cut))] == [
+        "urn:old"
+    ]
+
+
+def test_neighbouring_turns_lift_an_answer_without_the_query_words(memory: Memory) -> None:
+    turns = [
+        "What colour did you paint the kitchen in spring?",
+        "A warm sunflower yellow, finally done.",
+        "Did you see the football match yesterday?",
+        "Yes, a draw, very boring.",
+    ]
+    for i, text in enumerate(turns):
+        node: dict[str, Any] = {"@id": f"urn:t{i}", "text": text}
+        if i % 2:
+            node["previous"] = {"@id": f"urn:t{i - 1}"}
+        memory.store.put(node)
+    hits = [h.iri for h in memory.search("kitchen paint colour", 2)]
+    assert hits[0] == "urn:t0"
+    assert "urn:t1" in hits  # found through the question before it
+
+
+def test_weights_change_the_mix(memory: Memory) -> None:
+    _knowledge(memory)
+    lexical_only = memory.hyperspace.search("JWT", 4, weights={"lexical": 1.0, "dense": 0.0})
+    assert lexical_only[0].iri in {"urn:jwt", "urn:task"}
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.search(""), "non-empty"),
+        (lambda m: m.search("x", 0), "k must be"),
+        (lambda m: m.search("x", filters={"tags": ["a"]}), "SearchFilters"),
+        (lambda m: m.hyperspace.search("x", weights={"vector": 1}), "unknown search arm"),
+        (lambda m: m.hyperspace.search("x", weights={"dense": -1}), "dense"),
+        (lambda m: SearchFilters(tags_all="auth"), "tags_all"),
+        (lambda m: SearchFilters(min_importance=0.9, max_importance=0.1), "empty"),
+        (lambda m: SearchFilters(since=5.0, until=1.0), "time range"),
+        (lambda m: SearchFilters(since=float("nan")), "since"),
+    ],
+)
+def test_bad_search_input_is_named(memory: Memory, call: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        call(memory)
+
+
+def test_a_persistent_memory_keeps_its_index_and_reports_its_embedder(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as memory:
+        _knowledge(memory)
+        assert memory.embedder_name == "hash-256"
+    manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
+    assert manifest == {"embedder": "hash-256"}
+    with Memory.open(tmp_path, embedder=HashEmbedder()) as again:
+        assert again.index.count() == 4
+        assert again.search("JWT signing", 1)[0].iri in {"urn:jwt", "urn:task"}
+    with Memory.open(tmp_path, embedder=HashEmbedder(dimension=64)) as changed:
+        assert changed.index.count() == 4  # rebuilt with the new embedder
+        assert json.loads((tmp_path / MANIFEST_FILE).read_text()) == {"embedder": "hash-64"}
+
+
+CHROMA_CLIENT = """
+import sys
+from gliding_core import HashEmbedder, Memory, MemoryConfig
+config = MemoryConfig(chroma_host="127.0.0.1", chroma_port=int(sys.argv[1]))
+with Memory(config=config, embedder=HashEmbedder()) as memory:
+    memory.store.put({"@id": "urn:jwt", "text": "Sign JWT tokens with RS256 keys"})
+    memory.store.put({"@id": "urn:pool", "text": "Database connection pool of 20"})
+    print(memory.index.count(), memory.search("JWT signing keys", 1)[0].iri)
+"""
+
+
+def test_the_dense_index_can_live_in_a_chroma_server(chroma_server: int) -> None:
+    # In a child process: chromadb's HTTP client leaves sockets for the garbage collector.
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore::ResourceWarning", "-c", CHROMA_CLIENT, str(chroma_server)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.split() == ["2", "urn:jwt"]
+
+
+def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory) -> None:
+    _knowledge(memory)
+    hits = memory.search("JWT signing keys", 2)
+    assert isinstance(hits, list)
+    assert hits.arms == ("lexical", "dense")
+    assert hits.index_behind == 0
+    assert "index_behind=0" in repr(hits)
+    lexical = HybridSearch(memory.store, None).search("JWT signing keys", 2)
+    assert lexical.arms == ("lexical",)
+    assert {h.iri for h in lexical} <= {"urn:jwt", "urn:task"}

@@ -1,4 +1,4 @@
-"""A hostile model on the blackboard (issue 24): a world of secrets, attacks, and the checks.
+"""A hostile model on the blackboard: a world of secrets, attacks, and the checks.
 
 The world is one ``Memory`` with three kinds of task: ``A``, where an agent of every role of the
 default matrix works (the attacker); ``B``, another task whose every area holds a secret; and
@@ -58,8 +58,6 @@ from gliding_core import (
     StaleWriteError,
     StorageError,
 )
-from gliding_core import board_tools as ops
-from gliding_core.agent_tools import save_memory
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.blackboard.vocabulary import (
@@ -70,6 +68,8 @@ from gliding_core.blackboard.vocabulary import (
     bookkept_graph,
 )
 from gliding_core.config import BlackboardConfig, CoordinationConfig, TopicConfig
+from gliding_core.tools import board_tools as ops
+from gliding_core.tools.memory_tools import save_memory
 
 ROLES = ("plan", "do", "check", "act")
 CONTENT_AREAS = ("plan", "execution", "review", "decision", "knowledge", "shared")
@@ -78,7 +78,7 @@ WRITES = {"plan": "plan", "do": "execution", "check": "review", "act": "decision
 MATRIX = PermissionMatrix()
 LONG_S = 3_600.0
 
-# The classes of issue 24 (and the variations the attacks add), as reported.
+# The classes of attack (and the variations the attacks add), as reported.
 CLASSES = {
     "1-sparql": "SPARQL past the query check (SERVICE, dataset clauses, graph variables, paths)",
     "2-crash": "a query that kills the process or the server",
@@ -1040,7 +1040,7 @@ Runner = Callable[[AgentHandle, str, dict[str, Any]], Outcome]
 
 
 def core_runner(world: World) -> Runner:
-    """Run a call through ``gliding_core.board_tools`` (the error's text and fields count)."""
+    """Run a call through ``gliding_core.tools.board_tools`` (the error's text and fields count)."""
     calls: dict[str, Callable[..., Any]] = {
         "read_node": ops.read_node,
         "write_node": ops.write_node,

@@ -1,10 +1,10 @@
-"""A hostile model stays inside its role, its task and its scope (issue 24), through the core.
+"""A hostile model stays inside its role, its task and its scope, through the core.
 
-Every role of the default matrix attacks a world of secrets through ``gliding_core.board_tools``
-on an embedded board and on a board at ``oxigraph serve`` (``tests/hostile.py`` holds the world,
-the attacks and the checks around each). Queries that could kill a process run in a child
-(``hostile_child.py``), against an embedded board and against a server of their own; a write
-whose reply is lost goes through a proxy that drops it.
+Every role of the default matrix attacks a world of secrets through
+``gliding_core.tools.board_tools`` on an embedded board and on a board at ``oxigraph serve``
+(``tests/hostile.py`` holds the world, the attacks and the checks around each). Queries that
+could kill a process run in a child (``hostile_child.py``), against an embedded board and
+against a server of their own; a write whose reply is lost goes through a proxy that drops it.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gliding_core.benchmarks.blackboard import oxigraph_server as serve_oxigraph
+from gliding_core.testing import oxigraph_server as serve_oxigraph
 from tests.hostile import ROLES, World, attack_role, core_runner, lost_reply, record, world_of
-from tests.test_core.hostile_child import CASES, SERVER_CASES
+from tests.test_core.tools.hostile_child import CASES, SERVER_CASES
 
 CHILD = Path(__file__).with_name("hostile_child.py")
 HANG_S = 60.0  # a child that has not answered by then is stuck (the cases take a few seconds)

@@ -1,10 +1,10 @@
-"""The child process of the hostile model's crash cases (issue 24): one query an agent sends.
+"""The child process of the hostile model's crash cases: one query an agent sends.
 
 A memory on an embedded board (no endpoint) or on a board at a SPARQL server, a ``do`` agent
-on a task, and one case of ``CASES`` sent through ``gliding_core.board_tools.query``. The child
-answers on stdout with one JSON line: ``{"outcome": "refused", "error": ..., "typed": ...}`` or
-``{"outcome": "answered"}``; a crash of the engine takes the process with it (no line, a
-signal's return code), which is what the parent looks for.
+on a task, and one case of ``CASES`` sent through ``gliding_core.tools.board_tools.query``.
+The child answers on stdout with one JSON line, ``{"outcome": "refused", "error": ...,
+"typed": ...}`` or ``{"outcome": "answered"}``; a crash of the engine takes the process with
+it (no line, a signal's return code), which is what the parent looks for.
 
 Usage: ``hostile_child.py CASE [ENDPOINT]``.
 """
@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 
 from gliding_core import GlidingError, HashEmbedder, Memory, MemoryConfig
-from gliding_core import board_tools as ops
 from gliding_core.config import BlackboardConfig, TopicConfig
+from gliding_core.tools import board_tools as ops
 
 TASK = "urn:hostile:crash:task"
 

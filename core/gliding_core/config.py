@@ -113,8 +113,9 @@ class EvictionPolicy(Settings):
     def for_role(cls, role: str) -> EvictionPolicy:
         """Return the preset for an agent role: SA, plan, do, check or act (default: SA).
 
-        The presets keep the reference implementation's three weights per role (recency,
-        relevance, cost): relevance becomes ``beta``; recency and cost share the rest.
+        Each role weighs recency, relevance and cost its own way (a planner or a checker keeps
+        what bears on the task, a doer what is recent): relevance becomes ``beta``; recency and
+        cost share the rest.
         """
         key = _ROLE_ALIASES.get(role.strip().lower(), "sa")
         recency, relevance, cost = _ROLE_WEIGHTS[key]
@@ -125,7 +126,8 @@ class EvictionPolicy(Settings):
         )
 
 
-# (recency, relevance, cost) per role, from the reference implementation's presets.
+# (recency, relevance, cost) per role: relevance weighs most for the planner and the checker,
+# recency and size most for the doer.
 _ROLE_WEIGHTS = {
     "sa": (0.30, 0.40, 0.30),
     "plan": (0.20, 0.60, 0.20),
@@ -154,7 +156,7 @@ class SessionConfig(Settings):
     """L1 session settings.
 
     Attributes:
-        budget: the token budget of the summary chain (the reference's default: 4000).
+        budget: the token budget of the summary chain (4000).
         max_summary_tokens: the longest summary a turn keeps in the chain.
         max_low_relevance: how many low-relevance turns the context lists at most.
         low_relevance_chars: how much of each low-relevance summary the context shows.
@@ -194,7 +196,7 @@ class CoordinationConfig(Settings):
     Attributes:
         lease_ttl_s: how long a lease lives unless renewed (the holder's heartbeat renews it).
         heartbeat_timeout_s: an agent silent for longer is marked Error by the sweeper and its
-            leases are released (the reference had no default).
+            leases are released, so a crashed agent never holds a lease for good.
         sweep_interval_s: how often the background sweeper looks for silent agents; 0 runs it
             only on demand.
         busy_timeout_ms: how long a write waits for another process's lock on the database.

@@ -319,7 +319,8 @@ class Session:
             return evicted
         now = self.services.clock()
         policy = self.policy
-        # Phase 1: stale, low-relevance turns go, whatever the budget (seed 000, section 九).
+        # Phase 1: every stale, low-relevance turn goes, even once the chain is within budget:
+        # such a turn is the cheapest to lose (archived in L0, paged back in on demand).
         for turn in list(self._turns):
             if (
                 self._evictable(turn, protect)

@@ -1,4 +1,5 @@
-"""Supplementary input (seed 001, 4.2): zero loss, exactly once, in order, audited."""
+"""Supplementary input (what a user sends while the agent runs): zero loss, exactly once, in
+order, audited."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Against the embedded store in memory and on disk (one process, a dict directory) and the SPARQL
 server (a SQLite directory, as processes sharing a memory directory have), then with two real
-processes sharing the server and the memory directory, and under random runs of the issue's
+processes sharing the server and the memory directory, and under random runs of the MESI
 state machine driven through agent handles.
 """
 
@@ -402,7 +402,7 @@ TAGS = st.sampled_from([(), ("draft",), ("confirmed_fact",)])
 
 
 class BoardMachine(RuleBasedStateMachine):
-    """Issue 13's rules and invariants, driven through agent handles on a real blackboard."""
+    """The MESI rules and invariants, driven through agent handles on a real blackboard."""
 
     kind = "memory"
     request: pytest.FixtureRequest | None = None

@@ -43,7 +43,7 @@ FETCH, WB, ANN = Action.FETCH, Action.WRITE_BACK, Action.ANNOUNCE_INVALIDATION
 R, W, RR, RW = "local_read", "local_write", "remote_read", "remote_write"
 BACK, EVICT, LAPSE = "write_back", "eviction", "lease_expiry"
 
-# The protocol of issue 13 written out again, independently of the module:
+# The MESI protocol written out again, independently of the module, so a changed row fails:
 # (state, event, another agent holds a valid copy) -> (next state, actions).
 EXPECTED: dict[tuple[str, str, bool], tuple[str, tuple[Action, ...]]] = {
     (M, R, False): (M, ()),

@@ -65,7 +65,7 @@ def memory() -> Iterator[Memory]:
 
 
 def test_a_put_many_larger_than_chromas_batch_is_fully_indexed(memory: Memory) -> None:
-    assert memory.index.max_batch < 12_000  # the case the issue saw: one upsert was refused
+    assert memory.index.max_batch < 12_000  # above Chroma's batch limit: one upsert was refused
     memory.store.put_many(_records(12_000))
     assert memory.index.behind() == 0
     assert memory.index.count() == 12_000

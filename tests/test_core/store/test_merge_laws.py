@@ -1,4 +1,4 @@
-"""Property-based tests of the L0 merge laws (seed 000): what storing an ``@id`` again does."""
+"""Property-based tests of the L0 merge laws: what storing an ``@id`` again does."""
 
 from __future__ import annotations
 

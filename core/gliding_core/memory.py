@@ -24,7 +24,7 @@ from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
-from gliding_core.coherence.directory import SQLiteDirectory
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming

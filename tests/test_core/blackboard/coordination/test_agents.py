@@ -18,9 +18,9 @@ from gliding_core.blackboard.coordination.agents import (
     AgentStatus,
     agent_iri,
 )
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.leases import LeaseTable
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig, CoordinationConfig
@@ -386,7 +386,7 @@ def test_coordination_leaves_a_borrowed_database_open() -> None:
     with CoordinationDB() as db:
         Coordination(db, owns_db=False).close()
         assert not db.closed
-        with pytest.raises(InvalidInputError, match="CoordinationDB"):
+        with pytest.raises(InvalidInputError, match="CoordinationStore"):
             Coordination("db")  # type: ignore[arg-type]
 
 

@@ -18,7 +18,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.leases import (
     COMPATIBLE,
     STRENGTH,
@@ -26,6 +25,7 @@ from gliding_core.blackboard.coordination.leases import (
     LeaseMode,
     LeaseTable,
 )
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.bus import EventBus, EventType
 from gliding_core.cli.benchmarks.leases import contended_grants, lease_benchmark
 from gliding_core.config import CoordinationConfig
@@ -415,7 +415,7 @@ def test_the_in_memory_database_works_the_same() -> None:
 
 
 def test_a_db_that_is_not_a_coordination_db_is_refused() -> None:
-    with pytest.raises(InvalidInputError, match="CoordinationDB"):
+    with pytest.raises(InvalidInputError, match="CoordinationStore"):
         LeaseTable("blackboard.sqlite3")  # type: ignore[arg-type]
 
 
@@ -426,28 +426,28 @@ def test_a_failed_nested_write_rolls_back_only_itself(db: CoordinationDB) -> Non
     db.ensure_schema("CREATE TABLE IF NOT EXISTS probe (value TEXT);")
 
     def insert_then_fail(value: str) -> None:
-        with db.write(f"inserting {value}") as conn:
-            conn.execute("INSERT INTO probe VALUES (?)", (value,))
+        with db.write(f"inserting {value}") as tx:
+            tx.connection.execute("INSERT INTO probe VALUES (?)", (value,))
             raise KeyError(value)
 
-    with db.write("outer") as conn:
-        conn.execute("INSERT INTO probe VALUES ('outer')")
+    with db.write("outer") as tx:
+        tx.connection.execute("INSERT INTO probe VALUES ('outer')")
         with pytest.raises(KeyError):
             insert_then_fail("inner")  # a savepoint of the outer write
     with pytest.raises(KeyError):
         insert_then_fail("lost")
-    with db.read("reading") as conn:
-        assert conn.execute("SELECT value FROM probe").fetchall() == [("outer",)]
+    with db.read("reading") as tx:
+        assert tx.connection.execute("SELECT value FROM probe").fetchall() == [("outer",)]
 
 
 def test_a_bad_statement_is_a_storage_error_and_leaves_no_transaction(db: CoordinationDB) -> None:
     with (
         pytest.raises(StorageError, match="doing the impossible"),
-        db.write("doing the impossible") as conn,
+        db.write("doing the impossible") as tx,
     ):
-        conn.execute("INSERT INTO no_such_table VALUES (1)")
-    with db.write("then something else") as conn:
-        conn.execute("SELECT 1")
+        tx.connection.execute("INSERT INTO no_such_table VALUES (1)")
+    with db.write("then something else") as tx:
+        tx.connection.execute("SELECT 1")
 
 
 def test_the_database_of_a_directory_and_bad_arguments(tmp_path: Path) -> None:
@@ -471,7 +471,7 @@ def test_the_database_of_a_directory_and_bad_arguments(tmp_path: Path) -> None:
 _HOLDER = textwrap.dedent(
     """
     import sys, time
-    from gliding_core.blackboard.coordination.database import CoordinationDB
+    from gliding_core.blackboard.coordination.sqlite import CoordinationDB
     from gliding_core.blackboard.coordination.leases import LeaseTable
     table = LeaseTable(CoordinationDB(sys.argv[1]))
     lease = table.try_acquire("urn:shared", "child", "exclusive", ttl_s=float(sys.argv[2]))
@@ -525,7 +525,7 @@ _COUNTER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from gliding_core.blackboard.coordination.database import CoordinationDB
+    from gliding_core.blackboard.coordination.sqlite import CoordinationDB
     from gliding_core.blackboard.coordination.leases import LeaseTable
     db_path, counter, name, rounds = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     table = LeaseTable(CoordinationDB(db_path))

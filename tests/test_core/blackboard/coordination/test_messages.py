@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.messages import Message, MessageBoard
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import ContentTooLargeError, InvalidInputError
@@ -73,7 +73,7 @@ def test_messages_from_another_process_are_read_in_order(tmp_path: Path) -> None
     script = textwrap.dedent(
         """
         import sys
-        from gliding_core.blackboard.coordination.database import CoordinationDB
+        from gliding_core.blackboard.coordination.sqlite import CoordinationDB
         from gliding_core.blackboard.coordination.messages import MessageBoard
         board = MessageBoard(CoordinationDB(sys.argv[1]))
         for i in range(20):
@@ -93,7 +93,7 @@ def test_every_message_whose_publish_returned_survives_a_sigkill(tmp_path: Path)
     script = textwrap.dedent(
         """
         import sys
-        from gliding_core.blackboard.coordination.database import CoordinationDB
+        from gliding_core.blackboard.coordination.sqlite import CoordinationDB
         from gliding_core.blackboard.coordination.messages import MessageBoard
         board = MessageBoard(CoordinationDB(sys.argv[1]))
         i = 0

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.coordination.tasks import TRANSITIONS, TaskRegistry, TaskStatus
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.bus import EventBus, EventType
@@ -401,7 +401,7 @@ def test_a_failing_mirror_does_not_undo_the_change_and_remirror_repairs(
 
 
 def test_a_db_that_is_not_a_coordination_db_is_refused() -> None:
-    with pytest.raises(InvalidInputError, match="CoordinationDB"):
+    with pytest.raises(InvalidInputError, match="CoordinationStore"):
         TaskRegistry(None)  # type: ignore[arg-type]
 
 

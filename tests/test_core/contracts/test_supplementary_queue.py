@@ -15,10 +15,15 @@ from collections import defaultdict
 
 import pytest
 
-from gliding_core import InvalidInputError, SupplementaryQueue
+from gliding_core import EntryStore, InvalidInputError, SupplementaryQueue
 from tests.test_core.contracts.conftest import Backend, close_queue, run_child
 
 TASK = "urn:task:1"
+
+
+def test_the_handle_is_a_supplementary_queue(queue: SupplementaryQueue) -> None:
+    assert isinstance(queue, SupplementaryQueue)
+    assert isinstance(queue.store, EntryStore)
 
 
 def test_put_take_snapshot_and_audit(queue: SupplementaryQueue) -> None:

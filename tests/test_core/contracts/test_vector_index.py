@@ -86,6 +86,12 @@ KNOWLEDGE = [
 ]
 
 
+def test_the_handle_is_a_vector_index(index: VectorIndex, embedder: TestEmbedder) -> None:
+    assert isinstance(index, VectorIndex)
+    assert index.embedder is embedder
+    assert index.name
+
+
 def test_the_index_follows_writes_in_batches_and_deletes(
     l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
 ) -> None:

@@ -4,7 +4,11 @@ The public API is re-exported here; the export list is pinned by a test.
 """
 
 from gliding_core.attention.relevance import RelevanceTracker
-from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
+from gliding_core.attention.supplementary import (
+    SupplementaryInput,
+    SupplementaryInputStore,
+    SupplementaryQueue,
+)
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.agents import Agent, AgentRegistry, AgentStatus
 from gliding_core.blackboard.coordination.leases import Lease, LeaseMode, LeaseTable
@@ -78,6 +82,7 @@ from gliding_core.hyperspace.backends import (
 )
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
@@ -90,6 +95,7 @@ from gliding_core.projection.scheduler import Completion, Read, Scheduler
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
 from gliding_core.store.scope import (
     Scope,
@@ -153,6 +159,7 @@ __all__ = [
     "EncodingUnavailableError",
     "Entry",
     "EntryNotFoundError",
+    "EntryStore",
     "Event",
     "EventBus",
     "EventType",
@@ -236,6 +243,7 @@ __all__ = [
     "Summarizer",
     "SupplementaryInput",
     "SupplementaryInputStore",
+    "SupplementaryQueue",
     "Task",
     "TaskCycleError",
     "TaskNotFoundError",
@@ -246,6 +254,7 @@ __all__ = [
     "TopicConfig",
     "TopicMonitor",
     "Turn",
+    "VectorIndex",
     "ViewCache",
     "WriteOutcomeUnknownError",
     "__version__",

@@ -23,8 +23,10 @@ What every backend must hold (the contract suite checks each):
   the agent's transaction this way, and a lease grant's ``void`` reads the agent registry.
 - A block that raises rolls its transaction back: nothing is written half-way.
 - Fencing tokens (``LeaseRecords.grant``) and message sequences (``MessageRecords.append``)
-  strictly increase across every handle and process of one storage and are never reused,
-  even after their rows are deleted or the storage is reopened.
+  strictly increase across every handle and process of one storage: each is above every one
+  a committed transaction took, and none a transaction committed is taken again, even after
+  its rows are deleted or the storage is reopened (one a rolled-back transaction took may or
+  may not come again: nobody was given it).
 - ``CoordinationTx.now()`` is the coordination clock (seconds since the epoch): the clock lease
   expiry and heartbeats are measured on, one clock for every handle of the storage.
 - Backend exceptions leave as ``StorageError`` (``gliding_core.boundary``); a closed store
@@ -89,8 +91,9 @@ class LeaseRecords(Protocol):
     def grant(self, lease: Lease, *, fenced: bool) -> Lease:
         """Store ``lease`` (replacing ``lease.holder``'s row on its resource) with a new token.
 
-        The token is above every token this storage ever gave, from any handle or process,
-        and is never given again; when ``fenced`` it becomes the resource's fence.
+        The token is above every token of a committed grant of this storage, from any handle
+        or process, and is never given again once committed; when ``fenced`` it becomes the
+        resource's fence.
 
         Returns:
             ``lease`` with its token.
@@ -247,8 +250,8 @@ class MessageRecords(Protocol):
     ) -> int:
         """Store a message (``payload``: a JSON object's text) and return its sequence.
 
-        The sequence is above every sequence this storage ever gave, from any handle or
-        process (after ``prune`` too), and is never given again.
+        The sequence is above every sequence of a committed message of this storage, from any
+        handle or process (after ``prune`` too), and is never given again once committed.
         """
         ...
 

@@ -24,13 +24,14 @@ from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
-from gliding_core.coherence.directory import SQLiteDirectory
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
 from gliding_core.errors import ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import preview
@@ -40,6 +41,7 @@ from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.store.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.store.ownership import OwnerLock
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
@@ -88,7 +90,7 @@ class Memory:
         self,
         *,
         config: MemoryConfig | None = None,
-        store: L0Store | None = None,
+        store: EntryStore | None = None,
         tokens: TokenCounter | None = None,
         embedder: Embedder | None = None,
         summarizer: Summarizer | None = None,
@@ -142,7 +144,7 @@ class Memory:
         """Whether this memory runs Chroma in process (on files it must own, when it has any)."""
         return self.engines and self.config.chroma_host is None
 
-    def _open_files(self, store: L0Store | None, embedder: Embedder | None) -> None:
+    def _open_files(self, store: EntryStore | None, embedder: Embedder | None) -> None:
         """Take the directory's lock when the engines are embedded, then open L0 and the cache."""
         directory = self.directory
         self.owner: OwnerLock | None = None
@@ -167,7 +169,7 @@ class Memory:
             self._closer.callback(closer)
         self.embedder: Embedder = self._cache
 
-    def _open_index(self) -> DenseIndex | None:
+    def _open_index(self) -> VectorIndex | None:
         """Open the dense index when this memory runs it (embedded, or on a Chroma server)."""
         if not self.engines and self.config.chroma_host is None:
             logger.info("%r opened without its engines: search is lexical only", self)
@@ -191,7 +193,7 @@ class Memory:
         return index
 
     @property
-    def index(self) -> DenseIndex:
+    def index(self) -> VectorIndex:
         """The dense index.
 
         Raises:
@@ -433,8 +435,8 @@ def _check_parts(
             f"config must be a MemoryConfig (MemoryConfig(**values) builds one), "
             f"got {preview(config)}"
         )
-    if store is not None and not isinstance(store, L0Store):
-        raise InvalidInputError(f"store must be an L0Store, got {preview(store)}")
+    if store is not None and not isinstance(store, EntryStore):
+        raise InvalidInputError(f"store must be an EntryStore (an L0Store), got {preview(store)}")
     if embedder is not None and not isinstance(embedder, Embedder):
         raise InvalidInputError(
             f"embedder must have embed_documents and embed_query, got {preview(embedder)}"

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gliding_core.attention.relevance import RelevanceTracker, similarity
-from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
+from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryQueue
 from gliding_core.bus import EventBus, EventType
 from gliding_core.checks import check_real
 from gliding_core.config import EvictionPolicy, SessionConfig
@@ -32,7 +32,7 @@ from gliding_core.errors import EntryNotFoundError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import check_label, check_text, node_text, preview, validate_iri
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 from gliding_core.summarize import Summarizer
 from gliding_core.tokens import TokenCounter
 
@@ -80,7 +80,7 @@ class Context:
 class SessionServices:
     """What a session uses and does not own; the memory builds one and shares it."""
 
-    store: L0Store
+    store: EntryStore
     tokens: TokenCounter
     summarizer: Summarizer
     bus: EventBus
@@ -226,7 +226,7 @@ class Session:
             self.evict()
         return turn
 
-    def start_cycle(self, inputs: SupplementaryInputStore) -> list[SupplementaryInput]:
+    def start_cycle(self, inputs: SupplementaryQueue) -> list[SupplementaryInput]:
         """Take the task's pending supplementary inputs into the chain as protected turns.
 
         Call at the start of each agent cycle. Taking the inputs and archiving them as turns

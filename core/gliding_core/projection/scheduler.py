@@ -63,9 +63,9 @@ from gliding_core.projection.projector import Projector
 from gliding_core.session import SESSION_PREFIX
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.retrieval import CHAT_TYPES
 from gliding_core.store.scope import INPUT_TYPE, Scope
-from gliding_core.store.sqlite import L0Store
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class Scheduler:
         self,
         projector: Projector,
         *,
-        store: L0Store | None = None,
+        store: EntryStore | None = None,
         search: Search | None = None,
         roles: Mapping[str, str] | None = None,
         default_frame: str = DEFAULT_FRAME,

@@ -23,8 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from gliding_core import EventBus, EventType, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.coherence import CoherenceCoordinator, LocalDirectory, SQLiteDirectory

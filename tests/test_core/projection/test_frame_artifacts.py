@@ -18,7 +18,6 @@ from gliding_core import (
     InvalidInputError,
     Memory,
     PermissionDeniedError,
-    Scheduler,
     frame_artifacts,
 )
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
@@ -250,12 +249,11 @@ def test_a_small_budget_degrades_and_keeps_whole_nodes(
 def test_a_scheduler_works_as_the_source(
     memory: Memory, rounds: tuple[dict[str, str], dict[str, str]]
 ) -> None:
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler.with_roles(None)
     reader = FrameArtifacts(scheduler, "da_input", task=TASK, params={"plan": f"{TASK}/plan"})
     assert reader.projector is scheduler.projector
     assert reader.stop_words == memory.store.stop_words
     assert {a.iri for a in reader.read()} == {f"{TASK}/plan", f"{TASK}/step"}
-    scheduler.projector.close()
 
 
 def test_one_projector_per_memory(memory: Memory) -> None:

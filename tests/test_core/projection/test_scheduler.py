@@ -27,10 +27,8 @@ def memory() -> Iterator[Memory]:
 
 
 @pytest.fixture
-def scheduler(memory: Memory) -> Iterator[Scheduler]:
-    value = Scheduler.for_memory(memory)
-    yield value
-    value.projector.close()
+def scheduler(memory: Memory) -> Scheduler:
+    return memory.scheduler
 
 
 def write_plan(memory: Memory, task: str = TASK) -> None:
@@ -67,11 +65,11 @@ def test_role_to_frame(scheduler: Scheduler, role: str, frame: str) -> None:
 
 
 def test_roles_are_configurable(memory: Memory) -> None:
-    scheduler = Scheduler.for_memory(memory, roles={"do": "reference_only"})
+    scheduler = memory.scheduler.with_roles({"do": "reference_only"})
     assert scheduler.frame_for("do") == "reference_only"
     assert scheduler.frame_for("plan") == "summary_only"
     with pytest.raises(Exception, match="no frame 'nope'"):
-        Scheduler.for_memory(memory, roles={"do": "nope"})
+        memory.scheduler.with_roles({"do": "nope"})
     with pytest.raises(InvalidInputError, match="role"):
         scheduler.frame_for("")
 
@@ -224,13 +222,12 @@ def test_frame_source_stays_within_the_budget(
 
 def test_a_user_frame_serves_a_role(memory: Memory) -> None:
     write_plan(memory)
-    projector = Scheduler.for_memory(memory).projector
-    projector.register(
+    memory.scheduler.projector.register(
         Frame(
             "steps_only", "steps", "?node a gh:PlanStep ; gh:summary ?s .", "?node gh:summary ?s ."
         )
     )
-    scheduler = Scheduler(projector, roles={"do": "steps_only"})
+    scheduler = memory.scheduler.with_roles({"do": "steps_only"})
     assert scheduler.read(TASK, "do", budget=400).iris == (f"{TASK}/s1",)
 
 

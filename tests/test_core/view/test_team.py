@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
-from gliding_core.projection.scheduler import Scheduler
 from gliding_core.testing import (
     Request,
     RoleScript,
@@ -94,7 +93,7 @@ def test_role_conversation_shows_the_frame_and_checks_its_parts(memory: Memory) 
         with pytest.raises(InvalidInputError, match="on the memory's blackboard"):
             role_conversation(other, doer)
         with pytest.raises(InvalidInputError, match="Scheduler over the handle's"):
-            role_conversation(memory, doer, scheduler=Scheduler.for_memory(other))
+            role_conversation(memory, doer, scheduler=other.scheduler)
     with pytest.raises(InvalidInputError, match="recall_filters"):
         role_conversation(memory, doer, recall_filters="tags")  # type: ignore[arg-type]
 
@@ -106,7 +105,7 @@ def test_an_empty_frame_falls_back_to_its_own_areas_only(memory: Memory) -> None
     decider = memory.agent("decider", role="act", task=TASK)
     query = [{"role": "user", "content": "decide", "id": "m1"}]
     # The scheduler's own fallback (every area of the task) would show the decider the plan.
-    assert "the secret plan" in Scheduler.for_memory(memory).read(TASK, "act", budget=400).text
+    assert "the secret plan" in memory.scheduler.read(TASK, "act", budget=400).text
     chat = role_conversation(memory, decider, budget=600)
     assert "the secret plan" not in chat.view(query).memory
     # A node in the frame's areas that the frame does not select is shown instead.

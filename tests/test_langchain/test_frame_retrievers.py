@@ -156,6 +156,21 @@ def test_one_retriever_per_shipped_frame(filled: tuple[Memory, dict[str, str]]) 
         frame_retrievers(memory=memory, task=TASK, params={"plan_detail": {}})
 
 
+def test_a_memorys_retrievers_read_through_its_one_scheduler(
+    filled: tuple[Memory, dict[str, str]],
+) -> None:
+    """Every retriever of a memory shares its projector and view cache: a view is built once."""
+    memory, _ = filled
+    retrievers = frame_retrievers(memory=memory, task=TASK, budget=4_000)
+    cache = memory.scheduler.projector.cache
+    before = cache.stats()
+    first = retrievers["summary_only"].invoke("")
+    again = GlidingFrameRetriever(memory=memory, frame="summary_only", task=TASK, budget=4_000)
+    assert again.invoke("") == first
+    assert cache.stats().misses == before.misses + 1  # the first invoke built the view
+    assert cache.stats().hits == before.hits + 1  # the second retriever was served it
+
+
 @pytest.mark.parametrize(
     ("options", "error", "named"),
     [

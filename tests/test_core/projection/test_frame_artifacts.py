@@ -259,7 +259,23 @@ def test_a_scheduler_works_as_the_source(
 def test_one_projector_per_memory(memory: Memory) -> None:
     first = FrameArtifacts(memory, "summary_only", task=TASK)
     second = FrameArtifacts(memory, "pa_init", task=OTHER)
-    assert first.projector is second.projector
+    assert first.projector is second.projector is memory.scheduler.projector
+    assert FrameArtifacts(memory.scheduler, "pa_init", task=TASK).projector is first.projector
+
+
+def test_anything_with_a_scheduler_is_a_source(memory: Memory) -> None:
+    """The source is resolved by what it has (a scheduler), never by importing ``Memory``."""
+
+    class Owner:
+        scheduler = memory.scheduler
+
+    class Pretender:
+        scheduler = "not a scheduler"
+
+    owned = FrameArtifacts(Owner(), "summary_only", task=TASK)
+    assert owned.projector is memory.scheduler.projector
+    with pytest.raises(InvalidInputError, match="source must be a Memory, a Scheduler"):
+        FrameArtifacts(Pretender(), "summary_only", task=TASK)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory
+from gliding_core import ClosedError, FrameNotFoundError, HashEmbedder, InvalidInputError, Memory
+from gliding_core.bus import EventType
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.projection import Frame
 from gliding_core.projection.scheduler import TASK_COMPLETED, Scheduler
@@ -72,6 +73,58 @@ def test_roles_are_configurable(memory: Memory) -> None:
         memory.scheduler.with_roles({"do": "nope"})
     with pytest.raises(InvalidInputError, match="role"):
         scheduler.frame_for("")
+
+
+def test_for_memory_returns_the_memorys_one_scheduler(memory: Memory) -> None:
+    assert Scheduler.for_memory(memory) is memory.scheduler is memory.scheduler
+    other = Scheduler.for_memory(memory, roles={"do": "reference_only"})
+    assert other is not memory.scheduler
+    assert other.projector is memory.scheduler.projector
+    assert other.frame_for("do") == "reference_only"
+    assert (
+        Scheduler.for_memory(memory, default_frame="health_check").frame_for("x") == "health_check"
+    )
+    for wrong in ("memory", memory.store, None):
+        with pytest.raises(InvalidInputError, match="must be a gliding_core Memory"):
+            Scheduler.for_memory(wrong)  # type: ignore[arg-type]
+
+
+def test_other_roles_share_the_projector_its_cache_and_the_memorys_lifetime() -> None:
+    """``with_roles`` opens nothing: one listener on the bus, stopped when the memory closes."""
+    config = MemoryConfig(
+        topics=TopicConfig(interval_s=0), blackboard=BlackboardConfig(flush_interval_s=0)
+    )
+    memory = Memory(config=config, embedder=HashEmbedder())
+    write_plan(memory)
+    base = memory.scheduler
+    derived = base.with_roles({"plan": "pa_init", "do": "reference_only"})
+    same = Scheduler.for_memory(memory, roles={"plan": "pa_init"})
+    assert derived.projector is base.projector is same.projector
+    assert (derived.store, derived.search, derived.bus) == (base.store, base.search, base.bus)
+    first = base.read(TASK, "plan", budget=400)
+    assert derived.read(TASK, "plan", budget=400) == first
+    assert base.projector.cache.stats().hits == 1  # the view the other one built
+    cache = base.projector.cache
+    before = cache.sequence
+    memory.bus.publish(EventType.CACHE_INVALIDATE, {"iri": f"{TASK}/plan"})
+    assert cache.sequence == before + 1  # one listener, however many schedulers
+    memory.close()
+    before = cache.sequence
+    memory.bus.publish(EventType.CACHE_INVALIDATE, {"iri": f"{TASK}/plan"})
+    assert cache.sequence == before  # nobody listens once the memory is closed
+    with pytest.raises(FrameNotFoundError):
+        base.with_roles({"do": "nope"})
+    with pytest.raises(InvalidInputError, match="roles must map"):
+        base.with_roles(["do"])  # type: ignore[arg-type]
+
+
+def test_a_closed_memory_builds_no_scheduler() -> None:
+    with Memory(embedder=HashEmbedder()) as memory:
+        pass
+    with pytest.raises(ClosedError, match="scheduler"):
+        _ = memory.scheduler
+    with pytest.raises(ClosedError, match="blackboard"):
+        _ = memory.blackboard
 
 
 def test_l3_first(memory: Memory, scheduler: Scheduler) -> None:

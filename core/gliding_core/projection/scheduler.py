@@ -219,9 +219,9 @@ class Scheduler:
     ) -> Scheduler:
         """Return a scheduler with other role frames over this one's projector and view cache.
 
-        It shares everything else too (store, search, bus) and opens nothing: it needs no
-        closing, and stops being served fresh views when this one's projector is closed (the
-        memory's, when the memory closes).
+        It shares everything else too (store, search, bus) and opens nothing, so it needs no
+        closing: its views stop following the blackboard when this one's projector closes
+        (the memory's, when the memory closes).
 
         Args:
             roles: role -> frame, replacing the defaults (``DEFAULT_ROLE_FRAMES``); the

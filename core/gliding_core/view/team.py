@@ -53,6 +53,8 @@ from typing import Any, Protocol, cast
 from typing_extensions import Unpack
 
 from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coordination.agents import LIVE, agent_iri
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.validation import check_iri
 from gliding_core.config import ConversationSettings, ViewOptions
@@ -200,7 +202,8 @@ def team(
     """Return the team of ``task``: one agent per role of ``ROLES``, registering the task.
 
     Everything is checked before anything is written: the memory, the task's IRI, the names
-    (one non-empty string per role, no two alike) and the scheduler.
+    (one non-empty string per role, no two alike; with a coordination layer, names it takes
+    and that no live agent holds in another role or on another task) and the scheduler.
 
     Args:
         memory: the memory whose blackboard the agents share (a ``Memory``).
@@ -218,6 +221,8 @@ def team(
     chosen = _check_names(names)
     reader = check_scheduler(scheduler, owner)
     coordination = owner.blackboard.coordination
+    if coordination is not None:
+        _check_free(coordination, chosen, task)
     if coordination is not None and task not in coordination.tasks:
         coordination.tasks.register(task)
     handles = {role: owner.agent(chosen[role], role=role, task=task) for role in ROLES}
@@ -239,6 +244,21 @@ def _check_names(names: object) -> dict[str, str]:
     if len(set(chosen.values())) < len(ROLES):
         raise InvalidInputError(f"names must differ from role to role, got {preview(chosen)}")
     return chosen
+
+
+def _check_free(coordination: Coordination, names: Mapping[str, str], task: str) -> None:
+    """Refuse what the agent registry would refuse half-way through: a name it cannot take,
+    or one a live agent holds in another role or on another task."""
+    for name in names.values():
+        agent_iri(name)  # the registry's rule for a name
+    live = {agent.name: agent for agent in coordination.agents.agents() if agent.status in LIVE}
+    for role, name in names.items():
+        known = live.get(name)
+        if known is not None and (known.role, known.task) != (role, task):
+            raise InvalidInputError(
+                f"agent {name!r} is live as {known.role!r} on {known.task!r}; it cannot join"
+                f" task {task!r} as {role!r}"
+            )
 
 
 def role_conversation(

@@ -169,6 +169,8 @@ def test_the_adapters_share_the_role_conversations_scheduler(memory: Memory) -> 
         ({"names": {**DEFAULT_NAMES, "do": " "}}, "the name of role 'do'"),
         ({"names": {**DEFAULT_NAMES, "do": 7}}, "the name of role 'do'"),
         ({"names": {**DEFAULT_NAMES, "act": "planner"}}, "names must differ"),
+        ({"names": {**DEFAULT_NAMES, "do": "the doer"}}, "agent name must be .* without spaces"),
+        ({"names": {**DEFAULT_NAMES, "check": "busy"}}, "'busy' is live as 'plan' on"),
         ({"scheduler": "other"}, "scheduler must be a Scheduler over the memory's blackboard"),
         ({"scheduler": "text"}, "scheduler must be a Scheduler"),
     ],
@@ -186,10 +188,11 @@ def test_a_bad_team_is_refused_before_anything_is_written(
         given = {key: stand_ins.get(str(value), value) for key, value in given.items()}
         coordination = memory.blackboard.coordination
         assert coordination is not None
+        memory.agent("busy", role="plan", task="urn:task:elsewhere")
         with pytest.raises(InvalidInputError, match=match):
             team(given.pop("memory"), given.pop("task"), **given)  # type: ignore[arg-type]
         assert "urn:task:crew" not in coordination.tasks
-        assert coordination.agents.agents() == []
+        assert [a.name for a in coordination.agents.agents()] == ["busy"]
 
 
 def test_a_role_mapping_must_name_every_role() -> None:

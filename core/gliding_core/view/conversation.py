@@ -68,7 +68,7 @@ from gliding_core.jsonld import preview
 from gliding_core.session import Session, Turn
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.scope import Scope, Shared
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 from gliding_core.tokens import TokenCounter
 from gliding_core.view.memory_sources import (
     L1_SOURCE,
@@ -95,7 +95,7 @@ class ViewMemory(Searcher, Protocol):
     """
 
     @property
-    def store(self) -> L0Store:
+    def store(self) -> EntryStore:
         """The L0 store the turns are archived in."""
         ...
 

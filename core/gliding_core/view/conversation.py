@@ -67,8 +67,8 @@ from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
 from gliding_core.session import Session, Turn
 from gliding_core.store.filters import SearchFilters
-from gliding_core.store.scope import Scope, Shared
 from gliding_core.store.protocol import EntryStore
+from gliding_core.store.scope import Scope, Shared
 from gliding_core.tokens import TokenCounter
 from gliding_core.view.memory_sources import (
     L1_SOURCE,

@@ -4,7 +4,7 @@ Each table maps an implementation's name to a factory. A factory takes the test'
 its temporary directory and yields a ``Backend``: how to open a handle on one storage location
 made for the test, whether a second handle (or another process) shares it, and the Python source
 a child process runs to open it. Tests open their handles through the fixtures below and never
-name an implementation, so a new backend (PostgreSQL, issue 26) adds one row per table and every
+name an implementation, so a new backend (PostgreSQL, say) adds one row per table and every
 test in this folder runs on it.
 
 The file is split into blocks, one per protocol, so that the owners of the suites can edit their

@@ -11,10 +11,11 @@ from gliding_core.attention.supplementary import (
 )
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.agents import Agent, AgentRegistry, AgentStatus
-from gliding_core.blackboard.coordination.database import CoordinationDB, NodeMirror
 from gliding_core.blackboard.coordination.leases import Lease, LeaseMode, LeaseTable
 from gliding_core.blackboard.coordination.messages import Message, MessageBoard
+from gliding_core.blackboard.coordination.protocol import CoordinationStore, NodeMirror
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.coordination.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, QueryResult, SparqlEndpoint
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
@@ -24,6 +25,7 @@ from gliding_core.coherence import (
     CoherenceCoordinator,
     CopyEvent,
     DictNodeSource,
+    Directory,
     LocalDirectory,
     NodeSource,
     Reading,
@@ -144,9 +146,11 @@ __all__ = [
     "Coordination",
     "CoordinationConfig",
     "CoordinationDB",
+    "CoordinationStore",
     "CopyEvent",
     "DenseIndex",
     "DictNodeSource",
+    "Directory",
     "DirectoryInUseError",
     "Edge",
     "EmbeddedGraph",

@@ -76,6 +76,21 @@ class Context:
         return "\n\n".join(m["content"] for m in self.messages)
 
 
+@dataclass(slots=True)
+class ConversationLedger:
+    """What every conversation on one session shares, so none repeats another's work.
+
+    Attributes:
+        lock: held while the ledger is read and changed together with the session.
+        recorded: message id -> the IRI of the L0 entry that archived it.
+        shown: the supplementary inputs already shown to the model as messages.
+    """
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    recorded: dict[str, str] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionServices:
     """What a session uses and does not own; the memory builds one and shares it."""
@@ -124,6 +139,9 @@ class Session:
         self.weak_refs: list[str] = []
         # Every input the session took, by IRI, with its turn's IRI, in the order taken.
         self.taken_inputs: dict[str, tuple[SupplementaryInput, str]] = {}
+        # The model view's record of this session (``gliding_core.view.conversation``): it
+        # lives exactly as long as the session, whose archive its message ids point into.
+        self.ledger = ConversationLedger()
         self._turns: list[Turn] = []
         self._count = 0
         self._lock = threading.RLock()
@@ -319,7 +337,8 @@ class Session:
             return evicted
         now = self.services.clock()
         policy = self.policy
-        # Phase 1: stale, low-relevance turns go, whatever the budget (seed 000, section 九).
+        # Phase 1: every stale, low-relevance turn goes, even once the chain is within budget:
+        # such a turn is the cheapest to lose (archived in L0, paged back in on demand).
         for turn in list(self._turns):
             if (
                 self._evictable(turn, protect)

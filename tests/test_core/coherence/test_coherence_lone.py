@@ -22,7 +22,8 @@ from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.bus import Event, EventBus
 from gliding_core.coherence import commits as commits_module
 from gliding_core.coherence.coordinator import CoherenceCoordinator
-from gliding_core.coherence.directory import Directory, LocalDirectory, SQLiteDirectory
+from gliding_core.coherence.directory import Directory, LocalDirectory
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import GlidingError
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -31,15 +32,22 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from gliding_core import (
+    CoordinationConfig,
+    CoordinationDB,
+    CoordinationStore,
     DenseIndex,
+    Directory,
     Embedder,
     EntryStore,
     L0Store,
+    LocalDirectory,
+    SQLiteDirectory,
     StoreConfig,
     SupplementaryInputStore,
     SupplementaryQueue,
     VectorIndex,
 )
+from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
 from gliding_core.hyperspace.dense import chroma_client, close_client
 
 T = TypeVar("T")
@@ -365,4 +373,177 @@ def index_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[In
 # Coordination store and coherence directory (blackboard/coordination/, coherence/)
 # ================================================================================================
 
-# (filled in on branch i25-d2)
+# A test that needs other coordination settings says so with
+# ``@pytest.mark.coordination_config(**fields)`` (over COORDINATION_CONFIG's); one that races a
+# child process, whose clock is the real one, with ``@pytest.mark.wall_clock``; a directory test
+# that needs fewer kept versions with ``@pytest.mark.keep_versions(n)``.
+MARKERS.append(
+    "coordination_config(**fields): the CoordinationConfig fields (over the suite's) of the "
+    "test's coordination stores"
+)
+MARKERS.append("wall_clock: the test's coordination stores read the real clock, not a fake one")
+MARKERS.append("keep_versions(n): how many past values per node the test's directories keep")
+
+
+class FakeClock:
+    """A wall clock that moves only when told, so leases expire and agents fall silent on
+    demand; every handle of one test reads the same one, as the processes of one machine do."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+COORDINATION_CONFIG: dict[str, Any] = {
+    "lease_ttl_s": 20.0,
+    "heartbeat_timeout_s": 30.0,
+    "sweep_interval_s": 0.0,  # no sweeper thread unless a test asks for one
+    "max_message_bytes": 1_000,
+}
+"""The suite's coordination settings (each test's marker may change any field)."""
+
+
+def coordination_settings(request: pytest.FixtureRequest) -> CoordinationConfig:
+    """The ``CoordinationConfig`` of the test: the suite's, with its marker's fields."""
+    marker = request.node.get_closest_marker("coordination_config")
+    return CoordinationConfig(**{**COORDINATION_CONFIG, **(marker.kwargs if marker else {})})
+
+
+@pytest.fixture
+def coordination_clock(request: pytest.FixtureRequest) -> Callable[[], float]:
+    """The clock every coordination handle of the test reads: a ``FakeClock`` the test moves,
+    or ``time.time`` under ``wall_clock``."""
+    return time.time if request.node.get_closest_marker("wall_clock") else FakeClock()
+
+
+@contextmanager
+def _sqlite_memory_coordination(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[CoordinationStore]]:
+    """``CoordinationDB()``: a private in-memory database per handle, gone when it closes."""
+    clock, config = request.getfixturevalue("coordination_clock"), coordination_settings(request)
+    yield Backend(
+        "sqlite-memory", lambda: CoordinationDB(None, config=config, clock=clock), shared=False
+    )
+
+
+@contextmanager
+def _sqlite_file_coordination(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[CoordinationStore]]:
+    """``CoordinationDB(path)``: one SQLite file that every handle and process opens."""
+    clock, config = request.getfixturevalue("coordination_clock"), coordination_settings(request)
+    path = tmp_path / "blackboard.sqlite3"
+    yield Backend(
+        "sqlite-file",
+        lambda: CoordinationDB(path, config=config, clock=clock),
+        shared=True,
+        child_source=(
+            "from gliding_core import CoordinationDB\n"  # a child: default settings, real clock
+            f"def open_backend():\n    return CoordinationDB({str(path)!r})\n"
+        ),
+    )
+
+
+COORDINATION_STORES: dict[str, Factory[CoordinationStore]] = {
+    "sqlite-memory": _sqlite_memory_coordination,
+    "sqlite-file": _sqlite_file_coordination,
+}
+SHARED_COORDINATION_STORES = {"sqlite-file"}
+
+
+@pytest.fixture(params=sorted(COORDINATION_STORES))
+def coordination_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[CoordinationStore]]:
+    """Each implementation of ``CoordinationStore``, on storage of its own."""
+    yield from backend_fixture(COORDINATION_STORES, request, tmp_path)
+
+
+@pytest.fixture
+def coordination_store(
+    coordination_backend: Backend[CoordinationStore],
+) -> Iterator[CoordinationStore]:
+    """One handle on ``coordination_backend``, closed after the test."""
+    yield from opened(coordination_backend.open, lambda store: store.close())
+
+
+@pytest.fixture(params=shared_names(COORDINATION_STORES, SHARED_COORDINATION_STORES))
+def shared_coordination_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[CoordinationStore]]:
+    """Each implementation of ``CoordinationStore`` that a second handle and another process
+    share."""
+    for backend in backend_fixture(COORDINATION_STORES, request, tmp_path):
+        assert backend.shared, backend.name
+        assert backend.child_source, backend.name
+        yield backend
+
+
+def keep_versions(request: pytest.FixtureRequest) -> int:
+    """How many past values per node the test's directories keep (its marker, else default)."""
+    marker = request.node.get_closest_marker("keep_versions")
+    return int(marker.args[0]) if marker is not None else DEFAULT_KEEP_VERSIONS
+
+
+@contextmanager
+def _local_directory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[Directory]]:
+    """``LocalDirectory()``: the directory of one process, new with each handle."""
+    keep = keep_versions(request)
+    yield Backend("local", lambda: LocalDirectory(keep_versions=keep), shared=False)
+
+
+@contextmanager
+def _sqlite_directory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[Directory]]:
+    """``SQLiteDirectory(path)``: one SQLite file (and its shared counter) every handle opens."""
+    path, keep = tmp_path / "blackboard.sqlite3", keep_versions(request)
+    yield Backend(
+        "sqlite",
+        lambda: SQLiteDirectory(path, keep_versions=keep),
+        shared=True,
+        child_source=(
+            "from gliding_core import SQLiteDirectory\n"
+            f"def open_backend():\n    return SQLiteDirectory({str(path)!r})\n"
+        ),
+    )
+
+
+DIRECTORIES: dict[str, Factory[Directory]] = {
+    "local": _local_directory,
+    "sqlite": _sqlite_directory,
+}
+SHARED_DIRECTORIES = {"sqlite"}
+
+
+@pytest.fixture(params=sorted(DIRECTORIES))
+def directory_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[Directory]]:
+    """Each implementation of ``Directory``, on storage of its own."""
+    yield from backend_fixture(DIRECTORIES, request, tmp_path)
+
+
+@pytest.fixture
+def directory(directory_backend: Backend[Directory]) -> Iterator[Directory]:
+    """One handle on ``directory_backend``, closed after the test."""
+    yield from opened(directory_backend.open, lambda handle: handle.close())
+
+
+@pytest.fixture(params=shared_names(DIRECTORIES, SHARED_DIRECTORIES))
+def shared_directory_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[Directory]]:
+    """Each implementation of ``Directory`` that a second handle and another process share."""
+    for backend in backend_fixture(DIRECTORIES, request, tmp_path):
+        assert backend.shared, backend.name
+        assert backend.child_source, backend.name
+        yield backend

@@ -36,6 +36,10 @@ from tests.test_core.contracts.conftest import Backend
 # -- writes and reads --------------------------------------------------------------------------
 
 
+def test_the_handle_is_an_entry_store(entry_store: EntryStore) -> None:
+    assert isinstance(entry_store, EntryStore)
+
+
 def test_put_returns_the_iri_and_get_returns_every_field(entry_store: EntryStore) -> None:
     node = {
         "@id": "urn:t:1",

@@ -58,7 +58,7 @@ from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEnd
 from gliding_core.blackboard.rdf import rdf_of
 from gliding_core.blackboard.vocabulary import PROLOGUE
 from gliding_core.cli.benchmarks.leases import lease_benchmark
-from gliding_core.coherence.directory import SQLiteDirectory
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import ConfigError, StorageError
 from gliding_core.store.sqlite import L0Store

@@ -47,8 +47,10 @@ from gliding_core import (
     SupplementaryQueue,
     VectorIndex,
 )
+from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
 from gliding_core.hyperspace.dense import chroma_client, close_client
+from gliding_core.store.postgres import PostgresEntryStore
 
 T = TypeVar("T")
 
@@ -177,11 +179,39 @@ def _sqlite_file(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bac
     )
 
 
+def _postgres_sound(store: EntryStore) -> None:
+    assert isinstance(store, PostgresEntryStore)
+    assert store.integrity_check() == "ok"
+
+
+@contextmanager
+def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend[EntryStore]]:
+    """``PostgresEntryStore(url, schema=...)``: a schema of the test's own in the session's
+    PostgreSQL, which every handle and process opens."""
+    url, schema = (
+        request.getfixturevalue("postgres_url"),
+        request.getfixturevalue("postgres_schema"),
+    )
+    config = store_config(request)
+    yield Backend(
+        "postgresql",
+        lambda: PostgresEntryStore(url, schema=schema, config=config),
+        shared=True,
+        child_source=(
+            "from gliding_core.store.postgres import PostgresEntryStore\n"
+            "def open_backend():\n"
+            f"    return PostgresEntryStore({url!r}, schema={schema!r})\n"
+        ),
+        verify=_postgres_sound,
+    )
+
+
 ENTRY_STORES: dict[str, Factory[EntryStore]] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
+    "postgresql": _postgresql,
 }
-SHARED_ENTRY_STORES = {"sqlite-file"}
+SHARED_ENTRY_STORES = {"sqlite-file", "postgresql"}
 
 
 @pytest.fixture(params=sorted(ENTRY_STORES))
@@ -234,10 +264,41 @@ def _queue_on(entries: Factory[EntryStore]) -> Factory[SupplementaryQueue]:
     return factory
 
 
+_POSTGRES_QUEUE_SOURCE = """
+from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
+_open_store = open_backend
+def open_backend():
+    return PostgresSupplementaryQueue(_open_store())
+"""
+
+
+@contextmanager
+def _postgres_queue(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[SupplementaryQueue]]:
+    """``PostgresSupplementaryQueue``: inputs as entries of a ``PostgresEntryStore``, each
+    task's consumers taking turns under a lock of the task."""
+    with _postgresql(request, tmp_path) as store:
+        yield Backend(
+            "postgresql",
+            lambda: PostgresSupplementaryQueue(_postgres_store(store.open())),
+            shared=True,
+            child_source=store.child_source + _POSTGRES_QUEUE_SOURCE,
+        )
+
+
+def _postgres_store(store: EntryStore) -> PostgresEntryStore:
+    assert isinstance(store, PostgresEntryStore)
+    return store
+
+
+# SupplementaryInputStore takes its inputs in a transaction of its store, which on SQLite
+# excludes every other writer; on PostgreSQL it does not, so that store's queue is its own row.
 SUPPLEMENTARY_QUEUES: dict[str, Factory[SupplementaryQueue]] = {
-    f"l0:{name}": _queue_on(factory) for name, factory in ENTRY_STORES.items()
+    **{f"l0:{name}": _queue_on(ENTRY_STORES[name]) for name in ("sqlite-memory", "sqlite-file")},
+    "postgresql": _postgres_queue,
 }
-SHARED_SUPPLEMENTARY_QUEUES = {f"l0:{name}" for name in SHARED_ENTRY_STORES}
+SHARED_SUPPLEMENTARY_QUEUES = {"l0:sqlite-file", "postgresql"}
 
 
 def close_queue(queue: SupplementaryQueue) -> None:

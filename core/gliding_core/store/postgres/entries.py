@@ -59,6 +59,7 @@ from gliding_core.jsonld import (
     Node,
     canonical_json,
     check_iris,
+    check_label,
     check_text,
     encodes_as_utf8,
     node_text,
@@ -281,6 +282,26 @@ class PostgresEntryStore:
     def in_transaction(self) -> bool:
         """Whether the calling thread is inside a write transaction of this store."""
         return getattr(self._local, "tx", None) is not None
+
+    def hold(self, purpose: str) -> None:
+        """Take the lock named ``purpose`` (in this schema) until the calling thread's
+        transaction ends: another transaction that asks for it, in any process, waits until
+        then (at most ``StoreConfig.busy_timeout_ms``, then ``StorageError``).
+
+        Raises:
+            InvalidInputError: ``purpose`` is not a label, or the thread is in no transaction
+                (a lock outside one would end with the statement).
+        """
+        check_label(purpose, what="lock purpose")
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        if tx is None:
+            raise InvalidInputError(
+                f"hold({purpose!r}) needs a transaction: call it inside store.transaction()"
+            )
+        with self._db.translated(f"waiting for the lock {purpose!r}"):
+            tx.conn.execute(
+                "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "hold:" + purpose),)
+            )
 
     @contextmanager
     def _writing(self) -> Iterator[_Transaction]:
@@ -927,7 +948,10 @@ class PostgresEntryStore:
             (None, []) if filters is None or filters.empty else filters.sql(POSTGRESQL)
         )
         sql = ranked_sql("e.iri" if ids_only else QUALIFIED, condition)
-        args = [list(terms), list(terms), [float(n) for n in terms.values()], *params, count]
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        pending = (0, 0) if tx is None else (tx.documents, tx.tokens)
+        words = list(terms)
+        args = [words, *pending, words, [float(n) for n in terms.values()], *params, count]
         if ids_only:
             with self._reading("searching the L0 store") as conn:
                 return conn.execute(sql, args).fetchall()

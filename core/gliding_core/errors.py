@@ -18,6 +18,7 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   └── AgentNotFoundError                no agent has this name
     ├── StorageError (RuntimeError)           the storage backend failed
     │   ├── DirectoryInUseError               another process owns the directory's engines
+    │   ├── DatabaseUnavailableError          PostgreSQL did not answer within the timeout
     │   └── WriteOutcomeUnknownError          a write may or may not have landed (retry it
     │                                         with its ``write_id``)
     ├── LeaseError (RuntimeError)             a blackboard lease could not be had or used
@@ -96,6 +97,14 @@ class DirectoryInUseError(StorageError):
     def __init__(self, message: str, *, pid: int | None = None) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class DatabaseUnavailableError(StorageError):
+    """PostgreSQL could not be reached, or dropped the connection, within the configured
+    timeout (``MemoryConfig.database_timeout_s``): the server is down, restarting or out of
+    connections. Nothing of the failed call was committed unless it says so; the pool
+    reconnects by itself, so the same call may simply be made again once the server is back.
+    """
 
 
 class WriteOutcomeUnknownError(StorageError):

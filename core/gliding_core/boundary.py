@@ -23,6 +23,7 @@ from typing import Literal
 from gliding_core.errors import (
     ClosedError,
     ConfigError,
+    DatabaseUnavailableError,
     EmbedderError,
     GlidingError,
     InvalidInputError,
@@ -56,10 +57,19 @@ TABLES: dict[str, tuple[_Row, ...]] = {
         # deployment, which an administrator fixes (the message says what was being done).
         ("psycopg.errors:InsufficientPrivilege", ConfigError),
         ("psycopg_pool:PoolClosed", ClosedError),
-        # No connection came free, or none could be made, within the configured timeout.
-        ("psycopg_pool:PoolTimeout", StorageError),
-        # Everything else: the server went away, a lock wait or a statement timed out, a
-        # constraint failed, the disk is full.
+        # No connection came free, or none could be made, within the configured timeout: the
+        # server is down, restarting, or out of connections.
+        ("psycopg_pool:PoolTimeout", DatabaseUnavailableError),
+        # A lock wait or a statement that timed out, a server out of disk or memory: the
+        # server answers (these are operational errors too, but no outage).
+        ("psycopg.errors:LockNotAvailable", StorageError),
+        ("psycopg.errors:QueryCanceled", StorageError),
+        ("psycopg.errors:InsufficientResources", StorageError),
+        # The connection broke: the server shut down or crashed (SQLSTATE 57P01 to 57P03, class
+        # 08), or the socket closed with no SQLSTATE at all, which psycopg reports as a bare
+        # OperationalError.
+        ("psycopg:OperationalError", DatabaseUnavailableError),
+        # Everything else: a constraint failed, a statement PostgreSQL refused.
         ("psycopg:Error", StorageError),
     ),
     "chroma": (

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,13 @@ from pathlib import Path
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.bus import EventBus
-from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig, is_database_url
+from gliding_core.config import (
+    EvictionPolicy,
+    MemoryConfig,
+    SessionConfig,
+    is_database_url,
+    mask_url,
+)
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
@@ -54,6 +61,8 @@ from gliding_core.topics import TopicMonitor
 from gliding_core.view.stale_turns import StaleTurns
 
 logger = logging.getLogger(__name__)
+
+_OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a URL of another scheme: no directory
 
 
 class Memory:
@@ -250,6 +259,11 @@ class Memory:
         if is_database_url(path):
             assert isinstance(path, str)
             config = MemoryConfig(**{**dict(config), "database_url": path})
+        elif isinstance(path, str) and _OTHER_URL.match(path):
+            raise InvalidInputError(
+                f"{mask_url(path)!r} is not a PostgreSQL URI (postgresql://user@host:5432/db)"
+                " nor a directory; the memory opens one of those"
+            )
         directory = None if path is None or is_database_url(path) else _prepare(path)
         return cls(
             config=config,

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
+import re
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -48,7 +50,7 @@ from gliding_core.bus import EventBus
 from gliding_core.coherence.directory import Directory
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig, MemoryConfig, mask_url
-from gliding_core.errors import ConfigError
+from gliding_core.errors import ConfigError, DatabaseUnavailableError
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.index import VectorIndex
@@ -61,6 +63,12 @@ if TYPE_CHECKING:
     from gliding_core.store.postgres import Database
 
 logger = logging.getLogger(__name__)
+
+# libpq's FATAL answers that say the server is there but not ready: an outage, not a setting.
+_TRANSIENT = re.compile(
+    r"starting up|shutting down|in recovery|too many clients|not yet accepting|"
+    r"remaining connection slots"
+)
 
 STORE_FILE = "l0.sqlite3"
 EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
@@ -298,11 +306,43 @@ class PostgresStorage:
     def open_store(self, closer: ExitStack) -> EntryStore:
         from gliding_core.store.postgres import PostgresEntryStore
 
+        self._probe()
         store = PostgresEntryStore(
             self._url, schema=self.schema, config=self.config.store, settings=self._settings()
         )
         closer.callback(store.close)
         return store
+
+    def _probe(self) -> None:
+        """Connect once, outside any pool, to say at once why the database cannot be used.
+
+        A pool retries a refused connection until its timeout and then reports only that it
+        timed out; libpq's own answer says what is wrong. A server that answers and refuses
+        (no such database or role, a wrong password: a ``FATAL`` that is not about the
+        server starting, stopping or being full) is a ``ConfigError``; no answer is a
+        ``DatabaseUnavailableError``. Both quote libpq, with the password taken out.
+
+        Raises:
+            ConfigError: PostgreSQL refused this role or database.
+            DatabaseUnavailableError: no server answered within the timeout.
+        """
+        import psycopg
+
+        from gliding_core.store.postgres.database import redact
+
+        try:
+            connection = psycopg.connect(
+                self._url, connect_timeout=max(2, math.ceil(self.config.database_timeout_s))
+            )
+        except psycopg.Error as exc:
+            reason = redact(str(exc), _passwords(self._url))
+            if "FATAL" in reason and not _TRANSIENT.search(reason):
+                raise ConfigError(f"PostgreSQL at {self.describe()} refused: {reason}") from None
+            raise DatabaseUnavailableError(
+                f"PostgreSQL at {self.describe()} did not answer within"
+                f" {self.config.database_timeout_s:g} s: {reason}"
+            ) from None
+        connection.close()
 
     def open_queue(self, store: EntryStore, bus: EventBus) -> SupplementaryInputStore:
         from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
@@ -363,3 +403,14 @@ class PostgresStorage:
         database = Database(self._url, schema=self.schema, settings=self._settings())
         closer.callback(database.close)
         return database
+
+
+def _passwords(url: str) -> tuple[str, ...]:
+    """The secrets a connection string holds (decoded, as libpq could quote them)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parameters = conninfo_to_dict(url)
+    except Exception:
+        return ()
+    return tuple(str(parameters[k]) for k in ("password", "sslpassword") if parameters.get(k))

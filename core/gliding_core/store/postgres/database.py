@@ -141,6 +141,12 @@ class Database:
                 open=False,
                 configure=self._configure,
                 timeout=self.settings.timeout_s,
+                # A connection attempt that keeps failing (the server is down) is given up
+                # after this long, and the next caller starts a new one at once: the pool's
+                # back-off never grows past the timeout, so work resumes within about one
+                # timeout of the server coming back (the default, five minutes, would let the
+                # back-off reach minutes).
+                reconnect_timeout=self.settings.timeout_s,
                 name=f"gliding-{self.schema}",
             )
         )

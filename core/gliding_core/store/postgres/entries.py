@@ -242,6 +242,13 @@ class PostgresEntryStore:
         """The connection string, its password replaced by ``***``."""
         return self._db.display
 
+    @property
+    def db(self) -> Database:
+        """The database and pool this store works in: what a component kept in the same
+        schema (the pgvector index) shares, so it needs no connections of its own."""
+        self._check_open()
+        return self._db
+
     def __repr__(self) -> str:
         return f"PostgresEntryStore({self._db.display!r}, schema={self.schema!r})"
 

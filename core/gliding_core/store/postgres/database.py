@@ -151,11 +151,18 @@ class Database:
         return f"Database({self.display!r}, schema={self.schema!r})"
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Set a new connection's schema, lock timeout and commit durability."""
+        """Set a new connection's schema, lock timeout and commit durability.
+
+        Prepared statements (psycopg prepares a statement run often) keep one generic plan:
+        every statement of the stores is a lookup by parameters, and planning the BM25 one
+        anew for each query, as PostgreSQL would for its array parameters, costs several times
+        its execution.
+        """
         settings = self.settings
         conn.execute(
             "SELECT set_config('search_path', %s, false), set_config('lock_timeout', %s, false),"
-            " set_config('synchronous_commit', %s, false)",
+            " set_config('synchronous_commit', %s, false),"
+            " set_config('plan_cache_mode', 'force_generic_plan', false)",
             (
                 self.identifier,
                 f"{settings.lock_timeout_ms}ms",

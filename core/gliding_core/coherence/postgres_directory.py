@@ -75,6 +75,9 @@ COMPONENT = "coherence"
 MAX_PAYLOAD = 7_000
 """The most bytes of a notification's payload (PostgreSQL's limit is 8,000)."""
 
+LISTENER_NAME = "gliding-horse coherence listener"
+"""The ``application_name`` of the listeners' connections (as ``pg_stat_activity`` shows it)."""
+
 Consistency = Literal["strict", "pushed"]
 
 _TABLES = """
@@ -183,19 +186,19 @@ class PostgresDirectory:
     ) -> None:
         if not isinstance(database, Database):
             raise InvalidInputError(f"database must be a Database, got {preview(database)}")
-        if consistency not in ("strict", "pushed"):
-            raise InvalidInputError(
-                f"consistency must be 'strict' or 'pushed', got {preview(consistency)}"
-            )
-        self._keep = check_keep(keep_versions)
         self.database, self.owns_database = database, owns_database
-        self.consistency: Consistency = consistency
-        self.channel = channel_of(database.schema)
-        self._origin = uuid.uuid4().hex
         self._closed = False
         self._subscribers: list[Callable[[DirectoryChange], None]] = []
         self._subscribers_lock = threading.Lock()
         try:
+            if consistency not in ("strict", "pushed"):
+                raise InvalidInputError(
+                    f"consistency must be 'strict' or 'pushed', got {preview(consistency)}"
+                )
+            self._keep = check_keep(keep_versions)
+            self.consistency: Consistency = consistency
+            self.channel = channel_of(database.schema)
+            self._origin = uuid.uuid4().hex
             database.prepare(COMPONENT, MIGRATIONS)
             self._listener = _Listener(self)
         except BaseException:
@@ -263,7 +266,7 @@ class PostgresDirectory:
         """Return a snapshot of ``iri``'s record."""
         return self.snapshot(iri)[0]
 
-    def snapshot(self, iri: str) -> tuple[NodeRecord, Hashable]:
+    def snapshot(self, iri: str) -> tuple[NodeRecord, int]:
         """Return a snapshot of ``iri``'s record and the epoch it was read at (one statement)."""
         self._check_open()
         with (
@@ -275,7 +278,7 @@ class PostgresDirectory:
 
     def update(
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
-    ) -> tuple[T, Hashable]:
+    ) -> tuple[T, int]:
         """Apply ``change`` to ``iri``'s record in one transaction under the epoch's lock."""
 
         def one(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
@@ -288,7 +291,7 @@ class PostgresDirectory:
         self,
         iris: Sequence[str],
         change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
-    ) -> tuple[T, Hashable]:
+    ) -> tuple[T, int]:
         """Apply ``change`` to several records in one transaction under the epoch's lock.
 
         The token returned is the epoch this transaction left: while it holds the lock nobody
@@ -310,7 +313,7 @@ class PostgresDirectory:
             self._listener.saw(epoch)
         return result, epoch
 
-    def touch(self) -> Hashable:
+    def touch(self) -> int:
         """Move the epoch as a change would, changing no record; tell every other handle."""
         self._check_open()
         with (
@@ -571,6 +574,7 @@ class _Listener:
         conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
         kwargs = dict(pool.kwargs) if isinstance(pool.kwargs, dict) else {}
         kwargs["autocommit"] = True
+        kwargs["application_name"] = LISTENER_NAME
         conn = psycopg.connect(conninfo, **kwargs)
         self._conn = conn
         conn.execute(f'LISTEN "{directory.channel}"')

@@ -188,19 +188,21 @@ class PostgresCoordinationStore:
     ) -> None:
         if not isinstance(database, Database):
             raise InvalidInputError(f"database must be a Database, got {preview(database)}")
-        if clock is not None and not callable(clock):
-            raise InvalidInputError(f"clock must be callable or None, got {preview(clock)}")
-        if config is not None and not isinstance(config, CoordinationConfig):
-            raise InvalidInputError(f"config must be a CoordinationConfig, got {preview(config)}")
         self.database, self.owns_database = database, owns_database
-        self.config = config or CoordinationConfig()
-        self.clock = clock
         self._closed = False
         self._frames = _Frames()
         self._lock_key = lock_key(database.schema, COMPONENT)
-        # lock_timeout 0 would mean "wait for ever": a zero busy timeout waits the least it can.
-        self._lock_timeout = f"{max(1, int(self.config.busy_timeout_ms))}ms"
         try:
+            if clock is not None and not callable(clock):
+                raise InvalidInputError(f"clock must be callable or None, got {preview(clock)}")
+            if config is not None and not isinstance(config, CoordinationConfig):
+                raise InvalidInputError(
+                    f"config must be a CoordinationConfig, got {preview(config)}"
+                )
+            self.config = config or CoordinationConfig()
+            self.clock = clock
+            # lock_timeout 0 would wait for ever: a zero busy timeout waits the least it can.
+            self._lock_timeout = f"{max(1, int(self.config.busy_timeout_ms))}ms"
             database.prepare(COMPONENT, MIGRATIONS)
         except BaseException:
             if owns_database:

@@ -75,6 +75,11 @@ COMPONENT = "coherence"
 MAX_PAYLOAD = 7_000
 """The most bytes of a notification's payload (PostgreSQL's limit is 8,000)."""
 
+IDLE_LIMIT_MS = 30_000
+"""How long an update may stop between two statements before the server ends its session (and
+frees the epoch's lock for every other process): a change function that fetches a node from a
+slow source stays well inside it; a process paused inside an update does not stall the fleet."""
+
 LISTENER_NAME = "gliding-horse coherence listener"
 """The ``application_name`` of the listeners' connections (as ``pg_stat_activity`` shows it)."""
 
@@ -469,9 +474,11 @@ def _locked(conn: psycopg.Connection[Any]) -> Iterator[int]:
     snapshot taken before the lock wait would not see the previous update."""
     cursor = conn.execute(
         "BEGIN ISOLATION LEVEL READ COMMITTED;"
+        f" SET LOCAL idle_in_transaction_session_timeout = {IDLE_LIMIT_MS};"
         " SELECT epoch FROM coherence_epoch WHERE id = 0 FOR UPDATE"
     )
     try:
+        cursor.nextset()
         cursor.nextset()
         row = cursor.fetchone()
         if row is None:

@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -471,7 +471,14 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if given:
         yield given
         return
-    with postgres_server(tmp_path_factory.mktemp("postgres")) as url:
+    with ExitStack() as stack:
+        for attempt in range(3):  # its pg_ctl waits 10 s: a loaded machine may take longer
+            try:
+                url = stack.enter_context(postgres_server(tmp_path_factory.mktemp("postgres")))
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
         os.environ[TEST_DATABASE_URL] = url
         try:
             yield url

@@ -188,3 +188,45 @@ def test_a_paused_holder_s_stale_token_is_refused_once_another_process_holds(
         assert writers(leases) == ["successor"]
     finally:
         store.close()
+
+
+_STOPPED_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
+    from gliding_core.config import CoordinationConfig
+    store = PostgresCoordinationStore.open(
+        os.environ["GLIDING_TEST_DATABASE_URL"],
+        schema=sys.argv[1],
+        config=CoordinationConfig(busy_timeout_ms=2_000),
+    )
+    with store.write("stopping inside a write") as tx:
+        tx.tasks.insert("urn:task:never", parent=None, root="urn:task:never", now=tx.now())
+        print("inside", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)  # stopped holding the storage's write lock
+    """
+)
+
+
+def test_a_process_stopped_inside_a_write_does_not_hold_the_lock_of_the_others(
+    postgres_url: str, schema: str
+) -> None:
+    store = PostgresCoordinationStore.open(postgres_url, schema=schema)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED_WRITER, schema],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, TEST_DATABASE_URL: postgres_url},
+    )
+    try:
+        assert line(child) == "inside"
+        # The server ends the stopped writer's session (after half its busy timeout), well
+        # before this write's own busy timeout (30 s) runs out; its transaction rolls back.
+        lease = LeaseTable(store).try_acquire(RESOURCE, "other", "write")
+        assert lease.holder == "other"
+        with store.read("reading") as tx:
+            assert tx.tasks.get("urn:task:never") is None
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
+        store.close()

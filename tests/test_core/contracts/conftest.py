@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -52,6 +52,7 @@ from gliding_core import (
 from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
+from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.hyperspace.dense import chroma_client, close_client
 from gliding_core.hyperspace.pgvector import PgVectorIndex
 from gliding_core.store.postgres import PostgresEntryStore
@@ -553,7 +554,14 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if given:
         yield given
         return
-    with postgres_server(tmp_path_factory.mktemp("postgres")) as url:
+    with ExitStack() as stack:
+        for attempt in range(3):  # its pg_ctl waits 10 s: a loaded machine may take longer
+            try:
+                url = stack.enter_context(postgres_server(tmp_path_factory.mktemp("postgres")))
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
         os.environ[TEST_DATABASE_URL] = url
         try:
             yield url
@@ -668,11 +676,31 @@ def _sqlite_directory(
     )
 
 
+@contextmanager
+def _postgres_directory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[Directory]]:
+    """``PostgresDirectory.open(url, schema=...)``: one schema every handle and process opens,
+    each handle with a pool and a listener of its own."""
+    keep = keep_versions(request)
+    with postgres_schema(request) as (url, schema):
+        yield Backend(
+            "postgresql",
+            lambda: PostgresDirectory.open(url, schema=schema, keep_versions=keep),
+            shared=True,
+            child_source=_POSTGRES_CHILD
+            + "from gliding_core.coherence.postgres_directory import PostgresDirectory\n"
+            "def open_backend():\n"
+            f"    return PostgresDirectory.open(_database_url(), schema={schema!r})\n",
+        )
+
+
 DIRECTORIES: dict[str, Factory[Directory]] = {
     "local": _local_directory,
     "sqlite": _sqlite_directory,
+    "postgresql": _postgres_directory,
 }
-SHARED_DIRECTORIES = {"sqlite"}
+SHARED_DIRECTORIES = {"sqlite", "postgresql"}
 
 
 @pytest.fixture(params=sorted(DIRECTORIES))

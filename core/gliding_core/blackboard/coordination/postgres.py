@@ -38,6 +38,11 @@ The clock: ``clock=None`` (the default) reads the database server's clock, once 
 transaction, so workers on several machines measure lease expiry and heartbeats on one clock;
 tests pass a fake one.
 
+A writer that stops inside its transaction (a process paused or stopped between two
+statements) would hold the lock of every other process: the server ends its session after half
+the busy timeout (``idle_in_transaction_session_timeout``, set for each write), its transaction
+rolls back, and it gets a ``StorageError`` if it ever resumes.
+
 Invariants:
 - A transaction holds one pooled connection from its ``BEGIN`` to its end; a thread never holds
   two but for a write opened inside its own read.
@@ -188,19 +193,26 @@ class PostgresCoordinationStore:
     ) -> None:
         if not isinstance(database, Database):
             raise InvalidInputError(f"database must be a Database, got {preview(database)}")
-        if clock is not None and not callable(clock):
-            raise InvalidInputError(f"clock must be callable or None, got {preview(clock)}")
-        if config is not None and not isinstance(config, CoordinationConfig):
-            raise InvalidInputError(f"config must be a CoordinationConfig, got {preview(config)}")
         self.database, self.owns_database = database, owns_database
-        self.config = config or CoordinationConfig()
-        self.clock = clock
         self._closed = False
         self._frames = _Frames()
         self._lock_key = lock_key(database.schema, COMPONENT)
-        # lock_timeout 0 would mean "wait for ever": a zero busy timeout waits the least it can.
-        self._lock_timeout = f"{max(1, int(self.config.busy_timeout_ms))}ms"
         try:
+            if clock is not None and not callable(clock):
+                raise InvalidInputError(f"clock must be callable or None, got {preview(clock)}")
+            if config is not None and not isinstance(config, CoordinationConfig):
+                raise InvalidInputError(
+                    f"config must be a CoordinationConfig, got {preview(config)}"
+                )
+            self.config = config or CoordinationConfig()
+            self.clock = clock
+            # lock_timeout 0 would wait for ever: a zero busy timeout waits the least it can.
+            busy_ms = max(1, int(self.config.busy_timeout_ms))
+            self._lock_timeout = f"{busy_ms}ms"
+            # A writer that stops between two statements (paused, stopped, hung) is ended by the
+            # server after half the busy timeout, so the lock it holds comes free before the
+            # other writers' waits run out.
+            self._idle_limit = f"{max(1_000, busy_ms // 2)}ms"
             database.prepare(COMPONENT, MIGRATIONS)
         except BaseException:
             if owns_database:
@@ -269,7 +281,8 @@ class PostgresCoordinationStore:
                 conn.execute(
                     "BEGIN ISOLATION LEVEL READ COMMITTED;"
                     f" SELECT set_config('lock_timeout', '{self._lock_timeout}', true),"
-                    f" pg_advisory_xact_lock({int(self._lock_key)})"
+                    f" set_config('idle_in_transaction_session_timeout', '{self._idle_limit}',"
+                    f" true), pg_advisory_xact_lock({int(self._lock_key)})"
                 )
             else:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")

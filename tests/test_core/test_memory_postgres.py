@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -315,3 +317,61 @@ def test_a_database_that_refuses_is_a_config_error_naming_why(
         missing += "?" + query.partition("?")[2]
     with pytest.raises(ConfigError, match="no_such_database"):
         Memory.open(missing, config=_config(postgres_schema, database_timeout_s=2.0))
+
+
+# -- the servers for trying it: `gliding-horse serve` ---------------------------------------------
+
+
+def _serve(directory: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gliding_core.cli", "serve", str(directory)],
+        env=_child_env("postgresql://unused@/x", "unused"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _exports(server: subprocess.Popen[str]) -> dict[str, str]:
+    assert server.stdout is not None
+    lines = [server.stdout.readline().strip() for _ in range(2)]
+    pairs = [line.removeprefix("export ").split("=", 1) for line in lines]
+    return {name: value.strip("'") for name, value in pairs}
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    server.terminate()  # SIGTERM: both servers are shut down cleanly
+    assert server.wait(timeout=120) == 0
+
+
+def test_serve_runs_what_a_shared_memory_needs_and_keeps_its_data() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="gliding-serve-"))
+    try:
+        with _serve(directory) as server:
+            try:
+                environ = {**_exports(server), "GLIDING_EMBEDDER": "hash"}
+                config = MemoryConfig.from_env(environ)
+                assert config.blackboard.endpoint == environ["GLIDING_SPARQL_ENDPOINT"]
+                with Memory.open(config=config) as memory:
+                    memory.store.put({"@id": "urn:pg:kept", "text": "kept across restarts"})
+                    handle = memory.agent("a", role="do", task="urn:task:serve")
+                    handle.write([{"@id": "urn:pg:node", "text": "on the board"}], area="execution")
+            finally:
+                _stop(server)
+        with _serve(directory) as server:  # started again on the same directory
+            try:
+                config = MemoryConfig.from_env({**_exports(server), "GLIDING_EMBEDDER": "hash"})
+                with Memory.open(config=config) as memory:
+                    assert memory.store.get("urn:pg:kept") is not None
+            finally:
+                _stop(server)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_sparql_endpoint_comes_from_the_environment() -> None:
+    config = MemoryConfig.from_env({"GLIDING_SPARQL_ENDPOINT": "http://127.0.0.1:7878"})
+    assert config.blackboard.endpoint == "http://127.0.0.1:7878"
+    given = BlackboardConfig(endpoint="http://other:1")
+    config = MemoryConfig.from_env({"GLIDING_SPARQL_ENDPOINT": "http://x:1"}, blackboard=given)
+    assert config.blackboard is given

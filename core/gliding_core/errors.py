@@ -102,8 +102,10 @@ class DirectoryInUseError(StorageError):
 class DatabaseUnavailableError(StorageError):
     """PostgreSQL could not be reached, or dropped the connection, within the configured
     timeout (``MemoryConfig.database_timeout_s``): the server is down, restarting or out of
-    connections. Nothing of the failed call was committed unless it says so; the pool
-    reconnects by itself, so the same call may simply be made again once the server is back.
+    connections. The pool reconnects by itself, so the same call may be made again once the
+    server is back. A write that failed with it was not committed, unless the connection broke
+    while its ``COMMIT`` was on its way (the server may have committed it): writes by ``@id``
+    merge, so making such a write again is safe.
     """
 
 

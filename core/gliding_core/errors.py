@@ -104,8 +104,8 @@ class DatabaseUnavailableError(StorageError):
     timeout (``MemoryConfig.database_timeout_s``): the server is down, restarting or out of
     connections. The pool reconnects by itself, so the same call may be made again once the
     server is back. A write that failed with it was not committed, unless the connection broke
-    while its ``COMMIT`` was on its way (the server may have committed it): writes by ``@id``
-    merge, so making such a write again is safe.
+    while its ``COMMIT`` was on its way (the server may have committed it): putting the same
+    node again merges into it, but a supplementary input put again is a second input.
     """
 
 

@@ -1,9 +1,10 @@
 """The error boundary: every backend's exceptions become ``GlidingError``s in one place.
 
-Each backend (SQLite, Chroma, Oxigraph, HTTP embedders, a SPARQL endpoint) has one table of
-``(exception, GlidingError subclass)`` rows, most specific first; ``translated(backend, doing)``
-wraps a block so that the first row matching a raised exception re-raises it as the mapped
-class, ``from`` the original, with a message saying what was being done. An exception the
+Each backend (SQLite, PostgreSQL, Chroma, Oxigraph, HTTP embedders, a SPARQL endpoint) has one
+table of ``(exception, GlidingError subclass)`` rows, most specific first;
+``translated(backend, doing)`` wraps a block so that the first row matching a raised exception
+re-raises it as the mapped class, ``from`` the original, with a message saying what was being
+done. An exception the
 table does not name passes through unchanged (a programming error should stay visible), and a
 ``GlidingError`` raised inside the block is never wrapped twice.
 
@@ -20,6 +21,9 @@ from types import TracebackType
 from typing import Literal
 
 from gliding_core.errors import (
+    ClosedError,
+    ConfigError,
+    DatabaseUnavailableError,
     EmbedderError,
     GlidingError,
     InvalidInputError,
@@ -28,7 +32,9 @@ from gliding_core.errors import (
 )
 from gliding_core.jsonld import preview
 
-Backend = Literal["sqlite", "chroma", "oxigraph", "http", "sparql", "sparql-update", "jsonld"]
+Backend = Literal[
+    "sqlite", "postgresql", "chroma", "oxigraph", "http", "sparql", "sparql-update", "jsonld"
+]
 
 # A row names its exception as a class, or as "module:Class" for a backend that is imported
 # only when the table is used.
@@ -42,6 +48,29 @@ TABLES: dict[str, tuple[_Row, ...]] = {
         # Covers OperationalError (locked, disk I/O, full), IntegrityError, and DatabaseError
         # ("file is not a database", a corrupt page): the disk or the file failed, not the caller.
         (sqlite3.Error, StorageError),
+    ),
+    "postgresql": (
+        (UnicodeEncodeError, InvalidInputError),  # a lone surrogate, as for SQLite
+        # A value PostgreSQL cannot hold (a NUL character in text, a number out of range).
+        ("psycopg:DataError", InvalidInputError),
+        # The database role lacks a privilege on the schema or a table: a setting of the
+        # deployment, which an administrator fixes (the message says what was being done).
+        ("psycopg.errors:InsufficientPrivilege", ConfigError),
+        ("psycopg_pool:PoolClosed", ClosedError),
+        # No connection came free, or none could be made, within the configured timeout: the
+        # server is down, restarting, or out of connections.
+        ("psycopg_pool:PoolTimeout", DatabaseUnavailableError),
+        # A lock wait or a statement that timed out, a server out of disk or memory: the
+        # server answers (these are operational errors too, but no outage).
+        ("psycopg.errors:LockNotAvailable", StorageError),
+        ("psycopg.errors:QueryCanceled", StorageError),
+        ("psycopg.errors:InsufficientResources", StorageError),
+        # The connection broke: the server shut down or crashed (SQLSTATE 57P01 to 57P03, class
+        # 08), or the socket closed with no SQLSTATE at all, which psycopg reports as a bare
+        # OperationalError.
+        ("psycopg:OperationalError", DatabaseUnavailableError),
+        # Everything else: a constraint failed, a statement PostgreSQL refused.
+        ("psycopg:Error", StorageError),
     ),
     "chroma": (
         ("chromadb.errors:InvalidArgumentError", StorageError),

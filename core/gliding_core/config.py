@@ -7,11 +7,13 @@ Every default of the memory is chosen here and nowhere else. A bad value raises
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypedDict
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from typing_extensions import Unpack
 
 from gliding_core.checks import check_count
@@ -29,11 +31,18 @@ class Settings(BaseModel):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}"
-                for err in exc.errors()
-            )
+            problems = "; ".join(self._problem(err) for err in exc.errors())
             raise ConfigError(f"invalid {type(self).__name__}: {problems}") from None
+
+    @classmethod
+    def _problem(cls, err: Any) -> str:
+        """Say what is wrong with one field; a secret field's value is never shown (its
+        validator names what it may, masked)."""
+        where = ".".join(str(p) for p in err["loc"])
+        field = cls.model_fields.get(str(err["loc"][0])) if err["loc"] else None
+        if field is not None and not field.repr:
+            return f"{where}: {err['msg']}"
+        return f"{where}={err.get('input')!r}: {err['msg']}"
 
 
 # English function words: they match most entries and rank none of them better.
@@ -397,6 +406,17 @@ class MemoryConfig(Settings):
         embedder_api_key: the HTTP API's bearer token (never shown in ``repr``).
         chroma_host, chroma_port: a Chroma server for the dense index; embedded when unset.
         blackboard: the L2 blackboard settings.
+        database_url: a PostgreSQL database (a libpq URI: ``postgresql://user@host:5432/db``,
+            or a unix socket as ``postgresql://user@/db?host=/run/dir``) that keeps the memory's
+            state for every process that opens it (``Memory.open(config=...)``, or
+            ``Memory.open(url)``). Its password is never shown (``repr``, messages, logs).
+        database_schema: the PostgreSQL schema of this memory (``gliding``): several memories
+            share one database, each in a schema of its own. Lower-case letters, digits and
+            ``_``, at most 63, not one of PostgreSQL's own (``public``, ``pg_*``).
+        database_timeout_s: how long a call waits for PostgreSQL (a free connection, a new
+            one, a lock) before it fails with ``DatabaseUnavailableError``; a few seconds, so
+            a worker whose database is down fails fast and tries again, rather than hanging.
+        database_pool_size: the most connections each component's pool opens per process.
 
     ``MemoryConfig.from_env()`` reads the same settings from the environment (see there).
     """
@@ -414,6 +434,27 @@ class MemoryConfig(Settings):
     chroma_host: str | None = None
     chroma_port: int = Field(default=8000, ge=1, le=65_535)
     blackboard: BlackboardConfig = BlackboardConfig()
+    database_url: str | None = Field(default=None, repr=False, max_length=4_096)
+    database_schema: str = Field(default="gliding", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    database_timeout_s: float = Field(default=5.0, ge=0.1, le=3_600.0)
+    database_pool_size: int = Field(default=10, ge=1, le=1_000)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_database_url(value)
+
+    @field_validator("database_schema")
+    @classmethod
+    def _check_database_schema(cls, value: str) -> str:
+        if value.startswith("pg_") or value in ("public", "information_schema"):
+            raise ValueError(f"the schema {value!r} is PostgreSQL's own: choose another name")
+        return value
+
+    def __repr_args__(self) -> Any:
+        yield from super().__repr_args__()
+        if self.database_url is not None:  # shown with its password masked
+            yield "database_url", mask_url(self.database_url)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
@@ -428,7 +469,12 @@ class MemoryConfig(Settings):
         - ``GLIDING_EMBEDDER_API_KEY``: ``embedder_api_key``; else ``OPENAI_API_KEY`` for
           ``openai``;
         - ``GLIDING_CHROMA_HOST`` / ``GLIDING_CHROMA_PORT``: the Chroma server;
-        - ``GLIDING_TOKEN_ENCODING``: ``token_encoding``.
+        - ``GLIDING_TOKEN_ENCODING``: ``token_encoding``;
+        - ``GLIDING_DATABASE_URL``: ``database_url`` (a PostgreSQL URI; ``Memory.open()``
+          without a path then opens that database);
+        - ``GLIDING_DATABASE_SCHEMA``: ``database_schema``;
+        - ``GLIDING_SPARQL_ENDPOINT``: ``blackboard.endpoint``, the SPARQL server of the
+          blackboard's graph (unless ``overrides`` give a ``blackboard``).
 
         Raises:
             ConfigError: a variable holds a value the setting refuses (named in the message).
@@ -447,6 +493,8 @@ class MemoryConfig(Settings):
         elif backend == "ollama" and env.get("OLLAMA_HOST"):
             host = env["OLLAMA_HOST"]
             values.setdefault("embedder_url", host if "://" in host else f"http://{host}")
+        if env.get("GLIDING_SPARQL_ENDPOINT"):
+            values["blackboard"] = BlackboardConfig(endpoint=env["GLIDING_SPARQL_ENDPOINT"])
         values = {k: v for k, v in values.items() if v is not None}
         return cls(**{**values, **overrides})
 
@@ -459,7 +507,71 @@ _ENVIRONMENT = (
     ("GLIDING_CHROMA_HOST", "chroma_host"),
     ("GLIDING_CHROMA_PORT", "chroma_port"),
     ("GLIDING_TOKEN_ENCODING", "token_encoding"),
+    ("GLIDING_DATABASE_URL", "database_url"),
+    ("GLIDING_DATABASE_SCHEMA", "database_schema"),
 )
+
+DATABASE_SCHEMES = ("postgresql", "postgres")
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_database_url(target: object) -> bool:
+    """Whether ``target`` is meant as a PostgreSQL URI (its scheme is ``postgresql:`` or
+    ``postgres:``), rather than a directory; whether it is a usable one is
+    ``check_database_url``'s to say."""
+    if not isinstance(target, str):
+        return False
+    scheme, colon, _ = target.partition(":")
+    return bool(colon) and scheme.lower() in DATABASE_SCHEMES
+
+
+def check_database_url(url: str) -> str:
+    """Return ``url`` if it is a PostgreSQL URI libpq can be given, else raise ``ValueError``
+    naming it with its password masked (what libpq itself would say is left to the connection).
+
+    Raises:
+        ValueError: not a ``postgresql://`` URI, a control character, or a port that is not
+            a number.
+    """
+    shown = mask_url(url)
+    if not is_database_url(url) or not url.partition(":")[2].startswith("//"):
+        raise ValueError(
+            "database_url must be a PostgreSQL URI (postgresql://user@host:5432/db, or"
+            f" postgresql://user@/db?host=/run/dir for a unix socket), got {shown!r}"
+        )
+    if _CONTROL.search(url):
+        raise ValueError(f"database_url holds a control character: {shown!r}")
+    try:
+        for part in urlsplit(url).netloc.rpartition("@")[2].split(","):  # libpq: host:port,...
+            _, colon, port = part.rpartition(":")
+            if colon and port and not part.endswith("]") and not port.isdigit():
+                raise ValueError(port)
+    except ValueError:
+        raise ValueError(f"database_url has a port that is not a number: {shown!r}") from None
+    return url
+
+
+def mask_url(url: str) -> str:
+    """Return the URI ``url`` with its password (in the user part or as a parameter) replaced
+    by ``***``; text that is not a URI is masked whole after its scheme."""
+    if not url.partition(":")[2].startswith("//"):
+        return url.partition(":")[0][:32] + ":***"
+    try:
+        parts = urlsplit(url)
+        user, at, host = parts.netloc.rpartition("@")
+        if at and ":" in user:
+            user = user.partition(":")[0] + ":***"
+        query = parts.query
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(key in _SECRET_PARAMETERS for key, _ in pairs):
+            query = urlencode(
+                [(key, "***" if key in _SECRET_PARAMETERS else value) for key, value in pairs],
+                safe="/:*",
+            )
+        return urlunsplit((parts.scheme, f"{user}{at}{host}", parts.path, query, parts.fragment))
+    except ValueError:
+        return url.partition(":")[0][:32] + ":***"
 
 
 def _port(text: str) -> int | str:

@@ -18,6 +18,7 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   └── AgentNotFoundError                no agent has this name
     ├── StorageError (RuntimeError)           the storage backend failed
     │   ├── DirectoryInUseError               another process owns the directory's engines
+    │   ├── DatabaseUnavailableError          PostgreSQL did not answer within the timeout
     │   └── WriteOutcomeUnknownError          a write may or may not have landed (retry it
     │                                         with its ``write_id``)
     ├── LeaseError (RuntimeError)             a blackboard lease could not be had or used
@@ -96,6 +97,16 @@ class DirectoryInUseError(StorageError):
     def __init__(self, message: str, *, pid: int | None = None) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class DatabaseUnavailableError(StorageError):
+    """PostgreSQL could not be reached, or dropped the connection, within the configured
+    timeout (``MemoryConfig.database_timeout_s``): the server is down, restarting or out of
+    connections. The pool reconnects by itself, so the same call may be made again once the
+    server is back. A write that failed with it was not committed, unless the connection broke
+    while its ``COMMIT`` was on its way (the server may have committed it): putting the same
+    node again merges into it, but a supplementary input put again is a second input.
+    """
 
 
 class WriteOutcomeUnknownError(StorageError):

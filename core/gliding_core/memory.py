@@ -2,38 +2,42 @@
 
 Invariants: defaults are chosen in one place (``MemoryConfig``); collaborators may be passed in
 ready-made; ``Memory()`` keeps everything in memory, ``Memory.open(path)`` keeps everything under
-one directory. The memory holds every per-memory object itself (the blackboard, the one
-scheduler with its projector and view cache, the stale-turn tracker; a session holds its
-conversation ledger): no module keeps a registry of memories. A directory's embedded engines
-(Chroma's files) belong to one process at a time, which holds the directory's lock file while
-it is open (``gliding_core.store.ownership``); L0 is shared by any number of processes. A memory
-that fails to open closes whatever it had opened and releases the lock; closing the memory
-closes what it owns, once, and a closed memory opens no blackboard, scheduler or stale-turn
-tracker it did not have (it could not close them any more).
+one directory, and ``Memory.open(url)`` in a PostgreSQL database that any number of processes
+share. Which part opens where is one table (``gliding_core.storage``); this module asks it and
+never tests the place itself. The memory holds every per-memory object itself (the blackboard,
+the one scheduler with its projector and view cache, the stale-turn tracker; a session holds
+its conversation ledger): no module keeps a registry of memories. A directory's embedded
+engines (Chroma's files) belong to one process at a time, which holds the directory's lock
+file while it is open (``gliding_core.store.ownership``); L0 is shared by any number of
+processes. A memory that fails to open closes whatever it had opened and releases the lock;
+closing the memory closes what it owns, once, and a closed memory opens no blackboard,
+scheduler or stale-turn tracker it did not have (it could not close them any more).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
-from gliding_core.blackboard.coordination.registries import Coordination
-from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
-from gliding_core.coherence.sqlite_directory import SQLiteDirectory
-from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
+from gliding_core.config import (
+    EvictionPolicy,
+    MemoryConfig,
+    SessionConfig,
+    is_database_url,
+    mask_url,
+)
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
-from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
@@ -42,12 +46,15 @@ from gliding_core.jsonld import Node, preview
 from gliding_core.projection.projector import Projector
 from gliding_core.projection.scheduler import Scheduler
 from gliding_core.session import Session, SessionServices
+from gliding_core.storage import BLACKBOARD_DIR as BLACKBOARD_DIR  # where the names always were
+from gliding_core.storage import CHROMA_DIR as CHROMA_DIR
+from gliding_core.storage import COHERENCE_FILE as COHERENCE_FILE
+from gliding_core.storage import EMBEDDING_CACHE_FILE, POINCARE_FILE, Storage, storage_for
+from gliding_core.storage import STORE_FILE as STORE_FILE
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
-from gliding_core.store.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.store.ownership import OwnerLock
 from gliding_core.store.protocol import EntryStore
-from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import TopicMonitor
@@ -55,12 +62,7 @@ from gliding_core.view.stale_turns import StaleTurns
 
 logger = logging.getLogger(__name__)
 
-STORE_FILE = "l0.sqlite3"
-EMBEDDING_CACHE_FILE = "embeddings.sqlite3"
-CHROMA_DIR = "chroma"
-POINCARE_FILE = "poincare.npz"
-BLACKBOARD_DIR = "blackboard"
-COHERENCE_FILE = "coherence.sqlite3"
+_OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a URL of another scheme: no directory
 
 
 class Memory:
@@ -76,7 +78,8 @@ class Memory:
             fallback, with a logged warning). Every embedding is cached.
         summarizer: writes L1 summaries; the extractive summarizer by default.
         bus: the event bus; a new one when omitted.
-        directory: where the memory keeps its files, or ``None`` when it lives in memory.
+        directory: where the memory keeps its files; when ``None``, the PostgreSQL database
+            ``config.database_url`` names, else this process's memory only.
         engines: whether to run the embedded engines (see ``Memory.open``).
         clock: the time source of sessions (seconds); tests pass a fake one.
 
@@ -85,7 +88,11 @@ class Memory:
         DirectoryInUseError: another open memory owns the directory's embedded engines.
         IndexMismatchError: a shared Chroma server's collection holds another embedder's
             vectors.
+        DatabaseUnavailableError: the database did not answer within
+            ``config.database_timeout_s``.
         StorageError: a file of the memory cannot be opened or is damaged.
+        ConfigError: the database role may not create the memory's schema or tables (the
+            message names the statement to have an administrator run).
 
     Example:
         >>> with Memory() as memory:
@@ -107,17 +114,19 @@ class Memory:
     ) -> None:
         _check_parts(config, store, embedder, summarizer, directory, engines)
         self.config = config or MemoryConfig.from_env()
-        self.directory = directory
+        self.storage: Storage = storage_for(directory, self.config)
         self.engines = engines
         self._closer = ExitStack()
         self._ready = False
         try:
-            manifest = self._read_manifest()
+            self.storage.claim(engines=engines, closer=self._closer)
             self._open_files(store, embedder)
             self.tokens = tokens or TokenCounter(self.config.token_encoding)
             self.summarizer = summarizer or ExtractiveSummarizer(self.tokens)
             self.bus = bus or EventBus(self.config.bus_history)
-            self.supplements = SupplementaryInputStore(self.store, self.bus)
+            self.supplements: SupplementaryInputStore = self.storage.open_queue(
+                self.store, self.bus
+            )
             self.services = SessionServices(
                 store=self.store,
                 tokens=self.tokens,
@@ -128,12 +137,12 @@ class Memory:
             )
             self.topics = TopicMonitor(self.bus, self.config.topics, self.sessions)
             self._closer.callback(self.topics.stop)
-            self._index = self._open_index()
-            self.hyperspace = HybridSearch(self.store, self._index)
-            self.structure = StructureIndex(
-                self.store, None if directory is None else directory / POINCARE_FILE
+            self._index = self.storage.open_index(
+                self.store, self.embedder, engines=engines, closer=self._closer
             )
-            self._write_manifest(manifest)
+            self.hyperspace = HybridSearch(self.store, self._index)
+            self.structure = StructureIndex(self.store, self.storage.file(POINCARE_FILE))
+            self.storage.record(self.embedder_name)
         except BaseException:
             self._closer.close()
             raise
@@ -148,57 +157,32 @@ class Memory:
         self._ready = True
 
     @property
-    def _embedded(self) -> bool:
-        """Whether this memory runs Chroma in process (on files it must own, when it has any)."""
-        return self.engines and self.config.chroma_host is None
+    def directory(self) -> Path | None:
+        """The memory's directory; ``None`` in memory or in a database."""
+        return self.storage.directory
+
+    @property
+    def owner(self) -> OwnerLock | None:
+        """The directory's lock, while this process owns its embedded engines."""
+        return self.storage.owner
 
     def _open_files(self, store: EntryStore | None, embedder: Embedder | None) -> None:
-        """Take the directory's lock when the engines are embedded, then open L0 and the cache."""
-        directory = self.directory
-        self.owner: OwnerLock | None = None
-        if directory is not None and self._embedded:
-            self.owner = OwnerLock.acquire(directory)
-            self._closer.callback(self.owner.release)
-        made = store is None
+        """Open L0 (unless given) and the embedding cache."""
         if store is None:
-            store = L0Store(
-                None if directory is None else directory / STORE_FILE, self.config.store
-            )
+            store = self.storage.open_store(self._closer)
+        else:  # a store passed in becomes the memory's to close, once the memory has opened
+            given = store
+            self._closer.callback(lambda: given.close() if self._ready else None)
         self.store = store
-        # A store passed in becomes the memory's to close, once the memory has opened.
-        self._closer.callback(lambda: store.close() if made or self._ready else None)
         self._cache = CachedEmbedder(
             embedder if embedder is not None else _configured_embedder(self.config),
-            None if directory is None else directory / EMBEDDING_CACHE_FILE,
+            self.storage.file(EMBEDDING_CACHE_FILE),
         )
         self._closer.callback(self._cache.close)
         closer = getattr(self._cache.inner, "close", None)
         if embedder is None and callable(closer):  # an embedder the memory made (an HTTP pool)
             self._closer.callback(closer)
         self.embedder: Embedder = self._cache
-
-    def _open_index(self) -> VectorIndex | None:
-        """Open the dense index when this memory runs it (embedded, or on a Chroma server)."""
-        if not self.engines and self.config.chroma_host is None:
-            logger.info("%r opened without its engines: search is lexical only", self)
-            return None
-        client = chroma_client(
-            None if self.directory is None or not self._embedded else self.directory / CHROMA_DIR,
-            host=self.config.chroma_host,
-            port=self.config.chroma_port,
-        )
-        self._closer.callback(close_client, client)  # stops Chroma's system unless shared
-        index = DenseIndex(
-            self.store,
-            self.embedder,
-            client,
-            self._collection(),
-            # Only the owner of the collection's files may drop them; a shared server's
-            # collection may be another process's.
-            on_mismatch="rebuild" if self.owner is not None else "raise",
-        )
-        self._closer.callback(index.close)
-        return index
 
     @property
     def index(self) -> VectorIndex:
@@ -217,16 +201,24 @@ class Memory:
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         *,
         config: MemoryConfig | None = None,
         embedder: Embedder | None = None,
         summarizer: Summarizer | None = None,
         engines: bool = True,
     ) -> Memory:
-        """Open (creating if needed) the memory kept under the directory ``path``.
+        """Open (creating if needed) the memory in the directory or the database ``path`` names.
 
-        One process at a time runs a directory's embedded engines (Chroma's files): it holds
+        A PostgreSQL URI (``postgresql://user@host:5432/db``, or a unix socket as
+        ``postgresql://user@/db?host=/run/dir``) opens the memory kept in that database, in the
+        schema ``config.database_schema``; without ``path``, the one ``config.database_url``
+        (``GLIDING_DATABASE_URL``) names. Any number of processes and machines open one
+        database at once, and nothing is owned: each keeps only derived state (caches, the
+        Poincaré index, and its own dense index unless a Chroma server is configured). Its
+        blackboard needs a SPARQL endpoint (``BlackboardConfig(endpoint=...)``).
+
+        A directory: one process at a time runs its embedded engines (Chroma's files): it holds
         the directory's lock file (``owner.lock``) until it closes the memory or dies. Any
         number of other processes may open the same directory with ``engines=False`` for L0
         work: storing and reading entries, supplementary inputs, sessions, and lexical search
@@ -237,26 +229,47 @@ class Memory:
         directory, and each one's writes reach the shared index.
 
         Args:
-            path: the memory's directory; created with its parents when missing.
+            path: the memory's directory (created with its parents when missing) or a
+                PostgreSQL URI; ``config.database_url`` when omitted.
             config: settings; ``MemoryConfig.from_env()`` when omitted.
             embedder: see ``Memory``.
             summarizer: see ``Memory``.
             engines: ``False`` opens the directory without its embedded engines and without
-                taking its lock (a Chroma server, when configured, still serves the dense arm).
+                taking its lock (a Chroma server, when configured, still serves the dense arm);
+                in a database, without a dense index of its own (lexical search, unless a
+                Chroma server is configured).
 
         Raises:
             InvalidInputError: ``path`` is not a usable path, exists and is not a directory, or
-                another argument has the wrong type.
+                another argument has the wrong type; or no ``path`` and no database URL.
+            ConfigError: ``path`` is a PostgreSQL URI that cannot be used (the message shows
+                it with its password masked), or the role may not create the schema.
+            DatabaseUnavailableError: the database did not answer in time.
             DirectoryInUseError: another open memory owns the directory (its ``pid`` names
                 the holder).
             StorageError: the directory or one of its files cannot be created, opened or read.
         """
         _check_parts(config, None, embedder, summarizer, None, engines)
+        config = config or MemoryConfig.from_env()
+        if path is None and config.database_url is None:
+            raise InvalidInputError(
+                "Memory.open needs a directory or a PostgreSQL URI (or MemoryConfig.database_url,"
+                " GLIDING_DATABASE_URL); Memory() keeps a memory in this process only"
+            )
+        if is_database_url(path):
+            assert isinstance(path, str)
+            config = MemoryConfig(**{**dict(config), "database_url": path})
+        elif isinstance(path, str) and _OTHER_URL.match(path):
+            raise InvalidInputError(
+                f"{mask_url(path)!r} is not a PostgreSQL URI (postgresql://user@host:5432/db)"
+                " nor a directory; the memory opens one of those"
+            )
+        directory = None if path is None or is_database_url(path) else _prepare(path)
         return cls(
             config=config,
             embedder=embedder,
             summarizer=summarizer,
-            directory=_prepare(path),
+            directory=directory,
             engines=engines,
         )
 
@@ -270,24 +283,6 @@ class Memory:
     ) -> SearchResults:
         """Hybrid search of everything in L0 (see ``HybridSearch.search``)."""
         return self.hyperspace.search(query, k, filters=filters)
-
-    def _read_manifest(self) -> dict[str, Any]:
-        """Return the directory's ``memory.json`` (``{}`` when none), checked before opening."""
-        return {} if self.directory is None else read_manifest(self.directory)
-
-    def _write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Record the embedder in ``memory.json`` (the owner's job; the index checks its own)."""
-        directory, name = self.directory, self.embedder_name
-        if directory is not None and self.owner is not None and manifest.get("embedder") != name:
-            update_manifest(directory, {"embedder": name})
-
-    def _collection(self) -> str | None:
-        """Name the collection: fresh in memory, fixed in owned files, chosen once on a server."""
-        if self.directory is None:
-            return None
-        if self._embedded:
-            return "gliding-l0"
-        return server_collection(self.directory)
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""
@@ -338,11 +333,12 @@ class Memory:
         Its graph is the configured SPARQL endpoint, else on disk under the memory directory
         (``Memory.open``; the directory's owner only, like Chroma's files), else in memory; its
         coordination database (leases, tasks, agents, messages) is ``blackboard.sqlite3`` in
-        the directory, or private in memory.
+        the directory, the memory's PostgreSQL schema, or private in memory.
 
         Raises:
-            ConfigError: the memory was opened with ``engines=False`` and no SPARQL endpoint
-                is configured (the on-disk graph belongs to the directory's owner).
+            ConfigError: no SPARQL endpoint is configured and the memory is in PostgreSQL
+                (every process must reach the graph), or was opened with ``engines=False``
+                (the on-disk graph belongs to the directory's owner).
             DirectoryInUseError: another process owns the directory.
             ClosedError: the memory is closed and never opened its blackboard.
         """
@@ -354,25 +350,9 @@ class Memory:
 
     def _open_blackboard(self) -> Blackboard:
         settings = self.config.blackboard
-        path = None if self.directory is None else self.directory / BLACKBOARD_DIR
-        if path is not None and settings.endpoint is None:
-            if not self.engines:
-                raise ConfigError(
-                    f"{self!r} was opened with engines=False: its blackboard needs a SPARQL "
-                    "endpoint (MemoryConfig(blackboard=BlackboardConfig(endpoint=...)))"
-                )
-            if self.owner is None:  # Chroma runs on a server: the graph's files still need one
-                self.owner = OwnerLock.acquire(path.parent)
-                self._closer.callback(self.owner.release)
-        coordination = Coordination.open(self.directory, config=settings.coordination, bus=self.bus)
-        graph = open_graph(path=path, endpoint=settings.endpoint)
-        # Copies and generations are shared by every process of the directory (next to the
-        # coordination database) when the graph is a server's. An embedded graph, in memory or
-        # on disk, has one process (the directory's owner; RocksDB locks its files too), so
-        # the in-process directory will do, and its writes skip a SQLite transaction each.
-        shared = None
-        if self.directory is not None and graph.kind == "server":
-            shared = SQLiteDirectory(self.directory / COHERENCE_FILE)
+        graph, coordination, shared = self.storage.open_board(
+            settings, self.bus, engines=self.engines, closer=self._closer
+        )
         board = Blackboard(
             graph,
             store=self.store,
@@ -463,8 +443,7 @@ class Memory:
         self.close()
 
     def __repr__(self) -> str:
-        where = "in memory" if self.directory is None else str(self.directory)
-        return f"Memory({where})"
+        return f"Memory({self.storage.describe()})"
 
 
 def _configured_embedder(config: MemoryConfig) -> Embedder:

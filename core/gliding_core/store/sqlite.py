@@ -50,7 +50,6 @@ import gc
 import json
 import logging
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -84,9 +83,18 @@ from gliding_core.jsonld import (
     validate_iri,
 )
 from gliding_core.store.access import AccessBuffer, write_buffered
+from gliding_core.store.columns import COLUMNS as _COLUMNS
+from gliding_core.store.columns import QUALIFIED as _QUALIFIED
+from gliding_core.store.columns import check_limit as _check_limit
+from gliding_core.store.columns import check_names as _check_names
+from gliding_core.store.columns import check_sequence as _check_sequence
+from gliding_core.store.columns import prefix_bound, state_of
+from gliding_core.store.columns import split as _split
+from gliding_core.store.columns import to_entry as _to_entry
 from gliding_core.store.connections import Connections, open_reader
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.lexical import query_words
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
@@ -153,18 +161,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS entry_text USING fts5 (
 );
 """
 
-_COLUMNS = (
-    "iri, content, importance, access_count, created_at, last_accessed, updated_at, tags, "
-    "metadata, mesi_state, content_hash, named_graph, jsonld_context, jsonld_types, generation"
-)
-_QUALIFIED = ", ".join(f"e.{name.strip()}" for name in _COLUMNS.split(","))
-_WORD = re.compile(r"\w+", re.UNICODE)
-
 _MAX_PARAMETERS = 999  # per statement: SQLite's default bound before 3.32.0
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
-_STATES = {state.value: state for state in MesiState}
 
 
 class L0Store:
@@ -636,7 +636,7 @@ class L0Store:
                     created_at=row[5],
                     tags=tags,
                     metadata=json.loads(row[7]),
-                    mesi_state=_STATES[row[8]],
+                    mesi_state=state_of(row[8]),
                     named_graph=row[9],
                     generation=row[10],
                     in_database=True,
@@ -827,7 +827,7 @@ class L0Store:
             raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
         check_text(prefix, what="prefix")
         # A range on the unique IRI index; the upper bound is the prefix's successor string.
-        upper = prefix[:-1] + _next_char(prefix[-1]) if ord(prefix[-1]) < 0x10FFFF else None
+        upper = prefix_bound(prefix)
         if upper is None:
             return self._select("WHERE e.iri >= ? ORDER BY e.iri", [prefix], limit)
         return self._select("WHERE e.iri >= ? AND e.iri < ? ORDER BY e.iri", [prefix, upper], limit)
@@ -891,8 +891,7 @@ class L0Store:
     ) -> list[Any]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {preview(query)}")
-        words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))
-        content = [w for w in words if w not in self.stop_words] or words
+        content = query_words(query, self.stop_words)
         if not content:
             return []
         expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in content)
@@ -1138,26 +1137,6 @@ def _log(conn: sqlite3.Connection, iris: Sequence[str]) -> None:
     )
 
 
-def _to_entry(row: Sequence[Any]) -> Entry:
-    return Entry(
-        iri=row[0],
-        content=row[1],
-        importance=row[2],
-        access_count=row[3],
-        created_at=row[4],
-        last_accessed=row[5],
-        updated_at=row[6],
-        tags=_split(row[7]),
-        metadata={} if row[8] == "{}" else json.loads(row[8]),
-        mesi_state=_STATES[row[9]],
-        content_hash=row[10],
-        named_graph=row[11],
-        jsonld_context=row[12],
-        jsonld_types=_split(row[13]),
-        generation=row[14],
-    )
-
-
 def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ...]]) -> None:
     """Run ``head VALUES ...`` over ``rows``, many rows per statement.
 
@@ -1177,41 +1156,6 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ..
             conn.execute(statement, list(chain.from_iterable(rows[start : start + per])))
     if whole < len(rows):
         conn.executemany(f"{head} VALUES {single}", rows[whole:])
-
-
-def _next_char(char: str) -> str:
-    """The character after ``char``, skipping the surrogates (no stored IRI holds one)."""
-    return chr(0xE000 if ord(char) == 0xD7FF else ord(char) + 1)
-
-
-def _split(joined: str) -> tuple[str, ...]:
-    return tuple(joined.split(SEPARATOR)) if joined else ()
-
-
-def _check_names(values: object, what: str) -> list[str]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-        raise InvalidInputError(
-            f"{what} must be a non-empty list of strings, got {preview(values)}"
-        )
-    for value in values:
-        if not isinstance(value, str) or not value:
-            raise InvalidInputError(
-                f"each of {what} must be a non-empty string, got {preview(value)}"
-            )
-        check_text(value, what=f"each of {what}")
-    return list(dict.fromkeys(values))
-
-
-def _check_sequence(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInputError(f"{what} must be an int >= 0, got {preview(value)}")
-    return value
-
-
-def _check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"limit must be an int >= 1, got {preview(limit)}")
-    return min(limit, 2**63 - 1)  # SQLite's largest INTEGER: a larger limit means no limit
 
 
 @contextmanager

@@ -1,13 +1,16 @@
 """A second process for the coherence state machine: runs JSON commands from stdin on its own
-coordinator over the shared SQLite files and answers each on stdout (one line each)."""
+coordinator over the shared SQLite files (or a PostgreSQL schema for the directory, its URL in
+``GLIDING_TEST_DATABASE_URL``) and answers each on stdout (one line each)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
 from gliding_core.coherence import CoherenceCoordinator, SQLiteDirectory, SQLiteNodeSource
+from gliding_core.coherence.directory import Directory
 from gliding_core.errors import EntryNotFoundError, StaleWriteError
 
 
@@ -16,19 +19,29 @@ class Child:
 
     def __init__(self) -> None:
         self.coordinator: CoherenceCoordinator | None = None
-        self.parts: tuple[SQLiteDirectory, SQLiteNodeSource] | None = None
+        self.parts: tuple[Directory, SQLiteNodeSource] | None = None
         self.written_back: list[tuple[str, int]] = []
         self.leases: set[tuple[str, str]] = set()
 
-    def open(self, directory: str, nodes: str) -> None:
+    def open(self, directory: str | None, nodes: str, postgres_schema: str | None = None) -> None:
         self.close()
-        self.parts = (SQLiteDirectory(directory), SQLiteNodeSource(nodes))
+        self.parts = (self.directory(directory, postgres_schema), SQLiteNodeSource(nodes))
         self.coordinator = CoherenceCoordinator(
             self.parts[1],
             self.parts[0],
             write_back=lambda iri, value, generation: self.written_back.append((iri, generation)),
             holds_write_lease=lambda agent, iri: (agent, iri) in self.leases,
         )
+
+    @staticmethod
+    def directory(path: str | None, postgres_schema: str | None) -> Directory:
+        if postgres_schema is None:
+            assert path is not None
+            return SQLiteDirectory(path)
+        from gliding_core.coherence.postgres_directory import PostgresDirectory
+
+        url = os.environ["GLIDING_TEST_DATABASE_URL"]
+        return PostgresDirectory.open(url, schema=postgres_schema)
 
     def close(self) -> None:
         if self.parts is not None:
@@ -39,7 +52,10 @@ class Child:
     def run(self, command: dict[str, Any]) -> dict[str, Any]:
         op = command.pop("op")
         if op == "open":
-            self.open(command["directory"], command["nodes"])
+            self.open(command.get("directory"), command["nodes"], command.get("postgres_schema"))
+            return {}
+        if op == "close":
+            self.close()
             return {}
         assert self.coordinator is not None
         if op == "read":

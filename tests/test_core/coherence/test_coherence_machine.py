@@ -1,22 +1,27 @@
 """MESI coherence under random runs: 2-5 agents, 1-4 nodes, every rule of the protocol, checked
 after every step against the directory, the source and a shadow register of committed writes.
 
-Three machines: one process with one directory object; one process with a SQLite directory per
-agent group (two connections, as two processes would have); and two real processes, the second
-driven through a pipe, sharing the SQLite files. Announcements never cross a process (each has
-its own bus), so the last two also check that a read validates its copy without them.
+Four machines: one process with one directory object; one process with a SQLite directory per
+agent group (two connections, as two processes would have); two real processes, the second
+driven through a pipe, sharing the SQLite files; and three real processes sharing a directory
+on PostgreSQL (its strict token: a read validates its copy against the database). Announcements
+never cross a process (each has its own bus), so the last three also check that a read
+validates its copy without them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -39,6 +44,8 @@ from gliding_core.coherence.directory import Directory
 from gliding_core.coherence.node_sources import NodeSource
 from gliding_core.errors import EntryNotFoundError, StaleWriteError
 from gliding_core.store.entry import MesiState
+from tests.test_core.contracts.conftest import TEST_DATABASE_URL
+from tests.test_core.contracts.conftest import postgres_url as postgres_url  # the fixture
 
 CHILD = Path(__file__).with_name("coherence_child.py")
 TAGS = st.sampled_from([(), ("draft",), ("confirmed_fact",)])
@@ -298,18 +305,60 @@ class TwoProcesses(TwoConnections):
         return directory, source, [groups[0], remote]
 
 
-@pytest.fixture(scope="module")
-def child() -> Any:
-    process = subprocess.Popen(
+class ThreeProcessesOnPostgres(CoherenceMachine):
+    """This process and two children, each with its own ``PostgresDirectory`` on one schema
+    (a new one per run), the node source a SQLite file they share."""
+
+    url: ClassVar[str] = ""
+    children: ClassVar[list[subprocess.Popen[str]]] = []
+
+    def setup(self) -> tuple[Directory, NodeSource, list[Local | Remote]]:
+        from gliding_core.coherence.postgres_directory import PostgresDirectory
+
+        self.schema = f"test_{uuid.uuid4().hex[:16]}"
+        self.mine = PostgresDirectory.open(self.url, schema=self.schema)
+        self.nodes_source = SQLiteNodeSource(self.folder / "nodes.sqlite3")
+        self.remotes = [Remote(child, self.l0) for child in self.children]
+        for remote in self.remotes:
+            remote.run(
+                "open", nodes=str(self.folder / "nodes.sqlite3"), postgres_schema=self.schema
+            )
+        groups: list[Local | Remote] = [coordinator(self.nodes_source, self.mine, self.l0)]
+        checker = PostgresDirectory.open(self.url, schema=self.schema)
+        return checker, self.nodes_source, groups + list(self.remotes)
+
+    def close(self) -> None:
+        super().close()
+        for remote in getattr(self, "remotes", []):
+            remote.run("close")
+        if hasattr(self, "mine"):
+            self.mine.close()
+            self.nodes_source.close()
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+def start_child(env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, str(CHILD)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
-    yield process
+
+
+def stop_child(process: subprocess.Popen[str]) -> None:
     assert process.stdin is not None
     process.stdin.close()
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def child() -> Any:
+    process = start_child()
+    yield process
+    stop_child(process)
 
 
 def test_one_directory() -> None:
@@ -326,6 +375,19 @@ def test_two_processes(child: subprocess.Popen[str]) -> None:
     TwoProcesses.child = child
     TwoProcesses.TestCase.settings = settings(MACHINE_SETTINGS, max_examples=15)
     TwoProcesses.TestCase().runTest()
+
+
+def test_three_processes_on_postgres(postgres_url: str) -> None:
+    env = {**os.environ, TEST_DATABASE_URL: postgres_url}
+    children = [start_child(env) for _ in range(2)]
+    try:
+        ThreeProcessesOnPostgres.url = postgres_url
+        ThreeProcessesOnPostgres.children = children
+        ThreeProcessesOnPostgres.TestCase.settings = settings(MACHINE_SETTINGS, max_examples=10)
+        ThreeProcessesOnPostgres.TestCase().runTest()
+    finally:
+        for process in children:
+            stop_child(process)
 
 
 def test_no_increment_is_lost_across_threads_and_processes(tmp_path: Path) -> None:
@@ -373,3 +435,54 @@ def test_no_increment_is_lost_across_threads_and_processes(tmp_path: Path) -> No
     assert source.get(iri) == ({"@id": iri, "count": 4 * times}, 4 * times + 1)
     directory.close()
     source.close()
+
+
+def test_no_increment_is_lost_across_threads_and_processes_on_postgres(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    import threading
+
+    from gliding_core.coherence.postgres_directory import PostgresDirectory
+
+    sys.path.insert(0, str(CHILD.parent))
+    try:
+        from coherence_child import increment
+    finally:
+        sys.path.remove(str(CHILD.parent))
+    schema, nodes = f"test_{uuid.uuid4().hex[:16]}", str(tmp_path / "nodes.sqlite3")
+    source = SQLiteNodeSource(nodes)
+    directory = PostgresDirectory.open(postgres_url, schema=schema)
+    here = CoherenceCoordinator(source, directory)
+    iri, times = "urn:node:counter", 25
+    here.write("setup", iri, {"@id": iri, "count": 0}, based_on=0)
+    env = {**os.environ, TEST_DATABASE_URL: postgres_url}
+    children = [start_child(env) for _ in range(2)]
+    for number, process in enumerate(children):
+        assert process.stdin is not None
+        commands = [
+            {"op": "open", "nodes": nodes, "postgres_schema": schema},
+            {"op": "increment", "agent": f"p{number}", "iri": iri, "times": times},
+        ]
+        process.stdin.write("".join(json.dumps(c) + "\n" for c in commands))
+        process.stdin.flush()
+    threads = [
+        threading.Thread(
+            target=increment, args=(here,), kwargs={"agent": f"t{n}", "iri": iri, "times": times}
+        )
+        for n in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        for process in children:
+            out, _ = process.communicate(timeout=300)
+            assert [json.loads(line).get("error") for line in out.splitlines()] == [None, None]
+        assert here.read("setup", iri).value["count"] == 4 * times
+        assert source.get(iri) == ({"@id": iri, "count": 4 * times}, 4 * times + 1)
+    finally:
+        directory.close()
+        source.close()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

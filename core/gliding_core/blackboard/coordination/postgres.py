@@ -1,0 +1,859 @@
+"""L2: the coordination store on PostgreSQL: leases, tasks, agents and messages that every
+process and machine of a fleet shares.
+
+``PostgresCoordinationStore`` implements ``CoordinationStore`` (``coordination.protocol``) over
+tables prefixed ``coordination_`` in a memory's schema (``store.postgres.database``: one pool,
+one named schema, errors translated with no password in them). The registries decide over
+its rows exactly as over SQLite's; what this module adds is how the rules hold between
+processes that share nothing but the database.
+
+Why writes are serialisable across processes: every ``write()`` begins ``READ COMMITTED`` and,
+before its first read, takes a transaction-level advisory lock that is the storage's own (its
+key is derived from the schema), held until ``COMMIT`` or ``ROLLBACK``. So the writes of every
+handle and process on one schema run one at a time, whole: a grant reads the holders and
+inserts its lease with no other write in between, and at most one Write or Exclusive lease on
+a node is ever live. ``READ COMMITTED`` matters: each statement takes its snapshot when it
+starts, after the lock was granted, so it sees everything the previous holder of the lock
+committed (PostgreSQL makes a commit visible before it releases the transaction's locks). A
+``REPEATABLE READ`` or ``SERIALIZABLE`` transaction would take its snapshot at the lock
+statement itself, before the wait, and could decide on rows the previous holder had changed;
+the level is therefore set on every ``BEGIN``, not left to the server's default. The lock is
+one per storage, as SQLite's write lock is per file: the decisions read across rows (a grant
+reads every holder of a resource, a dependency reads the whole task graph), which row locks
+could not cover without locking rows that do not exist yet.
+
+Why tokens and sequences never go back: they come from PostgreSQL sequences (``CACHE 1``),
+whose values are never handed out twice, even after a rollback, a deleted row or a restart,
+and which are taken under the write lock, so a later commit always holds a larger one. The
+fence of a resource is a row (``coordination_fences``) written in the grant's transaction: a
+grant rolled back leaves the fence where it was.
+
+Reads do not take the lock: a ``read()`` outside a write is one ``REPEATABLE READ READ ONLY``
+transaction, a consistent snapshot that never waits for a writer. Inside a ``write()`` of the
+same thread it joins the write (its connection); a nested ``write()`` is a savepoint. A
+``write()`` opened inside a ``read()`` of the same thread runs on a connection of its own
+(the read's snapshot could not take the lock soundly).
+
+The clock: ``clock=None`` (the default) reads the database server's clock, once per
+transaction (with its first query, once a write holds the lock), so workers on several
+machines measure lease expiry and heartbeats on one clock; tests pass a fake one.
+
+Durability: a commit is as durable as the database's ``synchronous_commit`` says
+(``DatabaseSettings``, on by default), whatever ``CoordinationConfig.durability`` says. SQLite's
+``"normal"`` may lose the last commits only to a power loss, which ends every process that saw
+them; the clients of a server outlive a crash of the server, and a grant lost with it would
+hand its token (or a message its sequence) out again while its first holder still runs.
+
+A writer that stops inside its transaction (a process paused or stopped between two
+statements) would hold the lock of every other process: the server ends its session after half
+the busy timeout (``idle_in_transaction_session_timeout``, set for each write), its transaction
+rolls back, and it gets a ``StorageError`` if it ever resumes.
+
+Invariants:
+- A transaction holds one pooled connection from its ``BEGIN`` to its end; a thread never holds
+  two but for a write opened inside its own read.
+- A lock wait longer than ``CoordinationConfig.busy_timeout_ms`` fails with ``StorageError``
+  (PostgreSQL's ``lock_timeout``), never waits for ever.
+- SQL is built from constants (and integers computed here); every value travels as a
+  parameter; the schema is the connection's ``search_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from gliding_core.blackboard.coordination.records import (
+    Agent,
+    AgentStatus,
+    Lease,
+    LeaseMode,
+    Message,
+    Task,
+    TaskStatus,
+)
+from gliding_core.config import CoordinationConfig
+from gliding_core.errors import ClosedError, InvalidInputError
+from gliding_core.jsonld import preview
+from gliding_core.store.postgres.database import Database, DatabaseSettings, Migration, lock_key
+
+COMPONENT = "coordination"
+
+_TABLES = """
+CREATE SEQUENCE coordination_tokens CACHE 1;
+CREATE SEQUENCE coordination_sequences CACHE 1;
+CREATE TABLE coordination_leases (
+    resource text COLLATE "C" NOT NULL,
+    holder text COLLATE "C" NOT NULL,
+    mode text NOT NULL CHECK (mode IN ('read', 'write', 'exclusive')),
+    token bigint NOT NULL,
+    depth integer NOT NULL CHECK (depth > 0),
+    ttl_s double precision NOT NULL,
+    acquired_at double precision NOT NULL,
+    expires_at double precision NOT NULL,
+    PRIMARY KEY (resource, holder)
+);
+CREATE INDEX coordination_leases_by_holder ON coordination_leases (holder);
+CREATE TABLE coordination_fences (
+    resource text COLLATE "C" PRIMARY KEY,
+    token bigint NOT NULL
+);
+CREATE TABLE coordination_tasks (
+    iri text COLLATE "C" PRIMARY KEY,
+    parent text COLLATE "C",
+    root text COLLATE "C" NOT NULL,
+    status text NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed')),
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    revision bigint NOT NULL
+);
+CREATE INDEX coordination_tasks_by_parent ON coordination_tasks (parent)
+    WHERE parent IS NOT NULL;
+CREATE INDEX coordination_tasks_by_status ON coordination_tasks (status);
+CREATE TABLE coordination_task_dependencies (
+    task text COLLATE "C" NOT NULL,
+    depends_on text COLLATE "C" NOT NULL,
+    PRIMARY KEY (task, depends_on)
+);
+CREATE INDEX coordination_task_dependents ON coordination_task_dependencies (depends_on);
+CREATE TABLE coordination_agents (
+    name text COLLATE "C" PRIMARY KEY,
+    role text NOT NULL,
+    task text COLLATE "C" NOT NULL,
+    status text NOT NULL CHECK (status IN ('Idle', 'Working', 'Waiting', 'Completed', 'Error')),
+    operation text,
+    registered_at double precision NOT NULL,
+    last_heartbeat double precision NOT NULL,
+    timeout_s double precision NOT NULL,
+    incarnation bigint NOT NULL,
+    revision bigint NOT NULL
+);
+CREATE INDEX coordination_agents_by_task ON coordination_agents (task);
+CREATE TABLE coordination_messages (
+    sequence bigint PRIMARY KEY,
+    iri text COLLATE "C" NOT NULL UNIQUE,
+    topic text COLLATE "C" NOT NULL,
+    task text COLLATE "C",
+    sender text,
+    payload text NOT NULL,
+    created_at double precision NOT NULL
+);
+CREATE INDEX coordination_messages_by_topic ON coordination_messages (topic, sequence);
+CREATE INDEX coordination_messages_by_task ON coordination_messages (task, sequence)
+    WHERE task IS NOT NULL;
+"""
+
+
+def _create_tables(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(_TABLES)
+
+
+MIGRATIONS: list[Migration] = [(1, "create the coordination tables", _create_tables)]
+"""The coordination tables' versions; ``Database.prepare`` runs the ones a schema lacks."""
+
+
+@dataclass(slots=True)
+class _Frame:
+    """One transaction open on a thread: its connection, kind and savepoint depth."""
+
+    conn: psycopg.Connection[Any]
+    writing: bool
+    tx: PostgresTx
+    savepoints: int = 0
+
+
+class _Frames(threading.local):
+    """The transactions open on the current thread, innermost last."""
+
+    def __init__(self) -> None:
+        self.stack: list[_Frame] = []
+
+
+class PostgresCoordinationStore:
+    """The coordination store in a PostgreSQL schema, shared by every process that opens it.
+
+    Args:
+        database: the memory's database (pool and schema); the tables are created or upgraded
+            in its schema when missing.
+        config: coordination settings; ``CoordinationConfig()`` when omitted.
+        clock: the coordination clock (seconds since the epoch); ``None`` reads the database
+            server's clock, one clock for every machine.
+        owns_database: whether ``close()`` closes ``database`` too.
+
+    Safe to share between threads; any number of processes may open the same schema.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        config: CoordinationConfig | None = None,
+        clock: Callable[[], float] | None = None,
+        owns_database: bool = False,
+    ) -> None:
+        if not isinstance(database, Database):
+            raise InvalidInputError(f"database must be a Database, got {preview(database)}")
+        self.database, self.owns_database = database, owns_database
+        self._closed = False
+        self._frames = _Frames()
+        self._lock_key = lock_key(database.schema, COMPONENT)
+        try:
+            if clock is not None and not callable(clock):
+                raise InvalidInputError(f"clock must be callable or None, got {preview(clock)}")
+            if config is not None and not isinstance(config, CoordinationConfig):
+                raise InvalidInputError(
+                    f"config must be a CoordinationConfig, got {preview(config)}"
+                )
+            self.config = config or CoordinationConfig()
+            self.clock = clock
+            # lock_timeout 0 would wait for ever: a zero busy timeout waits the least it can.
+            busy_ms = max(1, int(self.config.busy_timeout_ms))
+            self._lock_timeout = f"{busy_ms}ms"
+            # A writer that stops between two statements (paused, stopped, hung) is ended by the
+            # server after half the busy timeout, so the lock it holds comes free before the
+            # other writers' waits run out.
+            self._idle_limit = f"{max(1_000, busy_ms // 2)}ms"
+            database.prepare(COMPONENT, MIGRATIONS)
+        except BaseException:
+            if owns_database:
+                database.close()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        *,
+        schema: str = "gliding",
+        settings: DatabaseSettings | None = None,
+        config: CoordinationConfig | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> PostgresCoordinationStore:
+        """Open the store in ``schema`` of the database at ``url`` (a libpq connection string)
+        with a pool of its own, closed with the store."""
+        database = Database(url, schema=schema, settings=settings)
+        return cls(database, config=config, clock=clock, owns_database=True)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the coordination store is closed")
+
+    @contextmanager
+    def write(self, doing: str) -> Iterator[PostgresTx]:
+        """Run the block as one write transaction under the storage's lock (a savepoint when
+        nested in a write of this thread).
+
+        Args:
+            doing: what the block does, for the message of a translated PostgreSQL error.
+        """
+        self._check_open()
+        stack = self._frames.stack
+        with self.database.translated(doing):
+            if stack and stack[-1].writing:
+                with self._savepoint(stack[-1]) as tx:
+                    yield tx
+            else:
+                with self._transaction(writing=True) as tx:
+                    yield tx
+
+    @contextmanager
+    def read(self, doing: str) -> Iterator[PostgresTx]:
+        """Run the block's reads on one snapshot (joining an open transaction of this thread)."""
+        self._check_open()
+        stack = self._frames.stack
+        with self.database.translated(doing):
+            if stack:
+                yield stack[-1].tx
+            else:
+                with self._transaction(writing=False) as tx:
+                    yield tx
+
+    @contextmanager
+    def _transaction(self, *, writing: bool) -> Iterator[PostgresTx]:
+        # One round trip: BEGIN, this write's limits and the lock, and the server's clock as
+        # the transaction starts (once it holds the lock) when it is the coordination clock.
+        clock = "" if self.clock is not None else _SERVER_CLOCK
+        if writing:
+            statement = (
+                "BEGIN ISOLATION LEVEL READ COMMITTED;"
+                f" SELECT set_config('lock_timeout', '{self._lock_timeout}', true),"
+                f" set_config('idle_in_transaction_session_timeout', '{self._idle_limit}',"
+                f" true), pg_advisory_xact_lock({int(self._lock_key)}){clock}"
+            )
+        else:
+            statement = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+            statement += f"; SELECT 1{clock}" if clock else ""
+        with self.database.connection() as conn:
+            cursor = conn.execute(statement)
+            now = None
+            if clock and cursor.nextset():
+                row = cursor.fetchone()
+                now = None if row is None else float(row[-1])
+            frame = _Frame(conn, writing, PostgresTx(conn, self.clock, now))
+            stack = self._frames.stack
+            stack.append(frame)
+            try:
+                yield frame.tx
+            except BaseException:
+                stack.pop()
+                _quietly(conn, "ROLLBACK")
+                raise
+            stack.pop()
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _savepoint(self, frame: _Frame) -> Iterator[PostgresTx]:
+        frame.savepoints += 1
+        name = f"nested_{frame.savepoints}"
+        frame.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield frame.tx
+        except BaseException:
+            _quietly(frame.conn, f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+            raise
+        finally:
+            frame.savepoints -= 1
+        frame.conn.execute(f"RELEASE SAVEPOINT {name}")
+
+    def close(self) -> None:
+        """Close the store (and its database when it owns it); twice is harmless."""
+        if not self._closed:
+            self._closed = True
+            if self.owns_database:
+                self.database.close()
+
+    def __enter__(self) -> PostgresCoordinationStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresCoordinationStore({self.database!r})"
+
+
+_SERVER_CLOCK = ", extract(epoch FROM clock_timestamp())::double precision"
+"""The server's clock, in seconds since the epoch, as a column of a transaction's first query."""
+
+
+def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
+    """Roll back after a failure, keeping the failure: a connection that broke cannot roll
+    back, and the pool discards it when it comes back."""
+    with suppress(psycopg.Error):
+        conn.execute(statement)
+
+
+class PostgresTx:
+    """A transaction of a ``PostgresCoordinationStore``: its record stores over one connection.
+
+    ``connection`` is psycopg's own, for tests and tools.
+    """
+
+    __slots__ = ("_clock", "_now", "agents", "connection", "leases", "messages", "tasks")
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        clock: Callable[[], float] | None,
+        now: float | None = None,
+    ) -> None:
+        self.connection = conn
+        self._clock = clock
+        self._now = now
+        self.leases = PostgresLeases(conn)
+        self.tasks = PostgresTasks(conn)
+        self.agents = PostgresAgents(conn)
+        self.messages = PostgresMessages(conn)
+
+    def now(self) -> float:
+        """Return the coordination clock (by default the server's, as the transaction began)."""
+        if self._clock is not None:
+            return self._clock()
+        if self._now is None:  # not read with the transaction's first query
+            row = self.connection.execute(
+                "SELECT extract(epoch FROM clock_timestamp())::double precision"
+            ).fetchone()
+            assert row is not None
+            self._now = float(row[0])
+        return self._now
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+_LEASE_COLUMNS = "resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at"
+
+
+def _lease(row: tuple[Any, ...]) -> Lease:
+    resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at = row
+    return Lease(resource, holder, LeaseMode(mode), token, depth, ttl_s, acquired_at, expires_at)
+
+
+class PostgresLeases:
+    """The ``LeaseRecords`` of a transaction (``coordination_leases``, ``coordination_fences``)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def _leases(self, where: str, values: tuple[object, ...]) -> list[Lease]:
+        query = f"SELECT {_LEASE_COLUMNS} FROM coordination_leases WHERE {where}"
+        return [_lease(row) for row in self._conn.execute(query, values)]
+
+    def on(self, resource: str) -> list[Lease]:
+        """Return every lease row on ``resource``, by holder."""
+        return self._leases("resource = %s ORDER BY holder", (resource,))
+
+    def live(self, resource: str, holder: str, now: float) -> Lease | None:
+        """Return ``holder``'s live lease on ``resource``, if any."""
+        found = self._leases(
+            "resource = %s AND holder = %s AND expires_at > %s", (resource, holder, now)
+        )
+        return found[0] if found else None
+
+    def live_on(self, resource: str, now: float) -> list[Lease]:
+        """Return the live leases on ``resource``, by token."""
+        return self._leases("resource = %s AND expires_at > %s ORDER BY token", (resource, now))
+
+    def live_all(self, now: float, holder: str | None = None) -> list[Lease]:
+        """Return the live leases (of ``holder``), by resource then holder."""
+        if holder is None:
+            return self._leases("expires_at > %s ORDER BY resource, holder", (now,))
+        return self._leases(
+            "expires_at > %s AND holder = %s ORDER BY resource, holder", (now, holder)
+        )
+
+    def newest_token(self, resource: str) -> int | None:
+        """Return the fence of ``resource``, if any."""
+        row = self._conn.execute(
+            "SELECT token FROM coordination_fences WHERE resource = %s", (resource,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def grant(self, lease: Lease, *, fenced: bool) -> Lease:
+        """Store ``lease`` with the next token (moving the fence when ``fenced``), in one
+        statement: the token is taken once and written to the lease and the fence."""
+        row = self._conn.execute(
+            "WITH taken AS (SELECT nextval('coordination_tokens') AS token),"
+            " fence AS (INSERT INTO coordination_fences (resource, token)"
+            " SELECT %s, token FROM taken WHERE %s"
+            " ON CONFLICT (resource) DO UPDATE SET token = excluded.token)"
+            f" INSERT INTO coordination_leases ({_LEASE_COLUMNS})"
+            " SELECT %s, %s, %s, token, %s, %s, %s, %s FROM taken"
+            " ON CONFLICT (resource, holder) DO UPDATE"
+            " SET mode = excluded.mode, token = excluded.token, depth = excluded.depth,"
+            " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
+            " expires_at = excluded.expires_at RETURNING token",
+            (
+                lease.resource,
+                fenced,
+                lease.resource,
+                lease.holder,
+                lease.mode.value,
+                lease.depth,
+                lease.ttl_s,
+                lease.acquired_at,
+                lease.expires_at,
+            ),
+        ).fetchone()
+        assert row is not None
+        return Lease(
+            lease.resource,
+            lease.holder,
+            lease.mode,
+            int(row[0]),
+            lease.depth,
+            lease.ttl_s,
+            lease.acquired_at,
+            lease.expires_at,
+        )
+
+    def deepen(self, resource: str, holder: str, expires_at: float) -> None:
+        """Add one acquisition to the lease row and set its expiry."""
+        self._conn.execute(
+            "UPDATE coordination_leases SET depth = depth + 1, expires_at = %s"
+            " WHERE resource = %s AND holder = %s",
+            (expires_at, resource, holder),
+        )
+
+    def set_expiry(self, resource: str, holder: str, expires_at: float) -> None:
+        """Set the expiry of the lease row."""
+        self._conn.execute(
+            "UPDATE coordination_leases SET expires_at = %s WHERE resource = %s AND holder = %s",
+            (expires_at, resource, holder),
+        )
+
+    def renew_all(self, holder: str, now: float) -> int:
+        """Renew every live lease of ``holder`` by its TTL from ``now``; return how many."""
+        cursor = self._conn.execute(
+            "UPDATE coordination_leases SET expires_at = %s + ttl_s"
+            " WHERE holder = %s AND expires_at > %s",
+            (now, holder, now),
+        )
+        return cursor.rowcount
+
+    def decrement(self, resource: str, holder: str) -> None:
+        """Take one acquisition off the lease row."""
+        self._conn.execute(
+            "UPDATE coordination_leases SET depth = depth - 1 WHERE resource = %s AND holder = %s",
+            (resource, holder),
+        )
+
+    def delete(self, resource: str, holder: str) -> None:
+        """Delete the lease row, if any."""
+        self._conn.execute(
+            "DELETE FROM coordination_leases WHERE resource = %s AND holder = %s",
+            (resource, holder),
+        )
+
+    def delete_expired_on(self, resource: str, now: float) -> None:
+        """Delete the expired lease rows on ``resource``."""
+        self._conn.execute(
+            "DELETE FROM coordination_leases WHERE resource = %s AND expires_at <= %s",
+            (resource, now),
+        )
+
+    def remove_holder(self, holder: str) -> list[Lease]:
+        """Delete every lease row of ``holder``; return them by resource."""
+        return self._remove("holder = %s", (holder,))
+
+    def remove_expired(self, now: float) -> list[Lease]:
+        """Delete every expired lease row; return them by resource then holder."""
+        return self._remove("expires_at <= %s", (now,))
+
+    def _remove(self, where: str, values: tuple[object, ...]) -> list[Lease]:
+        rows = self._conn.execute(
+            f"DELETE FROM coordination_leases WHERE {where} RETURNING {_LEASE_COLUMNS}", values
+        ).fetchall()
+        return sorted((_lease(row) for row in rows), key=lambda lease: _order(lease))
+
+
+def _order(lease: Lease) -> tuple[bytes, bytes]:
+    """Sort key of leases by resource then holder, in code point order (as ``COLLATE "C"``)."""
+    return (
+        lease.resource.encode("utf-8", "surrogatepass"),
+        lease.holder.encode("utf-8", "surrogatepass"),
+    )
+
+
+# -- tasks -------------------------------------------------------------------------------------
+
+_TASK_COLUMNS = "iri, parent, root, status, created_at, updated_at, revision"
+
+
+class PostgresTasks:
+    """The ``TaskRecords`` of a transaction (``coordination_tasks`` and their dependencies)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def _column(self, query: str, *values: object) -> list[str]:
+        return [str(row[0]) for row in self._conn.execute(query + " ORDER BY 1", values)]
+
+    def _tasks(self, where: str, *values: object) -> list[Task]:
+        """The tasks matching ``where`` (on ``t``), by IRI, each with its sorted dependencies."""
+        rows = self._conn.execute(
+            "SELECT t.iri, t.parent, t.root, t.status, t.created_at, t.updated_at, t.revision,"
+            " coalesce((SELECT array_agg(d.depends_on ORDER BY d.depends_on)"
+            " FROM coordination_task_dependencies AS d WHERE d.task = t.iri), '{}')"
+            f" FROM coordination_tasks AS t {where} ORDER BY t.iri",
+            values,
+        ).fetchall()
+        return [
+            Task(iri, TaskStatus(status), parent, root, tuple(deps), created, updated, revision)
+            for iri, parent, root, status, created, updated, revision, deps in rows
+        ]
+
+    def get(self, iri: str) -> Task | None:
+        """Return the task ``iri``, if it is registered."""
+        found = self._tasks("WHERE t.iri = %s", iri)
+        return found[0] if found else None
+
+    def insert(self, iri: str, *, parent: str | None, root: str, now: float) -> None:
+        """Store a new pending task."""
+        self._conn.execute(
+            f"INSERT INTO coordination_tasks ({_TASK_COLUMNS})"
+            " VALUES (%s, %s, %s, 'pending', %s, %s, 1)",
+            (iri, parent, root, now, now),
+        )
+
+    def all(self, status: TaskStatus | None = None) -> list[Task]:
+        """Return every task (of ``status``), by IRI."""
+        if status is None:
+            return self._tasks("")
+        return self._tasks("WHERE t.status = %s", status.value)
+
+    def children(self, iri: str) -> list[str]:
+        """Return the children of ``iri``."""
+        return self._column("SELECT iri FROM coordination_tasks WHERE parent = %s", iri)
+
+    def unfinished_children(self, iri: str) -> list[str]:
+        """Return the pending or running children of ``iri``."""
+        return self._column(
+            "SELECT iri FROM coordination_tasks"
+            " WHERE parent = %s AND status IN ('pending', 'running')",
+            iri,
+        )
+
+    def dependencies(self, iri: str) -> list[str]:
+        """Return what ``iri`` depends on."""
+        return self._column(
+            "SELECT depends_on FROM coordination_task_dependencies WHERE task = %s", iri
+        )
+
+    def dependents(self, iri: str) -> list[str]:
+        """Return what depends on ``iri``."""
+        return self._column(
+            "SELECT task FROM coordination_task_dependencies WHERE depends_on = %s", iri
+        )
+
+    def unfinished_dependents(self, iri: str) -> list[str]:
+        """Return the pending or running tasks that depend on ``iri``."""
+        return self._column(
+            "SELECT d.task FROM coordination_task_dependencies AS d"
+            " JOIN coordination_tasks AS t ON t.iri = d.task"
+            " WHERE d.depends_on = %s AND t.status IN ('pending', 'running')",
+            iri,
+        )
+
+    def ready(self) -> list[Task]:
+        """Return the pending tasks whose dependencies are all completed, by IRI."""
+        return self._tasks(
+            "WHERE t.status = 'pending' AND NOT EXISTS (SELECT 1"
+            " FROM coordination_task_dependencies AS d"
+            " JOIN coordination_tasks AS u ON u.iri = d.depends_on"
+            " WHERE d.task = t.iri AND u.status <> 'completed')"
+        )
+
+    def finished_before(self, time: float) -> list[str]:
+        """Return the completed or failed tasks last updated at or before ``time``."""
+        return self._column(
+            "SELECT iri FROM coordination_tasks"
+            " WHERE status IN ('completed', 'failed') AND updated_at <= %s",
+            time,
+        )
+
+    def link(self, task: str, depends_on: str) -> None:
+        """Store the edge ``task`` depends on ``depends_on``."""
+        self._conn.execute(
+            "INSERT INTO coordination_task_dependencies (task, depends_on) VALUES (%s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (task, depends_on),
+        )
+
+    def unlink(self, task: str, depends_on: str) -> bool:
+        """Delete the edge; return whether there was one."""
+        cursor = self._conn.execute(
+            "DELETE FROM coordination_task_dependencies WHERE task = %s AND depends_on = %s",
+            (task, depends_on),
+        )
+        return cursor.rowcount > 0
+
+    def touch(self, iri: str, now: float) -> None:
+        """Record a change of ``iri``."""
+        self._conn.execute(
+            "UPDATE coordination_tasks SET updated_at = %s, revision = revision + 1 WHERE iri = %s",
+            (now, iri),
+        )
+
+    def set_status(self, iri: str, status: TaskStatus, now: float) -> None:
+        """Set the status of ``iri``."""
+        self._conn.execute(
+            "UPDATE coordination_tasks SET status = %s, updated_at = %s,"
+            " revision = revision + 1 WHERE iri = %s",
+            (status.value, now, iri),
+        )
+
+    def delete(self, iris: Iterable[str]) -> None:
+        """Delete the tasks and every edge naming them."""
+        doomed = list(iris)
+        if not doomed:
+            return
+        self._conn.execute("DELETE FROM coordination_tasks WHERE iri = ANY(%s)", (doomed,))
+        self._conn.execute(
+            "DELETE FROM coordination_task_dependencies"
+            " WHERE task = ANY(%s) OR depends_on = ANY(%s)",
+            (doomed, doomed),
+        )
+
+
+# -- agents ------------------------------------------------------------------------------------
+
+_AGENT_COLUMNS = (
+    "name, role, task, status, operation, registered_at, last_heartbeat, timeout_s, "
+    "incarnation, revision"
+)
+
+
+def _agent(row: tuple[Any, ...]) -> Agent:
+    name, role, task, status, operation, registered, beat, timeout, incarnation, revision = row
+    return Agent(
+        name,
+        role,
+        task,
+        AgentStatus(status),
+        operation,
+        registered,
+        beat,
+        timeout,
+        incarnation,
+        revision,
+    )
+
+
+class PostgresAgents:
+    """The ``AgentRecords`` of a transaction (``coordination_agents``)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def _one(self, query: str, values: tuple[object, ...]) -> Agent | None:
+        row = self._conn.execute(query, values).fetchone()
+        return None if row is None else _agent(row)
+
+    def find(self, name: str) -> Agent | None:
+        """Return the agent ``name``, if it is registered."""
+        return self._one(
+            f"SELECT {_AGENT_COLUMNS} FROM coordination_agents WHERE name = %s", (name,)
+        )
+
+    def insert(self, agent: Agent) -> None:
+        """Store ``agent``, replacing a row of the same name."""
+        self._conn.execute(
+            f"INSERT INTO coordination_agents ({_AGENT_COLUMNS})"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE"
+            " SET role = excluded.role, task = excluded.task, status = excluded.status,"
+            " operation = excluded.operation, registered_at = excluded.registered_at,"
+            " last_heartbeat = excluded.last_heartbeat, timeout_s = excluded.timeout_s,"
+            " incarnation = excluded.incarnation, revision = excluded.revision",
+            (
+                agent.name,
+                agent.role,
+                agent.task,
+                agent.status.value,
+                agent.operation,
+                agent.registered_at,
+                agent.last_heartbeat,
+                agent.timeout_s,
+                agent.incarnation,
+                agent.revision,
+            ),
+        )
+
+    def beat(
+        self, name: str, status: AgentStatus, operation: str | None, now: float
+    ) -> Agent | None:
+        """Record a heartbeat; return the agent as it is now."""
+        return self._one(
+            "UPDATE coordination_agents SET status = %s,"
+            " operation = COALESCE(%s, operation), last_heartbeat = %s,"
+            f" revision = revision + 1 WHERE name = %s RETURNING {_AGENT_COLUMNS}",
+            (status.value, operation, now, name),
+        )
+
+    def set_status(self, name: str, status: AgentStatus) -> Agent | None:
+        """Set the status of ``name``; return the agent as it is now."""
+        return self._one(
+            "UPDATE coordination_agents SET status = %s, revision = revision + 1"
+            f" WHERE name = %s RETURNING {_AGENT_COLUMNS}",
+            (status.value, name),
+        )
+
+    def delete(self, name: str) -> bool:
+        """Delete the agent ``name``; return whether it was registered."""
+        cursor = self._conn.execute("DELETE FROM coordination_agents WHERE name = %s", (name,))
+        return cursor.rowcount > 0
+
+    def all(self) -> list[Agent]:
+        """Return every registered agent, by name."""
+        rows = self._conn.execute(f"SELECT {_AGENT_COLUMNS} FROM coordination_agents ORDER BY name")
+        return [_agent(row) for row in rows]
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+_MESSAGE_COLUMNS = "sequence, iri, topic, task, sender, payload, created_at"
+
+
+def _message(row: tuple[Any, ...]) -> Message:
+    sequence, iri, topic, task, sender, payload, created_at = row
+    return Message(sequence, iri, topic, task, sender, json.loads(payload), created_at)
+
+
+class PostgresMessages:
+    """The ``MessageRecords`` of a transaction (``coordination_messages``)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def append(
+        self,
+        *,
+        iri: str,
+        topic: str,
+        task: str | None,
+        sender: str | None,
+        payload: str,
+        now: float,
+    ) -> int:
+        """Store a message; return its sequence (from a sequence, never handed out twice)."""
+        row = self._conn.execute(
+            f"INSERT INTO coordination_messages ({_MESSAGE_COLUMNS})"
+            " VALUES (nextval('coordination_sequences'), %s, %s, %s, %s, %s, %s)"
+            " RETURNING sequence",
+            (iri, topic, task, sender, payload, now),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def since(
+        self,
+        cursor: int,
+        *,
+        topic: str | None = None,
+        task: str | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """Return the messages after ``cursor`` (of ``topic`` and ``task``), by sequence."""
+        where: list[str] = ["sequence > %s"]
+        values: list[object] = [cursor]
+        if topic is not None:
+            where.append("topic = %s")
+            values.append(topic)
+        if task is not None:
+            where.append("task = %s")
+            values.append(task)
+        query = f"SELECT {_MESSAGE_COLUMNS} FROM coordination_messages"
+        query += f" WHERE {' AND '.join(where)} ORDER BY sequence"
+        if limit is not None:
+            query += f" LIMIT {int(limit)}"
+        return [_message(row) for row in self._conn.execute(query, values)]
+
+    def latest(self) -> int:
+        """Return the newest sequence stored (0 when there is none)."""
+        row = self._conn.execute("SELECT max(sequence) FROM coordination_messages").fetchone()
+        return int(row[0] or 0) if row is not None else 0
+
+    def prune(self, up_to: int) -> int:
+        """Delete the messages up to ``up_to``; return how many."""
+        cursor = self._conn.execute(
+            "DELETE FROM coordination_messages WHERE sequence <= %s", (up_to,)
+        )
+        return cursor.rowcount

@@ -1,0 +1,379 @@
+"""L0: a PostgreSQL database as the stores use it: a connection pool in one named schema,
+errors translated, secrets kept out of every message, and the schema's version kept in it.
+
+``Database(url, schema=...)`` takes any libpq connection string (``postgresql://user@host/db``,
+a unix socket as ``postgresql://user@/db?host=/run/dir``, or ``key=value`` pairs) and opens a
+``psycopg_pool`` pool of autocommit connections whose ``search_path`` is the schema, so several
+memories share one database, each in a schema of its own. The password never travels in the
+connection string the pool keeps: it goes to libpq as a separate argument, ``display`` shows
+the rest, and ``translated`` removes it from any message that would still carry it.
+
+``prepare`` creates the schema and a component's tables, or upgrades them in place, in one
+transaction under an advisory lock, so processes that open a new schema at once create it once.
+It needs no superuser: an ordinary role that owns the database (or holds ``CREATE`` on it) may
+create schemas and tables. What the role may not do is reported as a ``ConfigError`` naming the
+statement an administrator must run (``require_extension`` does the same for an extension,
+such as ``vector``, which is not a trusted one).
+
+Invariants: no message, ``repr`` or log line of this module holds the password; every psycopg
+or pool exception leaves as a ``GlidingError`` (``boundary``'s ``postgresql`` table).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+import psycopg
+import psycopg_pool
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from gliding_core.boundary import translate
+from gliding_core.errors import ConfigError, GlidingError, InvalidInputError
+from gliding_core.jsonld import preview
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_SECRETS = ("password", "sslpassword")
+_VERSIONS = """
+CREATE TABLE IF NOT EXISTS schema_versions (
+    component text COLLATE "C" PRIMARY KEY,
+    version integer NOT NULL
+)
+"""
+
+Migration = tuple[int, str, Callable[[psycopg.Connection[Any]], None]]
+"""One step of a component's schema: the version it makes, what it does, and how."""
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """How a store reaches its database.
+
+    Attributes:
+        max_connections: the most connections the pool opens.
+        timeout_s: how long a caller waits for a connection (made or free) before a
+            ``StorageError``; also libpq's connect timeout.
+        lock_timeout_ms: how long a statement waits for a lock another transaction holds
+            before failing (0: for ever).
+        synchronous_commit: whether a commit waits for its write-ahead log to be flushed;
+            without, a crash of the server (not of the client) may lose the last commits.
+    """
+
+    max_connections: int = 10
+    timeout_s: float = 10.0
+    lock_timeout_ms: int = 30_000
+    synchronous_commit: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_connections, bool) or not isinstance(self.max_connections, int):
+            raise InvalidInputError(
+                f"max_connections must be an int, got {preview(self.max_connections)}"
+            )
+        if not 1 <= self.max_connections <= 1_000:
+            raise InvalidInputError(
+                f"max_connections must be in [1, 1000], got {self.max_connections}"
+            )
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)):
+            raise InvalidInputError(f"timeout_s must be a number, got {preview(self.timeout_s)}")
+        if not 0.1 <= self.timeout_s <= 3_600:
+            raise InvalidInputError(f"timeout_s must be in [0.1, 3600], got {self.timeout_s}")
+        if not isinstance(self.lock_timeout_ms, int) or self.lock_timeout_ms < 0:
+            raise InvalidInputError(
+                f"lock_timeout_ms must be an int >= 0, got {preview(self.lock_timeout_ms)}"
+            )
+
+
+def check_schema(name: object) -> str:
+    """Return ``name`` if it can name a memory's schema: lower-case letters, digits and ``_``,
+    not starting with a digit, at most 63 characters, not one of PostgreSQL's own."""
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        raise InvalidInputError(
+            "schema must be 1 to 63 lower-case letters, digits or underscores, not starting"
+            f" with a digit, got {preview(name)}"
+        )
+    if name.startswith("pg_") or name in ("public", "information_schema"):
+        raise InvalidInputError(f"schema {name!r} is PostgreSQL's own: choose another name")
+    return name
+
+
+def lock_key(schema: str, purpose: str) -> int:
+    """Return the advisory lock key of ``purpose`` in ``schema`` (a signed 64-bit integer)."""
+    digest = hashlib.blake2b(f"gliding:{schema}:{purpose}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class Database:
+    """A PostgreSQL database reached through a pool, in one named schema.
+
+    Args:
+        url: a libpq connection string (URI or ``key=value``); its password stays private.
+        schema: the schema this handle works in (see ``check_schema``).
+        settings: pool size, timeouts and commit durability.
+
+    Raises:
+        ConfigError: the connection string cannot be parsed.
+        StorageError: no connection could be made within ``settings.timeout_s``.
+    """
+
+    def __init__(self, url: str, *, schema: str, settings: DatabaseSettings | None = None):
+        self.schema = check_schema(schema)
+        self.settings = settings or DatabaseSettings()
+        public, self._secrets = _split_secrets(url)
+        self.display = make_conninfo(**public) + (" password=***" if self._secrets else "")
+        self.identifier = f'"{self.schema}"'
+        self.pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
+            psycopg_pool.ConnectionPool(
+                make_conninfo(**public),
+                kwargs={
+                    **self._secrets,
+                    "autocommit": True,
+                    "connect_timeout": max(1, round(self.settings.timeout_s)),
+                    "application_name": "gliding-horse",
+                },
+                min_size=1,
+                max_size=self.settings.max_connections,
+                open=False,
+                configure=self._configure,
+                timeout=self.settings.timeout_s,
+                # A connection attempt that keeps failing (the server is down) is given up
+                # after this long, and the next caller starts a new one at once: the pool's
+                # back-off never grows past the timeout, so work resumes within about one
+                # timeout of the server coming back (the default, five minutes, would let the
+                # back-off reach minutes).
+                reconnect_timeout=self.settings.timeout_s,
+                name=f"gliding-{self.schema}",
+            )
+        )
+        with self.translated(f"connecting to PostgreSQL ({self.display})"):
+            self.pool.open(wait=True, timeout=self.settings.timeout_s)
+
+    def __repr__(self) -> str:
+        return f"Database({self.display!r}, schema={self.schema!r})"
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Set a new connection's schema, lock timeout and commit durability.
+
+        Prepared statements (psycopg prepares a statement run often) keep one generic plan:
+        every statement of the stores is a lookup by parameters, and planning the BM25 one
+        anew for each query, as PostgreSQL would for its array parameters, costs several times
+        its execution.
+        """
+        settings = self.settings
+        conn.execute(
+            "SELECT set_config('search_path', %s, false), set_config('lock_timeout', %s, false),"
+            " set_config('synchronous_commit', %s, false),"
+            " set_config('plan_cache_mode', 'force_generic_plan', false)",
+            (
+                self.identifier,
+                f"{settings.lock_timeout_ms}ms",
+                "on" if settings.synchronous_commit else "off",
+            ),
+        )
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """Lend a connection of the pool for the block (idle, autocommit)."""
+        with self.pool.connection() as conn:
+            yield conn
+
+    def translated(self, doing: str) -> _Translated:
+        """Return a context that turns psycopg's and the pool's exceptions into
+        ``GlidingError``s saying what was being done, with no secret in them."""
+        return _Translated(doing, tuple(self._secrets.values()))
+
+    def close(self) -> None:
+        """Close every connection of the pool; closing twice is harmless."""
+        self.pool.close()
+
+    def prepare(self, component: str, migrations: Sequence[Migration]) -> int:
+        """Create or upgrade ``component``'s tables in the schema; return the version found.
+
+        Each migration runs once, in order, in one transaction with the rest: a failed
+        upgrade leaves the schema as it was.
+
+        Raises:
+            ConfigError: the role may not create the schema or its tables (the message names
+                the statement an administrator must run), or the schema was written by a newer
+                version of gliding-horse.
+        """
+        latest = migrations[-1][0]
+        with (
+            self.translated(f"preparing the schema {self.schema!r}"),
+            self.connection() as conn,
+            conn.transaction(),
+        ):
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "schema"),))
+            self._create_schema(conn)
+            conn.execute(_VERSIONS)
+            row = conn.execute(
+                "SELECT version FROM schema_versions WHERE component = %s", (component,)
+            ).fetchone()
+            found = 0 if row is None else int(row[0])
+            if found > latest:
+                raise ConfigError(
+                    f"the schema {self.schema!r} holds {component} version {found}, newer than"
+                    f" this gliding-horse knows ({latest}): upgrade gliding-horse"
+                )
+            for version, doing, migrate in migrations:
+                if version > found:
+                    with self._privileged(conn, doing):
+                        migrate(conn)
+            conn.execute(
+                "INSERT INTO schema_versions (component, version) VALUES (%s, %s)"
+                " ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                (component, latest),
+            )
+        return found
+
+    def _create_schema(self, conn: psycopg.Connection[Any]) -> None:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+        ).fetchone()
+        if exists is not None:
+            return
+        role, database = _whoami(conn)
+        try:
+            with conn.transaction():
+                conn.execute(f"CREATE SCHEMA {self.identifier}")
+        except pg_errors.InsufficientPrivilege as exc:
+            raise ConfigError(
+                f"the role {role!r} may not create the schema {self.schema!r} in the database"
+                f" {database!r}: have an administrator run"
+                f' CREATE SCHEMA {self.identifier} AUTHORIZATION "{role}";'
+                " (or give the role CREATE on the database)"
+            ) from exc
+
+    @contextmanager
+    def _privileged(self, conn: psycopg.Connection[Any], doing: str) -> Iterator[None]:
+        """Run a migration; a privilege it lacks becomes a ``ConfigError`` naming the grant."""
+        try:
+            with conn.transaction():
+                yield
+        except pg_errors.InsufficientPrivilege as exc:
+            role, database = _whoami(conn)
+            raise ConfigError(
+                f"the role {role!r} may not {doing} in the schema {self.schema!r} of the"
+                f" database {database!r}: have an administrator run"
+                f' GRANT USAGE, CREATE ON SCHEMA {self.identifier} TO "{role}";'
+                f" (PostgreSQL said: {exc.diag.message_primary})"
+            ) from exc
+
+    def require_extension(self, name: str) -> str:
+        """Make sure the extension ``name`` is installed in the database; return the schema
+        that holds its types and operators (to name them qualified: a memory's connections
+        search only the memory's schema).
+
+        A new extension goes into ``public`` when that schema exists, not into the memory's
+        schema, where dropping the memory would drop it under the other memories' feet.
+
+        Raises:
+            ConfigError: it is not, and this role may not install it (an extension that is
+                not trusted needs a superuser): the message names the statement to have run.
+        """
+        _identifier(name)
+        with (
+            self.translated(f"checking the PostgreSQL extension {name!r}"),
+            self.connection() as conn,
+        ):
+            found = _extension_schema(conn, name)
+            if found is not None:
+                return found
+            public = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'public'")
+            where = " SCHEMA public" if public.fetchone() is not None else ""
+            try:
+                with conn.transaction():
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s)", (lock_key("", f"extension:{name}"),)
+                    )
+                    conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"{where}')
+            except pg_errors.InsufficientPrivilege as exc:
+                role, database = _whoami(conn)
+                raise ConfigError(
+                    f"the PostgreSQL extension {name!r} is not installed in the database"
+                    f" {database!r} and the role {role!r} may not install it: have an"
+                    f' administrator run CREATE EXTENSION "{name}"{where}; in that database'
+                ) from exc
+            installed = _extension_schema(conn, name)
+            assert installed is not None
+            return installed
+
+
+def _extension_schema(conn: psycopg.Connection[Any], name: str) -> str | None:
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+        " ON n.oid = e.extnamespace WHERE e.extname = %s",
+        (name,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+class _Translated:
+    """``boundary.translated`` for PostgreSQL, with the connection's secrets taken out."""
+
+    __slots__ = ("doing", "secrets")
+
+    def __init__(self, doing: str, secrets: tuple[str, ...]) -> None:
+        self.doing, self.secrets = doing, secrets
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> Literal[False]:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, GlidingError):
+            return False
+        error = translate("postgresql", exc, self.doing)
+        if error is None:
+            return False
+        message = str(error)
+        if any(secret in message for secret in self.secrets):
+            message = redact(message, self.secrets)
+            raise type(error)(message) from None  # the original's text holds the secret too
+        raise error from exc
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """Return ``text`` with each of ``secrets`` replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _split_secrets(url: object) -> tuple[dict[str, str], dict[str, str]]:
+    """Return a connection string's parameters without its secrets, and the secrets."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInputError("the database URL must be a non-empty string")
+    try:
+        parameters = conninfo_to_dict(url)
+    except psycopg.Error:
+        # libpq's message quotes the string, password included: say only what is wrong.
+        raise ConfigError(
+            "the database URL is not a libpq connection string (postgresql://user@host/db,"
+            " postgresql://user@/db?host=/socket/dir, or key=value pairs)"
+        ) from None
+    public = {key: str(value) for key, value in parameters.items() if key not in _SECRETS}
+    secrets = {key: str(value) for key, value in parameters.items() if key in _SECRETS}
+    return public, secrets
+
+
+def _whoami(conn: psycopg.Connection[Any]) -> tuple[str, str]:
+    row = conn.execute("SELECT current_user, current_database()").fetchone()
+    assert row is not None
+    return str(row[0]), str(row[1])
+
+
+def _identifier(name: str) -> str:
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise InvalidInputError(f"not an extension name: {preview(name)}")
+    return name

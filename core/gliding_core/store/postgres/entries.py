@@ -1,0 +1,1192 @@
+"""L0: the entry store on PostgreSQL (``EntryStore``), one memory shared by many processes.
+
+``PostgresEntryStore(url, schema=...)`` keeps the same entries, indexes and change log as the
+SQLite store, in the tables of ``store.postgres.schema``, and keeps the same contract
+(``store.protocol``); what differs is how it keeps it with many writers at once.
+
+Invariants:
+- A write request is validated whole before its transaction starts; a batch is one
+  transaction. A write that has returned is committed (its log flushed when
+  ``StoreConfig.durability`` is ``"full"``: ``synchronous_commit``).
+- A merge reads the stored entries ``FOR UPDATE``, in IRI order, so two writers merging into one
+  entry take turns (no merge is lost) and two batches never deadlock on their rows. Two writers
+  creating one new IRI at once: the second's insert fails on the unique IRI, and its write runs
+  again, merging into the first's entry. A write that loses a deadlock or that race is redone,
+  up to ``_ATTEMPTS`` times, inside its own savepoint.
+- Every index (tags, types, edges, the lexical postings and their counts) is written in the
+  same transaction as its entry.
+- The change log: a commit that changes text takes its sequence numbers at the very end, under
+  a transaction-level advisory lock that it holds through its ``COMMIT``. So numbers follow the
+  order of commits: when a reader sees number N, every change numbered below N is already
+  visible to it, and ``changes_since(n)`` never misses a change committed later below n. A
+  PostgreSQL sequence would not do: its numbers are given out when asked for, not at commit,
+  so a transaction holding 7 may commit after one holding 8, and a reader that applied 8 would
+  never see 7. The price is that commits changing text pass the lock one at a time, for their
+  last statements and their commit; the writes before run in parallel. ``text_stats``, the
+  lexical index's counts, changes only under the same lock, so that row is never contended.
+- Reads never wait for writers (MVCC): each read is one statement on a snapshot of the last
+  commit; a thread inside its own transaction reads on that transaction's connection and sees
+  its own writes, while every other thread sees the store as before until the commit.
+- A read writes nothing: ``get`` counts itself in an in-memory buffer (``store.access``); a timer
+  thread writes the buffer now and then in a transaction of its own, unsynced, with a short lock
+  timeout (a row a writer holds is tried again at the next flush, never waited for long), and
+  ``close`` writes what is left. A crash loses at most those buffered counts.
+- SQL is built from constants only; every value travels as a parameter; the schema is a
+  validated name set as each connection's ``search_path``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from gliding_core.config import StoreConfig
+from gliding_core.errors import ClosedError, EntryNotFoundError, GlidingError, InvalidInputError
+from gliding_core.jsonld import (
+    Node,
+    canonical_json,
+    check_iris,
+    check_label,
+    check_text,
+    encodes_as_utf8,
+    node_text,
+    parse_canonical,
+    preview,
+    validate_iri,
+)
+from gliding_core.store.access import AccessBuffer
+from gliding_core.store.columns import (
+    ACCESS_POSITIONS,
+    COLUMNS,
+    QUALIFIED,
+    check_limit,
+    check_names,
+    check_sequence,
+    prefix_bound,
+    split,
+    state_of,
+    to_entry,
+)
+from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
+from gliding_core.store.filters import POSTGRESQL, SearchFilters
+from gliding_core.store.lexical import query_terms
+from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
+from gliding_core.store.postgres.lexical import ranked_sql
+from gliding_core.store.postgres.schema import COMPONENT, MIGRATIONS, Postings
+from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
+from gliding_core.store.staging import (
+    SEPARATOR,
+    Rows,
+    Staged,
+    check_record,
+    check_tags,
+    new_entry,
+    restage,
+    stage,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_ATTEMPTS = 5  # a write that loses a deadlock or an insert race is redone this many times
+_ACCESS_LOCK_TIMEOUT = "250ms"  # how long a flush of access counts waits for a writer's row
+
+_LOAD = (
+    "SELECT id, iri, content, content_hash, importance, created_at, tags, metadata, mesi_state,"
+    " named_graph, generation, jsonld_types FROM entries WHERE iri = ANY(%s::text[])"
+    " ORDER BY iri FOR UPDATE"
+)
+_COPY_ENTRIES = (
+    "entries (content, importance, updated_at, tags, metadata, mesi_state, content_hash,"
+    " named_graph, jsonld_context, jsonld_types, generation, id, iri, created_at, last_accessed)"
+)
+_UPDATE_ENTRIES = (
+    "UPDATE entries AS e SET content = u.content, importance = u.importance,"
+    " updated_at = u.updated_at, tags = u.tags, metadata = u.metadata,"
+    " mesi_state = u.mesi_state, content_hash = u.content_hash, named_graph = u.named_graph,"
+    " jsonld_context = u.jsonld_context, jsonld_types = u.jsonld_types,"
+    " generation = u.generation FROM unnest(%s::text[], %s::float8[], %s::float8[], %s::text[],"
+    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],"
+    " %s::bigint[]) AS u(content, importance, updated_at, tags, metadata, mesi_state,"
+    " content_hash, named_graph, jsonld_context, jsonld_types, generation, id) WHERE e.id = u.id"
+)
+_INSERT_LABELS = (
+    "INSERT INTO {table} ({column}, entry_id) SELECT * FROM unnest(%s::text[], %s::bigint[])"
+    " ON CONFLICT DO NOTHING"
+)
+_DELETE_LABELS = (
+    "DELETE FROM {table} AS t USING unnest(%s::text[], %s::bigint[]) AS d(label, id)"
+    " WHERE t.{column} = d.label AND t.entry_id = d.id"
+)
+_INSERT_EDGES = (
+    "INSERT INTO edges (source_id, predicate, target)"
+    " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[]) ON CONFLICT DO NOTHING"
+)
+# Each IRI takes the sequence number of its last change in the transaction: the head of the
+# log (read after the lock is held, so it is every earlier commit's) plus its position.
+_LOG = (
+    "INSERT INTO changes (seq, iri) SELECT head.seq + u.position, u.iri"
+    " FROM unnest(%s::text[], %s::bigint[]) AS u(iri, position),"
+    " (SELECT COALESCE(max(seq), 0) AS seq FROM changes) AS head"
+    " ON CONFLICT (iri) DO UPDATE SET seq = excluded.seq"
+)
+_HEAD = "SELECT COALESCE(max(seq), 0) FROM changes"
+
+
+def _retryable(exc: psycopg.Error) -> bool:
+    """Whether a failed write may simply run again: it lost a deadlock, or a race to insert
+    a new IRI (it then finds the other writer's entry and merges into it)."""
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return exc.diag.constraint_name == "entries_iri_key"
+    return isinstance(exc, (pg_errors.DeadlockDetected, pg_errors.SerializationFailure))
+
+
+@dataclass
+class _Transaction:
+    """A thread's open transaction: its connection and what its commit must record."""
+
+    conn: psycopg.Connection[Any]
+    changes: list[Change] = field(default_factory=list)  # for the listeners, after the commit
+    relogged: list[str] = field(default_factory=list)  # IRIs for the change log, in order
+    documents: int = 0  # change of the number of entries with text
+    tokens: int = 0  # change of their total length
+
+    def mark(self) -> tuple[int, int, int, int]:
+        return len(self.changes), len(self.relogged), self.documents, self.tokens
+
+    def rewind(self, mark: tuple[int, int, int, int]) -> None:
+        """Forget what a rolled-back savepoint recorded."""
+        del self.changes[mark[0] :]
+        del self.relogged[mark[1] :]
+        self.documents, self.tokens = mark[2], mark[3]
+
+
+class PostgresEntryStore:
+    """The durable store of JSON-LD entries on PostgreSQL: an ``EntryStore`` many processes share.
+
+    Args:
+        url: a libpq connection string: ``postgresql://user:password@host:5432/db``, a unix
+            socket as ``postgresql://user@/db?host=/run/dir``, or ``key=value`` pairs. Its
+            password appears in no ``repr``, message or log line.
+        schema: the PostgreSQL schema of this memory (created when missing); memories in one
+            database keep to schemas of their own.
+        config: store settings; ``busy_timeout_ms`` is how long a statement waits for a lock
+            and ``durability`` whether a commit waits for its log to be flushed.
+        settings: the connection pool's size and timeouts (their lock timeout and commit
+            durability come from ``config``).
+
+    Raises:
+        ConfigError: the URL cannot be parsed, the role may not create the schema or its
+            tables (the message names the statement to have run), or the schema was written by
+            a newer gliding-horse.
+        StorageError: PostgreSQL cannot be reached within the pool's timeout.
+
+    Safe to share between threads; any number of processes may open the same schema.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "gliding",
+        config: StoreConfig | None = None,
+        settings: DatabaseSettings | None = None,
+    ) -> None:
+        self.config = config or StoreConfig()
+        self.stop_words = self.config.stop_words
+        settings = dataclasses.replace(
+            settings or DatabaseSettings(),
+            lock_timeout_ms=self.config.busy_timeout_ms,
+            synchronous_commit=self.config.durability == "full",
+        )
+        self._db = Database(url, schema=schema, settings=settings)
+        try:
+            self._db.prepare(COMPONENT, MIGRATIONS)
+        except BaseException:
+            self._db.close()
+            raise
+        self.schema = self._db.schema
+        self._log_key = lock_key(self.schema, "l0-change-log")
+        self._local = threading.local()
+        self._listeners: list[Callable[[list[Change]], None]] = []
+        self._access = AccessBuffer(**ACCESS_POSITIONS)
+        self._closed = False
+        self._flusher: threading.Thread | None = None
+        self._flusher_lock = threading.Lock()
+        self._stop, self._wake = threading.Event(), threading.Event()
+        self._finalizer = weakref.finalize(
+            self, _shut, self._db, self._access, self._stop, self._wake
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def database(self) -> str:
+        """The connection string, its password replaced by ``***``."""
+        return self._db.display
+
+    @property
+    def db(self) -> Database:
+        """The database and pool this store works in: what a component kept in the same
+        schema (the pgvector index) shares, so it needs no connections of its own."""
+        self._check_open()
+        return self._db
+
+    def __repr__(self) -> str:
+        return f"PostgresEntryStore({self._db.display!r}, schema={self.schema!r})"
+
+    def close(self) -> None:
+        """Write the buffered access statistics and close the pool; closing twice is harmless.
+
+        Later calls raise ``ClosedError``.
+        """
+        self._closed = True
+        self._finalizer()
+        with self._flusher_lock:
+            flusher = self._flusher
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join()
+
+    def __enter__(self) -> PostgresEntryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the L0 store is closed")
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group every write made inside the block into one transaction: all of them or none.
+
+        The block holds one connection of the pool; other threads write beside it (waiting
+        only for the entries it locks) and read the store as it was before the block.
+        """
+        with self._db.translated("writing to the L0 store"), self._writing():
+            yield
+
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside a write transaction of this store."""
+        return getattr(self._local, "tx", None) is not None
+
+    def hold(self, purpose: str) -> None:
+        """Take the lock named ``purpose`` (in this schema) until the calling thread's
+        transaction ends: another transaction that asks for it, in any process, waits until
+        then (at most ``StoreConfig.busy_timeout_ms``, then ``StorageError``).
+
+        Raises:
+            InvalidInputError: ``purpose`` is not a label, or the thread is in no transaction
+                (a lock outside one would end with the statement).
+        """
+        check_label(purpose, what="lock purpose")
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        if tx is None:
+            raise InvalidInputError(
+                f"hold({purpose!r}) needs a transaction: call it inside store.transaction()"
+            )
+        with self._db.translated(f"waiting for the lock {purpose!r}"):
+            tx.conn.execute(
+                "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "hold:" + purpose),)
+            )
+
+    @contextmanager
+    def _writing(self) -> Iterator[_Transaction]:
+        """Yield the calling thread's transaction: a new one, or a savepoint in its own.
+
+        The outermost transaction records its change log and counts before its commit; the
+        listeners hear of its changes after the commit.
+        """
+        self._check_open()
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        if tx is not None:
+            mark = tx.mark()
+            try:
+                with tx.conn.transaction():
+                    yield tx
+            except BaseException:
+                tx.rewind(mark)
+                raise
+            return
+        with self._db.connection() as conn:
+            tx = _Transaction(conn)
+            self._local.tx = tx
+            try:
+                with conn.transaction():
+                    yield tx
+                    self._record(tx)
+            finally:
+                self._local.tx = None
+        if tx.changes:
+            self._notify(tx.changes)
+
+    def _record(self, tx: _Transaction) -> None:
+        """Record a transaction's changes of text in the log and its counts, under the lock.
+
+        The lock is held to the end of the commit (see the module docstring).
+        """
+        if not tx.relogged and not tx.documents and not tx.tokens:
+            return
+        conn = tx.conn
+        with conn.pipeline():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._log_key,))
+            if tx.documents or tx.tokens:
+                conn.execute(
+                    "UPDATE text_stats SET documents = documents + %s, tokens = tokens + %s",
+                    (tx.documents, tx.tokens),
+                )
+            if tx.relogged:
+                positions = {iri: n for n, iri in enumerate(tx.relogged, 1)}  # the last wins
+                conn.execute(_LOG, (list(positions), list(positions.values())))
+
+    def _write(self, doing: str, work: Callable[[_Transaction], T]) -> T:
+        """Run ``work`` in the calling thread's transaction (or a new one); redo it when it
+        lost a deadlock or a race to insert a new IRI."""
+        with self._db.translated(doing):
+            for attempt in range(1, _ATTEMPTS + 1):
+                try:
+                    with self._writing() as tx:
+                        return work(tx)
+                except (
+                    pg_errors.UniqueViolation,
+                    pg_errors.DeadlockDetected,
+                    pg_errors.SerializationFailure,
+                ) as exc:
+                    if attempt == _ATTEMPTS or not _retryable(exc):
+                        raise
+                    logger.debug("%s: attempt %d lost a race (%s); again", doing, attempt, exc)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def put(
+        self,
+        node: object,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mesi_state: MesiState | str | None = None,
+    ) -> str:
+        """Store a JSON-LD node (a mapping or JSON text), merged into the entry of its ``@id``."""
+        record = Record(
+            node,
+            tags=tags,
+            importance=importance,
+            named_graph=named_graph,
+            metadata=metadata,
+            mesi_state=mesi_state,
+        )
+        return self._checked_many([record], "put", merge=True)[0]
+
+    def put_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
+        """Store many nodes in one transaction; return their IRIs, in order."""
+        return self._checked_many(records, "put_many", merge=True)
+
+    def replace(
+        self,
+        node: object,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mesi_state: MesiState | str | None = None,
+    ) -> str:
+        """Store a node as exactly the entry of its ``@id`` (nothing merges); return its IRI."""
+        record = Record(
+            node,
+            tags=tags,
+            importance=importance,
+            named_graph=named_graph,
+            metadata=metadata,
+            mesi_state=mesi_state,
+        )
+        return self._checked_many([record], "replace", merge=False)[0]
+
+    def replace_many(self, records: Iterable[Record | Mapping[str, Any] | str]) -> list[str]:
+        """Replace many entries in one transaction (see ``replace``); return their IRIs."""
+        return self._checked_many(records, "replace_many", merge=False)
+
+    def _checked_many(
+        self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
+    ) -> list[str]:
+        if isinstance(records, (str, bytes, Mapping)):
+            raise InvalidInputError(f"{what} takes an iterable of records, got {preview(records)}")
+        requests: list[tuple[Node, str, Record]] = []
+        # Every item is validated, then every size checked, before anything is written.
+        batch = [item if isinstance(item, Record) else Record(item) for item in records]
+        for record in batch:
+            node, content = record.node, record.content
+            if "@id" not in node:
+                node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
+                content = canonical_json(node)
+            check_record(record, node["@id"], content, self.config)
+            requests.append((node, content, record))
+        self._check_open()
+        now = time.time()
+        self._write(
+            "writing to the L0 store", lambda tx: self._write_batch(tx, requests, merge, now)
+        )
+        return [node["@id"] for node, _, _ in requests]
+
+    def _write_batch(
+        self, tx: _Transaction, requests: list[tuple[Node, str, Record]], merge: bool, now: float
+    ) -> None:
+        """Stage a batch against the stored entries and write it (see ``store.staging``)."""
+        conn = tx.conn
+        iris = [node["@id"] for node, _, _ in requests]
+        staged = _load(conn, iris)
+        new = len({iri for iri in iris if iri not in staged})
+        ids = iter(_new_ids(conn, new))
+        rows = Rows()
+        default = self.config.default_importance
+        enabled = gc.isenabled()
+        gc.disable()  # a batch makes many small objects and no cycles (see the SQLite store)
+        try:
+            if not staged and new == len(iris):
+                for node, content, record in requests:
+                    importance = default if record.importance is None else record.importance
+                    rows.add_new(next(ids), node, content, record, importance=importance, now=now)
+            else:
+                self._stage(staged, requests, ids, merge, now)
+                for entry in staged.values():
+                    if entry.changed:
+                        rows.add(entry, now)
+        finally:
+            if enabled:
+                gc.enable()
+        self._write_rows(tx, rows)
+
+    def _stage(
+        self,
+        staged: dict[str, Staged],
+        requests: list[tuple[Node, str, Record]],
+        ids: Iterator[int],
+        merge: bool,
+        now: float,
+    ) -> None:
+        for node, content, record in requests:
+            entry = staged.get(node["@id"])
+            if entry is None:
+                staged[node["@id"]] = new_entry(
+                    next(ids),
+                    node,
+                    content,
+                    record,
+                    default_importance=self.config.default_importance,
+                    now=now,
+                )
+            elif not merge:
+                restage(entry, node, content, record)
+            else:
+                stage(
+                    entry,
+                    node,
+                    record,
+                    text_keys=self.config.text_keys,
+                    max_bytes=self.config.max_content_bytes,
+                    max_depth=self.config.max_depth,
+                )
+
+    @staticmethod
+    def _write_rows(tx: _Transaction, rows: Rows) -> None:
+        """Write a batch's rows: its entries, and every index brought in line with them."""
+        conn = tx.conn
+        added, removed = Postings(), Postings()
+        for entry_id, text in rows.old_texts:
+            tx.tokens -= removed.add(entry_id, text)
+        tx.documents -= len(rows.old_texts)
+        for entry_id, text in rows.texts:
+            tx.tokens += added.add(entry_id, text)
+        tx.documents += len(rows.texts)
+        with conn.pipeline():
+            if rows.updated:
+                conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
+            _labels(conn, _DELETE_LABELS, "entry_tags", "tag", rows.old_tags)
+            if rows.unindexed:
+                conn.execute(
+                    "DELETE FROM edges WHERE source_id = ANY(%s::bigint[])",
+                    ([entry_id for (entry_id,) in rows.unindexed],),
+                )
+            removed.delete(conn)
+            _labels(conn, _DELETE_LABELS, "entry_types", "type", rows.old_types)
+            _labels(conn, _INSERT_LABELS, "entry_types", "type", rows.types)
+            if rows.edges:
+                conn.execute(_INSERT_EDGES, _columns(rows.edges))
+        # The rows below are all new (what they replace was deleted above): COPY them, the
+        # fastest way in, outside the pipeline (which COPY may not join).
+        _copy(conn, _COPY_ENTRIES, rows.created)
+        _copy(conn, "entry_tags (tag, entry_id)", rows.tags)
+        added.insert(conn)
+        tx.relogged += rows.relogged
+        tx.changes += rows.changes
+
+    def retag(self, iri: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> Entry:
+        """Add and remove tags of an entry; return the entry as it now is.
+
+        Raises:
+            EntryNotFoundError: no entry has ``iri``.
+        """
+        validate_iri(iri)
+        adding = check_tags(Record({"@id": iri}, tags=add).tags, self.config)
+        removing = set(Record({"@id": iri}, tags=remove).tags)
+
+        def work(tx: _Transaction) -> Entry:
+            conn = tx.conn
+            row = conn.execute(
+                "SELECT id, tags FROM entries WHERE iri = %s FOR UPDATE", (iri,)
+            ).fetchone()
+            if row is None:
+                raise EntryNotFoundError(f"no L0 entry has the IRI {iri!r}")
+            entry_id, old = row[0], split(row[1])
+            tags = tuple(t for t in dict.fromkeys(old + adding) if t not in removing)
+            if tags != old:
+                conn.execute(
+                    "UPDATE entries SET tags = %s, updated_at = %s, generation = generation + 1"
+                    " WHERE id = %s",
+                    (SEPARATOR.join(tags), time.time(), entry_id),
+                )
+                gone = [(t, entry_id) for t in old if t not in tags]
+                _labels(conn, _DELETE_LABELS, "entry_tags", "tag", gone)
+                new = [(t, entry_id) for t in tags if t not in old]
+                _labels(conn, _INSERT_LABELS, "entry_tags", "tag", new)
+            found = conn.execute(f"SELECT {COLUMNS} FROM entries WHERE id = %s", (entry_id,))
+            return to_entry(self._access.overlay(found.fetchall())[0])
+
+        return self._write("retagging an L0 entry", work)
+
+    def delete(self, iri: str) -> bool:
+        """Delete an entry from the store and from every index; return whether it existed."""
+        validate_iri(iri)
+
+        def work(tx: _Transaction) -> bool:
+            conn = tx.conn
+            row = conn.execute(
+                "SELECT id, tags, jsonld_types, content FROM entries WHERE iri = %s FOR UPDATE",
+                (iri,),
+            ).fetchone()
+            if row is None:
+                return False
+            entry_id, text = row[0], node_text(parse_canonical(row[3]))
+            if text:
+                removed = Postings()
+                tx.tokens -= removed.add(entry_id, text)
+                tx.documents -= 1
+                removed.delete(conn)
+            with conn.pipeline():
+                conn.execute("DELETE FROM edges WHERE source_id = %s", (entry_id,))
+                conn.execute("DELETE FROM entries WHERE id = %s", (entry_id,))
+                tags = [(tag, entry_id) for tag in split(row[1])]
+                _labels(conn, _DELETE_LABELS, "entry_tags", "tag", tags)
+                types = [(kind, entry_id) for kind in split(row[2])]
+                _labels(conn, _DELETE_LABELS, "entry_types", "type", types)
+            tx.relogged.append(iri)
+            tx.changes.append((iri, None))
+            return True
+
+        deleted = self._write("deleting an L0 entry", work)
+        if deleted:
+            self._access.forget(iri)
+        return deleted
+
+    # -- the change log ------------------------------------------------------------------------
+
+    def change_sequence(self) -> int:
+        """Return the sequence number of the last committed change of text (0 when none)."""
+        with self._reading("reading the L0 change log") as conn:
+            head: int = _one(conn.execute(_HEAD))
+        return head
+
+    def changes_since(
+        self, sequence: int, *, limit: int = 1000
+    ) -> list[tuple[int, str, str | None]]:
+        """Return the changes of text after ``sequence``, oldest first: ``(seq, iri, text)``.
+
+        ``text`` is the entry's current text; ``None`` when it is deleted or has no text.
+        """
+        start, count = check_sequence(sequence, "sequence"), check_limit(limit)
+        with self._reading("reading the L0 change log") as conn:
+            rows = conn.execute(
+                "SELECT c.seq, c.iri, e.content FROM changes AS c"
+                " LEFT JOIN entries AS e ON e.iri = c.iri WHERE c.seq > %s ORDER BY c.seq"
+                " LIMIT %s",
+                (start, count),
+            ).fetchall()
+        return [
+            (seq, iri, None if content is None else node_text(parse_canonical(content)) or None)
+            for seq, iri, content in rows
+        ]
+
+    def watermark(self, name: str) -> int:
+        """Return the change sequence the derived index ``name`` has applied (0 when none)."""
+        (key,) = check_names([name], "name")
+        with self._reading("reading an L0 watermark") as conn:
+            row = conn.execute("SELECT sequence FROM watermarks WHERE name = %s", (key,))
+            found = row.fetchone()
+        return 0 if found is None else int(found[0])
+
+    def set_watermark(self, name: str, sequence: int) -> None:
+        """Record that the derived index ``name`` has applied every change up to ``sequence``.
+
+        A watermark never goes back: a value below the stored one is ignored.
+
+        Raises:
+            InvalidInputError: ``sequence`` is negative, not an int, or past the last change.
+        """
+        (key,) = check_names([name], "name")
+        value = check_sequence(sequence, "sequence")
+
+        def work(tx: _Transaction) -> None:
+            head = _one(tx.conn.execute(_HEAD))
+            if value > head:
+                raise InvalidInputError(
+                    f"watermark {value} of {key!r} is past the last change, {head}"
+                )
+            tx.conn.execute(
+                "INSERT INTO watermarks (name, sequence) VALUES (%s, %s) ON CONFLICT (name)"
+                " DO UPDATE SET sequence = GREATEST(watermarks.sequence, excluded.sequence)",
+                (key, value),
+            )
+
+        self._write("writing an L0 watermark", work)
+
+    def subscribe(self, listener: Callable[[list[Change]], None]) -> Callable[[], None]:
+        """Call ``listener`` with the text changes of each commit made through this handle;
+        return a function that cancels the subscription. A failing listener is logged."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _notify(self, changes: list[Change]) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(changes)
+            except Exception:
+                logger.exception("L0 change listener %r failed", listener)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading(self, doing: str = "reading the L0 store") -> Iterator[psycopg.Connection[Any]]:
+        """Yield a connection to read on: this thread's transaction's, or one of the pool's."""
+        self._check_open()
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        with self._db.translated(doing):
+            if tx is not None:
+                yield tx.conn
+            else:
+                with self._db.connection() as conn:
+                    yield conn
+
+    def _read_entries(
+        self, sql: str, params: Sequence[Any], *, counted: str | None = None, prepare: bool = False
+    ) -> list[Any]:
+        """Run a query of entry rows; return them with the buffered access statistics added.
+
+        ``counted``: the IRI of an entry whose read is counted, if the query finds it. A read
+        that overlapped a write of the buffer runs again (see ``store.access``).
+        """
+        while True:
+            epoch = self._access.settled()
+            with self._reading() as conn:
+                rows = conn.execute(sql, params, prepare=prepare or None).fetchall()
+            adjusted = self._access.apply(rows, epoch, counted=counted, now=time.time())
+            if adjusted is not None:
+                break
+        if counted is not None and adjusted:
+            self._wake_flusher()
+        return adjusted
+
+    def get(self, iri: str) -> Entry | None:
+        """Return the entry for ``iri``, or ``None``; counts the read (buffered, see above)."""
+        validate_iri(iri)
+        rows = self._read_entries(
+            f"SELECT {COLUMNS} FROM entries WHERE iri = %s", (iri,), counted=iri
+        )
+        return to_entry(rows[0]) if rows else None
+
+    def get_node(self, iri: str) -> Node | None:
+        """Return the JSON-LD node stored under ``iri``, or ``None``; counts the read."""
+        entry = self.get(iri)
+        return None if entry is None else entry.node
+
+    def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
+        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
+        unique = check_iris(iris)
+        rows = self._read_entries(
+            f"SELECT {COLUMNS} FROM entries WHERE iri = ANY(%s::text[])", (unique,)
+        )
+        return {row[0]: to_entry(row) for row in rows}
+
+    def __contains__(self, iri: object) -> bool:
+        if not isinstance(iri, str) or not encodes_as_utf8(iri) or "\x00" in iri:
+            return False
+        with self._reading() as conn:
+            found = conn.execute("SELECT 1 FROM entries WHERE iri = %s", (iri,))
+            return found.fetchone() is not None
+
+    def count(self) -> int:
+        """Return the number of entries."""
+        with self._reading() as conn:
+            value: int = _one(conn.execute("SELECT count(*) FROM entries"))
+        return value
+
+    def by_tags(
+        self, tags: Sequence[str], *, match: Literal["all", "any"] = "all", limit: int | None = None
+    ) -> list[Entry]:
+        """Return the entries carrying all (or any) of ``tags``, oldest first."""
+        wanted = check_names(tags, "tags")
+        if match not in ("all", "any"):
+            raise InvalidInputError(f"match must be 'all' or 'any', got {match!r}")
+        having = f"HAVING count(*) = {len(wanted)}" if match == "all" else ""
+        return self._select(
+            "JOIN (SELECT entry_id FROM entry_tags WHERE tag = ANY(%s::text[]) GROUP BY entry_id"
+            f" {having}) AS t ON t.entry_id = e.id ORDER BY e.id",
+            [wanted],
+            limit,
+        )
+
+    def by_graph(self, named_graph: str, *, limit: int | None = None) -> list[Entry]:
+        """Return the entries in the named graph, oldest first."""
+        (graph,) = check_names([named_graph], "named_graph")
+        return self._select("WHERE e.named_graph = %s ORDER BY e.id", [graph], limit)
+
+    def by_type(self, types: str | Sequence[str], *, limit: int | None = None) -> list[Entry]:
+        """Return the entries having any of the JSON-LD ``types``, oldest first."""
+        wanted = check_names([types] if isinstance(types, str) else types, "types")
+        return self._select(
+            "WHERE e.id IN (SELECT entry_id FROM entry_types WHERE type = ANY(%s::text[]))"
+            " ORDER BY e.id",
+            [wanted],
+            limit,
+        )
+
+    def by_prefix(self, prefix: str, *, limit: int | None = None) -> list[Entry]:
+        """Return the entries whose IRI starts with ``prefix`` (taken literally), in IRI order."""
+        if not isinstance(prefix, str) or not prefix:
+            raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
+        check_text(prefix, what="prefix")
+        upper = prefix_bound(prefix)  # a range on the unique IRI index
+        if upper is None:
+            return self._select("WHERE e.iri >= %s ORDER BY e.iri", [prefix], limit)
+        return self._select(
+            "WHERE e.iri >= %s AND e.iri < %s ORDER BY e.iri", [prefix, upper], limit
+        )
+
+    def by_importance(
+        self, minimum: float = 0.0, maximum: float = 1.0, *, limit: int | None = None
+    ) -> list[Entry]:
+        """Return the entries with importance in [minimum, maximum], most important first."""
+        low, high = check_importance(minimum), check_importance(maximum)
+        if low > high:
+            raise InvalidInputError(f"importance range is empty: minimum {low} > maximum {high}")
+        return self._select(
+            "WHERE e.importance BETWEEN %s AND %s ORDER BY e.importance DESC, e.id",
+            [low, high],
+            limit,
+        )
+
+    def recent(self, *, limit: int = 10) -> list[Entry]:
+        """Return the most recently changed entries, newest first."""
+        return self._select("ORDER BY e.updated_at DESC, e.id DESC", [], limit)
+
+    def contents(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the stored JSON-LD text of the existing entries among ``iris``, by IRI."""
+        rows = self._over(iris, "SELECT iri, content FROM entries WHERE iri = ANY(%s::text[])")
+        return dict(rows)
+
+    def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the named graph of each entry among ``iris`` that has one, by IRI."""
+        sql = "SELECT iri, named_graph FROM entries WHERE iri = ANY(%s::text[])"
+        return {iri: graph for iri, graph in self._over(iris, sql) if graph is not None}
+
+    def _over(self, iris: Sequence[str], sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run ``sql``, whose last parameter is the array of ``iris``; return the rows."""
+        unique = check_iris(iris)
+        with self._reading() as conn:
+            return conn.execute(sql, (*params, unique)).fetchall()
+
+    def neighbours(self, iri: str, *, direction: Direction = "both") -> list[Edge]:
+        """Return the references from (``"out"``), to (``"in"``) or around (``"both"``) ``iri``."""
+        validate_iri(iri)
+        if direction not in ("out", "in", "both"):
+            raise InvalidInputError(f"direction must be 'out', 'in' or 'both', got {direction!r}")
+        join = "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+        edges: list[Edge] = []
+        with self._reading() as conn:
+            if direction in ("out", "both"):
+                rows = conn.execute(
+                    f"{join} ON e.id = g.source_id WHERE e.iri = %s ORDER BY g.predicate, g.target",
+                    (iri,),
+                ).fetchall()
+                edges.extend(Edge(*row) for row in rows)
+            if direction in ("in", "both"):
+                rows = conn.execute(
+                    f"{join} ON e.id = g.source_id WHERE g.target = %s ORDER BY e.iri, g.predicate",
+                    (iri,),
+                ).fetchall()
+                edges.extend(Edge(*row) for row in rows)
+        return edges
+
+    def linked(self, iris: Sequence[str], predicates: Sequence[str]) -> list[tuple[str, str]]:
+        """Return ``(iri, neighbour)`` pairs joined by an edge under one of ``predicates``, in
+        either direction, for the given IRIs."""
+        wanted = check_names(predicates, "predicates")
+        join = "FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+        where = "WHERE g.predicate = ANY(%s::text[]) AND"
+        outgoing = f"SELECT e.iri, g.target {join} {where} e.iri = ANY(%s::text[])"
+        incoming = f"SELECT g.target, e.iri {join} {where} g.target = ANY(%s::text[])"
+        rows = self._over(iris, outgoing, [wanted]) + self._over(iris, incoming, [wanted])
+        return [(row[0], row[1]) for row in rows]
+
+    def hierarchy(self, predicates: Sequence[str]) -> list[tuple[str, str]]:
+        """Return (child, parent) pairs: each entry under each of its types, and each link
+        under ``predicates`` from its source to its target."""
+        wanted = check_names(predicates, "predicates")
+        with self._reading() as conn:
+            typed = conn.execute(
+                "SELECT e.iri, t.type FROM entry_types AS t JOIN entries AS e ON e.id = t.entry_id"
+            ).fetchall()
+            linked = conn.execute(
+                "SELECT e.iri, g.target FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+                " WHERE g.predicate = ANY(%s::text[])",
+                (wanted,),
+            ).fetchall()
+        return [(child, parent) for child, parent in typed + linked]
+
+    def tag_counts(self) -> dict[str, int]:
+        """Return the number of entries per tag, most used first."""
+        return self._counts("SELECT tag, count(*) AS n FROM entry_tags GROUP BY tag")
+
+    def graph_counts(self) -> dict[str, int]:
+        """Return the number of entries per named graph, largest first."""
+        return self._counts(
+            "SELECT named_graph, count(*) AS n FROM entries WHERE named_graph IS NOT NULL"
+            " GROUP BY named_graph"
+        )
+
+    def type_counts(self) -> dict[str, int]:
+        """Return the number of entries per JSON-LD type, most used first."""
+        return self._counts("SELECT type, count(*) AS n FROM entry_types GROUP BY type")
+
+    def _counts(self, sql: str) -> dict[str, int]:
+        with self._reading() as conn:
+            rows = conn.execute(sql + " ORDER BY n DESC, 1").fetchall()
+        return {name: n for name, n in rows}
+
+    def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
+        sql = f"SELECT {QUALIFIED} FROM entries AS e {clause}"
+        args = list(params)
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(check_limit(limit))
+        return [to_entry(row) for row in self._read_entries(sql, args)]
+
+    def scan_texts(self, batch: int = 1_000) -> Iterator[list[tuple[str, str]]]:
+        """Yield ``(iri, text)`` of every entry with text, in batches (to rebuild an index)."""
+        size, last = check_limit(batch), 0
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(
+                    "SELECT id, iri, content FROM entries WHERE id > %s ORDER BY id LIMIT %s",
+                    (last, size),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            texts = [(iri, node_text(parse_canonical(content))) for _, iri, content in rows]
+            yield [(iri, text) for iri, text in texts if text]
+
+    # -- search --------------------------------------------------------------------------------
+
+    def search_text(
+        self, query: str, *, limit: int = 10, filters: SearchFilters | None = None
+    ) -> list[TextHit]:
+        """Full-text search over the entries' text, ranked by BM25 as FTS5 ranks (best first).
+
+        The query is split into words; an entry holding any of them is a candidate. Words in
+        ``stop_words`` are left out unless nothing else is left.
+        """
+        rows = self._bm25(query, limit, filters, ids_only=False)
+        return [
+            TextHit(entry=to_entry(row[:-1]), score=row[-1], rank=rank)
+            for rank, row in enumerate(rows, start=1)
+        ]
+
+    def search_ids(
+        self, query: str, *, limit: int = 10, filters: SearchFilters | None = None
+    ) -> list[tuple[str, float]]:
+        """``search_text`` returning only ``(iri, score)`` pairs: the lexical arm of search."""
+        return [(row[0], row[1]) for row in self._bm25(query, limit, filters, ids_only=True)]
+
+    def _bm25(
+        self, query: str, limit: int, filters: SearchFilters | None, *, ids_only: bool
+    ) -> list[Any]:
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {preview(query)}")
+        count = check_limit(limit)
+        if filters is not None and not isinstance(filters, SearchFilters):
+            raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
+        terms = query_terms(query, self.stop_words)
+        if not terms:
+            self._check_open()
+            return []
+        condition, params = (
+            (None, []) if filters is None or filters.empty else filters.sql(POSTGRESQL)
+        )
+        sql = ranked_sql("e.iri" if ids_only else QUALIFIED, condition)
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        pending = (0, 0) if tx is None else (tx.documents, tx.tokens)
+        words = list(terms)
+        args = [words, *pending, words, [float(n) for n in terms.values()], *params, count]
+        if ids_only:
+            with self._reading("searching the L0 store") as conn:
+                return conn.execute(sql, args, prepare=True).fetchall()
+        return self._read_entries(sql, args, prepare=True)
+
+    def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
+        """Return the IRIs (among ``iris``, when given, in their order; else oldest first) of
+        the entries that pass ``filters``."""
+        if not isinstance(filters, SearchFilters):
+            raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
+        condition, params = filters.sql(POSTGRESQL)
+        if iris is None:
+            with self._reading() as conn:
+                rows = conn.execute(
+                    f"SELECT e.iri FROM entries AS e WHERE {condition} ORDER BY e.id", params
+                ).fetchall()
+            return [row[0] for row in rows]
+        sql = f"SELECT e.iri FROM entries AS e WHERE {condition} AND e.iri = ANY(%s::text[])"
+        found = {row[0] for row in self._over(iris, sql, params)}
+        return [iri for iri in dict.fromkeys(iris) if iri in found]
+
+    # -- access statistics ---------------------------------------------------------------------
+
+    def _wake_flusher(self) -> None:
+        """Start the thread that writes the buffered statistics, or wake it when many wait."""
+        if self._flusher is None:
+            with self._flusher_lock:
+                if self._flusher is None and not self._closed:
+                    flusher = threading.Thread(
+                        target=_flush_periodically,
+                        args=(
+                            weakref.ref(self),
+                            self._stop,
+                            self._wake,
+                            self.config.access_flush_interval_s,
+                        ),
+                        name=f"gliding-pg-access-{id(self):x}",
+                        daemon=True,
+                    )
+                    flusher.start()
+                    self._flusher = flusher
+        if len(self._access) >= self.config.access_buffer_limit:
+            self._wake.set()
+
+    def flush_access(self) -> int:
+        """Write the buffered access statistics now; return how many entries they covered."""
+        self._check_open()
+        return _write_access(self._db, self._access)
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def integrity_check(self) -> str:
+        """Check that every index agrees with the entries; return ``"ok"`` or what disagrees.
+
+        Reads the whole store (for tests and for verifying a copy).
+        """
+        with self._reading("checking the L0 store") as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot
+            return _integrity(conn)
+
+
+# -- module helpers --------------------------------------------------------------------------------
+
+
+def _load(conn: psycopg.Connection[Any], iris: list[str]) -> dict[str, Staged]:
+    """Return the stored entries among ``iris``, locked and staged for merging."""
+    found: dict[str, Staged] = {}
+    for row in conn.execute(_LOAD, (list(dict.fromkeys(iris)),)).fetchall():
+        tags, node = split(row[6]), parse_canonical(row[2])
+        found[row[1]] = Staged(
+            id=row[0],
+            iri=row[1],
+            node=node,
+            content=row[2],
+            types=split(row[11]),
+            content_hash=row[3],
+            importance=row[4],
+            created_at=row[5],
+            tags=tags,
+            metadata=json.loads(row[7]),
+            mesi_state=state_of(row[8]),
+            named_graph=row[9],
+            generation=row[10],
+            in_database=True,
+            indexed_hash=row[3],
+            indexed_node=node,
+            indexed_tags=tags,
+            indexed_types=split(row[11]),
+        )
+    return found
+
+
+def _new_ids(conn: psycopg.Connection[Any], count: int) -> list[int]:
+    if not count:
+        return []
+    rows = conn.execute(
+        "SELECT nextval('entry_ids') FROM generate_series(1, %s)", (count,)
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The columns of ``rows``, each a list (what an array parameter takes)."""
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def _labels(
+    conn: psycopg.Connection[Any],
+    template: str,
+    table: str,
+    column: str,
+    rows: Sequence[tuple[str, int]],
+) -> None:
+    """Insert or delete ``(label, entry id)`` rows of the tag or type index."""
+    if rows:
+        conn.execute(template.format(table=table, column=column), _columns(rows))
+
+
+def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert ``rows`` into ``target`` (a table and its columns) with ``COPY``."""
+    if rows:
+        with conn.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+
+def _one(cursor: psycopg.Cursor[Any]) -> Any:
+    row = cursor.fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _flush_periodically(
+    store_ref: weakref.ref[PostgresEntryStore],
+    stop: threading.Event,
+    wake: threading.Event,
+    interval: float,
+) -> None:
+    """Write a store's buffered access statistics every ``interval`` seconds, until it closes."""
+    while True:
+        wake.wait(interval)
+        wake.clear()
+        store = store_ref()
+        if stop.is_set() or store is None:
+            return
+        try:
+            store.flush_access()
+        except GlidingError as exc:
+            logger.warning(
+                "cannot write the L0 access statistics yet (%s); they stay buffered", exc
+            )
+        del store
+
+
+def _write_access(db: Database, access: AccessBuffer) -> int:
+    """Add the buffered statistics to the database in a transaction of their own; return how
+    many entries they covered. Unsynced, and with a short lock timeout (see the module)."""
+    if not len(access):
+        return 0
+    rows = access.take()
+    try:
+        with (
+            db.translated("writing the L0 access statistics"),
+            db.connection() as conn,
+            conn.transaction(),
+        ):
+            conn.execute("SET LOCAL synchronous_commit = off")
+            conn.execute(f"SET LOCAL lock_timeout = '{_ACCESS_LOCK_TIMEOUT}'")
+            conn.execute(
+                "UPDATE entries AS e SET access_count = e.access_count + a.n,"
+                " last_accessed = GREATEST(e.last_accessed, a.at)"
+                " FROM unnest(%s::bigint[], %s::float8[], %s::text[]) AS a(n, at, iri)"
+                " WHERE e.iri = a.iri",
+                _columns(sorted(rows, key=lambda row: row[2])),  # one lock order
+            )
+            access.committing()
+    except BaseException:
+        access.abandoned()
+        raise
+    access.committed()
+    return len(rows)
+
+
+def _shut(db: Database, access: AccessBuffer, stop: threading.Event, wake: threading.Event) -> None:
+    """Close a store: stop its flusher, write the buffered statistics, close the pool."""
+    stop.set()
+    wake.set()
+    try:
+        _write_access(db, access)
+    except GlidingError:
+        logger.exception("cannot write the L0 access statistics on close; they are lost")
+    finally:
+        db.close()
+
+
+def _integrity(conn: psycopg.Connection[Any]) -> str:
+    """Compare every index with what the entries say it should hold."""
+    want_tags: set[tuple[Any, ...]] = set()
+    want_types: set[tuple[Any, ...]] = set()
+    want_postings: set[tuple[Any, ...]] = set()
+    documents = tokens = 0
+    for entry_id, content, tags, types in conn.execute(
+        "SELECT id, content, tags, jsonld_types FROM entries"
+    ):
+        want_tags.update((tag, entry_id) for tag in split(tags))
+        want_types.update((kind, entry_id) for kind in split(types))
+        text = node_text(parse_canonical(content))
+        if text:
+            postings = Postings()
+            length = postings.add(entry_id, text)
+            documents, tokens = documents + 1, tokens + length
+            want_postings.update(
+                zip(
+                    postings.terms,
+                    postings.entries,
+                    postings.frequencies,
+                    postings.lengths,
+                    strict=True,
+                )
+            )
+    problems = []
+    for name, want, sql in (
+        ("tag index", want_tags, "SELECT tag, entry_id FROM entry_tags"),
+        ("type index", want_types, "SELECT type, entry_id FROM entry_types"),
+        ("postings", want_postings, "SELECT term, entry_id, frequency, length FROM postings"),
+    ):
+        have = {tuple(row) for row in conn.execute(sql)}
+        if have != want:
+            problems.append(f"{name}: {len(want - have)} missing, {len(have - want)} extra")
+    stats = conn.execute("SELECT documents, tokens FROM text_stats").fetchall()
+    if stats != [(documents, tokens)]:
+        problems.append(f"text_stats {stats} != {[(documents, tokens)]}")
+    return "ok" if not problems else "; ".join(problems)

@@ -1,0 +1,104 @@
+"""What only the PostgreSQL coordination store does, beside the contract suite's rules: the
+server's clock by default, one schema shared with the coherence directory, refusals that leave
+no pool open, and no password in any ``repr`` or error.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from gliding_core.blackboard.coordination.leases import LeaseTable
+from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
+from gliding_core.coherence.postgres_directory import PostgresDirectory
+from gliding_core.errors import InvalidInputError, StorageError
+from gliding_core.store.postgres.database import Database, DatabaseSettings
+from tests.test_core.contracts.conftest import postgres_url as postgres_url  # the fixture
+
+
+@pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    yield name
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def server_time(url: str) -> float:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+def test_the_default_clock_is_the_server_s(postgres_url: str, schema: str) -> None:
+    with PostgresCoordinationStore.open(postgres_url, schema=schema) as store:
+        before = server_time(postgres_url)
+        with store.write("reading the clock") as tx:
+            in_write = tx.now()
+            assert tx.now() == in_write  # one reading per transaction
+        with store.read("reading the clock") as tx:
+            in_read = tx.now()
+        after = server_time(postgres_url)
+        assert before <= in_write <= in_read <= after
+        lease = LeaseTable(store).try_acquire("urn:r", "a", "write", ttl_s=5)
+        assert before <= lease.acquired_at <= server_time(postgres_url)
+
+
+def test_the_stores_of_a_memory_share_one_database_and_schema(
+    postgres_url: str, schema: str
+) -> None:
+    database = Database(postgres_url, schema=schema)
+    try:
+        store = PostgresCoordinationStore(database)
+        directory = PostgresDirectory(database)
+        token = LeaseTable(store).try_acquire("urn:r", "a", "write").token
+        assert directory.touch() == 1
+        store.close()
+        directory.close()  # neither owns the database: it stays open
+        with database.connection() as conn:
+            versions = dict(conn.execute("SELECT component, version FROM schema_versions"))
+        assert versions == {"coordination": 1, "coherence": 1}
+        again = PostgresCoordinationStore(database)  # tables found, not made again
+        assert LeaseTable(again).try_acquire("urn:s", "a", "write").token > token
+        again.close()
+    finally:
+        database.close()
+
+
+def test_bad_arguments_are_refused_and_leave_no_pool_open(postgres_url: str, schema: str) -> None:
+    with pytest.raises(InvalidInputError, match="Database"):
+        PostgresCoordinationStore("postgresql://nobody@/nowhere")  # type: ignore[arg-type]
+    database = Database(postgres_url, schema=schema)
+    bad_clock: Any = 42
+    with pytest.raises(InvalidInputError, match="clock"):
+        PostgresCoordinationStore(database, clock=bad_clock, owns_database=True)
+    assert database.pool.closed
+    database = Database(postgres_url, schema=schema)
+    bad_config: Any = {"lease_ttl_s": 1}
+    with pytest.raises(InvalidInputError, match="CoordinationConfig"):
+        PostgresCoordinationStore(database, config=bad_config)
+    assert not database.pool.closed  # not the store's to close
+    database.close()
+
+
+def test_a_password_is_in_no_repr_and_no_error(postgres_url: str, schema: str) -> None:
+    secret = "pw-" + uuid.uuid4().hex
+    bad = f"postgresql://nobody:{secret}@/nowhere?host=/nonexistent/socket/dir&connect_timeout=1"
+    settings = DatabaseSettings(timeout_s=1.0)
+    with pytest.raises(StorageError) as caught:
+        PostgresCoordinationStore.open(bad, schema=schema, settings=settings)
+    assert secret not in str(caught.value)
+    assert secret not in repr(caught.value)
+    with pytest.raises(StorageError) as caught:
+        PostgresDirectory.open(bad, schema=schema, settings=settings)
+    assert secret not in str(caught.value)
+    with PostgresCoordinationStore.open(postgres_url, schema=schema) as store:
+        password = psycopg.conninfo.conninfo_to_dict(postgres_url).get("password")
+        assert not password or str(password) not in repr(store)
+    with PostgresDirectory.open(postgres_url, schema=schema) as directory:
+        assert not password or str(password) not in repr(directory)

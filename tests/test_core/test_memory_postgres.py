@@ -1,0 +1,377 @@
+"""Memory on PostgreSQL: opened by URL or by the environment, shared by memories and processes.
+
+Every test runs on the session's real PostgreSQL (``postgres_url``: an embedded server, or
+``GLIDING_TEST_DATABASE_URL``) in a schema of its own (``postgres_schema``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from gliding_core import (
+    BlackboardConfig,
+    ConfigError,
+    DatabaseUnavailableError,
+    GlidingError,
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+)
+from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
+from gliding_core.config import mask_url
+from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.store.postgres import PostgresEntryStore
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+SECRET = "s3cret-Pa55word"
+
+
+def _config(schema: str, **values: object) -> MemoryConfig:
+    return MemoryConfig(embedder="hash", database_schema=schema, **values)  # type: ignore[arg-type]
+
+
+def _with_password(url: str, password: str = SECRET) -> str:
+    """``url`` with a password in its user part (the test server trusts local users, so the
+    password is sent and ignored)."""
+    scheme, _, rest = url.partition("://")
+    user, at, host = rest.partition("@")
+    assert at, f"the test URL names no user: {mask_url(url)}"
+    return f"{scheme}://{user.partition(':')[0]}:{password}@{host}"
+
+
+@pytest.fixture
+def memory(postgres_url: str, postgres_schema: str) -> Iterator[Memory]:
+    with Memory.open(postgres_url, config=_config(postgres_schema)) as value:
+        yield value
+
+
+def _child_env(url: str, schema: str) -> dict[str, str]:
+    """The environment of a worker process: the database through the variables a deployment
+    sets (so the URL is on no command line)."""
+    path = os.pathsep.join([str(REPOSITORY), str(REPOSITORY / "core")])
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "GLIDING_DATABASE_URL": url,
+        "GLIDING_DATABASE_SCHEMA": schema,
+        "GLIDING_EMBEDDER": "hash",
+    }
+
+
+# -- opening -----------------------------------------------------------------------------------
+
+
+def test_a_url_opens_the_memory_in_postgresql(memory: Memory, postgres_schema: str) -> None:
+    assert isinstance(memory.store, PostgresEntryStore)
+    assert memory.store.schema == postgres_schema
+    assert isinstance(memory.supplements, PostgresSupplementaryQueue)
+    assert memory.directory is None
+    assert memory.owner is None
+    assert memory.storage.kind == "postgresql"
+    assert isinstance(memory.index, PgVectorIndex)  # the dense index is the database's too
+    assert postgres_schema in repr(memory)
+
+
+def test_put_search_session_and_supplements_go_through_the_database(
+    memory: Memory, postgres_url: str, postgres_schema: str
+) -> None:
+    iri = memory.store.put({"@id": "urn:pg:fact", "text": "the heron nests by the mill pond"})
+    results = memory.search("heron mill pond", k=3)
+    assert [hit.iri for hit in results][:1] == [iri]
+    assert set(results.arms) == {"dense", "lexical"}
+
+    session = memory.session("urn:task:pg", agent="worker")
+    turn = session.add_turn("user", "find where the heron nests")
+    memory.supplements.put("urn:task:pg", "it moved to the river", producer="user")
+    taken = session.start_cycle(memory.supplements)
+    assert [item.content for item in taken] == ["it moved to the river"]
+    assert memory.supplements.pending_count("urn:task:pg") == 0
+
+    with psycopg.connect(postgres_url) as conn:  # in the schema's tables, not in a file
+        rows = conn.execute(
+            f'SELECT iri FROM "{postgres_schema}".entries WHERE iri = ANY(%s)',
+            ([iri, turn.l0_archive_iri],),
+        ).fetchall()
+    assert {row[0] for row in rows} == {iri, turn.l0_archive_iri}
+
+
+def test_two_memories_on_one_database_see_each_other(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    config = _config(postgres_schema)
+    with (
+        Memory.open(postgres_url, config=config) as first,
+        Memory.open(postgres_url, config=config) as second,
+    ):
+        first.store.put({"@id": "urn:pg:one", "text": "copper kettles on the shelf"})
+        assert second.store.get("urn:pg:one") is not None
+        # The second one's dense index follows L0's change log: the first's write is found
+        # by meaning too, with no reopening.
+        results = second.search("copper kettles", k=2)
+        assert [hit.iri for hit in results][:1] == ["urn:pg:one"]
+        assert "dense" in results.arms
+        second.supplements.put("urn:task:shared", "from the second")
+        assert [i.content for i in first.supplements.take_pending("urn:task:shared")] == [
+            "from the second"
+        ]
+        assert second.supplements.take_pending("urn:task:shared") == []
+
+
+def test_schemas_keep_memories_apart(postgres_url: str, postgres_schema: str) -> None:
+    other = f"{postgres_schema}_b"
+    try:
+        with Memory.open(postgres_url, config=_config(postgres_schema)) as first:
+            first.store.put({"@id": "urn:pg:mine", "text": "only here"})
+            with Memory.open(postgres_url, config=_config(other)) as second:
+                assert second.store.get("urn:pg:mine") is None
+                assert second.store.count() == 0
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+def test_a_second_process_shares_the_memory(postgres_url: str, postgres_schema: str) -> None:
+    with Memory.open(postgres_url, config=_config(postgres_schema)) as memory:
+        memory.store.put({"@id": "urn:pg:parent", "text": "written by the parent"})
+        child = textwrap.dedent(
+            """
+            from gliding_core import Memory
+            with Memory.open() as memory:  # GLIDING_DATABASE_URL, GLIDING_DATABASE_SCHEMA
+                print(memory.store.get("urn:pg:parent").node["text"])
+                memory.store.put({"@id": "urn:pg:child", "text": "written by the child"})
+                memory.supplements.put("urn:task:pg", "a note from the child")
+            """
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", child],
+            env=_child_env(postgres_url, postgres_schema),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "written by the parent"
+        entry = memory.store.get("urn:pg:child")
+        assert entry is not None
+        assert entry.node["text"] == "written by the child"
+        assert memory.search("written by the child", k=1)[0].iri == "urn:pg:child"
+        taken = memory.supplements.take_pending("urn:task:pg")
+        assert [item.content for item in taken] == ["a note from the child"]
+
+
+def test_the_environment_names_the_database(
+    postgres_url: str, postgres_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GLIDING_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("GLIDING_DATABASE_SCHEMA", postgres_schema)
+    monkeypatch.setenv("GLIDING_EMBEDDER", "hash")
+    config = MemoryConfig.from_env()
+    assert config.database_url == postgres_url
+    assert config.database_schema == postgres_schema
+    with Memory.open() as memory:
+        assert isinstance(memory.store, PostgresEntryStore)
+        assert memory.store.schema == postgres_schema
+    with Memory(config=config) as memory:  # the constructor follows the settings too
+        assert isinstance(memory.store, PostgresEntryStore)
+
+
+def test_open_with_no_place_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GLIDING_DATABASE_URL", raising=False)
+    with pytest.raises(InvalidInputError, match="GLIDING_DATABASE_URL"):
+        Memory.open()
+
+
+def test_a_directory_given_wins_over_the_database_setting(
+    tmp_path: Path, postgres_url: str, postgres_schema: str
+) -> None:
+    config = _config(postgres_schema, database_url=postgres_url)
+    with Memory.open(tmp_path, config=config) as memory:
+        assert memory.storage.kind == "directory"
+        assert memory.directory == tmp_path
+
+
+@pytest.mark.parametrize(
+    "schema", ["public", "pg_catalog", "Upper", "1st", "a-b", "x" * 64, "", "a;drop"]
+)
+def test_bad_schema_names_are_config_errors(schema: str) -> None:
+    with pytest.raises(ConfigError, match="database_schema"):
+        MemoryConfig(database_schema=schema)
+
+
+# -- the blackboard ------------------------------------------------------------------------------
+
+
+def test_the_blackboard_needs_a_sparql_endpoint(memory: Memory) -> None:
+    with pytest.raises(ConfigError, match=r"BlackboardConfig\(endpoint=\.\.\.\)"):
+        _ = memory.blackboard
+    with pytest.raises(ConfigError, match="SPARQL"):  # again: nothing was left half-open
+        memory.agent("a", role="do", task="urn:task:x")
+
+
+def test_leases_and_nodes_are_shared_through_the_database_and_the_endpoint(
+    postgres_url: str, postgres_schema: str, oxigraph_server: str
+) -> None:
+    config = _config(postgres_schema, blackboard=BlackboardConfig(endpoint=oxigraph_server))
+    task = f"urn:task:{uuid.uuid4().hex}"
+    node = f"urn:pg:node:{uuid.uuid4().hex}"
+    with (
+        Memory.open(postgres_url, config=config) as first,
+        Memory.open(postgres_url, config=config) as second,
+    ):
+        writer = first.agent("writer", role="do", task=task)
+        writer.write([{"@id": node, "text": "v1"}], area="execution")
+        reader = second.agent("reader", role="check", task=task)
+        found = reader.read(node)
+        assert found is not None
+        assert found.node["text"] == "v1"
+        # The reader's copy is invalidated by the other memory's write (the coherence
+        # directory is the database's): its next read is the new value, never the cached one.
+        writer.write([{"@id": node, "text": "v2"}], area="execution", based_on=found.generation)
+        again = reader.read(node)
+        assert again is not None
+        assert again.node["text"] == "v2"
+        # The coordination store is the database's: the second memory sees the first's agent.
+        names = {agent.name for agent in second.blackboard.coordination.agents.agents(task=task)}
+        assert names == {"writer", "reader"}
+
+
+# -- secrets and bad URLs ------------------------------------------------------------------------
+
+
+def test_the_password_is_never_shown(
+    postgres_url: str, postgres_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = _with_password(postgres_url)
+    config = _config(postgres_schema, database_url=url)
+    caplog.set_level(logging.DEBUG)
+    with Memory.open(url, config=_config(postgres_schema)) as memory:
+        memory.store.put({"@id": "urn:pg:s", "text": "secret keeping"})
+        memory.search("secret keeping")
+        shown = [repr(memory), str(memory), repr(memory.store), repr(memory.config)]
+        shown += [str(memory.config), repr(config), str(config), repr(memory.storage)]
+        for text in shown:
+            assert SECRET not in text
+        assert "***" in repr(config)
+    messages = [record.getMessage() for record in caplog.records]
+    assert [message for message in messages if "postgres:***@" in message]  # shown masked
+    assert not [message for message in messages if SECRET in message]
+
+
+@pytest.mark.parametrize(
+    ("url", "error", "shown"),
+    [
+        (f"postgresql://u:{SECRET}@localhost:notaport/db", ConfigError, "notaport"),
+        (f"mysql://u:{SECRET}@localhost/db", InvalidInputError, "mysql://u:***@localhost"),
+        (f"postgresq://u:{SECRET}@localhost/db", InvalidInputError, "postgresq://u:***@"),
+        (f"postgresql://u:{SECRET}@/db\n?host=/tmp", ConfigError, "control character"),
+    ],
+)
+def test_a_bad_url_is_a_typed_error_with_its_password_masked(
+    url: str, error: type[GlidingError], shown: str
+) -> None:
+    with pytest.raises(error) as caught:
+        Memory.open(url, config=MemoryConfig(embedder="hash"))
+    message = str(caught.value)
+    assert SECRET not in message
+    assert shown in message
+
+
+def test_an_unreachable_database_is_a_typed_error_naming_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = f"postgresql://worker:{SECRET}@/memory?host={tmp_path}/nowhere"
+    config = MemoryConfig(embedder="hash", database_timeout_s=0.5)
+    with pytest.raises(DatabaseUnavailableError) as caught:
+        Memory.open(url, config=config)
+    message = str(caught.value)
+    assert "nowhere" in message
+    assert "PostgreSQL" in message
+    assert SECRET not in message
+    assert SECRET not in repr(caught.value)
+    cause = caught.value.__cause__
+    assert cause is None or SECRET not in str(cause)
+    assert not [r.getMessage() for r in caplog.records if SECRET in r.getMessage()]
+
+
+def test_a_database_that_refuses_is_a_config_error_naming_why(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    scheme, _, rest = postgres_url.partition("://")
+    authority, _, query = rest.partition("/")
+    missing = f"{scheme}://{authority}/no_such_database_{uuid.uuid4().hex[:8]}"
+    if "?" in query:
+        missing += "?" + query.partition("?")[2]
+    with pytest.raises(ConfigError, match="no_such_database"):
+        Memory.open(missing, config=_config(postgres_schema, database_timeout_s=2.0))
+
+
+# -- the servers for trying it: `gliding-horse serve` ---------------------------------------------
+
+
+def _serve(directory: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gliding_core.cli", "serve", str(directory)],
+        env=_child_env("postgresql://unused@/x", "unused"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _exports(server: subprocess.Popen[str]) -> dict[str, str]:
+    assert server.stdout is not None
+    lines = [server.stdout.readline().strip() for _ in range(2)]
+    pairs = [line.removeprefix("export ").split("=", 1) for line in lines]
+    return {name: value.strip("'") for name, value in pairs}
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    server.terminate()  # SIGTERM: both servers are shut down cleanly
+    assert server.wait(timeout=120) == 0
+
+
+def test_serve_runs_what_a_shared_memory_needs_and_keeps_its_data() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="gliding-serve-"))
+    try:
+        with _serve(directory) as server:
+            try:
+                environ = {**_exports(server), "GLIDING_EMBEDDER": "hash"}
+                config = MemoryConfig.from_env(environ)
+                assert config.blackboard.endpoint == environ["GLIDING_SPARQL_ENDPOINT"]
+                with Memory.open(config=config) as memory:
+                    memory.store.put({"@id": "urn:pg:kept", "text": "kept across restarts"})
+                    handle = memory.agent("a", role="do", task="urn:task:serve")
+                    handle.write([{"@id": "urn:pg:node", "text": "on the board"}], area="execution")
+            finally:
+                _stop(server)
+        with _serve(directory) as server:  # started again on the same directory
+            try:
+                config = MemoryConfig.from_env({**_exports(server), "GLIDING_EMBEDDER": "hash"})
+                with Memory.open(config=config) as memory:
+                    assert memory.store.get("urn:pg:kept") is not None
+            finally:
+                _stop(server)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_sparql_endpoint_comes_from_the_environment() -> None:
+    config = MemoryConfig.from_env({"GLIDING_SPARQL_ENDPOINT": "http://127.0.0.1:7878"})
+    assert config.blackboard.endpoint == "http://127.0.0.1:7878"
+    given = BlackboardConfig(endpoint="http://other:1")
+    config = MemoryConfig.from_env({"GLIDING_SPARQL_ENDPOINT": "http://x:1"}, blackboard=given)
+    assert config.blackboard is given

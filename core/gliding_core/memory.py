@@ -26,10 +26,12 @@ from typing import Any
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import COORDINATION_FILE
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
+from gliding_core.erasure import Erasure, ForgetReport, Target, check_target, erase, scope_entries
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
@@ -47,6 +49,7 @@ from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where 
 from gliding_core.store.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.store.ownership import OwnerLock
 from gliding_core.store.protocol import EntryStore
+from gliding_core.store.scope import Scope
 from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
@@ -144,6 +147,7 @@ class Memory:
         self._scheduler: Scheduler | None = None
         self._stale_turns: StaleTurns | None = None
         self._owned_lock = threading.Lock()  # builds the scheduler and the stale-turn tracker
+        self._forget_lock = threading.Lock()  # one erasure at a time
         self._closed = False
         self._ready = True
 
@@ -196,6 +200,9 @@ class Memory:
             # Only the owner of the collection's files may drop them; a shared server's
             # collection may be another process's.
             on_mismatch="rebuild" if self.owner is not None else "raise",
+            files=self.directory / CHROMA_DIR
+            if self.directory is not None and self._embedded
+            else None,
         )
         self._closer.callback(index.close)
         return index
@@ -443,6 +450,68 @@ class Memory:
     def _check_open(self, what: str) -> None:
         if self._closed:
             raise ClosedError(f"{self!r} is closed: it builds no {what} any more")
+
+    def forget(self, target: Target) -> ForgetReport:
+        """Erase a scope's data (or the entries ``target`` lists) from every layer, for good.
+
+        A scope (``Scope.user``, ``Scope.thread``, ``Scope.task``) loses its turns and
+        sessions, chat log, supplementary inputs, memory notes, LangGraph store items (with a
+        ``scope_template``), and its task's blackboard nodes and messages; a list of IRIs loses
+        exactly those entries (``gliding_core.erasure`` says how each is found). Each goes from
+        L0 (with its edges, full-text rows and access statistics), the open L1 sessions, the
+        dense index, the Poincaré index, the embedding cache and the blackboard; then every
+        store rewrites its files, so that after ``close`` no byte of a forgotten text is left
+        in any file of the memory's directory. The other scopes' data is untouched.
+
+        Rewriting the files costs about a copy of the L0 database and a refill of the dense
+        index from the embedding cache: forget in batches, not per message. A memory opened
+        with ``engines=False`` cannot reach the dense index or the on-disk blackboard: the
+        report's ``skipped`` says so (open the directory as its owner to forget everything).
+
+        Args:
+            target: a ``Scope``, or a non-empty list of entry IRIs.
+
+        Returns:
+            What each layer removed (``ForgetReport``).
+
+        Raises:
+            InvalidInputError: ``target`` is neither a scope nor a list of IRIs.
+            ClosedError: the memory is closed.
+            StorageError: a store failed; run ``forget`` again to finish (it finds only what
+                is left).
+        """
+        checked = check_target(target)
+        if self._closed:
+            raise ClosedError(f"{self!r} is closed: it cannot forget")
+        with self._forget_lock:
+            if isinstance(checked, Scope):
+                found = scope_entries(self.store, checked)
+                plan = Erasure(checked.name, found, task=checked.task_iri)
+            else:
+                plan = Erasure("iris", checked)
+            plan.index, plan.cache = self._index, self._cache
+            if self._index is None:
+                plan.skipped.append(
+                    "dense index: opened with engines=False (its owner drops "
+                    "the vectors through L0's change log)"
+                )
+            plan.board = self._board_for(plan)
+            return erase(self, plan, scrub=True)
+
+    def _board_for(self, plan: Erasure) -> Blackboard | None:
+        """The blackboard to forget from: the open one, or the directory's if it has one."""
+        if self._blackboard is None:
+            directory = self.directory
+            kept = directory is not None and (
+                (directory / BLACKBOARD_DIR).exists() or (directory / COORDINATION_FILE).exists()
+            )
+            if self.config.blackboard.endpoint is None and not kept:
+                return None
+        try:
+            return self.blackboard
+        except ConfigError as exc:
+            plan.skipped.append(f"blackboard: {exc}")
+            return None
 
     def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
         """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""

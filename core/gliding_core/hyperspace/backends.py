@@ -231,6 +231,32 @@ class CachedEmbedder:
                 ],
             )
 
+    def forget(self, texts: Sequence[str]) -> int:
+        """Drop the cached vectors of ``texts`` (every model's) and scrub the file; return how
+        many rows went.
+
+        The cache keys a vector by the SHA-256 of its text, never the text; a forgotten text
+        leaves neither, and the freed pages are zeroed (``secure_delete``, ``VACUUM``) and the
+        log truncated, so neither can be read back from the file.
+        """
+        items = _check_texts(texts)
+        digests = list(dict.fromkeys(hashlib.sha256(t.encode("utf-8")).digest() for t in items))
+        removed = 0
+        doing = f"forgetting from the embedding cache {self.where!r}"
+        with self._lock, translated("sqlite", doing):
+            with self._conn:
+                for start in range(0, len(digests), 500):
+                    chunk = digests[start : start + 500]
+                    removed += self._conn.execute(
+                        f"DELETE FROM embeddings WHERE digest IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    ).rowcount
+            if removed and self.where != ":memory:":
+                self._conn.execute("PRAGMA secure_delete = ON")
+                self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
+
     def close(self) -> None:
         """Close the cache file."""
         with self._lock:

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +43,7 @@ logger = logging.getLogger(__name__)
 _EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly instead of ANN
 CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
 WATERMARK_PREFIX = "dense:"
+CHROMA_SQLITE = "chroma.sqlite3"  # an embedded persistent client's catalogue and write log
 EMBEDDER_KEY, DIMENSION_KEY = "gliding:embedder", "gliding:dimension"
 # A wider search beam than Chroma's default: recall over speed at these sizes.
 _HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 128, "hnsw:construction_ef": 128}
@@ -97,6 +101,8 @@ class DenseIndex:
             ``"rebuild"`` it (only the directory's owner may) or ``"raise"``
             ``IndexMismatchError`` (a collection on a server other processes share).
         retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+        files: the directory of an embedded persistent client, which ``scrub`` cleans; ``None``
+            for a client in memory or on a server (the server keeps its own files).
 
     Raises:
         IndexMismatchError: the collection holds another embedder's vectors and
@@ -113,6 +119,7 @@ class DenseIndex:
         *,
         on_mismatch: OnMismatch = "raise",
         retry_s: float = 1.0,
+        files: Path | None = None,
     ) -> None:
         if on_mismatch not in ("rebuild", "raise"):
             raise InvalidInputError(
@@ -126,6 +133,7 @@ class DenseIndex:
         self.name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
         self.watermark_name = WATERMARK_PREFIX + self.name
         self.retry_s = retry_s
+        self.files = files
         self._guard = threading.Lock()  # one catch-up (or rebuild) at a time
         self._wanted = False  # a catch-up was asked for while another ran
         self._timer: threading.Timer | None = None
@@ -200,6 +208,46 @@ class DenseIndex:
         """Drop the collection and re-embed all of L0; return the number of entries indexed."""
         self.collection = self._recreate()
         return self.rebuild()
+
+    def remove(self, iris: Sequence[str]) -> int:
+        """Drop the vectors of ``iris`` now; return how many the index held."""
+        held = 0
+        for part in _chunks(list(dict.fromkeys(iris)), self.max_batch):
+            with translated("chroma", f"deleting from the dense index {self.name!r}"):
+                held += len(self.collection.get(ids=part, include=[])["ids"])
+                self.collection.delete(ids=part)
+        return held
+
+    def scrub(self) -> None:
+        """Leave nothing of removed entries in Chroma's storage; rebuild the collection.
+
+        Chroma keeps a deleted record's vector and id in its write log (a table of its SQLite
+        file) until a segment is persisted, and a dropped collection's HNSW files on disk. So
+        the collection is dropped and refilled from L0 (vectors from the embedding cache),
+        the segment folders it left are removed, and its SQLite file is rewritten with freed
+        pages zeroed.
+        """
+        before = _segment_folders(self.files)
+        with self._guard:
+            self.collection = self._recreate()
+            self._rebuild(512)
+        for folder in before & _segment_folders(self.files, live=self._segment_ids()):
+            shutil.rmtree(folder, ignore_errors=True)
+        if self.files is not None:
+            _vacuum(self.files / CHROMA_SQLITE)
+
+    def _segment_ids(self) -> set[str]:
+        """The ids of this collection's segments, from Chroma's catalogue (best effort)."""
+        if self.files is None:
+            return set()
+        try:
+            with closing(sqlite3.connect(self.files / CHROMA_SQLITE)) as conn:
+                rows = conn.execute(
+                    "SELECT s.id FROM segments AS s JOIN collections AS c ON c.id = s.collection"
+                ).fetchall()
+        except sqlite3.Error:
+            return set()
+        return {str(row[0]) for row in rows}
 
     # -- following L0 --------------------------------------------------------------------------
 
@@ -447,6 +495,34 @@ class DenseIndex:
 
     def __repr__(self) -> str:
         return f"DenseIndex({self.name!r}, embedder={preview(self.embedder_label)})"
+
+
+def _segment_folders(files: Path | None, *, live: set[str] | None = None) -> set[Path]:
+    """The segment folders (named by UUID) under ``files``, less those of ``live`` segments."""
+    if files is None or not files.is_dir():
+        return set()
+    found = set()
+    for folder in files.iterdir():
+        try:
+            uuid.UUID(folder.name)
+        except ValueError:
+            continue
+        if folder.is_dir() and folder.name not in (live or set()):
+            found.add(folder)
+    return found
+
+
+def _vacuum(path: Path) -> None:
+    """Rewrite a SQLite file with its freed pages zeroed, and truncate its log."""
+    if not path.is_file():
+        return
+    with (
+        translated("sqlite", f"scrubbing {str(path)!r}"),
+        closing(sqlite3.connect(path, isolation_level=None, timeout=30.0)) as conn,
+    ):
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

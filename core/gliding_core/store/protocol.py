@@ -33,6 +33,9 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   gives a derived index everything it needs to catch up from ``n``, whichever handle or process
   wrote. Watermarks never decrease. ``subscribe``'s listeners hear of changes after the commit
   only, never of a write that rolled back.
+- Erasure: ``delete`` and ``delete_many`` take an entry out of every index and the access
+  statistics at once; ``scrub`` then makes what was deleted unrecoverable from the files
+  (the change log keeps a deleted entry's IRI, never its text, for the derived indexes).
 - Handles: one handle is safe to share between threads. Closing twice is harmless; any other
   use of a closed handle raises ``ClosedError``. Bad input raises ``InvalidInputError`` (or
   ``InvalidNodeError``, ``ContentTooLargeError``) naming the bad value; a missing entry where
@@ -130,6 +133,17 @@ class EntryStore(Protocol):
 
     def delete(self, iri: str) -> bool:
         """Delete an entry from the store and every index; return whether it existed."""
+        ...
+
+    def delete_many(self, iris: Sequence[str]) -> list[str]:
+        """Delete entries from the store and every index in one transaction; return the IRIs
+        that existed, in the order given (each deletion is a change, as ``delete``'s)."""
+        ...
+
+    def scrub(self) -> None:
+        """Make what was deleted unrecoverable from the backend's files: no byte of a deleted
+        entry (its text, its terms in the full-text index) stays in a free page, a log or an
+        index segment. Costs about a copy of the database; ``forget`` calls it."""
         ...
 
     # -- reads ---------------------------------------------------------------------------------

@@ -728,30 +728,91 @@ class L0Store:
     def delete(self, iri: str) -> bool:
         """Delete an entry from the store and from every index; return whether it existed."""
         validate_iri(iri)
+        return bool(self.delete_many([iri]))
+
+    def delete_many(self, iris: Sequence[str]) -> list[str]:
+        """Delete entries from the store and every index, in one transaction.
+
+        Returns the IRIs that existed (and are gone now), in the order given; the others are
+        left out. Each deletion is a change of the change log, like ``delete``.
+
+        Raises:
+            InvalidInputError: ``iris`` is not a list of IRIs.
+        """
+        unique = check_iris(iris)
+        deleted: list[str] = []
         with self._session() as conn:
-            row = conn.execute(
-                "SELECT id, tags, jsonld_types, content FROM entries WHERE iri = ?", (iri,)
-            ).fetchone()
-            if row is None:
-                return False
-            entry_id = row[0]
-            text = node_text(parse_canonical(row[3]))
+            for start in range(0, len(unique), _CHUNK):
+                deleted += self._delete_rows(conn, unique[start : start + _CHUNK])
+        return deleted
+
+    def _delete_rows(self, conn: sqlite3.Connection, iris: Sequence[str]) -> list[str]:
+        """Delete the entries of ``iris`` (at most ``_CHUNK``) inside the writer's transaction."""
+        holes = ", ".join("?" * len(iris))
+        rows = conn.execute(
+            f"SELECT id, iri, tags, jsonld_types, content FROM entries WHERE iri IN ({holes})",
+            list(iris),
+        ).fetchall()
+        order = {iri: position for position, iri in enumerate(iris)}
+        rows.sort(key=lambda row: order[row[1]])
+        for entry_id, iri, tags, types, content in rows:
+            text = node_text(parse_canonical(content))
             if text:
                 conn.execute(_DELETE_TEXT, (entry_id, text))
-            _log(conn, [iri])
             conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
             conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             conn.executemany(
                 "DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?",
-                [(tag, entry_id) for tag in _split(row[1])],
+                [(tag, entry_id) for tag in _split(tags)],
             )
             conn.executemany(
                 "DELETE FROM entry_types WHERE type = ? AND entry_id = ?",
-                [(t, entry_id) for t in _split(row[2])],
+                [(t, entry_id) for t in _split(types)],
             )
             self._changes.append((iri, None))
             self._access.forget(iri)
-        return True
+        gone = [row[1] for row in rows]
+        _log(conn, gone)
+        return gone
+
+    def scrub(self) -> None:
+        """Make what was deleted unrecoverable from the store's files.
+
+        SQLite keeps a deleted row's bytes in free pages and in the write-ahead log, and the
+        full-text index keeps the terms of a deleted text until its segments are merged. This
+        merges the full-text index ('optimize'), rewrites the database with freed pages
+        zeroed (``secure_delete`` and ``VACUUM``), and checkpoints and truncates the log. It
+        takes the writer for as long as a copy of the database takes; readers go on.
+
+        Raises:
+            StorageError: SQLite failed (a reader of another process holding an old snapshot
+                keeps the log from being truncated: its bytes go at the next checkpoint).
+        """
+        self.flush_access()
+        db = self._db
+        with db.lock, translated("sqlite", "scrubbing the L0 store"):
+            if db.closed:
+                raise ClosedError("the L0 store is closed")
+            conn = db.writer
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("INSERT INTO entry_text (entry_text) VALUES ('optimize')")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                conn.execute("VACUUM")
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                conn.execute("PRAGMA secure_delete = OFF")
+        if busy:
+            logger.warning(
+                "the L0 log of %s could not be truncated (a reader holds a snapshot); deleted "
+                "bytes stay in it until its next checkpoint",
+                self,
+            )
 
     # -- reads ---------------------------------------------------------------------------------
 

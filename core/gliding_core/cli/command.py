@@ -1,4 +1,5 @@
-"""CLI: the ``gliding-horse`` command: demo, inspect and benchmarks (the user's entry point).
+"""CLI: the ``gliding-horse`` command: demo, inspect, forget and benchmarks (the user's entry
+point).
 
 Errors the user can fix (a bad path, a bad number) end with a one-line message and exit code 2.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gliding_core import __version__
+from gliding_core.cli import memory_commands
 from gliding_core.cli.demo import run as show_demo
 from gliding_core.cli.table import render
 from gliding_core.errors import GlidingError
@@ -71,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
     inspect.add_argument("--recent", type=_positive, default=10, help="recent entries to list")
     inspect.set_defaults(handler=_inspect)
+    memory_commands.register(commands)
 
     bench = commands.add_parser("bench", help="run a benchmark").add_subparsers(
         dest="benchmark", required=True

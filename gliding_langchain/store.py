@@ -61,6 +61,7 @@ from langgraph.store.base import (
 )
 
 from gliding_core import ContentTooLargeError, Entry, InvalidInputError, Memory, SearchFilters
+from gliding_core.erasure import ForgetReport
 from gliding_core.jsonld import canonical_json, preview
 from gliding_core.store.scope import Kind, Scope
 from gliding_langchain.store_index import ItemIndex, check_fields
@@ -149,6 +150,27 @@ class GlidingStore(BaseStore):
             for iri in expired:
                 self.memory.store.delete(iri)
         return len(expired)
+
+    def forget(self, prefix: Namespace) -> ForgetReport:
+        """Erase every item under the namespace ``prefix`` from every layer, for good.
+
+        ``delete`` removes an item from the store; this also leaves no byte of the items in the
+        memory's files (``Memory.forget`` of their entries). ``("memories", "alice")`` forgets
+        alice's memories; ``()`` every item of the store. Returns what each layer removed.
+
+        Raises:
+            InvalidInputError: ``prefix`` is not a tuple of strings.
+        """
+        if not isinstance(prefix, tuple) or not all(isinstance(p, str) for p in prefix):
+            raise InvalidInputError(f"prefix must be a tuple of strings, got {preview(prefix)}")
+        iris = [
+            entry.iri
+            for graph in self._graphs()
+            if decode_graph(graph)[: len(prefix)] == prefix
+            for entry in self.memory.store.by_graph(graph)
+            if _is_item(entry)
+        ]
+        return self.memory.forget(iris) if iris else ForgetReport(target="iris")
 
     def scope_of(self, namespace: Namespace) -> Scope | None:
         """Return the scope ``namespace`` belongs to by ``scope_template``, or ``None``."""

@@ -46,6 +46,7 @@ from gliding_core.config import (
     StoreConfig,
     TopicConfig,
 )
+from gliding_core.erasure import ForgetReport
 from gliding_core.errors import (
     AgentNotFoundError,
     ClosedError,
@@ -166,6 +167,7 @@ __all__ = [
     "EvictionPolicy",
     "ExtractiveSummarizer",
     "FencingTokenError",
+    "ForgetReport",
     "Frame",
     "FrameArtifact",
     "FrameArtifacts",

@@ -60,6 +60,7 @@ def test_all_is_pinned() -> None:
         "EvictionPolicy",
         "ExtractiveSummarizer",
         "FencingTokenError",
+        "ForgetReport",
         "Frame",
         "FrameArtifact",
         "FrameArtifacts",

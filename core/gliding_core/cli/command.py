@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TextIO
 
 from gliding_core import __version__
-from gliding_core.cli import memory_commands
 from gliding_core.cli.demo import run as show_demo
+from gliding_core.cli.memory_commands import register as register_memory_commands
 from gliding_core.cli.table import render
 from gliding_core.errors import GlidingError
 from gliding_core.hyperspace.backends import make_embedder
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
     inspect.add_argument("--recent", type=_positive, default=10, help="recent entries to list")
     inspect.set_defaults(handler=_inspect)
-    memory_commands.register(commands)
+    register_memory_commands(commands)
 
     bench = commands.add_parser("bench", help="run a benchmark").add_subparsers(
         dest="benchmark", required=True

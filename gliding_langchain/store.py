@@ -13,7 +13,8 @@ Invariants:
 - TTL as LangGraph's stores: ``ttl`` minutes on ``put`` (``TTLConfig.default_ttl`` when not
   given) sets when the item expires; a ``get`` or ``search`` that returns it pushes that back by
   its TTL when ``refresh_ttl`` (``TTLConfig.refresh_on_read``, by default on). An expired item
-  is never returned nor listed, even before ``sweep_ttl`` deletes it.
+  is never returned nor listed; its L0 entry expires with it (``EntryStore`` TTL), so the
+  memory's background sweep deletes it without being asked (``sweep_ttl`` does it at once).
 - A namespace exists while it holds an item (deleting its last item forgets it).
 - Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
   item, and each namespace's items in the order their keys were first written;
@@ -101,8 +102,10 @@ class GlidingStore(BaseStore):
             are what a query searches; ``embed`` (an ``Embeddings``, a function of texts, a
             provider string, or the memory's embedder) ranks them by cosine; ``dims`` is
             checked, not needed.
-        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``;
-            ``sweep_interval_minutes`` is not run by the store: call ``sweep_ttl``.
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``. Expired
+            items are deleted by the memory's background sweep, every
+            ``StoreConfig.expiry.sweep_interval_s`` (``sweep_interval_minutes`` is the memory's
+            to set, not the store's); ``sweep_ttl`` deletes them at once.
         clock: the time source (seconds) of timestamps and TTLs; tests pass a fake one.
 
     Example:
@@ -343,6 +346,9 @@ class GlidingStore(BaseStore):
                 created = old.metadata.get(CREATED, now) if old is not None else now
                 scope = self.scope_of(op.namespace)
                 ttl = None if op.ttl is None else float(op.ttl)
+                # L0 expires the entry itself (every read then misses it, and the memory's
+                # sweep deletes it); a re-put without a TTL takes an earlier one away.
+                seconds = math.inf if ttl is None and old is not None else None
                 store.put(
                     {"@id": iri, "@type": ITEM_TYPE, TEXTS: texts[(op.namespace, op.key)]},
                     tags=[scope.tag] if scope is not None else [],
@@ -355,10 +361,13 @@ class GlidingStore(BaseStore):
                         TTL: ttl,
                         EXPIRES: None if ttl is None else now + ttl * 60,
                     },
+                    ttl=seconds if ttl is None else ttl * 60,
                 )
             for iri, minutes in refresh.items():
                 if iri in store:
-                    store.put({"@id": iri}, metadata={EXPIRES: now + minutes * 60})
+                    store.put(
+                        {"@id": iri}, metadata={EXPIRES: now + minutes * 60}, ttl=minutes * 60
+                    )
 
     def _namespace_order(self, graph: str) -> int:
         """Return the place of the namespace ``graph``: its own, or after every other one."""

@@ -23,9 +23,12 @@ the report counts what each layer held of the target and removed.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import threading
+import weakref
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -46,6 +49,7 @@ from gliding_core.store.scope import Scope
 logger = logging.getLogger(__name__)
 
 TASK_PREDICATE = "task"  # how a turn or an input names its task in L0
+EXPIRED = "expired"  # the target of an expiry sweep's report
 UNTYPED = "(untyped)"
 
 Target = Scope | Sequence[str]
@@ -201,6 +205,90 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
         scrubbed=scrubbed,
         skipped=tuple(plan.skipped),
     )
+
+
+def expire(
+    parts: ErasableParts,
+    *,
+    index: VectorIndex | None,
+    cache: CachedEmbedder | None,
+    limit: int,
+) -> ForgetReport:
+    """Delete up to ``limit`` expired entries from every layer, as ``erase`` does without the
+    blackboard and the scrub (expiry is routine; ``forget`` is the erasure on request)."""
+    entries = parts.store.sweep_expired(limit=limit)
+    if not entries:
+        return ForgetReport(target=EXPIRED)
+    gone = {entry.iri for entry in entries}
+    texts = _texts(entries)
+    return ForgetReport(
+        target=EXPIRED,
+        entries=tuple(entry.iri for entry in entries),
+        kinds=dict(Counter(_kind(entry.jsonld_types) for entry in entries)),
+        inputs=sum(1 for iri in gone if iri.startswith(INPUT_PREFIX)),
+        session_turns=sum(session.forget(gone) for session in parts.sessions()),
+        vectors=index.remove(sorted(gone)) if index is not None else 0,
+        structure=parts.structure.forget(sorted(gone)),
+        embeddings=cache.forget(texts) if cache is not None and texts else 0,
+    )
+
+
+def merge_reports(reports: Sequence[ForgetReport]) -> ForgetReport:
+    """Return one report of several of the same target (the batches of a sweep)."""
+    kinds: Counter[str] = Counter()
+    for report in reports:
+        kinds.update(report.kinds)
+    return ForgetReport(
+        target=reports[0].target if reports else EXPIRED,
+        entries=tuple(iri for report in reports for iri in report.entries),
+        kinds=dict(kinds),
+        inputs=sum(r.inputs for r in reports),
+        session_turns=sum(r.session_turns for r in reports),
+        vectors=sum(r.vectors for r in reports),
+        structure=sum(r.structure for r in reports),
+        embeddings=sum(r.embeddings for r in reports),
+        blackboard_nodes=sum(r.blackboard_nodes for r in reports),
+        messages=sum(r.messages for r in reports),
+    )
+
+
+class ExpirySweeper:
+    """Calls ``sweep`` every ``interval_s`` seconds on a daemon thread, until ``stop``.
+
+    Holds the sweep weakly (a bound method of the memory), so an unclosed memory can still be
+    collected; a failing sweep is logged and tried again at the next interval.
+    """
+
+    def __init__(self, sweep: Callable[[], object], interval_s: float) -> None:
+        self._sweep = weakref.WeakMethod(sweep) if inspect.ismethod(sweep) else lambda: sweep
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread (once; an interval of 0 starts nothing)."""
+        if self.interval_s <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="gliding-expiry", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            sweep = self._sweep()
+            if sweep is None:
+                return
+            try:
+                sweep()
+            except Exception:
+                logger.exception("the expiry sweep failed; it runs again in %s s", self.interval_s)
+            del sweep
+
+    def stop(self) -> None:
+        """Stop the thread and wait for a sweep in progress; stopping twice is harmless."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
 
 def _texts(entries: Collection[object]) -> list[str]:

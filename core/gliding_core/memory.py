@@ -31,7 +31,17 @@ from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
-from gliding_core.erasure import Erasure, ForgetReport, Target, check_target, erase, scope_entries
+from gliding_core.erasure import (
+    Erasure,
+    ExpirySweeper,
+    ForgetReport,
+    Target,
+    check_target,
+    erase,
+    expire,
+    merge_reports,
+    scope_entries,
+)
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
@@ -137,6 +147,10 @@ class Memory:
                 self.store, None if directory is None else directory / POINCARE_FILE
             )
             self._write_manifest(manifest)
+            expiry = self.config.store.expiry
+            # Last in, so first stopped on close: no sweep runs once the indexes start closing.
+            self._sweeper = ExpirySweeper(self.sweep_expired, expiry.sweep_interval_s)
+            self._closer.callback(self._sweeper.stop)
         except BaseException:
             self._closer.close()
             raise
@@ -150,6 +164,7 @@ class Memory:
         self._forget_lock = threading.Lock()  # one erasure at a time
         self._closed = False
         self._ready = True
+        self._sweeper.start()
 
     @property
     def _embedded(self) -> bool:
@@ -497,6 +512,25 @@ class Memory:
                 )
             plan.board = self._board_for(plan)
             return erase(self, plan, scrub=True)
+
+    def sweep_expired(self) -> ForgetReport:
+        """Delete every expired entry now, from every layer as ``forget`` does (without the
+        rewrite of the files); return what went.
+
+        Expired entries are invisible from the moment they expire; the memory runs this every
+        ``StoreConfig.expiry.sweep_interval_s`` seconds in the background (0: never), one
+        transaction of at most ``sweep_batch`` entries at a time.
+        """
+        if self._closed:
+            raise ClosedError(f"{self!r} is closed: it sweeps nothing")
+        batch = self.config.store.expiry.sweep_batch
+        reports: list[ForgetReport] = []
+        with self._forget_lock:
+            while True:
+                report = expire(self, index=self._index, cache=self._cache, limit=batch)
+                reports.append(report)
+                if report.removed < batch:
+                    return merge_reports(reports)
 
     def _board_for(self, plan: Erasure) -> Blackboard | None:
         """The blackboard to forget from: the open one, or the directory's if it has one."""

@@ -58,6 +58,7 @@ def test_all_is_pinned() -> None:
         "EventBus",
         "EventType",
         "EvictionPolicy",
+        "ExpiryConfig",
         "ExtractiveSummarizer",
         "FencingTokenError",
         "ForgetReport",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ from gliding_core import (
     MemoryConfig,
     StoreConfig,
 )
+from gliding_core.config import ExpiryConfig
 from gliding_langchain.store import (
     ITEM_TYPE,
     TEXTS,
@@ -792,3 +794,19 @@ def test_the_memory_embedder_as_embed_ranks_by_hybrid_search(memory: Memory) -> 
     store.put(("docs",), "a", {"t": "painting watercolours", "u": "rust"})
     store.put(("docs",), "b", {"t": "rust compiler", "u": "painting"})
     assert store.search(("docs",), query="painting")[0].key == "a"
+
+
+def test_expired_items_are_swept_by_the_memory_without_being_asked() -> None:
+    config = MemoryConfig(store=StoreConfig(expiry=ExpiryConfig(sweep_interval_s=0.05)))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        store = GlidingStore(memory)
+        store.put(("docs",), "brief", {"text": "brief"}, ttl=0.001)  # minutes: 60 ms
+        store.put(("docs",), "kept", {"text": "kept"})
+        before = memory.store.change_sequence()
+        deadline = time.monotonic() + 60  # a guard against a hang, not a timing
+        while memory.store.change_sequence() == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert memory.store.change_sequence() > before  # the entry was deleted, not hidden
+        assert store.get(("docs",), "brief") is None
+        assert store.get(("docs",), "kept") is not None
+        assert store.sweep_ttl() == 0

@@ -64,6 +64,7 @@ from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import TopicMonitor
+from gliding_core.transfer import ImportReport, Source, export_memory, import_memory
 from gliding_core.view.stale_turns import StaleTurns
 
 logger = logging.getLogger(__name__)
@@ -512,6 +513,27 @@ class Memory:
                 )
             plan.board = self._board_for(plan)
             return erase(self, plan, scrub=True)
+
+    def export_jsonl(self, out: Source, *, scope: Scope | None = None) -> int:
+        """Write every entry (or ``scope``'s) to ``out`` as JSON Lines; return how many.
+
+        A header line (format version, embedder), then one JSON-LD entry per line with its
+        tags, graph, importance, creation time, scope and vector (``gliding_core.transfer``).
+        Sessions' turns, chat logs, inputs and flushed blackboard nodes are entries: they go
+        too. ``out`` is a path (written whole, then put in place) or a text file.
+        """
+        return export_memory(self, out, scope=scope, cache=self._cache)
+
+    def import_jsonl(self, source: Source, *, skip_bad: bool = False) -> ImportReport:
+        """Read an export into this memory, in one transaction; return what was written.
+
+        Every line is checked first: a malformed one raises ``MalformedImportError`` naming
+        its line, and nothing is written, unless ``skip_bad`` imports the rest and lists the
+        bad lines in the report. Entries come back exactly (IRI, content, tags, graph,
+        importance, creation time); an entry of the same IRI is replaced. The file's vectors
+        are kept when its embedder is this memory's, else computed again.
+        """
+        return import_memory(self, source, cache=self._cache, skip_bad=skip_bad)
 
     def sweep_expired(self) -> ForgetReport:
         """Delete every expired entry now, from every layer as ``forget`` does (without the

@@ -1,4 +1,5 @@
-"""CLI: commands that change what a memory directory holds: ``forget``.
+"""CLI: commands that change or carry what a memory directory holds: ``forget``, ``export``,
+``import``.
 
 Each opens the directory as its owner (with its engines: the dense index and the blackboard
 are reached too), with the embedder its manifest records when this machine has it, so that
@@ -13,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import unquote
 
 from gliding_core.cli.table import render
 from gliding_core.erasure import ForgetReport
@@ -41,6 +43,69 @@ def register(commands: Any) -> None:
     forget.add_argument("--yes", action="store_true", help="do not ask (needed off a terminal)")
     forget.set_defaults(handler=forget_command)
 
+    export = commands.add_parser("export", help="write a memory to a JSON Lines file")
+    export.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
+    export.add_argument("out", type=Path, help="the JSON Lines file to write")
+    export.add_argument(
+        "--scope", type=_scope, help="only this scope: user:ID, thread:ID, task:IRI"
+    )
+    export.set_defaults(handler=export_command)
+
+    load = commands.add_parser("import", help="read a JSON Lines export into a memory")
+    load.add_argument("source", type=Path, help="the JSON Lines file to read")
+    load.add_argument("path", type=Path, help="the memory directory (created when missing)")
+    load.add_argument(
+        "--skip-bad", action="store_true", help="import the good lines and list the bad ones"
+    )
+    load.set_defaults(handler=import_command)
+
+
+def _scope(text: str) -> Scope:
+    kind, _, key = text.partition(":")
+    if kind not in ("user", "thread", "task") or not key:
+        raise argparse.ArgumentTypeError(f"expected user:ID, thread:ID or task:IRI, got {text!r}")
+    try:
+        return Scope(kind, key if kind == "task" else unquote(key))  # type: ignore[arg-type]
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _header_embedder(source: Path) -> object:
+    """The embedder the export's header names (``None`` when it cannot be read: the import
+    itself then reports the header)."""
+    try:
+        with source.open(encoding="utf-8") as stream:
+            header = json.loads(stream.readline(65_536))
+    except (OSError, UnicodeError, ValueError, RecursionError):
+        return None
+    return header.get("embedder") if isinstance(header, dict) else None
+
+
+def export_command(args: argparse.Namespace, out: TextIO) -> int:
+    """``gliding-horse export DIR OUT.jsonl [--scope user:alice]``."""
+    with open_directory(args.path) as memory:
+        count = memory.export_jsonl(args.out, scope=args.scope)
+    out.write(f"exported {count} entries to {args.out}\n")
+    return 0
+
+
+def import_command(args: argparse.Namespace, out: TextIO) -> int:
+    """``gliding-horse import IN.jsonl DIR [--skip-bad]``."""
+    if not args.source.is_file():
+        raise InvalidInputError(f"{str(args.source)!r} is not a file")
+    existing = (args.path / STORE_FILE).is_file()
+    if existing:
+        memory = open_directory(args.path)
+    else:  # a new memory gets the export's embedder, when this machine has it
+        memory = Memory.open(args.path, embedder=embedder_named(_header_embedder(args.source)))
+    with memory:
+        report = memory.import_jsonl(args.source, skip_bad=args.skip_bad)
+    for number, problem in report.skipped:
+        sys.stderr.write(f"gliding-horse: skipped line {number}: {problem}\n")
+    vectors = "kept" if report.vectors_kept else "computed again"
+    out.write(f"imported {len(report.imported)} entries into {args.path} (vectors {vectors})\n")
+    return 0
+
 
 def open_directory(path: Path) -> Memory:
     """Open an existing memory directory as its owner, with the embedder it records.
@@ -58,6 +123,11 @@ def recorded_embedder(path: Path) -> Embedder | None:
     names none this command can make again."""
     manifest = path / MANIFEST_FILE
     name = json.loads(manifest.read_text()).get("embedder") if manifest.is_file() else None
+    return embedder_named(name)
+
+
+def embedder_named(name: object) -> Embedder | None:
+    """The embedder a manifest or an export names, when this command can make it again."""
     if not isinstance(name, str):
         return None
     if name.startswith("hash-") and name[5:].isdigit():

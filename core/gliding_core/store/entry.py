@@ -101,6 +101,21 @@ class TextHit:
 
 
 @dataclass(frozen=True, slots=True)
+class Restored:
+    """An entry as an export kept it, to be written back exactly (``EntryStore.restore_many``).
+
+    Attributes:
+        record: the node with its tags, graph, importance, metadata and MESI state.
+        created_at: its creation time (UNIX seconds).
+        expires_at: when it expires, or ``None``.
+    """
+
+    record: Record
+    created_at: float
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """A validated request to write one node, with the entry fields the caller sets.
 

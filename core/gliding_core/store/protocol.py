@@ -56,7 +56,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from gliding_core.config import StoreConfig
 from gliding_core.jsonld import Node
-from gliding_core.store.entry import Edge, Entry, Record, TextHit
+from gliding_core.store.entry import Edge, Entry, Record, Restored, TextHit
 from gliding_core.store.filters import SearchFilters
 
 MINTED_IRI_PREFIX = "urn:uuid:"
@@ -147,6 +147,16 @@ class EntryStore(Protocol):
     def delete_many(self, iris: Sequence[str]) -> list[str]:
         """Delete entries from the store and every index in one transaction; return the IRIs
         that existed, in the order given (each deletion is a change, as ``delete``'s)."""
+        ...
+
+    def restore_many(self, items: Sequence[Restored]) -> list[str]:
+        """Write entries back exactly as exported (node, tags, graph, importance, metadata,
+        state, creation time, expiry), in one transaction, replacing entries of the same IRI;
+        return their IRIs in order."""
+        ...
+
+    def scan_entries(self, batch: int = 1_000) -> Iterator[list[Entry]]:
+        """Yield every live entry, oldest first, in batches (to export the store)."""
         ...
 
     def expires_at(self, iris: Sequence[str]) -> dict[str, float]:

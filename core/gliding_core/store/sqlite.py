@@ -86,7 +86,15 @@ from gliding_core.jsonld import (
 )
 from gliding_core.store.access import AccessBuffer, write_buffered
 from gliding_core.store.connections import Connections, open_reader
-from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
+from gliding_core.store.entry import (
+    Edge,
+    Entry,
+    MesiState,
+    Record,
+    Restored,
+    TextHit,
+    check_importance,
+)
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
@@ -848,6 +856,52 @@ class L0Store:
         _log(conn, gone)
         return gone
 
+    def restore_many(self, items: Sequence[Restored]) -> list[str]:
+        """Write entries back exactly as exported, in one transaction; return their IRIs.
+
+        Each becomes exactly its record (as ``replace``), with the creation time and the expiry
+        given; an entry of the same IRI is replaced.
+
+        Raises:
+            InvalidInputError: an item is not a ``Restored`` or its times are not finite.
+        """
+        checked = list(items) if isinstance(items, (list, tuple)) else None
+        if checked is None or not all(isinstance(i, Restored) for i in checked):
+            raise InvalidInputError(f"items must be a list of Restored, got {preview(items)}")
+        for item in checked:
+            for value in (item.created_at, item.expires_at):
+                if value is not None and not _finite(value):
+                    raise InvalidInputError(f"a time must be a finite number, got {preview(value)}")
+        with self._session() as conn, _collector_paused():
+            iris = self._put_many([item.record for item in checked], merge=False)
+            conn.executemany(
+                "UPDATE entries SET created_at = ?, last_accessed = max(last_accessed, ?)"
+                " WHERE iri = ?",
+                [
+                    (item.created_at, item.created_at, iri)
+                    for item, iri in zip(checked, iris, strict=True)
+                ],
+            )
+            self._set_expiry(
+                conn, {iri: item.expires_at for item, iri in zip(checked, iris, strict=True)}
+            )
+        return iris
+
+    def scan_entries(self, batch: int = 1_000) -> Iterator[list[Entry]]:
+        """Yield every live entry, oldest first, in batches (to export the store)."""
+        size = _check_limit(batch)
+        last = 0
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(
+                    f"SELECT id, {_COLUMNS} FROM live_entries WHERE id > ? ORDER BY id LIMIT ?",
+                    (last, size),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_to_entry(row[1:]) for row in rows]
+
     def expires_at(self, iris: Sequence[str]) -> dict[str, float]:
         """Return when each live entry among ``iris`` that has a TTL expires (UNIX seconds)."""
         sql = (
@@ -1288,6 +1342,10 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _default_ttl(record: Record, settings: ExpiryConfig) -> float | None:

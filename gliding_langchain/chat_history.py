@@ -33,7 +33,7 @@ from typing_extensions import Unpack
 
 from gliding_core import Conversation, InvalidInputError, Memory, Scope
 from gliding_core.config import ConversationSettings, ViewOptions
-from gliding_core.erasure import ForgetReport
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.view.chatlog import ChatLog, LoggedMessage
 from gliding_langchain.messages import bounded_message, from_record, to_records
 

@@ -53,8 +53,8 @@ from typing_extensions import Unpack
 from gliding_core import Conversation, InvalidInputError, Memory, ModelView, SearchFilters
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ConversationSettings, ViewOptions
-from gliding_core.erasure import ForgetReport
 from gliding_core.projection.scheduler import Scheduler
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.scope import Scope, Shared, resolve_scope
 from gliding_core.view.team import role_conversation
 from gliding_langchain.messages import bounded_message, supplement_message, to_records

@@ -62,8 +62,8 @@ from langgraph.store.base import (
 )
 
 from gliding_core import ContentTooLargeError, Entry, InvalidInputError, Memory, SearchFilters
-from gliding_core.erasure import ForgetReport
 from gliding_core.jsonld import canonical_json, preview
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.scope import Kind, Scope
 from gliding_langchain.store_index import ItemIndex, check_fields
 

@@ -46,10 +46,10 @@ from llama_index.core.memory.types import BaseMemory
 from typing_extensions import Unpack
 
 from gliding_core.config import ConversationSettings, Placement, ViewOptions
-from gliding_core.erasure import ForgetReport
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.scope import Shared, resolve_scope
 from gliding_core.view.chatlog import ChatLog

@@ -47,7 +47,6 @@ from gliding_core.config import (
     StoreConfig,
     TopicConfig,
 )
-from gliding_core.erasure import ForgetReport
 from gliding_core.errors import (
     AgentNotFoundError,
     ClosedError,
@@ -68,6 +67,7 @@ from gliding_core.errors import (
     LeaseError,
     LeaseNotHeldError,
     LeaseTimeoutError,
+    MalformedImportError,
     NodeTooDeepError,
     PermissionDeniedError,
     StaleWriteError,
@@ -94,6 +94,8 @@ from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Pro
 from gliding_core.projection.artifacts import FrameArtifact, FrameArtifacts, frame_artifacts
 from gliding_core.projection.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection.scheduler import Completion, Read, Scheduler
+from gliding_core.retention.erasure import ForgetReport
+from gliding_core.retention.transfer import ImportReport
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.store.filters import SearchFilters
@@ -181,6 +183,7 @@ __all__ = [
     "HashEmbedder",
     "HttpEmbedder",
     "HybridSearch",
+    "ImportReport",
     "IndexMismatchError",
     "InvalidInputError",
     "InvalidNodeError",
@@ -195,6 +198,7 @@ __all__ = [
     "LeaseTimeoutError",
     "LocalDirectory",
     "LoggedMessage",
+    "MalformedImportError",
     "Memory",
     "MemoryConfig",
     "MesiState",

@@ -31,17 +31,6 @@ from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
-from gliding_core.erasure import (
-    Erasure,
-    ExpirySweeper,
-    ForgetReport,
-    Target,
-    check_target,
-    erase,
-    expire,
-    merge_reports,
-    scope_entries,
-)
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
@@ -53,6 +42,18 @@ from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import Node, preview
 from gliding_core.projection.projector import Projector
 from gliding_core.projection.scheduler import Scheduler
+from gliding_core.retention.erasure import (
+    Erasure,
+    ExpirySweeper,
+    ForgetReport,
+    Target,
+    check_target,
+    erase,
+    expire,
+    merge_reports,
+    scope_entries,
+)
+from gliding_core.retention.transfer import ImportReport, Source, export_memory, import_memory
 from gliding_core.session import Session, SessionServices
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
@@ -64,7 +65,6 @@ from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import TopicMonitor
-from gliding_core.transfer import ImportReport, Source, export_memory, import_memory
 from gliding_core.view.stale_turns import StaleTurns
 
 logger = logging.getLogger(__name__)
@@ -473,10 +473,10 @@ class Memory:
         A scope (``Scope.user``, ``Scope.thread``, ``Scope.task``) loses its turns and
         sessions, chat log, supplementary inputs, memory notes, LangGraph store items (with a
         ``scope_template``), and its task's blackboard nodes and messages; a list of IRIs loses
-        exactly those entries (``gliding_core.erasure`` says how each is found). Each goes from
-        L0 (with its edges, full-text rows and access statistics), the open L1 sessions, the
-        dense index, the Poincaré index, the embedding cache and the blackboard; then every
-        store rewrites its files, so that after ``close`` no byte of a forgotten text is left
+        exactly those entries (``gliding_core.retention.erasure`` says how each is found).
+        Each goes from L0 (with its edges, full-text rows and access statistics), the open L1
+        sessions, the dense index, the Poincaré index, the embedding cache and the blackboard;
+        then every store rewrites its files, so that after ``close`` no byte of a forgotten text is left
         in any file of the memory's directory. The other scopes' data is untouched.
 
         Rewriting the files costs about a copy of the L0 database and a refill of the dense
@@ -518,7 +518,8 @@ class Memory:
         """Write every entry (or ``scope``'s) to ``out`` as JSON Lines; return how many.
 
         A header line (format version, embedder), then one JSON-LD entry per line with its
-        tags, graph, importance, creation time, scope and vector (``gliding_core.transfer``).
+        tags, graph, importance, creation time, scope and vector
+        (``gliding_core.retention.transfer``).
         Sessions' turns, chat logs, inputs and flushed blackboard nodes are entries: they go
         too. ``out`` is a path (written whole, then put in place) or a text file.
         """

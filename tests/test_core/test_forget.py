@@ -16,7 +16,7 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
-from gliding_core.erasure import ForgetReport, scope_entries
+from gliding_core.retention.erasure import ForgetReport, scope_entries
 from gliding_core.view.chatlog import ChatLog
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))

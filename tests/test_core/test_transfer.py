@@ -20,7 +20,7 @@ from gliding_core import (
     TopicConfig,
 )
 from gliding_core.errors import MalformedImportError
-from gliding_core.transfer import FORMAT, MAX_LINE_BYTES, VERSION
+from gliding_core.retention.transfer import FORMAT, MAX_LINE_BYTES, VERSION
 from gliding_core.view.chatlog import ChatLog
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))

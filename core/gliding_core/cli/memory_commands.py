@@ -17,11 +17,11 @@ from typing import Any, TextIO
 from urllib.parse import unquote
 
 from gliding_core.cli.table import render
-from gliding_core.erasure import ForgetReport
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.scope import Scope
 
 # The embedders a manifest may name, by the start of the name, and how to make them again.

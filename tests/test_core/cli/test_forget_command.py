@@ -81,3 +81,42 @@ def test_forget_of_a_directory_without_a_memory_is_an_error(tmp_path: Path) -> N
     code, _ = run("forget", str(tmp_path / "none"), "--user", "alice", "--yes")
     assert code == 2
     assert not (tmp_path / "none").exists()
+
+
+def test_export_then_import_carries_a_memory_to_a_new_directory(
+    directory: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    code, text = run("export", str(directory), str(out), "--scope", "user:bob")
+    assert code == 0
+    assert "exported 1 entries" in text
+    copy = tmp_path / "copy"
+    code, text = run("import", str(out), str(copy))
+    assert code == 0
+    assert "imported 1 entries" in text
+    assert "vectors kept" in text
+    (only,) = _texts(copy)
+    assert "Qzbobword" in only
+
+
+def test_import_of_a_bad_file_names_the_line_and_writes_nothing(
+    directory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.jsonl"
+    assert run("export", str(directory), str(out))[0] == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    out.write_text("\n".join([*lines[:2], "{broken", *lines[2:]]) + "\n", encoding="utf-8")
+    copy = tmp_path / "copy"
+    code, _ = run("import", str(out), str(copy))
+    assert code == 2
+    assert "line 3" in capsys.readouterr().err
+    assert _texts(copy) == set()
+    code, _ = run("import", str(out), str(copy), "--skip-bad")
+    assert code == 0
+    assert "skipped line 3" in capsys.readouterr().err
+    assert len(_texts(copy)) == 3
+
+
+def test_export_refuses_a_bad_scope(directory: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        run("export", str(directory), str(tmp_path / "o.jsonl"), "--scope", "alice")

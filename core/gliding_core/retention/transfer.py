@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from gliding_core.erasure import scope_entries
 from gliding_core.errors import GlidingError, InvalidInputError, MalformedImportError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.jsonld import node_text, preview
+from gliding_core.retention.erasure import scope_entries
 from gliding_core.store.entry import Entry, MesiState, Record, Restored
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import TAG_PREFIX, Scope

@@ -476,8 +476,9 @@ class Memory:
         exactly those entries (``gliding_core.retention.erasure`` says how each is found).
         Each goes from L0 (with its edges, full-text rows and access statistics), the open L1
         sessions, the dense index, the Poincaré index, the embedding cache and the blackboard;
-        then every store rewrites its files, so that after ``close`` no byte of a forgotten text is left
-        in any file of the memory's directory. The other scopes' data is untouched.
+        then every store rewrites its files, so that after ``close`` no byte of a forgotten
+        text is left in any file of the memory's directory. The other scopes' data is
+        untouched.
 
         Rewriting the files costs about a copy of the L0 database and a refill of the dense
         index from the embedding cache: forget in batches, not per message. A memory opened

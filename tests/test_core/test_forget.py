@@ -16,6 +16,7 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
+from gliding_core.memory import CHROMA_DIR, POINCARE_FILE
 from gliding_core.retention.erasure import ForgetReport, scope_entries
 from gliding_core.view.chatlog import ChatLog
 
@@ -200,3 +201,22 @@ def test_a_closed_memory_cannot_forget(tmp_path: Path) -> None:
     memory.close()
     with pytest.raises(Exception, match="closed"):
         memory.forget(ALICE)
+
+
+def test_a_forgotten_iri_leaves_chromas_files_and_the_structure_index(tmp_path: Path) -> None:
+    marker = b"Qzmarkeriri"
+    with Memory.open(tmp_path, config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put_many(
+            [{"@id": f"urn:ex:keep{i}", "@type": "Doc", "text": f"kept {i}"} for i in range(50)]
+        )
+        memory.store.put({"@id": "urn:ex:Qzmarkeriri", "@type": "Doc", "text": "to forget"})
+        memory.structure.train()
+        assert memory.index.count() == 51
+        assert files_holding(tmp_path / CHROMA_DIR, [marker])  # Chroma's log holds the id
+        report = memory.forget(["urn:ex:Qzmarkeriri"])
+        assert report.vectors == 1
+        assert report.structure == 1
+        assert memory.index.count() == 50
+    assert files_holding(tmp_path / CHROMA_DIR, [marker]) == {}
+    assert files_holding(tmp_path, [b"to forget"]) == {}
+    assert marker not in (tmp_path / POINCARE_FILE).read_bytes()

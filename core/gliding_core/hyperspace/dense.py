@@ -225,16 +225,19 @@ class DenseIndex:
         file) until a segment is persisted, and a dropped collection's HNSW files on disk. So
         the collection is dropped and refilled from L0 (vectors from the embedding cache),
         the segment folders it left are removed, and its SQLite file is rewritten with freed
-        pages zeroed.
+        pages zeroed. An index without files of its own (Chroma in memory, or a server, whose
+        storage is the server's and whose collection other processes may hold open) has
+        nothing to rewrite: ``remove`` was all.
         """
+        if self.files is None:
+            return
         before = _segment_folders(self.files)
         with self._guard:
             self.collection = self._recreate()
             self._rebuild(512)
         for folder in before & _segment_folders(self.files, live=self._segment_ids()):
             shutil.rmtree(folder, ignore_errors=True)
-        if self.files is not None:
-            _vacuum(self.files / CHROMA_SQLITE)
+        _vacuum(self.files / CHROMA_SQLITE)
 
     def _segment_ids(self) -> set[str]:
         """The ids of this collection's segments, from Chroma's catalogue (best effort)."""

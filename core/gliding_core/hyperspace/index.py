@@ -101,9 +101,9 @@ class VectorIndex(Protocol):
         ...
 
     def scrub(self) -> None:
-        """Make the vectors and IRIs of removed entries unrecoverable from the backend's
-        storage (its logs, segments and free pages); the index then holds exactly L0's
-        entries with text."""
+        """Make the vectors and IRIs of removed entries unrecoverable from the storage the
+        index owns (its logs, segments and free pages); a server's storage is the server's.
+        The index then holds exactly L0's entries with text."""
         ...
 
     def close(self) -> None:

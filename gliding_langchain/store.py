@@ -28,6 +28,9 @@ Invariants:
   returns another user's item; a search under a shorter prefix is the caller naming them all.
 - With a ``scope_template``, an item of a namespace that matches it carries the scope's tag
   (``gliding_core.store.scope``), like the turns of that user's agent.
+- As LangGraph's stores: a namespace path given as a list is its tuple; a dotted filter key
+  that is not a key of the value is a path into it; the ``"langgraph"`` root is refused by
+  ``put`` alone (``BaseStore.put``), not by ``batch``.
 - A batch is validated whole first, answers its reads from the state before the batch, then
   applies its writes (the last one per key wins) in one L0 transaction: all of them or none.
 """
@@ -195,7 +198,7 @@ class GlidingStore(BaseStore):
             InvalidNamespaceError: a namespace breaks LangGraph's rules.
             InvalidInputError: any other argument is invalid; nothing was written.
         """
-        batch = list(ops)
+        batch = [_normalised(op) for op in ops]
         limit = self.memory.store.config.max_content_bytes
         for op in batch:
             _check_op(op, limit)
@@ -535,13 +538,31 @@ def _check_address(namespace: object, key: object) -> None:
 
 
 def _check_writable(namespace: Namespace) -> None:
-    """Apply LangGraph's rules for a namespace that receives an item."""
+    """Refuse an empty namespace for an item (``put`` applies LangGraph's other rules, such
+    as the reserved ``"langgraph"`` root, which LangGraph's stores take through ``batch``)."""
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+
+
+def _normalised(op: Op) -> Op:
+    """Read a namespace path given as a list as the tuple it stands for, as LangGraph's stores
+    do (``search(["docs"])``, ``list_namespaces(prefix=["docs"])``); anything else is left to
+    the checks."""
+    if isinstance(op, SearchOp) and _is_path(op.namespace_prefix):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    if isinstance(op, ListNamespacesOp) and isinstance(op.match_conditions, (list, tuple)):
+        conditions = tuple(
+            MatchCondition(match_type=c.match_type, path=tuple(c.path))
+            if isinstance(c, MatchCondition) and _is_path(c.path)
+            else c
+            for c in op.match_conditions
         )
+        return op._replace(match_conditions=conditions)
+    return op
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(label, str) for label in value)
 
 
 def _check_text(value: object, what: str) -> None:
@@ -636,8 +657,22 @@ def _check_condition(wanted: object) -> None:
 
 
 def _passes(value: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
-    """Return whether ``value`` meets the filter (``InMemoryStore``'s rules)."""
-    return not wanted or all(_meets(value.get(key), cond) for key, cond in wanted.items())
+    """Return whether ``value`` meets the filter (``InMemoryStore``'s rules; a dotted key that
+    is not a key of the value is a path into it, as LangGraph's SQLite and PostgreSQL stores
+    read it: ``{"user.access-level": "nested"}``)."""
+    return not wanted or all(_meets(_at(value, key), cond) for key, cond in wanted.items())
+
+
+def _at(value: dict[str, Any], key: str) -> Any:
+    """The value under ``key``, or along the dotted path ``key`` (``None`` when missing)."""
+    if key in value or "." not in key:
+        return value.get(key)
+    found: Any = value
+    for part in key.split("."):
+        if not isinstance(found, dict) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _meets(value: Any, wanted: Any) -> bool:

@@ -338,8 +338,6 @@ def test_batch_ops_are_validated_like_the_public_methods(store: GlidingStore) ->
     with pytest.raises(InvalidNamespaceError):
         store.batch([GetOp(("a.b",), "k")])
     with pytest.raises(InvalidNamespaceError):
-        store.batch([PutOp(("langgraph",), "k", {"v": 1})])
-    with pytest.raises(InvalidNamespaceError):
         store.batch([SearchOp(("",))])
     with pytest.raises(InvalidNamespaceError):
         store.list_namespaces(prefix=("a.b",))
@@ -810,3 +808,42 @@ def test_expired_items_are_swept_by_the_memory_without_being_asked() -> None:
         assert store.get(("docs",), "brief") is None
         assert store.get(("docs",), "kept") is not None
         assert store.sweep_ttl() == 0
+
+
+def test_the_reserved_root_is_refused_by_put_only_as_langgraph_does(
+    store: GlidingStore, memory: Memory
+) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("langgraph", "x"), "k", {"v": 1})
+    reference = InMemoryStore()
+    reference.batch([PutOp(("langgraph",), "k", {"v": 1})])  # LangGraph's own store takes it
+    store.batch([PutOp(("langgraph",), "k", {"v": 1})])
+    item = store.get(("langgraph",), "k")
+    assert item is not None
+    assert item.value == {"v": 1}
+
+
+def test_a_namespace_path_given_as_a_list_is_read_as_its_tuple(store: GlidingStore) -> None:
+    store.put(("docs", "a"), "k", {"text": "hello"})
+    store.put(("other", "b"), "k", {"text": "hello"})
+    assert store.list_namespaces(prefix=["docs"]) == [("docs", "a")]  # type: ignore[arg-type]
+    assert store.list_namespaces(suffix=["b"]) == [("other", "b")]  # type: ignore[arg-type]
+    found = store.search(["docs"])  # type: ignore[arg-type]
+    assert [(i.namespace, i.key) for i in found] == [(("docs", "a"), "k")]
+    assert store.search(["docs"], query="hello") != []  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="namespace"):  # InvalidNamespaceError, as LangGraph's
+        store.search([1, 2])  # type: ignore[list-item]
+
+
+def test_a_dotted_filter_key_is_a_path_into_the_value(store: GlidingStore) -> None:
+    store.put(("docs",), "nested", {"user": {"access-level": "nested"}})
+    store.put(("docs",), "flat", {"user.access-level": "flat"})
+    store.put(("docs",), "none", {"user": "plain"})
+
+    def keys(filter_: dict[str, Any]) -> list[str]:
+        return [item.key for item in store.search(("docs",), filter=filter_)]
+
+    assert keys({"user.access-level": "nested"}) == ["nested"]
+    assert keys({"user.access-level": "flat"}) == ["flat"]  # a key of the value wins
+    assert keys({"user.access-level": {"$ne": "nested"}}) == ["flat", "none"]
+    assert keys({"user.missing.deeper": "x"}) == []

@@ -41,7 +41,9 @@ import asyncio
 import copy
 import json
 import math
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -119,7 +121,16 @@ class GlidingStore(BaseStore):
         {'theme': 'dark'}
     """
 
-    __slots__ = ("_clock", "_index", "index_config", "memory", "scope_template", "ttl_config")
+    __slots__ = (
+        "_batchers",
+        "_batchers_lock",
+        "_clock",
+        "_index",
+        "index_config",
+        "memory",
+        "scope_template",
+        "ttl_config",
+    )
 
     supports_ttl = True
 
@@ -142,6 +153,10 @@ class GlidingStore(BaseStore):
         self.index_config = index
         self.ttl_config = _check_ttl_config(ttl)
         self._clock = clock
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._batchers_lock = threading.Lock()
 
     def sweep_ttl(self) -> int:
         """Delete the expired items (in one L0 transaction) and return how many there were."""
@@ -218,8 +233,24 @@ class GlidingStore(BaseStore):
         return [] if op.value is None else self._index.texts(op.value, op.index)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``batch`` in a worker thread: the L0 store and the dense index are synchronous."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        """Run the ops as ``batch`` does, merged with those of the concurrent calls.
+
+        The L0 store and the dense index are synchronous, so a batch runs in a worker thread;
+        the calls made on one event loop while a batch runs are merged into the next one (as
+        LangGraph's async stores merge them), so thousands of concurrent calls cost a few
+        batches, not a thread hop each. Each call's ops are checked before they join: a bad
+        call fails alone.
+        """
+        checked = [_normalised(op) for op in ops]
+        limit = self.memory.store.config.max_content_bytes
+        for op in checked:
+            _check_op(op, limit)
+        loop = asyncio.get_running_loop()
+        with self._batchers_lock:
+            batcher = self._batchers.get(loop)
+            if batcher is None:
+                batcher = self._batchers[loop] = _Batcher(self.batch)
+        return await batcher.submit(checked)
 
     def __repr__(self) -> str:
         return f"GlidingStore({self.memory!r})"
@@ -379,6 +410,57 @@ class GlidingStore(BaseStore):
             return _order_of(first[0])
         known = [self.memory.store.by_graph(other, limit=1) for other in self._graphs()]
         return 1 + max((_order_of(entries[0]) for entries in known if entries), default=0)
+
+
+class _Batcher:
+    """Merges the ``abatch`` calls of one event loop into batches run one at a time in a worker
+    thread: calls that arrive while a batch runs go together into the next."""
+
+    def __init__(self, run: Callable[[list[Op]], list[Result]]) -> None:
+        self._run = run
+        self._pending: list[tuple[list[Op], asyncio.Future[list[Result]]]] = []
+        self._draining: asyncio.Task[None] | None = None
+
+    async def submit(self, ops: list[Op]) -> list[Result]:
+        future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
+        self._pending.append((ops, future))
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(0)  # the calls made in this turn of the loop join too
+            taken, self._pending = self._pending, []
+            merged = [op for ops, _ in taken for op in ops]
+            try:
+                results = await asyncio.to_thread(self._run, merged)
+            except Exception as exc:
+                await self._alone(taken, exc)
+                continue
+            start = 0
+            for ops, future in taken:
+                if not future.done():
+                    future.set_result(results[start : start + len(ops)])
+                start += len(ops)
+
+    async def _alone(
+        self, taken: list[tuple[list[Op], asyncio.Future[list[Result]]]], error: Exception
+    ) -> None:
+        """A merged batch failed: run each call's ops alone, so only a failing call fails."""
+        if len(taken) == 1:
+            if not taken[0][1].done():
+                taken[0][1].set_exception(error)
+            return
+        for ops, future in taken:
+            try:
+                results = await asyncio.to_thread(self._run, ops)
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+            else:
+                if not future.done():
+                    future.set_result(results)
 
 
 # -- encoding ----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -847,3 +848,55 @@ def test_a_dotted_filter_key_is_a_path_into_the_value(store: GlidingStore) -> No
     assert keys({"user.access-level": "flat"}) == ["flat"]  # a key of the value wins
     assert keys({"user.access-level": {"$ne": "nested"}}) == ["flat", "none"]
     assert keys({"user.missing.deeper": "x"}) == []
+
+
+class CountingStore(GlidingStore):
+    """The store, counting the batches it runs."""
+
+    __slots__ = ("batches",)
+
+    def batch(self, ops: Any) -> Any:
+        self.batches += 1
+        return super().batch(ops)
+
+
+def test_thousands_of_concurrent_async_calls_are_merged_into_few_batches(memory: Memory) -> None:
+    store = CountingStore(memory)
+    store.batches = 0
+    n = 1_500
+
+    async def run() -> list[Any]:
+        await asyncio.gather(
+            *(store.aput(("docs", str(i % 7)), f"k{i}", {"n": i}) for i in range(n))
+        )
+        return await asyncio.gather(
+            *(store.aget(("docs", str(i % 7)), f"k{i}") for i in range(n)),
+            *(store.asearch(("docs", str(j)), limit=1_000) for j in range(7)),
+            store.alist_namespaces(prefix=("docs",)),
+        )
+
+    results = asyncio.run(run())
+    assert [item.value["n"] for item in results[:n]] == list(range(n))
+    assert sum(len(found) for found in results[n : n + 7]) == n
+    assert len(results[-1]) == 7
+    assert store.batches < n // 10  # merged: a batch per turn of the loop, not per call
+
+
+def test_a_bad_async_call_fails_alone(memory: Memory) -> None:
+    store = GlidingStore(memory)
+
+    async def run() -> list[Any]:
+        return await asyncio.gather(
+            store.aput(("docs",), "good", {"v": 1}),
+            store.aput(("docs",), "bad", {"v": math.nan}),
+            store.aput(("docs",), "also good", {"v": 2}),
+            return_exceptions=True,
+        )
+
+    first, bad, last = asyncio.run(run())
+    assert first is None
+    assert last is None
+    assert isinstance(bad, InvalidInputError)
+    assert store.get(("docs",), "good") is not None
+    assert store.get(("docs",), "also good") is not None
+    assert store.get(("docs",), "bad") is None

@@ -501,6 +501,9 @@ class Memory:
         if self._closed:
             raise ClosedError(f"{self!r} is closed: it cannot forget")
         with self._forget_lock:
+            # Expired entries are invisible to the reads that find the target's: delete them
+            # first, or the scrub would keep an expired entry of the target in the files.
+            self._sweep_all()
             if isinstance(checked, Scope):
                 found = scope_entries(self.store, checked)
                 plan = Erasure(checked.name, found, task=checked.task_iri)
@@ -547,14 +550,18 @@ class Memory:
         """
         if self._closed:
             raise ClosedError(f"{self!r} is closed: it sweeps nothing")
+        with self._forget_lock:
+            return self._sweep_all()
+
+    def _sweep_all(self) -> ForgetReport:
+        """Delete every expired entry, a batch a transaction (the caller holds the lock)."""
         batch = self.config.store.expiry.sweep_batch
         reports: list[ForgetReport] = []
-        with self._forget_lock:
-            while True:
-                report = expire(self, index=self._index, cache=self._cache, limit=batch)
-                reports.append(report)
-                if report.removed < batch:
-                    return merge_reports(reports)
+        while True:
+            report = expire(self, index=self._index, cache=self._cache, limit=batch)
+            reports.append(report)
+            if report.removed < batch:
+                return merge_reports(reports)
 
     def _board_for(self, plan: Erasure) -> Blackboard | None:
         """The blackboard to forget from: the open one, or the directory's if it has one."""

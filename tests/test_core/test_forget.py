@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -220,3 +221,16 @@ def test_a_forgotten_iri_leaves_chromas_files_and_the_structure_index(tmp_path: 
     assert files_holding(tmp_path / CHROMA_DIR, [marker]) == {}
     assert files_holding(tmp_path, [b"to forget"]) == {}
     assert marker not in (tmp_path / POINCARE_FILE).read_bytes()
+
+
+def test_an_expired_entry_of_the_scope_is_forgotten_too(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put_many(
+            [{"@id": f"urn:ex:pad{i}", "text": f"padding {i}"} for i in range(100)]
+        )
+        memory.store.put(
+            {"@id": "urn:ex:brief", "text": "expired Qzexpiredword"}, tags=[ALICE.tag], ttl=0.01
+        )
+        time.sleep(0.05)  # expired: invisible, not yet swept (the memory sweeps every 60 s)
+        memory.forget(ALICE)
+    assert files_holding(tmp_path, [b"Qzexpiredword", b"qzexpiredword"]) == {}

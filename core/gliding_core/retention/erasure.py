@@ -183,7 +183,8 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
     vectors = plan.index.remove(list(existing)) if plan.index is not None else 0
     with store.transaction():
         inputs = parts.supplements.forget(plan.task) if plan.task is not None else []
-        deleted = [*inputs, *store.delete_many([i for i in plan.iris if i not in inputs])]
+        taken = set(inputs)
+        deleted = [*inputs, *store.delete_many([i for i in plan.iris if i not in taken])]
     gone = set(deleted) | set(plan.iris)
     kinds = Counter(_kind(existing[iri].jsonld_types) for iri in deleted if iri in existing)
     turns = sum(session.forget(gone) for session in parts.sessions())

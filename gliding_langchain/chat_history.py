@@ -17,7 +17,8 @@ LangGraph run with that ``thread_id``): its messages and turns carry the scope's
 reads that scope only, and input for the chat is put for ``scope_task_iri(thread_id=session_id)``.
 
 Invariants: ``clear`` hides the messages from the history but keeps them in L0 (nothing stored
-is lost; recall still finds them); messages come back in the order they were added; no other
+is lost; recall still finds them); ``forget`` erases the chat's scope from every layer of the
+memory, for good (``Memory.forget``); messages come back in the order they were added; no other
 scope (and no reader without one) reads a chat's messages.
 """
 
@@ -32,6 +33,7 @@ from typing_extensions import Unpack
 
 from gliding_core import Conversation, InvalidInputError, Memory, Scope
 from gliding_core.config import ConversationSettings, ViewOptions
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.view.chatlog import ChatLog, LoggedMessage
 from gliding_langchain.messages import bounded_message, from_record, to_records
 
@@ -99,8 +101,21 @@ class GlidingChatMessageHistory(BaseChatMessageHistory):
         self._log.append(to_records(items), natives, renew=True)
 
     def clear(self) -> None:
-        """Hide every message from the history; L0 keeps them, tagged ``chat:cleared``."""
+        """Hide every message from the history.
+
+        What it keeps: every message stays in L0 (tagged ``chat:cleared``), in the chat's L1
+        session and in the dense index, and recall still finds it. To erase it, ``forget``.
+        """
         self._log.clear()
+
+    def forget(self) -> ForgetReport:
+        """Erase this chat's scope (its thread) from every layer of the memory, for good.
+
+        Its messages, turns, session, supplementary inputs and their index entries go, and no
+        byte of them stays in the memory's files (``Memory.forget``); returns what each layer
+        removed.
+        """
+        return self.memory.forget(self.conversation.scope)
 
 
 def _message(logged: LoggedMessage) -> BaseMessage:

@@ -54,6 +54,7 @@ from gliding_core import Conversation, InvalidInputError, Memory, ModelView, Sea
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.projection.scheduler import Scheduler
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.scope import Scope, Shared, resolve_scope
 from gliding_core.view.team import role_conversation
 from gliding_langchain.messages import bounded_message, supplement_message, to_records
@@ -141,6 +142,24 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._lock = threading.Lock()
 
     # -- scopes --------------------------------------------------------------------------------
+
+    def forget(self, *, user_id: str | None = None, thread_id: str | None = None) -> ForgetReport:
+        """Erase a user's (or a thread's) memory from every layer, for good.
+
+        The scope resolves as a run's does (``user_id``, else ``thread_id``, else the task the
+        middleware was built for); its turns, chat log, sessions, supplementary inputs, notes
+        and store items go, and no byte of them stays in the memory's files
+        (``Memory.forget``). The agent's checkpointer keeps its own copy of a thread's
+        messages: delete the thread there too. Returns what each layer removed.
+        """
+        scope = resolve_scope(user_id=user_id, thread_id=thread_id, default=self.conversation.scope)
+        memory = self.conversation.memory
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"{memory!r:.80} is not a gliding Memory: it cannot forget")
+        report = memory.forget(scope)
+        with self._lock:
+            self._chats.pop(scope, None)
+        return report
 
     def scope_of(self, runtime: Runtime[Any] | None) -> Scope:
         """Return the scope of the current run: its user, else its thread, else the task.

@@ -13,7 +13,8 @@ Invariants:
 - TTL as LangGraph's stores: ``ttl`` minutes on ``put`` (``TTLConfig.default_ttl`` when not
   given) sets when the item expires; a ``get`` or ``search`` that returns it pushes that back by
   its TTL when ``refresh_ttl`` (``TTLConfig.refresh_on_read``, by default on). An expired item
-  is never returned nor listed, even before ``sweep_ttl`` deletes it.
+  is never returned nor listed; its L0 entry expires with it (``EntryStore`` TTL), so the
+  memory's background sweep deletes it without being asked (``sweep_ttl`` does it at once).
 - A namespace exists while it holds an item (deleting its last item forgets it).
 - Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
   item, and each namespace's items in the order their keys were first written;
@@ -27,6 +28,9 @@ Invariants:
   returns another user's item; a search under a shorter prefix is the caller naming them all.
 - With a ``scope_template``, an item of a namespace that matches it carries the scope's tag
   (``gliding_core.store.scope``), like the turns of that user's agent.
+- As LangGraph's stores: a namespace path given as a list is its tuple; a dotted filter key
+  that is not a key of the value is a path into it; the ``"langgraph"`` root is refused by
+  ``put`` alone (``BaseStore.put``), not by ``batch``.
 - A batch is validated whole first, answers its reads from the state before the batch, then
   applies its writes (the last one per key wins) in one L0 transaction: all of them or none.
 """
@@ -37,7 +41,9 @@ import asyncio
 import copy
 import json
 import math
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -62,6 +68,7 @@ from langgraph.store.base import (
 
 from gliding_core import ContentTooLargeError, Entry, InvalidInputError, Memory, SearchFilters
 from gliding_core.jsonld import canonical_json, preview
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.scope import Kind, Scope
 from gliding_langchain.store_index import ItemIndex, check_fields
 
@@ -100,8 +107,10 @@ class GlidingStore(BaseStore):
             are what a query searches; ``embed`` (an ``Embeddings``, a function of texts, a
             provider string, or the memory's embedder) ranks them by cosine; ``dims`` is
             checked, not needed.
-        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``;
-            ``sweep_interval_minutes`` is not run by the store: call ``sweep_ttl``.
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``. Expired
+            items are deleted by the memory's background sweep, every
+            ``StoreConfig.expiry.sweep_interval_s`` (``sweep_interval_minutes`` is the memory's
+            to set, not the store's); ``sweep_ttl`` deletes them at once.
         clock: the time source (seconds) of timestamps and TTLs; tests pass a fake one.
 
     Example:
@@ -112,7 +121,16 @@ class GlidingStore(BaseStore):
         {'theme': 'dark'}
     """
 
-    __slots__ = ("_clock", "_index", "index_config", "memory", "scope_template", "ttl_config")
+    __slots__ = (
+        "_batchers",
+        "_batchers_lock",
+        "_clock",
+        "_index",
+        "index_config",
+        "memory",
+        "scope_template",
+        "ttl_config",
+    )
 
     supports_ttl = True
 
@@ -135,6 +153,10 @@ class GlidingStore(BaseStore):
         self.index_config = index
         self.ttl_config = _check_ttl_config(ttl)
         self._clock = clock
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._batchers_lock = threading.Lock()
 
     def sweep_ttl(self) -> int:
         """Delete the expired items (in one L0 transaction) and return how many there were."""
@@ -149,6 +171,27 @@ class GlidingStore(BaseStore):
             for iri in expired:
                 self.memory.store.delete(iri)
         return len(expired)
+
+    def forget(self, prefix: Namespace) -> ForgetReport:
+        """Erase every item under the namespace ``prefix`` from every layer, for good.
+
+        ``delete`` removes an item from the store; this also leaves no byte of the items in the
+        memory's files (``Memory.forget`` of their entries). ``("memories", "alice")`` forgets
+        alice's memories; ``()`` every item of the store. Returns what each layer removed.
+
+        Raises:
+            InvalidInputError: ``prefix`` is not a tuple of strings.
+        """
+        if not isinstance(prefix, tuple) or not all(isinstance(p, str) for p in prefix):
+            raise InvalidInputError(f"prefix must be a tuple of strings, got {preview(prefix)}")
+        iris = [
+            entry.iri
+            for graph in self._graphs()
+            if decode_graph(graph)[: len(prefix)] == prefix
+            for entry in self.memory.store.by_graph(graph)
+            if _is_item(entry)
+        ]
+        return self.memory.forget(iris) if iris else ForgetReport(target="iris")
 
     def scope_of(self, namespace: Namespace) -> Scope | None:
         """Return the scope ``namespace`` belongs to by ``scope_template``, or ``None``."""
@@ -170,7 +213,7 @@ class GlidingStore(BaseStore):
             InvalidNamespaceError: a namespace breaks LangGraph's rules.
             InvalidInputError: any other argument is invalid; nothing was written.
         """
-        batch = list(ops)
+        batch = [_normalised(op) for op in ops]
         limit = self.memory.store.config.max_content_bytes
         for op in batch:
             _check_op(op, limit)
@@ -190,8 +233,24 @@ class GlidingStore(BaseStore):
         return [] if op.value is None else self._index.texts(op.value, op.index)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``batch`` in a worker thread: the L0 store and the dense index are synchronous."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        """Run the ops as ``batch`` does, merged with those of the concurrent calls.
+
+        The L0 store and the dense index are synchronous, so a batch runs in a worker thread;
+        the calls made on one event loop while a batch runs are merged into the next one (as
+        LangGraph's async stores merge them), so thousands of concurrent calls cost a few
+        batches, not a thread hop each. Each call's ops are checked before they join: a bad
+        call fails alone.
+        """
+        checked = [_normalised(op) for op in ops]
+        limit = self.memory.store.config.max_content_bytes
+        for op in checked:
+            _check_op(op, limit)
+        loop = asyncio.get_running_loop()
+        with self._batchers_lock:
+            batcher = self._batchers.get(loop)
+            if batcher is None:
+                batcher = self._batchers[loop] = _Batcher(self.batch)
+        return await batcher.submit(checked)
 
     def __repr__(self) -> str:
         return f"GlidingStore({self.memory!r})"
@@ -321,6 +380,9 @@ class GlidingStore(BaseStore):
                 created = old.metadata.get(CREATED, now) if old is not None else now
                 scope = self.scope_of(op.namespace)
                 ttl = None if op.ttl is None else float(op.ttl)
+                # L0 expires the entry itself (every read then misses it, and the memory's
+                # sweep deletes it); a re-put without a TTL takes an earlier one away.
+                seconds = math.inf if ttl is None and old is not None else None
                 store.put(
                     {"@id": iri, "@type": ITEM_TYPE, TEXTS: texts[(op.namespace, op.key)]},
                     tags=[scope.tag] if scope is not None else [],
@@ -333,10 +395,13 @@ class GlidingStore(BaseStore):
                         TTL: ttl,
                         EXPIRES: None if ttl is None else now + ttl * 60,
                     },
+                    ttl=seconds if ttl is None else ttl * 60,
                 )
             for iri, minutes in refresh.items():
                 if iri in store:
-                    store.put({"@id": iri}, metadata={EXPIRES: now + minutes * 60})
+                    store.put(
+                        {"@id": iri}, metadata={EXPIRES: now + minutes * 60}, ttl=minutes * 60
+                    )
 
     def _namespace_order(self, graph: str) -> int:
         """Return the place of the namespace ``graph``: its own, or after every other one."""
@@ -345,6 +410,57 @@ class GlidingStore(BaseStore):
             return _order_of(first[0])
         known = [self.memory.store.by_graph(other, limit=1) for other in self._graphs()]
         return 1 + max((_order_of(entries[0]) for entries in known if entries), default=0)
+
+
+class _Batcher:
+    """Merges the ``abatch`` calls of one event loop into batches run one at a time in a worker
+    thread: calls that arrive while a batch runs go together into the next."""
+
+    def __init__(self, run: Callable[[list[Op]], list[Result]]) -> None:
+        self._run = run
+        self._pending: list[tuple[list[Op], asyncio.Future[list[Result]]]] = []
+        self._draining: asyncio.Task[None] | None = None
+
+    async def submit(self, ops: list[Op]) -> list[Result]:
+        future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
+        self._pending.append((ops, future))
+        if self._draining is None or self._draining.done():
+            self._draining = asyncio.get_running_loop().create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(0)  # the calls made in this turn of the loop join too
+            taken, self._pending = self._pending, []
+            merged = [op for ops, _ in taken for op in ops]
+            try:
+                results = await asyncio.to_thread(self._run, merged)
+            except Exception as exc:
+                await self._alone(taken, exc)
+                continue
+            start = 0
+            for ops, future in taken:
+                if not future.done():
+                    future.set_result(results[start : start + len(ops)])
+                start += len(ops)
+
+    async def _alone(
+        self, taken: list[tuple[list[Op], asyncio.Future[list[Result]]]], error: Exception
+    ) -> None:
+        """A merged batch failed: run each call's ops alone, so only a failing call fails."""
+        if len(taken) == 1:
+            if not taken[0][1].done():
+                taken[0][1].set_exception(error)
+            return
+        for ops, future in taken:
+            try:
+                results = await asyncio.to_thread(self._run, ops)
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+            else:
+                if not future.done():
+                    future.set_result(results)
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -504,13 +620,31 @@ def _check_address(namespace: object, key: object) -> None:
 
 
 def _check_writable(namespace: Namespace) -> None:
-    """Apply LangGraph's rules for a namespace that receives an item."""
+    """Refuse an empty namespace for an item (``put`` applies LangGraph's other rules, such
+    as the reserved ``"langgraph"`` root, which LangGraph's stores take through ``batch``)."""
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
+
+
+def _normalised(op: Op) -> Op:
+    """Read a namespace path given as a list as the tuple it stands for, as LangGraph's stores
+    do (``search(["docs"])``, ``list_namespaces(prefix=["docs"])``); anything else is left to
+    the checks."""
+    if isinstance(op, SearchOp) and _is_path(op.namespace_prefix):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    if isinstance(op, ListNamespacesOp) and isinstance(op.match_conditions, (list, tuple)):
+        conditions = tuple(
+            MatchCondition(match_type=c.match_type, path=tuple(c.path))
+            if isinstance(c, MatchCondition) and _is_path(c.path)
+            else c
+            for c in op.match_conditions
         )
+        return op._replace(match_conditions=conditions)
+    return op
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(label, str) for label in value)
 
 
 def _check_text(value: object, what: str) -> None:
@@ -605,8 +739,22 @@ def _check_condition(wanted: object) -> None:
 
 
 def _passes(value: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
-    """Return whether ``value`` meets the filter (``InMemoryStore``'s rules)."""
-    return not wanted or all(_meets(value.get(key), cond) for key, cond in wanted.items())
+    """Return whether ``value`` meets the filter (``InMemoryStore``'s rules; a dotted key that
+    is not a key of the value is a path into it, as LangGraph's SQLite and PostgreSQL stores
+    read it: ``{"user.access-level": "nested"}``)."""
+    return not wanted or all(_meets(_at(value, key), cond) for key, cond in wanted.items())
+
+
+def _at(value: dict[str, Any], key: str) -> Any:
+    """The value under ``key``, or along the dotted path ``key`` (``None`` when missing)."""
+    if key in value or "." not in key:
+        return value.get(key)
+    found: Any = value
+    for part in key.split("."):
+        if not isinstance(found, dict) or part not in found:
+            return None
+        found = found[part]
+    return found
 
 
 def _meets(value: Any, wanted: Any) -> bool:

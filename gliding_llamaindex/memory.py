@@ -49,6 +49,7 @@ from gliding_core.config import ConversationSettings, Placement, ViewOptions
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
+from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.scope import Shared, resolve_scope
 from gliding_core.view.chatlog import ChatLog
@@ -263,11 +264,32 @@ class GlidingMemory(BaseMemory):
             self._log.append(records, [_native(m) for m in checked])
 
     def reset(self) -> None:
-        """Forget the chat history; what was archived in L0 stays there (long-term memory)."""
+        """Empty the chat history (``get_all`` returns nothing after it).
+
+        What it keeps: every message stays archived in L0, in the L1 session and in the dense
+        index (long-term memory), and recall still finds it. To erase it, ``forget``.
+        """
         with self._lock:
             self._log.clear()
             self._last_view = None
             self._held = []
+
+    def forget(self) -> ForgetReport:
+        """Erase this memory's scope (its user, else its session) from every layer, for good.
+
+        The chat history, the archived turns, the L1 session, the supplementary inputs and
+        their index entries go, and no byte of them stays in the memory's files
+        (``Memory.forget``); returns what each layer removed. A ``user_id`` memory forgets
+        every session of that user.
+        """
+        memory = self._conversation.memory
+        if not isinstance(memory, Memory):
+            raise InvalidInputError(f"{preview(memory)} is not a gliding Memory: it cannot forget")
+        with self._lock:
+            report = memory.forget(self._conversation.scope)
+            self._last_view = None
+            self._held = []
+        return report
 
     def close(self) -> None:
         """Close the ``Memory`` that ``from_defaults`` created; a memory passed in is left open."""

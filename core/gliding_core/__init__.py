@@ -40,6 +40,7 @@ from gliding_core.config import (
     ConversationSettings,
     CoordinationConfig,
     EvictionPolicy,
+    ExpiryConfig,
     MemoryConfig,
     QueryLimits,
     SessionConfig,
@@ -67,6 +68,7 @@ from gliding_core.errors import (
     LeaseError,
     LeaseNotHeldError,
     LeaseTimeoutError,
+    MalformedImportError,
     NodeTooDeepError,
     PermissionDeniedError,
     StaleWriteError,
@@ -93,6 +95,8 @@ from gliding_core.projection import CacheStats, Frame, FrameSet, Projection, Pro
 from gliding_core.projection.artifacts import FrameArtifact, FrameArtifacts, frame_artifacts
 from gliding_core.projection.prefetch import Prefetcher, PrefetchStats
 from gliding_core.projection.scheduler import Completion, Read, Scheduler
+from gliding_core.retention.erasure import ForgetReport
+from gliding_core.retention.transfer import ImportReport
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.store.filters import SearchFilters
@@ -166,8 +170,10 @@ __all__ = [
     "EventBus",
     "EventType",
     "EvictionPolicy",
+    "ExpiryConfig",
     "ExtractiveSummarizer",
     "FencingTokenError",
+    "ForgetReport",
     "Frame",
     "FrameArtifact",
     "FrameArtifacts",
@@ -179,6 +185,7 @@ __all__ = [
     "HashEmbedder",
     "HttpEmbedder",
     "HybridSearch",
+    "ImportReport",
     "IndexMismatchError",
     "InvalidInputError",
     "InvalidNodeError",
@@ -193,6 +200,7 @@ __all__ = [
     "LeaseTimeoutError",
     "LocalDirectory",
     "LoggedMessage",
+    "MalformedImportError",
     "Memory",
     "MemoryConfig",
     "MesiState",

@@ -58,6 +58,44 @@ DEFAULT_STOP_WORDS = frozenset(
 )
 
 
+class ExpiryConfig(Settings):
+    """Entries that expire: the TTLs new entries get when written without one, and the sweep.
+
+    A TTL is in seconds. An entry written with ``ttl=`` keeps that; a new one written without
+    gets its graph's TTL, else the smallest TTL of its scopes, else ``default_s``, else none.
+
+    Attributes:
+        default_s: the TTL of every other new entry; ``None``: they never expire.
+        by_graph: TTLs by named graph IRI.
+        by_scope: TTLs by scope name (``"user:alice"``, ``"thread:t1"``, ``"task:<iri>"``: what
+            ``Scope.name`` gives), for the entries carrying that scope's tag.
+        sweep_interval_s: how often ``Memory`` deletes expired entries in the background (they
+            are invisible from the moment they expire); 0 runs no sweep.
+        sweep_batch: how many expired entries one sweep transaction deletes at most.
+    """
+
+    default_s: float | None = Field(default=None, gt=0.0)
+    by_graph: dict[str, float] = {}
+    by_scope: dict[str, float] = {}
+    sweep_interval_s: float = Field(default=60.0, ge=0.0)
+    sweep_batch: int = Field(default=1_000, gt=0)
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**values)
+        for what, table in (("by_graph", self.by_graph), ("by_scope", self.by_scope)):
+            for key, seconds in table.items():
+                if not key or not (seconds > 0):
+                    raise ConfigError(
+                        f"invalid ExpiryConfig: {what}[{key!r}]={seconds!r}: a TTL must be > 0"
+                    )
+        for key in self.by_scope:
+            if key.split(":", 1)[0] not in ("user", "thread", "task") or ":" not in key:
+                raise ConfigError(
+                    f"invalid ExpiryConfig: by_scope key {key!r} is not a scope name "
+                    "(user:<id>, thread:<id> or task:<iri>)"
+                )
+
+
 class StoreConfig(Settings):
     """L0 store settings.
 
@@ -78,6 +116,7 @@ class StoreConfig(Settings):
             a deep call stack; at most 255.
         max_label_bytes: the longest tag or named graph name accepted, in UTF-8 bytes (they
             are index keys and travel in every filter, unlike the content they label).
+        expiry: the TTLs new entries get, and the background sweep of expired ones.
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -90,6 +129,7 @@ class StoreConfig(Settings):
     access_buffer_limit: int = Field(default=10_000, gt=0)
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=MAX_DEPTH_CEILING)
     max_label_bytes: int = Field(default=2_048, ge=1)
+    expiry: ExpiryConfig = ExpiryConfig()
 
 
 class EvictionPolicy(Settings):

@@ -8,6 +8,7 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   ├── InvalidNodeError                  not JSON, not an object, a bad ``@id`` ...
     │   │   └── NodeTooDeepError              nested deeper than the configured limit
     │   ├── ContentTooLargeError              content over the configured size limit
+    │   ├── MalformedImportError              lines of an import file are malformed
     │   ├── TaskCycleError                    a dependency would close a cycle of tasks
     │   └── InvalidTransitionError            a task or agent status change the table forbids
     ├── ConfigError (ValueError)              a setting cannot be used
@@ -57,6 +58,18 @@ class InvalidNodeError(InvalidInputError):
 
 class ContentTooLargeError(InvalidInputError):
     """The serialised content is larger than the configured limit."""
+
+
+class MalformedImportError(InvalidInputError):
+    """Lines of a memory export given to import are malformed; nothing of the file was written.
+
+    Attributes:
+        problems: ``(line number, what is wrong)`` of each bad line, in order (1-based).
+    """
+
+    def __init__(self, message: str, problems: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class ConfigError(GlidingError, ValueError):

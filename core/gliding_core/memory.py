@@ -27,6 +27,7 @@ from pathlib import Path
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
+from gliding_core.blackboard.coordination.sqlite import COORDINATION_FILE
 from gliding_core.bus import EventBus
 from gliding_core.config import (
     EvictionPolicy,
@@ -45,6 +46,18 @@ from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import Node, preview
 from gliding_core.projection.projector import Projector
 from gliding_core.projection.scheduler import Scheduler
+from gliding_core.retention.erasure import (
+    Erasure,
+    ExpirySweeper,
+    ForgetReport,
+    Target,
+    check_target,
+    erase,
+    expire,
+    merge_reports,
+    scope_entries,
+)
+from gliding_core.retention.transfer import ImportReport, Source, export_memory, import_memory
 from gliding_core.session import Session, SessionServices
 from gliding_core.storage import BLACKBOARD_DIR as BLACKBOARD_DIR  # where the names always were
 from gliding_core.storage import CHROMA_DIR as CHROMA_DIR
@@ -55,6 +68,7 @@ from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.store.ownership import OwnerLock
 from gliding_core.store.protocol import EntryStore
+from gliding_core.store.scope import Scope
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import TopicMonitor
@@ -143,6 +157,10 @@ class Memory:
             self.hyperspace = HybridSearch(self.store, self._index)
             self.structure = StructureIndex(self.store, self.storage.file(POINCARE_FILE))
             self.storage.record(self.embedder_name)
+            expiry = self.config.store.expiry
+            # Last in, so first stopped on close: no sweep runs once the indexes start closing.
+            self._sweeper = ExpirySweeper(self.sweep_expired, expiry.sweep_interval_s)
+            self._closer.callback(self._sweeper.stop)
         except BaseException:
             self._closer.close()
             raise
@@ -153,8 +171,10 @@ class Memory:
         self._scheduler: Scheduler | None = None
         self._stale_turns: StaleTurns | None = None
         self._owned_lock = threading.Lock()  # builds the scheduler and the stale-turn tracker
+        self._forget_lock = threading.Lock()  # one erasure at a time
         self._closed = False
         self._ready = True
+        self._sweeper.start()
 
     @property
     def directory(self) -> Path | None:
@@ -423,6 +443,117 @@ class Memory:
     def _check_open(self, what: str) -> None:
         if self._closed:
             raise ClosedError(f"{self!r} is closed: it builds no {what} any more")
+
+    def forget(self, target: Target) -> ForgetReport:
+        """Erase a scope's data (or the entries ``target`` lists) from every layer, for good.
+
+        A scope (``Scope.user``, ``Scope.thread``, ``Scope.task``) loses its turns and
+        sessions, chat log, supplementary inputs, memory notes, LangGraph store items (with a
+        ``scope_template``), and its task's blackboard nodes and messages; a list of IRIs loses
+        exactly those entries (``gliding_core.retention.erasure`` says how each is found).
+        Each goes from L0 (with its edges, full-text rows and access statistics), the open L1
+        sessions, the dense index, the Poincaré index, the embedding cache and the blackboard;
+        then every store rewrites its files, so that after ``close`` no byte of a forgotten
+        text is left in any file of the memory's directory. The other scopes' data is
+        untouched.
+
+        Rewriting the files costs about a copy of the L0 database and a refill of the dense
+        index from the embedding cache: forget in batches, not per message. A memory opened
+        with ``engines=False`` cannot reach the dense index or the on-disk blackboard: the
+        report's ``skipped`` says so (open the directory as its owner to forget everything).
+
+        Args:
+            target: a ``Scope``, or a non-empty list of entry IRIs.
+
+        Returns:
+            What each layer removed (``ForgetReport``).
+
+        Raises:
+            InvalidInputError: ``target`` is neither a scope nor a list of IRIs.
+            ClosedError: the memory is closed.
+            StorageError: a store failed; run ``forget`` again to finish (it finds only what
+                is left).
+        """
+        checked = check_target(target)
+        if self._closed:
+            raise ClosedError(f"{self!r} is closed: it cannot forget")
+        with self._forget_lock:
+            # Expired entries are invisible to the reads that find the target's: delete them
+            # first, or the scrub would keep an expired entry of the target in the files.
+            self._sweep_all()
+            if isinstance(checked, Scope):
+                found = scope_entries(self.store, checked)
+                plan = Erasure(checked.name, found, task=checked.task_iri)
+            else:
+                plan = Erasure("iris", checked)
+            plan.index, plan.cache = self._index, self._cache
+            if self._index is None:
+                plan.skipped.append(
+                    "dense index: opened with engines=False (its owner drops "
+                    "the vectors through L0's change log)"
+                )
+            plan.board = self._board_for(plan)
+            return erase(self, plan, scrub=True)
+
+    def export_jsonl(self, out: Source, *, scope: Scope | None = None) -> int:
+        """Write every entry (or ``scope``'s) to ``out`` as JSON Lines; return how many.
+
+        A header line (format version, embedder), then one JSON-LD entry per line with its
+        tags, graph, importance, creation time, scope and vector
+        (``gliding_core.retention.transfer``).
+        Sessions' turns, chat logs, inputs and flushed blackboard nodes are entries: they go
+        too. ``out`` is a path (written whole, then put in place) or a text file.
+        """
+        return export_memory(self, out, scope=scope, cache=self._cache)
+
+    def import_jsonl(self, source: Source, *, skip_bad: bool = False) -> ImportReport:
+        """Read an export into this memory, in one transaction; return what was written.
+
+        Every line is checked first: a malformed one raises ``MalformedImportError`` naming
+        its line, and nothing is written, unless ``skip_bad`` imports the rest and lists the
+        bad lines in the report. Entries come back exactly (IRI, content, tags, graph,
+        importance, creation time); an entry of the same IRI is replaced. The file's vectors
+        are kept when its embedder is this memory's, else computed again.
+        """
+        return import_memory(self, source, cache=self._cache, skip_bad=skip_bad)
+
+    def sweep_expired(self) -> ForgetReport:
+        """Delete every expired entry now, from every layer as ``forget`` does (without the
+        rewrite of the files); return what went.
+
+        Expired entries are invisible from the moment they expire; the memory runs this every
+        ``StoreConfig.expiry.sweep_interval_s`` seconds in the background (0: never), one
+        transaction of at most ``sweep_batch`` entries at a time.
+        """
+        if self._closed:
+            raise ClosedError(f"{self!r} is closed: it sweeps nothing")
+        with self._forget_lock:
+            return self._sweep_all()
+
+    def _sweep_all(self) -> ForgetReport:
+        """Delete every expired entry, a batch a transaction (the caller holds the lock)."""
+        batch = self.config.store.expiry.sweep_batch
+        reports: list[ForgetReport] = []
+        while True:
+            report = expire(self, index=self._index, cache=self._cache, limit=batch)
+            reports.append(report)
+            if report.removed < batch:
+                return merge_reports(reports)
+
+    def _board_for(self, plan: Erasure) -> Blackboard | None:
+        """The blackboard to forget from: the open one, or the directory's if it has one."""
+        if self._blackboard is None:
+            directory = self.directory
+            kept = directory is not None and (
+                (directory / BLACKBOARD_DIR).exists() or (directory / COORDINATION_FILE).exists()
+            )
+            if self.config.blackboard.endpoint is None and not kept:
+                return None
+        try:
+            return self.blackboard
+        except ConfigError as exc:
+            plan.skipped.append(f"blackboard: {exc}")
+            return None
 
     def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
         """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""

@@ -244,13 +244,20 @@ class Session:
             self.evict()
         return turn
 
-    def start_cycle(self, inputs: SupplementaryQueue) -> list[SupplementaryInput]:
+    def start_cycle(
+        self, inputs: SupplementaryQueue, *, tags: Sequence[str] = ()
+    ) -> list[SupplementaryInput]:
         """Take the task's pending supplementary inputs into the chain as protected turns.
 
         Call at the start of each agent cycle. Taking the inputs and archiving them as turns
         is one L0 transaction: after a crash either both happened or neither did, so an input
         is delivered exactly once. Returns the inputs, oldest first, for the caller to show
         the model.
+
+        Args:
+            inputs: the queue to take from.
+            tags: extra L0 tags of the turns that archive the inputs (the scope's tag, so
+                that forgetting the scope finds them by its tag, as it finds its other turns).
         """
         with self._lock:
             before = list(self._turns), list(self.weak_refs), self._count
@@ -265,6 +272,7 @@ class Session:
                             supplement=True,
                             relevance=item.relevance_score,
                             metadata={"supplement": item.iri},
+                            tags=tags,
                         )
                         archived[item.iri] = (item, turn.l0_archive_iri)
             except BaseException:
@@ -272,6 +280,27 @@ class Session:
                 raise
             self.taken_inputs.update(archived)
         return taken
+
+    def forget(self, iris: Collection[str]) -> int:
+        """Drop every trace of the L0 entries ``iris`` from the session; return the turns dropped.
+
+        The chain's turns archived there, the weak references to them and the inputs they
+        archive go; the memory's ``forget`` calls this after deleting the entries.
+        """
+        gone = set(iris)
+        with self._lock:
+            kept = [t for t in self._turns if t.l0_archive_iri not in gone]
+            dropped = len(self._turns) - len(kept)
+            self._turns = kept
+            self.weak_refs = [iri for iri in self.weak_refs if iri not in gone]
+            self.taken_inputs = {
+                iri: (item, turn)
+                for iri, (item, turn) in self.taken_inputs.items()
+                if iri not in gone and turn not in gone
+            }
+        # The ledger keeps the ids of the messages archived there: a framework that sends the
+        # same history again does not bring the forgotten messages back into L0.
+        return dropped
 
     def set_task_goal(self, goal: str) -> None:
         """Set the task goal the relevance tracker compares inputs with (5W2H what + why)."""

@@ -141,6 +141,7 @@ def _chroma_index(
     *,
     collection: str | None,
     owned: bool,
+    files: Path | None = None,
 ) -> DenseIndex:
     """A dense index in ``client``'s collection, closed (with the client) by ``closer``."""
     closer.callback(close_client, client)  # stops Chroma's system unless shared
@@ -152,6 +153,7 @@ def _chroma_index(
         # Only the owner of the collection's files may drop them; a shared server's
         # collection may be another process's.
         on_mismatch="rebuild" if owned else "raise",
+        files=files,
     )
     closer.callback(index.close)
     return index
@@ -223,6 +225,7 @@ class DirectoryStorage:
             closer,
             collection=self._collection(embedded),
             owned=self.owner is not None,
+            files=self.file(CHROMA_DIR) if embedded else None,
         )
 
     def _collection(self, embedded: bool) -> str | None:

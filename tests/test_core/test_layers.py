@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("L2", ("blackboard",)),
     ("L3", ("projection",)),
     ("view", ("view",)),
-    ("facade", ("memory", "storage")),
+    ("facade", ("memory", "storage", "retention")),
     ("tools", ("tools",)),
     ("testing", ("testing",)),
     ("cli", ("cli",)),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +35,7 @@ from gliding_core import (
     MemoryConfig,
     StoreConfig,
 )
+from gliding_core.config import ExpiryConfig
 from gliding_langchain.store import (
     ITEM_TYPE,
     TEXTS,
@@ -335,8 +338,6 @@ def test_put_rejects_a_bad_namespace(
 def test_batch_ops_are_validated_like_the_public_methods(store: GlidingStore) -> None:
     with pytest.raises(InvalidNamespaceError):
         store.batch([GetOp(("a.b",), "k")])
-    with pytest.raises(InvalidNamespaceError):
-        store.batch([PutOp(("langgraph",), "k", {"v": 1})])
     with pytest.raises(InvalidNamespaceError):
         store.batch([SearchOp(("",))])
     with pytest.raises(InvalidNamespaceError):
@@ -792,3 +793,110 @@ def test_the_memory_embedder_as_embed_ranks_by_hybrid_search(memory: Memory) -> 
     store.put(("docs",), "a", {"t": "painting watercolours", "u": "rust"})
     store.put(("docs",), "b", {"t": "rust compiler", "u": "painting"})
     assert store.search(("docs",), query="painting")[0].key == "a"
+
+
+def test_expired_items_are_swept_by_the_memory_without_being_asked() -> None:
+    config = MemoryConfig(store=StoreConfig(expiry=ExpiryConfig(sweep_interval_s=0.05)))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        store = GlidingStore(memory)
+        store.put(("docs",), "brief", {"text": "brief"}, ttl=0.001)  # minutes: 60 ms
+        store.put(("docs",), "kept", {"text": "kept"})
+        before = memory.store.change_sequence()
+        deadline = time.monotonic() + 60  # a guard against a hang, not a timing
+        while memory.store.change_sequence() == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert memory.store.change_sequence() > before  # the entry was deleted, not hidden
+        assert store.get(("docs",), "brief") is None
+        assert store.get(("docs",), "kept") is not None
+        assert store.sweep_ttl() == 0
+
+
+def test_the_reserved_root_is_refused_by_put_only_as_langgraph_does(
+    store: GlidingStore, memory: Memory
+) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("langgraph", "x"), "k", {"v": 1})
+    reference = InMemoryStore()
+    reference.batch([PutOp(("langgraph",), "k", {"v": 1})])  # LangGraph's own store takes it
+    store.batch([PutOp(("langgraph",), "k", {"v": 1})])
+    item = store.get(("langgraph",), "k")
+    assert item is not None
+    assert item.value == {"v": 1}
+
+
+def test_a_namespace_path_given_as_a_list_is_read_as_its_tuple(store: GlidingStore) -> None:
+    store.put(("docs", "a"), "k", {"text": "hello"})
+    store.put(("other", "b"), "k", {"text": "hello"})
+    assert store.list_namespaces(prefix=["docs"]) == [("docs", "a")]  # type: ignore[arg-type]
+    assert store.list_namespaces(suffix=["b"]) == [("other", "b")]  # type: ignore[arg-type]
+    found = store.search(["docs"])  # type: ignore[arg-type]
+    assert [(i.namespace, i.key) for i in found] == [(("docs", "a"), "k")]
+    assert store.search(["docs"], query="hello") != []  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="namespace"):  # InvalidNamespaceError, as LangGraph's
+        store.search([1, 2])  # type: ignore[list-item]
+
+
+def test_a_dotted_filter_key_is_a_path_into_the_value(store: GlidingStore) -> None:
+    store.put(("docs",), "nested", {"user": {"access-level": "nested"}})
+    store.put(("docs",), "flat", {"user.access-level": "flat"})
+    store.put(("docs",), "none", {"user": "plain"})
+
+    def keys(filter_: dict[str, Any]) -> list[str]:
+        return [item.key for item in store.search(("docs",), filter=filter_)]
+
+    assert keys({"user.access-level": "nested"}) == ["nested"]
+    assert keys({"user.access-level": "flat"}) == ["flat"]  # a key of the value wins
+    assert keys({"user.access-level": {"$ne": "nested"}}) == ["flat", "none"]
+    assert keys({"user.missing.deeper": "x"}) == []
+
+
+class CountingStore(GlidingStore):
+    """The store, counting the batches it runs."""
+
+    __slots__ = ("batches",)
+
+    def batch(self, ops: Any) -> Any:
+        self.batches += 1
+        return super().batch(ops)
+
+
+def test_thousands_of_concurrent_async_calls_are_merged_into_few_batches(memory: Memory) -> None:
+    store = CountingStore(memory)
+    store.batches = 0
+    n = 1_500
+
+    async def run() -> list[Any]:
+        await asyncio.gather(
+            *(store.aput(("docs", str(i % 7)), f"k{i}", {"n": i}) for i in range(n))
+        )
+        return await asyncio.gather(
+            *(store.aget(("docs", str(i % 7)), f"k{i}") for i in range(n)),
+            *(store.asearch(("docs", str(j)), limit=1_000) for j in range(7)),
+            store.alist_namespaces(prefix=("docs",)),
+        )
+
+    results = asyncio.run(run())
+    assert [item.value["n"] for item in results[:n]] == list(range(n))
+    assert sum(len(found) for found in results[n : n + 7]) == n
+    assert len(results[-1]) == 7
+    assert store.batches < n // 10  # merged: a batch per turn of the loop, not per call
+
+
+def test_a_bad_async_call_fails_alone(memory: Memory) -> None:
+    store = GlidingStore(memory)
+
+    async def run() -> list[Any]:
+        return await asyncio.gather(
+            store.aput(("docs",), "good", {"v": 1}),
+            store.aput(("docs",), "bad", {"v": math.nan}),
+            store.aput(("docs",), "also good", {"v": 2}),
+            return_exceptions=True,
+        )
+
+    first, bad, last = asyncio.run(run())
+    assert first is None
+    assert last is None
+    assert isinstance(bad, InvalidInputError)
+    assert store.get(("docs",), "good") is not None
+    assert store.get(("docs",), "also good") is not None
+    assert store.get(("docs",), "bad") is None

@@ -106,6 +106,11 @@ class SupplementaryQueue(Protocol):
         """Block until the task has a pending input (``True``) or ``timeout`` seconds pass."""
         ...
 
+    def forget(self, task_iri: str) -> list[str]:
+        """Delete every input of the task, pending or consumed, in one transaction; return
+        their IRIs (the audit trail goes too: this is erasure on request)."""
+        ...
+
 
 class SupplementaryInputStore:
     """Per-task supplementary inputs, persisted as entries of an L0 store: a
@@ -228,6 +233,14 @@ class SupplementaryInputStore:
                     return False
                 self._arrived.wait(remaining)
         return True
+
+    def forget(self, task_iri: str) -> list[str]:
+        """Delete every input of the task, pending or consumed, in one transaction; return
+        their IRIs, oldest first (the audit trail goes too: this is erasure on request)."""
+        validate_iri(task_iri, what="task IRI")
+        with self.store.transaction():
+            iris = [entry.iri for entry in self.store.by_tags([_task_tag(task_iri)])]
+            return self.store.delete_many(iris)
 
     async def take_pending_async(
         self, task_iri: str, *, consumer: str | None = None, limit: int | None = None

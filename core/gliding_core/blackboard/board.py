@@ -466,6 +466,15 @@ class Blackboard:
         names = tuple(_check_iris(graphs, "graphs"))
         return self.nodes.query(text, dataset=Dataset(names, names), bindings=checked)
 
+    def compact(self) -> None:
+        """Rewrite the graph's files without what was deleted (``EmbeddedGraph.compact``),
+        holding the writer so no write lands meanwhile; a server's store keeps its own files."""
+        self._check_open()
+        compact = getattr(self.backend, "compact", None)
+        if callable(compact):
+            with self.nodes.writer:
+                compact()
+
     def flush(self, *, task: str | None = None) -> int:
         """Write the dirty nodes (of ``task`` when given) to L0; return how many."""
         graphs = None if task is None else task_graphs(task)

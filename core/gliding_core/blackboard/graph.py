@@ -31,8 +31,10 @@ Invariants:
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ from gliding_core.errors import (
 from gliding_core.jsonld import preview
 
 logger = logging.getLogger(__name__)
+
+FRESH_SUFFIX, OLD_SUFFIX = ".rewriting", ".replaced"  # beside a disk store being rewritten
 
 Term = Union[ox.NamedNode, ox.BlankNode, ox.Literal, ox.Triple]  # noqa: UP007 (a runtime alias)
 
@@ -174,9 +178,12 @@ class EmbeddedGraph:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = None if path is None else os.fspath(path)
         self.kind = "memory" if path is None else "disk"
+        if self.path is not None:
+            _recover(self.path)
         with translated("oxigraph", f"opening the blackboard graph at {self.path or ':memory:'}"):
             self._store = ox.Store(self.path) if self.path is not None else ox.Store()
         self._closed = False
+        self._compacted = False
         self._lock = threading.Lock()
 
     @property
@@ -248,16 +255,33 @@ class EmbeddedGraph:
         with translated("oxigraph", "querying the blackboard graph"):
             return _from_pyoxigraph(self.store.query(text, **options))
 
+    def compact(self) -> None:
+        """Have ``close`` rewrite a disk store from its live quads, so deleted ones leave its files.
+
+        Oxigraph never removes a string from its dictionary, and RocksDB keeps deleted keys in
+        its tables and log until they are compacted: deleted text stays in the files of the
+        store it was written to. So, once this was called, ``close`` writes the live quads into
+        a fresh store beside it and puts that in its place (nothing else uses the store then);
+        a crash meanwhile leaves the old store or the new one, whole (``_recover``). A store in
+        memory has no files: nothing to do.
+        """
+        with self._lock:
+            self._compacted = self.path is not None
+
     def close(self) -> None:
-        """Flush and release the store."""
+        """Flush and release the store (rewritten first when ``compact`` was called)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            live: list[ox.Quad] | None = None
             if self.path is not None:
                 with translated("oxigraph", "flushing the blackboard graph"):
                     self._store.flush()
+                    live = list(self._store) if self._compacted else None
             del self._store
+            if live is not None and self.path is not None:
+                _rewrite(self.path, live)
 
     def __repr__(self) -> str:
         return f"EmbeddedGraph({self.path or ':memory:'!r})"
@@ -418,6 +442,32 @@ class SparqlEndpoint:
 
     def __repr__(self) -> str:
         return f"SparqlEndpoint({self.url!r})"
+
+
+def _rewrite(path: str, quads: Sequence[ox.Quad]) -> None:
+    """Write ``quads`` into a fresh store and put it in place of the closed one at ``path``."""
+    fresh, old = path + FRESH_SUFFIX, path + OLD_SUFFIX
+    shutil.rmtree(fresh, ignore_errors=True)
+    with translated("oxigraph", f"rewriting the blackboard graph at {path}"):
+        store = ox.Store(fresh)
+        store.extend(quads)
+        store.flush()
+        del store
+    gc.collect()  # the fresh store closes with its last reference
+    os.replace(path, old)
+    os.replace(fresh, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _recover(path: str) -> None:
+    """Finish or undo a rewrite a crash interrupted: keep whichever store is whole."""
+    fresh, old = path + FRESH_SUFFIX, path + OLD_SUFFIX
+    if os.path.isdir(path):
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(fresh, ignore_errors=True)
+    elif os.path.isdir(fresh) and os.path.isdir(old):
+        os.replace(fresh, path)  # the old store was moved aside: the fresh one is whole
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def quads_text(quads: Sequence[ox.Quad]) -> str:

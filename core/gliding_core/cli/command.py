@@ -1,4 +1,5 @@
-"""CLI: the ``gliding-horse`` command: demo, inspect and benchmarks (the user's entry point).
+"""CLI: the ``gliding-horse`` command: demo, inspect, forget and benchmarks (the user's entry
+point).
 
 Errors the user can fix (a bad path, a bad number) end with a one-line message and exit code 2.
 """
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 
 from gliding_core import __version__
 from gliding_core.cli.demo import run as show_demo
+from gliding_core.cli.memory_commands import register as register_memory_commands
 from gliding_core.cli.table import render
 from gliding_core.errors import GlidingError
 from gliding_core.hyperspace.backends import make_embedder
@@ -72,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
     inspect.add_argument("--recent", type=_positive, default=10, help="recent entries to list")
     inspect.set_defaults(handler=_inspect)
+    register_memory_commands(commands)
 
     serve = commands.add_parser(
         "serve", help="run PostgreSQL and a SPARQL server for a shared memory, until Ctrl-C"

@@ -231,6 +231,58 @@ class CachedEmbedder:
                 ],
             )
 
+    def remember(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        """Cache ``vectors`` as this model's vectors of ``texts`` (an import made by the same
+        model): they are not computed again.
+
+        Raises:
+            InvalidInputError: the lists differ in length, or a vector is not of finite numbers
+                of the model's dimension.
+        """
+        items = _check_texts(texts)
+        if len(items) != len(vectors):
+            raise InvalidInputError(f"{len(vectors)} vectors for {len(items)} texts")
+        try:
+            matrix = np.asarray(vectors, dtype=np.float32) if items else None
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"vectors must be lists of numbers: {exc}") from None
+        dimension = self.dimension
+        if matrix is not None and (
+            matrix.ndim != 2
+            or not np.isfinite(matrix).all()
+            or (dimension is not None and matrix.shape[1] != dimension)
+        ):
+            raise InvalidInputError(f"vectors must be finite, of dimension {dimension}")
+        if matrix is not None:
+            digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in items]
+            self._save(dict(zip(digests, matrix, strict=True)))
+
+    def forget(self, texts: Sequence[str]) -> int:
+        """Drop the cached vectors of ``texts`` (every model's) and scrub the file; return how
+        many rows went.
+
+        The cache keys a vector by the SHA-256 of its text, never the text; a forgotten text
+        leaves neither, and the freed pages are zeroed (``secure_delete``, ``VACUUM``) and the
+        log truncated, so neither can be read back from the file.
+        """
+        items = _check_texts(texts)
+        digests = list(dict.fromkeys(hashlib.sha256(t.encode("utf-8")).digest() for t in items))
+        removed = 0
+        doing = f"forgetting from the embedding cache {self.where!r}"
+        with self._lock, translated("sqlite", doing):
+            with self._conn:
+                for start in range(0, len(digests), 500):
+                    chunk = digests[start : start + 500]
+                    removed += self._conn.execute(
+                        f"DELETE FROM embeddings WHERE digest IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    ).rowcount
+            if removed and self.where != ":memory:":
+                self._conn.execute("PRAGMA secure_delete = ON")
+                self._conn.execute("VACUUM")
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
+
     def close(self) -> None:
         """Close the cache file."""
         with self._lock:

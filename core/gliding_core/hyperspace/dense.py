@@ -15,8 +15,11 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import shutil
+import sqlite3
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +33,7 @@ from gliding_core.store.protocol import EntryStore
 
 logger = logging.getLogger(__name__)
 
+CHROMA_SQLITE = "chroma.sqlite3"  # an embedded persistent client's catalogue and write log
 EMBEDDER_KEY, DIMENSION_KEY = "gliding:embedder", "gliding:dimension"
 # A wider search beam than Chroma's default: recall over speed at these sizes.
 _HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 128, "hnsw:construction_ef": 128}
@@ -87,6 +91,8 @@ class DenseIndex(FollowingIndex):
             ``"rebuild"`` it (only the directory's owner may) or ``"raise"``
             ``IndexMismatchError`` (a collection on a server other processes share).
         retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+        files: the directory of an embedded persistent client, which ``scrub`` cleans; ``None``
+            for a client in memory or on a server (the server keeps its own files).
 
     Raises:
         IndexMismatchError: the collection holds another embedder's vectors and
@@ -103,6 +109,7 @@ class DenseIndex(FollowingIndex):
         *,
         on_mismatch: OnMismatch = "raise",
         retry_s: float = 1.0,
+        files: Path | None = None,
     ) -> None:
         if on_mismatch not in ("rebuild", "raise"):
             raise InvalidInputError(
@@ -114,6 +121,7 @@ class DenseIndex(FollowingIndex):
             store, embedder, collection or f"gliding-{uuid.uuid4().hex[:12]}", retry_s=retry_s
         )
         self.client = client
+        self.files = files
         with translated("chroma", "reading Chroma's maximum batch size"):
             self.max_batch = max(1, int(client.get_max_batch_size()))
         self.collection, created = self._open(on_mismatch)
@@ -181,6 +189,44 @@ class DenseIndex(FollowingIndex):
         with translated("chroma", f"deleting from the dense index {self.name!r}"):
             self.collection.delete(ids=iris)
 
+    def _held(self, iris: list[str]) -> int:
+        with translated("chroma", f"reading ids of the dense index {self.name!r}"):
+            return len(self.collection.get(ids=iris, include=[])["ids"])
+
+    def scrub(self) -> None:
+        """Leave nothing of removed entries in Chroma's storage; rebuild the collection.
+
+        Chroma keeps a deleted record's vector and id in its write log (a table of its SQLite
+        file) until a segment is persisted, and a dropped collection's HNSW files on disk. So
+        the collection is dropped and refilled from L0 (vectors from the embedding cache),
+        the segment folders it left are removed, and its SQLite file is rewritten with freed
+        pages zeroed. An index without files of its own (Chroma in memory, or a server, whose
+        storage is the server's and whose collection other processes may hold open) has
+        nothing to rewrite: ``remove`` was all.
+        """
+        if self.files is None:
+            return
+        before = _segment_folders(self.files)
+        with self._guard:
+            self.collection = self._recreate()
+            self._rebuild(512)
+        for folder in before & _segment_folders(self.files, live=self._segment_ids()):
+            shutil.rmtree(folder, ignore_errors=True)
+        _vacuum(self.files / CHROMA_SQLITE)
+
+    def _segment_ids(self) -> set[str]:
+        """The ids of this collection's segments, from Chroma's catalogue (best effort)."""
+        if self.files is None:
+            return set()
+        try:
+            with closing(sqlite3.connect(self.files / CHROMA_SQLITE)) as conn:
+                rows = conn.execute(
+                    "SELECT s.id FROM segments AS s JOIN collections AS c ON c.id = s.collection"
+                ).fetchall()
+        except sqlite3.Error:
+            return set()
+        return {str(row[0]) for row in rows}
+
     def _ids(self) -> Iterator[str]:
         offset = 0
         while True:
@@ -215,3 +261,31 @@ class DenseIndex(FollowingIndex):
 
     def __repr__(self) -> str:
         return f"DenseIndex({self.name!r}, embedder={preview(self.embedder_label)})"
+
+
+def _segment_folders(files: Path | None, *, live: set[str] | None = None) -> set[Path]:
+    """The segment folders (named by UUID) under ``files``, less those of ``live`` segments."""
+    if files is None or not files.is_dir():
+        return set()
+    found = set()
+    for folder in files.iterdir():
+        try:
+            uuid.UUID(folder.name)
+        except ValueError:
+            continue
+        if folder.is_dir() and folder.name not in (live or set()):
+            found.add(folder)
+    return found
+
+
+def _vacuum(path: Path) -> None:
+    """Rewrite a SQLite file with its freed pages zeroed, and truncate its log."""
+    if not path.is_file():
+        return
+    with (
+        translated("sqlite", f"scrubbing {str(path)!r}"),
+        closing(sqlite3.connect(path, isolation_level=None, timeout=30.0)) as conn,
+    ):
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

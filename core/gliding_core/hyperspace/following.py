@@ -108,6 +108,23 @@ class FollowingIndex:
         """Remove these IRIs' vectors (missing ones are ignored), at most ``max_batch``."""
         raise NotImplementedError
 
+    def _held(self, iris: list[str]) -> int:
+        """How many of ``iris`` (distinct) the backend holds vectors for."""
+        raise NotImplementedError
+
+    def remove(self, iris: Sequence[str]) -> int:
+        """Drop the vectors of ``iris`` now (not waiting for the change log); return how many
+        the index held."""
+        held = 0
+        for part in chunks(list(dict.fromkeys(iris)), self.max_batch):
+            held += self._held(part)
+            self._remove(part)
+        return held
+
+    def scrub(self) -> None:
+        """Make removed entries' vectors unrecoverable from storage the index owns: nothing
+        to do unless a backend keeps files of its own (it overrides this)."""
+
     def _ids(self) -> Iterator[str]:
         """Yield every indexed IRI."""
         raise NotImplementedError

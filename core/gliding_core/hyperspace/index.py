@@ -15,6 +15,8 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   logged and retried, and a reopened index applies what a killed process left behind.
 - An index opened with another embedder than the one its vectors came from raises
   ``IndexMismatchError`` (or rebuilds itself, where it owns its storage); it never mixes vectors.
+- Erasure: ``remove`` drops vectors at once; ``scrub`` leaves nothing of a removed entry
+  (vector or IRI) in the backend's storage, which may cost a rebuild from L0.
 - Vectors come from the embedder, never from the backend. Writes are split into batches the
   backend accepts. The backend's failures leave as ``StorageError``.
 """
@@ -91,6 +93,17 @@ class VectorIndex(Protocol):
 
     def count(self) -> int:
         """Return the number of indexed entries."""
+        ...
+
+    def remove(self, iris: Sequence[str]) -> int:
+        """Drop the vectors of ``iris`` now (not waiting for the change log); return how many
+        the index held."""
+        ...
+
+    def scrub(self) -> None:
+        """Make the vectors and IRIs of removed entries unrecoverable from the storage the
+        index owns (its logs, segments and free pages); a server's storage is the server's.
+        The index then holds exactly L0's entries with text."""
         ...
 
     def close(self) -> None:

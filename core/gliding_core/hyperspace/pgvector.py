@@ -196,6 +196,13 @@ class PgVectorIndex(FollowingIndex):
         with self._transaction(f"deleting from the dense index {self.name!r}") as conn:
             conn.execute(f"DELETE FROM {self.table} WHERE iri = ANY(%s::text[])", (iris,))
 
+    def _held(self, iris: list[str]) -> int:
+        with self._transaction(f"reading ids of the dense index {self.name!r}") as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {self.table} WHERE iri = ANY(%s::text[])", (iris,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def _ids(self) -> Iterator[str]:
         last = ""
         while True:

@@ -186,6 +186,17 @@ class PoincareIndex:
         except (KeyError, TypeError):
             raise InvalidInputError(f"{preview(node)} is not in the Poincaré index") from None
 
+    def remove(self, nodes: Iterable[str]) -> int:
+        """Drop ``nodes`` and their points from the index; return how many it held."""
+        gone = {node for node in nodes if node in self.index}
+        if not gone:
+            return 0
+        keep = [i for i, node in enumerate(self.nodes) if node not in gone]
+        self.nodes = [self.nodes[i] for i in keep]
+        self.vectors = self.vectors[keep]
+        self.index = {node: i for i, node in enumerate(self.nodes)}
+        return len(gone)
+
     # -- persistence ---------------------------------------------------------------------------
 
     def save(self, path: Path) -> None:

@@ -9,6 +9,7 @@ memory's other files and loaded with it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,18 @@ class StructureIndex:
             self.index.save(self.path)
         logger.info("trained the Poincaré index on %d edges", len(edges))
         return self.index
+
+    def forget(self, iris: Sequence[str]) -> int:
+        """Drop the points of ``iris`` from the trained index (and its file); return how many.
+
+        The file is written anew (not patched), so the forgotten IRIs leave it.
+        """
+        if self.index is None:
+            return 0
+        removed = self.index.remove(iris)
+        if removed and self.path is not None:
+            self.index.save(self.path)
+        return removed
 
     def similar(self, iri: str, k: int = 10) -> list[tuple[str, float]]:
         """Return the ``k`` nodes structurally nearest to ``iri``, with their distances."""

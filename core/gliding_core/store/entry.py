@@ -101,11 +101,27 @@ class TextHit:
 
 
 @dataclass(frozen=True, slots=True)
+class Restored:
+    """An entry as an export kept it, to be written back exactly (``EntryStore.restore_many``).
+
+    Attributes:
+        record: the node with its tags, graph, importance, metadata and MESI state.
+        created_at: its creation time (UNIX seconds).
+        expires_at: when it expires, or ``None``.
+    """
+
+    record: Record
+    created_at: float
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """A validated request to write one node, with the entry fields the caller sets.
 
     ``None`` means "not given": a new entry takes the default, a merge keeps the existing value.
-    ``depth`` is how deep the node or the metadata nests, whichever is deeper.
+    ``depth`` is how deep the node or the metadata nests, whichever is deeper. ``ttl`` is how
+    many seconds from the write the entry lives (``math.inf``: it no longer expires).
 
     Raises:
         InvalidNodeError: the node is not a valid JSON-LD object.
@@ -122,6 +138,7 @@ class Record:
     metadata: dict[str, Any] = field(default_factory=dict)
     mesi_state: MesiState | None = None
     depth: int = 1
+    ttl: float | None = None
 
     def __init__(
         self,
@@ -132,6 +149,7 @@ class Record:
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
+        ttl: float | None = None,
     ) -> None:
         set_ = object.__setattr__
         parsed, content, types, depth = parse_node(node)
@@ -148,6 +166,16 @@ class Record:
         set_(self, "metadata", checked)
         set_(self, "mesi_state", None if mesi_state is None else MesiState.parse(mesi_state))
         set_(self, "depth", max(depth, metadata_depth))
+        set_(self, "ttl", None if ttl is None else check_ttl(ttl))
+
+
+def check_ttl(value: object) -> float:
+    """Return a TTL in seconds as a float: a number > 0, ``math.inf`` for "never expires"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidInputError(
+            f"ttl must be a number of seconds > 0 (math.inf: never), got {preview(value)}"
+        )
+    return float(value)
 
 
 def check_importance(value: object) -> float:

@@ -33,6 +33,14 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   gives a derived index everything it needs to catch up from ``n``, whichever handle or process
   wrote. Watermarks never decrease. ``subscribe``'s listeners hear of changes after the commit
   only, never of a write that rolled back.
+- Expiry: an entry written with a TTL (``ttl=`` of ``put``/``replace``, ``Record.ttl``), or
+  new with a default of ``StoreConfig.expiry``, expires then: from that moment no read returns,
+  counts, searches, links or logs its text (every read, as the store's clock says), and a write
+  to its IRI starts a new entry. ``sweep_expired`` deletes expired entries for good. A write
+  without a TTL keeps the entry's expiry; ``math.inf`` removes it.
+- Erasure: ``delete`` and ``delete_many`` take an entry out of every index and the access
+  statistics at once; ``scrub`` then makes what was deleted unrecoverable from the files
+  (the change log keeps a deleted entry's IRI, never its text, for the derived indexes).
 - Handles: one handle is safe to share between threads. Closing twice is harmless; any other
   use of a closed handle raises ``ClosedError``. Bad input raises ``InvalidInputError`` (or
   ``InvalidNodeError``, ``ContentTooLargeError``) naming the bad value; a missing entry where
@@ -48,7 +56,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from gliding_core.config import StoreConfig
 from gliding_core.jsonld import Node
-from gliding_core.store.entry import Edge, Entry, Record, TextHit
+from gliding_core.store.entry import Edge, Entry, Record, Restored, TextHit
 from gliding_core.store.filters import SearchFilters
 
 MINTED_IRI_PREFIX = "urn:uuid:"
@@ -100,8 +108,10 @@ class EntryStore(Protocol):
         importance: float | None = None,
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        ttl: float | None = None,
     ) -> str:
-        """Store a node (a mapping or JSON text), merged into the entry of its ``@id``."""
+        """Store a node (a mapping or JSON text), merged into the entry of its ``@id``; with
+        ``ttl``, the entry expires that many seconds from now (``math.inf``: never)."""
         ...
 
     def put_many(self, records: Records) -> list[str]:
@@ -116,8 +126,10 @@ class EntryStore(Protocol):
         importance: float | None = None,
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        ttl: float | None = None,
     ) -> str:
-        """Store a node as exactly the entry of its ``@id``; return its IRI."""
+        """Store a node as exactly the entry of its ``@id``; return its IRI (``ttl`` as
+        ``put``'s; without one the entry keeps its expiry)."""
         ...
 
     def replace_many(self, records: Records) -> list[str]:
@@ -130,6 +142,36 @@ class EntryStore(Protocol):
 
     def delete(self, iri: str) -> bool:
         """Delete an entry from the store and every index; return whether it existed."""
+        ...
+
+    def delete_many(self, iris: Sequence[str]) -> list[str]:
+        """Delete entries from the store and every index in one transaction; return the IRIs
+        that existed, in the order given (each deletion is a change, as ``delete``'s)."""
+        ...
+
+    def restore_many(self, items: Sequence[Restored]) -> list[str]:
+        """Write entries back exactly as exported (node, tags, graph, importance, metadata,
+        state, creation time, expiry), in one transaction, replacing entries of the same IRI;
+        return their IRIs in order."""
+        ...
+
+    def scan_entries(self, batch: int = 1_000) -> Iterator[list[Entry]]:
+        """Yield every live entry, oldest first, in batches (to export the store)."""
+        ...
+
+    def expires_at(self, iris: Sequence[str]) -> dict[str, float]:
+        """Return when each live entry among ``iris`` that has a TTL expires (UNIX seconds)."""
+        ...
+
+    def sweep_expired(self, *, limit: int = 1_000) -> list[Entry]:
+        """Delete up to ``limit`` expired entries in one transaction, as ``delete`` does;
+        return them as they were, soonest expired first."""
+        ...
+
+    def scrub(self) -> None:
+        """Make what was deleted unrecoverable from the backend's files: no byte of a deleted
+        entry (its text, its terms in the full-text index) stays in a free page, a log or an
+        index segment. Costs about a copy of the database; ``forget`` calls it."""
         ...
 
     # -- reads ---------------------------------------------------------------------------------

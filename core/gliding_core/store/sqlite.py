@@ -49,6 +49,7 @@ import functools
 import gc
 import json
 import logging
+import math
 import os
 import shutil
 import sqlite3
@@ -63,7 +64,7 @@ from itertools import chain
 from typing import Any, Literal
 
 from gliding_core.boundary import translate, translated
-from gliding_core.config import StoreConfig
+from gliding_core.config import ExpiryConfig, StoreConfig
 from gliding_core.errors import (
     ClosedError,
     EntryNotFoundError,
@@ -92,7 +93,15 @@ from gliding_core.store.columns import prefix_bound, state_of
 from gliding_core.store.columns import split as _split
 from gliding_core.store.columns import to_entry as _to_entry
 from gliding_core.store.connections import Connections, open_reader
-from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
+from gliding_core.store.entry import (
+    Edge,
+    Entry,
+    MesiState,
+    Record,
+    Restored,
+    TextHit,
+    check_importance,
+)
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.lexical import query_words
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
@@ -109,7 +118,7 @@ from gliding_core.store.staging import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 2: the full-text index is contentless; 3: the change log and watermarks
+SCHEMA_VERSION = 4  # 2: contentless full-text index; 3: change log, watermarks; 4: expiry
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -147,7 +156,21 @@ CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY, iri TEXT NOT NULL U
 CREATE TABLE IF NOT EXISTS watermarks (
     name TEXT PRIMARY KEY, sequence INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS entry_expiry (
+    entry_id INTEGER PRIMARY KEY, expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entry_expiry_by_time ON entry_expiry (expires_at);
+CREATE VIEW IF NOT EXISTS live_entries AS SELECT * FROM entries WHERE id NOT IN (
+    SELECT entry_id FROM entry_expiry WHERE expires_at <= (julianday('now') - 2440587.5) * 86400.0
+);
 """
+# Expiry: an entry with a TTL has a row in ``entry_expiry``; from the moment it expires every
+# read leaves it out, because every read goes through the view ``live_entries`` (the entries
+# less those expired at the statement's clock); a sweep deletes it later through ``delete``'s
+# path. A table beside the entries rather than a column: most entries never expire, and the
+# view's sub-query is one range scan of an index that holds only those that do.
+_NOW = "(julianday('now') - 2440587.5) * 86400.0"  # SQLite's clock as UNIX seconds
+_EXPIRED = f"SELECT entry_id FROM entry_expiry WHERE expires_at <= {_NOW}"
 # The change log holds one row per IRI: its latest change of text. The sequence is the rowid, so
 # the head is the last key of the table's B-tree (no scan), and a replaced row always gets a
 # sequence above every other: a reader that has applied up to N misses nothing after N.
@@ -165,6 +188,7 @@ _MAX_PARAMETERS = 999  # per statement: SQLite's default bound before 3.32.0
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
+SCOPE_TAG = "scope:"  # the tag of a scope's entries: ``gliding_core.store.scope.TAG_PREFIX``
 
 
 class L0Store:
@@ -415,7 +439,8 @@ class L0Store:
         with self._reading() as conn:
             rows = conn.execute(
                 "SELECT c.seq, c.iri, e.content FROM changes AS c"
-                " LEFT JOIN entries AS e ON e.iri = c.iri WHERE c.seq > ? ORDER BY c.seq LIMIT ?",
+                " LEFT JOIN live_entries AS e ON e.iri = c.iri"
+                " WHERE c.seq > ? ORDER BY c.seq LIMIT ?",
                 (start, count),
             ).fetchall()
         return [
@@ -482,6 +507,7 @@ class L0Store:
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
+        ttl: float | None = None,
     ) -> str:
         """Store a JSON-LD node (a mapping or JSON text) and return its IRI.
 
@@ -500,6 +526,7 @@ class L0Store:
             named_graph=named_graph,
             metadata=metadata,
             mesi_state=mesi_state,
+            ttl=ttl,
         )
         return self._checked_many([record], "put", merge=True)[0]
 
@@ -520,6 +547,7 @@ class L0Store:
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
+        ttl: float | None = None,
     ) -> str:
         """Store a JSON-LD node as exactly the entry of its ``@id``; return its IRI.
 
@@ -538,6 +566,7 @@ class L0Store:
             named_graph=named_graph,
             metadata=metadata,
             mesi_state=mesi_state,
+            ttl=ttl,
         )
         return self._checked_many([record], "replace", merge=False)[0]
 
@@ -572,7 +601,9 @@ class L0Store:
             iris.append(node["@id"])
         now = time.time()
         with self._session() as conn:
+            self._purge_expired(conn, iris)
             staged = self._load(conn, iris)
+            known = set(staged)
             next_id: int = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM entries").fetchone()[
                 0
             ]
@@ -607,7 +638,55 @@ class L0Store:
                     if entry.changed:
                         rows.add(entry, now)
             self._write(conn, rows)
+            self._set_expiry(conn, self._expiries(requests, known, now))
         return iris
+
+    def _expiries(
+        self, requests: list[tuple[Node, str, Record]], known: set[str], now: float
+    ) -> dict[str, float | None]:
+        """The expiry each request sets (``None``: none any more), by IRI; the last one wins.
+
+        A request with a TTL sets it; a new entry without one gets the configured default.
+        """
+        settings = self.config.expiry
+        defaults = bool(settings.default_s or settings.by_graph or settings.by_scope)
+        out: dict[str, float | None] = {}
+        for node, _, record in requests:
+            iri = node["@id"]
+            ttl = record.ttl
+            if ttl is None and defaults and iri not in known and iri not in out:
+                ttl = _default_ttl(record, settings)
+            if ttl is not None:
+                out[iri] = None if math.isinf(ttl) else now + ttl
+        return out
+
+    def _set_expiry(self, conn: sqlite3.Connection, expiries: dict[str, float | None]) -> None:
+        if not expiries:
+            return
+        ids = dict(
+            (iri, entry_id)
+            for entry_id, iri in _chunked(
+                conn, list(expiries), "SELECT id, iri FROM entries WHERE iri IN ({holes})"
+            )
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO entry_expiry (entry_id, expires_at) VALUES (?, ?)",
+            [(ids[iri], at) for iri, at in expiries.items() if at is not None],
+        )
+        conn.executemany(
+            "DELETE FROM entry_expiry WHERE entry_id = ?",
+            [(ids[iri],) for iri, at in expiries.items() if at is None],
+        )
+
+    def _purge_expired(self, conn: sqlite3.Connection, iris: Sequence[str]) -> None:
+        """Delete the expired entries among ``iris`` first: a write never revives one."""
+        if conn.execute(
+            f"SELECT 1 FROM entry_expiry WHERE expires_at <= {_NOW} LIMIT 1"
+        ).fetchone():
+            sql = f"SELECT iri FROM entries WHERE id IN ({_EXPIRED}) AND iri IN ({{holes}})"
+            expired = [row[0] for row in _chunked(conn, list(iris), sql)]
+            for start in range(0, len(expired), _CHUNK):
+                self._delete_rows(conn, expired[start : start + _CHUNK])
 
     @staticmethod
     def _load(conn: sqlite3.Connection, iris: list[str]) -> dict[str, Staged]:
@@ -685,7 +764,7 @@ class L0Store:
         adding = check_tags(Record({"@id": iri}, tags=add).tags, self.config)
         removing = set(Record({"@id": iri}, tags=remove).tags)
         with self._session() as conn:
-            row = conn.execute("SELECT id, tags FROM entries WHERE iri = ?", (iri,)).fetchone()
+            row = conn.execute("SELECT id, tags FROM live_entries WHERE iri = ?", (iri,)).fetchone()
             if row is None:
                 raise EntryNotFoundError(f"no L0 entry has the IRI {iri!r}")
             old = _split(row[1])
@@ -718,7 +797,8 @@ class L0Store:
         with self._session() as conn:
             rows = conn.execute(
                 f"UPDATE entries SET mesi_state = ?, updated_at = ?,"
-                f" generation = generation + (mesi_state != ?) WHERE iri = ? RETURNING {_COLUMNS}",
+                f" generation = generation + (mesi_state != ?) WHERE iri = ?"
+                f" AND id NOT IN ({_EXPIRED}) RETURNING {_COLUMNS}",
                 (new_state.value, time.time(), new_state.value, iri),
             ).fetchall()
             if not rows:
@@ -728,30 +808,162 @@ class L0Store:
     def delete(self, iri: str) -> bool:
         """Delete an entry from the store and from every index; return whether it existed."""
         validate_iri(iri)
+        return bool(self.delete_many([iri]))
+
+    def delete_many(self, iris: Sequence[str]) -> list[str]:
+        """Delete entries from the store and every index, in one transaction.
+
+        Returns the IRIs that existed (and are gone now), in the order given; the others are
+        left out. Each deletion is a change of the change log, like ``delete``.
+
+        Raises:
+            InvalidInputError: ``iris`` is not a list of IRIs.
+        """
+        unique = check_iris(iris)
+        deleted: list[str] = []
         with self._session() as conn:
-            row = conn.execute(
-                "SELECT id, tags, jsonld_types, content FROM entries WHERE iri = ?", (iri,)
-            ).fetchone()
-            if row is None:
-                return False
-            entry_id = row[0]
-            text = node_text(parse_canonical(row[3]))
+            for start in range(0, len(unique), _CHUNK):
+                deleted += self._delete_rows(conn, unique[start : start + _CHUNK])
+        return deleted
+
+    def _delete_rows(self, conn: sqlite3.Connection, iris: Sequence[str]) -> list[str]:
+        """Delete the entries of ``iris`` (at most ``_CHUNK``) inside the writer's transaction."""
+        holes = ", ".join("?" * len(iris))
+        rows = conn.execute(
+            f"SELECT id, iri, tags, jsonld_types, content FROM entries WHERE iri IN ({holes})",
+            list(iris),
+        ).fetchall()
+        order = {iri: position for position, iri in enumerate(iris)}
+        rows.sort(key=lambda row: order[row[1]])
+        for entry_id, iri, tags, types, content in rows:
+            text = node_text(parse_canonical(content))
             if text:
                 conn.execute(_DELETE_TEXT, (entry_id, text))
-            _log(conn, [iri])
             conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
             conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+            conn.execute("DELETE FROM entry_expiry WHERE entry_id = ?", (entry_id,))
             conn.executemany(
                 "DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?",
-                [(tag, entry_id) for tag in _split(row[1])],
+                [(tag, entry_id) for tag in _split(tags)],
             )
             conn.executemany(
                 "DELETE FROM entry_types WHERE type = ? AND entry_id = ?",
-                [(t, entry_id) for t in _split(row[2])],
+                [(t, entry_id) for t in _split(types)],
             )
             self._changes.append((iri, None))
             self._access.forget(iri)
-        return True
+        gone = [row[1] for row in rows]
+        _log(conn, gone)
+        return gone
+
+    def restore_many(self, items: Sequence[Restored]) -> list[str]:
+        """Write entries back exactly as exported, in one transaction; return their IRIs.
+
+        Each becomes exactly its record (as ``replace``), with the creation time and the expiry
+        given; an entry of the same IRI is replaced.
+
+        Raises:
+            InvalidInputError: an item is not a ``Restored`` or its times are not finite.
+        """
+        checked = list(items) if isinstance(items, (list, tuple)) else None
+        if checked is None or not all(isinstance(i, Restored) for i in checked):
+            raise InvalidInputError(f"items must be a list of Restored, got {preview(items)}")
+        for item in checked:
+            for value in (item.created_at, item.expires_at):
+                if value is not None and not _finite(value):
+                    raise InvalidInputError(f"a time must be a finite number, got {preview(value)}")
+        with self._session() as conn, _collector_paused():
+            iris = self._put_many([item.record for item in checked], merge=False)
+            conn.executemany(
+                "UPDATE entries SET created_at = ?, last_accessed = max(last_accessed, ?)"
+                " WHERE iri = ?",
+                [
+                    (item.created_at, item.created_at, iri)
+                    for item, iri in zip(checked, iris, strict=True)
+                ],
+            )
+            self._set_expiry(
+                conn, {iri: item.expires_at for item, iri in zip(checked, iris, strict=True)}
+            )
+        return iris
+
+    def scan_entries(self, batch: int = 1_000) -> Iterator[list[Entry]]:
+        """Yield every live entry, oldest first, in batches (to export the store)."""
+        size = _check_limit(batch)
+        last = 0
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(
+                    f"SELECT id, {_COLUMNS} FROM live_entries WHERE id > ? ORDER BY id LIMIT ?",
+                    (last, size),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [_to_entry(row[1:]) for row in rows]
+
+    def expires_at(self, iris: Sequence[str]) -> dict[str, float]:
+        """Return when each live entry among ``iris`` that has a TTL expires (UNIX seconds)."""
+        sql = (
+            "SELECT e.iri, x.expires_at FROM live_entries AS e JOIN entry_expiry AS x"
+            " ON x.entry_id = e.id WHERE e.iri IN ({holes})"
+        )
+        return dict(self._over(iris, sql))
+
+    def sweep_expired(self, *, limit: int = 1_000) -> list[Entry]:
+        """Delete up to ``limit`` expired entries in one transaction (as ``delete`` does:
+        every index, the access statistics, the change log); return them as they were,
+        soonest expired first."""
+        count = _check_limit(limit)
+        with self._session() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE id IN (SELECT entry_id FROM entry_expiry"
+                f" WHERE expires_at <= {_NOW} ORDER BY expires_at LIMIT ?)",
+                (count,),
+            ).fetchall()
+            iris = [row[0] for row in rows]
+            for start in range(0, len(iris), _CHUNK):
+                self._delete_rows(conn, iris[start : start + _CHUNK])
+        return [_to_entry(row) for row in rows]
+
+    def scrub(self) -> None:
+        """Make what was deleted unrecoverable from the store's files.
+
+        SQLite keeps a deleted row's bytes in free pages and in the write-ahead log, and the
+        full-text index keeps the terms of a deleted text until its segments are merged. This
+        merges the full-text index ('optimize'), rewrites the database with freed pages
+        zeroed (``secure_delete`` and ``VACUUM``), and checkpoints and truncates the log. It
+        takes the writer for as long as a copy of the database takes; readers go on.
+
+        Raises:
+            StorageError: SQLite failed (a reader of another process holding an old snapshot
+                keeps the log from being truncated: its bytes go at the next checkpoint).
+        """
+        self.flush_access()
+        db = self._db
+        with db.lock, translated("sqlite", "scrubbing the L0 store"):
+            if db.closed:
+                raise ClosedError("the L0 store is closed")
+            conn = db.writer
+            conn.execute("PRAGMA secure_delete = ON")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("INSERT INTO entry_text (entry_text) VALUES ('optimize')")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                conn.execute("VACUUM")
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                conn.execute("PRAGMA secure_delete = OFF")
+        if busy:
+            logger.warning(
+                "the L0 log of %s could not be truncated (a reader holds a snapshot); deleted "
+                "bytes stay in it until its next checkpoint",
+                self,
+            )
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -764,7 +976,7 @@ class L0Store:
         validate_iri(iri)
         rows = self._read_entries(
             lambda conn: conn.execute(
-                f"SELECT {_COLUMNS} FROM entries WHERE iri = ?", (iri,)
+                f"SELECT {_COLUMNS} FROM live_entries WHERE iri = ?", (iri,)
             ).fetchall(),
             counted=iri,
         )
@@ -780,13 +992,14 @@ class L0Store:
             return False
         with self._reading() as conn:
             return (
-                conn.execute("SELECT 1 FROM entries WHERE iri = ?", (iri,)).fetchone() is not None
+                conn.execute("SELECT 1 FROM live_entries WHERE iri = ?", (iri,)).fetchone()
+                is not None
             )
 
     def count(self) -> int:
         """Return the number of entries."""
         with self._reading() as conn:
-            value: int = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+            value: int = conn.execute("SELECT COUNT(*) FROM live_entries").fetchone()[0]
         return value
 
     def by_tags(
@@ -871,11 +1084,13 @@ class L0Store:
 
     def contents(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the stored JSON-LD text of the existing entries among ``iris``, by IRI."""
-        return dict(self._over(iris, "SELECT iri, content FROM entries WHERE iri IN ({holes})"))
+        return dict(
+            self._over(iris, "SELECT iri, content FROM live_entries WHERE iri IN ({holes})")
+        )
 
     def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the named graph of each entry among ``iris`` that has one, by IRI."""
-        sql = "SELECT iri, named_graph FROM entries WHERE iri IN ({holes})"
+        sql = "SELECT iri, named_graph FROM live_entries WHERE iri IN ({holes})"
         return {iri: graph for iri, graph in self._over(iris, sql) if graph is not None}
 
     def _over(self, iris: Sequence[str], sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -899,7 +1114,7 @@ class L0Store:
         columns = "e.iri" if ids_only else _QUALIFIED
         sql = (
             f"SELECT {columns}, -bm25(entry_text) AS score FROM entry_text"
-            " JOIN entries AS e ON e.id = entry_text.rowid"
+            " JOIN live_entries AS e ON e.id = entry_text.rowid"
             f" WHERE entry_text MATCH ? AND {condition} ORDER BY bm25(entry_text) LIMIT ?"
         )
         args = (expression, *params, _check_limit(limit))
@@ -914,16 +1129,16 @@ class L0Store:
         if iris is None:
             with self._reading() as conn:
                 rows = conn.execute(
-                    f"SELECT e.iri FROM entries AS e WHERE {condition} ORDER BY e.id", params
+                    f"SELECT e.iri FROM live_entries AS e WHERE {condition} ORDER BY e.id", params
                 ).fetchall()
             return [row[0] for row in rows]
-        sql = f"SELECT e.iri FROM entries AS e WHERE {condition} AND e.iri IN ({{holes}})"
+        sql = f"SELECT e.iri FROM live_entries AS e WHERE {condition} AND e.iri IN ({{holes}})"
         found = {row[0] for row in self._over(iris, sql, params)}
         return [iri for iri in dict.fromkeys(iris) if iri in found]
 
     def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
         """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
-        sql = f"SELECT {_COLUMNS} FROM entries WHERE iri IN ({{holes}})"
+        sql = f"SELECT {_COLUMNS} FROM live_entries WHERE iri IN ({{holes}})"
         rows = self._read_entries(lambda conn: _chunked(conn, iris, sql))
         return {row[0]: _to_entry(row) for row in rows}
 
@@ -933,7 +1148,7 @@ class L0Store:
         while True:
             with self._reading() as conn:
                 rows = conn.execute(
-                    "SELECT id, iri, content FROM entries WHERE id > ? ORDER BY id LIMIT ?",
+                    "SELECT id, iri, content FROM live_entries WHERE id > ? ORDER BY id LIMIT ?",
                     (last, batch),
                 ).fetchall()
             if not rows:
@@ -951,14 +1166,14 @@ class L0Store:
         with self._reading() as conn:
             if direction in ("out", "both"):
                 rows = conn.execute(
-                    "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+                    "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN live_entries AS e"
                     " ON e.id = g.source_id WHERE e.iri = ? ORDER BY g.predicate, g.target",
                     (iri,),
                 ).fetchall()
                 edges.extend(Edge(*row) for row in rows)
             if direction in ("in", "both"):
                 rows = conn.execute(
-                    "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+                    "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN live_entries AS e"
                     " ON e.id = g.source_id WHERE g.target = ? ORDER BY e.iri, g.predicate",
                     (iri,),
                 ).fetchall()
@@ -970,7 +1185,7 @@ class L0Store:
         either direction, for the given IRIs (one query per chunk, for search expansion)."""
         wanted = _check_names(predicates, "predicates")
         marks = ", ".join("?" * len(wanted))
-        join = "FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+        join = "FROM edges AS g JOIN live_entries AS e ON e.id = g.source_id"
         where = f"WHERE g.predicate IN ({marks}) AND"
         outgoing = f"SELECT e.iri, g.target {join} {where} e.iri IN ({{holes}})"
         incoming = f"SELECT g.target, e.iri {join} {where} g.target IN ({{holes}})"
@@ -984,29 +1199,36 @@ class L0Store:
         marks = ", ".join("?" * len(wanted))
         with self._reading() as conn:
             typed = conn.execute(
-                "SELECT e.iri, t.type FROM entry_types AS t JOIN entries AS e ON e.id = t.entry_id"
+                "SELECT e.iri, t.type FROM entry_types AS t JOIN live_entries AS e"
+                " ON e.id = t.entry_id"
             ).fetchall()
             linked = conn.execute(
-                "SELECT e.iri, g.target FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
-                f" WHERE g.predicate IN ({marks})",
+                "SELECT e.iri, g.target FROM edges AS g JOIN live_entries AS e"
+                f" ON e.id = g.source_id WHERE g.predicate IN ({marks})",
                 wanted,
             ).fetchall()
         return [(child, parent) for child, parent in typed + linked]
 
     def tag_counts(self) -> dict[str, int]:
         """Return the number of entries per tag, most used first."""
-        return self._counts("SELECT tag, COUNT(*) AS n FROM entry_tags GROUP BY tag")
+        return self._counts(
+            f"SELECT tag, COUNT(*) AS n FROM entry_tags WHERE entry_id NOT IN ({_EXPIRED})"
+            " GROUP BY tag"
+        )
 
     def graph_counts(self) -> dict[str, int]:
         """Return the number of entries per named graph, largest first."""
         return self._counts(
-            "SELECT named_graph, COUNT(*) AS n FROM entries WHERE named_graph IS NOT NULL"
+            "SELECT named_graph, COUNT(*) AS n FROM live_entries WHERE named_graph IS NOT NULL"
             " GROUP BY named_graph"
         )
 
     def type_counts(self) -> dict[str, int]:
         """Return the number of entries per JSON-LD type, most used first."""
-        return self._counts("SELECT type, COUNT(*) AS n FROM entry_types GROUP BY type")
+        return self._counts(
+            f"SELECT type, COUNT(*) AS n FROM entry_types WHERE entry_id NOT IN ({_EXPIRED})"
+            " GROUP BY type"
+        )
 
     def integrity_check(self) -> str:
         """Run SQLite's ``PRAGMA integrity_check`` and return its verdict (``"ok"`` when sound)."""
@@ -1020,7 +1242,7 @@ class L0Store:
         return {name: n for name, n in rows}
 
     def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
-        sql = f"SELECT {_QUALIFIED} FROM entries AS e {clause}"
+        sql = f"SELECT {_QUALIFIED} FROM live_entries AS e {clause}"
         args = list(params)
         if limit is not None:
             sql += " LIMIT ?"
@@ -1108,6 +1330,7 @@ def _upgrade(conn: sqlite3.Connection) -> None:
                 (entry_id, node_text(parse_canonical(content))) for entry_id, content in stored
             )
             conn.executemany(_INSERT_TEXT, ((entry_id, text) for entry_id, text in texts if text))
+        # 4: the expiry table and the live view are made by the schema script itself.
         if version < 3:
             # Every entry with text is a change an index that has applied nothing must catch up.
             stored = conn.execute("SELECT iri, content FROM entries ORDER BY id")
@@ -1118,6 +1341,23 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _default_ttl(record: Record, settings: ExpiryConfig) -> float | None:
+    """The TTL a new entry written without one gets: its graph's, its scopes' or the default."""
+    graph = record.named_graph
+    if graph is not None and graph in settings.by_graph:
+        return settings.by_graph[graph]
+    scoped = [
+        settings.by_scope[tag[len(SCOPE_TAG) :]]
+        for tag in record.tags
+        if tag.startswith(SCOPE_TAG) and tag[len(SCOPE_TAG) :] in settings.by_scope
+    ]
+    return min(scoped) if scoped else settings.default_s
 
 
 def _log(conn: sqlite3.Connection, iris: Sequence[str]) -> None:

@@ -242,7 +242,7 @@ class Conversation:
 
         Returns the inputs taken now. A callback handler calls this; ``deliver`` shows them.
         """
-        return self.session.start_cycle(self.memory.supplements)
+        return self.session.start_cycle(self.memory.supplements, tags=[self.scope.tag])
 
     def deliver(self) -> list[SupplementaryInput]:
         """Return the supplementary inputs to show the model as new user messages, once each.

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from gliding_core import L0Store
+from gliding_core.store.sqlite import SCHEMA_VERSION
 
 
 def test_a_version_2_store_is_upgraded_with_its_texts_in_the_log(tmp_path: Path) -> None:
@@ -27,5 +28,18 @@ def test_a_version_2_store_is_upgraded_with_its_texts_in_the_log(tmp_path: Path)
         store.put({"@id": "urn:three", "text": "three"})
         assert store.change_sequence() == 3
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
+
+
+def test_a_version_3_store_is_upgraded_to_expire_entries(tmp_path: Path) -> None:
+    path = tmp_path / "l0.sqlite3"
+    with L0Store(path) as store:
+        store.put({"@id": "urn:one", "text": "one"})
+    conn = sqlite3.connect(path)
+    conn.executescript("DROP VIEW live_entries; DROP TABLE entry_expiry; PRAGMA user_version = 3;")
+    conn.close()
+    with L0Store(path) as store:
+        assert store.get("urn:one") is not None
+        store.put({"@id": "urn:two", "text": "two"}, ttl=3_600)
+        assert list(store.expires_at(["urn:one", "urn:two"])) == ["urn:two"]

@@ -275,6 +275,10 @@ class MessageRecords(Protocol):
         """Delete the messages up to sequence ``up_to`` (included); return how many."""
         ...
 
+    def forget_task(self, task: str) -> int:
+        """Delete every message of ``task`` (erasure on request); return how many."""
+        ...
+
 
 class CoordinationTx(Protocol):
     """One transaction on a coordination store: its record stores and its clock.
@@ -340,6 +344,10 @@ class CoordinationStore(Protocol):
 
     def close(self) -> None:
         """Release the backend; later transactions raise ``ClosedError``; twice is harmless."""
+        ...
+
+    def scrub(self) -> None:
+        """Make deleted records unrecoverable from the backend's files (free pages, logs)."""
         ...
 
 

@@ -239,6 +239,23 @@ class CoordinationDB:
         if self._closed:
             raise ClosedError("the coordination database is closed")
 
+    def scrub(self) -> None:
+        """Rewrite the database with its freed pages zeroed and truncate its log.
+
+        SQLite keeps a deleted row's bytes in free pages and in the write-ahead log; this
+        leaves none (``secure_delete``, ``VACUUM``, a truncating checkpoint).
+        """
+        with self._lock:
+            self._check_open()
+            with translated("sqlite", "scrubbing the coordination database"):
+                self._conn.execute("PRAGMA secure_delete = ON")
+                try:
+                    self._conn.execute("VACUUM")
+                    if self.path is not None:
+                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    self._conn.execute("PRAGMA secure_delete = OFF")
+
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
@@ -709,3 +726,7 @@ class SQLiteMessages:
     def prune(self, up_to: int) -> int:
         """Delete the messages up to ``up_to``; return how many."""
         return self._conn.execute("DELETE FROM messages WHERE sequence <= ?", (up_to,)).rowcount
+
+    def forget_task(self, task: str) -> int:
+        """Delete every message of ``task``; return how many."""
+        return self._conn.execute("DELETE FROM messages WHERE task = ?", (task,)).rowcount

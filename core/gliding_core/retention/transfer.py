@@ -1,0 +1,392 @@
+"""Memory: carrying a memory out and back in, as JSON Lines.
+
+The file: a header line, then one line per L0 entry, oldest first::
+
+    {"format": "gliding-horse-memory", "version": 1, "embedder": "hash-256",
+     "dimension": 256, "scope": null, "entries": 42}
+    {"entry": {"@id": "urn:...", "@type": "Turn", "text": "..."}, "tags": ["turn", ...],
+     "graph": "urn:gliding:session:...", "importance": 0.5, "created": 1796540000.25,
+     "metadata": {...}, "state": "S", "expires": null, "scope": "user:alice",
+     "embedding": [0.01, ...]}
+
+``entry`` is the JSON-LD node as stored. Sessions (their turns), chat logs, supplementary
+inputs, LangGraph store items and the blackboard nodes flushed to L0 are entries like any
+other, so they travel too; ``scope`` names the scope an entry belongs to (informative: its tags
+carry it). ``embedding`` is the vector the header's embedder gives the entry's text.
+
+Import treats the file as hostile: each line is at most ``MAX_LINE_BYTES`` and parsed JSON
+nesting is bounded (``Record``'s checks, a ``RecursionError`` caught), every field is checked
+by type and range, unknown keys are refused, the header must come first and name this format
+and version. Every line is checked before anything is written, and everything is written in
+one L0 transaction: a bad line writes nothing (``MalformedImportError`` lists each bad line by
+number), unless ``skip_bad`` imports the rest and lists them. Entries come back exactly (IRI,
+content, tags, graph, importance, metadata, creation time, expiry); the vectors are taken from
+the file when its embedder is the memory's (so search ranks as it did), else computed again.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from gliding_core.errors import GlidingError, InvalidInputError, MalformedImportError
+from gliding_core.hyperspace.backends import CachedEmbedder
+from gliding_core.jsonld import node_text, preview
+from gliding_core.retention.erasure import scope_entries
+from gliding_core.store.entry import Entry, MesiState, Record, Restored
+from gliding_core.store.protocol import EntryStore
+from gliding_core.store.scope import TAG_PREFIX, Scope
+
+FORMAT = "gliding-horse-memory"
+VERSION = 1
+MAX_LINE_BYTES = 8 * 1_048_576  # a node and its metadata at their limits, with a vector
+_HEADER_KEYS = {"format", "version", "embedder", "dimension", "scope", "entries"}
+_ENTRY_KEYS = {
+    "entry",
+    "tags",
+    "graph",
+    "importance",
+    "created",
+    "metadata",
+    "state",
+    "expires",
+    "scope",
+    "embedding",
+}
+
+Source = str | os.PathLike[str] | IO[str]
+
+
+class TransferParts(Protocol):
+    """What export and import need of a memory (``Memory`` has it)."""
+
+    @property
+    def store(self) -> EntryStore: ...
+
+    @property
+    def embedder_name(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import wrote.
+
+    Attributes:
+        imported: the IRIs written, in the file's order.
+        skipped: ``(line number, what is wrong)`` of each bad line left out (``skip_bad``).
+        embedder: the header's embedder.
+        vectors_kept: whether the file's vectors were kept (its embedder is the memory's);
+            otherwise the dense index computes them again.
+    """
+
+    imported: tuple[str, ...] = ()
+    skipped: tuple[tuple[int, str], ...] = ()
+    embedder: str = ""
+    vectors_kept: bool = False
+
+
+@dataclass(slots=True)
+class _Parsed:
+    header: dict[str, Any] = field(default_factory=dict)
+    items: list[Restored] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    vectors: list[list[float]] = field(default_factory=list)
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+
+# -- export ----------------------------------------------------------------------------------
+
+
+def export_memory(
+    parts: TransferParts, out: Source, *, scope: Scope | None = None, cache: CachedEmbedder
+) -> int:
+    """Write the memory (or one scope of it) to ``out`` as JSON Lines; return the entries.
+
+    Args:
+        parts: the memory.
+        out: a path (written whole, then moved in place) or an open text file.
+        scope: export only this scope's entries (as ``Memory.forget`` would find them).
+        cache: the memory's embedder, whose vectors go with the entries.
+
+    Raises:
+        InvalidInputError: ``scope`` is not a ``Scope`` or ``out`` is neither a path nor a file.
+        StorageError: the store failed or the file cannot be written.
+    """
+    if scope is not None and not isinstance(scope, Scope):
+        raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")
+    batches = list(_batches(parts.store, scope))
+    count = sum(len(batch) for batch in batches)
+    header: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "embedder": parts.embedder_name,
+        "dimension": cache.dimension,
+        "scope": None if scope is None else scope.name,
+        "entries": count,
+    }
+    with _Writer(out) as stream:
+        stream.write(json.dumps(header, ensure_ascii=False) + "\n")
+        for batch in batches:
+            for line in _lines(parts.store, batch, cache):
+                stream.write(line + "\n")
+    return count
+
+
+def _batches(store: EntryStore, scope: Scope | None) -> Iterator[list[Entry]]:
+    if scope is None:
+        yield from store.scan_entries()
+        return
+    iris = scope_entries(store, scope)
+    for start in range(0, len(iris), 1_000):
+        found = store.get_many(iris[start : start + 1_000])
+        yield sorted(found.values(), key=lambda e: (e.created_at, e.iri))
+
+
+def _lines(store: EntryStore, entries: list[Entry], cache: CachedEmbedder) -> Iterator[str]:
+    texts = [node_text(entry.node) for entry in entries]
+    with_text = [t for t in texts if t]
+    matrix = iter(cache.matrix(with_text).tolist()) if with_text else iter(())
+    expiry = store.expires_at([entry.iri for entry in entries])
+    for entry, text in zip(entries, texts, strict=True):
+        scopes = [t[len(TAG_PREFIX) :] for t in entry.tags if t.startswith(TAG_PREFIX)]
+        line = {
+            "entry": entry.node,
+            "tags": list(entry.tags),
+            "graph": entry.named_graph,
+            "importance": entry.importance,
+            "created": entry.created_at,
+            "metadata": entry.metadata,
+            "state": entry.mesi_state.value,
+            "expires": expiry.get(entry.iri),
+            "scope": scopes[0] if scopes else None,
+        }
+        if text:
+            line["embedding"] = next(matrix)
+        yield json.dumps(line, ensure_ascii=False, allow_nan=False)
+
+
+class _Writer:
+    """A text stream to write to: the file given, or a temporary file moved onto the path."""
+
+    def __init__(self, out: Source) -> None:
+        self.out = out
+        self.path: Path | None = None
+        self.stream: IO[str] | None = None
+
+    def __enter__(self) -> IO[str]:
+        if isinstance(self.out, (str, os.PathLike)):
+            self.path = Path(self.out)
+            try:
+                self.stream = open(
+                    self.path.with_name(self.path.name + ".partial"), "w", encoding="utf-8"
+                )
+            except OSError as exc:
+                raise InvalidInputError(f"cannot write {str(self.path)!r}: {exc}") from exc
+            return self.stream
+        if isinstance(self.out, io.TextIOBase) or callable(getattr(self.out, "write", None)):
+            return self.out
+        raise InvalidInputError(f"out must be a path or a text file, got {preview(self.out)}")
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if self.stream is None or self.path is None:
+            return
+        partial = Path(self.stream.name)
+        self.stream.close()
+        if kind is None:
+            os.replace(partial, self.path)
+        else:
+            partial.unlink(missing_ok=True)
+
+
+# -- import ----------------------------------------------------------------------------------
+
+
+def import_memory(
+    parts: TransferParts, source: Source, *, cache: CachedEmbedder, skip_bad: bool = False
+) -> ImportReport:
+    """Read a JSON Lines export into the memory (see the module); return what was written.
+
+    Args:
+        parts: the memory.
+        source: a path or an open text file.
+        cache: the memory's embedder, which keeps the file's vectors when it made them.
+        skip_bad: import the good lines and list the bad ones, instead of writing nothing.
+
+    Raises:
+        MalformedImportError: a line is malformed (and ``skip_bad`` is off, or the header is);
+            nothing was written. Its ``problems`` list each bad line.
+        InvalidInputError: ``source`` cannot be read.
+    """
+    parsed = _parse(source, parts.store)
+    header_bad = any(number == 1 for number, _ in parsed.problems) or not parsed.header
+    if parsed.problems and (not skip_bad or header_bad):
+        shown = "; ".join(f"line {n}: {why}" for n, why in parsed.problems[:10])
+        more = len(parsed.problems) - 10
+        raise MalformedImportError(
+            f"the import file has {len(parsed.problems)} bad line(s), nothing was written: "
+            f"{shown}{f' (and {more} more)' if more > 0 else ''}",
+            parsed.problems,
+        )
+    matched = parsed.header.get("embedder") == parts.embedder_name
+    if matched and parsed.texts:
+        cache.remember(parsed.texts, parsed.vectors)
+    iris = parts.store.restore_many(parsed.items) if parsed.items else []
+    return ImportReport(
+        imported=tuple(iris),
+        skipped=tuple(parsed.problems),
+        embedder=str(parsed.header.get("embedder", "")),
+        vectors_kept=matched,
+    )
+
+
+def _parse(source: Source, store: EntryStore) -> _Parsed:
+    parsed = _Parsed()
+    for number, line in _read_lines(source):
+        try:
+            value = _json(line)
+            if number == 1:
+                parsed.header = _header(value)
+            else:
+                _entry(value, parsed, store)
+        except (GlidingError, ValueError, TypeError) as exc:
+            parsed.problems.append((number, str(exc)[:300]))
+    return parsed
+
+
+def _read_lines(source: Source) -> Iterator[tuple[int, str | None]]:
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            stream: IO[str] = open(source, encoding="utf-8", newline="\n")  # noqa: SIM115
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {str(source)!r}: {exc}") from exc
+        with stream:
+            yield from _numbered(stream)
+    elif callable(getattr(source, "readline", None)):
+        yield from _numbered(source)
+    else:
+        raise InvalidInputError(f"source must be a path or a text file, got {preview(source)}")
+
+
+def _numbered(stream: IO[str]) -> Iterator[tuple[int, str | None]]:
+    """Number the non-blank lines, each read at most ``MAX_LINE_BYTES`` characters at a time:
+    a longer one is given as ``None``, never held whole."""
+    number = 0
+    while True:
+        try:
+            line = stream.readline(MAX_LINE_BYTES + 1)
+        except UnicodeDecodeError as exc:
+            raise MalformedImportError(
+                f"the import file is not UTF-8 text after line {number}: {exc}",
+                [(number + 1, "not UTF-8 text")],
+            ) from None
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
+            while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith("\n"):
+                pass
+            yield number, None
+            continue
+        if line.strip() or number == 1:
+            yield number, line
+
+
+def _json(line: str | None) -> Any:
+    if line is None:
+        raise InvalidInputError(f"the line is longer than {MAX_LINE_BYTES} characters")
+    try:
+        return json.loads(line, parse_constant=_no_constant)
+    except RecursionError:
+        raise InvalidInputError("the line nests too deep") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"not JSON: {exc.msg} at column {exc.colno}") from None
+
+
+def _no_constant(name: str) -> None:
+    raise InvalidInputError(f"{name} is not a JSON number")
+
+
+def _header(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or value.get("format") != FORMAT:
+        raise InvalidInputError(f"the first line is not a {FORMAT} header")
+    if value.get("version") != VERSION:
+        raise InvalidInputError(f"format version {preview(value.get('version'))} is not {VERSION}")
+    unknown = set(value) - _HEADER_KEYS
+    if unknown:
+        raise InvalidInputError(f"unknown header keys {sorted(unknown)[:5]}")
+    if not isinstance(value.get("embedder"), str):
+        raise InvalidInputError("the header names no embedder")
+    dimension = value.get("dimension")
+    if dimension is not None and (
+        isinstance(dimension, bool) or not isinstance(dimension, int) or not 0 < dimension < 65_536
+    ):
+        raise InvalidInputError(f"dimension {preview(dimension)} is not a vector size")
+    return value
+
+
+def _entry(value: Any, parsed: _Parsed, store: EntryStore) -> None:
+    """Check one entry line and add it to ``parsed`` (nothing is added when it is bad)."""
+    if not parsed.header:
+        raise InvalidInputError("no valid header before this line")
+    if not isinstance(value, dict):
+        raise InvalidInputError("an entry line must be a JSON object")
+    unknown = set(value) - _ENTRY_KEYS
+    if unknown:
+        raise InvalidInputError(f"unknown keys {sorted(unknown)[:5]}")
+    node = value.get("entry")
+    if not isinstance(node, dict) or not isinstance(node.get("@id"), str):
+        raise InvalidInputError("'entry' must be a JSON-LD node with an @id")
+    tags = value.get("tags", [])
+    if not isinstance(tags, list):
+        raise InvalidInputError("'tags' must be a list")
+    state = value.get("state", "S")
+    if state not in {s.value for s in MesiState}:
+        raise InvalidInputError(f"'state' {preview(state)} is not M, E, S or I")
+    record = Record(
+        node,
+        tags=tags,
+        importance=_number(value.get("importance", 0.5), "importance"),
+        named_graph=value.get("graph"),
+        metadata=_mapping(value.get("metadata", {})),
+        mesi_state=state,
+    )
+    config = store.config
+    if record.depth > config.max_depth:
+        raise InvalidInputError(f"the entry nests {record.depth} deep, over {config.max_depth}")
+    if len(record.content.encode("utf-8")) > config.max_content_bytes:
+        raise InvalidInputError(f"the entry is over {config.max_content_bytes} bytes")
+    created = _number(value.get("created"), "created")
+    expires = value.get("expires")
+    expires = None if expires is None else _number(expires, "expires")
+    text = node_text(record.node)
+    vector = _vector(value.get("embedding"), parsed.header.get("dimension")) if text else None
+    parsed.items.append(Restored(record, created, expires))
+    if text and vector is not None:
+        parsed.texts.append(text)
+        parsed.vectors.append(vector)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidInputError(f"{what!r} must be a finite number, got {preview(value)}")
+    return float(value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInputError("'metadata' must be a JSON object")
+    return value
+
+
+def _vector(value: Any, dimension: Any) -> list[float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or (isinstance(dimension, int) and len(value) != dimension):
+        raise InvalidInputError(f"'embedding' must be a list of {dimension} numbers")
+    return [_number(x, "embedding") for x in value]

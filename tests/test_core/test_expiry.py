@@ -1,0 +1,73 @@
+"""Expiry in a memory: entries vanish when they expire and a background sweep, run by the memory
+itself, deletes them from every index; the LangGraph store's items go the same way."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gliding_core import Conversation, HashEmbedder, Memory, MemoryConfig, Scope, TopicConfig
+from gliding_core.config import ExpiryConfig, StoreConfig
+
+WAIT_S = 60.0  # the most a test waits for the background sweep: long on a loaded machine
+
+
+def config(interval_s: float, **expiry: object) -> MemoryConfig:
+    return MemoryConfig(
+        topics=TopicConfig(interval_s=0),
+        store=StoreConfig(expiry=ExpiryConfig(sweep_interval_s=interval_s, **expiry)),
+    )
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within ``WAIT_S`` (a guard against a hang, not a timing)."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_the_memory_sweeps_expired_entries_without_being_asked(tmp_path: Path) -> None:
+    with Memory.open(tmp_path, config=config(0.05), embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:kept", "text": "lasting words"})
+        memory.store.put({"@id": "urn:brief", "text": "brief words Qzbrief"}, ttl=0.05)
+        memory.search("words", 5)  # both are in the dense index
+        before = memory.store.change_sequence()
+        assert eventually(lambda: memory.store.change_sequence() > before)  # a deletion
+        assert [h.iri for h in memory.search("brief words", 5)] == ["urn:kept"]
+        assert eventually(lambda: memory.index.count() == 1)
+        assert memory.sweep_expired().removed == 0  # nothing left to sweep
+        sweeper = memory._sweeper._thread
+        assert sweeper is not None
+        assert sweeper.is_alive()
+    assert not sweeper.is_alive()  # stopped with the memory
+    assert not any(b"Qzbrief" in p.read_bytes() for p in tmp_path.rglob("*.sqlite3"))
+
+
+def test_an_expired_turn_leaves_the_open_session_at_the_sweep() -> None:
+    expiring = config(0, by_scope={"user:alice": 0.05})
+    with Memory(config=expiring, embedder=HashEmbedder()) as memory:
+        conversation = Conversation(memory, scope=Scope.user("alice"))
+        conversation.record([{"role": "user", "content": "a passing remark Qzpass"}])
+        bob = Conversation(memory, scope=Scope.user("bob"))
+        bob.record([{"role": "user", "content": "bob stays"}])
+        assert len(conversation.session.turns) == 1
+        time.sleep(0.15)
+        assert memory.store.search_ids("Qzpass") == []  # invisible at once
+        report = memory.sweep_expired()
+        assert report.target == "expired"
+        assert report.kinds == {"Turn": 1}
+        assert report.session_turns == 1
+        assert conversation.session.turns == []
+        assert len(bob.session.turns) == 1
+
+
+def test_no_sweep_runs_with_an_interval_of_zero() -> None:
+    with Memory(config=config(0), embedder=HashEmbedder()) as memory:
+        assert memory._sweeper._thread is None
+        memory.store.put({"@id": "urn:brief"}, ttl=0.01)
+        time.sleep(0.05)
+        assert [e.iri for e in memory.store.sweep_expired()] == ["urn:brief"]

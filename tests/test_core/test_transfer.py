@@ -1,0 +1,269 @@
+"""Export and import: a memory carried out as JSON Lines and back in, exactly; a hostile file
+writes nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gliding_core import (
+    Conversation,
+    HashEmbedder,
+    Memory,
+    MemoryConfig,
+    Scope,
+    TopicConfig,
+)
+from gliding_core.errors import MalformedImportError
+from gliding_core.retention.transfer import FORMAT, MAX_LINE_BYTES, VERSION
+from gliding_core.view.chatlog import ChatLog
+
+CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
+QUERIES = ["crate code", "blue bicycle", "dock schedule", "plan the release", "alice"]
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += list(texts)
+        return super().embed_documents(texts)
+
+
+def fill(memory: Memory) -> None:
+    for user, words in (("alice", "blue bicycle"), ("bob", "crate code 5521")):
+        conversation = Conversation(memory, scope=Scope.user(user))
+        ChatLog(conversation).append(
+            [
+                {"role": "user", "content": f"{user} asks about the {words}", "id": f"{user}1"},
+                {"role": "assistant", "content": f"The {words} is noted.", "id": f"{user}2"},
+            ]
+        )
+        memory.supplements.put(Scope.user(user).task_iri, f"{user} adds: the dock schedule")
+        conversation.deliver()
+    memory.store.put(
+        {
+            "@id": "urn:ex:note",
+            "@type": "Note",
+            "text": "plan the release",
+            "about": {"@id": "urn:ex:x"},
+        },
+        tags=["decision", "scope:user:alice"],
+        importance=0.9,
+        named_graph="urn:kg:notes",
+        metadata={"source": "meeting", "n": [1, 2]},
+    )
+    memory.store.put({"@id": "urn:ex:brief", "text": "expires later"}, ttl=3_600)
+    memory.store.put({"@id": "urn:ex:bare", "count": 3})  # no text
+    memory.blackboard.write(
+        [{"@id": "urn:ex:plan", "@type": "Plan", "text": "release plan draft"}],
+        task="urn:task:release",
+        area="plan",
+    )
+    memory.blackboard.flush()
+
+
+def snapshot(memory: Memory) -> list[tuple[Any, ...]]:
+    entries = [e for batch in memory.store.scan_entries() for e in batch]
+    expiry = memory.store.expires_at([e.iri for e in entries])
+    return sorted(
+        (
+            e.iri,
+            e.content,
+            e.tags,
+            e.named_graph,
+            e.importance,
+            e.created_at,
+            e.metadata,
+            e.mesi_state,
+            expiry.get(e.iri),
+        )
+        for e in entries
+    )
+
+
+def results(memory: Memory) -> list[list[tuple[str, float]]]:
+    return [[(h.iri, round(h.score, 6)) for h in memory.search(q, 8)] for q in QUERIES]
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> tuple[Path, list[tuple[Any, ...]], list[Any]]:
+    with Memory.open(tmp_path / "source", config=CONFIG, embedder=HashEmbedder()) as memory:
+        fill(memory)
+        path = tmp_path / "memory.jsonl"
+        count = memory.export_jsonl(path)
+        before, ranked = snapshot(memory), results(memory)
+    assert count == len(before)
+    return path, before, ranked
+
+
+def test_import_into_an_empty_memory_gives_back_every_entry_and_the_same_search(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    path, before, ranked = exported
+    embedder = CountingEmbedder()
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=embedder) as memory:
+        report = memory.import_jsonl(path)
+        assert report.vectors_kept
+        assert report.skipped == ()
+        assert len(report.imported) == len(before)
+        assert snapshot(memory) == before
+        assert results(memory) == ranked
+        entry_texts = {t for b in memory.store.scan_texts() for _, t in b}
+        assert not entry_texts & set(embedder.texts)  # the file's vectors were used
+
+
+def test_the_file_has_a_header_and_one_entry_per_line(
+    exported: tuple[Path, list[tuple[Any, ...]], list[Any]],
+) -> None:
+    path, before, _ = exported
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == FORMAT
+    assert header["version"] == VERSION
+    assert header["embedder"] == "hash-256"
+    assert len(lines) == len(before) + 1
+    note = next(json.loads(x) for x in lines[1:] if '"urn:ex:note"' in x)
+    assert note["entry"]["@id"] == "urn:ex:note"
+    assert note["tags"] == ["decision", "scope:user:alice"]
+    assert note["graph"] == "urn:kg:notes"
+    assert note["importance"] == 0.9
+    assert note["scope"] == "user:alice"
+    assert isinstance(note["created"], float)
+    kinds = {t for x in lines[1:] for t in json.loads(x)["entry"].get("@type", [])}
+    kinds |= {json.loads(x)["entry"].get("@type") for x in lines[1:]} - {None}  # type: ignore[arg-type]
+    assert {"Turn", "SupplementaryInput", "Plan", "Note"} <= kinds  # sessions, inputs, board
+
+
+def test_another_embedder_computes_the_vectors_again(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    path, before, _ = exported
+    other = HashEmbedder(64)
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=other) as memory:
+        report = memory.import_jsonl(path)
+        assert not report.vectors_kept
+        assert snapshot(memory) == before
+        assert memory.index.count() == sum(len(b) for b in memory.store.scan_texts())
+        assert "crate code" in memory.search("crate code", 3)[0].entry.node["text"]
+
+
+def test_a_scope_export_holds_that_scope_only(tmp_path: Path) -> None:
+    with Memory.open(tmp_path / "m", config=CONFIG, embedder=HashEmbedder()) as memory:
+        fill(memory)
+        out = io.StringIO()
+        count = memory.export_jsonl(out, scope=Scope.user("bob"))
+    lines = out.getvalue().splitlines()
+    assert json.loads(lines[0])["scope"] == "user:bob"
+    assert count == len(lines) - 1 >= 3
+    text = out.getvalue()
+    assert "bob asks" in text
+    assert "alice" not in text
+    assert "release" not in text
+
+
+# -- a hostile or broken file ------------------------------------------------------------------
+
+
+def _file(tmp_path: Path, exported: Path, bad: str, at: int = 2) -> Path:
+    lines = exported.read_text(encoding="utf-8").splitlines()
+    lines.insert(at, bad)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+GOOD = {"entry": {"@id": "urn:ex:new", "text": "fine"}, "created": 1.0}
+BAD_LINES = {
+    "not json": "{not json",
+    "an array": "[1, 2]",
+    "deep nesting": "[" * 100_000 + "]" * 100_000,
+    "deep node": json.dumps({**GOOD, "entry": {"@id": "urn:x", "v": _deep}})
+    if (_deep := json.loads("[" * 200 + "]" * 200)) is not None
+    else "",
+    "unknown key": json.dumps({**GOOD, "extra": 1}),
+    "no id": json.dumps({**GOOD, "entry": {"text": "x"}}),
+    "bad id": json.dumps({**GOOD, "entry": {"@id": "two words"}}),
+    "importance out of range": json.dumps({**GOOD, "importance": 2}),
+    "created not a number": json.dumps({**GOOD, "created": "yesterday"}),
+    "created missing": json.dumps({"entry": {"@id": "urn:ex:new"}}),
+    "NaN": '{"entry": {"@id": "urn:ex:new"}, "created": NaN}',
+    "tags a string": json.dumps({**GOOD, "tags": "a,b"}),
+    "tag with a control character": json.dumps({**GOOD, "tags": ["a\u0007"]}),
+    "state unknown": json.dumps({**GOOD, "state": "Q"}),
+    "metadata a list": json.dumps({**GOOD, "metadata": [1]}),
+    "embedding of the wrong size": json.dumps({**GOOD, "embedding": [0.5, 0.5]}),
+    "embedding of strings": json.dumps({**GOOD, "embedding": ["a"] * 256}),
+    "lone surrogate": '{"entry": {"@id": "urn:ex:new", "text": "\\ud800"}, "created": 1.0}',
+    "too long": json.dumps({**GOOD, "entry": {"@id": "urn:x", "text": "x" * MAX_LINE_BYTES}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_LINES))
+def test_a_bad_line_is_named_and_nothing_is_written(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]], name: str
+) -> None:
+    path = _file(tmp_path, exported[0], BAD_LINES[name], at=3)
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match="line 4") as caught:
+            memory.import_jsonl(path)
+        assert [n for n, _ in caught.value.problems] == [4]
+        assert memory.store.count() == 0
+        report = memory.import_jsonl(path, skip_bad=True)
+        assert [n for n, _ in report.skipped] == [4]
+        assert len(report.imported) == len(exported[1])
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        "{}",
+        json.dumps({"format": "other", "version": 1, "embedder": "x"}),
+        json.dumps({"format": FORMAT, "version": 99, "embedder": "x"}),
+        json.dumps({"format": FORMAT, "version": 1}),
+        json.dumps({"format": FORMAT, "version": 1, "embedder": "x", "dimension": -1}),
+        json.dumps({"format": FORMAT, "version": 1, "embedder": "x", "more": 1}),
+    ],
+)
+def test_a_bad_header_refuses_the_file_even_when_skipping(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]], header: str
+) -> None:
+    lines = exported[0].read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([header, *lines[1:]]) + "\n", encoding="utf-8")
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match="line 1"):
+            memory.import_jsonl(path, skip_bad=True)
+        assert memory.store.count() == 0
+
+
+def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"format": "gliding-horse-memory"}\n\xff\xfe\n')
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match="UTF-8"):
+            memory.import_jsonl(path)
+        assert memory.store.count() == 0
+
+
+def test_a_failing_write_leaves_nothing(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    # The last line is too large for this memory's store: checked before any write.
+    from gliding_core.config import StoreConfig
+
+    small = MemoryConfig(topics=TopicConfig(interval_s=0), store=StoreConfig(max_content_bytes=64))
+    with Memory(config=small, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError):
+            memory.import_jsonl(exported[0])
+        assert memory.store.count() == 0

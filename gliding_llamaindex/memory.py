@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.memory.types import BaseMemory
 from typing_extensions import Unpack
@@ -213,7 +213,7 @@ class GlidingMemory(BaseMemory):
         view = self._conversation.view([m.record for m in logged], query=query, held=held)
         self._last_view = view
         natives = {m.id: m.native for m in logged}
-        return [_message(r, natives.get(str(r.get("id")))) for r in view.messages]
+        return [_viewed(r, natives.get(str(r.get("id")))) for r in view.messages]
 
     def hold(self, messages: Sequence[ChatMessage]) -> None:
         """Hold ``messages`` for the next ``get``: the model is sent them after its view.
@@ -290,6 +290,14 @@ def _message(record: Record, native: Any) -> ChatMessage:
     if isinstance(native, dict) and NATIVE in native:
         return ChatMessage.model_validate(native[NATIVE])
     return from_record(record)
+
+
+def _viewed(record: Record, native: Any) -> ChatMessage:
+    """The message of a view record: as logged, with the view's content when it cut it."""
+    message = _message(record, native)
+    if record.get("cut"):  # too large for the budget: the view's head of it
+        message.blocks = [TextBlock(text=record["content"])]
+    return message
 
 
 def _digest(message: ChatMessage) -> str:

@@ -98,4 +98,5 @@ def read_parts(conn: sqlite3.Connection, entry_id: int) -> str | None:
 
 def has_parts(conn: sqlite3.Connection) -> bool:
     """Whether any entry of the store has a text in parts (search then ranks two rows each)."""
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM entry_parts)").fetchone()[0] == 1
+    found: int = conn.execute("SELECT EXISTS (SELECT 1 FROM entry_parts)").fetchone()[0]
+    return found == 1

@@ -977,7 +977,8 @@ class L0Store:
         args = (expression, *params, _check_limit(limit))
 
         def read(conn: sqlite3.Connection) -> list[Any]:
-            return conn.execute(_ranked(columns, condition, parted=has_parts(conn)), args).fetchall()
+            sql = _ranked(columns, condition, parted=has_parts(conn))
+            return conn.execute(sql, args).fetchall()
 
         if ids_only:
             with self._reading() as conn:

@@ -16,11 +16,15 @@ The parts live exactly as long as the text they complete: a later write that cha
 entry's ``"text"`` (``put``, ``replace``, ``put_text``) or deletes the entry takes them out, of
 the full-text index too. ``full_text`` joins them back.
 
-Pure helpers and SQL over a connection the store holds; every value travels as a parameter.
+The pure helpers (``split_text``, ``head_of``, ``is_head``) are every implementation's: the head
+and its note are part of the contract, so a reader of entries (the supplementary-input queue)
+knows a head from its note, whatever the backend. The SQL helpers run on a connection the SQLite
+store holds; every value travels as a parameter.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Sequence
 
@@ -34,6 +38,9 @@ CREATE TABLE IF NOT EXISTS entry_parts (
 # would copy into its B-tree's interior pages.
 
 HEAD_NOTE = "\n[... {left} more characters of this text are kept in parts: store.full_text]"
+_HEAD_END = re.compile(
+    r"\n\[\.\.\. \d+ more characters of this text are kept in parts: store\.full_text\]\Z"
+)
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
 _CHUNK = 500
@@ -60,6 +67,11 @@ def head_of(text: str, limit_bytes: int) -> str:
     room = max(0, limit_bytes - note_room)
     cut = text.encode("utf-8")[:room].decode("utf-8", errors="ignore")
     return cut + HEAD_NOTE.format(left=len(text) - len(cut))
+
+
+def is_head(text: object) -> bool:
+    """Whether ``text`` may be the head of a text kept in parts (it ends with the note)."""
+    return isinstance(text, str) and _HEAD_END.search(text) is not None
 
 
 def write_parts(conn: sqlite3.Connection, entry_id: int, text: str, part_bytes: int) -> None:

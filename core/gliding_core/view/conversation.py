@@ -84,6 +84,7 @@ from gliding_core.view.stale_turns import StaleTurns, node_copies
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "ViewMemory", "entry_text"]
 _MIN_MEMORY = 12  # the smallest memory room worth asking the sources to fill
+_QUERY_CHARS = 4_096  # recall looks for at most this much of the latest user message
 _MIN_CUT = 48  # tokens a cut message keeps at least, so it still says what it is
 CUT_NOTE = "\n[... {left} more tokens of this message are left out here; the memory keeps it whole]"
 logger = logging.getLogger(__name__)
@@ -367,17 +368,23 @@ class Conversation:
         pinned = [m for m in history if m.get("supplement")] + extra
         rest = [m for m in history if not m.get("supplement")]
         query = query if query else (last_user_text(rest) or last_user_text(pinned))
+        query = query[:_QUERY_CHARS] if query else query  # a pasted megabyte is no query
+        # Supplementary inputs are always sent; one too large is cut to half the room at most.
+        pinned, cuts = _cut(pinned, (limit - framing.count(system)) // 2, framing)
         room = limit - framing.count(system + pinned)
         whole = framing.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
         shown = rest if whole else self._window(rest, room, framing)
         visible = {id(m) for m in shown}
-        shown, cuts = _cut(shown, room, framing)
+        shown, window_cuts = _cut(shown, room, framing)
+        cuts.update(window_cuts)
         room -= framing.group_tokens(shown)
         with_summary = not whole if summary is None else bool(summary)
         parts = self._fill(query, room, shown + pinned, summary=with_summary, held=extra_held)
         kept = [
-            cuts.get(id(m), m) for m in history if m.get("supplement") or id(m) in visible
-        ] + extra
+            cuts.get(id(m), m)
+            for m in [*history, *extra]
+            if m.get("supplement") or id(m) in visible
+        ]
         memory_text = _SEPARATOR.join(p.text for p in parts)
         out = self._place(system, kept, memory_text)
         tokens = framing.count(out)

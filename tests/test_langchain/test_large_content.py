@@ -17,6 +17,7 @@ from langchain_core.tools import tool
 
 from gliding_core import HashEmbedder, Memory, MemoryConfig, TopicConfig
 from gliding_langchain import (
+    GlidingChatMessageHistory,
     GlidingMemoryMiddleware,
     ScriptedChatModel,
     SupplementaryInputCallbackHandler,
@@ -154,3 +155,12 @@ def test_a_large_supplementary_input_reaches_the_model_cut_and_is_kept(memory: M
     assert turn is not None
     assert memory.store.full_text(turn) == DUMP
     assert memory.supplements.history(TASK)[0].content == DUMP
+
+
+def test_the_chat_history_gives_a_large_message_back_exactly(memory: Memory) -> None:
+    history = GlidingChatMessageHistory(memory, "big-chat")
+    sent = [HumanMessage("Dump it."), AIMessage(DUMP)]
+    history.add_messages(sent)
+
+    again = GlidingChatMessageHistory(memory, "big-chat")
+    assert [m.content for m in again.messages] == ["Dump it.", DUMP]

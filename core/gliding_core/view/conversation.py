@@ -19,6 +19,13 @@ A model view, within one token budget, holds:
    room (the newest group always), never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
+A message too large for its room (a tool result of megabytes) is sent cut: its head and
+``CUT_NOTE`` (the archive keeps it whole, ``EntryStore.full_text``); supplementary inputs are
+cut to half the room at most, then the window's largest messages to what is left. When the
+system messages and the newest messages, cut as far as they go, still exceed the budget, the
+view is sent over budget: ``ModelView.over_budget`` says so and a warning is logged once per
+scope. The query recall looks for is at most the first ``_QUERY_CHARS`` characters.
+
 Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
 the node moves past the quoted generation the turn is stale (``gliding_core.view.stale_turns``): the
 L1 context and recall leave it out, and while it is in the window the memory message opens with

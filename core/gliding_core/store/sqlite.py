@@ -84,7 +84,7 @@ from gliding_core.jsonld import (
     validate_iri,
 )
 from gliding_core.store.access import AccessBuffer, write_buffered
-from gliding_core.store.connections import Connections, open_reader
+from gliding_core.store.connections import Connections, open_reader, set_wal
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.parts import (
@@ -247,7 +247,7 @@ class L0Store:
         """Set the writer's pragmas and create or upgrade the schema."""
         conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout_ms)}")
         # WAL lets readers run beside one writer and keeps a commit to one appended frame.
-        conn.execute("PRAGMA journal_mode = WAL")
+        set_wal(conn, busy_timeout_ms=self.config.busy_timeout_ms)
         conn.execute(f"PRAGMA synchronous = {self._sync_level}")
         # A larger page cache keeps the B-tree interiors of a 100,000-entry store in memory;
         # SQLite grows it only as pages are used, so a small store stays small.

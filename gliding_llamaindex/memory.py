@@ -73,6 +73,9 @@ class GlidingMemory(BaseMemory):
     Args:
         conversation: the conversation (memory, task, agent, budget) to read and archive into.
         chat_history: messages to start with (archived like ``set``).
+        chat: the key of the chat history within the conversation's scope; the agent's name
+            when omitted (``gliding_core.view.chatlog.ChatLog``). ``from_defaults`` gives the
+            ``session_id`` of a user's session here.
 
     Example:
         >>> mem = GlidingMemory.from_defaults(Memory(), "urn:task:1", budget=900)  # doctest: +SKIP
@@ -83,13 +86,18 @@ class GlidingMemory(BaseMemory):
 
     _conversation: Conversation = PrivateAttr()
     _log: ChatLog = PrivateAttr()
+    _chat: str | None = PrivateAttr(default=None)
     _last_view: ModelView | None = PrivateAttr(default=None)
     _owned: Memory | None = PrivateAttr(default=None)
     _held: list[Record] = PrivateAttr(default_factory=list)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
 
     def __init__(
-        self, conversation: Conversation, *, chat_history: list[ChatMessage] | None = None
+        self,
+        conversation: Conversation,
+        *,
+        chat_history: list[ChatMessage] | None = None,
+        chat: str | None = None,
     ) -> None:
         if not isinstance(conversation, Conversation):
             raise InvalidInputError(
@@ -97,7 +105,8 @@ class GlidingMemory(BaseMemory):
             )
         super().__init__()
         self._conversation = conversation
-        self._log = ChatLog(conversation)
+        self._log = ChatLog(conversation, chat)
+        self._chat = chat
         if chat_history:
             self.set(chat_history)
 
@@ -127,8 +136,11 @@ class GlidingMemory(BaseMemory):
             memory: the gliding memory; a new in-memory ``Memory()`` (closed by ``close``) when
                 omitted.
             task_iri: the task of a memory with neither ``session_id`` nor ``user_id``.
-            session_id: the chat's key: its scope is this thread (``Scope.thread``).
-            user_id: the user: their scope (``Scope.user``), shared by all their sessions.
+            session_id: the chat's key, as LlamaIndex's chat stores use it: each session has
+                its own chat history (``reset`` of one leaves the others). Alone, it is also
+                the scope (``Scope.thread``).
+            user_id: the user: their scope (``Scope.user``): long-term recall, the L1 session
+                and supplementary inputs are the user's, across all their sessions.
             shared: named graph IRIs or scopes recall reads besides the memory's own scope.
             token_limit: LlamaIndex's name for the ``budget`` option; give one of the two.
             recall_filters: restrict recall further (see ``Conversation``).
@@ -169,7 +181,9 @@ class GlidingMemory(BaseMemory):
             if owned is not None:
                 owned.close()
             raise
-        value = cls(conversation, chat_history=chat_history)
+        # A user's sessions share the user's scope; each keeps its own chat history.
+        chat = session_id if user_id is not None else None
+        value = cls(conversation, chat_history=chat_history, chat=chat)
         value._owned = owned
         if owned is not None:  # closed with the memory, or when the memory is collected
             weakref.finalize(value, owned.close)
@@ -182,7 +196,9 @@ class GlidingMemory(BaseMemory):
 
     @property
     def session_id(self) -> str | None:
-        """The chat's key when the memory is scoped to a thread (a session), else ``None``."""
+        """The session (chat) key this memory was built for, else ``None``."""
+        if self._chat is not None:
+            return self._chat
         scope = self._conversation.scope
         return scope.key if scope.kind == "thread" else None
 

@@ -27,6 +27,10 @@ Invariants:
   ``durability="full"``, a power loss also those written since the last synced commit),
   never an entry or any other write. Other stores on the same file see the counts once
   written.
+- A text over ``max_content_bytes`` written with ``put_text`` is kept whole beside its entry
+  (``gliding_core.store.parts``): the node holds a head, the full-text index all of it, and the
+  parts go when the entry's ``"text"`` changes or the entry is deleted. ``put`` refuses a node
+  over the limit.
 - SQL is built from constants only; every value travels as a parameter.
 
 In memory: ``L0Store()`` keeps its database in a private temporary file (WAL, never synced,
@@ -587,18 +591,23 @@ class L0Store:
             len(canonical_json(whole).encode("utf-8")) <= limit
         ):
             return self._checked_many([_with_node(record, whole)], "put_text", merge=True)[0]
-        head = head_of(text, self._head_room(record))
-        headed = _with_node(record, {**record.node, "text": head})
+        headed = self._headed(record, text)
         with self._session() as conn:
             (iri,) = self._checked_many([headed], "put_text", merge=False)
             entry_id = conn.execute("SELECT id FROM entries WHERE iri = ?", (iri,)).fetchone()[0]
             write_parts(conn, entry_id, text, limit)
         return iri
 
-    def _head_room(self, record: Record) -> int:
-        """The bytes the head of a text may take in ``record``'s node (a margin for its key)."""
-        rest = len(record.content.encode("utf-8")) + 64
-        return max(0, min(self.config.text_head_bytes, self.config.max_content_bytes - rest))
+    def _headed(self, record: Record, text: str) -> Record:
+        """``record`` with the head of ``text``: within ``text_head_bytes``, and short enough
+        that the node's JSON (where escapes may lengthen it) is within ``max_content_bytes``."""
+        limit = self.config.max_content_bytes
+        room = min(self.config.text_head_bytes, limit - len(record.content.encode("utf-8")))
+        while True:
+            headed = _with_node(record, {**record.node, "text": head_of(text, max(0, room))})
+            if room <= 0 or len(headed.content.encode("utf-8")) <= limit:
+                return headed  # with no room at all, the write refuses the node as too large
+            room //= 2
 
     def full_text(self, iri: str) -> str | None:
         """Return the whole text of the entry of ``iri``, or ``None`` when there is no entry.

@@ -157,3 +157,14 @@ def test_another_handle_reads_the_whole_text(shared_entry_backend: Backend[Entry
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.store_config(max_content_bytes=2_048, text_head_bytes=1_024)
+def test_a_head_of_characters_json_escapes_still_fits(entry_store: EntryStore) -> None:
+    """Control characters take six bytes each in the node's JSON: the head shrinks to fit."""
+    text = "\x01" * 20_000 + " tail"
+    iri = entry_store.put_text({"@id": "urn:t:escaped"}, text)
+    entry = entry_store.get(iri)
+    assert entry is not None
+    assert _size(entry.content) <= 2_048
+    assert entry_store.full_text(iri) == text

@@ -168,3 +168,10 @@ def test_a_head_of_characters_json_escapes_still_fits(entry_store: EntryStore) -
     assert entry is not None
     assert _size(entry.content) <= 2_048
     assert entry_store.full_text(iri) == text
+
+
+def test_a_node_too_large_without_its_text_is_still_refused(entry_store: EntryStore) -> None:
+    with pytest.raises(ContentTooLargeError, match="max_content_bytes"):
+        entry_store.put_text({"@id": "urn:t:fat", "notes": "n" * 5_000}, LARGE)
+    assert "urn:t:fat" not in entry_store
+    assert entry_store.search_ids("zanzibar") == []

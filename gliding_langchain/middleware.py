@@ -296,9 +296,12 @@ def _in_system(record: Mapping[str, Any], originals: Mapping[str, Any]) -> bool:
 
 def _message(record: Mapping[str, Any], originals: Mapping[str, Any]) -> Any:
     """The request message of a view record: the original (its tool calls bounded as the record
-    counted them), or the memory as a human message."""
+    counted them, its content cut when the view cut it), or the memory as a human message."""
     if record.get("id") in originals:
-        return bounded_message(originals[record["id"]])
+        message = bounded_message(originals[record["id"]])
+        if record.get("cut"):  # too large for the budget: the view's head of it
+            return message.model_copy(update={"content": record["content"]})
+        return message
     return HumanMessage(content=record["content"])
 
 

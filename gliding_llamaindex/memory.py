@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import ConfigDict, PrivateAttr
 from llama_index.core.memory.types import BaseMemory
 from typing_extensions import Unpack
@@ -74,6 +74,9 @@ class GlidingMemory(BaseMemory):
     Args:
         conversation: the conversation (memory, task, agent, budget) to read and archive into.
         chat_history: messages to start with (archived like ``set``).
+        chat: the key of the chat history within the conversation's scope; the agent's name
+            when omitted (``gliding_core.view.chatlog.ChatLog``). ``from_defaults`` gives the
+            ``session_id`` of a user's session here.
 
     Example:
         >>> mem = GlidingMemory.from_defaults(Memory(), "urn:task:1", budget=900)  # doctest: +SKIP
@@ -84,13 +87,18 @@ class GlidingMemory(BaseMemory):
 
     _conversation: Conversation = PrivateAttr()
     _log: ChatLog = PrivateAttr()
+    _chat: str | None = PrivateAttr(default=None)
     _last_view: ModelView | None = PrivateAttr(default=None)
     _owned: Memory | None = PrivateAttr(default=None)
     _held: list[Record] = PrivateAttr(default_factory=list)
     _lock: threading.RLock = PrivateAttr(default_factory=threading.RLock)
 
     def __init__(
-        self, conversation: Conversation, *, chat_history: list[ChatMessage] | None = None
+        self,
+        conversation: Conversation,
+        *,
+        chat_history: list[ChatMessage] | None = None,
+        chat: str | None = None,
     ) -> None:
         if not isinstance(conversation, Conversation):
             raise InvalidInputError(
@@ -98,7 +106,8 @@ class GlidingMemory(BaseMemory):
             )
         super().__init__()
         self._conversation = conversation
-        self._log = ChatLog(conversation)
+        self._log = ChatLog(conversation, chat)
+        self._chat = chat
         if chat_history:
             self.set(chat_history)
 
@@ -128,8 +137,11 @@ class GlidingMemory(BaseMemory):
             memory: the gliding memory; a new in-memory ``Memory()`` (closed by ``close``) when
                 omitted.
             task_iri: the task of a memory with neither ``session_id`` nor ``user_id``.
-            session_id: the chat's key: its scope is this thread (``Scope.thread``).
-            user_id: the user: their scope (``Scope.user``), shared by all their sessions.
+            session_id: the chat's key, as LlamaIndex's chat stores use it: each session has
+                its own chat history (``reset`` of one leaves the others). Alone, it is also
+                the scope (``Scope.thread``).
+            user_id: the user: their scope (``Scope.user``): long-term recall, the L1 session
+                and supplementary inputs are the user's, across all their sessions.
             shared: named graph IRIs or scopes recall reads besides the memory's own scope.
             token_limit: LlamaIndex's name for the ``budget`` option; give one of the two.
             recall_filters: restrict recall further (see ``Conversation``).
@@ -170,7 +182,9 @@ class GlidingMemory(BaseMemory):
             if owned is not None:
                 owned.close()
             raise
-        value = cls(conversation, chat_history=chat_history)
+        # A user's sessions share the user's scope; each keeps its own chat history.
+        chat = session_id if user_id is not None else None
+        value = cls(conversation, chat_history=chat_history, chat=chat)
         value._owned = owned
         if owned is not None:  # closed with the memory, or when the memory is collected
             weakref.finalize(value, owned.close)
@@ -183,7 +197,9 @@ class GlidingMemory(BaseMemory):
 
     @property
     def session_id(self) -> str | None:
-        """The chat's key when the memory is scoped to a thread (a session), else ``None``."""
+        """The session (chat) key this memory was built for, else ``None``."""
+        if self._chat is not None:
+            return self._chat
         scope = self._conversation.scope
         return scope.key if scope.kind == "thread" else None
 
@@ -214,7 +230,7 @@ class GlidingMemory(BaseMemory):
         view = self._conversation.view([m.record for m in logged], query=query, held=held)
         self._last_view = view
         natives = {m.id: m.native for m in logged}
-        return [_message(r, natives.get(str(r.get("id")))) for r in view.messages]
+        return [_viewed(r, natives.get(str(r.get("id")))) for r in view.messages]
 
     def hold(self, messages: Sequence[ChatMessage]) -> None:
         """Hold ``messages`` for the next ``get``: the model is sent them after its view.
@@ -312,6 +328,14 @@ def _message(record: Record, native: Any) -> ChatMessage:
     if isinstance(native, dict) and NATIVE in native:
         return ChatMessage.model_validate(native[NATIVE])
     return from_record(record)
+
+
+def _viewed(record: Record, native: Any) -> ChatMessage:
+    """The message of a view record: as logged, with the view's content when it cut it."""
+    message = _message(record, native)
+    if record.get("cut"):  # too large for the budget: the view's head of it
+        message.blocks = [TextBlock(text=record["content"])]
+    return message
 
 
 def _digest(message: ChatMessage) -> str:

@@ -117,6 +117,10 @@ class StoreConfig(Settings):
         max_label_bytes: the longest tag or named graph name accepted, in UTF-8 bytes (they
             are index keys and travel in every filter, unlike the content they label).
         expiry: the TTLs new entries get, and the background sweep of expired ones.
+        text_head_bytes: how much of a text stored in parts (``put_text``, a text over
+            ``max_content_bytes``) the entry's node keeps under ``"text"``, in UTF-8 bytes: what
+            reads of the node, recall and the dense index see of it; the full-text index and
+            ``full_text`` have all of it.
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -130,6 +134,7 @@ class StoreConfig(Settings):
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=MAX_DEPTH_CEILING)
     max_label_bytes: int = Field(default=2_048, ge=1)
     expiry: ExpiryConfig = ExpiryConfig()
+    text_head_bytes: int = Field(default=8_192, ge=256)
 
 
 class EvictionPolicy(Settings):

@@ -1,9 +1,12 @@
 """L1: per-agent, per-task session memory: a summary chain under a token budget.
 
 Invariants:
-- Every turn's full content is archived to L0 before its summary enters the chain; an evicted
-  turn's IRI goes to the weak references and can be paged back in. Nothing is lost.
-- After every operation the summaries fit the budget, unless only pinned turns remain.
+- Every turn's full content is archived to L0 before its summary enters the chain, whatever its
+  size (``EntryStore.put_text``: a turn over the store's node limit keeps a head in its node and
+  every byte beside it, ``store.full_text(iri)``); an evicted turn's IRI goes to the weak
+  references and can be paged back in. Nothing is lost.
+- After every operation the summaries fit the budget, unless only pinned turns remain. A turn's
+  summary is written from at most its first ``SUMMARY_SOURCE_CHARS`` characters.
 - The first turn (the task statement) is pinned; supplements are safe from phase 1.
 - Phase 2 evicts the lowest score: score = beta * semantic + (1 - beta) * (w_r * recency +
   w_c * cost). More relevant, more recent and smaller turns score higher and stay longer.
@@ -39,6 +42,7 @@ from gliding_core.tokens import TokenCounter
 SESSION_PREFIX = "urn:gliding:session:"
 MAIN_HEADER = "[Context from {agent} ({role})]"
 LOW_HEADER = "[Historical reference, low relevance]"
+SUMMARY_SOURCE_CHARS = 65_536  # a turn's summary is written from at most its first this many
 
 
 @dataclass(slots=True)
@@ -84,11 +88,14 @@ class ConversationLedger:
         lock: held while the ledger is read and changed together with the session.
         recorded: message id -> the IRI of the L0 entry that archived it.
         shown: the supplementary inputs already shown to the model as messages.
+        warned_over_budget: a view of this session's scope was over its budget and the
+            warning is logged (once per scope).
     """
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     recorded: dict[str, str] = field(default_factory=dict)
     shown: set[str] = field(default_factory=set)
+    warned_over_budget: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +226,11 @@ class Session:
             raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
         if at is not None:
             at = _check_time(at)
-        summary = self.services.summarizer.summarize(content, self.config.max_summary_tokens)
+        # The summary is written from the turn's head: a summarizer (a model, perhaps) is never
+        # handed megabytes, and the head of a long text says what it is.
+        summary = self.services.summarizer.summarize(
+            content[:SUMMARY_SOURCE_CHARS], self.config.max_summary_tokens
+        )
         embedding = self._embed(summary)
         with self._lock:
             first = not self._turns and not self.weak_refs
@@ -334,12 +345,12 @@ class Session:
             "session": {"@id": self.iri},
             "task": {"@id": self.task_iri},
             "time": datetime.fromtimestamp(now, timezone.utc).isoformat(),
-            "text": content,
             "summary": summary,
         }
         tags = ["turn", f"session:{self.id}", f"role:{role}", *extra_tags]
-        return self.services.store.put(
-            node, tags=tags, named_graph=self.iri, metadata=metadata or {}
+        # put_text: a turn of any size is archived whole (a large one in parts beside its entry).
+        return self.services.store.put_text(
+            node, content, tags=tags, named_graph=self.iri, metadata=metadata or {}
         )
 
     def _line_tokens(self, role: str, summary: str) -> int:

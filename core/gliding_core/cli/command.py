@@ -1,5 +1,7 @@
-"""CLI: the ``gliding-horse`` command: demo, inspect, forget and benchmarks (the user's entry
-point).
+"""CLI: the ``gliding-horse`` command: demo, inspect, show, search, forget, export, import,
+serve and benchmarks (the user's entry point). ``inspect``, ``show`` and ``search`` read the
+directory's L0 store alone (no model is loaded, no index touched, no read counted), so they run
+beside the process that owns it.
 
 Errors the user can fix (a bad path, a bad number) end with a one-line message and exit code 2.
 """
@@ -13,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,7 +27,9 @@ from gliding_core.cli.table import render
 from gliding_core.errors import GlidingError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.jsonld import node_text
 from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
+from gliding_core.store.scope import Scope, reader_filters
 from gliding_core.store.sqlite import L0Store
 
 BENCHMARK_GROUP = "gliding_horse.benchmarks"  # benchmarks an adapter registers
@@ -60,7 +65,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gliding-horse",
-        description="Agent memory modelled on a CPU cache hierarchy: demo, inspect, benchmarks.",
+        description=(
+            "Agent memory modelled on a CPU cache hierarchy: demo, inspect, show, search,"
+            " benchmarks."
+        ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -81,6 +89,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("path", type=Path, help="where the servers keep their data (kept)")
     serve.set_defaults(handler=_serve)
+
+    show = commands.add_parser("show", help="show one entry of a memory directory")
+    show.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
+    show.add_argument("iri", help="the entry's IRI")
+    show.add_argument("--full", action="store_true", help="print its whole text, however long")
+    show.set_defaults(handler=_show)
+
+    search = commands.add_parser("search", help="full-text search of a memory directory")
+    search.add_argument("path", type=Path, help="a memory directory (made by Memory.open)")
+    search.add_argument("query", help="what to look for")
+    scope = search.add_mutually_exclusive_group()
+    scope.add_argument("--user", help="only this user's entries (their scope)")
+    scope.add_argument("--thread", help="only this thread's entries (its scope)")
+    search.add_argument("-k", type=_positive, default=10, help="how many hits to list")
+    search.set_defaults(handler=_search)
 
     bench = commands.add_parser("bench", help="run a benchmark").add_subparsers(
         dest="benchmark", required=True
@@ -350,10 +373,87 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _holds_memory(path: Path) -> bool:
+    """Whether ``path`` is a memory directory; says why not on stderr."""
+    if (path / STORE_FILE).is_file():
+        return True
+    sys.stderr.write(f"gliding-horse: error: {str(path)!r} holds no memory ({STORE_FILE})\n")
+    return False
+
+
+def _show(args: argparse.Namespace, out: TextIO) -> int:
+    if not _holds_memory(args.path):
+        return 2
+    with L0Store(args.path / STORE_FILE) as store:
+        entry = store.get_many([args.iri]).get(args.iri)  # get_many: showing is not a use
+        text = store.full_text(args.iri) if entry is not None else None
+    if entry is None or text is None:
+        sys.stderr.write(f"gliding-horse: error: no entry has the IRI {args.iri!r}\n")
+        return 2
+    stored = entry.node.get("text")
+    whole = "whole" if stored == text else "kept in parts; the entry holds its head"
+    rows = [
+        ("iri", entry.iri),
+        ("types", ", ".join(entry.jsonld_types)),
+        ("tags", ", ".join(entry.tags)),
+        ("named graph", entry.named_graph or ""),
+        ("importance", entry.importance),
+        ("generation", entry.generation),
+        ("reads", entry.access_count),
+        ("created", _when(entry.created_at)),
+        ("updated", _when(entry.updated_at)),
+        ("text", f"{len(text):,} characters ({whole})"),
+    ]
+    sections = [
+        render(["what", "value"], rows, title="Entry"),
+        "Node\n" + json.dumps(entry.node, indent=2, ensure_ascii=False),
+    ]
+    if entry.metadata:
+        sections.append("Metadata\n" + _clip(json.dumps(entry.metadata, ensure_ascii=False)))
+    if args.full:
+        sections.append("Text\n" + text)
+    out.write("\n\n".join(sections) + "\n")
+    return 0
+
+
+def _search(args: argparse.Namespace, out: TextIO) -> int:
+    if not _holds_memory(args.path):
+        return 2
+    scope = None
+    if args.user is not None:
+        scope = Scope.user(args.user)
+    elif args.thread is not None:
+        scope = Scope.thread(args.thread)
+    filters = reader_filters(scope) if scope is not None else None
+    with L0Store(args.path / STORE_FILE) as store:
+        hits = store.search_text(args.query, limit=args.k, filters=filters)
+    rows = [
+        (
+            rank,
+            round(hit.score, 3),
+            hit.entry.iri,
+            ", ".join(hit.entry.jsonld_types),
+            _clip(" ".join(node_text(hit.entry.node).split()), 70),
+        )
+        for rank, hit in enumerate(hits, 1)
+    ]
+    where = f"scope {scope.name}" if scope is not None else "every entry"
+    title = f"Full-text search of {where}: {len(rows)} hit(s)"
+    out.write(render(["#", "score", "iri", "types", "text"], rows, title=title) + "\n")
+    return 0
+
+
+def _when(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, timezone.utc).isoformat(timespec="seconds")
+
+
+def _clip(text: str, width: int = 2_000) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     path: Path = args.path
-    if not (path / STORE_FILE).is_file():
-        sys.stderr.write(f"gliding-horse: error: {str(path)!r} holds no memory ({STORE_FILE})\n")
+    if not _holds_memory(path):
         return 2
     manifest = path / MANIFEST_FILE
     embedder = json.loads(manifest.read_text()).get("embedder") if manifest.is_file() else None

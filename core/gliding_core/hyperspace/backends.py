@@ -25,6 +25,7 @@ from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder, _check_texts, embedder_name
 from gliding_core.hyperspace.remote import DEFAULT_MODELS, DEFAULT_URLS, HttpEmbedder
 from gliding_core.jsonld import preview
+from gliding_core.store.connections import set_wal
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class CachedEmbedder:
             with translated("sqlite", f"opening the embedding cache {self.where!r}"):
                 if path is not None:
                     # WAL: processes sharing the memory directory read while one writes.
-                    self._conn.execute("PRAGMA journal_mode = WAL")
+                    set_wal(self._conn, busy_timeout_ms=30_000)  # as the timeout above
                 self._conn.execute(
                     "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL,"
                     " digest BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, digest))"

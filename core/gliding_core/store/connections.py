@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,30 @@ from gliding_core.errors import ClosedError
 
 _READER_CACHE_KIB = -16384  # 16 MiB of page cache per reading thread
 _READER_MMAP_BYTES = 256 * 2**20
+
+
+def set_wal(conn: sqlite3.Connection, *, busy_timeout_ms: int) -> None:
+    """Put the database of ``conn`` in WAL mode, waiting up to ``busy_timeout_ms`` for others.
+
+    Switching a new file to WAL takes an exclusive lock, and SQLite answers "database is
+    locked" at once, without its busy handler, when another connection opening the same new
+    file holds a lock meanwhile (processes opening a new memory directory together). So the
+    switch is tried again, with a short growing pause, until it is done or the time is up;
+    once one connection has switched, the others find the file in WAL already.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def open_reader(file: str, *, busy_timeout_ms: int) -> sqlite3.Connection:

@@ -10,6 +10,10 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
 
 - Writes: a write request is validated whole before anything is written, and a batch
   (``put_many``, ``replace_many``) is one transaction: a failure anywhere writes nothing.
+  ``put`` (and ``put_many``, ``replace``) refuses a node over ``max_content_bytes`` with
+  ``ContentTooLargeError``; ``put_text`` takes a text of any size: a head of it in the node,
+  every byte of it beside the entry, all of it in the full-text search, ``full_text`` giving
+  it back whole; a later write that changes the entry's ``"text"``, or a delete, drops it.
   ``put`` merges a node into the entry of its ``@id`` (``gliding_core.jsonld``'s merge laws:
   tags and types united, importance averaged, the longer ``text`` kept, other keys replaced);
   ``replace`` makes the entry exactly the node given, keeping its creation time and going on
@@ -114,6 +118,21 @@ class EntryStore(Protocol):
         ``ttl``, the entry expires that many seconds from now (``math.inf``: never)."""
         ...
 
+    def put_text(
+        self,
+        node: object,
+        text: str,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Store ``node`` with ``text`` under ``"text"``, whatever its size: ``put`` when it
+        fits ``max_content_bytes``; else the node keeps a head of ``text_head_bytes`` and the
+        whole text is kept beside the entry (and the entry becomes exactly this node)."""
+        ...
+
     def put_many(self, records: Records) -> list[str]:
         """Store many nodes in one transaction; return their IRIs, in order."""
         ...
@@ -182,6 +201,11 @@ class EntryStore(Protocol):
 
     def get_node(self, iri: str) -> Node | None:
         """Return the node stored under ``iri`` or ``None``, counting the read."""
+        ...
+
+    def full_text(self, iri: str) -> str | None:
+        """Return the whole ``"text"`` of the entry of ``iri`` (however it was stored), its
+        searchable text when it has no string ``"text"``, or ``None`` when there is no entry."""
         ...
 
     def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:

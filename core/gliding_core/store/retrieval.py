@@ -36,7 +36,7 @@ from typing import Any
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.store.filters import SearchFilters
-from gliding_core.store.scope import INPUT_TYPE
+from gliding_core.store.scope import UNREAD_TYPES
 
 DEFAULT_K = 4  # results per query, in both adapters (LangChain's vector-store default)
 
@@ -59,7 +59,7 @@ def knowledge_filters(*, include_turns: bool = False) -> SearchFilters:
     Args:
         include_turns: also read chat turns and chat messages (supplementary inputs never).
     """
-    excluded = (INPUT_TYPE,) if include_turns else (*CHAT_TYPES, INPUT_TYPE)
+    excluded = UNREAD_TYPES if include_turns else (*CHAT_TYPES, *UNREAD_TYPES)
     return SearchFilters(exclude_types=excluded)
 
 

@@ -49,6 +49,9 @@ SCOPE_PREFIX = "urn:gliding:scope:"
 TAG_PREFIX = "scope:"
 # The type of a supplementary input in L0, and of the L1 turn that archives a delivered one.
 INPUT_TYPE = "SupplementaryInput"
+# Never recalled: supplementary inputs (the delivered message is where one is seen), and the
+# chat log's entries keeping a large message's record (its turn is what recall finds).
+UNREAD_TYPES = (INPUT_TYPE, "ChatMarks")
 
 Kind = Literal["user", "thread", "task"]
 KINDS: tuple[Kind, ...] = ("user", "thread", "task")
@@ -138,8 +141,8 @@ def reader_filters(
     """Return the search filters of what a reader in ``scope`` may read.
 
     A scope reads its own entries; a reader without one (``None``) reads the entries of no
-    scope. Either also reads the ``shared`` graphs and scopes, never a supplementary input, and
-    only what ``base`` lets through.
+    scope. Either also reads the ``shared`` graphs and scopes, never an entry of ``UNREAD_TYPES``
+    (a supplementary input, a chat log's kept record), and only what ``base`` lets through.
 
     Raises:
         InvalidInputError: ``scope`` is not a ``Scope`` or ``None``, ``shared`` holds something
@@ -161,7 +164,7 @@ def reader_filters(
         reach.append(SearchFilters(tags_any=tuple(tags)))
     if graphs:
         reach.append(SearchFilters(named_graphs=graphs))
-    readable = SearchFilters(exclude_types=(INPUT_TYPE,), any_of=tuple(reach))
+    readable = SearchFilters(exclude_types=UNREAD_TYPES, any_of=tuple(reach))
     return readable if base is None else SearchFilters(all_of=(base, readable))
 
 

@@ -27,6 +27,10 @@ Invariants:
   ``durability="full"``, a power loss also those written since the last synced commit),
   never an entry or any other write. Other stores on the same file see the counts once
   written.
+- A text over ``max_content_bytes`` written with ``put_text`` is kept whole beside its entry
+  (``gliding_core.store.parts``): the node holds a head, the full-text index all of it, and the
+  parts go when the entry's ``"text"`` changes or the entry is deleted. ``put`` refuses a node
+  over the limit.
 - SQL is built from constants only; every value travels as a parameter.
 
 In memory: ``L0Store()`` keeps its database in a private temporary file (WAL, never synced,
@@ -92,7 +96,7 @@ from gliding_core.store.columns import check_sequence as _check_sequence
 from gliding_core.store.columns import prefix_bound, state_of
 from gliding_core.store.columns import split as _split
 from gliding_core.store.columns import to_entry as _to_entry
-from gliding_core.store.connections import Connections, open_reader
+from gliding_core.store.connections import Connections, open_reader, set_wal
 from gliding_core.store.entry import (
     Edge,
     Entry,
@@ -104,6 +108,14 @@ from gliding_core.store.entry import (
 )
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.lexical import query_words
+from gliding_core.store.parts import (
+    PARTS_SCHEMA,
+    drop_parts,
+    has_parts,
+    head_of,
+    read_parts,
+    write_parts,
+)
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
@@ -263,7 +275,7 @@ class L0Store:
         """Set the writer's pragmas and create or upgrade the schema."""
         conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout_ms)}")
         # WAL lets readers run beside one writer and keeps a commit to one appended frame.
-        conn.execute("PRAGMA journal_mode = WAL")
+        set_wal(conn, busy_timeout_ms=self.config.busy_timeout_ms)
         conn.execute(f"PRAGMA synchronous = {self._sync_level}")
         # A larger page cache keeps the B-tree interiors of a 100,000-entry store in memory;
         # SQLite grows it only as pages are used, so a small store stays small.
@@ -272,7 +284,7 @@ class L0Store:
         # successive batches (index interiors) are copied into the database once, not each time.
         conn.execute("PRAGMA wal_autocheckpoint = 10000")
         # One script, one transaction: processes opening a new file at once create it once.
-        conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{_TEXT_INDEX}COMMIT;")
+        conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{PARTS_SCHEMA}{_TEXT_INDEX}COMMIT;")
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             _upgrade(conn)
 
@@ -574,6 +586,77 @@ class L0Store:
         """Replace many entries in one transaction (see ``replace``); return their IRIs."""
         return self._checked_many(records, "replace_many", merge=False)
 
+    def put_text(
+        self,
+        node: object,
+        text: str,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Store ``node`` with ``text`` under its ``"text"`` key, whatever the size of ``text``.
+
+        When the node with its text is within ``max_content_bytes`` this is ``put``. Otherwise
+        the node keeps a head of the text (``text_head_bytes``) and the whole text is stored in
+        parts beside the entry (``gliding_core.store.parts``), in one transaction; the entry
+        then becomes exactly this node (as ``replace``). ``full_text`` gives the text back.
+
+        Raises:
+            InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
+                invalid; InvalidNodeError, ContentTooLargeError: as ``put`` for the node
+                without its text.
+        """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text must be a string, got {preview(text)}")
+        check_text(text, what="text")
+        record = Record(
+            node, tags=tags, importance=importance, named_graph=named_graph, metadata=metadata
+        )
+        limit = self.config.max_content_bytes
+        whole = {**record.node, "text": text}
+        if len(text) * 4 + len(record.content) <= limit or (
+            len(canonical_json(whole).encode("utf-8")) <= limit
+        ):
+            return self._checked_many([_with_node(record, whole)], "put_text", merge=True)[0]
+        headed = self._headed(record, text)
+        with self._session() as conn:
+            (iri,) = self._checked_many([headed], "put_text", merge=False)
+            entry_id = conn.execute("SELECT id FROM entries WHERE iri = ?", (iri,)).fetchone()[0]
+            write_parts(conn, entry_id, text, limit)
+        return iri
+
+    def _headed(self, record: Record, text: str) -> Record:
+        """``record`` with the head of ``text``: within ``text_head_bytes``, and short enough
+        that the node's JSON (where escapes may lengthen it) is within ``max_content_bytes``."""
+        limit = self.config.max_content_bytes
+        room = min(self.config.text_head_bytes, limit - len(record.content.encode("utf-8")))
+        while True:
+            headed = _with_node(record, {**record.node, "text": head_of(text, max(0, room))})
+            if room <= 0 or len(headed.content.encode("utf-8")) <= limit:
+                return headed  # with no room at all, the write refuses the node as too large
+            room //= 2
+
+    def full_text(self, iri: str) -> str | None:
+        """Return the whole text of the entry of ``iri``, or ``None`` when there is no entry.
+
+        The text written under ``"text"``, joined from its parts when it was stored in parts
+        (``put_text``); for a node without a string ``"text"``, its searchable text (every
+        string and number value). Counts no read.
+        """
+        validate_iri(iri)
+        with self._reading() as conn:
+            row = conn.execute("SELECT id, content FROM entries WHERE iri = ?", (iri,)).fetchone()
+            if row is None:
+                return None
+            text = read_parts(conn, row[0])
+        if text is not None:
+            return text
+        node = parse_canonical(row[1])
+        value = node.get("text")
+        return value if isinstance(value, str) else node_text(node)
+
     def _checked_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
     ) -> list[str]:
@@ -752,6 +835,7 @@ class L0Store:
         # rows of a transaction itself).
         conn.executemany(_INSERT_TEXT, rows.texts)
         _log(conn, rows.relogged)
+        drop_parts(conn, rows.retexted)
         self._changes.extend(rows.changes)
 
     def retag(self, iri: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> Entry:
@@ -839,6 +923,7 @@ class L0Store:
             text = node_text(parse_canonical(content))
             if text:
                 conn.execute(_DELETE_TEXT, (entry_id, text))
+            drop_parts(conn, [entry_id])
             conn.execute("DELETE FROM edges WHERE source_id = ?", (entry_id,))
             conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             conn.execute("DELETE FROM entry_expiry WHERE entry_id = ?", (entry_id,))
@@ -1112,16 +1197,16 @@ class L0Store:
         expression = " OR ".join('"' + w.replace('"', '""') + '"' for w in content)
         condition, params = (filters or SearchFilters()).sql()
         columns = "e.iri" if ids_only else _QUALIFIED
-        sql = (
-            f"SELECT {columns}, -bm25(entry_text) AS score FROM entry_text"
-            " JOIN live_entries AS e ON e.id = entry_text.rowid"
-            f" WHERE entry_text MATCH ? AND {condition} ORDER BY bm25(entry_text) LIMIT ?"
-        )
         args = (expression, *params, _check_limit(limit))
+
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            sql = _ranked(columns, condition, parted=has_parts(conn))
+            return conn.execute(sql, args).fetchall()
+
         if ids_only:
             with self._reading() as conn:
-                return conn.execute(sql, args).fetchall()
-        return self._read_entries(lambda conn: conn.execute(sql, args).fetchall())
+                return read(conn)
+        return self._read_entries(read)
 
     def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
         """Return the IRIs (among ``iris``, when given) of the entries that pass ``filters``."""
@@ -1358,6 +1443,39 @@ def _default_ttl(record: Record, settings: ExpiryConfig) -> float | None:
         if tag.startswith(SCOPE_TAG) and tag[len(SCOPE_TAG) :] in settings.by_scope
     ]
     return min(scoped) if scoped else settings.default_s
+
+
+def _with_node(record: Record, node: Node) -> Record:
+    """``record`` with another node (its tags, importance, graph and metadata kept)."""
+    return Record(
+        node,
+        tags=record.tags,
+        importance=record.importance,
+        named_graph=record.named_graph,
+        metadata=record.metadata,
+    )
+
+
+def _ranked(columns: str, condition: str, *, parted: bool) -> str:
+    """The full-text query: ``columns`` and the score of the entries matching, best first.
+
+    With texts in parts (``parted``) an entry may match on two rows (its node's text, and its
+    whole text under the negated rowid): it is ranked once, by the better of them.
+    """
+    if not parted:
+        return (
+            f"SELECT {columns}, -bm25(entry_text) AS score FROM entry_text"
+            " JOIN live_entries AS e ON e.id = entry_text.rowid"
+            f" WHERE entry_text MATCH ? AND {condition} ORDER BY bm25(entry_text) LIMIT ?"
+        )
+    return (
+        # Materialised: bm25() is refused in a query SQLite would flatten into the aggregate.
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, -bm25(entry_text) AS score"
+        " FROM entry_text WHERE entry_text MATCH ?),"
+        " m AS (SELECT abs(id) AS id, max(score) AS score FROM hits GROUP BY abs(id))"
+        f" SELECT {columns}, m.score FROM m JOIN live_entries AS e ON e.id = m.id"
+        f" WHERE {condition} ORDER BY m.score DESC LIMIT ?"
+    )
 
 
 def _log(conn: sqlite3.Connection, iris: Sequence[str]) -> None:

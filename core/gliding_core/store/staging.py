@@ -252,7 +252,9 @@ class Rows:
     """The SQL parameters that write a batch's changed entries and bring each index in line.
 
     ``changes`` are the ``(iri, text)`` pairs of the entries whose text was (re)indexed;
-    ``relogged`` the IRIs among them whose text differs from what it was (for the change log).
+    ``relogged`` the IRIs among them whose text differs from what it was (for the change log);
+    ``retexted`` the ids of stored entries whose ``"text"`` changed (their parts, if any, no
+    longer complete it: ``gliding_core.store.parts``).
     """
 
     created: list[tuple[object, ...]] = field(default_factory=list)
@@ -267,6 +269,7 @@ class Rows:
     texts: list[tuple[int, str]] = field(default_factory=list)
     changes: list[tuple[str, str | None]] = field(default_factory=list)
     relogged: list[str] = field(default_factory=list)
+    retexted: list[int] = field(default_factory=list)
 
     def add(self, entry: Staged, now: float) -> None:
         """Add the rows that write ``entry`` as staged."""
@@ -309,6 +312,8 @@ class Rows:
             old_text = node_facets(entry.indexed_node)[1]
             if old_text:
                 self.old_texts.append((entry_id, old_text))
+            if entry.indexed_node.get("text") != entry.node.get("text"):
+                self.retexted.append(entry_id)
         self._index(entry_id, entry.iri, entry.node, types, old_text=old_text)
 
     def add_new(

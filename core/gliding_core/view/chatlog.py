@@ -12,7 +12,9 @@ recall finds it once; a message without text or a system message is one ``ChatMe
 a delivered input is logged on the turn that archived it when it was taken. Each entry carries
 the scope's tag, the chat's tag and ``chat:active`` (``chat:cleared`` after ``clear``), and in
 its metadata the record and the adapter's own serialisation (``native``), so the message comes
-back exactly after a restart.
+back exactly after a restart. A message too large for an entry's metadata (a tool result of
+megabytes) keeps them in a ``ChatMarks`` entry of the chat's graph instead (its JSON, in parts:
+``EntryStore.put_text``), named in the metadata; recall never reads that entry.
 
 Invariants: one L0 entry per message, whatever adapter wrote it; messages come back in the
 order they were first logged; ``clear`` hides messages and deletes nothing; a log reopened on
@@ -22,6 +24,7 @@ writes nothing.
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -36,6 +39,8 @@ from gliding_core.store.entry import Entry
 from gliding_core.view.conversation import Conversation
 
 ACTIVE = "chat:active"
+MARKS_TYPE = "ChatMarks"  # the type of the entry keeping a large message's record (UNREAD_TYPES)
+MARKS_KEY = "chat_marks"  # the metadata key naming that entry
 CLEARED = "chat:cleared"
 CHAT_PREFIX = "urn:gliding:chat:"
 
@@ -135,7 +140,7 @@ class ChatLog:
                     self.store.retag(logged.iri, add=[CLEARED], remove=[ACTIVE])
 
     def _write(self, item: Message, native: Any) -> LoggedMessage:
-        marks = {"chat_record": item, "chat_native": native}
+        marks = self._marks(item, {"chat_record": item, "chat_native": native})
         tags = [self.tag, ACTIVE]
         supplement = item.get("supplement")
         turn = self.conversation.input_turn(supplement) if isinstance(supplement, str) else None
@@ -160,12 +165,32 @@ class ChatLog:
             )
         return LoggedMessage(item["id"], item, native, iri)
 
+    def _marks(self, item: Message, marks: dict[str, Any]) -> dict[str, Any]:
+        """The metadata that keeps a message: the record and native form themselves, or, for a
+        message too large for an entry's metadata, the IRI of the entry keeping them in parts."""
+        text = json.dumps(marks, sort_keys=True)
+        if len(text) * 4 <= self.store.config.max_content_bytes // 2:
+            return marks
+        if len(text.encode("utf-8")) <= self.store.config.max_content_bytes // 2:
+            return marks
+        node = {"@id": f"{self.graph}/marks/{quote(item['id'], safe='')}", "@type": MARKS_TYPE}
+        tags = [self.tag, self.conversation.scope.tag]
+        iri = self.store.put_text(node, text, tags=tags, named_graph=self.graph)
+        return {MARKS_KEY: iri}
+
     def _read(self, tags: list[str]) -> list[LoggedMessage]:
-        return [m for m in map(_logged, self.store.by_tags(tags)) if m is not None]
+        return [m for m in map(self._logged, self.store.by_tags(tags)) if m is not None]
+
+    def _logged(self, entry: Entry) -> LoggedMessage | None:
+        kept = entry.metadata.get(MARKS_KEY)
+        if not isinstance(kept, str):
+            return _logged(entry.iri, entry.metadata)
+        text = self.store.full_text(kept)
+        return None if text is None else _logged(entry.iri, json.loads(text))
 
 
-def _logged(entry: Entry) -> LoggedMessage | None:
-    record = entry.metadata.get("chat_record")
+def _logged(iri: str, marks: Mapping[str, Any]) -> LoggedMessage | None:
+    record = marks.get("chat_record")
     if not isinstance(record, dict) or not isinstance(record.get("id"), str):
         return None
-    return LoggedMessage(record["id"], dict(record), entry.metadata.get("chat_native"), entry.iri)
+    return LoggedMessage(record["id"], dict(record), marks.get("chat_native"), iri)

@@ -19,6 +19,13 @@ A model view, within one token budget, holds:
    room (the newest group always), never separating a tool call from its results;
 4. the delivered supplementary inputs, always.
 
+A message too large for its room (a tool result of megabytes) is sent cut: its head and
+``CUT_NOTE`` (the archive keeps it whole, ``EntryStore.full_text``); supplementary inputs are
+cut to half the room at most, then the window's largest messages to what is left. When the
+system messages and the newest messages, cut as far as they go, still exceed the budget, the
+view is sent over budget: ``ModelView.over_budget`` says so and a warning is logged once per
+scope. The query recall looks for is at most the first ``_QUERY_CHARS`` characters.
+
 Turns that quote a shared node (blackboard tool results) are noted as they are recorded; once
 the node moves past the quoted generation the turn is stale (``gliding_core.view.stale_turns``): the
 L1 context and recall leave it out, and while it is in the window the memory message opens with
@@ -42,6 +49,7 @@ supplementary input is shown as a new message exactly once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
@@ -83,6 +91,10 @@ from gliding_core.view.stale_turns import StaleTurns, node_copies
 
 __all__ = ["RECALL_HEADER", "Conversation", "ModelView", "ViewMemory", "entry_text"]
 _MIN_MEMORY = 12  # the smallest memory room worth asking the sources to fill
+_QUERY_CHARS = 4_096  # recall looks for at most this much of the latest user message
+_MIN_CUT = 48  # tokens a cut message keeps at least, so it still says what it is
+CUT_NOTE = "\n[... {left} more tokens of this message are left out here; the memory keeps it whole]"
+logger = logging.getLogger(__name__)
 _SEPARATOR = "\n\n"
 
 
@@ -131,6 +143,11 @@ class ModelView:
         supplements: the supplementary inputs first shown in this view.
         dropped: history messages left out of the window.
         parts: what each context source put in the memory message, in order.
+        cut: how many messages are sent cut (a message too large for the room keeps its head
+            and a note; the memory keeps it whole).
+        over_budget: the view is over the budget: the system messages, the supplementary
+            inputs and the newest messages cut as far as they go do not fit it. The request
+            goes as it is, and a warning is logged once per scope.
     """
 
     messages: list[Message]
@@ -141,6 +158,8 @@ class ModelView:
     supplements: list[SupplementaryInput] = field(default_factory=list)
     dropped: int = 0
     parts: list[SourcePart] = field(default_factory=list)
+    cut: int = 0
+    over_budget: bool = False
 
 
 class Conversation:
@@ -356,25 +375,55 @@ class Conversation:
         pinned = [m for m in history if m.get("supplement")] + extra
         rest = [m for m in history if not m.get("supplement")]
         query = query if query else (last_user_text(rest) or last_user_text(pinned))
+        query = query[:_QUERY_CHARS] if query else query  # a pasted megabyte is no query
+        # Supplementary inputs are always sent; one too large is cut to half the room at most.
+        pinned, cuts = _cut(pinned, (limit - framing.count(system)) // 2, framing)
         room = limit - framing.count(system + pinned)
         whole = framing.count(rest) - PER_REPLY <= room  # all of it fits: no summary needed
         shown = rest if whole else self._window(rest, room, framing)
+        visible = {id(m) for m in shown}
+        shown, window_cuts = _cut(shown, room, framing)
+        cuts.update(window_cuts)
         room -= framing.group_tokens(shown)
         with_summary = not whole if summary is None else bool(summary)
         parts = self._fill(query, room, shown + pinned, summary=with_summary, held=extra_held)
-        visible = {id(m) for m in shown}
-        kept = [m for m in history if m.get("supplement") or id(m) in visible] + extra
+        kept = [
+            cuts.get(id(m), m)
+            for m in [*history, *extra]
+            if m.get("supplement") or id(m) in visible
+        ]
         memory_text = _SEPARATOR.join(p.text for p in parts)
         out = self._place(system, kept, memory_text)
+        tokens = framing.count(out)
+        self._note_budget(tokens, limit)
         return ModelView(
             out,
-            framing.count(out),
+            tokens,
             framing.count(items + extra),
             memory_text,
             [hit for part in parts for hit in part.hits],
             list(supplements),
             len(rest) - len(shown),
             parts,
+            cut=len(cuts),
+            over_budget=tokens > limit,
+        )
+
+    def _note_budget(self, tokens: int, limit: int) -> None:
+        """Warn, once per scope, that a view could not be held to the budget."""
+        if tokens <= limit:
+            return
+        with self._lock:
+            if self.session.ledger.warned_over_budget:
+                return
+            self.session.ledger.warned_over_budget = True
+        logger.warning(
+            "the model view of scope %r is %d tokens, over its budget of %d: the system"
+            " messages and the newest input alone exceed it; the request is sent over budget"
+            " (ModelView.over_budget; warned once per scope)",
+            self.scope.name,
+            tokens,
+            limit,
         )
 
     def _window(self, rest: list[Message], room: int, framing: ChatFraming) -> list[Message]:
@@ -436,6 +485,53 @@ class Conversation:
         newest = next((i for i in range(len(kept) - 1, -1, -1) if _is_turn(kept[i])), len(kept))
         note = {"role": "user", "content": text, "memory": True}
         return [*system, *kept[:newest], note, *kept[newest:]]
+
+
+def _cut(
+    shown: list[Message], room: int, framing: ChatFraming
+) -> tuple[list[Message], dict[int, Message]]:
+    """Cut the largest contents of ``shown`` until it fits ``room``, each to no less than
+    ``_MIN_CUT`` tokens; return the messages and the cut copies by ``id`` of their original.
+
+    Only string contents of non-system messages are cut; a cut one keeps its head, ends with
+    ``CUT_NOTE`` and is marked ``"cut": True`` (an adapter sends its content, not the
+    original's).
+    """
+    over = framing.group_tokens(shown) - room
+    cuts: dict[int, Message] = {}
+    if over <= 0:
+        return shown, cuts
+    count = framing.tokens.count
+    sizes = [
+        (count(m["content"]), i)
+        for i, m in enumerate(shown)
+        if isinstance(m.get("content"), str) and m["role"] != "system"
+    ]
+    for size, index in sorted(sizes, reverse=True):
+        if over <= 0 or size <= _MIN_CUT:
+            break
+        message = shown[index]
+        copy = _cut_message(message, size, over, framing)
+        over -= framing.message_tokens(message) - framing.message_tokens(copy)
+        cuts[id(message)] = copy
+    return [cuts.get(id(m), m) for m in shown], cuts
+
+
+def _cut_message(message: Message, size: int, over: int, framing: ChatFraming) -> Message:
+    """A copy of ``message`` (content ``size`` tokens) at least ``over`` tokens smaller, or cut
+    to ``_MIN_CUT`` tokens of its content and the note."""
+    tokens = framing.tokens
+    before = framing.message_tokens(message)
+    keep = max(_MIN_CUT, size - over - tokens.count(CUT_NOTE.format(left=size)))
+    while True:
+        # A prefix of keep tokens lies within keep * 32 characters: no need to encode it all.
+        head = tokens.truncate(message["content"][: keep * 32], keep)
+        left = size - tokens.count(head)
+        copy = {**message, "content": head + CUT_NOTE.format(left=left), "cut": True}
+        short = over - (before - framing.message_tokens(copy))  # > 0: not cut enough yet
+        if short <= 0 or keep == _MIN_CUT:
+            return copy
+        keep = max(_MIN_CUT, keep - short)
 
 
 def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[SourcePart]:

@@ -24,10 +24,18 @@ def test_the_readme_has_snippets() -> None:
 
 
 @pytest.mark.parametrize("index", range(len(snippets())))
-def test_a_readme_snippet_runs_as_pasted(index: int, tmp_path: Path) -> None:
+def test_a_readme_snippet_runs_as_pasted(
+    index: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     code = snippets()[index]
     # The hash embedder keeps each fresh interpreter quick; the snippets run the same on any.
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "GLIDING_EMBEDDER": "hash"}
+    if "GLIDING_DATABASE_URL" in code:  # a worker of a shared memory: the servers that
+        # `gliding-horse serve` starts, and a schema of the test's own
+        environment["GLIDING_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+        environment["GLIDING_SPARQL_ENDPOINT"] = request.getfixturevalue("oxigraph_server")
+        code = code.replace('"gliding"', repr(request.getfixturevalue("postgres_schema")))
+        environment["GLIDING_DATABASE_SCHEMA"] = request.getfixturevalue("postgres_schema")
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,

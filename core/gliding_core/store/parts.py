@@ -26,7 +26,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import Node, canonical_json, check_text, preview
+from gliding_core.store.entry import Record
 
 PARTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS entry_parts (
@@ -112,3 +117,63 @@ def has_parts(conn: sqlite3.Connection) -> bool:
     """Whether any entry of the store has a text in parts (search then ranks two rows each)."""
     found: int = conn.execute("SELECT EXISTS (SELECT 1 FROM entry_parts)").fetchone()[0]
     return found == 1
+
+
+def text_record(
+    node: object,
+    text: object,
+    *,
+    tags: Sequence[str],
+    importance: float | None,
+    named_graph: str | None,
+    metadata: Mapping[str, Any] | None,
+) -> Record:
+    """Check ``put_text``'s arguments; return the record of ``node`` without ``text``.
+
+    Raises:
+        InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
+            invalid; InvalidNodeError: ``node`` is not a JSON-LD object.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"text must be a string, got {preview(text)}")
+    check_text(text, what="text")
+    return Record(
+        node,
+        tags=tags,
+        importance=importance,
+        named_graph=named_graph,
+        metadata=metadata,
+    )
+
+
+def fits_whole(record: Record, text: str, limit: int) -> Record | None:
+    """``record`` with ``text`` under ``"text"`` when that node is within ``limit`` bytes."""
+    whole = {**record.node, "text": text}
+    if len(text) * 4 + len(record.content) <= limit or (
+        len(canonical_json(whole).encode("utf-8")) <= limit
+    ):
+        return with_node(record, whole)
+    return None
+
+
+def headed(record: Record, text: str, head_bytes: int, limit: int) -> Record:
+    """``record`` with the head of ``text``: within ``head_bytes``, and short enough that the
+    node's JSON (where escapes may lengthen it) is within ``limit`` bytes."""
+    room = min(head_bytes, limit - len(record.content.encode("utf-8")))
+    while True:
+        result = with_node(record, {**record.node, "text": head_of(text, max(0, room))})
+        if room <= 0 or len(result.content.encode("utf-8")) <= limit:
+            return result  # with no room at all, the write refuses the node as too large
+        room //= 2
+
+
+def with_node(record: Record, node: Node) -> Record:
+    """``record`` with another node (its tags, importance, graph and metadata kept)."""
+    return Record(
+        node,
+        tags=record.tags,
+        importance=record.importance,
+        named_graph=record.named_graph,
+        metadata=record.metadata,
+        ttl=record.ttl,
+    )

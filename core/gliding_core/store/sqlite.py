@@ -111,10 +111,14 @@ from gliding_core.store.lexical import query_words
 from gliding_core.store.parts import (
     PARTS_SCHEMA,
     drop_parts,
+    fits_whole,
     has_parts,
-    head_of,
     read_parts,
+    text_record,
     write_parts,
+)
+from gliding_core.store.parts import (
+    headed as head_record,
 )
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
@@ -608,35 +612,19 @@ class L0Store:
                 invalid; InvalidNodeError, ContentTooLargeError: as ``put`` for the node
                 without its text.
         """
-        if not isinstance(text, str):
-            raise InvalidInputError(f"text must be a string, got {preview(text)}")
-        check_text(text, what="text")
-        record = Record(
-            node, tags=tags, importance=importance, named_graph=named_graph, metadata=metadata
+        record = text_record(
+            node, text, tags=tags, importance=importance, named_graph=named_graph, metadata=metadata
         )
         limit = self.config.max_content_bytes
-        whole = {**record.node, "text": text}
-        if len(text) * 4 + len(record.content) <= limit or (
-            len(canonical_json(whole).encode("utf-8")) <= limit
-        ):
-            return self._checked_many([_with_node(record, whole)], "put_text", merge=True)[0]
-        headed = self._headed(record, text)
+        whole = fits_whole(record, text, limit)
+        if whole is not None:
+            return self._checked_many([whole], "put_text", merge=True)[0]
+        headed = head_record(record, text, self.config.text_head_bytes, limit)
         with self._session() as conn:
             (iri,) = self._checked_many([headed], "put_text", merge=False)
             entry_id = conn.execute("SELECT id FROM entries WHERE iri = ?", (iri,)).fetchone()[0]
             write_parts(conn, entry_id, text, limit)
         return iri
-
-    def _headed(self, record: Record, text: str) -> Record:
-        """``record`` with the head of ``text``: within ``text_head_bytes``, and short enough
-        that the node's JSON (where escapes may lengthen it) is within ``max_content_bytes``."""
-        limit = self.config.max_content_bytes
-        room = min(self.config.text_head_bytes, limit - len(record.content.encode("utf-8")))
-        while True:
-            headed = _with_node(record, {**record.node, "text": head_of(text, max(0, room))})
-            if room <= 0 or len(headed.content.encode("utf-8")) <= limit:
-                return headed  # with no room at all, the write refuses the node as too large
-            room //= 2
 
     def full_text(self, iri: str) -> str | None:
         """Return the whole text of the entry of ``iri``, or ``None`` when there is no entry.
@@ -1443,17 +1431,6 @@ def _default_ttl(record: Record, settings: ExpiryConfig) -> float | None:
         if tag.startswith(SCOPE_TAG) and tag[len(SCOPE_TAG) :] in settings.by_scope
     ]
     return min(scoped) if scoped else settings.default_s
-
-
-def _with_node(record: Record, node: Node) -> Record:
-    """``record`` with another node (its tags, importance, graph and metadata kept)."""
-    return Record(
-        node,
-        tags=record.tags,
-        importance=record.importance,
-        named_graph=record.named_graph,
-        metadata=record.metadata,
-    )
 
 
 def _ranked(columns: str, condition: str, *, parted: bool) -> str:

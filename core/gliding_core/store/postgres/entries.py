@@ -83,8 +83,10 @@ from gliding_core.store.columns import (
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
 from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.lexical import query_terms
+from gliding_core.store.parts import fits_whole, headed, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
 from gliding_core.store.postgres.lexical import ranked_sql
+from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
 from gliding_core.store.postgres.schema import COMPONENT, MIGRATIONS, Postings
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
@@ -426,6 +428,65 @@ class PostgresEntryStore:
         """Replace many entries in one transaction (see ``replace``); return their IRIs."""
         return self._checked_many(records, "replace_many", merge=False)
 
+    def put_text(
+        self,
+        node: object,
+        text: str,
+        *,
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        named_graph: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Store ``node`` with ``text`` under its ``"text"`` key, whatever the size of ``text``.
+
+        When the node with its text is within ``max_content_bytes`` this is ``put``. Otherwise
+        the node keeps a head of the text (``text_head_bytes``) and the whole text is stored in
+        parts beside the entry (``store.postgres.parts``), in one transaction; the entry then
+        becomes exactly this node (as ``replace``). ``full_text`` gives the text back.
+
+        Raises:
+            InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
+                invalid; InvalidNodeError, ContentTooLargeError: as ``put`` for the node
+                without its text.
+        """
+        record = text_record(
+            node, text, tags=tags, importance=importance, named_graph=named_graph, metadata=metadata
+        )
+        limit = self.config.max_content_bytes
+        whole = fits_whole(record, text, limit)
+        if whole is not None:
+            return self._checked_many([whole], "put_text", merge=True)[0]
+        head = headed(record, text, self.config.text_head_bytes, limit)
+
+        def work(tx: _Transaction) -> str:
+            (iri,) = self._checked_many([head], "put_text", merge=False)
+            row = tx.conn.execute("SELECT id FROM entries WHERE iri = %s", (iri,)).fetchone()
+            write_parts(tx.conn, tx, int(row[0]), text, limit)
+            return iri
+
+        self._check_open()
+        return self._write("writing a text in parts to the L0 store", work)
+
+    def full_text(self, iri: str) -> str | None:
+        """Return the whole text of the entry of ``iri``, or ``None`` when there is no entry.
+
+        The text written under ``"text"``, joined from its parts when it was stored in parts
+        (``put_text``); for a node without a string ``"text"``, its searchable text (every
+        string and number value). Counts no read.
+        """
+        validate_iri(iri)
+        with self._reading() as conn:
+            row = conn.execute("SELECT id, content FROM entries WHERE iri = %s", (iri,)).fetchone()
+            if row is None:
+                return None
+            text = read_parts(conn, row[0])
+        if text is not None:
+            return text
+        node = parse_canonical(row[1])
+        value = node.get("text")
+        return value if isinstance(value, str) else node_text(node)
+
     def _checked_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
     ) -> list[str]:
@@ -518,6 +579,7 @@ class PostgresEntryStore:
         for entry_id, text in rows.texts:
             tx.tokens += added.add(entry_id, text)
         tx.documents += len(rows.texts)
+        drop_parts(conn, tx, rows.retexted)  # a text changed: its parts no longer complete it
         with conn.pipeline():
             if rows.updated:
                 conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
@@ -592,6 +654,7 @@ class PostgresEntryStore:
                 tx.tokens -= removed.add(entry_id, text)
                 tx.documents -= 1
                 removed.delete(conn)
+            drop_parts(conn, tx, [entry_id])
             with conn.pipeline():
                 conn.execute("DELETE FROM edges WHERE source_id = %s", (entry_id,))
                 conn.execute("DELETE FROM entries WHERE id = %s", (entry_id,))

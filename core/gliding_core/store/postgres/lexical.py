@@ -10,7 +10,10 @@ what it reads). One statement then
 computes FTS5's ``bm25()``: for each query term, its idf from the number of entries holding it
 (counted in the same index scan that fetches them, so it is exact and of the same snapshot),
 and for each entry the sum over the query terms of
-``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length))``.
+``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length))``. An entry whose
+text is kept in parts has a second document, its whole text, under its id negated
+(``store.postgres.parts``), as the SQLite store gives it a second full-text row: it is ranked
+once, by the better of the two.
 
 The scan reads only the postings of the query's terms; without filters, only the best
 ``limit`` entries are then fetched. The counts in ``text_stats`` change only under the change
@@ -48,11 +51,14 @@ weights AS (
         SELECT ln(GREATEST((t.documents - d.found + 0.5) / (d.found + 0.5), 1e-300)) AS idf
     ) AS r
 ),
-scores AS (
+documents AS (
     SELECT h.entry_id, sum(w.weight * (h.tf * {_number(K1 + 1)} / (h.tf + {_number(K1)}
         * ({_number(1 - B)} + {_number(B)} * h.length / t.average)))) AS score
     FROM hits AS h JOIN weights AS w USING (term) CROSS JOIN totals AS t
     GROUP BY h.entry_id
+),
+scores AS (
+    SELECT abs(entry_id) AS entry_id, max(score) AS score FROM documents GROUP BY abs(entry_id)
 )"""
 
 

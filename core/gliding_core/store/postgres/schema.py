@@ -16,7 +16,8 @@ Labels, IRIs and terms are compared byte by byte (``COLLATE "C"``): the order of
 as SQLite compares, which the prefix filters rely on, and faster than a language's collation.
 
 ``MIGRATIONS`` lists the schema's versions; ``Database.prepare`` runs the ones a schema lacks.
-Version 2 added the lexical index and fills it from the entries already stored.
+Version 2 added the lexical index and fills it from the entries already stored; version 3 the
+table of texts kept in parts (``entry_parts``).
 """
 
 from __future__ import annotations
@@ -160,8 +161,17 @@ class Postings:
             )
 
 
+def _create_parts(conn: psycopg.Connection[Any]) -> None:
+    """The table of texts kept in parts (``store.postgres.parts``)."""
+    conn.execute(
+        "CREATE TABLE entry_parts (entry_id bigint NOT NULL, part integer NOT NULL,"
+        " text text NOT NULL, PRIMARY KEY (entry_id, part))"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "create the entry tables", _create_entries),
     (2, "create the lexical index", _create_lexical_index),
+    (3, "create the table of texts in parts", _create_parts),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

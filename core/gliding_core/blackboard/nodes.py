@@ -445,6 +445,11 @@ class NodeStore:
             k: v for k, v in self._current(iris, fresh=fresh).items() if isinstance(v, BoardNode)
         }
 
+    def get_listed(self, iris: Sequence[str]) -> list[BoardNode]:
+        """Return the existing nodes among ``iris``, in the order of ``iris``."""
+        found = self.get_many(iris)
+        return [found[iri] for iri in iris if iri in found]
+
     def known(self, iris: Sequence[str], *, fresh: bool = False) -> dict[str, Known]:
         """Return what the store holds under each IRI: a node, a tombstone or ``Absent``,
         with the ids of its last writes (``fresh``: read from the store)."""

@@ -8,8 +8,8 @@ write-backs, evictions and lease expiries, against a ``NodeSource`` (the blackbo
 narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` shows an
 agent's shared nodes by what it already saw: a reference, the change, or the whole node.
 
-Every blackboard owns one coordinator (``Blackboard.coherence``; the wiring is
-``gliding_core.blackboard.shared_cache``): agents' handles read and write through it, the board's
+Every blackboard owns one coordinator (``Blackboard.coherence``; every write goes through it
+from ``gliding_core.blackboard.writes``): agents' handles read and write through it, the board's
 flush is its write-back, and lease expiries and lost agents reach it from the coordination
 layer. A ``SQLiteDirectory`` beside the coordination database is shared by the processes of a
 memory directory whose blackboard is on disk or on a SPARQL server.

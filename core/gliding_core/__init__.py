@@ -17,6 +17,7 @@ from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence import (
+    Coherence,
     CoherenceCoordinator,
     CopyEvent,
     DictNodeSource,
@@ -127,6 +128,7 @@ __all__ = [
     "ChatFraming",
     "ChatLog",
     "ClosedError",
+    "Coherence",
     "CoherenceCoordinator",
     "Completion",
     "ConfigError",

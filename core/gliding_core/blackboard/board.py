@@ -76,7 +76,7 @@ from gliding_core.blackboard.writeback import WriteBack
 from gliding_core.blackboard.writes import WritePath
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.checks import check_list
-from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.coordinator import Coherence
 from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError
@@ -182,7 +182,7 @@ class Blackboard:
         self._close_lock = threading.Lock()
 
     @property
-    def coherence(self) -> CoherenceCoordinator:
+    def coherence(self) -> Coherence:
         """The coordinator of agents' copies of the board's nodes."""
         return self.writes.coordinator
 

@@ -86,7 +86,8 @@ from gliding_core.blackboard.writeids import (
 )
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.checks import check_list
-from gliding_core.coherence.coordinator import Change, CoherenceCoordinator
+from gliding_core.coherence.commits import Change
+from gliding_core.coherence.coordinator import Coherence
 from gliding_core.coherence.directory import Directory, NodeRecord
 from gliding_core.errors import (
     GlidingError,
@@ -217,7 +218,7 @@ class WritePath:
         self.cache = SharedCache(directory)
         if shared:
             nodes.check = self.cache
-        self.coordinator = CoherenceCoordinator(
+        self.coordinator = Coherence(
             BoardSource(nodes, self.cache),
             directory,
             bus=bus,
@@ -339,7 +340,7 @@ class WritePath:
         writer = job.writer
         # The agent (a handle's name), the IRIs (the requests') and the bases are validated
         # already: not again per write.
-        change = job.change = self.coordinator.checked_change(
+        change = job.change = self.coordinator.commits.checked_change(
             None if writer is None else writer.name, bases, job
         )
         try:
@@ -357,7 +358,7 @@ class WritePath:
         finally:
             change.owner = None  # type: ignore[assignment]  # no cycle left for the collector
         try:
-            self.coordinator.finish(change)  # step 11
+            self.coordinator.commits.finish(change)  # step 11
         except _Landed as found:
             mine = [node for node in found.nodes if node.write_id == job.write_id]
             self.nodes.announce_landed(mine, job.source)
@@ -377,7 +378,7 @@ class WritePath:
             job, local = jobs[0], self.cache.local
             local.depth += 1  # (``SharedCache.inside``, inline: once a write)
             try:
-                self.coordinator.commit_group([job.change], self)
+                self.coordinator.commits.commit_group([job.change], self)
             except Exception as exc:
                 job.error = exc
             finally:
@@ -387,7 +388,7 @@ class WritePath:
             return
         try:
             with self.cache.inside:
-                self.coordinator.commit_group([job.change for job in jobs], self)
+                self.coordinator.commits.commit_group([job.change for job in jobs], self)
             return
         except Exception as exc:
             if _in_doubt(exc, jobs):
@@ -547,7 +548,7 @@ class WritePath:
         steps = _Deletion(self, iris, writer, lease_token, source, wid, retry)
         agent = None if writer is None else writer.name
         try:
-            self.coordinator.commit(agent, dict.fromkeys(iris), steps.current, steps.apply)
+            self.coordinator.commits.commit(agent, dict.fromkeys(iris), steps.current, steps.apply)
         except Exception as exc:
             if not isinstance(exc, WriteOutcomeUnknownError) and not steps.gone:
                 raise

@@ -2,7 +2,8 @@
 
 Every agent holds copies of the shared (blackboard) nodes it read, each with the generation it
 read. The ``Directory`` is the one place that holds per-agent state: per node, which agents
-hold a copy, in which MESI state, at which generation. The ``CoherenceCoordinator`` executes
+hold a copy, in which MESI state, at which generation. The coordinator (``Coherence``, also
+exported as ``CoherenceCoordinator``) executes
 the protocol (``protocol.TRANSITIONS``, a table of pure transitions) for an agent's reads, writes,
 write-backs, evictions and lease expiries, against a ``NodeSource`` (the blackboard, through a
 narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` shows an
@@ -30,6 +31,7 @@ upgrade (a change to ``store/sqlite.py`` and ``store/entry.py`` left to their ow
 from gliding_core.coherence.context import SharedContext, SharedItem, render_shared
 from gliding_core.coherence.coordinator import (
     CRITICAL_TAGS,
+    Coherence,
     CoherenceCoordinator,
     NodeDelta,
     Reading,
@@ -48,6 +50,7 @@ __all__ = [
     "CRITICAL_TAGS",
     "TRANSITIONS",
     "Action",
+    "Coherence",
     "CoherenceCoordinator",
     "Copy",
     "CopyEvent",

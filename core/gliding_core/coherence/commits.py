@@ -1,9 +1,11 @@
 """L2 coherence: batch and group commits, several nodes and several writers in one transaction.
 
-``GroupCommits`` gives ``CoherenceCoordinator`` its commits for a source that writes batches
-(the blackboard): ``commit`` for one writer's change of several nodes, and ``change``,
-``commit_group`` and ``finish`` for the changes of several writers queued together. The
-rules of a single write (``CoherenceCoordinator.write``) hold here for each node.
+``GroupCommits`` is the part of a coordinator (``Coherence.commits``) that commits for a source
+that writes batches (the blackboard): ``commit`` for one writer's change of several nodes, and
+``change``, ``commit_group`` and ``finish`` for the changes of several writers queued together.
+The rules of a single write (``Coherence.write``) hold here for each node. It works on the
+coordinator's directory, record moves (``moves``), held copies (``copies``) and own changes
+(``own_changes``), which it is given.
 
 Invariants:
 - ``commit`` changes several nodes in one directory transaction (``Directory.update_many``),
@@ -26,15 +28,19 @@ from functools import partial
 from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
-from gliding_core.bus import EventType
-from gliding_core.coherence.copies import CoherentCopies, check_agent
-from gliding_core.coherence.directory import Copy, NodeRecord
+from gliding_core.bus import EventBus, EventType
+from gliding_core.coherence.copies import HeldCopies, check_agent
+from gliding_core.coherence.directory import Copy, Directory, NodeRecord
+from gliding_core.coherence.moves import RecordMoves
 from gliding_core.coherence.node_sources import check_generation, refused
-from gliding_core.coherence.own_changes import touched_nodes
+from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
 from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, validate_iri
 from gliding_core.store.entry import MesiState
+
+LeaseCheck = Callable[[str, str], bool]
+"""Answer whether ``(agent, iri)``'s agent holds a Write lease on the node."""
 
 SourceStep = Callable[[Mapping[str, NodeRecord]], Mapping[str, tuple[Node | None, int]]]
 """One step of a batch commit at the source: the nodes' records in, their (value or ``None``
@@ -65,7 +71,7 @@ write: one look-up by state, not by a key of three)."""
 class Change(Generic[Owner]):
     """One writer's change of several nodes, decided alone inside a group commit.
 
-    Made by ``CoherenceCoordinator.change``. ``owner`` is the caller's own (what it queued
+    Made by ``GroupCommits.change``. ``owner`` is the caller's own (what it queued
     the change for); the coordinator never reads it. Inside the group's transaction the
     source's ``current`` may set ``refusal`` (its own check refused the change: rights,
     fences), and ``commit_group`` sets it when a base generation is stale; a committed change
@@ -177,13 +183,41 @@ def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
     return results
 
 
-class GroupCommits(CoherentCopies):
-    """The batch and group commits of a coherence coordinator.
+def announce(
+    bus: EventBus, iri: str, generation: int, writer: str | None, agents: list[str]
+) -> None:
+    """Publish that ``writer``'s write of ``iri`` at ``generation`` invalidated ``agents``."""
+    bus.publish(
+        EventType.COPIES_INVALIDATED,
+        {"iri": iri, "generation": generation, "writer": writer, "agents": agents},
+        source="coherence",
+    )
 
-    The middle of the chain ``CoherentCopies`` <- ``GroupCommits`` <- ``CoherenceCoordinator``;
-    not built on its own. Its methods are the coordinator's own (looked up like ones defined on
-    it: no hop added).
+
+class GroupCommits:
+    """The batch and group commits of a coherence coordinator (``Coherence.commits``).
+
+    Args:
+        directory: the coordinator's directory.
+        moves: its record moves (with its write-back).
+        held: the copies its agents hold in this process.
+        own: the directory changes it committed itself.
+        bus: where invalidations are announced.
+        holds_lease: whether an agent holds a Write lease on a node.
     """
+
+    def __init__(
+        self,
+        directory: Directory,
+        *,
+        moves: RecordMoves,
+        held: HeldCopies,
+        own: OwnChanges,
+        bus: EventBus,
+        holds_lease: LeaseCheck,
+    ) -> None:
+        self.directory, self.moves, self.held, self.own = directory, moves, held, own
+        self.bus, self.holds_lease = bus, holds_lease
 
     def commit(
         self,
@@ -250,7 +284,7 @@ class GroupCommits(CoherentCopies):
         if agent is not None:
             for iri, based in bases.items():
                 # Unconditional writes (most) need no lease look-up.
-                if based is not None and self._holds_lease(agent, iri):
+                if based is not None and self.holds_lease(agent, iri):
                     leased.append(iri)
         return Change(agent, bases, frozenset(leased) if leased else _NOT_LEASED, owner)
 
@@ -273,7 +307,7 @@ class GroupCommits(CoherentCopies):
             change = changes[0]
             touched, change.token = self.directory.update_many(sorted(change.bases), step)
             written = [] if change.states is None else list(change.states)
-            self._own.committed(change.token, touched, written)
+            self.own.committed(change.token, touched, written)
             return
         touched, token = self.directory.update_many(sorted(self._disjoint(changes)), step)
         written = []
@@ -281,7 +315,7 @@ class GroupCommits(CoherentCopies):
             change.token = token
             if change.states is not None:
                 written += change.states
-        self._own.committed(token, touched, written)
+        self.own.committed(token, touched, written)
 
     @staticmethod
     def _disjoint(changes: Sequence[Change[Owner]]) -> list[str]:
@@ -303,16 +337,16 @@ class GroupCommits(CoherentCopies):
             refusal = change.refusal
             if change.agent is not None and isinstance(refusal, StaleWriteError):
                 for iri in change.bases:
-                    self._forget((change.agent, iri))
+                    self.held.forget((change.agent, iri))
             raise refusal if refusal is not None else InvalidInputError("change not committed")
         agent, token, announced = change.agent, change.token, change.announced
         for iri, (value, generation) in states.items():
             if agent is not None:
                 if value is None:
-                    self._forget((agent, iri))
+                    self.held.forget((agent, iri))
                 else:
-                    self._remember((agent, iri), generation, value, token)
-            if announced[iri]:  # (``_announce``, inline: one call less a write)
+                    self.held.remember((agent, iri), generation, value, token)
+            if announced[iri]:  # (``announce``, inline: one call less a write)
                 self.bus.publish(
                     EventType.COPIES_INVALIDATED,
                     {
@@ -340,7 +374,7 @@ class GroupCommits(CoherentCopies):
         for iri, record in given.items():
             value, generation = now[iri]
             if value is not None or record.generation != 0:  # else absent and never seen
-                records[iri] = self._synced(record, value, generation)
+                records[iri] = self.moves.synced(record, value, generation)
         accepted = [change for change in changes if self._admit(change, records)]
         if accepted:
             results = _results(source.apply(accepted, records), len(accepted))
@@ -388,7 +422,7 @@ class GroupCommits(CoherentCopies):
             change.refusal = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
             if agent is not None:
                 for iri in stale:
-                    records[iri] = self._refuse(agent, records[iri], 0)[0]
+                    records[iri] = self.moves.refuse(agent, records[iri], 0)[0]
             return False
         others: dict[str, list[str]] = {}
         for iri in bases:
@@ -398,7 +432,7 @@ class GroupCommits(CoherentCopies):
                 continue
             others[iri] = [c.agent for c in record.holders(besides=agent)]
             for other in others[iri]:
-                record = self._step(record, other, CopyEvent.REMOTE_WRITE)
+                record = self.moves.step(record, other, CopyEvent.REMOTE_WRITE)
             records[iri] = record
         change.announced = others
         return True
@@ -440,18 +474,3 @@ class GroupCommits(CoherentCopies):
         copies[agent] = _new_tuple(Copy, (agent, state, generation))  # (no __new__'s frame)
         new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
         return new, (others if announces else [])
-
-    def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
-        """Return ``record`` moved to the source's state (other copies invalid if it moved)."""
-        if value is None and record.generation == 0:
-            return record  # absent, and never seen
-        if value is record.value and generation == record.generation:
-            return record  # the record's own value (``current`` hands it back): nothing moved
-        if value is not None:
-            return self._moved_to(record, value, generation)
-        if generation < record.generation:
-            return self._moved_to(record, {}, generation)  # raises: moved back
-        if generation > record.generation or record.value is not None:
-            for other in record.holders():
-                record = self._step(record, other.agent, CopyEvent.REMOTE_WRITE)
-        return record.at(generation, None)

@@ -94,7 +94,7 @@ def run(tmp_path: Path, kind: str, direct: bool, monkeypatch: pytest.MonkeyPatch
         coherence = board.coherence
         assert isinstance(coherence, CoherenceCoordinator)
         records = [tuple(directory.record(iri)) for iri in IRIS]
-        held = sorted((key, held[:2]) for key, held in coherence._held.items())
+        held = sorted((key, held[:2]) for key, held in coherence.held.by_key.items())
     seen = [(e.type, {k: v for k, v in e.payload.items() if k != "timestamp"}) for e in events]
     monkeypatch.setattr(commits_module, "_plain", plain)
     return [results, records, seen, held, taken]
@@ -144,7 +144,7 @@ def test_a_local_directory_keeps_nothing_the_collector_tracks() -> None:
         coherence = board.coherence
         assert isinstance(coherence, CoherenceCoordinator)
         gc.collect()
-        kept = list(directory._records.values()) + list(coherence._held.values())
+        kept = list(directory._records.values()) + list(coherence.held.by_key.values())
         assert len(kept) == 100
         assert not any(gc.is_tracked(entry) for entry in kept)
         record = directory.record("urn:lone:n0")

@@ -61,14 +61,10 @@ class SharedCache:
 
     def __init__(self, directory: Directory) -> None:
         self.directory = directory
-        self.local = _Depth()
-        """This thread's depth inside the directory's transaction (``local.depth``): public
-        for the board's write path, which reads it once a write instead of calling
-        ``is_inside``."""
-        self.inside = _Inside(self.local)
+        self._local = _Depth()
+        self.inside = _Inside(self._local)
         """Entered by a ``with`` block running inside the directory's transaction (this
-        thread): an attribute, not a method, since every write enters it."""
-        self.token = directory.token  # type: ignore[method-assign]  # one call less per read
+        thread)."""
         self.own: Callable[[Hashable, Hashable, str], bool] = lambda held, now, iri: False
         """Whether every change since ``held`` was this process's own and left ``iri`` alone
         (the coordinator's ``vouch_own``)."""
@@ -77,7 +73,7 @@ class SharedCache:
 
     def is_inside(self) -> bool:
         """Return whether this thread is inside the directory's transaction."""
-        return self.local.depth > 0
+        return self._local.depth > 0
 
     def token(self) -> Hashable:
         """Return the directory's change counter."""

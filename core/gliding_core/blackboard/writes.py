@@ -69,7 +69,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
-from gliding_core.blackboard.nodes import Announce, NodeStore
+from gliding_core.blackboard.nodes import Announce, NodeStore, node_states
 from gliding_core.blackboard.permissions import Operation
 from gliding_core.blackboard.records import BoardNode, Known
 from gliding_core.blackboard.shared_cache import BoardSource, SharedCache
@@ -179,7 +179,7 @@ class _Write(Job):
         write_id: str,
         retry: bool,
     ) -> None:
-        Job.__init__(self, iris)  # (not ``super()``: this runs on every write)
+        super().__init__(iris)
         self.requests, self.writer, self.area = requests, writer, area
         self.lease_token, self.source = lease_token, source
         self.write_id, self.retry = write_id, retry
@@ -344,7 +344,7 @@ class WritePath:
             None if writer is None else writer.name, bases, job
         )
         try:
-            if self.cache.local.depth > 0:  # (``is_inside``, inline: once a write)
+            if self.cache.is_inside():
                 # Made inside a directory transaction (a subscriber of a write-back's event):
                 # queued, it would wait for a leader that waits for this thread's transaction.
                 self._commit_jobs([job])
@@ -374,23 +374,16 @@ class WritePath:
         around the store's calls): the thread does nothing else meanwhile, and the
         coordinator's write-backs enter it again anyway.
         """
-        if len(jobs) == 1:  # a lone write: no group to fall back from
-            job, local = jobs[0], self.cache.local
-            local.depth += 1  # (``SharedCache.inside``, inline: once a write)
-            try:
-                self.coordinator.commits.commit_group([job.change], self)
-            except Exception as exc:
-                job.error = exc
-            finally:
-                local.depth -= 1
-            if job.error is not None and _in_doubt(job.error, jobs):
-                self._doubt(jobs, job.error)
-            return
         try:
             with self.cache.inside:
                 self.coordinator.commits.commit_group([job.change for job in jobs], self)
             return
         except Exception as exc:
+            if len(jobs) == 1:  # a lone write: no group to fall back from
+                jobs[0].error = exc
+                if _in_doubt(exc, jobs):
+                    self._doubt(jobs, exc)
+                return
             if _in_doubt(exc, jobs):
                 # The store has the group, or may: each writer it held is told, with its own
                 # write's id; a write the group refused was not in it, and is decided again.
@@ -412,9 +405,7 @@ class WritePath:
         nodes = self.nodes
         with nodes.writer:
             known = nodes.known(list(records))
-            found = {}
-            for iri, state in known.items():  # (``NodeStore.states``, from the same read)
-                found[iri] = (state if isinstance(state, BoardNode) else None, state.generation)
+            found = node_states(known)  # (from the same read: the retry needs ``known``)
             for change in changes:
                 job = change.owner
                 if job.retry and _landed(change, known):  # step 4
@@ -448,19 +439,13 @@ class WritePath:
     ) -> list[dict[str, tuple[Node | None, int]]]:
         """Write the accepted jobs' batches in one store write; each one's stored states
         (step 9)."""
-        if len(changes) == 1:  # a lone write: no list of batches built, nor looped over
-            job = changes[0].owner
-            [(job.written, job.announce)] = self.nodes.write_batches(
-                [(job.requests, job.source, job.write_id)]
-            )
-            return [_states(job.requests, job.written)]
         batches = [(c.owner.requests, c.owner.source, c.owner.write_id) for c in changes]
         stored = self.nodes.write_batches(batches)  # (it holds the store's writer itself)
         states = []
-        for index, change in enumerate(changes):  # one stored batch per write, in order
+        for change, (written, announce) in zip(changes, stored, strict=True):
             job = change.owner
-            job.written, job.announce = stored[index]
-            states.append(_states(job.requests, job.written))
+            job.written, job.announce = written, announce
+            states.append(_states(job.requests, written))
         return states
 
     # -- rights and fences (steps 5 and 6) ---------------------------------------------------
@@ -591,7 +576,7 @@ class WritePath:
         """
         self.nodes.forget(iris)
         self.coordinator.forget_nodes(iris)
-        if self.cache.local.depth == 0:
+        if not self.cache.is_inside():
             try:
                 self.coordinator.directory.touch()
             except Exception:  # the write's own error is the one its caller must see
@@ -742,10 +727,10 @@ def _states(
 
     ``written`` holds the requests' nodes as stored, in order (``NodeStore.write_batches``).
     """
-    states: dict[str, tuple[Node | None, int]] = {}
-    for index, node in enumerate(written):  # (``zip(strict=True)`` costs 4x more)
-        states[node.iri] = (requests[index].node, node.generation)
-    return states
+    return {
+        node.iri: (request.node, node.generation)
+        for request, node in zip(requests, written, strict=True)
+    }
 
 
 def _in_doubt(error: BaseException, jobs: Sequence[_Write]) -> bool:

@@ -14,27 +14,23 @@ Invariants:
 - ``commit_group`` commits several writers' changes of disjoint nodes in one transaction and
   one source step (a ``GroupSource``, made once by its caller); each is decided as if alone
   (a refused one changes nothing at the source and fails only itself), and each is completed
-  by ``finish`` on its writer's thread.
-- A lone change that needs none of a group's steps (``_plain``: an agent's, not refused, each
-  node at the source as its record holds it, no stale base, no other valid copy) is written
-  by a direct path with the same checks in the same transaction, and leaves exactly the
-  records, events, refusals and held copies the group's path leaves (a test runs both).
+  by ``finish`` on its writer's thread. A lone change is a group of one: it takes the same
+  path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from functools import partial
 from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
 from gliding_core.bus import EventBus, EventType
 from gliding_core.coherence.copies import HeldCopies, check_agent
-from gliding_core.coherence.directory import Copy, Directory, NodeRecord
+from gliding_core.coherence.directory import Directory, NodeRecord
 from gliding_core.coherence.moves import RecordMoves
 from gliding_core.coherence.node_sources import check_generation, refused
 from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
-from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
+from gliding_core.coherence.protocol import Action, CopyEvent, transition
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, validate_iri
 from gliding_core.store.entry import MesiState
@@ -49,23 +45,8 @@ when absent, generation) out."""
 T = TypeVar("T")
 Owner = TypeVar("Owner")
 
-_INVALID = MesiState.INVALID  # an enum member read from its class costs a lookup each time
 _NOT_LEASED: frozenset[str] = frozenset()
-_new_tuple = tuple.__new__  # builds a named tuple without its ``__new__`` (a Python call)
 _NOBODY: Mapping[str, list[str]] = MappingProxyType({})
-
-
-def _local_write(state: MesiState, shared: bool) -> tuple[MesiState, bool]:
-    row = TRANSITIONS[state, CopyEvent.LOCAL_WRITE, shared]
-    return row.state, Action.ANNOUNCE_INVALIDATION in row.actions
-
-
-_LOCAL_WRITES = {
-    state: (_local_write(state, False), _local_write(state, True)) for state in MesiState
-}
-"""The table's ``LOCAL_WRITE`` rows by the writer's state, alone and beside other holders:
-the writer's next state and whether the write announces the invalidations (read on every
-write: one look-up by state, not by a key of three)."""
 
 
 class Change(Generic[Owner]):
@@ -139,38 +120,9 @@ def _present(record: NodeRecord) -> int:
     return record.generation if record.value is not None else 0
 
 
-def _plain(
-    change: Change[Owner],
-    given: Mapping[str, NodeRecord],
-    now: Mapping[str, tuple[Node | None, int]],
-) -> bool:
-    """Return whether a lone change needs none of a group's steps before its write.
-
-    So it is when it is an agent's, not refused by the source's check, each of its nodes is at
-    the source as the directory's record holds it (the record's own value at its generation,
-    or absent as its record says), no base is stale, and no other agent holds a valid copy: then
-    syncing changes no record, its admission steps no copy (no write-back, nobody to tell),
-    and its write only moves the writer's own copy.
-    """
-    agent = change.agent
-    if agent is None or change.refusal is not None:
-        return False
-    bases, leased = change.bases, change.leased
-    for iri, record in given.items():
-        value, generation = now[iri]
-        if value is not record.value or generation != record.generation:
-            return False
-        if _stale(bases[iri], generation if value is not None else 0, iri, leased):
-            return False
-        for copy in record.copies.values():  # (``record.holders(besides=agent)``, inline)
-            if copy.state is not _INVALID and copy.agent != agent:
-                return False
-    return True
-
-
 def _stale(based: int | None, present: int, iri: str, leased: frozenset[str]) -> bool:
     """Return whether ``iri``'s base ``based`` is stale: given, not the node's ``present``
-    generation, and not covered by a write lease the writer holds (``_plain``, ``_admit``)."""
+    generation, and not covered by a write lease the writer holds."""
     return based is not None and based != present and iri not in leased
 
 
@@ -301,16 +253,12 @@ class GroupCommits:
         back and propagates. Each change is then completed by ``finish`` (on its writer's
         thread: it publishes).
         """
-        # A partial of a bound method, not a closure: no cells, and one frame less per write.
-        step = partial(self._group_change, changes, source)
-        if len(changes) == 1:  # a lone change: no list of what it wrote gathered
-            change = changes[0]
-            touched, change.token = self.directory.update_many(sorted(change.bases), step)
-            written = [] if change.states is None else list(change.states)
-            self.own.committed(change.token, touched, written)
-            return
+
+        def step(given: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], list[str]]:
+            return self._group_change(changes, source, given)
+
         touched, token = self.directory.update_many(sorted(self._disjoint(changes)), step)
-        written = []
+        written: list[str] = []
         for change in changes:
             change.token = token
             if change.states is not None:
@@ -346,17 +294,8 @@ class GroupCommits:
                     self.held.forget((agent, iri))
                 else:
                     self.held.remember((agent, iri), generation, value, token)
-            if announced[iri]:  # (``announce``, inline: one call less a write)
-                self.bus.publish(
-                    EventType.COPIES_INVALIDATED,
-                    {
-                        "iri": iri,
-                        "generation": generation,
-                        "writer": agent,
-                        "agents": announced[iri],
-                    },
-                    source="coherence",
-                )
+            if announced[iri]:
+                announce(self.bus, iri, generation, agent, announced[iri])
 
     def _group_change(
         self,
@@ -368,8 +307,6 @@ class GroupCommits:
         for change in changes:  # a group committed again alone starts afresh
             change.refusal = change.states = None
         now = source.current(given, changes)
-        if len(changes) == 1 and _plain(changes[0], given, now):
-            return self._plain_write(changes[0], _results(source.apply(changes, given), 1), given)
         records = dict(given)
         for iri, record in given.items():
             value, generation = now[iri]
@@ -378,32 +315,9 @@ class GroupCommits:
         accepted = [change for change in changes if self._admit(change, records)]
         if accepted:
             results = _results(source.apply(accepted, records), len(accepted))
-            for index, change in enumerate(accepted):  # (``zip(strict=True)``: 4x the cost)
-                self._wrote(change, results[index], records)
+            for change, states in zip(accepted, results, strict=True):
+                self._wrote(change, states, records)
         return records, touched_nodes(given, records)
-
-    def _plain_write(
-        self,
-        change: Change[Owner],
-        results: Sequence[Mapping[str, tuple[Node | None, int]]],
-        given: dict[str, NodeRecord],
-    ) -> tuple[dict[str, NodeRecord], list[str]]:
-        """The step of a lone ``_plain`` change once written: what ``_group_change`` makes of
-        it, without the steps it needs none of (syncing, admitting, stepping other copies)."""
-        agent = change.agent
-        assert agent is not None  # (``_plain``)
-        states = results[0]
-        records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
-        announced: dict[str, list[str]] = {}
-        touched: list[str] = []  # (``touched_nodes``, inline: the same test)
-        for iri, (value, generation) in states.items():  # (no other holders: ``_plain``)
-            record = given[iri]
-            new, announced[iri] = self._written(agent, record, value, generation, [])
-            records[iri] = new
-            if new is not record and (new.generation != record.generation or new != record):
-                touched.append(iri)
-        change.states, change.announced = dict(states), announced
-        return records, touched
 
     def _admit(self, change: Change[Owner], records: dict[str, NodeRecord]) -> bool:
         """Decide one change of a group: refused (its ``refusal`` says why), or accepted with
@@ -427,9 +341,6 @@ class GroupCommits:
         others: dict[str, list[str]] = {}
         for iri in bases:
             record = records[iri]
-            if not record.copies:  # the common case: a node no agent holds
-                others[iri] = []
-                continue
             others[iri] = [c.agent for c in record.holders(besides=agent)]
             for other in others[iri]:
                 record = self.moves.step(record, other, CopyEvent.REMOTE_WRITE)
@@ -469,8 +380,7 @@ class GroupCommits:
             return record.at(generation, None).with_copy(
                 agent, MesiState.INVALID, mine.generation
             ), others
-        state, announces = _LOCAL_WRITES[_INVALID if mine is None else mine.state][bool(others)]
-        copies = dict(record.copies)  # moved and the writer's copy set: one record built
-        copies[agent] = _new_tuple(Copy, (agent, state, generation))  # (no __new__'s frame)
-        new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
-        return new, (others if announces else [])
+        state = MesiState.INVALID if mine is None else mine.state
+        row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
+        new = record.at(generation, value).with_copy(agent, row.state, generation)
+        return new, (others if Action.ANNOUNCE_INVALIDATION in row.actions else [])

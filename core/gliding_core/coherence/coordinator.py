@@ -169,7 +169,7 @@ class Coherence:
         return self._read(agent, validate_iri(iri), self.directory.token())
 
     def generation(self, agent: str, iri: str, *, token: Hashable | None = None) -> int:
-        """Return the generation ``agent`` reads of ``iri``: ``read`` without building the value.
+        """Return the generation ``agent`` reads of ``iri`` (as ``read`` does).
 
         For a caller that keeps the values itself (the blackboard's node cache) and needs the
         copy registered and validated, and the generation to check its own value against.
@@ -179,26 +179,10 @@ class Coherence:
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
         """
-        key = (agent, iri)
-        copies = self.held.by_key
-        held = copies.get(key)
-        if held is not None:
-            generation, text, vouched = held
-            now = self.directory.token() if token is None else token
-            if vouched == now:
-                return generation
-            if self.own.vouch(vouched, now, iri):
-                copies[key] = (generation, text, now)
-                return generation
-            # Something changed somewhere: still current if the directory says so (the held
-            # text is that generation's value), re-vouched without encoding it again.
-            record, vouched = self.directory.snapshot(iri)
-            mine = record.copies.get(agent)
-            if mine is not None and self._current(mine, record) and record.generation == generation:
-                with self.held.lock:
-                    copies[key] = (generation, text, vouched)
-                return generation
-        return self.read(agent, iri).generation
+        agent, iri = check_agent(agent), validate_iri(iri)
+        now = self.directory.token() if token is None else token
+        held = self._vouched((agent, iri), now)
+        return held[0] if held is not None else self._read(agent, iri, now).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
         """Read several nodes for ``agent``, validating its copies with one change check.
@@ -215,16 +199,28 @@ class Coherence:
         token = self.directory.token()
         return [self._read(agent, iri, token) for iri in wanted]
 
-    def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
-        key = (agent, iri)
+    def _vouched(self, key: tuple[str, str], token: Hashable) -> tuple[int, bytes] | None:
+        """Return the generation and text of the copy ``key`` holds, if it is current as of
+        ``token`` without asking the directory (vouched then, or only this process's own
+        changes since, none of this node), else ``None``."""
         copies = self.held.by_key
         held = copies.get(key)  # one dict lookup is atomic; writers hold the lock
+        if held is None:
+            return None
+        generation, text, vouched = held
+        if vouched == token:
+            return generation, text
+        if not self.own.vouch(vouched, token, key[1]):
+            return None
+        copies[key] = (generation, text, token)
+        return generation, text
+
+    def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
+        key = (agent, iri)
+        held = self._vouched(key, token)
         if held is not None:
-            generation, text, vouched = held
-            if vouched == token or self.own.vouch(vouched, token, iri):
-                if vouched != token:
-                    copies[key] = (generation, text, token)
-                return Reading(iri, orjson.loads(text), generation, "hit", generation)
+            generation, text = held
+            return Reading(iri, orjson.loads(text), generation, "hit", generation)
         record, vouched = self.directory.snapshot(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:

@@ -182,7 +182,7 @@ class BlackboardToolkit(BaseToolkit):
 
     Args:
         handle: the agent's handle (``memory.agent("doer", role="do", task=TASK)``).
-        scheduler: a scheduler over its blackboard (``Scheduler.for_memory(memory)``); with
+        scheduler: a scheduler over its blackboard (``memory.scheduler``); with
             one, the toolkit also has ``project_frame``.
 
     Raises:

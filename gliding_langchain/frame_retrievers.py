@@ -42,7 +42,9 @@ class GlidingFrameRetriever(BaseRetriever):
 
     Args:
         frame: the frame's name (``"da_input"``).
-        memory: the memory whose blackboard is projected (give this or ``scheduler``).
+        memory: the memory whose blackboard is projected (give this or ``scheduler``): read
+            through its one scheduler (``memory.scheduler``), whose view cache every reader
+            of the memory shares.
         scheduler: a scheduler over the blackboard (its projector and view cache are used).
         task: the task's IRI; the agent's task when omitted with an ``agent``.
         params: the frame's parameters (``{"plan": "urn:..."}``).
@@ -111,11 +113,11 @@ def _reader(data: Mapping[str, Any]) -> FrameArtifacts:
             "give a frame retriever exactly one of memory= and scheduler=,"
             f" got memory={preview(memory)}, scheduler={preview(scheduler)}"
         )
-    source: Memory | Scheduler
+    source: Scheduler
     if memory is not None:
         if not isinstance(memory, Memory):
             raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
-        source = memory
+        source = memory.scheduler
     elif isinstance(scheduler, Scheduler):
         source = scheduler
     else:

@@ -80,7 +80,7 @@ class GlidingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             the model also sees the role's frame of the handle's task, recall skips the other
             agents' turns, and ``task_iri`` defaults to the handle's task
             (``gliding_core.view.team.role_conversation``).
-        scheduler: the read path of ``handle``'s frame; ``Scheduler.for_memory`` by default.
+        scheduler: the read path of ``handle``'s frame; ``memory.scheduler`` by default.
         keep_views: how many of the latest views ``views`` keeps.
         max_scopes: how many scopes' conversations are kept ready (their state lives in the
             memory's sessions, so one dropped here is rebuilt as it was).

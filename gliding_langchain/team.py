@@ -3,9 +3,11 @@
 ``create_role_agent(model, handle, memory=memory)`` builds one: its model is given, within its
 budget, its role's frame of the task, its L1 context and its recall
 (``GlidingMemoryMiddleware(memory, handle=handle)``), and it acts through the blackboard tools
-of its handle (``BlackboardToolkit``). ``pdca_graph`` chains four of them (plan, do, check,
-act) in a LangGraph ``StateGraph``: each gets the user's request as its only message and reads
-the previous role's work through its frame, never through a shared message history.
+of its handle (``BlackboardToolkit``). ``pdca_agents`` builds the four of a task over the
+engine's team (``gliding_core.view.team.team``: names, the task's registration, the handles, the
+memory's one scheduler, the instructions); ``pdca_graph`` chains them (plan, do, check, act) in
+a LangGraph ``StateGraph``: each gets the user's request as its only message and reads the
+previous role's work through its frame, never through a shared message history.
 
 Invariants: an agent's identity and role are its handle's (bound when it is built); the graph
 state carries the request, the order of handovers and each role's final report, never the
@@ -35,18 +37,19 @@ from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ViewOptions
 from gliding_core.jsonld import preview
 from gliding_core.projection.scheduler import Scheduler
-from gliding_core.view.team import AREA_OF, ROLES
+from gliding_core.view.team import DEFAULT_BUDGET as DEFAULT_BUDGET  # the adapter's names too
+from gliding_core.view.team import DEFAULT_NAMES as DEFAULT_NAMES
+from gliding_core.view.team import (
+    ROLES,
+    check_memory,
+    check_roles,
+    check_scheduler,
+    instructions,
+    team,
+)
 from gliding_langchain.board_tools import BlackboardToolkit
 from gliding_langchain.messages import to_records
 from gliding_langchain.middleware import GlidingMemoryMiddleware
-
-DEFAULT_NAMES: Mapping[str, str] = {
-    "plan": "planner",
-    "do": "doer",
-    "check": "checker",
-    "act": "decider",
-}
-DEFAULT_BUDGET = 1_200
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +95,8 @@ def create_role_agent(
         handle: the agent's blackboard handle (``memory.agent(name, role=..., task=...)``).
         memory: the memory the handle's blackboard belongs to.
         tools: more tools besides the blackboard's.
-        scheduler: the frame's read path (and ``project_frame``'s); one over the memory when
-            omitted.
+        scheduler: the frame's read path (and ``project_frame``'s); the memory's own
+            (``memory.scheduler``) when omitted.
         system_prompt: the agent's instructions; a line naming its role, task and area when
             omitted.
         middleware: more middleware, after the memory's (inside its model call: one that
@@ -104,9 +107,8 @@ def create_role_agent(
     Raises:
         InvalidInputError: a bad handle, memory, scheduler or option.
     """
-    if not isinstance(memory, Memory):
-        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
-    scheduler = scheduler if scheduler is not None else Scheduler.for_memory(memory)
+    owner = check_memory(memory)
+    scheduler = check_scheduler(scheduler, owner)
     options.setdefault("budget", DEFAULT_BUDGET)
     memory_middleware = GlidingMemoryMiddleware(
         memory, handle=handle, scheduler=scheduler, **options
@@ -115,7 +117,7 @@ def create_role_agent(
     graph = create_agent(
         model,
         [*board_tools, *tools],
-        system_prompt=system_prompt if system_prompt is not None else _instructions(handle),
+        system_prompt=system_prompt if system_prompt is not None else instructions(handle),
         middleware=[memory_middleware, *middleware],
         name=handle.name,
     )
@@ -137,29 +139,25 @@ def pdca_agents(
         memory: the memory whose blackboard they share.
         task: the task's IRI; registered in the blackboard's task registry if it is not.
         models: role -> chat model, for each of the four roles.
-        names: role -> agent name.
-        scheduler: the read path of their frames; one over the memory when omitted.
+        names: role -> agent name (distinct).
+        scheduler: the read path of their frames; the memory's own (``memory.scheduler``)
+            when omitted.
         **options: the memory's view settings of every agent (``budget=...``).
 
     Raises:
-        InvalidInputError: a role has no model or no name, or what ``create_role_agent``
-            rejects.
+        InvalidInputError: a bad memory, a role without a model or a name, or what
+            ``create_role_agent`` rejects.
     """
-    if not isinstance(models, Mapping) or not isinstance(names, Mapping):
-        raise InvalidInputError(f"models must map roles to chat models, got {preview(models)}")
-    missing = [role for role in ROLES if role not in models or role not in names]
-    if missing:
-        raise InvalidInputError(f"models and names need the roles {list(ROLES)}; missing {missing}")
-    coordination = memory.blackboard.coordination
-    if coordination is not None and task not in coordination.tasks:
-        coordination.tasks.register(task)
-    scheduler = scheduler if scheduler is not None else Scheduler.for_memory(memory)
+    check_memory(memory)
+    chosen = check_roles(models, what="models", kind="chat models")
+    crew = team(memory, task, names=names, scheduler=scheduler)
     return {
         role: create_role_agent(
-            models[role],
-            memory.agent(names[role], role=role, task=task),
+            chosen[role],
+            crew.handles[role],
             memory=memory,
-            scheduler=scheduler,
+            scheduler=crew.scheduler,
+            system_prompt=crew.instructions(role),
             **options,
         )
         for role in ROLES
@@ -295,12 +293,3 @@ def _node(agent: RoleAgent) -> Any:
         }
 
     return run
-
-
-def _instructions(handle: AgentHandle) -> str:
-    area = AREA_OF.get(handle.role, handle.role)
-    return (
-        f"You are {handle.name}, the {handle.role} agent of task {handle.task}. What the earlier"
-        f" roles wrote is in your frame of the task, below. Write your work to the {area!r}"
-        " area with the blackboard tools, then report in one line."
-    )

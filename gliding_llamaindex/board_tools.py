@@ -40,7 +40,7 @@ class BlackboardToolSpec(GuardedToolSpec):
 
     Args:
         handle: the agent's handle (``memory.agent("doer", role="do", task=TASK)``).
-        scheduler: a scheduler over its blackboard (``Scheduler.for_memory(memory)``); with
+        scheduler: a scheduler over its blackboard (``memory.scheduler``); with
             one, the spec also has ``project_frame``.
 
     Raises:

@@ -34,7 +34,9 @@ class GlidingFrameRetriever(BaseRetriever):
     """Retrieve one frame's projection of a task as nodes, one per blackboard node.
 
     Args:
-        source: a ``Memory``, a ``Scheduler`` or a ``Projector`` over the blackboard.
+        source: a ``Memory`` (read through its one scheduler, ``memory.scheduler``, whose view
+            cache every reader of the memory shares), a ``Scheduler`` or a ``Projector`` over
+            the blackboard.
         frame: the frame's name (``"ca_review"``).
         task: the task's IRI; the agent's task when omitted with an ``agent``.
         params: the frame's parameters (``{"artifact": "urn:..."}``).

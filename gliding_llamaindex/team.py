@@ -5,7 +5,9 @@ with the handle's ``BlackboardToolSpec``. ``TeamMemory`` is the one memory an ``
 takes, holding a ``GlidingMemory`` per agent (``role_memory``: its role's frame, L1 context and
 own recall, ``gliding_core.view.team.role_conversation``) and answering with the memory of the agent
 that works now. ``pdca_workflow`` chains plan, do, check and act agents that hand off in that
-order and share nothing but the blackboard and the user's request.
+order and share nothing but the blackboard and the user's request; it is built over the
+engine's team (``gliding_core.view.team.team``: names, the task's registration, the handles,
+the memory's one scheduler, the instructions, the round's order).
 
 How ``TeamMemory`` knows who works: the workflow puts the user's message into it first (the
 root agent's); when an agent's turn is put (its ``finalize``) with a ``handoff`` call to a
@@ -51,19 +53,22 @@ from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.config import ViewOptions
 from gliding_core.jsonld import preview
 from gliding_core.projection.scheduler import Scheduler
-from gliding_core.view.team import AREA_OF, ROLES, role_conversation
+from gliding_core.view.team import (
+    AREA_OF,
+    ROLES,
+    check_memory,
+    check_roles,
+    instructions,
+    role_conversation,
+    team,
+)
+from gliding_core.view.team import DEFAULT_BUDGET as DEFAULT_BUDGET  # the adapter's names too
+from gliding_core.view.team import DEFAULT_NAMES as DEFAULT_NAMES
 from gliding_llamaindex.board_tools import BlackboardToolSpec
 from gliding_llamaindex.memory import GlidingMemory
 from gliding_llamaindex.messages import to_record
 
 HANDOFF = "handoff"  # the name of AgentWorkflow's hand-off tool
-DEFAULT_NAMES: Mapping[str, str] = {
-    "plan": "planner",
-    "do": "doer",
-    "check": "checker",
-    "act": "decider",
-}
-DEFAULT_BUDGET = 1_200
 
 
 def role_memory(
@@ -78,8 +83,7 @@ def role_memory(
     The memory text is a system message unless ``placement`` says otherwise (a
     ``FunctionAgent`` reads either).
     """
-    if not isinstance(memory, Memory):
-        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
+    check_memory(memory)
     options.setdefault("placement", "system")
     options.setdefault("budget", DEFAULT_BUDGET)
     return GlidingMemory(role_conversation(memory, handle, scheduler=scheduler, **options))
@@ -247,10 +251,7 @@ def create_role_agent(
         description=f"The {handle.role} agent: writes the {area!r} area of {handle.task}.",
         system_prompt=system_prompt
         if system_prompt is not None
-        else (
-            f"You are {handle.name}, the {handle.role} agent of task {handle.task}. Write your"
-            f" work to the {area!r} area with the blackboard tools, then {then}."
-        ),
+        else instructions(handle, then=then, frame=False),
         tools=[*spec.to_tool_list(), *tools],
         llm=llm,
         can_handoff_to=None if can_handoff_to is None else list(can_handoff_to),
@@ -291,8 +292,9 @@ def pdca_workflow(
         memory: the memory whose blackboard they share; the task is registered if it is not.
         task: the task's IRI.
         llms: role -> function-calling LLM, for each of the four roles.
-        names: role -> agent name.
-        scheduler: the read path of the frames; one over the memory when omitted.
+        names: role -> agent name (distinct).
+        scheduler: the read path of the frames; the memory's own (``memory.scheduler``) when
+            omitted.
         **options: each agent's view settings (``budget=...``).
 
     Example:
@@ -301,31 +303,22 @@ def pdca_workflow(
         >>> team = pdca_workflow(memory, TASK, llms, budget=1200)  # doctest: +SKIP
         >>> await team.run(request)  # doctest: +SKIP
     """
-    if not isinstance(memory, Memory):
-        raise InvalidInputError(f"memory must be a gliding Memory, got {preview(memory)}")
-    if not isinstance(llms, Mapping) or not isinstance(names, Mapping):
-        raise InvalidInputError(f"llms must map roles to LLMs, got {preview(llms)}")
-    missing = [role for role in ROLES if role not in llms or role not in names]
-    if missing:
-        raise InvalidInputError(f"llms and names need the roles {list(ROLES)}; missing {missing}")
-    coordination = memory.blackboard.coordination
-    if coordination is not None and task not in coordination.tasks:
-        coordination.tasks.register(task)
-    scheduler = scheduler if scheduler is not None else Scheduler.for_memory(memory)
-    handles = {role: memory.agent(names[role], role=role, task=task) for role in ROLES}
-    following = dict(zip(ROLES, (*ROLES[1:], None), strict=True))
-    agents: list[BaseWorkflowAgent] = [
+    check_memory(memory)
+    chosen = check_roles(llms, what="llms", kind="LLMs")
+    crew = team(memory, task, names=names, scheduler=scheduler)
+    names = crew.names
+    workflow_agents: list[BaseWorkflowAgent] = [
         create_role_agent(
-            llms[role],
-            handles[role],
-            scheduler=scheduler,
-            can_handoff_to=[names[n]] if (n := following[role]) is not None else [],
+            chosen[role],
+            crew.handles[role],
+            scheduler=crew.scheduler,
+            can_handoff_to=[names[n]] if (n := crew.next_role(role)) is not None else [],
         )
         for role in ROLES
     ]
     memories = {
-        names[role]: role_memory(memory, handles[role], scheduler=scheduler, **options)
+        names[role]: role_memory(memory, crew.handles[role], scheduler=crew.scheduler, **options)
         for role in ROLES
     }
-    workflow = AgentWorkflow(agents=agents, root_agent=names[ROLES[0]])
-    return RoleWorkflow(workflow, TeamMemory(memories, root=names[ROLES[0]]), handles)
+    workflow = AgentWorkflow(agents=workflow_agents, root_agent=names[ROLES[0]])
+    return RoleWorkflow(workflow, TeamMemory(memories, root=names[ROLES[0]]), crew.handles)

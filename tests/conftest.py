@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,15 @@ def file_store(tmp_path: Path) -> Iterator[L0Store]:
         yield value
 
 
-@pytest.fixture
-def chroma_server(tmp_path: Path) -> Iterator[int]:
-    """A real Chroma server on a free localhost port, started with the package's own CLI."""
+@contextmanager
+def _serve_chroma(path: Path) -> Iterator[int]:
+    """Run a real Chroma server on a free localhost port, data under ``path``; yield the port."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     chroma = Path(sys.executable).parent / "chroma"
     server = subprocess.Popen(
-        [str(chroma), "run", "--path", str(tmp_path / "server"), "--port", str(port)],
+        [str(chroma), "run", "--path", str(path), "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -58,6 +59,20 @@ def chroma_server(tmp_path: Path) -> Iterator[int]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[int]:
+    """A real Chroma server on a free localhost port, started with the package's own CLI."""
+    with _serve_chroma(tmp_path / "server") as port:
+        yield port
+
+
+@pytest.fixture(scope="session")
+def shared_chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """One Chroma server for the whole session (tests keep to collections of their own)."""
+    with _serve_chroma(tmp_path_factory.mktemp("chroma") / "server") as port:
+        yield port
 
 
 @pytest.fixture(scope="session")

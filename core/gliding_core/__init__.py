@@ -4,13 +4,18 @@ The public API is re-exported here; the export list is pinned by a test.
 """
 
 from gliding_core.attention.relevance import RelevanceTracker
-from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
+from gliding_core.attention.supplementary import (
+    SupplementaryInput,
+    SupplementaryInputStore,
+    SupplementaryQueue,
+)
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.agents import Agent, AgentRegistry, AgentStatus
-from gliding_core.blackboard.coordination.database import CoordinationDB, NodeMirror
 from gliding_core.blackboard.coordination.leases import Lease, LeaseMode, LeaseTable
 from gliding_core.blackboard.coordination.messages import Message, MessageBoard
+from gliding_core.blackboard.coordination.protocol import CoordinationStore, NodeMirror
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.coordination.tasks import Task, TaskRegistry, TaskStatus
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, QueryResult, SparqlEndpoint
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
@@ -21,6 +26,7 @@ from gliding_core.coherence import (
     CoherenceCoordinator,
     CopyEvent,
     DictNodeSource,
+    Directory,
     LocalDirectory,
     NodeSource,
     Reading,
@@ -77,6 +83,7 @@ from gliding_core.hyperspace.backends import (
 )
 from gliding_core.hyperspace.dense import DenseIndex
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.remote import HttpEmbedder
 from gliding_core.hyperspace.search import ArmResult, HybridSearch, SearchHit, SearchResults
@@ -89,6 +96,7 @@ from gliding_core.projection.scheduler import Completion, Read, Scheduler
 from gliding_core.session import Context, Session, Turn
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.retrieval import DEFAULT_K, filters_from_dict, knowledge_filters
 from gliding_core.store.scope import (
     Scope,
@@ -140,9 +148,11 @@ __all__ = [
     "Coordination",
     "CoordinationConfig",
     "CoordinationDB",
+    "CoordinationStore",
     "CopyEvent",
     "DenseIndex",
     "DictNodeSource",
+    "Directory",
     "DirectoryInUseError",
     "Edge",
     "EmbeddedGraph",
@@ -151,6 +161,7 @@ __all__ = [
     "EncodingUnavailableError",
     "Entry",
     "EntryNotFoundError",
+    "EntryStore",
     "Event",
     "EventBus",
     "EventType",
@@ -234,6 +245,7 @@ __all__ = [
     "Summarizer",
     "SupplementaryInput",
     "SupplementaryInputStore",
+    "SupplementaryQueue",
     "Task",
     "TaskCycleError",
     "TaskNotFoundError",
@@ -244,6 +256,7 @@ __all__ = [
     "TopicConfig",
     "TopicMonitor",
     "Turn",
+    "VectorIndex",
     "ViewCache",
     "WriteOutcomeUnknownError",
     "__version__",

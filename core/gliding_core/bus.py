@@ -3,7 +3,7 @@
 Invariants:
 - Publishing never fails because of a subscriber: a subscriber's exception is logged and the
   other subscribers still run.
-- Any number of event types, known or custom (the reference implementation stopped at 64).
+- Any number of event types, known or custom: a type is a string, not a bit of a fixed mask.
 - The history is bounded (``history`` most recent events) and sequence numbers increase.
 - Safe from several threads: subscribers are called on the publishing thread, outside the lock.
 """

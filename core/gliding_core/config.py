@@ -1,4 +1,4 @@
-"""Settings: validated, immutable objects whose defaults come from the design documents.
+"""Settings: validated, immutable objects holding every default of the memory.
 
 Every default of the memory is chosen here and nowhere else. A bad value raises
 ``ConfigError`` naming the field and the value.
@@ -84,7 +84,7 @@ class StoreConfig(Settings):
 
 
 class EvictionPolicy(Settings):
-    """The L1 eviction weights (seed 000, sections 三 and 九; seed 001).
+    """The L1 eviction weights: phase 1 drops stale, low-relevance turns, phase 2 scores the rest.
 
     Phase 2 evicts the turn with the lowest
     ``beta * semantic + (1 - beta) * (recency_weight * recency + cost_weight * cost)``, where
@@ -92,12 +92,14 @@ class EvictionPolicy(Settings):
     ``recency = 1 / (1 + age / safe_window_s)`` and ``cost = 1 - tokens / largest turn``.
 
     Attributes:
-        beta: the weight of semantic relevance against recency and cost (seed: 0.6).
+        beta: the weight of semantic relevance against recency and cost (0.6: what a turn is
+            about counts for more than its age and size together).
         recency_weight: the share of recency in the rest.
         cost_weight: the share of the cost term (small turns are cheap to keep).
         query_blend: how much the query similarity counts against the stored relevance.
-        relevance_threshold: phase 1 evicts turns below it (seed 001: 0.3).
-        safe_window_s: phase 1 spares turns younger than this (seed 001: 300 s).
+        relevance_threshold: phase 1 evicts turns below it (0.3).
+        safe_window_s: phase 1 spares turns younger than this (300 s), so the exchange under
+            way is never dropped as stale.
     """
 
     beta: float = Field(default=0.6, ge=0.0, le=1.0)
@@ -111,8 +113,9 @@ class EvictionPolicy(Settings):
     def for_role(cls, role: str) -> EvictionPolicy:
         """Return the preset for an agent role: SA, plan, do, check or act (default: SA).
 
-        The presets keep the reference implementation's three weights per role (recency,
-        relevance, cost): relevance becomes ``beta``; recency and cost share the rest.
+        Each role weighs recency, relevance and cost its own way (a planner or a checker keeps
+        what bears on the task, a doer what is recent): relevance becomes ``beta``; recency and
+        cost share the rest.
         """
         key = _ROLE_ALIASES.get(role.strip().lower(), "sa")
         recency, relevance, cost = _ROLE_WEIGHTS[key]
@@ -123,7 +126,8 @@ class EvictionPolicy(Settings):
         )
 
 
-# (recency, relevance, cost) per role, from the reference implementation's presets.
+# (recency, relevance, cost) per role: relevance weighs most for the planner and the checker,
+# recency and size most for the doer.
 _ROLE_WEIGHTS = {
     "sa": (0.30, 0.40, 0.30),
     "plan": (0.20, 0.60, 0.20),
@@ -152,7 +156,7 @@ class SessionConfig(Settings):
     """L1 session settings.
 
     Attributes:
-        budget: the token budget of the summary chain (the reference's default: 4000).
+        budget: the token budget of the summary chain (4000).
         max_summary_tokens: the longest summary a turn keeps in the chain.
         max_low_relevance: how many low-relevance turns the context lists at most.
         low_relevance_chars: how much of each low-relevance summary the context shows.
@@ -165,7 +169,7 @@ class SessionConfig(Settings):
 
 
 class TopicConfig(Settings):
-    """Topic-shift monitor settings (seed 001, 4.5).
+    """Topic-shift monitor settings: when a shift is detected, the old topic is compressed.
 
     Attributes:
         threshold: a similarity below it between adjacent blocks marks a boundary (0.4).
@@ -180,7 +184,7 @@ class TopicConfig(Settings):
     proactive_fill: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
-# -- L2 coordination (branch bbcoord): leases, tasks, agents, messages -------------------------
+# -- L2 coordination: leases, tasks, agents, messages -------------------------------------------
 
 
 class CoordinationConfig(Settings):
@@ -192,7 +196,7 @@ class CoordinationConfig(Settings):
     Attributes:
         lease_ttl_s: how long a lease lives unless renewed (the holder's heartbeat renews it).
         heartbeat_timeout_s: an agent silent for longer is marked Error by the sweeper and its
-            leases are released (the reference had no default).
+            leases are released, so a crashed agent never holds a lease for good.
         sweep_interval_s: how often the background sweeper looks for silent agents; 0 runs it
             only on demand.
         busy_timeout_ms: how long a write waits for another process's lock on the database.
@@ -381,7 +385,8 @@ class MemoryConfig(Settings):
         token_encoding: the tiktoken encoding used for every token count.
         session: the default settings of new L1 sessions.
         topics: the topic-shift monitor settings.
-        relevance_alpha: the relevance tracker's weight of the task goal (seed 001: 0.6).
+        relevance_alpha: the relevance tracker's weight of the task goal against the previous
+            input (0.6: the goal counts a little more).
         bus_history: how many recent events the memory bus keeps.
         embedder: the embedding backend when none is passed in: ``auto`` (the best local one),
             ``local``, ``chroma-onnx``, ``hash``, or an HTTP API, ``openai`` (any

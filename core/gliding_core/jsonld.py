@@ -13,7 +13,8 @@ Input invariants:
   named graph) is not blank and holds no Cc, Zl or Zp character; neither holds a lone surrogate.
 - ``preview`` never raises, whatever it is given, and its result always encodes as UTF-8.
 
-Merge laws (seed 000, section 二), checked by property-based tests:
+Merge laws (an ``@id`` names one node, so storing it again updates that node rather than adding
+a second), checked by property-based tests:
 - properties merge key by key and the new value wins, except the text keys (``text`` by
   default), where the longer string is kept;
 - ``@type`` values are united, existing ones first; ``@context`` comes from the new node when it

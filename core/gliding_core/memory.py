@@ -2,10 +2,14 @@
 
 Invariants: defaults are chosen in one place (``MemoryConfig``); collaborators may be passed in
 ready-made; ``Memory()`` keeps everything in memory, ``Memory.open(path)`` keeps everything under
-one directory. A directory's embedded engines (Chroma's files) belong to one process at a time,
-which holds the directory's lock file while it is open (``gliding_core.store.ownership``); L0 is
-shared by any number of processes. A memory that fails to open closes whatever it had opened and
-releases the lock; closing the memory closes what it owns, once.
+one directory. The memory holds every per-memory object itself (the blackboard, the one
+scheduler with its projector and view cache, the stale-turn tracker; a session holds its
+conversation ledger): no module keeps a registry of memories. A directory's embedded engines
+(Chroma's files) belong to one process at a time, which holds the directory's lock file while
+it is open (``gliding_core.store.ownership``); L0 is shared by any number of processes. A memory
+that fails to open closes whatever it had opened and releases the lock; closing the memory
+closes what it owns, once, and a closed memory opens no blackboard, scheduler or stale-turn
+tracker it did not have (it could not close them any more).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -24,26 +28,30 @@ from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
-from gliding_core.coherence.directory import SQLiteDirectory
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
-from gliding_core.errors import ConfigError, InvalidInputError, StorageError
+from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
-from gliding_core.jsonld import preview
+from gliding_core.jsonld import Node, preview
+from gliding_core.projection.projector import Projector
 from gliding_core.projection.scheduler import Scheduler
 from gliding_core.session import Session, SessionServices
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.store.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.store.ownership import OwnerLock
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
 from gliding_core.topics import TopicMonitor
+from gliding_core.view.stale_turns import StaleTurns
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +96,7 @@ class Memory:
         self,
         *,
         config: MemoryConfig | None = None,
-        store: L0Store | None = None,
+        store: EntryStore | None = None,
         tokens: TokenCounter | None = None,
         embedder: Embedder | None = None,
         summarizer: Summarizer | None = None,
@@ -134,7 +142,9 @@ class Memory:
         self._blackboard: Blackboard | None = None
         self._blackboard_lock = threading.Lock()
         self._scheduler: Scheduler | None = None
-        self._scheduler_lock = threading.Lock()
+        self._stale_turns: StaleTurns | None = None
+        self._owned_lock = threading.Lock()  # builds the scheduler and the stale-turn tracker
+        self._closed = False
         self._ready = True
 
     @property
@@ -142,7 +152,7 @@ class Memory:
         """Whether this memory runs Chroma in process (on files it must own, when it has any)."""
         return self.engines and self.config.chroma_host is None
 
-    def _open_files(self, store: L0Store | None, embedder: Embedder | None) -> None:
+    def _open_files(self, store: EntryStore | None, embedder: Embedder | None) -> None:
         """Take the directory's lock when the engines are embedded, then open L0 and the cache."""
         directory = self.directory
         self.owner: OwnerLock | None = None
@@ -167,7 +177,7 @@ class Memory:
             self._closer.callback(closer)
         self.embedder: Embedder = self._cache
 
-    def _open_index(self) -> DenseIndex | None:
+    def _open_index(self) -> VectorIndex | None:
         """Open the dense index when this memory runs it (embedded, or on a Chroma server)."""
         if not self.engines and self.config.chroma_host is None:
             logger.info("%r opened without its engines: search is lexical only", self)
@@ -191,7 +201,7 @@ class Memory:
         return index
 
     @property
-    def index(self) -> DenseIndex:
+    def index(self) -> VectorIndex:
         """The dense index.
 
         Raises:
@@ -334,9 +344,11 @@ class Memory:
             ConfigError: the memory was opened with ``engines=False`` and no SPARQL endpoint
                 is configured (the on-disk graph belongs to the directory's owner).
             DirectoryInUseError: another process owns the directory.
+            ClosedError: the memory is closed and never opened its blackboard.
         """
         with self._blackboard_lock:
             if self._blackboard is None:
+                self._check_open("blackboard")
                 self._blackboard = self._open_blackboard()
             return self._blackboard
 
@@ -380,22 +392,68 @@ class Memory:
     def scheduler(self) -> Scheduler:
         """The L3 scheduler over this memory's blackboard, built on first use.
 
-        One per memory (its view cache is shared by every reader); it stops listening to the
+        One per memory, with the memory's one projector and view cache: the adapters' role
+        agents, frame retrievers and tools all read through it (``scheduler.with_roles``
+        gives other role frames over the same projector). It stops listening to the
         blackboard's events when the memory closes.
+
+        Raises:
+            ClosedError: the memory is closed and never built one.
+            ConfigError: the memory has no blackboard (see ``blackboard``).
         """
-        with self._scheduler_lock:
+        with self._owned_lock:
             if self._scheduler is None:
-                self._scheduler = Scheduler.for_memory(self)
-                self._closer.callback(self._scheduler.projector.close)
+                self._check_open("scheduler")
+                projector = Projector(self.blackboard, self.tokens)
+                self._closer.callback(projector.close)
+                self._scheduler = Scheduler(projector, store=self.store, search=self.search)
             return self._scheduler
+
+    @property
+    def stale_turns(self) -> StaleTurns:
+        """The turns of this memory's conversations that quote a shared node since moved on.
+
+        One per memory, built on first use; the blackboard is opened only to check a quote,
+        so a memory whose turns quote no node never opens it, and one that cannot have a
+        blackboard (``engines=False`` without an endpoint) marks nothing by checking. It
+        stops listening to the bus when the memory closes.
+
+        Raises:
+            ClosedError: the memory is closed and never built one.
+        """
+        with self._owned_lock:
+            if self._stale_turns is None:
+                self._check_open("stale-turn tracker")
+                tracker = StaleTurns(self._shared_nodes, self.tokens, bus=self.bus)
+                self._closer.callback(tracker.close)
+                self._stale_turns = tracker
+            return self._stale_turns
+
+    def _shared_nodes(self, iris: Sequence[str]) -> Mapping[str, tuple[int, Node]] | None:
+        """The blackboard's ``(generation, value)`` of the nodes among ``iris`` that exist."""
+        try:
+            board = self.blackboard
+        except (ConfigError, ClosedError):  # none to ask: engines=False, or the memory closed
+            return None
+        if board.closed:
+            return None
+        found = board.read_many(list(iris))
+        return {iri: (node.generation, node.node) for iri, node in found.items()}
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ClosedError(f"{self!r} is closed: it builds no {what} any more")
 
     def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
         """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""
         return self.blackboard.agent(name, role=role, task=task)
 
     def close(self) -> None:
-        """Stop the topic monitor, close the index, Chroma, the cache and the store, and release
-        the directory; closing twice is harmless."""
+        """Close what the memory owns, once: stop the topic monitor, the scheduler's projector
+        and the stale-turn tracker, flush and close the blackboard, close the index, Chroma,
+        the cache and the store, and release the directory; closing twice is harmless."""
+        with self._owned_lock:
+            self._closed = True
         self._closer.close()
 
     def __enter__(self) -> Memory:
@@ -433,8 +491,8 @@ def _check_parts(
             f"config must be a MemoryConfig (MemoryConfig(**values) builds one), "
             f"got {preview(config)}"
         )
-    if store is not None and not isinstance(store, L0Store):
-        raise InvalidInputError(f"store must be an L0Store, got {preview(store)}")
+    if store is not None and not isinstance(store, EntryStore):
+        raise InvalidInputError(f"store must be an EntryStore (an L0Store), got {preview(store)}")
     if embedder is not None and not isinstance(embedder, Embedder):
         raise InvalidInputError(
             f"embedder must have embed_documents and embed_query, got {preview(embedder)}"

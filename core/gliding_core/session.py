@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gliding_core.attention.relevance import RelevanceTracker, similarity
-from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
+from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryQueue
 from gliding_core.bus import EventBus, EventType
 from gliding_core.checks import check_real
 from gliding_core.config import EvictionPolicy, SessionConfig
@@ -32,7 +32,7 @@ from gliding_core.errors import EntryNotFoundError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import check_label, check_text, node_text, preview, validate_iri
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 from gliding_core.summarize import Summarizer
 from gliding_core.tokens import TokenCounter
 
@@ -76,11 +76,26 @@ class Context:
         return "\n\n".join(m["content"] for m in self.messages)
 
 
+@dataclass(slots=True)
+class ConversationLedger:
+    """What every conversation on one session shares, so none repeats another's work.
+
+    Attributes:
+        lock: held while the ledger is read and changed together with the session.
+        recorded: message id -> the IRI of the L0 entry that archived it.
+        shown: the supplementary inputs already shown to the model as messages.
+    """
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    recorded: dict[str, str] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionServices:
     """What a session uses and does not own; the memory builds one and shares it."""
 
-    store: L0Store
+    store: EntryStore
     tokens: TokenCounter
     summarizer: Summarizer
     bus: EventBus
@@ -124,6 +139,9 @@ class Session:
         self.weak_refs: list[str] = []
         # Every input the session took, by IRI, with its turn's IRI, in the order taken.
         self.taken_inputs: dict[str, tuple[SupplementaryInput, str]] = {}
+        # The model view's record of this session (``gliding_core.view.conversation``): it
+        # lives exactly as long as the session, whose archive its message ids point into.
+        self.ledger = ConversationLedger()
         self._turns: list[Turn] = []
         self._count = 0
         self._lock = threading.RLock()
@@ -226,7 +244,7 @@ class Session:
             self.evict()
         return turn
 
-    def start_cycle(self, inputs: SupplementaryInputStore) -> list[SupplementaryInput]:
+    def start_cycle(self, inputs: SupplementaryQueue) -> list[SupplementaryInput]:
         """Take the task's pending supplementary inputs into the chain as protected turns.
 
         Call at the start of each agent cycle. Taking the inputs and archiving them as turns
@@ -319,7 +337,8 @@ class Session:
             return evicted
         now = self.services.clock()
         policy = self.policy
-        # Phase 1: stale, low-relevance turns go, whatever the budget (seed 000, section 九).
+        # Phase 1: every stale, low-relevance turn goes, even once the chain is within budget:
+        # such a turn is the cheapest to lose (archived in L0, paged back in on demand).
         for turn in list(self._turns):
             if (
                 self._evictable(turn, protect)

@@ -1,11 +1,12 @@
-"""L1, above the sessions: the topic coherence monitor (seed 001, 4.5).
+"""L1, above the sessions: the topic coherence monitor, which compresses a topic left behind.
 
 A boundary lies before turn ``i`` when the similarity between the block of ``window`` turns
 ending at ``i - 1`` and the block of up to ``window`` turns starting at ``i`` is below the
-threshold (0.4). With ``window=1`` this is the seed's adjacent-turn similarity; wider blocks
-average out single off-topic remarks. On a new boundary the monitor publishes ``TOPIC_SHIFT``
-and compresses the old topic: its turns are marked to be evicted first and, while the chain is
-above ``proactive_fill`` of its budget, evicted at once (archived in L0 as always).
+threshold (0.4). With ``window=1`` this is plain adjacent-turn similarity; wider blocks
+average out single off-topic remarks (``gliding-horse bench topics`` measures both). On a new
+boundary the monitor publishes ``TOPIC_SHIFT`` and compresses the old topic: its turns are
+marked to be evicted first and, while the chain is above ``proactive_fill`` of its budget,
+evicted at once (archived in L0 as always).
 
 The background thread checks every ``interval_s`` seconds and stops when ``stop()`` is called.
 

@@ -53,9 +53,6 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.embedders import HashEmbedder
 from gliding_core.memory import Memory
-from gliding_core.projection.frames import SHIPPED, FrameSet
-from gliding_core.projection.projector import Projector
-from gliding_core.projection.scheduler import Scheduler
 from gliding_core.tokens import TokenCounter
 from gliding_core.view.conversation import Conversation
 from gliding_core.view.frame_source import FrameSource
@@ -338,13 +335,11 @@ class GlidingMethod:
         self.memory = Memory(
             config=config, embedder=HashEmbedder(), clock=partial(next, itertools.count())
         )
-        frames = FrameSet([*SHIPPED, *work.bench_frames()])
-        projector = Projector(self.memory.blackboard, self.memory.tokens, frames=frames)
-        self.scheduler = Scheduler(
-            projector,
-            store=self.memory.store,
-            search=self.memory.search,
-            roles={role: work.FRAME_OF_ROLE[role] for role in work.ROLES},
+        # The memory's one projector learns the bench's frames; its roles read them.
+        for frame in work.bench_frames():
+            self.memory.scheduler.projector.register(frame)
+        self.scheduler = self.memory.scheduler.with_roles(
+            {role: work.FRAME_OF_ROLE[role] for role in work.ROLES}
         )
         self.task: TaskSpec | None = None
         self.views: dict[str, GlidingMemoryMiddleware] = {}

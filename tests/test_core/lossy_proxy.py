@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 from gliding_core import EventBus, L0Store
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.records import BoardNode, Tombstone, read_records

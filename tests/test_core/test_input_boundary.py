@@ -1,6 +1,6 @@
-"""The input boundary (issue 10, item 6): odd input is refused with a typed error naming it.
+"""The input boundary: odd input is refused with a typed error naming it, before any write.
 
-Each case of the issue has a test here: nesting depth, lone surrogates, control characters,
+Each kind of odd input has a test here: nesting depth, lone surrogates, control characters,
 label sizes, numpy numbers; then the error boundary's tables, row by row.
 """
 

@@ -41,14 +41,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 RANK = {part: rank for rank, (_, parts) in enumerate(LAYERS) for part in parts}
 NAME = {part: name for name, parts in LAYERS for part in parts}
 
-# Upward imports known today, each with the phase of issue 25 that removes it. The test of such a
-# module is expected to fail (strict: once the import is gone, the entry must go too).
-KNOWN: dict[str, str] = {
-    "gliding_core.view.conversation": "phase C: Conversation takes a protocol, not Memory",
-    "gliding_core.view.memory_sources": "phase C: RecallSource takes a search function",
-    "gliding_core.view.team": "phase C: role_conversation takes a protocol, not Memory",
-    "gliding_core.projection.artifacts": "phase C: FrameArtifacts takes a scheduler",
-}
+# Upward imports known today, each with the reason it is still there. The test of such a module
+# is expected to fail (strict: once the import is gone, the entry must go too).
+KNOWN: dict[str, str] = {}
 
 
 def _module(path: Path, root: Path) -> str:

@@ -1,4 +1,5 @@
-"""L1 sessions: the seed's worked example, eviction direction, pinning, paging, context."""
+"""L1 sessions: a worked example of two-phase eviction, eviction direction, pinning, paging,
+context."""
 
 from __future__ import annotations
 
@@ -78,8 +79,9 @@ def session(store: L0Store, clock: Clock, budget: int, **options: object) -> Ses
     )
 
 
-def test_the_seed_worked_example(store: L0Store, clock: Clock) -> None:
-    """Seed 000, section 九: budget 200; phase 1 drops the two stale, low-relevance turns."""
+def test_the_worked_example_of_two_phase_eviction(store: L0Store, clock: Clock) -> None:
+    """The design's example, turns in Chinese: budget 200; phase 1 drops the two stale,
+    low-relevance turns."""
     chain = session(store, clock, 200)
     rows = [
         ("user", "用户询问如何配置 JWT 认证", 60, 0.9, False, 0),

@@ -1,4 +1,4 @@
-"""The topic coherence monitor (seed 001, 4.5)."""
+"""The topic coherence monitor: boundaries between blocks of turns, and the old topic compressed."""
 
 from __future__ import annotations
 

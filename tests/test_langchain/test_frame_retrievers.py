@@ -17,7 +17,6 @@ from gliding_core import (
     InvalidInputError,
     Memory,
     PermissionDeniedError,
-    Scheduler,
 )
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_langchain import GlidingFrameRetriever, frame_retrievers
@@ -137,14 +136,12 @@ def test_a_query_orders_and_k_cuts(filled: tuple[Memory, dict[str, str]]) -> Non
 
 async def test_async_and_a_scheduler_source(filled: tuple[Memory, dict[str, str]]) -> None:
     memory, mine = filled
-    scheduler = Scheduler.for_memory(memory)
     retriever = GlidingFrameRetriever(
-        scheduler=scheduler, frame="da_input", task=TASK, params={"plan": mine["plan"]}
+        scheduler=memory.scheduler, frame="da_input", task=TASK, params={"plan": mine["plan"]}
     )
     docs = await retriever.ainvoke("html")
     assert all(isinstance(d, Document) for d in docs)
     assert [d.id for d in docs] == [mine["step"], mine["plan"]]
-    scheduler.projector.close()
 
 
 def test_one_retriever_per_shipped_frame(filled: tuple[Memory, dict[str, str]]) -> None:
@@ -157,6 +154,21 @@ def test_one_retriever_per_shipped_frame(filled: tuple[Memory, dict[str, str]]) 
     )
     with pytest.raises(InvalidInputError, match="plan_detail"):
         frame_retrievers(memory=memory, task=TASK, params={"plan_detail": {}})
+
+
+def test_a_memorys_retrievers_read_through_its_one_scheduler(
+    filled: tuple[Memory, dict[str, str]],
+) -> None:
+    """Every retriever of a memory shares its projector and view cache: a view is built once."""
+    memory, _ = filled
+    retrievers = frame_retrievers(memory=memory, task=TASK, budget=4_000)
+    cache = memory.scheduler.projector.cache
+    before = cache.stats()
+    first = retrievers["summary_only"].invoke("")
+    again = GlidingFrameRetriever(memory=memory, frame="summary_only", task=TASK, budget=4_000)
+    assert again.invoke("") == first
+    assert cache.stats().misses == before.misses + 1  # the first invoke built the view
+    assert cache.stats().hits == before.hits + 1  # the second retriever was served it
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """A hostile model stays inside its role, its task and its scope, through ``BlackboardToolkit``.
 
-The attacks of ``tests/hostile.py`` (issue 24), each sent as a model's tool call
+The attacks of ``tests/hostile.py``, each sent as a model's tool call
 (``tool.invoke({"type": "tool_call", ...})``, what an agent's tool node does) to the tools of an
 agent of every role, on an embedded board and on a board at ``oxigraph serve``. Besides what the
 core suite checks, every call must come back as a ``ToolMessage`` (nothing raised out of the

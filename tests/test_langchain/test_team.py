@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
 from gliding_core.testing import Request, RoleScript, artifact_iri, node_iris, round_problems
 from gliding_core.testing import step_iri as step
-from gliding_core.view.team import ROLES
+from gliding_core.view.team import ROLES, instructions
 from gliding_langchain import BlackboardToolkit, GlidingMemoryMiddleware, ScriptedChatModel
 from gliding_langchain.messages import SUPPLEMENT_ID_PREFIX, to_records
 from gliding_langchain.team import RoleAgent, create_role_agent, pdca_agents, pdca_graph
@@ -152,6 +152,21 @@ def test_a_supplementary_input_reaches_the_working_agent_exactly_once(memory: Me
         assert all(NOTE not in request_text(r) for r in chat[role].requests), role
     assert memory.supplements.pending_count(TASK) == 0
     assert round_problems(memory.blackboard, TASK, 3) == []
+
+
+def test_the_agents_read_through_the_memorys_scheduler_with_the_engines_instructions(
+    memory: Memory,
+) -> None:
+    chat = models()
+    agents, _ = run_round(memory, chat)
+    for role, agent in agents.items():
+        frame = agent.middleware.conversation.extra_sources[0]
+        assert frame.scheduler is memory.scheduler  # type: ignore[attr-defined]
+        system = chat[role].requests[0][0]
+        assert system.type == "system"
+        assert system.text.startswith(instructions(agent.handle))  # the memory text follows
+    with pytest.raises(InvalidInputError, match="names must differ"):
+        pdca_agents(memory, TASK, models(), names=dict.fromkeys(ROLES, "twin"))
 
 
 def test_role_agents_are_built_from_valid_parts(memory: Memory) -> None:

@@ -114,6 +114,15 @@ def test_one_retriever_per_shipped_frame(filled: tuple[Memory, dict[str, str]]) 
         frame_retrievers(memory, task=TASK, params={"nope": {}})
 
 
+def test_a_memorys_retrievers_read_through_its_one_scheduler(
+    filled: tuple[Memory, dict[str, str]],
+) -> None:
+    memory, _ = filled
+    retrievers = frame_retrievers(memory, task=TASK)
+    projector = memory.scheduler.projector
+    assert all(r.artifacts.projector is projector for r in retrievers.values())
+
+
 @pytest.mark.parametrize(
     ("options", "error", "named"),
     [

@@ -1,6 +1,6 @@
 """A hostile model stays inside its role, its task and its scope, through ``BlackboardToolSpec``.
 
-The attacks of ``tests/hostile.py`` (issue 24), each sent as a ``FunctionAgent`` sends a tool
+The attacks of ``tests/hostile.py``, each sent as a ``FunctionAgent`` sends a tool
 call (``tool.call(**kwargs)``) to the tools of an agent of every role, on an embedded board and on
 a board at ``oxigraph serve``. Besides what the core suite checks, no call may raise out of the
 tool (an extra ``agent`` or ``role`` argument, a missing one...), and a refusal is a text

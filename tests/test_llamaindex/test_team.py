@@ -115,6 +115,18 @@ async def test_a_supplementary_input_reaches_the_working_agent_exactly_once(
     assert round_problems(memory.blackboard, TASK, 2) == []
 
 
+def test_every_agent_reads_through_the_memorys_one_scheduler(memory: Memory) -> None:
+    team, _ = build(memory)
+    assert list(team.handles) == list(ROLES)
+    for handle in team.handles.values():
+        frame = team.memory.memory_of(handle.name).conversation.extra_sources[0]
+        assert frame.scheduler is memory.scheduler  # type: ignore[attr-defined]
+    with pytest.raises(InvalidInputError, match="names must differ"):
+        pdca_workflow(
+            memory, TASK, {r: pdca_llm(r, TASK) for r in ROLES}, names=dict.fromkeys(ROLES, "x")
+        )
+
+
 def test_team_memory_checks_its_parts(memory: Memory) -> None:
     team, _ = build(memory)
     with pytest.raises(InvalidInputError, match="root"):

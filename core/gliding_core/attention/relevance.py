@@ -1,4 +1,4 @@
-"""Attention: the relevance tracker (seed 001, 4.1).
+"""Attention: the relevance tracker: how far an input is from the task and from the last input.
 
 score = alpha * sim(input, task goal) + (1 - alpha) * sim(input, previous input), alpha 0.6.
 Similarities are cosines clamped to [0, 1] (an opposite vector is unrelated, not relevant).

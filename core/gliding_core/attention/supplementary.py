@@ -1,4 +1,12 @@
-"""Attention: the supplementary input store (seed 001, 4.2): input sent while an agent runs.
+"""Attention: the supplementary-input queue: input sent to a task while its agent runs.
+
+``SupplementaryQueue`` is what sessions, the model view and the adapters need of it;
+``SupplementaryInputStore`` implements it on any ``EntryStore``, keeping each input as an L0
+entry. The protocol's contract (its suite is ``tests/test_core/contracts/``) is the invariants
+below, and one rule more: ``take_pending`` joins the transaction of the queue's L0 store that the
+calling thread has open, so a session that takes the inputs and archives them as turns in one
+``store.transaction()`` (``Session.start_cycle``) commits or rolls back both together. An
+implementation therefore lives in the same database as the L0 store it is paired with (``store``).
 
 Invariants:
 - Zero loss: ``put`` returns only after the input is committed to L0, so a crash between
@@ -19,13 +27,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from gliding_core.bus import EventBus, EventType
 from gliding_core.checks import check_real
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import check_label, check_text, preview, validate_iri
 from gliding_core.store.entry import Entry
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 PENDING = "supplement:pending"
 CONSUMED = "supplement:consumed"
@@ -47,15 +56,65 @@ class SupplementaryInput:
     consumed_by: str | None
 
 
+@runtime_checkable
+class SupplementaryQueue(Protocol):
+    """Per-task supplementary inputs: zero loss, exactly once, in order, audited (the module)."""
+
+    @property
+    def store(self) -> EntryStore:
+        """The L0 store whose transactions ``take_pending`` joins."""
+        ...
+
+    def put(
+        self,
+        task_iri: str,
+        content: str,
+        *,
+        producer: str | None = None,
+        relevance: float | None = None,
+    ) -> SupplementaryInput:
+        """Store an input for the task's next cycle; return it once it is committed."""
+        ...
+
+    def take_pending(
+        self, task_iri: str, *, consumer: str | None = None, limit: int | None = None
+    ) -> list[SupplementaryInput]:
+        """Return the task's pending inputs, oldest first, and mark them consumed (kept)."""
+        ...
+
+    async def take_pending_async(
+        self, task_iri: str, *, consumer: str | None = None, limit: int | None = None
+    ) -> list[SupplementaryInput]:
+        """``take_pending`` for asyncio code, never blocking the event loop."""
+        ...
+
+    def snapshot(self, task_iri: str) -> list[SupplementaryInput]:
+        """Return the task's pending inputs, oldest first, without consuming them."""
+        ...
+
+    def pending_count(self, task_iri: str) -> int:
+        """Return how many inputs wait for the task."""
+        ...
+
+    def history(self, task_iri: str) -> list[SupplementaryInput]:
+        """Return every input of the task, consumed or not, oldest first."""
+        ...
+
+    def wait(self, task_iri: str, timeout: float) -> bool:
+        """Block until the task has a pending input (``True``) or ``timeout`` seconds pass."""
+        ...
+
+
 class SupplementaryInputStore:
-    """Per-task supplementary inputs, persisted in L0.
+    """Per-task supplementary inputs, persisted as entries of an L0 store: a
+    ``SupplementaryQueue``.
 
     Args:
         store: the L0 store that keeps the inputs.
         bus: where ``USER_SUPPLEMENTARY_INPUT`` events are published, if given.
     """
 
-    def __init__(self, store: L0Store, bus: EventBus | None = None) -> None:
+    def __init__(self, store: EntryStore, bus: EventBus | None = None) -> None:
         self.store = store
         self.bus = bus
         self._arrived = threading.Condition()
@@ -142,7 +201,11 @@ class SupplementaryInputStore:
         return [_from_node(e.node, consumed=CONSUMED in e.tags) for e in entries]
 
     def wait(self, task_iri: str, timeout: float) -> bool:
-        """Block until the task has a pending input or ``timeout`` seconds pass."""
+        """Block until the task has a pending input or ``timeout`` seconds pass.
+
+        A put through this object wakes the wait at once; one through another handle or
+        process is found when the wait looks again, at the latest when ``timeout`` ends.
+        """
         validate_iri(task_iri, what="task IRI")
         if check_real(timeout, what="timeout") < 0:
             raise InvalidInputError(f"timeout must be >= 0 seconds, got {preview(timeout)}")

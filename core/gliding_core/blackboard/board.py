@@ -81,7 +81,7 @@ from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError
 from gliding_core.jsonld import check_text, preview
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 if TYPE_CHECKING:
     from gliding_core.blackboard.coordination.registries import Coordination
@@ -129,7 +129,7 @@ class Blackboard:
         self,
         backend: GraphBackend,
         *,
-        store: L0Store | None = None,
+        store: EntryStore | None = None,
         bus: EventBus | None = None,
         config: BlackboardConfig | None = None,
         permissions: PermissionMatrix | None = None,
@@ -614,7 +614,7 @@ def _check_options(**options: object) -> None:
 
     kinds: dict[str, type] = {
         "config": BlackboardConfig,
-        "store": L0Store,
+        "store": EntryStore,
         "bus": EventBus,
         "permissions": PermissionMatrix,
         "coordination": Coordination,

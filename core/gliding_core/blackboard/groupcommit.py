@@ -11,7 +11,7 @@ writes of many threads. A new leader whose predecessor's last group held other t
 pauses ``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone
 writer never pauses.
 
-Who runs while a group commits (measured, see docs/benchmarks.md, "leanwake"): the store's
+Who runs while a group commits (measured: docs/benchmarks-history.md, "leanwake"): the store's
 write releases the GIL, so on a second core another thread's Python can run beside it, and
 every thread that wakes while another holds the GIL costs context switches (it sleeps again
 on the GIL, and is woken in vain by every short release of it). So the threads of committed
@@ -95,7 +95,8 @@ to an interrupt (see the module's invariants): the most such a loss delays it.""
 
 DEFAULT_KEEP = 2
 """How many more groups a leader commits, once its own job is done, while jobs are queued (2:
-their writers then run beside its store writes; see docs/benchmarks.md, "leanwake")."""
+their writers then run beside its store writes; measured in docs/benchmarks-history.md,
+"leanwake")."""
 
 
 class Job:

@@ -1,11 +1,11 @@
 """L2: who may do what on the blackboard: role x area x operation, as data.
 
-The default matrix is the reference implementation's (seed 000, section 四), with its two
-levels split into the four operations: a role that could write an area may create, read,
-update and delete there; a role that could read it may read. The reference wrote coordination
-state as the system, outside the matrix; here agents reach it through their handles, so every
-role also reads the task and agent areas, changes its task's status (update on ``tasks``),
-and publishes and reads coordination messages; the planner also registers subtasks::
+The default matrix is the design's, with its two levels split into the four operations: a role that
+could write an area may create, read, update and delete there; a role that could read it may read.
+The reference wrote coordination state as the system, outside the matrix; here agents reach it
+through their handles, so every role also reads the task and agent areas, changes its task's status
+(update on ``tasks``), and publishes and reads coordination messages; the planner also registers
+subtasks::
 
     role   area        operations
     plan   plan        create read update delete

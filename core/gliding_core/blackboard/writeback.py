@@ -8,7 +8,7 @@ during a flush stays dirty and goes in the next one). A node carrying a critical
 that made it returns (write-through). Flushes also run on a timer, on task completion and on
 close.
 
-An L0 entry written by a flush is exactly the node: ``L0Store.replace_many`` (L0's ``put``
+An L0 entry written by a flush is exactly the node: ``EntryStore.replace_many`` (L0's ``put``
 merges by ``@id``, which would keep removed properties and tags), with the node's tags, its
 graph as ``named_graph`` and ``{"l2_generation": n}`` as metadata, one L0 transaction a batch.
 L0's own bookkeeping of the entry goes on: its creation time and access statistics stay, its
@@ -45,7 +45,7 @@ from gliding_core.blackboard.nodes import NodeStore
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.bus import EventBus, EventType
 from gliding_core.store.entry import Record
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class WriteBack:
     def __init__(
         self,
         nodes: NodeStore,
-        store: L0Store,
+        store: EntryStore,
         *,
         critical_tags: Iterable[str] = DEFAULT_CRITICAL_TAGS,
         batch: int = 500,

@@ -36,15 +36,10 @@ from gliding_core.coherence.coordinator import (
     NodeDelta,
     Reading,
 )
-from gliding_core.coherence.directory import (
-    Copy,
-    Directory,
-    LocalDirectory,
-    NodeRecord,
-    SQLiteDirectory,
-)
+from gliding_core.coherence.directory import Copy, Directory, LocalDirectory, NodeRecord
 from gliding_core.coherence.node_sources import DictNodeSource, NodeSource, SQLiteNodeSource
 from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent, Transition, transition
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 
 __all__ = [
     "CRITICAL_TAGS",

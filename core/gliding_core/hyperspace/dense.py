@@ -1,4 +1,4 @@
-"""Hyperspace: the dense index, L0 entries' text embeddings in a Chroma collection.
+"""Hyperspace: the dense index (``VectorIndex``) over L0 entries' text, in a Chroma collection.
 
 Invariants:
 - L0 is the source of truth and the index is derived from it. The index records in L0 the change
@@ -33,7 +33,7 @@ from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import node_text, preview
-from gliding_core.store.sqlite import Change, L0Store
+from gliding_core.store.protocol import Change, EntryStore
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,9 @@ def close_client(client: Any) -> None:
 class DenseIndex:
     """Cosine nearest neighbours over the text of L0 entries, kept in a Chroma collection.
 
+    A ``VectorIndex``, over an embedded Chroma (``chroma_client(directory)``, or in memory) or
+    a Chroma server (``chroma_client(host=..., port=...)``).
+
     Args:
         store: the L0 store to follow.
         embedder: computes the vectors.
@@ -103,7 +106,7 @@ class DenseIndex:
 
     def __init__(
         self,
-        store: L0Store,
+        store: EntryStore,
         embedder: Embedder,
         client: Any,
         collection: str | None = None,
@@ -213,7 +216,7 @@ class DenseIndex:
             wait: wait for a catch-up running in another thread instead of leaving the work
                 to it.
         """
-        if _writing(self.store):
+        if self.store.in_transaction():
             # This thread is inside a write transaction: its reads see writes that may still
             # roll back (and whose sequence numbers would then be given out again).
             return self.behind()
@@ -237,7 +240,7 @@ class DenseIndex:
             StorageError: L0 or Chroma failed; the watermark stays where the last applied
                 chunk left it.
         """
-        if _writing(self.store):  # see ``refresh``: wait for the commit
+        if self.store.in_transaction():  # see ``refresh``: wait for the commit
             return 0
         with self._guard:
             return self._catch_up()
@@ -444,16 +447,6 @@ class DenseIndex:
 
     def __repr__(self) -> str:
         return f"DenseIndex({self.name!r}, embedder={preview(self.embedder_label)})"
-
-
-def _writing(store: L0Store) -> bool:
-    """Whether the calling thread is inside a write transaction of ``store``.
-
-    Read from the store's connections (``owner``, the thread in the write transaction); the
-    test of a search inside a rolled-back transaction fails if that ever changes.
-    """
-    connections = getattr(store, "_db", None)
-    return getattr(connections, "owner", None) == threading.get_ident()
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

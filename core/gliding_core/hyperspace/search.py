@@ -1,4 +1,4 @@
-"""Hyperspace: hybrid search, the lexical arm (FTS5, BM25) and the dense arm (Chroma), fused.
+"""Hyperspace: hybrid search, the lexical arm (L0's full-text search) and the dense arm, fused.
 
 Invariants: the same ``SearchFilters`` restrict every arm; the arms are fused by weighted
 reciprocal rank, ``sum(weight / (rrf_k + rank))`` with ``rrf_k = 60``; every hit carries its
@@ -17,12 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gliding_core.errors import EmbedderError, InvalidInputError
-from gliding_core.hyperspace.dense import DenseIndex
+from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.vectors import Vector
 from gliding_core.jsonld import check_text, preview
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import MAX_RESULTS, SearchFilters
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +104,8 @@ class HybridSearch:
 
     def __init__(
         self,
-        store: L0Store,
-        dense: DenseIndex | None,
+        store: EntryStore,
+        dense: VectorIndex | None,
         *,
         weights: Mapping[str, float] | None = None,
         rrf_k: int = RRF_K,

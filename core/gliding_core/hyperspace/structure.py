@@ -16,7 +16,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.poincare import PoincareIndex, PoincareSettings
 from gliding_core.hyperspace.search import HybridSearch, SearchHit
 from gliding_core.jsonld import preview
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class StructureIndex:
         path: where the trained index is saved; ``None`` keeps it in memory only.
     """
 
-    def __init__(self, store: L0Store, path: Path | None = None) -> None:
+    def __init__(self, store: EntryStore, path: Path | None = None) -> None:
         self.store, self.path = store, path
         self.index: PoincareIndex | None = None
         if path is not None and path.is_file():

@@ -40,10 +40,9 @@ import json
 import re
 import sqlite3
 import threading
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.records import BoardNode
@@ -55,16 +54,11 @@ from gliding_core.errors import ClosedError, InvalidInputError, PermissionDenied
 from gliding_core.jsonld import preview
 from gliding_core.projection.budget import Projection, check_budget
 from gliding_core.projection.projector import Projector
+from gliding_core.projection.scheduler import HasScheduler, Scheduler
 from gliding_core.store.sqlite import TEXT_TOKENIZER
-
-if TYPE_CHECKING:
-    from gliding_core.memory import Memory
-    from gliding_core.projection.scheduler import Scheduler
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TRIES = 3  # projections re-read while writes land between the content and its generations
-_registering = threading.Lock()  # one projector per memory
-_projectors: weakref.WeakKeyDictionary[Any, Projector] = weakref.WeakKeyDictionary()
 _ranking: sqlite3.Connection | None = None
 _ranking_lock = threading.Lock()  # one ranking at a time on the shared connection
 
@@ -130,8 +124,9 @@ class FrameArtifacts:
     """One frame of one task, bound once, read as artifacts (see the module docstring).
 
     Args:
-        source: what projects: a ``Memory`` (one projector per memory, made on first use), a
-            ``Scheduler`` (its projector and its store's stop words) or a ``Projector``.
+        source: what projects: a ``Scheduler`` (its projector and its store's stop words), a
+            ``Memory`` (its one scheduler, ``memory.scheduler``: anything with a
+            ``scheduler``) or a ``Projector``.
         frame: the frame's name (``"da_input"``; a registered frame of your own works too).
         task: the task's IRI; the agent's task when omitted with an ``agent``.
         params: the frame's parameters (``{"plan": "urn:..."}``).
@@ -147,7 +142,7 @@ class FrameArtifacts:
 
     def __init__(
         self,
-        source: Memory | Scheduler | Projector,
+        source: HasScheduler | Scheduler | Projector,
         frame: str,
         *,
         task: str | None = None,
@@ -254,7 +249,7 @@ class FrameArtifacts:
 
 
 def frame_artifacts(
-    source: Memory | Scheduler | Projector,
+    source: HasScheduler | Scheduler | Projector,
     frame: str,
     *,
     task: str | None = None,
@@ -359,22 +354,12 @@ def _words(value: Any) -> Iterable[str]:
 
 def _resolve(source: object) -> tuple[Projector, frozenset[str]]:
     """Return the projector of ``source`` and the stop words its queries leave out."""
-    from gliding_core.memory import Memory  # here: the memory module imports half the core
-    from gliding_core.projection.scheduler import (
-        Scheduler,  # here: the scheduler imports this package
-    )
-
     if isinstance(source, Projector):
         return source, DEFAULT_STOP_WORDS
-    if isinstance(source, Scheduler):
-        store = source.store
-        return source.projector, DEFAULT_STOP_WORDS if store is None else store.stop_words
-    if isinstance(source, Memory):
-        with _registering:
-            projector = _projectors.get(source)
-            if projector is None or projector.board is not source.blackboard:
-                projector = _projectors[source] = Projector(source.blackboard, source.tokens)
-        return projector, source.store.stop_words
+    scheduler = source if isinstance(source, Scheduler) else getattr(source, "scheduler", None)
+    if isinstance(scheduler, Scheduler):
+        store = scheduler.store
+        return scheduler.projector, DEFAULT_STOP_WORDS if store is None else store.stop_words
     raise InvalidInputError(
         f"source must be a Memory, a Scheduler or a Projector, got {preview(source)}"
     )

@@ -51,7 +51,7 @@ from gliding_core.projection.budget import Projection
 
 ViewKey = tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]]
 _RECENT = 8_192
-# The coherence layer (issue 13) announces a write that invalidated agents' copies as
+# The coherence layer announces a write that invalidated agents' copies as
 # COPIES_INVALIDATED (with ``iri`` and ``generation``); by name, so no import of that layer.
 COPIES_INVALIDATED = "COPIES_INVALIDATED"
 INVALIDATING = (

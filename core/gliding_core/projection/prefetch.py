@@ -41,7 +41,7 @@ from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.checks import check_count
 from gliding_core.errors import ClosedError, GlidingError, InvalidInputError
 from gliding_core.jsonld import node_references, preview
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Prefetcher:
     def __init__(
         self,
         board: Blackboard,
-        store: L0Store,
+        store: EntryStore,
         *,
         hops: int = 2,
         top_k: int = 5,

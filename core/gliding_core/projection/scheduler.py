@@ -20,6 +20,11 @@ the task's blackboard nodes in the frame's own areas only, and no L0 (so the dec
 review exists, is not shown the plan the ``aa_decision`` frame leaves out).
 ``view.frame_source.FrameSource`` is this read as a context source of the model view.
 
+A memory has one scheduler (``Memory.scheduler``): its projector and view cache serve every
+reader of the memory. ``Scheduler.for_memory(memory)`` returns that one, and
+``scheduler.with_roles(roles)`` a scheduler with other role frames over the same projector (it
+holds nothing of its own to close, so it lives as long as the memory's).
+
 ``Scheduler.complete(task)`` is the end of a task: its dirty nodes are flushed to L0, its
 nodes (and its subtasks', from the coordination layer's task registry when there is one) are
 released from the blackboard, its views are invalidated, and ``TASK_COMPLETED`` is published.
@@ -63,9 +68,9 @@ from gliding_core.projection.projector import Projector
 from gliding_core.session import SESSION_PREFIX
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.retrieval import CHAT_TYPES
 from gliding_core.store.scope import INPUT_TYPE, Scope
-from gliding_core.store.sqlite import L0Store
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +98,15 @@ TASK_CONTENT = SearchFilters(
     exclude_graph_prefixes=(SESSION_PREFIX,),
 )
 """The L0 entries a frame may show: no turn, no chat message, no supplementary input."""
+
+
+class HasScheduler(Protocol):
+    """What owns a scheduler (a ``Memory``): it hands out its one scheduler, made once."""
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The owner's scheduler."""
+        ...
 
 
 class Search(Protocol):
@@ -155,7 +169,7 @@ class Scheduler:
         self,
         projector: Projector,
         *,
-        store: L0Store | None = None,
+        store: EntryStore | None = None,
         search: Search | None = None,
         roles: Mapping[str, str] | None = None,
         default_frame: str = DEFAULT_FRAME,
@@ -173,10 +187,59 @@ class Scheduler:
         self.bus = bus if bus is not None else self.board.bus
 
     @classmethod
-    def for_memory(cls, memory: Any, **options: Any) -> Scheduler:
-        """Return a scheduler over a ``Memory``'s blackboard, counter, store and search."""
-        projector = Projector(memory.blackboard, memory.tokens)
-        return cls(projector, store=memory.store, search=memory.search, **options)
+    def for_memory(
+        cls,
+        memory: HasScheduler,
+        *,
+        roles: Mapping[str, str] | None = None,
+        default_frame: str | None = None,
+    ) -> Scheduler:
+        """Return a memory's one scheduler (``memory.scheduler``); it builds none of its own.
+
+        Given ``roles`` or ``default_frame``, return ``memory.scheduler.with_roles(...)``: other
+        role frames over the memory's one projector and view cache.
+
+        Raises:
+            InvalidInputError: ``memory`` has no scheduler (it is not a ``Memory``), or a bad
+                role -> frame mapping.
+            FrameNotFoundError: a role's frame is unknown.
+        """
+        scheduler = getattr(memory, "scheduler", None)
+        if not isinstance(scheduler, Scheduler):
+            raise InvalidInputError(
+                f"memory must be a gliding_core Memory (with a scheduler), got {preview(memory)}"
+            )
+        if roles is None and default_frame is None:
+            return scheduler
+        frame = DEFAULT_FRAME if default_frame is None else default_frame
+        return scheduler.with_roles(roles, default_frame=frame)
+
+    def with_roles(
+        self, roles: Mapping[str, str] | None, *, default_frame: str = DEFAULT_FRAME
+    ) -> Scheduler:
+        """Return a scheduler with other role frames over this one's projector and view cache.
+
+        It shares everything else too (store, search, bus) and opens nothing, so it needs no
+        closing: its views stop following the blackboard when this one's projector closes
+        (the memory's, when the memory closes).
+
+        Args:
+            roles: role -> frame, replacing the defaults (``DEFAULT_ROLE_FRAMES``); the
+                defaults when ``None``.
+            default_frame: the frame of any other role.
+
+        Raises:
+            InvalidInputError: a bad role -> frame mapping.
+            FrameNotFoundError: a frame the projector does not know.
+        """
+        return Scheduler(
+            self.projector,
+            store=self.store,
+            search=self.search,
+            roles=roles,
+            default_frame=default_frame,
+            bus=self.bus,
+        )
 
     def frame_for(self, role: str) -> str:
         """Return the frame of ``role`` (aliases such as ``pa`` or ``planner`` resolved)."""

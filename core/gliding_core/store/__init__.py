@@ -1,5 +1,6 @@
-"""L0: the long-term store of JSON-LD entries (its SQLite implementation) and what it is made of.
+"""L0: the long-term store of JSON-LD entries, its protocol, its SQLite implementation and parts.
 
+``protocol`` (``EntryStore``: what the layers above need of L0, whatever database holds it),
 ``sqlite`` (``L0Store``: entries, edges, full-text search, the change log, in one SQLite file),
 ``entry`` (the record written and the entry read), ``staging`` (a write batch), ``connections``
 (the store's SQLite connections), ``access`` (access statistics), ``filters`` (what a search or

@@ -32,7 +32,7 @@ from gliding_core.jsonld import (
 
 
 class MesiState(str, Enum):
-    """The MESI coherence state of an entry (seed 000); ``SHARED`` by default."""
+    """The MESI coherence state of an entry; ``SHARED`` by default."""
 
     MODIFIED = "M"
     EXCLUSIVE = "E"

@@ -43,7 +43,7 @@ from urllib.parse import quote
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview, validate_iri
 from gliding_core.store.filters import SearchFilters
-from gliding_core.store.sqlite import L0Store
+from gliding_core.store.protocol import EntryStore
 
 SCOPE_PREFIX = "urn:gliding:scope:"
 TAG_PREFIX = "scope:"
@@ -209,15 +209,17 @@ def scope_task_iri(
     return resolve_scope(user_id=user_id, thread_id=thread_id, default=default).task_iri
 
 
-def adopt_unscoped_turns(store: L0Store, scope_of_task: Callable[[str], Scope] = Scope.task) -> int:
+def adopt_unscoped_turns(
+    store: EntryStore, scope_of_task: Callable[[str], Scope] = Scope.task
+) -> int:
     """Tag every L1 turn archive of no scope with the scope of its task; return how many.
 
     Args:
         store: the L0 store to upgrade (one transaction: all the turns or none).
         scope_of_task: the scope a turn of a task belongs to; ``Scope.task`` by default.
     """
-    if not isinstance(store, L0Store):
-        raise InvalidInputError(f"store must be an L0Store, got {preview(store)}")
+    if not isinstance(store, EntryStore):
+        raise InvalidInputError(f"store must be an EntryStore (an L0Store), got {preview(store)}")
     if not callable(scope_of_task):
         raise InvalidInputError(f"scope_of_task must be callable, got {preview(scope_of_task)}")
     adopted = 0

@@ -1,4 +1,5 @@
-"""L0: the durable store. Every memory is a JSON-LD entry in SQLite; nothing stored is lost.
+"""L0: the durable store on SQLite (``EntryStore``). Every memory is a JSON-LD entry; nothing
+stored is lost.
 
 Invariants:
 - A write that has returned is committed (and, with ``durability="full"``, synced to disk).
@@ -86,6 +87,7 @@ from gliding_core.store.access import AccessBuffer, write_buffered
 from gliding_core.store.connections import Connections, open_reader
 from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
     Rows,
@@ -99,7 +101,6 @@ from gliding_core.store.staging import (
 
 logger = logging.getLogger(__name__)
 
-MINTED_IRI_PREFIX = "urn:uuid:"
 SCHEMA_VERSION = 3  # 2: the full-text index is contentless; 3: the change log and watermarks
 
 _SCHEMA = """
@@ -165,13 +166,9 @@ _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
 _STATES = {state.value: state for state in MesiState}
 
-Change = tuple[str, "str | None"]
-
-Direction = Literal["out", "in", "both"]
-
 
 class L0Store:
-    """The durable store of JSON-LD entries, on SQLite.
+    """The durable store of JSON-LD entries, on SQLite: an ``EntryStore``.
 
     Args:
         path: the database file; ``None`` or ``":memory:"`` keeps the store in memory (in a
@@ -465,6 +462,14 @@ class L0Store:
         """
         with self._session():
             yield
+
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside a write transaction of this store.
+
+        Its reads then see its own writes, which may still roll back (and whose change
+        sequence numbers would then be given out again): a derived index waits for the commit.
+        """
+        return self._db.owner == threading.get_ident()
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ the write committed if it landed, and is applied once if it did not. Only when t
 too is the model told the outcome is unknown, and to read the node before writing it again. No
 tool deletes.
 
-``project_frame`` needs a ``Scheduler`` over the handle's blackboard (``Scheduler.for_memory``);
+``project_frame`` needs a ``Scheduler`` over the handle's blackboard (``memory.scheduler``);
 the tool sets offer it when they are given one. Its result carries the generation of every
 blackboard node the view quotes that the agent may read, so the turn that archives it can be
 marked stale when one of them moves on (``gliding_core.view.stale_turns``); a node the view only

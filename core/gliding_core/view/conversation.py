@@ -42,15 +42,13 @@ supplementary input is shown as a new message exactly once.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from typing_extensions import Unpack
 
-from gliding_core.attention.supplementary import SupplementaryInput
+from gliding_core.attention.supplementary import SupplementaryInput, SupplementaryInputStore
 from gliding_core.checks import check_count
 from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.errors import InvalidInputError
@@ -67,24 +65,57 @@ from gliding_core.framing import (
 )
 from gliding_core.hyperspace.search import SearchHit
 from gliding_core.jsonld import preview
-from gliding_core.memory import Memory
 from gliding_core.session import Session, Turn
 from gliding_core.store.filters import SearchFilters
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import Scope, Shared
 from gliding_core.tokens import TokenCounter
 from gliding_core.view.memory_sources import (
     L1_SOURCE,
     RECALL_HEADER,
     RecallSource,
+    Searcher,
     SessionContextSource,
     entry_text,
 )
 from gliding_core.view.sources import ContextSource, SourcePart, SourceRequest
-from gliding_core.view.stale_turns import StaleTurns, for_memory, node_copies
+from gliding_core.view.stale_turns import StaleTurns, node_copies
 
-__all__ = ["RECALL_HEADER", "Conversation", "ModelView", "entry_text"]
+__all__ = ["RECALL_HEADER", "Conversation", "ModelView", "ViewMemory", "entry_text"]
 _MIN_MEMORY = 12  # the smallest memory room worth asking the sources to fill
 _SEPARATOR = "\n\n"
+
+
+@runtime_checkable
+class ViewMemory(Searcher, Protocol):
+    """What a conversation needs of its memory (``gliding_core.Memory`` is the one there is).
+
+    Search and the token counter (recall), the L0 store (the chat log), the supplementary
+    inputs, the L1 sessions, the chat framing, and the memory's one stale-turn tracker.
+    """
+
+    @property
+    def store(self) -> EntryStore:
+        """The L0 store the turns are archived in."""
+        ...
+
+    @property
+    def supplements(self) -> SupplementaryInputStore:
+        """The supplementary inputs put for tasks."""
+        ...
+
+    @property
+    def stale_turns(self) -> StaleTurns:
+        """The memory's one tracker of turns quoting shared nodes."""
+        ...
+
+    def session(self, task_iri: str, *, agent: str = "agent", role: str = "SA") -> Session:
+        """Return the L1 session of ``agent`` on ``task_iri``, creating it on first use."""
+        ...
+
+    def framing(self) -> ChatFraming:
+        """Return the exact chat-message counter of the memory's token counter."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +168,7 @@ class Conversation:
 
     def __init__(
         self,
-        memory: Memory,
+        memory: ViewMemory,
         task_iri: str | None = None,
         *,
         scope: Scope | None = None,
@@ -147,7 +178,7 @@ class Conversation:
         extra_sources: Sequence[ContextSource] = (),
         **options: Unpack[ViewOptions],
     ) -> None:
-        if not isinstance(memory, Memory):
+        if not isinstance(memory, ViewMemory):
             raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
         self.settings = ConversationSettings.of(settings, **options)
         self.scope = _scope_of(task_iri, scope)
@@ -164,7 +195,7 @@ class Conversation:
         self.recall_filters = recall_filters
         self.shared = tuple(shared) if isinstance(shared, (list, tuple)) else shared
         readable = self.scope.filters(self.shared, base=recall_filters)
-        self.stale_turns: StaleTurns = for_memory(memory)
+        self.stale_turns: StaleTurns = memory.stale_turns
         self.sources: tuple[ContextSource, ...] = (
             self.stale_turns,
             SessionContextSource(self.session),
@@ -173,7 +204,7 @@ class Conversation:
         )
         # Shared by every conversation on the session (one per agent and task in a memory):
         # a second adapter instance neither archives a message again nor re-shows an input.
-        ledger = _ledger(self.session)
+        ledger = self.session.ledger
         self._recorded = ledger.recorded  # message id -> L0 archive IRI
         self._shown = ledger.shown  # supplementary inputs shown as messages
         self._lock = ledger.lock
@@ -405,28 +436,6 @@ class Conversation:
         newest = next((i for i in range(len(kept) - 1, -1, -1) if _is_turn(kept[i])), len(kept))
         note = {"role": "user", "content": text, "memory": True}
         return [*system, *kept[:newest], note, *kept[newest:]]
-
-
-@dataclass(slots=True)
-class _Ledger:
-    """What the conversations on one session share: the messages archived, the inputs shown."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    recorded: dict[str, str] = field(default_factory=dict)
-    shown: set[str] = field(default_factory=set)
-
-
-_LEDGERS: weakref.WeakKeyDictionary[Session, _Ledger] = weakref.WeakKeyDictionary()
-_LEDGERS_LOCK = threading.Lock()
-
-
-def _ledger(session: Session) -> _Ledger:
-    """The ledger of ``session``, made on first use and gone with the session."""
-    with _LEDGERS_LOCK:
-        ledger = _LEDGERS.get(session)
-        if ledger is None:
-            ledger = _LEDGERS[session] = _Ledger()
-        return ledger
 
 
 def _exact(parts: list[SourcePart], room: int, tokens: TokenCounter) -> list[SourcePart]:

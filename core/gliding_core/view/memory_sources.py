@@ -2,8 +2,10 @@
 
 Both satisfy ``gliding_core.view.sources.ContextSource``. ``SessionContextSource`` renders one L1
 session's summary chain for the query; ``RecallSource`` quotes the hybrid search's best L0 hits
-for it, one line each. A view (``gliding_core.view.conversation``) asks them in order, the L1
-context first, so recall can skip the turns the context already summarises.
+for it, one line each. Recall needs a search and a token counter, nothing else of the memory: it
+takes any ``Searcher`` (a ``Memory`` is one). A view (``gliding_core.view.conversation``) asks
+them in order, the L1 context first, so recall can skip the turns the context already
+summarises.
 
 Invariants: each answer is at most ``request.budget`` tokens, counted exactly with the memory's
 counter; neither quotes an IRI in ``request.shown``; neither quotes a supplementary input
@@ -15,21 +17,37 @@ sees one.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from gliding_core.errors import InvalidInputError
-from gliding_core.hyperspace.search import SearchHit
+from gliding_core.hyperspace.search import SearchHit, SearchResults
 from gliding_core.jsonld import node_text, preview
-from gliding_core.memory import Memory
 from gliding_core.session import Session
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import SearchFilters
+from gliding_core.tokens import TokenCounter
 from gliding_core.view.sources import SourcePart, SourceRequest
 
 RECALL_HEADER = "[Recalled from long-term memory]"
 L1_SOURCE = "l1"
 RECALL_SOURCE = "recall"
 _MIN_RECALL_LINE = 12
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    """What recall needs: hybrid search of L0 and the token counter (``Memory`` has both)."""
+
+    @property
+    def tokens(self) -> TokenCounter:
+        """The exact token counter the recall lines are counted with."""
+        ...
+
+    def search(
+        self, query: str, k: int = 10, *, filters: SearchFilters | None = None
+    ) -> SearchResults:
+        """Return the ``k`` best hits for ``query`` among the entries ``filters`` passes."""
+        ...
 
 
 class SessionContextSource:
@@ -64,16 +82,18 @@ class RecallSource:
     """Recall from L0 as a context source: the best hits of the memory's hybrid search.
 
     Args:
-        memory: the memory searched.
+        memory: what is searched and counts tokens (a ``Memory``, or any ``Searcher``).
         k: how many hits may be quoted.
         filters: what may be read (a scope's readable entries); everything when ``None``.
     """
 
     name = RECALL_SOURCE
 
-    def __init__(self, memory: Memory, k: int, *, filters: SearchFilters | None = None) -> None:
-        if not isinstance(memory, Memory):
-            raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+    def __init__(self, memory: Searcher, k: int, *, filters: SearchFilters | None = None) -> None:
+        if not isinstance(memory, Searcher) or not isinstance(memory.tokens, TokenCounter):
+            raise InvalidInputError(
+                f"memory must be a gliding_core Memory (search and tokens), got {preview(memory)}"
+            )
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInputError(f"k must be an int >= 0, got {preview(k)}")
         self.memory, self.k, self.filters = memory, k, filters

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import json
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence.seen import SharedNode, change_line, notice_line
-from gliding_core.errors import ConfigError, InvalidInputError
+from gliding_core.errors import InvalidInputError
 from gliding_core.framing import check_messages, message_text
 from gliding_core.jsonld import Node, canonical_json, preview, validate_iri
 from gliding_core.tokens import TokenCounter
@@ -86,6 +85,7 @@ class StaleTurns:
         self._by_node: dict[str, list[Quote]] = {}
         self._stale: set[str] = set()
         self._subscription: Subscription | None = None
+        self._closed = False
 
     # -- quotes ----------------------------------------------------------------------------
 
@@ -159,17 +159,19 @@ class StaleTurns:
 
     def _listen(self) -> None:
         """Subscribe to the node events once the first quote is noted (no quotes, no cost)."""
-        if self.bus is None or self._subscription is not None:
+        if self.bus is None or self._subscription is not None or self._closed:
             return
         with self._lock:
-            if self._subscription is None:
+            if self._subscription is None and not self._closed:
                 self._subscription = self.bus.subscribe(self.on_event, NODE_EVENTS)
 
     def close(self) -> None:
-        """Stop listening to the bus; twice is harmless."""
-        if self._subscription is not None:
-            self._subscription.cancel()
-            self._subscription = None
+        """Stop listening to the bus, for good (``fill`` still checks); twice is harmless."""
+        with self._lock:
+            self._closed = True
+            subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            subscription.cancel()
 
     # -- the context source ----------------------------------------------------------------
 
@@ -313,34 +315,3 @@ def _notes(quote: Quote, current: tuple[int, Node] | None) -> list[str]:
     notes.append(f"{quote.iri} changed ({moved}), now: {canonical_json(current[1])}")
     notes.append(notice_line(node, quote.generation))
     return notes
-
-
-_TRACKERS: weakref.WeakKeyDictionary[Any, StaleTurns] = weakref.WeakKeyDictionary()
-_TRACKERS_LOCK = threading.Lock()
-
-
-def for_memory(memory: Any) -> StaleTurns:
-    """Return the one ``StaleTurns`` of a ``Memory`` (its blackboard, counter and bus).
-
-    The blackboard is opened only to check a quote, so a memory whose turns quote no node
-    never opens it; a memory that cannot have one (``engines=False`` without an endpoint)
-    marks nothing by checking.
-    """
-    with _TRACKERS_LOCK:
-        tracker = _TRACKERS.get(memory)
-        if tracker is None:
-            reference = weakref.ref(memory)
-
-            def lookup(iris: Sequence[str]) -> Mapping[str, tuple[int, Node]] | None:
-                owner = reference()
-                if owner is None:
-                    return None
-                try:
-                    board = owner.blackboard
-                except ConfigError:  # engines=False and no endpoint: no blackboard to ask
-                    return None
-                found = board.read_many(list(iris))
-                return {iri: (node.generation, node.node) for iri, node in found.items()}
-
-            tracker = _TRACKERS[memory] = StaleTurns(lookup, memory.tokens, bus=memory.bus)
-        return tracker

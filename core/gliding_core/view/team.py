@@ -1,4 +1,11 @@
-"""View: the conversation of a role agent, an agent with a handle on the blackboard.
+"""View: a team of role agents on one task, and the conversation of each.
+
+``team(memory, task)`` assembles what both adapters' teams share: it checks the memory and the
+agents' names, registers the task when the coordination layer does not know it, and makes one
+blackboard handle per role (``ROLES``, the order of a round: each role hands over to the next).
+The ``Team`` it returns holds the handles, the memory's one scheduler (every agent's frame and
+``project_frame`` read through it) and each agent's instructions; an adapter adds only its
+framework's agents and wiring. ``check_roles`` refuses a role -> model mapping missing a role.
 
 ``role_conversation(memory, handle)`` is the ``Conversation`` both adapters give a role agent
 (``GlidingMemoryMiddleware(memory, handle=handle)``, ``GlidingMemory(role_conversation(...))``):
@@ -20,6 +27,8 @@ other node is whole. The ledger is each request's own, because both adapters reb
 message at every call: what an earlier call's memory message showed is not in the next one.
 
 Invariants:
+- A team has one agent per role of ``ROLES``, each with its own name, all on the task and the
+  memory's blackboard; nothing is registered or written when a check fails.
 - The agent's recall never quotes another agent's turns on the task (their tool calls and
   results carry the areas they may read, not this agent's): the recall filter admits turns of
   the agent's own session only, whatever else the caller's filters say.
@@ -37,28 +46,223 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol, cast
 
 from typing_extensions import Unpack
 
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coordination.agents import LIVE, agent_iri
+from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.handle import AgentHandle
+from gliding_core.blackboard.validation import check_iri
 from gliding_core.config import ConversationSettings, ViewOptions
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
-from gliding_core.memory import Memory
 from gliding_core.projection.scheduler import Scheduler
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.scope import Shared
-from gliding_core.view.conversation import Conversation
+from gliding_core.view.conversation import Conversation, ViewMemory
 from gliding_core.view.frame_source import FrameSource
 
 TURN_TYPES = ("Turn", "SupplementaryInput")  # the L0 types of archived chat turns
 ROLES = ("plan", "do", "check", "act")  # the roles of a team, in the order of a round
 # The area each role writes.
 AREA_OF = {"plan": "plan", "do": "execution", "check": "review", "act": "decision"}
+DEFAULT_NAMES: Mapping[str, str] = MappingProxyType(
+    {"plan": "planner", "do": "doer", "check": "checker", "act": "decider"}
+)
+DEFAULT_BUDGET = 1_200  # the tokens of a role agent's view per model call, unless set
+
+
+class BoardMemory(ViewMemory, Protocol):
+    """What a team needs of its memory: a conversation's needs, the blackboard, the scheduler.
+
+    Not checked with ``isinstance`` (that would open the blackboard): ``check_memory`` is the
+    check.
+    """
+
+    @property
+    def blackboard(self) -> Blackboard:
+        """The memory's blackboard."""
+        ...
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The memory's one scheduler."""
+        ...
+
+    def agent(self, name: str, *, role: str, task: str) -> AgentHandle:
+        """Return the blackboard handle of agent ``name`` with ``role`` on ``task``."""
+        ...
+
+
+def check_memory(memory: object) -> BoardMemory:
+    """Return ``memory`` if it is a memory with a blackboard (a ``Memory``); refuse anything else.
+
+    Nothing is opened: the blackboard and the scheduler are looked for on the class.
+    """
+    kind = type(memory)
+    if not isinstance(memory, ViewMemory) or not all(
+        hasattr(kind, name) for name in ("blackboard", "scheduler", "agent")
+    ):
+        raise InvalidInputError(
+            f"memory must be a gliding Memory (gliding_core.Memory), got {preview(memory)}"
+        )
+    return cast(BoardMemory, memory)
+
+
+def check_scheduler(scheduler: object, memory: BoardMemory) -> Scheduler:
+    """Return ``scheduler``, or the memory's own when ``None``; refuse one over another board."""
+    if scheduler is None:
+        return memory.scheduler
+    if not isinstance(scheduler, Scheduler) or scheduler.board is not memory.blackboard:
+        raise InvalidInputError(
+            f"scheduler must be a Scheduler over the memory's blackboard, got {preview(scheduler)}"
+        )
+    return scheduler
+
+
+def check_roles(mapping: object, *, what: str, kind: str) -> Mapping[str, Any]:
+    """Return ``mapping`` if it maps every role of ``ROLES`` (to a model: ``kind``).
+
+    Raises:
+        InvalidInputError: ``mapping`` is not a mapping, or a role is missing (named).
+    """
+    if not isinstance(mapping, Mapping):
+        raise InvalidInputError(f"{what} must map roles to {kind}, got {preview(mapping)}")
+    missing = [role for role in ROLES if role not in mapping]
+    if missing:
+        raise InvalidInputError(f"{what} need the roles {list(ROLES)}; missing {missing}")
+    return mapping
+
+
+def instructions(
+    handle: AgentHandle, *, then: str = "report in one line", frame: bool = True
+) -> str:
+    """Return a role agent's system prompt: who it is, where it writes, what it does after.
+
+    Args:
+        handle: the agent.
+        then: what it does once its work is written (``"hand off"``).
+        frame: say that the earlier roles' work is in its frame, below (the memory's view
+            shows it; leave it out for an agent built without that view).
+    """
+    area = AREA_OF.get(handle.role, handle.role)
+    shown = " What the earlier roles wrote is in your frame of the task, below." if frame else ""
+    return (
+        f"You are {handle.name}, the {handle.role} agent of task {handle.task}.{shown} Write your"
+        f" work to the {area!r} area with the blackboard tools, then {then}."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """The role agents of one task on one memory: handles in round order, one shared scheduler.
+
+    Attributes:
+        memory: the memory whose blackboard they share.
+        task: the task's IRI.
+        handles: role -> the agent's handle, in the order of ``ROLES``.
+        scheduler: the read path of every agent's frame (the memory's, unless given).
+    """
+
+    memory: BoardMemory
+    task: str
+    handles: Mapping[str, AgentHandle]
+    scheduler: Scheduler
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Role -> the agent's name."""
+        return {role: handle.name for role, handle in self.handles.items()}
+
+    def next_role(self, role: str) -> str | None:
+        """Return the role ``role`` hands over to, ``None`` for the last of the round."""
+        if role not in ROLES:
+            raise InvalidInputError(f"role must be one of {list(ROLES)}, got {preview(role)}")
+        index = ROLES.index(role) + 1
+        return ROLES[index] if index < len(ROLES) else None
+
+    def instructions(self, role: str, *, then: str = "report in one line") -> str:
+        """Return the system prompt of the agent of ``role`` (see ``instructions``)."""
+        if role not in self.handles:
+            raise InvalidInputError(f"role must be one of {list(ROLES)}, got {preview(role)}")
+        return instructions(self.handles[role], then=then)
+
+
+def team(
+    memory: object,
+    task: str,
+    *,
+    names: Mapping[str, str] = DEFAULT_NAMES,
+    scheduler: Scheduler | None = None,
+) -> Team:
+    """Return the team of ``task``: one agent per role of ``ROLES``, registering the task.
+
+    Everything is checked before anything is written: the memory, the task's IRI, the names
+    (one non-empty string per role, no two alike; with a coordination layer, names it takes
+    and that no live agent holds in another role or on another task) and the scheduler.
+
+    Args:
+        memory: the memory whose blackboard the agents share (a ``Memory``).
+        task: the task's IRI; registered in the coordination layer's task registry if it is
+            not.
+        names: role -> agent name.
+        scheduler: the read path of the agents' frames; the memory's own (``memory.scheduler``)
+            when omitted.
+
+    Raises:
+        InvalidInputError: a bad memory, task IRI, name or scheduler.
+    """
+    owner = check_memory(memory)
+    check_iri(task, "task IRI")
+    chosen = _check_names(names)
+    reader = check_scheduler(scheduler, owner)
+    coordination = owner.blackboard.coordination
+    if coordination is not None:
+        _check_free(coordination, chosen, task)
+    if coordination is not None and task not in coordination.tasks:
+        coordination.tasks.register(task)
+    handles = {role: owner.agent(chosen[role], role=role, task=task) for role in ROLES}
+    return Team(owner, task, MappingProxyType(handles), reader)
+
+
+def _check_names(names: object) -> dict[str, str]:
+    if not isinstance(names, Mapping):
+        raise InvalidInputError(f"names must map roles to agent names, got {preview(names)}")
+    missing = [role for role in ROLES if role not in names]
+    if missing:
+        raise InvalidInputError(f"names need the roles {list(ROLES)}; missing {missing}")
+    chosen = {role: names[role] for role in ROLES}
+    for role, name in chosen.items():
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInputError(
+                f"the name of role {role!r} must be a non-empty string, got {preview(name)}"
+            )
+    if len(set(chosen.values())) < len(ROLES):
+        raise InvalidInputError(f"names must differ from role to role, got {preview(chosen)}")
+    return chosen
+
+
+def _check_free(coordination: Coordination, names: Mapping[str, str], task: str) -> None:
+    """Refuse what the agent registry would refuse half-way through: a name it cannot take,
+    or one a live agent holds in another role or on another task."""
+    for name in names.values():
+        agent_iri(name)  # the registry's rule for a name
+    live = {agent.name: agent for agent in coordination.agents.agents() if agent.status in LIVE}
+    for role, name in names.items():
+        known = live.get(name)
+        if known is not None and (known.role, known.task) != (role, task):
+            raise InvalidInputError(
+                f"agent {name!r} is live as {known.role!r} on {known.task!r}; it cannot join"
+                f" task {task!r} as {role!r}"
+            )
 
 
 def role_conversation(
-    memory: Memory,
+    memory: BoardMemory,
     handle: AgentHandle,
     *,
     scheduler: Scheduler | None = None,
@@ -75,7 +279,8 @@ def role_conversation(
         memory: the memory whose blackboard the handle is on.
         handle: the agent (``memory.agent(name, role=..., task=...)``); its name is the
             conversation's agent, its role the conversation's role, its task the task.
-        scheduler: the read path of the frame; ``Scheduler.for_memory(memory)`` when omitted.
+        scheduler: the read path of the frame; the memory's own (``memory.scheduler``) when
+            omitted.
         params: the frame's parameters, if any (``{"plan": PLAN_IRI}`` for ``da_input``).
         settings: budget, recall size, shares and placement (``agent`` and ``role`` are the
             handle's, whatever these say).
@@ -98,14 +303,13 @@ def role_conversation(
         >>> doer = memory.agent("doer", role="do", task="urn:task:1")  # doctest: +SKIP
         >>> chat = role_conversation(memory, doer, budget=1200)  # doctest: +SKIP
     """
-    if not isinstance(memory, Memory):
-        raise InvalidInputError(f"memory must be a gliding_core Memory, got {preview(memory)}")
+    memory = check_memory(memory)
     if not isinstance(handle, AgentHandle) or handle.board is not memory.blackboard:
         raise InvalidInputError(
             f"handle must be an AgentHandle on the memory's blackboard, got {preview(handle)}"
         )
     if scheduler is None:
-        scheduler = Scheduler.for_memory(memory)
+        scheduler = memory.scheduler
     elif not isinstance(scheduler, Scheduler) or scheduler.board is not handle.board:
         raise InvalidInputError(
             f"scheduler must be a Scheduler over the handle's blackboard, got {preview(scheduler)}"

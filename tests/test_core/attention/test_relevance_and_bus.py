@@ -1,4 +1,5 @@
-"""The relevance tracker (seed 001, 4.1) and the memory bus."""
+"""The relevance tracker (a turn scored against the task goal and the previous input) and the
+memory bus."""
 
 from __future__ import annotations
 

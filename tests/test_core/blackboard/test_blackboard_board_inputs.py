@@ -12,8 +12,8 @@ import pytest
 
 from gliding_core import EventBus, InvalidInputError, L0Store
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EMPTY_GRAPH, EmbeddedGraph, GraphBackend
 from gliding_core.blackboard.vocabulary import is_bookkeeping
 from gliding_core.config import BlackboardConfig

@@ -2,7 +2,7 @@
 
 Against the embedded store in memory and on disk (one process, a dict directory) and the SPARQL
 server (a SQLite directory, as processes sharing a memory directory have), then with two real
-processes sharing the server and the memory directory, and under random runs of the issue's
+processes sharing the server and the memory directory, and under random runs of the MESI
 state machine driven through agent handles.
 """
 
@@ -23,8 +23,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from gliding_core import EventBus, EventType, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.coherence import CoherenceCoordinator, LocalDirectory, SQLiteDirectory
@@ -391,7 +391,7 @@ TAGS = st.sampled_from([(), ("draft",), ("confirmed_fact",)])
 
 
 class BoardMachine(RuleBasedStateMachine):
-    """Issue 13's rules and invariants, driven through agent handles on a real blackboard."""
+    """The MESI rules and invariants, driven through agent handles on a real blackboard."""
 
     kind = "memory"
     request: pytest.FixtureRequest | None = None

@@ -20,8 +20,8 @@ from gliding_core import (
 )
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.agents import agent_iri
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.blackboard.vocabulary import PROLOGUE, area_graph

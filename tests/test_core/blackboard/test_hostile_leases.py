@@ -21,9 +21,9 @@ import pytest
 
 from gliding_core import EventBus, L0Store, LeaseConflictError
 from gliding_core.blackboard.board import AgentHandle, Blackboard
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.leases import Lease
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
 from gliding_core.blackboard.lease_rights import OTHER_TASK_HOLDER
 from gliding_core.blackboard.permissions import DEFAULT_MATRIX, Operation, PermissionMatrix

@@ -167,7 +167,7 @@ def store_state(board: Blackboard) -> list[str]:
 # -- SERVICE, however it is written ------------------------------------------------------------
 
 SERVICE_DISGUISES = {
-    # The issue's: \# in a local name opened a "comment" for the old pattern check.
+    # The first one found: \# in a local name opened a "comment" for the old pattern check.
     "local-name-hash": "PREFIX ex: <urn:ex:> SELECT ?g ?o WHERE {{ VALUES ?z {{ ex:o\\# }}"
     " SERVICE <{url}> {{ GRAPH ?g {{ ?s ?p ?o }} }} }}",
     # \' opened a "string" up to the next quote.

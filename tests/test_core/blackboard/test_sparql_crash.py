@@ -1,15 +1,15 @@
 """Queries that crashed pyoxigraph and ``oxigraph serve``: refused past the limits, run at them.
 
-The issue's four shapes (groups nested 3,000 deep, 8,000 nested parentheses, a 10,000-way
-UNION, a 1 MB OR chain) and their neighbours (nested calls, ``FILTER EXISTS``, blank nodes,
-collections and subqueries; long runs of ``BIND``, ``MINUS``, path steps and triples, which
-crash or take minutes) run in a child process (``sparql_crash_child.py``) against an
-embedded board (queried from the main thread, and from a thread with a 1 MiB stack) and
-against the session's ``oxigraph serve``, each as an agent's query and as the system's. At
-the default limits (``QueryLimits``) each runs; one past a limit, and at the
-size that crashed, each is refused with ``ContentTooLargeError``; the child exits normally
-and the server still answers. A query nesting every recursion at once runs at the defaults,
-and at the largest limits a configuration may set.
+The four shapes first found to crash them (groups nested 3,000 deep, 8,000 nested parentheses, a
+10,000-way UNION, a 1 MB OR chain) and their neighbours (nested calls, ``FILTER EXISTS``, blank
+nodes, collections and subqueries; long runs of ``BIND``, ``MINUS``, path steps and triples,
+which crash or take minutes) run in a child process (``sparql_crash_child.py``) against an
+embedded board (queried from the main thread, and from a thread with a 1 MiB stack) and against
+the session's ``oxigraph serve``, each as an agent's query and as the system's. At the default
+limits (``QueryLimits``) each runs; one past a limit, and at the size that crashed, each is
+refused with ``ContentTooLargeError``; the child exits normally and the server still answers. A
+query nesting every recursion at once runs at the defaults, and at the largest limits a
+configuration may set.
 """
 
 from __future__ import annotations

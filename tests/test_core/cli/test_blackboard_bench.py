@@ -1,4 +1,4 @@
-"""`gliding-horse bench blackboard`: the figures and the JSON shape the issue asks for."""
+"""`gliding-horse bench blackboard`: the figures docs/benchmarks.md quotes, and the JSON shape."""
 
 from __future__ import annotations
 

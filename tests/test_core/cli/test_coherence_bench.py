@@ -1,5 +1,5 @@
-"""`gliding-horse bench coherence`: the traces are the peer's, the figures have the issue's shape,
-and on a short run the targets hold."""
+"""`gliding-horse bench coherence`: the traces are the peer's, the figures have the shape
+docs/benchmarks.md quotes, and on a short run the targets hold."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
-"""MESI coherence: the transition table row by row, the coordinator on both directories, the
-change token across connections, and what a model is shown."""
+"""MESI coherence: the transition table row by row, the coordinator on both directories, what
+the SQLite directory keeps in its file, and what a model is shown.
+
+The directory's own promises (records, atomic updates, the change token across handles and
+processes, kept versions, closing) are the contract suite's: tests/test_core/contracts/."""
 
 from __future__ import annotations
 
-import copy
 import gc
-import pickle
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,15 +25,13 @@ from gliding_core.coherence import (
     DictNodeSource,
     LocalDirectory,
     SQLiteDirectory,
-    SQLiteNodeSource,
     Transition,
     render_shared,
     transition,
 )
-from gliding_core.coherence.directory import Copy, Directory, NodeRecord
+from gliding_core.coherence.directory import Directory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
-    ClosedError,
     EntryNotFoundError,
     InvalidInputError,
     InvalidNodeError,
@@ -47,7 +46,7 @@ FETCH, WB, ANN = Action.FETCH, Action.WRITE_BACK, Action.ANNOUNCE_INVALIDATION
 R, W, RR, RW = "local_read", "local_write", "remote_read", "remote_write"
 BACK, EVICT, LAPSE = "write_back", "eviction", "lease_expiry"
 
-# The protocol of issue 13 written out again, independently of the module:
+# The MESI protocol written out again, independently of the module, so a changed row fails:
 # (state, event, another agent holds a valid copy) -> (next state, actions).
 EXPECTED: dict[tuple[str, str, bool], tuple[str, tuple[Action, ...]]] = {
     (M, R, False): (M, ()),
@@ -249,17 +248,6 @@ def test_a_stale_write_is_refused_with_the_current_value_and_its_copy_invalid(
     assert coherence.read("b", X).value == node(text="c")
 
 
-def test_a_write_lease_holder_is_never_refused(directory: Directory) -> None:
-    leases = {("b", X)}
-    coherence = CoherenceCoordinator(
-        DictNodeSource(), directory, holds_write_lease=lambda agent, iri: (agent, iri) in leases
-    )
-    coherence.write("a", X, node(text="a"), based_on=0)
-    coherence.write("a", X, node(text="b"), based_on=1)
-    assert coherence.write("b", X, node(text="leased"), based_on=1) == 3
-    assert coherence.read("a", X).value == node(text="leased")
-
-
 def test_critical_tags_write_through_before_the_write_returns(
     coherence: CoherenceCoordinator, l0: WriteBacks
 ) -> None:
@@ -326,78 +314,6 @@ def test_a_failing_write_through_leaves_the_write_committed_and_dirty(
     assert states(coherence) == {"a": E}
 
 
-def test_records_are_values_of_their_own(directory: Directory) -> None:
-    fresh, other = NodeRecord(X), NodeRecord("urn:node:y")
-    assert fresh.copies == {}
-    assert fresh.copies is not other.copies  # no shared default
-    with pytest.raises(AttributeError):
-        fresh.generation = 3  # type: ignore[misc]
-    coherence = CoherenceCoordinator(DictNodeSource(), directory)
-    coherence.write("a", X, node(n=1), based_on=0)
-    record = directory.record(X)
-    assert copy.deepcopy(record) == record == pickle.loads(pickle.dumps(record))
-    assert record.copies["a"] == Copy("a", MesiState.MODIFIED, 1)
-
-
-def test_an_equal_record_built_anew_changes_nothing(directory: Directory) -> None:
-    coherence = CoherenceCoordinator(DictNodeSource(), directory)
-    coherence.write("a", X, node(n=1), based_on=0)
-    before = directory.token()
-
-    def rebuilt(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], None]:
-        return {
-            i: NodeRecord(r.iri, r.generation, dict(r.value or {}), dict(r.copies))
-            for i, r in records.items()
-        }, None
-
-    assert directory.update_many([X], rebuilt) == (None, before)
-    assert directory.token() == before
-    # Another coordinator writes Y: the token it leaves is not this one's own, even after
-    # this one "changes" X to an equal record (else it would vouch for Y without asking).
-    other = CoherenceCoordinator(DictNodeSource(), directory)
-    other.write("b", "urn:node:y", {"@id": "urn:node:y"}, based_on=0)
-    coherence._update_many([X], rebuilt)
-    assert not coherence.vouch_own(before, directory.token(), "urn:node:y")
-
-
-def test_kept_versions_are_bounded(tmp_path: Path) -> None:
-    for directory in (
-        LocalDirectory(keep_versions=2),
-        SQLiteDirectory(tmp_path / "k.sqlite3", keep_versions=2),
-    ):
-        coherence = CoherenceCoordinator(DictNodeSource(), directory)
-        coherence.write("a", X, node(n=0), based_on=0)
-        coherence.read("b", X)
-        coherence.expire_lease("b", X)
-        for n in range(1, 6):
-            coherence.write("a", X, node(n=n), based_on=n)
-        assert [g for g in range(1, 7) if directory.version(X, g) is not None] == [4, 5, 6]
-        assert coherence.delta(X, 1) is None
-        assert coherence.read("b", X).kind == "whole"
-        directory.close()
-
-
-def test_a_node_read_before_it_existed_keeps_its_versions_once_written(tmp_path: Path) -> None:
-    # A read of an absent node leaves a record at generation 0; the writes after it still keep
-    # their past values (the SQLite directory skips the look-up of kept versions only for a
-    # node it has never seen, and sends no empty batches).
-    for directory in (LocalDirectory(), SQLiteDirectory(tmp_path / "v.sqlite3")):
-        coherence = CoherenceCoordinator(DictNodeSource(), directory)
-        with pytest.raises(EntryNotFoundError):
-            coherence.read("b", X)
-        coherence.write("a", X, node(n=1), based_on=0)
-        coherence.read("b", X)
-        coherence.expire_lease("b", X)  # b's copy stays at generation 1: its versions are kept
-        coherence.write("a", X, node(n=2), based_on=1)
-        coherence.write("a", X, node(n=3), based_on=2)
-        assert [directory.version(X, g) for g in (1, 2)] == [node(n=1), node(n=2)]
-        delta = coherence.delta(X, 1)
-        assert delta is not None
-        assert (delta.from_generation, delta.to_generation) == (1, 3)
-        assert coherence.read("b", X).kind == "change"
-        directory.close()
-
-
 def test_a_read_of_a_node_written_around_the_directory_sees_the_source(
     coherence: CoherenceCoordinator,
 ) -> None:
@@ -431,26 +347,7 @@ def test_bad_input_is_refused_and_nothing_is_written(coherence: CoherenceCoordin
         CoherenceCoordinator(DictNodeSource(), write_back="l0")  # type: ignore[arg-type]
 
 
-# -- the directory: change token, across connections ---------------------------------------------
-
-
-def test_the_change_token_sees_other_connections_and_stays_put_otherwise(tmp_path: Path) -> None:
-    path = tmp_path / "bb.sqlite3"
-    with SQLiteDirectory(path) as mine, SQLiteDirectory(path) as theirs:
-        source = SQLiteNodeSource(tmp_path / "nodes.sqlite3")
-        here = CoherenceCoordinator(source, mine)
-        there = CoherenceCoordinator(source, theirs)  # another process, as far as SQLite knows
-        here.write("a", X, node(text="a"), based_on=0)
-        before = mine.token()
-        assert here.read("a", X).kind == "hit"
-        assert mine.token() == before
-        there.read("b", X)
-        assert mine.token() != before
-        there.write("b", X, node(text="b"), based_on=1)
-        # "a" never got the announcement (other bus, other connection): its read still sees b.
-        reading = here.read("a", X)
-        assert (reading.value, reading.kind) == (node(text="b"), "change")
-        source.close()
+# -- the SQLite directory: what its file holds --------------------------------------------------
 
 
 def test_generations_never_decrease_in_the_file(tmp_path: Path) -> None:
@@ -463,14 +360,14 @@ def test_generations_never_decrease_in_the_file(tmp_path: Path) -> None:
     conn.close()
 
 
-def test_a_closed_directory_refuses_use(tmp_path: Path) -> None:
-    for directory in (LocalDirectory(), SQLiteDirectory(tmp_path / "c.sqlite3")):
-        directory.close()
-        directory.close()
-        with pytest.raises(ClosedError):
-            directory.record(X)
-    with pytest.raises(InvalidInputError, match="keep_versions"):
-        LocalDirectory(keep_versions=0)
+def test_a_directory_refuses_bad_settings(tmp_path: Path) -> None:
+    for keep in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InvalidInputError, match="keep_versions"):
+            LocalDirectory(keep_versions=keep)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="keep_versions"):
+            SQLiteDirectory(tmp_path / "k.sqlite3", keep_versions=keep)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="directory path"):
+        SQLiteDirectory(42)  # type: ignore[arg-type]
 
 
 # -- what the model sees -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""MESI coherence under random runs: 2-5 agents, 1-4 nodes, every rule of issue 13, checked
+"""MESI coherence under random runs: 2-5 agents, 1-4 nodes, every rule of the protocol, checked
 after every step against the directory, the source and a shadow register of committed writes.
 
 Three machines: one process with one directory object; one process with a SQLite directory per

@@ -1,10 +1,13 @@
-"""The dense index never falls behind L0: watermark, catch-up, retries, chunks, metadata."""
+"""DenseIndex in a memory: retries, the watermark in L0, Chroma's files, metadata and chunks.
+
+What every dense index promises (catch-up from the change log, repair after a fault or a killed
+process, batches, refusing another embedder's index) is the contract suite's
+(``contracts/test_vector_index.py``), on embedded Chroma and a Chroma server.
+"""
 
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,6 @@ from gliding_core import (
     DenseIndex,
     EmbedderError,
     HashEmbedder,
-    IndexMismatchError,
     InvalidInputError,
     L0Store,
     Memory,
@@ -64,21 +66,6 @@ def memory() -> Iterator[Memory]:
         yield value
 
 
-def test_a_put_many_larger_than_chromas_batch_is_fully_indexed(memory: Memory) -> None:
-    assert memory.index.max_batch < 12_000  # the case the issue saw: one upsert was refused
-    memory.store.put_many(_records(12_000))
-    assert memory.index.behind() == 0
-    assert memory.index.count() == 12_000
-    assert _indexed(memory) == _l0_iris(memory)
-    hits = memory.search("entry 11999 about topic 68", 3)
-    assert hits.index_behind == 0
-    assert "urn:e:11999" in {h.iri for h in hits}
-    # One scan batch larger than Chroma's: the upsert itself must split it.
-    memory.index.collection.delete(ids=["urn:e:0", "urn:e:11999"])
-    assert memory.index.rebuild(batch=12_000) == 12_000
-    assert memory.index.count() == 12_000
-
-
 def test_a_failed_update_says_the_index_is_behind_and_is_repaired(
     memory: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -113,65 +100,6 @@ def test_a_retry_timer_repairs_the_index_without_a_search(memory: Memory) -> Non
     assert memory.index.count() == 4
 
 
-def test_a_fault_between_commit_and_upsert_is_repaired_on_reopen(tmp_path: Path) -> None:
-    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
-        memory.index.retry_s = 3_600.0
-        memory.store.put_many(_records(50))
-        FailingUpserts(memory.index)
-        memory.store.put_many(_records(40, "urn:lost:"))
-        memory.store.delete("urn:e:0")
-        assert memory.index.behind() > 0
-    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as again:
-        assert again.index.behind() == 0
-        assert _indexed(again) == _l0_iris(again)
-        for i in range(40):
-            text = f"entry {i} about topic {i % 97}"
-            found = {iri for iri, _ in again.index.query(text, 5)}
-            assert f"urn:lost:{i}" in found
-
-
-CRASHING_WRITER = """
-import os, signal, sys
-from gliding_core import HashEmbedder, Memory, Record
-from gliding_core.hyperspace.dense import DenseIndex
-
-memory = Memory.open(sys.argv[1], embedder=HashEmbedder(64))
-memory.store.put_many([Record({"@id": f"urn:kept:{i}", "text": f"kept {i}"}) for i in range(30)])
-
-def crash(self, items):  # the process dies after L0 committed, before Chroma saw anything
-    os.kill(os.getpid(), signal.SIGKILL)
-
-DenseIndex.upsert = crash
-memory.store.put_many(
-    [Record({"@id": f"urn:crash:{i}", "text": f"written before the crash {i}"}) for i in range(60)]
-)
-"""
-
-
-def test_a_process_killed_between_commit_and_upsert_loses_nothing(tmp_path: Path) -> None:
-    child = subprocess.run(
-        [sys.executable, "-c", CRASHING_WRITER, str(tmp_path)], capture_output=True, timeout=120
-    )
-    assert child.returncode == -9, child.stderr.decode()
-    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:  # the lock died with it
-        assert memory.store.count() == 90
-        assert memory.index.behind() == 0
-        assert _indexed(memory) == _l0_iris(memory)
-        # Scored exactly over every entry: what is checked is that each vector is there and
-        # right. (The approximate graph of a collection whose writer was killed missed one
-        # nearest entry once under heavy load: the next check is of the index, not of HNSW.)
-        everything = sorted(_l0_iris(memory))
-        for i in range(60):
-            found = memory.index.query(f"written before the crash {i}", 5, allowed=everything)
-            assert f"urn:crash:{i}" in {iri for iri, _ in found}
-
-
-def _no_filters() -> Any:
-    from gliding_core import SearchFilters
-
-    return SearchFilters()
-
-
 def test_the_watermark_is_recorded_in_l0(tmp_path: Path) -> None:
     with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
         memory.store.put_many(_records(10))
@@ -202,21 +130,6 @@ def test_another_embedder_without_a_manifest_rebuilds_the_owned_index(tmp_path: 
         assert changed.search("entry 3 about topic 3", 3)[0].iri == "urn:e:3"
 
 
-def test_a_collection_of_another_embedder_raises_when_not_owned(tmp_path: Path) -> None:
-    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
-        memory.store.put_many(_records(5))
-    client = chroma_client(tmp_path / CHROMA_DIR)
-    try:
-        with L0Store(tmp_path / STORE_FILE) as store:
-            with pytest.raises(IndexMismatchError, match="hash-64"):
-                DenseIndex(store, HashEmbedder(128), client, "gliding-l0", on_mismatch="raise")
-            kept = DenseIndex(store, HashEmbedder(64), client, "gliding-l0", on_mismatch="raise")
-            assert kept.count() == 5  # nothing was deleted
-            kept.close()
-    finally:
-        close_client(client)
-
-
 def test_chroma_failures_are_storage_errors(memory: Memory) -> None:
     memory.store.put_many(_records(3))
     memory.index.client.delete_collection(memory.index.name)  # pulled from under the index
@@ -235,21 +148,6 @@ def test_a_rebuild_holds_every_entry_across_chunks(memory: Memory) -> None:
     memory.index.collection.delete(ids=[f"urn:e:{i}" for i in range(10)])
     assert memory.index.rebuild(batch=9) == 40
     assert _indexed(memory) == _l0_iris(memory)
-
-
-def test_a_search_inside_a_rolled_back_transaction_indexes_nothing(memory: Memory) -> None:
-    def failing() -> None:
-        with memory.store.transaction():
-            memory.store.put({"@id": "urn:ghost", "text": "never committed text"})
-            memory.search("never committed text", 3)  # sees the write; the index must not
-            raise RuntimeError("abort")
-
-    with pytest.raises(RuntimeError):
-        failing()
-    assert memory.index.count() == 0
-    memory.store.put({"@id": "urn:real", "text": "committed afterwards"})  # takes the same seq
-    assert memory.index.behind() == 0
-    assert _indexed(memory) == {"urn:real"}
 
 
 class FlakyEmbedder(HashEmbedder):

@@ -1,4 +1,7 @@
-"""Hyperspace: the dense index follows L0, filters bind every arm, hits explain themselves."""
+"""Hyperspace: hybrid search; filters bind every arm, hits explain themselves.
+
+How the dense index follows L0 is the contract suite's (``contracts/test_vector_index.py``).
+"""
 
 from __future__ import annotations
 
@@ -13,18 +16,6 @@ import pytest
 from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
 from gliding_core.memory import MANIFEST_FILE
 from gliding_core.store.filters import SearchFilters
-
-
-class CountingEmbedder(HashEmbedder):
-    """The hash embedder, counting the batches it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[int] = []
-
-    def embed_documents(self, texts: Any) -> list[list[float]]:
-        self.batches.append(len(texts))
-        return super().embed_documents(texts)
 
 
 @pytest.fixture
@@ -60,39 +51,6 @@ def _knowledge(memory: Memory) -> None:
                 importance=0.1,
             ),
         ]
-    )
-
-
-def test_the_index_follows_writes_in_batches_and_deletes() -> None:
-    embedder = CountingEmbedder()
-    with Memory(embedder=embedder) as memory:
-        _knowledge(memory)
-        assert memory.index.count() == 4
-        assert embedder.batches == [4]  # one batch for one put_many
-        memory.store.put({"@id": "urn:jwt", "status": "approved"})  # text changed: re-embedded
-        assert memory.store.delete("urn:note")
-        assert memory.index.count() == 3
-        assert "urn:note" not in {h.iri for h in memory.search("lunch offsite", 5)}
-
-
-def test_a_rolled_back_write_never_reaches_the_index(memory: Memory) -> None:
-    def failing() -> None:
-        with memory.store.transaction():
-            memory.store.put({"@id": "urn:ghost", "text": "never committed"})
-            raise RuntimeError("abort")
-
-    with pytest.raises(RuntimeError):
-        failing()
-    assert memory.index.count() == 0
-
-
-def test_rebuild_makes_the_index_equal_to_l0(memory: Memory) -> None:
-    _knowledge(memory)
-    memory.index.collection.delete(ids=["urn:jwt"])
-    memory.index.collection.upsert(ids=["urn:stale"], embeddings=[[0.1] * 256])
-    assert memory.index.rebuild() == 4
-    assert sorted(memory.index.collection.get(include=[])["ids"]) == sorted(
-        ["urn:jwt", "urn:pool", "urn:task", "urn:note"]
     )
 
 

@@ -18,7 +18,6 @@ from gliding_core import (
     InvalidInputError,
     Memory,
     PermissionDeniedError,
-    Scheduler,
     frame_artifacts,
 )
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
@@ -250,18 +249,33 @@ def test_a_small_budget_degrades_and_keeps_whole_nodes(
 def test_a_scheduler_works_as_the_source(
     memory: Memory, rounds: tuple[dict[str, str], dict[str, str]]
 ) -> None:
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler.with_roles(None)
     reader = FrameArtifacts(scheduler, "da_input", task=TASK, params={"plan": f"{TASK}/plan"})
     assert reader.projector is scheduler.projector
     assert reader.stop_words == memory.store.stop_words
     assert {a.iri for a in reader.read()} == {f"{TASK}/plan", f"{TASK}/step"}
-    scheduler.projector.close()
 
 
 def test_one_projector_per_memory(memory: Memory) -> None:
     first = FrameArtifacts(memory, "summary_only", task=TASK)
     second = FrameArtifacts(memory, "pa_init", task=OTHER)
-    assert first.projector is second.projector
+    assert first.projector is second.projector is memory.scheduler.projector
+    assert FrameArtifacts(memory.scheduler, "pa_init", task=TASK).projector is first.projector
+
+
+def test_anything_with_a_scheduler_is_a_source(memory: Memory) -> None:
+    """The source is resolved by what it has (a scheduler), never by importing ``Memory``."""
+
+    class Owner:
+        scheduler = memory.scheduler
+
+    class Pretender:
+        scheduler = "not a scheduler"
+
+    owned = FrameArtifacts(Owner(), "summary_only", task=TASK)
+    assert owned.projector is memory.scheduler.projector
+    with pytest.raises(InvalidInputError, match="source must be a Memory, a Scheduler"):
+        FrameArtifacts(Pretender(), "summary_only", task=TASK)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -174,11 +174,9 @@ def frame_reads(
 
 
 @pytest.fixture
-def blind(memory: Memory) -> Iterator[Scheduler]:
+def blind(memory: Memory) -> Scheduler:
     """A scheduler whose frames select nothing here, so every read goes down to L0."""
-    value = Scheduler.for_memory(memory, roles=dict.fromkeys(ROLES, "error_analysis"))
-    yield value
-    value.projector.close()
+    return memory.scheduler.with_roles(dict.fromkeys(ROLES, "error_analysis"))
 
 
 @pytest.mark.parametrize("role", ROLES)

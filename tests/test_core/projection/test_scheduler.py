@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory
+from gliding_core import ClosedError, FrameNotFoundError, HashEmbedder, InvalidInputError, Memory
+from gliding_core.bus import EventType
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
 from gliding_core.projection import Frame
 from gliding_core.projection.scheduler import TASK_COMPLETED, Scheduler
@@ -27,10 +28,8 @@ def memory() -> Iterator[Memory]:
 
 
 @pytest.fixture
-def scheduler(memory: Memory) -> Iterator[Scheduler]:
-    value = Scheduler.for_memory(memory)
-    yield value
-    value.projector.close()
+def scheduler(memory: Memory) -> Scheduler:
+    return memory.scheduler
 
 
 def write_plan(memory: Memory, task: str = TASK) -> None:
@@ -67,13 +66,65 @@ def test_role_to_frame(scheduler: Scheduler, role: str, frame: str) -> None:
 
 
 def test_roles_are_configurable(memory: Memory) -> None:
-    scheduler = Scheduler.for_memory(memory, roles={"do": "reference_only"})
+    scheduler = memory.scheduler.with_roles({"do": "reference_only"})
     assert scheduler.frame_for("do") == "reference_only"
     assert scheduler.frame_for("plan") == "summary_only"
     with pytest.raises(Exception, match="no frame 'nope'"):
-        Scheduler.for_memory(memory, roles={"do": "nope"})
+        memory.scheduler.with_roles({"do": "nope"})
     with pytest.raises(InvalidInputError, match="role"):
         scheduler.frame_for("")
+
+
+def test_for_memory_returns_the_memorys_one_scheduler(memory: Memory) -> None:
+    assert Scheduler.for_memory(memory) is memory.scheduler is memory.scheduler
+    other = Scheduler.for_memory(memory, roles={"do": "reference_only"})
+    assert other is not memory.scheduler
+    assert other.projector is memory.scheduler.projector
+    assert other.frame_for("do") == "reference_only"
+    assert (
+        Scheduler.for_memory(memory, default_frame="health_check").frame_for("x") == "health_check"
+    )
+    for wrong in ("memory", memory.store, None):
+        with pytest.raises(InvalidInputError, match="must be a gliding_core Memory"):
+            Scheduler.for_memory(wrong)  # type: ignore[arg-type]
+
+
+def test_other_roles_share_the_projector_its_cache_and_the_memorys_lifetime() -> None:
+    """``with_roles`` opens nothing: one listener on the bus, stopped when the memory closes."""
+    config = MemoryConfig(
+        topics=TopicConfig(interval_s=0), blackboard=BlackboardConfig(flush_interval_s=0)
+    )
+    memory = Memory(config=config, embedder=HashEmbedder())
+    write_plan(memory)
+    base = memory.scheduler
+    derived = base.with_roles({"plan": "pa_init", "do": "reference_only"})
+    same = Scheduler.for_memory(memory, roles={"plan": "pa_init"})
+    assert derived.projector is base.projector is same.projector
+    assert (derived.store, derived.search, derived.bus) == (base.store, base.search, base.bus)
+    first = base.read(TASK, "plan", budget=400)
+    assert derived.read(TASK, "plan", budget=400) == first
+    assert base.projector.cache.stats().hits == 1  # the view the other one built
+    cache = base.projector.cache
+    before = cache.sequence
+    memory.bus.publish(EventType.CACHE_INVALIDATE, {"iri": f"{TASK}/plan"})
+    assert cache.sequence == before + 1  # one listener, however many schedulers
+    memory.close()
+    before = cache.sequence
+    memory.bus.publish(EventType.CACHE_INVALIDATE, {"iri": f"{TASK}/plan"})
+    assert cache.sequence == before  # nobody listens once the memory is closed
+    with pytest.raises(FrameNotFoundError):
+        base.with_roles({"do": "nope"})
+    with pytest.raises(InvalidInputError, match="roles must map"):
+        base.with_roles(["do"])  # type: ignore[arg-type]
+
+
+def test_a_closed_memory_builds_no_scheduler() -> None:
+    with Memory(embedder=HashEmbedder()) as memory:
+        pass
+    with pytest.raises(ClosedError, match="scheduler"):
+        _ = memory.scheduler
+    with pytest.raises(ClosedError, match="blackboard"):
+        _ = memory.blackboard
 
 
 def test_l3_first(memory: Memory, scheduler: Scheduler) -> None:
@@ -224,13 +275,12 @@ def test_frame_source_stays_within_the_budget(
 
 def test_a_user_frame_serves_a_role(memory: Memory) -> None:
     write_plan(memory)
-    projector = Scheduler.for_memory(memory).projector
-    projector.register(
+    memory.scheduler.projector.register(
         Frame(
             "steps_only", "steps", "?node a gh:PlanStep ; gh:summary ?s .", "?node gh:summary ?s ."
         )
     )
-    scheduler = Scheduler(projector, roles={"do": "steps_only"})
+    scheduler = memory.scheduler.with_roles({"do": "steps_only"})
     assert scheduler.read(TASK, "do", budget=400).iris == (f"{TASK}/s1",)
 
 

@@ -10,7 +10,6 @@ from gliding_core import HashEmbedder, InvalidInputError, Memory, PermissionDeni
 from gliding_core.blackboard.board import AgentHandle, task_graphs
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
-from gliding_core.projection.scheduler import Scheduler
 from gliding_core.store.scope import Scope
 from gliding_core.view.frame_source import FrameSource
 from gliding_core.view.sources import SourceRequest
@@ -48,7 +47,7 @@ def write_every_area(memory: Memory, task: str = TASK) -> None:
 @pytest.mark.parametrize("role", ["plan", "do", "check", "act"])
 def test_an_agent_sees_exactly_the_areas_its_role_may_read(memory: Memory, role: str) -> None:
     write_every_area(memory)
-    scheduler = Scheduler.for_memory(memory, roles={role: "summary_only"})
+    scheduler = memory.scheduler.with_roles({role: "summary_only"})
     agent = memory.agent("a", role=role, task=TASK)
     read = scheduler.read(TASK, role, budget=2_000, agent=agent)
     readable = set(PermissionMatrix().areas(role))
@@ -64,7 +63,7 @@ def test_an_agent_sees_exactly_the_areas_its_role_may_read(memory: Memory, role:
 
 def test_a_view_built_for_the_system_is_not_served_to_an_agent(memory: Memory) -> None:
     write_every_area(memory)
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler
     doer = memory.agent("d", role="do", task=TASK)
     system = scheduler.read(TASK, "do", budget=1_000)  # da_input over plan and execution
     assert {f"{TASK}/planned", f"{TASK}/doing"} <= set(system.iris)
@@ -80,7 +79,7 @@ def test_a_frame_of_no_readable_area_is_empty_and_the_fallback_is_confined(
     memory: Memory,
 ) -> None:
     write_every_area(memory)
-    scheduler = Scheduler.for_memory(memory, roles={"act": "da_input"})  # plan, exec., knowl.
+    scheduler = memory.scheduler.with_roles({"act": "da_input"})  # plan, exec., knowl.
     actor = memory.agent("x", role="act", task=TASK)  # reads review, decision (and tasks...)
     read = scheduler.read(TASK, "act", budget=2_000, agent=actor)
     assert read.level == "l2"
@@ -104,7 +103,7 @@ def test_l0_as_an_agent_keeps_what_its_role_may_read(memory: Memory) -> None:
         {"@id": "urn:ex:l0:task-fact", "text": "the task's parser fact"},
         tags=[Scope.task(TASK).tag],
     )
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler
     doer = memory.agent("d", role="do", task=TASK)
     assert scheduler.read(TASK, "do", budget=500, agent=doer).iris == ("urn:ex:l0:done",)
     assert set(scheduler.read(TASK, "do", budget=500).iris) == {
@@ -121,7 +120,7 @@ def test_l0_as_an_agent_keeps_what_its_role_may_read(memory: Memory) -> None:
 
 
 def test_reads_an_agent_may_not_make_are_refused(memory: Memory) -> None:
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler
     doer = memory.agent("d", role="do", task=TASK)
     with pytest.raises(PermissionDeniedError, match="works on task"):
         scheduler.read(OTHER, "do", budget=100, agent=doer)
@@ -144,7 +143,7 @@ def test_reads_an_agent_may_not_make_are_refused(memory: Memory) -> None:
 
 def test_frame_source_for_an_agent(memory: Memory) -> None:
     write_every_area(memory)
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler
     doer = memory.agent("d", role="do", task=TASK)
     source = FrameSource.for_agent(scheduler, doer)
     assert (source.task, source.role) == (TASK, "do")
@@ -159,7 +158,7 @@ def test_a_parameter_naming_a_denied_node_shows_only_what_the_role_may_read(
     memory: Memory,
 ) -> None:
     write_every_area(memory)
-    scheduler = Scheduler.for_memory(memory)
+    scheduler = memory.scheduler
     doer = memory.agent("d", role="do", task=TASK)
     params = {"plan": f"{TASK}/plan"}  # the plan node is in the plan area: denied to do
     mine = scheduler.read(TASK, "do", budget=1_000, params=params, agent=doer)
@@ -172,7 +171,7 @@ def test_a_parameter_naming_a_denied_node_shows_only_what_the_role_may_read(
 
 def test_an_agent_s_view_follows_writes_to_its_areas_only(memory: Memory) -> None:
     write_every_area(memory)
-    projector = Scheduler.for_memory(memory).projector
+    projector = memory.scheduler.projector
     readable = memory.agent("d", role="do", task=TASK).readable_areas()
     first = projector.project(TASK, "da_input", budget=1_000, areas=readable)
     step = {"@type": "PlanStep", "plan": {"@id": f"{TASK}/plan"}, "summary": "z"}

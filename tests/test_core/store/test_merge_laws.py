@@ -1,4 +1,8 @@
-"""Property-based tests of the L0 merge laws (seed 000): what storing an ``@id`` again does."""
+"""The SQLite store's write path: the canonical JSON it writes and the rows of a new entry.
+
+The merge laws themselves (what storing an ``@id`` again does) hold for every ``EntryStore``:
+they are in the contract suite, ``contracts/test_entry_store_properties.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gliding_core import L0Store, MesiState, Record
+from gliding_core import MesiState, Record
 from gliding_core.jsonld import _fast_canonical, canonical_json
 from gliding_core.store.staging import Rows, new_entry
 
@@ -36,80 +40,7 @@ def _node(properties: dict[str, Any], types: list[str]) -> dict[str, Any]:
     return node
 
 
-def _store_both(first: tuple[Any, ...], second: tuple[Any, ...]) -> dict[str, Any]:
-    with L0Store() as store:
-        for properties, types, tags, importance in (first, second):
-            store.put(_node(properties, types), tags=tags, importance=importance)
-        entry = store.get(IRI)
-        assert entry is not None
-        return {
-            "node": entry.node,
-            "tags": entry.tags,
-            "types": entry.jsonld_types,
-            "importance": entry.importance,
-        }
-
-
 WRITE = st.tuples(PROPERTIES, TYPES, st.lists(LABELS, max_size=4), IMPORTANCE)
-
-
-@settings(max_examples=150, deadline=None)
-@given(first=WRITE, second=WRITE)
-def test_merge_laws(first: tuple[Any, ...], second: tuple[Any, ...]) -> None:
-    merged = _store_both(first, second)
-    (old_props, old_types, old_tags, old_imp), (new_props, new_types, new_tags, new_imp) = (
-        first,
-        second,
-    )
-    # Tags and types: united, existing first, no duplicates.
-    assert merged["tags"] == tuple(dict.fromkeys(old_tags + new_tags))
-    assert merged["types"] == tuple(dict.fromkeys(old_types + new_types))
-    # Importance: the average.
-    assert math.isclose(merged["importance"], (old_imp + new_imp) / 2)
-    node = merged["node"]
-    for key in set(old_props) | set(new_props):
-        old, new = old_props.get(key), new_props.get(key)
-        if key not in new_props:
-            assert node[key] == old  # kept
-        elif key == "text" and isinstance(old, str) and isinstance(new, str):
-            assert node[key] == (old if len(old) > len(new) else new)  # the longer text kept
-        else:
-            assert node[key] == new  # the new value wins
-    assert set(node) - {"@id", "@type"} == set(old_props) | set(new_props)
-
-
-@settings(max_examples=100, deadline=None)
-@given(first=WRITE, second=WRITE)
-def test_merge_is_order_independent_for_sets_and_importance(
-    first: tuple[Any, ...], second: tuple[Any, ...]
-) -> None:
-    forward, backward = _store_both(first, second), _store_both(second, first)
-    assert set(forward["tags"]) == set(backward["tags"])
-    assert set(forward["types"]) == set(backward["types"])
-    assert math.isclose(forward["importance"], backward["importance"])
-    # Keys present in only one of the writes end up the same either way.
-    only_one = set(first[0]) ^ set(second[0])
-    for key in only_one:
-        assert forward["node"][key] == backward["node"][key]
-
-
-@settings(max_examples=100, deadline=None)
-@given(write=WRITE)
-def test_storing_the_same_write_twice_is_idempotent(write: tuple[Any, ...]) -> None:
-    properties, types, tags, importance = write
-    with L0Store() as store:
-        store.put(_node(properties, types), tags=tags, importance=importance)
-        once = store.get(IRI)
-        store.put(_node(properties, types), tags=tags, importance=importance)
-        twice = store.get(IRI)
-    assert once is not None
-    assert twice is not None
-    assert (twice.content, twice.tags, twice.importance, twice.generation) == (
-        once.content,
-        once.tags,
-        once.importance,
-        once.generation,
-    )
 
 
 json_values = st.recursive(

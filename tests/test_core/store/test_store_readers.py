@@ -1,4 +1,9 @@
-"""L0 readers in parallel and buffered access statistics: reads never wait for the writer."""
+"""L0Store's readers and buffered access statistics: one connection per reading thread, counts
+written by a timer and on close, never lost to an entry.
+
+That reads never wait for a write transaction, and see their own writes inside one, is the L0
+contract suite's (``contracts/test_entry_store_concurrency.py``).
+"""
 
 from __future__ import annotations
 
@@ -36,52 +41,6 @@ def _stored_count(path: Path, iri: str) -> int:
     finally:
         conn.close()
     return int(row[0])
-
-
-def test_reads_of_another_thread_do_not_wait_for_a_write_transaction(any_store: L0Store) -> None:
-    any_store.put({"@id": "urn:a", "text": "committed"})
-    inside, release = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
-
-    def hold() -> None:
-        try:
-            with any_store.transaction():
-                any_store.put({"@id": "urn:b", "text": "uncommitted"})
-                inside.set()
-                release.wait(timeout=60)
-        except BaseException as exc:  # collected for the main thread
-            failures.append(exc)
-
-    writer = threading.Thread(target=hold)
-    writer.start()
-    try:
-        assert inside.wait(timeout=60)
-        entry = any_store.get("urn:a")
-        count = any_store.count()
-        hits = any_store.search_ids("committed uncommitted")
-        missing = any_store.get("urn:b")
-        # The writer is still inside its transaction: these reads did not wait for it.
-        assert not release.is_set()
-        assert writer.is_alive()
-    finally:
-        release.set()
-        writer.join()
-    assert failures == []
-    assert entry is not None
-    assert (count, missing, [iri for iri, _ in hits]) == (1, None, ["urn:a"])
-    assert any_store.count() == 2
-
-
-def test_a_read_inside_a_write_transaction_sees_its_writes(any_store: L0Store) -> None:
-    seen: list[object] = []
-    with any_store.transaction():
-        any_store.put({"@id": "urn:new", "text": "fresh words"})
-        seen += [any_store.count(), "urn:new" in any_store, any_store.get("urn:new") is not None]
-        seen.append([iri for iri, _ in any_store.search_ids("fresh")])
-        other = threading.Thread(target=lambda: seen.append(any_store.count()))
-        other.start()
-        other.join()
-    assert seen == [1, True, True, ["urn:new"], 0]
 
 
 def test_a_read_writes_nothing(tmp_path: Path) -> None:

@@ -235,6 +235,19 @@ def test_conversations_on_one_session_share_what_was_archived_and_shown(memory: 
     assert second.archived("u0") == first.archived("u0")
 
 
+def test_the_ledger_is_the_sessions_and_each_session_has_its_own(memory: Memory) -> None:
+    """What was archived and shown lives on the session, as long as it, not in a module."""
+    first = Conversation(memory, TASK)
+    first.record(chat(1))
+    session = memory.session(TASK)
+    assert first.session is session
+    assert set(session.ledger.recorded) == {"u0", "a0"}
+    assert session.ledger.recorded["u0"] == first.archived("u0")
+    other = Conversation(memory, TASK, agent="another")  # another agent: another session
+    assert other.session.ledger is not session.ledger
+    assert other.record(chat(1)) != []  # its own archive: the messages are its to record
+
+
 def test_a_memory_block_may_ask_for_the_l1_context_without_a_history(memory: Memory) -> None:
     conversation = Conversation(memory, TASK, budget=500)
     conversation.record(chat(10))

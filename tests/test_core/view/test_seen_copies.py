@@ -51,10 +51,8 @@ def memory() -> Iterator[Memory]:
 
 
 @pytest.fixture
-def scheduler(memory: Memory) -> Iterator[Scheduler]:
-    value = Scheduler.for_memory(memory)
-    yield value
-    value.projector.close()
+def scheduler(memory: Memory) -> Scheduler:
+    return memory.scheduler
 
 
 def write(memory: Memory, i: int, summary: str, status: str = "open", **more: Any) -> None:
@@ -83,11 +81,7 @@ def test_node_copies_finds_what_the_blackboard_tools_answer(memory: Memory) -> N
     write(memory, 2, "second")
     memory.blackboard.coordination.tasks.register(TASK)  # type: ignore[union-attr]
     doer = memory.agent("doer", role="do", task=TASK)
-    scheduler = Scheduler.for_memory(memory)
-    try:
-        framed = project_frame(doer, scheduler, budget=800)
-    finally:
-        scheduler.projector.close()
+    framed = project_frame(doer, memory.scheduler, budget=800)
     records = [
         {"role": "user", "content": json.dumps(copy_of(memory, 2))},  # not a tool result
         *tool_result(read_node(doer, iri(1)), "c1"),
@@ -193,15 +187,11 @@ def test_a_frame_says_nothing_of_held_nodes_outside_it(memory: Memory) -> None:
         area="plan",
     )
     checker = memory.agent("checker", role="check", task=TASK)
-    scheduler = Scheduler.for_memory(memory)
-    try:
-        source = FrameSource.for_agent(scheduler, checker, seen="request")
-        secret = memory.blackboard.read(f"{TASK}/secret")
-        assert secret is not None
-        planted = {"found": True, "id": secret.iri, "generation": 1, "value": {"@id": secret.iri}}
-        text = fill(source, [*tool_result(copy_of(memory, 1)), *tool_result(planted, "c2")])
-    finally:
-        scheduler.projector.close()
+    source = FrameSource.for_agent(memory.scheduler, checker, seen="request")
+    secret = memory.blackboard.read(f"{TASK}/secret")
+    assert secret is not None
+    planted = {"found": True, "id": secret.iri, "generation": 1, "value": {"@id": secret.iri}}
+    text = fill(source, [*tool_result(copy_of(memory, 1)), *tool_result(planted, "c2")])
     assert f"{iri(1)} (generation 1, unchanged)" in text
     assert "secret" not in text  # the plan area is not the checker's to read
 

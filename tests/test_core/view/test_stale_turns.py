@@ -11,15 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gliding_core import AgentHandle, HashEmbedder, InvalidInputError, Memory
+from gliding_core import AgentHandle, ClosedError, HashEmbedder, InvalidInputError, Memory
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig, MemoryConfig, TopicConfig
-from gliding_core.projection.scheduler import Scheduler
 from gliding_core.tokens import TokenCounter
 from gliding_core.tools import board_tools as ops
 from gliding_core.view.conversation import Conversation
 from gliding_core.view.sources import SourceRequest
-from gliding_core.view.stale_turns import STALE_HEADER, StaleTurns, for_memory, quoted_nodes
+from gliding_core.view.stale_turns import STALE_HEADER, StaleTurns, quoted_nodes
 
 TASK = "urn:ex:task:stale"
 NODE = f"{TASK}/report"
@@ -143,8 +142,7 @@ def test_a_project_frame_result_carries_generations_and_goes_stale(
     memory: Memory, handle: AgentHandle
 ) -> None:
     write(memory, "draft")
-    scheduler = Scheduler.for_memory(memory)
-    result = ops.project_frame(handle, scheduler, budget=400)
+    result = ops.project_frame(handle, memory.scheduler, budget=400)
     assert result["generations"][NODE] == 1
     chat = Conversation(memory, TASK)
     history = tool_exchange(result)
@@ -154,7 +152,6 @@ def test_a_project_frame_result_carries_generations_and_goes_stale(
     note = chat.view(history).parts[0].text
     assert f"{NODE} changed (generation 1 -> 2), now: " in note
     assert '"status":"final"' in note
-    scheduler.projector.close()
 
 
 @pytest.mark.parametrize("budget", [1, 10, 20, 30, 45, 80])
@@ -178,8 +175,8 @@ def test_messages_that_quote_nothing_are_not_noted() -> None:
 
 
 def test_one_tracker_per_memory_and_bad_input(memory: Memory) -> None:
-    assert for_memory(memory) is for_memory(memory)
-    assert Conversation(memory, TASK).stale_turns is for_memory(memory)
+    assert memory.stale_turns is memory.stale_turns
+    assert Conversation(memory, TASK).stale_turns is memory.stale_turns
     tracker = StaleTurns(lambda iris: {}, TokenCounter(), bus=EventBus())
     with pytest.raises(InvalidInputError, match="generation"):
         tracker.quote("urn:turn:1", NODE, -1)
@@ -190,6 +187,27 @@ def test_one_tracker_per_memory_and_bad_input(memory: Memory) -> None:
     with pytest.raises(InvalidInputError, match="SourceRequest"):
         tracker.fill("budget")  # type: ignore[arg-type]
     assert tracker.quotes() == []
+
+
+def test_closing_the_memory_stops_its_tracker_for_good() -> None:
+    """The tracker is the memory's: it stops listening when the memory closes, and stays so."""
+    config = MemoryConfig(
+        topics=TopicConfig(interval_s=0), blackboard=BlackboardConfig(flush_interval_s=0)
+    )
+    memory = Memory(config=config, embedder=HashEmbedder())
+    memory.blackboard.coordination.tasks.register(TASK)  # type: ignore[union-attr]
+    write(memory, "draft")
+    tracker = memory.stale_turns
+    tracker.quote("urn:turn:1", NODE, 1)
+    memory.close()
+    tracker.quote("urn:turn:2", NODE, 1)  # noted after the close: it listens no more
+    memory.bus.publish(EventType.NODE_UPDATED, {"iri": NODE, "generation": 2})
+    assert tracker.stale() == frozenset()
+    assert memory.stale_turns is tracker
+    with Memory(config=config, embedder=HashEmbedder()) as other:
+        pass
+    with pytest.raises(ClosedError, match="stale-turn tracker"):
+        _ = other.stale_turns  # a closed memory builds none it could not close
 
 
 def test_an_event_marks_only_older_quotes() -> None:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
-from gliding_core.projection.scheduler import Scheduler
 from gliding_core.testing import (
     Request,
     RoleScript,
@@ -18,7 +17,14 @@ from gliding_core.testing import (
     step_iri,
     visible_nodes,
 )
-from gliding_core.view.team import role_conversation
+from gliding_core.view.team import (
+    DEFAULT_NAMES,
+    ROLES,
+    check_roles,
+    instructions,
+    role_conversation,
+    team,
+)
 
 TASK = "urn:task:core-round"
 
@@ -94,7 +100,7 @@ def test_role_conversation_shows_the_frame_and_checks_its_parts(memory: Memory) 
         with pytest.raises(InvalidInputError, match="on the memory's blackboard"):
             role_conversation(other, doer)
         with pytest.raises(InvalidInputError, match="Scheduler over the handle's"):
-            role_conversation(memory, doer, scheduler=Scheduler.for_memory(other))
+            role_conversation(memory, doer, scheduler=other.scheduler)
     with pytest.raises(InvalidInputError, match="recall_filters"):
         role_conversation(memory, doer, recall_filters="tags")  # type: ignore[arg-type]
 
@@ -106,7 +112,7 @@ def test_an_empty_frame_falls_back_to_its_own_areas_only(memory: Memory) -> None
     decider = memory.agent("decider", role="act", task=TASK)
     query = [{"role": "user", "content": "decide", "id": "m1"}]
     # The scheduler's own fallback (every area of the task) would show the decider the plan.
-    assert "the secret plan" in Scheduler.for_memory(memory).read(TASK, "act", budget=400).text
+    assert "the secret plan" in memory.scheduler.read(TASK, "act", budget=400).text
     chat = role_conversation(memory, decider, budget=600)
     assert "the secret plan" not in chat.view(query).memory
     # A node in the frame's areas that the frame does not select is shown instead.
@@ -116,3 +122,83 @@ def test_an_empty_frame_falls_back_to_its_own_areas_only(memory: Memory) -> None
     view = chat.view(query)
     assert "a memo" in view.memory
     assert "the secret plan" not in view.memory
+
+
+def test_a_team_is_one_agent_per_role_over_the_memorys_one_scheduler() -> None:
+    config = MemoryConfig(topics=TopicConfig(interval_s=0))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        crew = team(memory, "urn:task:crew")
+        tasks = memory.blackboard.coordination.tasks  # type: ignore[union-attr]
+        assert "urn:task:crew" in tasks  # registered, since the coordination did not know it
+        assert list(crew.handles) == list(ROLES)
+        assert crew.names == dict(DEFAULT_NAMES)
+        assert {(h.role, h.task) for h in crew.handles.values()} == {
+            (role, "urn:task:crew") for role in ROLES
+        }
+        assert crew.scheduler is memory.scheduler
+        assert [crew.next_role(role) for role in ROLES] == ["do", "check", "act", None]
+        assert crew.instructions("do") == (
+            "You are doer, the do agent of task urn:task:crew. What the earlier roles wrote is in"
+            " your frame of the task, below. Write your work to the 'execution' area with the"
+            " blackboard tools, then report in one line."
+        )
+        assert crew.instructions("plan", then="hand off").endswith("then hand off.")
+        assert "your frame" not in instructions(crew.handles["act"], frame=False)
+        again = team(memory, "urn:task:crew", names={r: f"{r}-2" for r in ROLES})
+        assert again.names["check"] == "check-2"  # a known task is not registered again
+        with pytest.raises(InvalidInputError, match="role must be one of"):
+            crew.next_role("review")
+        with pytest.raises(InvalidInputError, match="role must be one of"):
+            crew.instructions("review")
+
+
+def test_the_adapters_share_the_role_conversations_scheduler(memory: Memory) -> None:
+    doer = memory.agent("doer", role="do", task=TASK)
+    chat = role_conversation(memory, doer)
+    assert chat.extra_sources[0].scheduler is memory.scheduler  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "match"),
+    [
+        ({"memory": "a string"}, "memory must be a gliding Memory"),
+        ({"memory": "its store"}, "memory must be a gliding Memory"),
+        ({"task": "not an IRI"}, "task IRI"),
+        ({"names": ["planner"]}, "names must map roles"),
+        ({"names": {"plan": "p"}}, r"names need the roles .*; missing \['do', 'check', 'act'\]"),
+        ({"names": {**DEFAULT_NAMES, "do": " "}}, "the name of role 'do'"),
+        ({"names": {**DEFAULT_NAMES, "do": 7}}, "the name of role 'do'"),
+        ({"names": {**DEFAULT_NAMES, "act": "planner"}}, "names must differ"),
+        ({"names": {**DEFAULT_NAMES, "do": "the doer"}}, "agent name must be .* without spaces"),
+        ({"names": {**DEFAULT_NAMES, "check": "busy"}}, "'busy' is live as 'plan' on"),
+        ({"scheduler": "other"}, "scheduler must be a Scheduler over the memory's blackboard"),
+        ({"scheduler": "text"}, "scheduler must be a Scheduler"),
+    ],
+)
+def test_a_bad_team_is_refused_before_anything_is_written(
+    arguments: dict[str, object], match: str
+) -> None:
+    config = MemoryConfig(topics=TopicConfig(interval_s=0))
+    with (
+        Memory(config=config, embedder=HashEmbedder()) as memory,
+        Memory(config=config, embedder=HashEmbedder()) as other,
+    ):
+        given = {"memory": memory, "task": "urn:task:crew", **arguments}
+        stand_ins = {"its store": memory.store, "other": other.scheduler}
+        given = {key: stand_ins.get(str(value), value) for key, value in given.items()}
+        coordination = memory.blackboard.coordination
+        assert coordination is not None
+        memory.agent("busy", role="plan", task="urn:task:elsewhere")
+        with pytest.raises(InvalidInputError, match=match):
+            team(given.pop("memory"), given.pop("task"), **given)  # type: ignore[arg-type]
+        assert "urn:task:crew" not in coordination.tasks
+        assert [a.name for a in coordination.agents.agents()] == ["busy"]
+
+
+def test_a_role_mapping_must_name_every_role() -> None:
+    models = dict.fromkeys(ROLES, "model")
+    assert check_roles(models, what="models", kind="chat models") is models
+    with pytest.raises(InvalidInputError, match="models must map roles to chat models, got"):
+        check_roles(["model"], what="models", kind="chat models")
+    with pytest.raises(InvalidInputError, match=r"llms need the roles .*missing \['act'\]"):
+        check_roles({r: 1 for r in ROLES[:3]}, what="llms", kind="LLMs")

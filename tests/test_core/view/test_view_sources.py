@@ -16,6 +16,7 @@ from gliding_core import (
     Memory,
     MemoryConfig,
     RecallSource,
+    SearchFilters,
     SessionContextSource,
     SourcePart,
     SourceRequest,
@@ -62,6 +63,31 @@ def test_the_default_sources_are_stale_notes_the_l1_context_then_recall(memory: 
     assert all(isinstance(s, ContextSource) for s in chat_.sources)
     assert isinstance(chat_.sources[1], SessionContextSource)
     assert isinstance(chat_.sources[2], RecallSource)
+
+
+class Searcher:
+    """Not a memory: a search function and a token counter are all recall takes."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.tokens = memory.tokens
+        self.queries: list[str] = []
+        self._memory = memory
+
+    def search(self, query: str, k: int = 10, *, filters: SearchFilters | None = None) -> Any:
+        self.queries.append(query)
+        return self._memory.search(query, k, filters=filters)
+
+
+def test_recall_takes_a_searcher_not_a_memory(memory: Memory) -> None:
+    memory.store.put({"@id": "urn:ex:fact", "text": "The crate code is 5521."})
+    searcher = Searcher(memory)
+    part = RecallSource(searcher, 2).fill(SourceRequest("crate code", 200))
+    assert searcher.queries == ["crate code"]
+    assert "5521" in part.text
+    assert part.tokens == memory.count_tokens(part.text) <= 200
+    for wrong in ("memory", memory.store, object()):
+        with pytest.raises(InvalidInputError, match="memory must be a gliding_core Memory"):
+            RecallSource(wrong, 2)  # type: ignore[arg-type]
 
 
 def test_an_extra_source_fills_what_is_left_without_changing_the_view(memory: Memory) -> None:

@@ -24,7 +24,7 @@ Invariants:
   A sweep re-checks each agent's silence inside its transaction, so an agent of another
   process that beat meanwhile is left alone.
 - Agents are mirrored into the graph as ``Agent`` nodes in the ``agents`` area of their task;
-  the mirror is refreshed from SQLite after each change.
+  the mirror is refreshed from the store after each change.
 
 Events (when a bus is given; ``source`` is the agent's name, ``task_iri`` its task):
 ``AGENT_REGISTERED`` (``name``, ``role``, ``incarnation``), ``AGENT_STATUS_CHANGED``
@@ -35,25 +35,31 @@ Events (when a bus is given; ``source`` is the agent's name, ``task_iri`` its ta
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
-from urllib.parse import quote
 
-from gliding_core.blackboard.coordination.database import (
-    CoordinationDB,
-    NodeMirror,
+from gliding_core.blackboard.coordination.checks import (
     check_name,
     check_seconds,
     check_task_iri,
-    forget_nodes,
-    mirror_nodes,
     parse_choice,
 )
 from gliding_core.blackboard.coordination.leases import LeaseTable
+from gliding_core.blackboard.coordination.protocol import (
+    AgentRecords,
+    CoordinationStore,
+    NodeMirror,
+    forget_nodes,
+    mirror_nodes,
+)
+from gliding_core.blackboard.coordination.records import (
+    AGENT_IRI_PREFIX,
+    LIVE,
+    Agent,
+    AgentStatus,
+    agent_iri,
+)
 from gliding_core.bus import EventBus, EventType
 from gliding_core.errors import (
     AgentNotFoundError,
@@ -63,44 +69,21 @@ from gliding_core.errors import (
 )
 from gliding_core.jsonld import check_text, preview
 
+__all__ = [
+    "AGENTS_AREA",
+    "AGENT_IRI_PREFIX",
+    "LIVE",
+    "TRANSITIONS",
+    "Agent",
+    "AgentRegistry",
+    "AgentStatus",
+    "agent_iri",
+    "check_status",
+]
+
 logger = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS agents (
-    name TEXT PRIMARY KEY,
-    role TEXT NOT NULL,
-    task TEXT NOT NULL,
-    status TEXT NOT NULL
-        CHECK (status IN ('Idle', 'Working', 'Waiting', 'Completed', 'Error')),
-    operation TEXT,
-    registered_at REAL NOT NULL,
-    last_heartbeat REAL NOT NULL,
-    timeout_s REAL NOT NULL,
-    incarnation INTEGER NOT NULL,
-    revision INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS agents_by_task ON agents (task);
-"""
-_COLUMNS = (
-    "name, role, task, status, operation, registered_at, last_heartbeat, timeout_s, "
-    "incarnation, revision"
-)
 AGENTS_AREA = "agents"
-AGENT_IRI_PREFIX = "urn:gliding-horse:agent:"
-
-
-class AgentStatus(str, Enum):
-    """What an agent is doing (the design's five states)."""
-
-    IDLE = "Idle"
-    WORKING = "Working"
-    WAITING = "Waiting"
-    COMPLETED = "Completed"
-    ERROR = "Error"
-
-
-LIVE = frozenset({AgentStatus.IDLE, AgentStatus.WORKING, AgentStatus.WAITING})
-"""The statuses of an agent that is expected to beat."""
 
 TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
     **{status: frozenset(AgentStatus) for status in LIVE},
@@ -110,77 +93,17 @@ TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
 """The statuses each status may change to: a live agent any, a finished one none."""
 
 
-def agent_iri(name: str) -> str:
-    """Return the IRI of the agent node named ``name`` (percent-encoded where needed)."""
-    return AGENT_IRI_PREFIX + quote(check_name(name, "agent name"), safe="-._~!$&'()*+,;=:@/")
-
-
-@dataclass(frozen=True, slots=True)
-class Agent:
-    """A registered agent.
-
-    Attributes:
-        name: its unique name (what holds its leases).
-        role: its role (``plan``, ``do``, ``check``, ``act`` or any other).
-        task: the IRI of the task it works on.
-        status: what it is doing.
-        operation: what it said it is doing, if anything.
-        registered_at, last_heartbeat: when it registered and last beat (coordination clock).
-        timeout_s: how long it may stay silent before it is lost.
-        incarnation: how many times this name was registered.
-        revision: increases with every change.
-    """
-
-    name: str
-    role: str
-    task: str
-    status: AgentStatus
-    operation: str | None
-    registered_at: float
-    last_heartbeat: float
-    timeout_s: float
-    incarnation: int
-    revision: int
-
-    @property
-    def iri(self) -> str:
-        """The IRI of the agent's node in the graph."""
-        return agent_iri(self.name)
-
-    def silent_at(self, now: float) -> bool:
-        """Return whether a live agent has been silent for longer than its timeout at ``now``."""
-        return self.status in LIVE and now - self.last_heartbeat > self.timeout_s
-
-    def node(self) -> dict[str, Any]:
-        """Return the agent as the JSON-LD node mirrored into the graph."""
-        node: dict[str, Any] = {
-            "@id": self.iri,
-            "@type": "Agent",
-            "name": self.name,
-            "role": self.role,
-            "status": self.status.value,
-            "task": {"@id": self.task},
-            "registeredAt": self.registered_at,
-            "lastHeartbeat": self.last_heartbeat,
-            "incarnation": self.incarnation,
-            "revision": self.revision,
-        }
-        if self.operation is not None:
-            node["operation"] = self.operation
-        return node
-
-
 def check_status(value: object) -> AgentStatus:
     """Return ``value`` as an ``AgentStatus`` (a member or its name, in any case)."""
     return parse_choice(AgentStatus, value, "agent status")
 
 
 class AgentRegistry:
-    """The agents of one coordination database, with the sweeper of silent ones.
+    """The agents of one coordination store, with the sweeper of silent ones.
 
     Args:
-        db: the coordination database (shared with the other registries).
-        leases: the lease table of the same database, whose leases heartbeats renew and the
+        db: the coordination store (shared with the other registries).
+        leases: the lease table of the same store, whose leases heartbeats renew and the
             sweeper releases; leases are left alone when omitted.
         bus: where agent events are published; none when omitted.
         mirror: where agents are mirrored as graph nodes; none when omitted.
@@ -188,14 +111,14 @@ class AgentRegistry:
 
     def __init__(
         self,
-        db: CoordinationDB,
+        db: CoordinationStore,
         *,
         leases: LeaseTable | None = None,
         bus: EventBus | None = None,
         mirror: NodeMirror | None = None,
     ) -> None:
-        if not isinstance(db, CoordinationDB):
-            raise InvalidInputError(f"db must be a CoordinationDB, got {preview(db)}")
+        if not isinstance(db, CoordinationStore):
+            raise InvalidInputError(f"db must be a CoordinationStore, got {preview(db)}")
         if leases is not None and (not isinstance(leases, LeaseTable) or leases.db is not db):
             raise InvalidInputError(f"leases must be a LeaseTable of {db!r}, got {preview(leases)}")
         self.db, self.leases, self.bus, self.mirror = db, leases, bus, mirror
@@ -203,7 +126,6 @@ class AgentRegistry:
         self._sweeper_lock = threading.Lock()
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
-        db.ensure_schema(_SCHEMA)
 
     # -- registering -------------------------------------------------------------------------
 
@@ -233,8 +155,8 @@ class AgentRegistry:
             if heartbeat_timeout_s is None
             else check_seconds(heartbeat_timeout_s, "heartbeat_timeout_s")
         )
-        with self.db.write(f"registering agent {name!r}") as conn:
-            known = _find(conn, name)
+        with self.db.write(f"registering agent {name!r}") as tx:
+            known = tx.agents.find(name)
             fresh = known is None or known.status not in LIVE
             if known is not None and not fresh:
                 if (known.role, known.task) != (role, task):
@@ -242,9 +164,14 @@ class AgentRegistry:
                         f"agent {name!r} is live as {known.role!r} on {known.task!r}; "
                         f"it cannot register as {role!r} on {task!r}"
                     )
-                agent = self._apply(conn, known, known.status, None)  # a heartbeat
+                agent = self._apply(tx.agents, known, known.status, None, tx.now())  # a beat
             else:
-                agent = _insert(conn, name, role, task, timeout, known, self.db.clock())
+                incarnation = 1 if known is None else known.incarnation + 1
+                now = tx.now()
+                agent = Agent(
+                    name, role, task, AgentStatus.IDLE, None, now, now, timeout, incarnation, 1
+                )
+                tx.agents.insert(agent)
         self._refresh([name])
         if fresh:
             payload = {"name": name, "role": role, "incarnation": agent.incarnation}
@@ -255,13 +182,13 @@ class AgentRegistry:
     def unregister(self, name: str) -> bool:
         """Forget an agent and release its leases; return whether it was registered."""
         name = check_name(name, "agent name")
-        with self.db.write(f"unregistering agent {name!r}") as conn:
-            removed = conn.execute("DELETE FROM agents WHERE name = ?", (name,)).rowcount
+        with self.db.write(f"unregistering agent {name!r}") as tx:
+            removed = tx.agents.delete(name)
         if self.leases is not None:
             self.leases.release_all(name)
         with self._mirror_lock:
             forget_nodes(self.mirror, [agent_iri(name)])
-        return bool(removed)
+        return removed
 
     # -- beating and status ------------------------------------------------------------------
 
@@ -304,10 +231,10 @@ class AgentRegistry:
         target = None if status is None else check_status(status)
         if operation is not None:
             check_text(operation, what="operation")
-        with self.db.write(f"recording a heartbeat of agent {name!r}") as conn:
-            before = _existing(conn, name)
+        with self.db.write(f"recording a heartbeat of agent {name!r}") as tx:
+            before = _existing(tx.agents, name)
             after = before.status if target is None else target
-            agent = self._apply(conn, before, after, operation)
+            agent = self._apply(tx.agents, before, after, operation, tx.now())
         if after not in LIVE and self.leases is not None:
             self.leases.release_all(name)
         self._refresh([name])
@@ -325,26 +252,28 @@ class AgentRegistry:
         return agent
 
     def _apply(
-        self, conn: sqlite3.Connection, before: Agent, after: AgentStatus, operation: str | None
+        self,
+        agents: AgentRecords,
+        before: Agent,
+        after: AgentStatus,
+        operation: str | None,
+        now: float,
     ) -> Agent:
-        """Record a heartbeat with status ``after`` (renewing the leases of a live agent)."""
+        """Record a heartbeat with status ``after`` (renewing the leases of a live agent, in a
+        transaction nested in the caller's)."""
         _check_transition(before, after)
-        conn.execute(
-            "UPDATE agents SET status = ?, operation = COALESCE(?, operation), "
-            "last_heartbeat = ?, revision = revision + 1 WHERE name = ?",
-            (after.value, operation, self.db.clock(), before.name),
-        )
+        agent = _found(agents.beat(before.name, after, operation, now), before.name)
         if self.leases is not None and after in LIVE:
             self.leases.renew_all(before.name)
-        return _existing(conn, before.name)
+        return agent
 
     # -- reading -------------------------------------------------------------------------------
 
     def get(self, name: str) -> Agent:
         """Return the agent ``name``, or raise ``AgentNotFoundError``."""
         name = check_name(name, "agent name")
-        with self.db.read(f"reading agent {name!r}") as conn:
-            return _existing(conn, name)
+        with self.db.read(f"reading agent {name!r}") as tx:
+            return _existing(tx.agents, name)
 
     def agents(
         self,
@@ -357,9 +286,8 @@ class AgentRegistry:
         wanted = None if status is None else check_status(status)
         task = None if task is None else check_name(task, "task IRI")
         role = None if role is None else check_name(role, "role")
-        with self.db.read("listing agents") as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM agents ORDER BY name").fetchall()
-        found = [_agent(row) for row in rows]
+        with self.db.read("listing agents") as tx:
+            found = tx.agents.all()
         return [
             agent
             for agent in found
@@ -370,8 +298,9 @@ class AgentRegistry:
 
     def silent(self) -> list[Agent]:
         """Return the live agents silent for longer than their timeout (changing nothing)."""
-        now = self.db.clock()
-        return [agent for agent in self.agents() if agent.silent_at(now)]
+        with self.db.read("finding silent agents") as tx:
+            now, found = tx.now(), tx.agents.all()
+        return [agent for agent in found if agent.silent_at(now)]
 
     # -- the sweeper ---------------------------------------------------------------------------
 
@@ -392,16 +321,12 @@ class AgentRegistry:
         return lost
 
     def _lose(self, name: str) -> Agent | None:
-        with self.db.write(f"marking agent {name!r} lost") as conn:
-            before = _find(conn, name)
-            now = self.db.clock()
+        with self.db.write(f"marking agent {name!r} lost") as tx:
+            before = tx.agents.find(name)
+            now = tx.now()
             if before is None or not before.silent_at(now):
                 return None  # it beat (or went away) since the candidates were read
-            conn.execute(
-                "UPDATE agents SET status = 'Error', revision = revision + 1 WHERE name = ?",
-                (name,),
-            )
-            agent = _existing(conn, name)
+            agent = _found(tx.agents.set_status(name, AgentStatus.ERROR), name)
         released = [] if self.leases is None else self.leases.release_all(name)
         self._refresh([name])
         silent_s = now - before.last_heartbeat
@@ -446,7 +371,7 @@ class AgentRegistry:
                 logger.exception("the agent sweeper failed; it tries again in %.1f s", interval)
 
     def close(self) -> None:
-        """Stop the sweeper thread (the database is closed by its owner); twice is harmless."""
+        """Stop the sweeper thread (the store is closed by its owner); twice is harmless."""
         self._stop.set()
         with self._sweeper_lock:
             sweeper, self._sweeper = self._sweeper, None
@@ -465,8 +390,8 @@ class AgentRegistry:
         if self.mirror is None:
             return
         with self._mirror_lock:
-            with self.db.read("reading agents to mirror") as conn:
-                found = [_find(conn, name) for name in names]
+            with self.db.read("reading agents to mirror") as tx:
+                found = [tx.agents.find(name) for name in names]
             for agent in found:
                 if agent is not None:
                     mirror_nodes(self.mirror, agent.task, AGENTS_AREA, [agent.node()])
@@ -476,50 +401,14 @@ class AgentRegistry:
             self.bus.publish(kind, payload, task_iri=agent.task, source=agent.name)
 
 
-def _agent(row: tuple[Any, ...]) -> Agent:
-    name, role, task, status, operation, registered, beat, timeout, incarnation, revision = row
-    return Agent(
-        name,
-        role,
-        task,
-        AgentStatus(status),
-        operation,
-        registered,
-        beat,
-        timeout,
-        incarnation,
-        revision,
-    )
-
-
-def _insert(
-    conn: sqlite3.Connection,
-    name: str,
-    role: str,
-    task: str,
-    timeout_s: float,
-    known: Agent | None,
-    now: float,
-) -> Agent:
-    """Write a new registration (a new incarnation of a finished agent)."""
-    incarnation = 1 if known is None else known.incarnation + 1
-    conn.execute(
-        f"INSERT OR REPLACE INTO agents ({_COLUMNS}) VALUES (?, ?, ?, 'Idle', NULL, ?, ?, ?, ?, 1)",
-        (name, role, task, now, now, timeout_s, incarnation),
-    )
-    return _existing(conn, name)
-
-
-def _find(conn: sqlite3.Connection, name: str) -> Agent | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM agents WHERE name = ?", (name,)).fetchone()
-    return None if row is None else _agent(row)
-
-
-def _existing(conn: sqlite3.Connection, name: str) -> Agent:
-    agent = _find(conn, name)
+def _found(agent: Agent | None, name: str) -> Agent:
     if agent is None:
         raise AgentNotFoundError(f"no agent is registered as {name!r}")
     return agent
+
+
+def _existing(agents: AgentRecords, name: str) -> Agent:
+    return _found(agents.find(name), name)
 
 
 def _check_transition(agent: Agent, target: AgentStatus) -> None:

@@ -2,8 +2,10 @@
 
 A lease is a lock that expires: a holder that crashes or pauses loses it after ``ttl_s``
 unless it renews it (an agent's heartbeat renews all its leases). Leases live in the
-coordination database and are granted under ``BEGIN IMMEDIATE``, so they hold across threads
-and across the processes of one machine.
+coordination store (``coordination.protocol``), each grant one serialisable transaction (in
+SQLite under ``BEGIN IMMEDIATE``), so they hold across threads and across the processes that
+share the store. This module holds every decision (the table below, re-entrancy, upgrades,
+fencing, voiding, waiting, events); the store holds the rows.
 
 Compatibility (``COMPATIBLE[held, requested]``, symmetric; the tests enumerate it):
 
@@ -21,7 +23,7 @@ excludes everyone.
 
 Invariants:
 - No two live leases of one resource held by different holders are incompatible.
-- Every grant takes a token from one sequence in the database, so tokens strictly increase
+- Every grant takes a token from one sequence in the store, so tokens strictly increase
   across resources, threads and processes. A re-entrant acquisition by the holder of a lease
   of the same or a stronger mode is not a new grant: it deepens the lease (each acquisition
   needs its release) and keeps its token. Asking for a stronger mode than held upgrades the
@@ -40,7 +42,7 @@ Invariants:
   of another task, or of a role without the right, on a node of the requester's task). Voided
   leases are deleted in the grant's transaction, and only when the grant is made (a refused
   request ends nothing); ``void`` runs inside that transaction, so it reads nothing but the
-  coordination database (the agent registry).
+  coordination store (the agent registry).
 - Grants are not queued: a waiter gets the lease at its first attempt after the conflicting
   holders are gone, so a stream of readers can delay an Exclusive waiter until its timeout, and
   two readers that both wait to upgrade wait for each other (ask for the strongest mode needed
@@ -57,20 +59,15 @@ grant), ``LEASE_EXPIRED``.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
-from enum import Enum
 
-from gliding_core.blackboard.coordination.database import (
-    CoordinationDB,
-    check_name,
-    check_seconds,
-    parse_choice,
-)
+from gliding_core.blackboard.coordination.checks import check_name, check_seconds, parse_choice
+from gliding_core.blackboard.coordination.protocol import CoordinationStore
+from gliding_core.blackboard.coordination.records import Lease, LeaseMode
 from gliding_core.bus import EventBus, EventType
 from gliding_core.errors import (
     FencingTokenError,
@@ -81,41 +78,19 @@ from gliding_core.errors import (
 )
 from gliding_core.jsonld import preview
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS leases (
-    resource TEXT NOT NULL,
-    holder TEXT NOT NULL,
-    mode TEXT NOT NULL CHECK (mode IN ('read', 'write', 'exclusive')),
-    token INTEGER NOT NULL,
-    depth INTEGER NOT NULL CHECK (depth > 0),
-    ttl_s REAL NOT NULL,
-    acquired_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    PRIMARY KEY (resource, holder)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS leases_by_holder ON leases (holder);
-CREATE TABLE IF NOT EXISTS lease_grants (
-    token INTEGER PRIMARY KEY AUTOINCREMENT,
-    resource TEXT NOT NULL,
-    fenced INTEGER NOT NULL CHECK (fenced IN (0, 1)),
-    UNIQUE (resource, fenced)
-);
-"""
-# lease_grants keeps the newest grant per resource and kind (fenced or not): each grant
-# replaces the row of its kind, and AUTOINCREMENT gives the new row a rowid above every rowid
-# ever used, so one statement both takes the next token and, for Write and Exclusive, moves
-# the fence. Tokens never go back, even after every row is replaced or deleted.
-_COLUMNS = "resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at"
+__all__ = [
+    "COMPATIBLE",
+    "FENCED_MODES",
+    "STRENGTH",
+    "Lease",
+    "LeaseMode",
+    "LeaseTable",
+    "Void",
+    "check_mode",
+    "conflict_error",
+]
+
 _FIRST_WAIT_S = 0.0005
-
-
-class LeaseMode(str, Enum):
-    """How a lease shares its resource (see the compatibility table of the module)."""
-
-    READ = "read"
-    WRITE = "write"
-    EXCLUSIVE = "exclusive"
-
 
 _R, _W, _X = LeaseMode.READ, LeaseMode.WRITE, LeaseMode.EXCLUSIVE
 
@@ -139,53 +114,6 @@ FENCED_MODES = frozenset({_W, _X})
 """The modes whose grants advance a resource's fence (the modes that guard writes)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A lease as granted or last renewed.
-
-    Attributes:
-        resource: what is leased (a node IRI, a file, any name).
-        holder: who holds it (an agent name).
-        mode: how it is shared.
-        token: the fencing token of its grant.
-        depth: how many acquisitions by the holder it stands for (each needs a release).
-        ttl_s: how long each renewal keeps it alive.
-        acquired_at: when it was granted (coordination clock).
-        expires_at: when it expires unless renewed.
-    """
-
-    resource: str
-    holder: str
-    mode: LeaseMode
-    token: int
-    depth: int
-    ttl_s: float
-    acquired_at: float
-    expires_at: float
-
-    def row(self) -> tuple[str, str, str, int, int, float, float, float]:
-        """Return the lease as a row of the ``leases`` table, in the order of its columns."""
-        return (
-            self.resource,
-            self.holder,
-            self.mode.value,
-            self.token,
-            self.depth,
-            self.ttl_s,
-            self.acquired_at,
-            self.expires_at,
-        )
-
-    def payload(self) -> dict[str, object]:
-        """Return the event payload describing this lease."""
-        return {
-            "resource": self.resource,
-            "holder": self.holder,
-            "mode": self.mode.value,
-            "token": self.token,
-        }
-
-
 Void = Callable[[Lease], bool]
 """Whether a request may end a conflicting lease (its holder lost the right it protects)."""
 
@@ -202,33 +130,27 @@ class _Outcome:
     voided: list[Lease]
 
 
-def _lease(row: tuple[str, str, str, int, int, float, float, float]) -> Lease:
-    resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at = row
-    return Lease(resource, holder, LeaseMode(mode), token, depth, ttl_s, acquired_at, expires_at)
-
-
 def check_mode(value: object) -> LeaseMode:
     """Return ``value`` as a ``LeaseMode`` (a member or its value: ``"read"`` ...)."""
     return parse_choice(LeaseMode, value, "lease mode")
 
 
 class LeaseTable:
-    """The leases of one coordination database.
+    """The leases of one coordination store.
 
     Args:
-        db: the coordination database (shared with the other registries).
+        db: the coordination store (shared with the other registries).
         bus: where lease events are published; none when omitted.
     """
 
-    def __init__(self, db: CoordinationDB, *, bus: EventBus | None = None) -> None:
-        if not isinstance(db, CoordinationDB):
-            raise InvalidInputError(f"db must be a CoordinationDB, got {preview(db)}")
+    def __init__(self, db: CoordinationStore, *, bus: EventBus | None = None) -> None:
+        if not isinstance(db, CoordinationStore):
+            raise InvalidInputError(f"db must be a CoordinationStore, got {preview(db)}")
         self.db = db
         self.bus = bus
         self._released = threading.Condition()
         self._releases = 0
         self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        db.ensure_schema(_SCHEMA)
 
     # -- granting ------------------------------------------------------------------------------
 
@@ -296,7 +218,7 @@ class LeaseTable:
     ) -> Lease:
         """Await a lease like ``acquire``, without blocking the event loop while waiting.
 
-        Each attempt runs in a worker thread (it may wait for another process's database lock);
+        Each attempt runs in a worker thread (it may wait for another process's store lock);
         a release in this process wakes the waiter at once.
         """
         request = self._request(resource, holder, mode, ttl_s)
@@ -358,17 +280,12 @@ class LeaseTable:
     ) -> _Outcome:
         """Grant if no live lease of another holder is incompatible with ``mode`` (but those
         ``void`` ends, which the grant deletes)."""
-        with self.db.write(f"granting a lease on {resource!r}") as conn:
-            now = self.db.clock()
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM leases WHERE resource = ?", (resource,)
-            ).fetchall()
-            leases = [_lease(row) for row in rows]
+        with self.db.write(f"granting a lease on {resource!r}") as tx:
+            now, records = tx.now(), tx.leases
+            leases = records.on(resource)
             expired = [lease for lease in leases if lease.expires_at <= now]
             if expired:
-                conn.execute(
-                    "DELETE FROM leases WHERE resource = ? AND expires_at <= ?", (resource, now)
-                )
+                records.delete_expired_on(resource, now)
             live = [lease for lease in leases if lease.expires_at > now]
             conflicting = [
                 lease
@@ -380,15 +297,17 @@ class LeaseTable:
             if conflicts:
                 return _Outcome(None, False, conflicts, expired, [])
             for lease in voided:
-                conn.execute(
-                    "DELETE FROM leases WHERE resource = ? AND holder = ?", (resource, lease.holder)
-                )
+                records.delete(resource, lease.holder)
             own = next((lease for lease in live if lease.holder == holder), None)
             if own is not None and STRENGTH[mode] <= STRENGTH[own.mode]:
-                return _Outcome(_deepen(conn, own, now + ttl_s), True, [], expired, voided)
+                expires = max(own.expires_at, now + ttl_s)
+                records.deepen(resource, holder, expires)
+                deeper = replace(own, depth=own.depth + 1, expires_at=expires)
+                return _Outcome(deeper, True, [], expired, voided)
             depth = 1 if own is None else own.depth + 1
             lease = Lease(resource, holder, mode, 0, depth, ttl_s, now, now + ttl_s)
-            return _Outcome(_insert(conn, lease), False, [], expired, voided)
+            granted = records.grant(lease, fenced=mode in FENCED_MODES)
+            return _Outcome(granted, False, [], expired, voided)
 
     def _settle(self, outcome: _Outcome) -> _Outcome:
         """Publish what an attempt did, after its transaction."""
@@ -412,28 +331,20 @@ class LeaseTable:
         """
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
         ttl = None if ttl_s is None else check_seconds(ttl_s, "ttl_s")
-        with self.db.write(f"renewing the lease on {resource!r}") as conn:
-            now = self.db.clock()
-            own = _live(conn, resource, holder, now)
+        with self.db.write(f"renewing the lease on {resource!r}") as tx:
+            now = tx.now()
+            own = tx.leases.live(resource, holder, now)
             if own is None:
                 raise _not_held(resource, holder)
             expires = now + (own.ttl_s if ttl is None else ttl)
-            conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE resource = ? AND holder = ?",
-                (expires, resource, holder),
-            )
+            tx.leases.set_expiry(resource, holder, expires)
         return replace(own, expires_at=expires)
 
     def renew_all(self, holder: str) -> int:
         """Extend every live lease of ``holder`` by its TTL from now; return how many."""
         holder = check_name(holder, "holder")
-        with self.db.write(f"renewing the leases of {holder!r}") as conn:
-            now = self.db.clock()
-            cursor = conn.execute(
-                "UPDATE leases SET expires_at = ? + ttl_s WHERE holder = ? AND expires_at > ?",
-                (now, holder, now),
-            )
-            return cursor.rowcount
+        with self.db.write(f"renewing the leases of {holder!r}") as tx:
+            return tx.leases.renew_all(holder, tx.now())
 
     def release(self, resource: str, holder: str) -> bool:
         """Release one acquisition of the holder's lease; return whether it was held.
@@ -442,15 +353,12 @@ class LeaseTable:
         was never granted returns ``False`` and changes nothing (a late release is harmless).
         """
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
-        with self.db.write(f"releasing the lease on {resource!r}") as conn:
-            own = _live(conn, resource, holder, self.db.clock())
+        with self.db.write(f"releasing the lease on {resource!r}") as tx:
+            own = tx.leases.live(resource, holder, tx.now())
             if own is not None and own.depth > 1:
-                conn.execute(
-                    "UPDATE leases SET depth = depth - 1 WHERE resource = ? AND holder = ?",
-                    (resource, holder),
-                )
+                tx.leases.decrement(resource, holder)
                 return True
-            conn.execute("DELETE FROM leases WHERE resource = ? AND holder = ?", (resource, holder))
+            tx.leases.delete(resource, holder)
         if own is not None:
             self._woken()
             self._publish(EventType.LEASE_RELEASED, own)
@@ -459,14 +367,11 @@ class LeaseTable:
     def release_all(self, holder: str) -> list[Lease]:
         """End every lease of ``holder`` whatever its depth; return the live ones it had."""
         holder = check_name(holder, "holder")
-        with self.db.write(f"releasing the leases of {holder!r}") as conn:
-            now = self.db.clock()
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM leases WHERE holder = ? ORDER BY resource", (holder,)
-            ).fetchall()
-            conn.execute("DELETE FROM leases WHERE holder = ?", (holder,))
-        released = [lease for lease in map(_lease, rows) if lease.expires_at > now]
-        if rows:
+        with self.db.write(f"releasing the leases of {holder!r}") as tx:
+            now = tx.now()
+            removed = tx.leases.remove_holder(holder)
+        released = [lease for lease in removed if lease.expires_at > now]
+        if removed:
             self._woken()
         for lease in released:
             self._publish(EventType.LEASE_RELEASED, lease)
@@ -474,14 +379,8 @@ class LeaseTable:
 
     def expire(self) -> list[Lease]:
         """Delete every expired lease now and return them (grants do this lazily anyway)."""
-        with self.db.write("deleting expired leases") as conn:
-            now = self.db.clock()
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM leases WHERE expires_at <= ? ORDER BY resource, holder",
-                (now,),
-            ).fetchall()
-            conn.execute("DELETE FROM leases WHERE expires_at <= ?", (now,))
-        expired = [_lease(row) for row in rows]
+        with self.db.write("deleting expired leases") as tx:
+            expired = tx.leases.remove_expired(tx.now())
         if expired:
             self._woken()
         for lease in expired:
@@ -493,41 +392,27 @@ class LeaseTable:
     def holders(self, resource: str) -> list[Lease]:
         """Return the live leases on ``resource``, oldest grant first."""
         resource = check_name(resource, "resource")
-        with self.db.read(f"reading the leases on {resource!r}") as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM leases WHERE resource = ? AND expires_at > ? "
-                "ORDER BY token",
-                (resource, self.db.clock()),
-            ).fetchall()
-        return [_lease(row) for row in rows]
+        with self.db.read(f"reading the leases on {resource!r}") as tx:
+            return tx.leases.live_on(resource, tx.now())
 
     def leases(self, holder: str | None = None) -> list[Lease]:
         """Return the live leases (of ``holder`` when given), by resource then holder."""
-        values: list[object]
-        where, values = "expires_at > ?", [self.db.clock()]
-        if holder is not None:
-            where, values = where + " AND holder = ?", [*values, check_name(holder, "holder")]
-        with self.db.read("reading the leases") as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM leases WHERE {where} ORDER BY resource, holder", values
-            ).fetchall()
-        return [_lease(row) for row in rows]
+        holder = None if holder is None else check_name(holder, "holder")
+        with self.db.read("reading the leases") as tx:
+            return tx.leases.live_all(tx.now(), holder)
 
     def holds_write_lease(self, resource: str, holder: str) -> bool:
         """Return whether ``holder`` has a live Write or Exclusive lease on ``resource``."""
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
-        with self.db.read(f"reading the lease of {holder!r} on {resource!r}") as conn:
-            own = _live(conn, resource, holder, self.db.clock())
+        with self.db.read(f"reading the lease of {holder!r} on {resource!r}") as tx:
+            own = tx.leases.live(resource, holder, tx.now())
         return own is not None and own.mode is not LeaseMode.READ
 
     def newest_token(self, resource: str) -> int | None:
         """Return the newest token granted on ``resource`` in a fenced mode, if any."""
         resource = check_name(resource, "resource")
-        with self.db.read(f"reading the fence of {resource!r}") as conn:
-            row = conn.execute(
-                "SELECT token FROM lease_grants WHERE resource = ? AND fenced = 1", (resource,)
-            ).fetchone()
-        return None if row is None else int(row[0])
+        with self.db.read(f"reading the fence of {resource!r}") as tx:
+            return tx.leases.newest_token(resource)
 
     def check_fence(self, resource: str, holder: str, token: int) -> None:
         """Accept a guarded write or delete only from the live holder of the newest fenced
@@ -540,12 +425,9 @@ class LeaseTable:
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
         if isinstance(token, bool) or not isinstance(token, int):
             raise InvalidInputError(f"token must be an int, got {preview(token)}")
-        with self.db.read(f"checking the fence of {resource!r}") as conn:
-            own = _live(conn, resource, holder, self.db.clock())
-            row = conn.execute(
-                "SELECT token FROM lease_grants WHERE resource = ? AND fenced = 1", (resource,)
-            ).fetchone()
-        newest = None if row is None else int(row[0])
+        with self.db.read(f"checking the fence of {resource!r}") as tx:
+            own = tx.leases.live(resource, holder, tx.now())
+            newest = tx.leases.newest_token(resource)
         problem = _fence_problem(own, token, newest)
         if problem:
             raise FencingTokenError(
@@ -594,37 +476,6 @@ class LeaseTable:
     def _publish(self, kind: EventType, lease: Lease, **extra: object) -> None:
         if self.bus is not None:
             self.bus.publish(kind, {**lease.payload(), **extra}, source=lease.holder)
-
-
-def _live(conn: sqlite3.Connection, resource: str, holder: str, now: float) -> Lease | None:
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM leases WHERE resource = ? AND holder = ? AND expires_at > ?",
-        (resource, holder, now),
-    ).fetchone()
-    return None if row is None else _lease(row)
-
-
-def _deepen(conn: sqlite3.Connection, own: Lease, expires: float) -> Lease:
-    expires = max(own.expires_at, expires)
-    conn.execute(
-        "UPDATE leases SET depth = depth + 1, expires_at = ? WHERE resource = ? AND holder = ?",
-        (expires, own.resource, own.holder),
-    )
-    return replace(own, depth=own.depth + 1, expires_at=expires)
-
-
-def _insert(conn: sqlite3.Connection, lease: Lease) -> Lease:
-    """Write a new grant (or an upgrade) with the next token."""
-    cursor = conn.execute(
-        "INSERT OR REPLACE INTO lease_grants (resource, fenced) VALUES (?, ?)",
-        (lease.resource, int(lease.mode in FENCED_MODES)),
-    )
-    granted = replace(lease, token=int(cursor.lastrowid or 0))
-    conn.execute(
-        f"INSERT OR REPLACE INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        granted.row(),
-    )
-    return granted
 
 
 def _fence_problem(own: Lease | None, token: int, newest: int | None) -> str:

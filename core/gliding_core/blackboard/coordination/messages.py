@@ -1,14 +1,14 @@
 """L2: coordination messages between the agents of a task: durable, ordered, pushed and read.
 
 A message has a topic, an optional task and sender, and a JSON object as payload. Publishing
-stores it in the coordination database under the next ``sequence`` and then pushes it, in this
+stores it in the coordination store under the next ``sequence`` and then pushes it, in this
 process, to the subscribers whose topic and task match (through the memory's event bus, as a
 ``COORDINATION_MESSAGE`` event). Readers in any process catch up with ``read_since(cursor)``:
 every message after the cursor, in order, with no cap other than the caller's ``limit`` (the
 reference polled and stopped at 50).
 
 Invariants:
-- Sequences strictly increase and are never reused (SQLite ``AUTOINCREMENT``), even after
+- Sequences strictly increase and are never reused (the store's promise), even after
   ``prune``; a cursor is the last sequence its reader has seen.
 - A message is validated whole (topic, task, sender, a JSON-serialisable object payload of at
   most ``max_message_bytes``, nested at most ``DEFAULT_MAX_DEPTH`` deep, valid Unicode) before
@@ -27,111 +27,46 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from gliding_core.blackboard.coordination.database import (
-    CoordinationDB,
+from gliding_core.blackboard.coordination.checks import check_name, check_task_iri
+from gliding_core.blackboard.coordination.protocol import (
+    CoordinationStore,
     NodeMirror,
-    check_name,
-    check_task_iri,
     mirror_nodes,
 )
+from gliding_core.blackboard.coordination.records import Message
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.errors import ContentTooLargeError, InvalidInputError, NodeTooDeepError
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, check_text, nesting_depth, preview
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS messages (
-    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
-    iri TEXT NOT NULL UNIQUE,
-    topic TEXT NOT NULL,
-    task TEXT,
-    sender TEXT,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS messages_by_topic ON messages (topic, sequence);
-CREATE INDEX IF NOT EXISTS messages_by_task ON messages (task, sequence) WHERE task IS NOT NULL;
-"""
-_COLUMNS = "sequence, iri, topic, task, sender, payload, created_at"
+__all__ = ["MESSAGES_AREA", "Message", "MessageBoard"]
+
 MESSAGES_AREA = "messages"
 _FIELDS = frozenset(("sequence", "iri", "topic", "task", "sender", "payload", "created_at"))
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """A stored coordination message.
-
-    Attributes:
-        sequence: its place in the order of every message of the database.
-        iri: its node IRI (``urn:uuid:...``).
-        topic: what it is about (``progress``, ``resource-request`` ...).
-        task: the task it concerns, if any.
-        sender: who sent it (an agent name), if known.
-        payload: its JSON object.
-        created_at: when it was stored (coordination clock).
-    """
-
-    sequence: int
-    iri: str
-    topic: str
-    task: str | None
-    sender: str | None
-    payload: Mapping[str, Any] = field(default_factory=dict)
-    created_at: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the message as a JSON-like dict (the payload of its bus event)."""
-        return {
-            "sequence": self.sequence,
-            "iri": self.iri,
-            "topic": self.topic,
-            "task": self.task,
-            "sender": self.sender,
-            "payload": dict(self.payload),
-            "created_at": self.created_at,
-        }
-
-    def node(self) -> dict[str, Any]:
-        """Return the message as the JSON-LD node mirrored into the graph."""
-        node: dict[str, Any] = {
-            "@id": self.iri,
-            "@type": "CoordinationMessage",
-            "topic": self.topic,
-            "sequence": self.sequence,
-            "payloadJson": json.dumps(self.payload, sort_keys=True, ensure_ascii=False),
-            "createdAt": self.created_at,
-        }
-        if self.task is not None:
-            node["task"] = {"@id": self.task}
-        if self.sender is not None:
-            node["sender"] = self.sender
-        return node
-
-
 class MessageBoard:
-    """The coordination messages of one coordination database.
+    """The coordination messages of one coordination store.
 
     Args:
-        db: the coordination database (shared with the other registries).
+        db: the coordination store (shared with the other registries).
         bus: the event bus that pushes messages to subscribers; a private one when omitted.
         mirror: where messages about a task are mirrored as graph nodes; none when omitted.
     """
 
     def __init__(
         self,
-        db: CoordinationDB,
+        db: CoordinationStore,
         *,
         bus: EventBus | None = None,
         mirror: NodeMirror | None = None,
     ) -> None:
-        if not isinstance(db, CoordinationDB):
-            raise InvalidInputError(f"db must be a CoordinationDB, got {preview(db)}")
+        if not isinstance(db, CoordinationStore):
+            raise InvalidInputError(f"db must be a CoordinationStore, got {preview(db)}")
         self.db, self.mirror = db, mirror
         self.bus = bus if bus is not None else EventBus(history=0)
         self._order = threading.RLock()
-        db.ensure_schema(_SCHEMA)
 
     def publish(
         self,
@@ -155,13 +90,11 @@ class MessageBoard:
         sender = None if sender is None else check_name(sender, "sender")
         text = self._encode(payload)
         with self._order:
-            with self.db.write(f"publishing a message on {topic!r}") as conn:
-                now, iri = self.db.clock(), f"urn:uuid:{uuid.uuid4()}"
-                cursor = conn.execute(
-                    f"INSERT INTO messages ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?)",
-                    (iri, topic, task, sender, text, now),
+            with self.db.write(f"publishing a message on {topic!r}") as tx:
+                now, iri = tx.now(), f"urn:uuid:{uuid.uuid4()}"
+                sequence = tx.messages.append(
+                    iri=iri, topic=topic, task=task, sender=sender, payload=text, now=now
                 )
-                sequence = int(cursor.lastrowid or 0)
             message = Message(sequence, iri, topic, task, sender, json.loads(text), now)
             if task is not None:
                 mirror_nodes(self.mirror, task, MESSAGES_AREA, [message.node()])
@@ -186,7 +119,7 @@ class MessageBoard:
             raise InvalidInputError(
                 f"payload is not JSON-serialisable ({exc}): {preview(payload)}"
             ) from None
-        if not text.isascii():  # SQLite stores UTF-8: a lone surrogate, found, is named
+        if not text.isascii():  # stores hold UTF-8: a lone surrogate, found, is named
             check_text(text, what="payload", locate=payload)
         limit = self.db.config.max_message_bytes
         size = len(text.encode("utf-8"))
@@ -217,25 +150,15 @@ class MessageBoard:
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
         ):
             raise InvalidInputError(f"limit must be an int >= 1 or None, got {preview(limit)}")
-        where: list[str] = ["sequence > ?"]
-        values: list[object] = [cursor]
-        if topic is not None:
-            where.append("topic = ?")
-            values.append(check_name(topic, "topic"))
-        if task is not None:
-            where.append("task = ?")
-            values.append(check_name(task, "task IRI"))
-        query = f"SELECT {_COLUMNS} FROM messages WHERE {' AND '.join(where)} ORDER BY sequence"
-        if limit is not None:
-            query += f" LIMIT {int(limit)}"
-        with self.db.read("reading coordination messages") as conn:
-            return [_message(row) for row in conn.execute(query, values)]
+        topic = None if topic is None else check_name(topic, "topic")
+        task = None if task is None else check_name(task, "task IRI")
+        with self.db.read("reading coordination messages") as tx:
+            return tx.messages.since(cursor, topic=topic, task=task, limit=limit)
 
     def latest(self) -> int:
         """Return the sequence of the newest message (0 when there is none)."""
-        with self.db.read("reading the newest message") as conn:
-            row = conn.execute("SELECT MAX(sequence) FROM messages").fetchone()
-        return int(row[0] or 0)
+        with self.db.read("reading the newest message") as tx:
+            return tx.messages.latest()
 
     def subscribe(
         self,
@@ -266,10 +189,5 @@ class MessageBoard:
         """Delete the messages up to sequence ``up_to`` (included); return how many."""
         if isinstance(up_to, bool) or not isinstance(up_to, int) or up_to < 0:
             raise InvalidInputError(f"up_to must be an int >= 0, got {preview(up_to)}")
-        with self.db.write("pruning coordination messages") as conn:
-            return conn.execute("DELETE FROM messages WHERE sequence <= ?", (up_to,)).rowcount
-
-
-def _message(row: tuple[Any, ...]) -> Message:
-    sequence, iri, topic, task, sender, payload, created_at = row
-    return Message(sequence, iri, topic, task, sender, json.loads(payload), created_at)
+        with self.db.write("pruning coordination messages") as tx:
+            return tx.messages.prune(up_to)

@@ -1,11 +1,12 @@
 """L2: the coordination half of the blackboard in one object: leases, tasks, agents, messages.
 
-``Coordination`` builds the four registries over one ``CoordinationDB`` with one bus and one
-graph mirror, wired to each other (heartbeats renew leases; the sweeper releases them), and
-closes them in order: the sweeper stops before the database closes.
+``Coordination`` builds the four registries over one ``CoordinationStore`` (SQLite's
+``CoordinationDB`` or any other backend) with one bus and one graph mirror, wired to each
+other (heartbeats renew leases; the sweeper releases them), and closes them in order: the
+sweeper stops before the store closes.
 
-Invariants: every registry shares the database, the bus and the mirror given here; closing
-twice is harmless; a database passed in ready-made is closed only when ``owns_db`` says so.
+Invariants: every registry shares the store, the bus and the mirror given here; closing twice
+is harmless; a store passed in ready-made is closed only when ``owns_db`` says so.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import time
 from collections.abc import Callable
 
 from gliding_core.blackboard.coordination.agents import AgentRegistry
-from gliding_core.blackboard.coordination.database import CoordinationDB, NodeMirror
 from gliding_core.blackboard.coordination.leases import LeaseTable
 from gliding_core.blackboard.coordination.messages import MessageBoard
+from gliding_core.blackboard.coordination.protocol import CoordinationStore, NodeMirror
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.coordination.tasks import TaskRegistry
 from gliding_core.bus import EventBus
 from gliding_core.config import CoordinationConfig
@@ -26,10 +28,10 @@ from gliding_core.jsonld import preview
 
 
 class Coordination:
-    """The leases, tasks, agents and messages of one coordination database.
+    """The leases, tasks, agents and messages of one coordination store.
 
     Args:
-        db: the coordination database.
+        db: the coordination store.
         bus: where every registry publishes; a new bus when omitted.
         mirror: where tasks, agents and task messages are mirrored as graph nodes.
         owns_db: whether ``close()`` closes ``db`` too.
@@ -43,14 +45,14 @@ class Coordination:
 
     def __init__(
         self,
-        db: CoordinationDB,
+        db: CoordinationStore,
         *,
         bus: EventBus | None = None,
         mirror: NodeMirror | None = None,
         owns_db: bool = True,
     ) -> None:
-        if not isinstance(db, CoordinationDB):
-            raise InvalidInputError(f"db must be a CoordinationDB, got {preview(db)}")
+        if not isinstance(db, CoordinationStore):
+            raise InvalidInputError(f"db must be a CoordinationStore, got {preview(db)}")
         self.db, self.owns_db = db, owns_db
         self.bus = bus if bus is not None else EventBus()
         self.leases = LeaseTable(db, bus=self.bus)
@@ -87,7 +89,7 @@ class Coordination:
         return self.tasks.remirror() + self.agents.remirror()
 
     def close(self) -> None:
-        """Stop the agent sweeper, then close the database if it is owned; twice is harmless."""
+        """Stop the agent sweeper, then close the store if it is owned; twice is harmless."""
         self.agents.close()
         if self.owns_db:
             self.db.close()

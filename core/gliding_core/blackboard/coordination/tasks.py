@@ -1,4 +1,4 @@
-"""L2: the task registry of the blackboard: a tree of tasks with dependencies, in SQLite.
+"""L2: the task registry of the blackboard: a tree of tasks with dependencies.
 
 A task has at most one parent (the task it is a part of) and any number of dependencies (tasks
 that must complete before it starts). Both relations are "waits for" edges: a task waits for
@@ -19,6 +19,10 @@ failed     pending                              retried
 completed  (none)                               final
 =========  ===================================  ========================================
 
+The rows live in the coordination store (``coordination.protocol``); every decision below (the
+transitions, the cycle check, what a release or a collection may delete) is made here, inside
+the store's transaction, so it holds on every backend alike.
+
 Invariants:
 - The "waits for" relation has no cycle: a dependency that would close one is refused with
   ``TaskCycleError`` carrying the cycle, and nothing is written (the reference dropped cycles
@@ -36,7 +40,7 @@ Invariants:
 - While tasks are mirrored, task IRIs are absolute IRIs (``check_task_iri``), refused before
   anything is written; without a mirror any name without spaces is a task's name.
 - Tasks are mirrored into the graph as ``Task`` nodes in the ``tasks`` area of their root task
-  (one graph per task tree); the mirror is refreshed from SQLite after each change, one change
+  (one graph per task tree); the mirror is refreshed from the store after each change, one change
   at a time, so it converges on the committed state.
 
 Events (when a bus is given): ``TASK_REGISTERED`` (``iri``, ``parent``, ``depends_on``),
@@ -47,24 +51,25 @@ Events (when a bus is given): ``TASK_REGISTERED`` (``iri``, ``parent``, ``depend
 from __future__ import annotations
 
 import graphlib
-import sqlite3
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from gliding_core.blackboard.coordination.database import (
-    CoordinationDB,
-    NodeMirror,
+from gliding_core.blackboard.coordination.checks import (
     check_name,
     check_seconds,
     check_task_iri,
-    forget_nodes,
-    mirror_nodes,
     parse_choice,
 )
+from gliding_core.blackboard.coordination.protocol import (
+    CoordinationStore,
+    NodeMirror,
+    TaskRecords,
+    forget_nodes,
+    mirror_nodes,
+)
+from gliding_core.blackboard.coordination.records import Task, TaskStatus
 from gliding_core.bus import EventBus, EventType
 from gliding_core.errors import (
     InvalidInputError,
@@ -74,35 +79,17 @@ from gliding_core.errors import (
 )
 from gliding_core.jsonld import preview
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
-    iri TEXT PRIMARY KEY,
-    parent TEXT,
-    root TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed')),
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    revision INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tasks_by_parent ON tasks (parent) WHERE parent IS NOT NULL;
-CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (status);
-CREATE TABLE IF NOT EXISTS task_dependencies (
-    task TEXT NOT NULL, depends_on TEXT NOT NULL, PRIMARY KEY (task, depends_on)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS task_dependents ON task_dependencies (depends_on);
-"""
-_COLUMNS = "iri, parent, root, status, created_at, updated_at, revision"
+__all__ = [
+    "FINISHED",
+    "TASKS_AREA",
+    "TRANSITIONS",
+    "Task",
+    "TaskRegistry",
+    "TaskStatus",
+    "check_status",
+]
+
 TASKS_AREA = "tasks"
-
-
-class TaskStatus(str, Enum):
-    """Where a task stands."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
 
 _P, _R, _C, _F = TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.COMPLETED, TaskStatus.FAILED
 
@@ -118,72 +105,31 @@ FINISHED = frozenset({_C, _F})
 """The statuses of a task that no longer runs."""
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
-    """A registered task.
-
-    Attributes:
-        iri: the task's IRI.
-        status: where it stands.
-        parent: the task it is part of, if any.
-        root: the top of its tree (itself when it has no parent).
-        depends_on: the tasks it waits for before it starts, sorted.
-        created_at, updated_at: when it was registered and last changed (coordination clock).
-        revision: increases with every change.
-    """
-
-    iri: str
-    status: TaskStatus
-    parent: str | None
-    root: str
-    depends_on: tuple[str, ...]
-    created_at: float
-    updated_at: float
-    revision: int
-
-    def node(self) -> dict[str, Any]:
-        """Return the task as the JSON-LD node mirrored into the graph."""
-        node: dict[str, Any] = {
-            "@id": self.iri,
-            "@type": "Task",
-            "status": self.status.value,
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-            "revision": self.revision,
-        }
-        if self.parent is not None:
-            node["parent"] = {"@id": self.parent}
-        if self.depends_on:
-            node["dependsOn"] = [{"@id": iri} for iri in self.depends_on]
-        return node
-
-
 def check_status(value: object) -> TaskStatus:
     """Return ``value`` as a ``TaskStatus`` (a member or its value, in any case)."""
     return parse_choice(TaskStatus, value, "task status")
 
 
 class TaskRegistry:
-    """The tasks of one coordination database.
+    """The tasks of one coordination store.
 
     Args:
-        db: the coordination database (shared with the other registries).
+        db: the coordination store (shared with the other registries).
         bus: where task events are published; none when omitted.
         mirror: where tasks are mirrored as graph nodes; none when omitted.
     """
 
     def __init__(
         self,
-        db: CoordinationDB,
+        db: CoordinationStore,
         *,
         bus: EventBus | None = None,
         mirror: NodeMirror | None = None,
     ) -> None:
-        if not isinstance(db, CoordinationDB):
-            raise InvalidInputError(f"db must be a CoordinationDB, got {preview(db)}")
+        if not isinstance(db, CoordinationStore):
+            raise InvalidInputError(f"db must be a CoordinationStore, got {preview(db)}")
         self.db, self.bus, self.mirror = db, bus, mirror
         self._mirror_lock = threading.Lock()
-        db.ensure_schema(_SCHEMA)
 
     # -- registering -------------------------------------------------------------------------
 
@@ -194,7 +140,8 @@ class TaskRegistry:
 
         With a graph mirror (a blackboard attached) every IRI given must be an absolute IRI,
         since the task becomes a node named by it; without one any name without spaces will do
-        (the registry is SQLite alone, and its callers and tests name tasks as they like).
+        (the registry is the coordination store alone, and its callers and tests name tasks as
+        they like).
 
         Raises:
             InvalidInputError: the IRI is taken, is not an absolute IRI while mirrored (nothing
@@ -206,26 +153,23 @@ class TaskRegistry:
         iri = check_task_iri(iri, "task IRI", mirrored=mirrored)
         parent = None if parent is None else check_task_iri(parent, "parent IRI", mirrored=mirrored)
         dependencies = _names(depends_on, "dependency IRI", mirrored=mirrored)
-        with self.db.write(f"registering task {iri!r}") as conn:
-            if _row(conn, iri) is not None:
+        with self.db.write(f"registering task {iri!r}") as tx:
+            tasks = tx.tasks
+            if tasks.get(iri) is not None:
                 raise InvalidInputError(f"task {iri!r} is already registered")
             root = iri
             if parent is not None:
-                above = _existing(conn, parent)
+                above = _existing(tasks, parent)
                 if above.status in FINISHED:
                     raise InvalidInputError(
                         f"cannot add task {iri!r} under {parent!r}: the parent is "
                         f"{above.status.value}"
                     )
                 root = above.root
-            now = self.db.clock()
-            conn.execute(
-                f"INSERT INTO tasks ({_COLUMNS}) VALUES (?, ?, ?, 'pending', ?, ?, 1)",
-                (iri, parent, root, now, now),
-            )
+            tasks.insert(iri, parent=parent, root=root, now=tx.now())
             for dependency in dependencies:
-                _link(conn, iri, dependency)
-            task = _existing(conn, iri)
+                _link(tasks, iri, dependency)
+            task = _existing(tasks, iri)
         self._refresh([iri])
         self._publish(
             EventType.TASK_REGISTERED,
@@ -242,8 +186,8 @@ class TaskRegistry:
             InvalidTransitionError: ``task`` has started or finished.
         """
         task, depends_on = check_name(task, "task IRI"), check_name(depends_on, "dependency IRI")
-        with self.db.write(f"adding a dependency to task {task!r}") as conn:
-            current = _existing(conn, task)
+        with self.db.write(f"adding a dependency to task {task!r}") as tx:
+            current = _existing(tx.tasks, task)
             if current.status is not _P:
                 raise InvalidTransitionError(
                     f"cannot add a dependency to task {task!r}: it is {current.status.value}",
@@ -251,25 +195,22 @@ class TaskRegistry:
                     requested=current.status.value,
                 )
             if depends_on not in current.depends_on:
-                _link(conn, task, depends_on)
-                _touch(conn, task, self.db.clock())
-            updated = _existing(conn, task)
+                _link(tx.tasks, task, depends_on)
+                tx.tasks.touch(task, tx.now())
+            updated = _existing(tx.tasks, task)
         self._refresh([task])
         return updated
 
     def remove_dependency(self, task: str, depends_on: str) -> bool:
         """Stop ``task`` waiting for ``depends_on``; return whether it did."""
         task, depends_on = check_name(task, "task IRI"), check_name(depends_on, "dependency IRI")
-        with self.db.write(f"removing a dependency of task {task!r}") as conn:
-            _existing(conn, task)
-            removed = conn.execute(
-                "DELETE FROM task_dependencies WHERE task = ? AND depends_on = ?",
-                (task, depends_on),
-            ).rowcount
+        with self.db.write(f"removing a dependency of task {task!r}") as tx:
+            _existing(tx.tasks, task)
+            removed = tx.tasks.unlink(task, depends_on)
             if removed:
-                _touch(conn, task, self.db.clock())
+                tx.tasks.touch(task, tx.now())
         self._refresh([task])
-        return bool(removed)
+        return removed
 
     # -- status --------------------------------------------------------------------------------
 
@@ -281,16 +222,11 @@ class TaskRegistry:
                 is not completed, or a child of a task being completed is unfinished.
         """
         iri, target = check_name(iri, "task IRI"), check_status(status)
-        with self.db.write(f"changing the status of task {iri!r}") as conn:
-            current = _existing(conn, iri)
-            _check_transition(conn, current, target)
-            now = self.db.clock()
-            conn.execute(
-                "UPDATE tasks SET status = ?, updated_at = ?, revision = revision + 1 "
-                "WHERE iri = ?",
-                (target.value, now, iri),
-            )
-            task = _existing(conn, iri)
+        with self.db.write(f"changing the status of task {iri!r}") as tx:
+            current = _existing(tx.tasks, iri)
+            _check_transition(tx.tasks, current, target)
+            tx.tasks.set_status(iri, target, tx.now())
+            task = _existing(tx.tasks, iri)
         self._refresh([iri])
         payload = {"iri": iri, "previous": current.status.value, "status": target.value}
         self._publish(EventType.TASK_STATUS_CHANGED, iri, {**payload, "revision": task.revision})
@@ -313,61 +249,48 @@ class TaskRegistry:
     def get(self, iri: str) -> Task:
         """Return the task ``iri``, or raise ``TaskNotFoundError``."""
         iri = check_name(iri, "task IRI")
-        with self.db.read(f"reading task {iri!r}") as conn:
-            return _existing(conn, iri)
+        with self.db.read(f"reading task {iri!r}") as tx:
+            return _existing(tx.tasks, iri)
 
     def __contains__(self, iri: object) -> bool:
         if not isinstance(iri, str):
             return False
-        with self.db.read(f"looking up task {iri!r}") as conn:
-            return _row(conn, iri) is not None
+        with self.db.read(f"looking up task {iri!r}") as tx:
+            return tx.tasks.get(iri) is not None
 
     def tasks(self, *, status: TaskStatus | str | None = None) -> list[Task]:
         """Return every task (of ``status`` when given), in IRI order."""
         wanted = None if status is None else check_status(status)
-        with self.db.read("listing tasks") as conn:
-            query = f"SELECT {_COLUMNS} FROM tasks"
-            rows = (
-                conn.execute(f"{query} ORDER BY iri").fetchall()
-                if wanted is None
-                else conn.execute(f"{query} WHERE status = ? ORDER BY iri", (wanted.value,))
-            )
-            return [_task(conn, row) for row in rows]
+        with self.db.read("listing tasks") as tx:
+            return tx.tasks.all(wanted)
 
     def children(self, iri: str) -> list[Task]:
         """Return the direct children of ``iri``, in IRI order."""
         iri = check_name(iri, "task IRI")
-        with self.db.read(f"reading the children of {iri!r}") as conn:
-            _existing(conn, iri)
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM tasks WHERE parent = ? ORDER BY iri", (iri,)
-            ).fetchall()
-            return [_task(conn, row) for row in rows]
+        with self.db.read(f"reading the children of {iri!r}") as tx:
+            _existing(tx.tasks, iri)
+            return [_existing(tx.tasks, child) for child in tx.tasks.children(iri)]
 
     def dependents(self, iri: str) -> list[str]:
         """Return the tasks that wait for ``iri`` to complete, in IRI order."""
         iri = check_name(iri, "task IRI")
-        with self.db.read(f"reading the dependents of {iri!r}") as conn:
-            _existing(conn, iri)
-            return _column(conn, "SELECT task FROM task_dependencies WHERE depends_on = ?", iri)
+        with self.db.read(f"reading the dependents of {iri!r}") as tx:
+            _existing(tx.tasks, iri)
+            return tx.tasks.dependents(iri)
 
     def subtree(self, iri: str) -> list[str]:
         """Return ``iri`` and its descendants, breadth first (siblings in IRI order)."""
         iri = check_name(iri, "task IRI")
-        with self.db.read(f"reading the subtree of {iri!r}") as conn:
-            _existing(conn, iri)
-            return _subtree(conn, iri)
+        with self.db.read(f"reading the subtree of {iri!r}") as tx:
+            _existing(tx.tasks, iri)
+            return _subtree(tx.tasks, iri)
 
     def ready(self, *, under: str | None = None) -> list[Task]:
         """Return the pending tasks whose dependencies are all completed (within ``under``)."""
         scope = None if under is None else set(self.subtree(under))
-        with self.db.read("finding the ready tasks") as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM tasks AS t WHERE status = 'pending' AND NOT EXISTS ("
-                "SELECT 1 FROM task_dependencies AS d JOIN tasks AS u ON u.iri = d.depends_on "
-                "WHERE d.task = t.iri AND u.status != 'completed') ORDER BY iri"
-            ).fetchall()
-            return [_task(conn, row) for row in rows if scope is None or row[0] in scope]
+        with self.db.read("finding the ready tasks") as tx:
+            ready = tx.tasks.ready()
+        return [task for task in ready if scope is None or task.iri in scope]
 
     def layers(self, iri: str) -> list[list[str]]:
         """Return the DAG around ``iri`` in layers: each waits only for earlier layers.
@@ -376,9 +299,9 @@ class TaskRegistry:
         (both ways, transitively); each layer is sorted. Sorting is ``graphlib``'s.
         """
         iri = check_name(iri, "task IRI")
-        with self.db.read(f"reading the DAG of {iri!r}") as conn:
-            _existing(conn, iri)
-            waits = _component(conn, iri)
+        with self.db.read(f"reading the DAG of {iri!r}") as tx:
+            _existing(tx.tasks, iri)
+            waits = _component(tx.tasks, iri)
         sorter = graphlib.TopologicalSorter(waits)
         sorter.prepare()  # no cycle: every edge was checked when it was added
         layers: list[list[str]] = []
@@ -404,17 +327,17 @@ class TaskRegistry:
                 an unfinished task outside the subtree depends on a failed task inside it.
         """
         iri = check_name(iri, "task IRI")
-        with self.db.write(f"releasing task {iri!r}") as conn:
-            root = _existing(conn, iri)
+        with self.db.write(f"releasing task {iri!r}") as tx:
+            root = _existing(tx.tasks, iri)
             if root.status is not _C:
                 raise InvalidTransitionError(
                     f"only a completed task can be released; {iri!r} is {root.status.value}",
                     current=root.status.value,
                     requested="released",
                 )
-            released = _subtree(conn, iri)
-            _check_releasable(conn, released)
-            _delete(conn, released)
+            released = _subtree(tx.tasks, iri)
+            _check_releasable(tx.tasks, released)
+            tx.tasks.delete(released)
         self._forget(released)
         self._publish(EventType.TASK_RELEASED, iri, {"iris": released})
         return released
@@ -427,9 +350,9 @@ class TaskRegistry:
         Returns the collected IRIs, sorted.
         """
         age = check_seconds(older_than_s, "older_than_s", allow_zero=True)
-        with self.db.write("collecting finished tasks") as conn:
-            collected = _collectable(conn, self.db.clock() - age)
-            _delete(conn, collected)
+        with self.db.write("collecting finished tasks") as tx:
+            collected = _collectable(tx.tasks, tx.now() - age)
+            tx.tasks.delete(collected)
         self._forget(collected)
         if collected:
             self._publish(EventType.TASK_RELEASED, None, {"iris": collected})
@@ -439,8 +362,8 @@ class TaskRegistry:
 
     def remirror(self) -> int:
         """Mirror every task into the graph again (after a mirror failure); return how many."""
-        with self.db.read("listing tasks") as conn:
-            iris = _column(conn, "SELECT iri FROM tasks ORDER BY iri")
+        with self.db.read("listing tasks") as tx:
+            iris = [task.iri for task in tx.tasks.all()]
         self._refresh(iris)
         return len(iris)
 
@@ -449,12 +372,12 @@ class TaskRegistry:
         if self.mirror is None:
             return
         with self._mirror_lock:
-            with self.db.read("reading tasks to mirror") as conn:
-                found = [_row(conn, iri) for iri in iris]
-                tasks = [_task(conn, row) for row in found if row is not None]
+            with self.db.read("reading tasks to mirror") as tx:
+                found = [tx.tasks.get(iri) for iri in iris]
             by_root: dict[str, list[dict[str, Any]]] = {}
-            for task in tasks:
-                by_root.setdefault(task.root, []).append(task.node())
+            for task in found:
+                if task is not None:
+                    by_root.setdefault(task.root, []).append(task.node())
             for root, nodes in by_root.items():
                 mirror_nodes(self.mirror, root, TASKS_AREA, nodes)
 
@@ -467,7 +390,7 @@ class TaskRegistry:
             self.bus.publish(kind, payload, task_iri=iri)
 
 
-# -- SQL helpers (each runs inside the caller's read or write) ---------------------------------
+# -- the decisions over the rows (each runs inside the caller's read or write) -----------------
 
 
 def _names(values: Iterable[str], what: str, *, mirrored: bool) -> list[str]:
@@ -476,49 +399,22 @@ def _names(values: Iterable[str], what: str, *, mirrored: bool) -> list[str]:
     return list(dict.fromkeys(check_task_iri(v, what, mirrored=mirrored) for v in values))
 
 
-def _row(conn: sqlite3.Connection, iri: str) -> tuple[Any, ...] | None:
-    row: tuple[Any, ...] | None = conn.execute(
-        f"SELECT {_COLUMNS} FROM tasks WHERE iri = ?", (iri,)
-    ).fetchone()
-    return row
-
-
-def _task(conn: sqlite3.Connection, row: tuple[Any, ...]) -> Task:
-    iri, parent, root, status, created_at, updated_at, revision = row
-    depends_on = _column(conn, "SELECT depends_on FROM task_dependencies WHERE task = ?", iri)
-    return Task(
-        iri, TaskStatus(status), parent, root, tuple(depends_on), created_at, updated_at, revision
-    )
-
-
-def _existing(conn: sqlite3.Connection, iri: str) -> Task:
-    row = _row(conn, iri)
-    if row is None:
+def _existing(tasks: TaskRecords, iri: str) -> Task:
+    task = tasks.get(iri)
+    if task is None:
         raise TaskNotFoundError(f"no task is registered as {iri!r}")
-    return _task(conn, row)
+    return task
 
 
-def _column(conn: sqlite3.Connection, query: str, *values: object) -> list[str]:
-    return sorted(str(row[0]) for row in conn.execute(query, values))
-
-
-def _touch(conn: sqlite3.Connection, iri: str, now: float) -> None:
-    conn.execute(
-        "UPDATE tasks SET updated_at = ?, revision = revision + 1 WHERE iri = ?", (now, iri)
-    )
-
-
-def _waits_for(conn: sqlite3.Connection, iri: str) -> list[str]:
+def _waits_for(tasks: TaskRecords, iri: str) -> list[str]:
     """What ``iri`` waits for: its dependencies and its children."""
-    return _column(conn, "SELECT depends_on FROM task_dependencies WHERE task = ?", iri) + _column(
-        conn, "SELECT iri FROM tasks WHERE parent = ?", iri
-    )
+    return tasks.dependencies(iri) + tasks.children(iri)
 
 
-def _link(conn: sqlite3.Connection, task: str, dependency: str) -> None:
+def _link(tasks: TaskRecords, task: str, dependency: str) -> None:
     """Add the edge ``task`` waits for ``dependency`` unless it closes a cycle."""
-    _existing(conn, dependency)
-    cycle = _path(conn, dependency, task)
+    _existing(tasks, dependency)
+    cycle = _path(tasks, dependency, task)
     if cycle is not None:
         chain = (task, *cycle)
         raise TaskCycleError(
@@ -526,13 +422,10 @@ def _link(conn: sqlite3.Connection, task: str, dependency: str) -> None:
             + " -> ".join(chain),
             cycle=chain,
         )
-    conn.execute(
-        "INSERT OR IGNORE INTO task_dependencies (task, depends_on) VALUES (?, ?)",
-        (task, dependency),
-    )
+    tasks.link(task, dependency)
 
 
-def _path(conn: sqlite3.Connection, start: str, goal: str) -> tuple[str, ...] | None:
+def _path(tasks: TaskRecords, start: str, goal: str) -> tuple[str, ...] | None:
     """Return a "waits for" path from ``start`` to ``goal`` (both included), if there is one."""
     came_from: dict[str, str | None] = {start: None}
     queue = deque([start])
@@ -543,31 +436,27 @@ def _path(conn: sqlite3.Connection, start: str, goal: str) -> tuple[str, ...] | 
             while (before := came_from[path[-1]]) is not None:
                 path.append(before)
             return tuple(reversed(path))
-        for there in _waits_for(conn, here):
+        for there in _waits_for(tasks, here):
             if there not in came_from:
                 came_from[there] = here
                 queue.append(there)
     return None
 
 
-def _check_transition(conn: sqlite3.Connection, task: Task, target: TaskStatus) -> None:
+def _check_transition(tasks: TaskRecords, task: Task, target: TaskStatus) -> None:
     current = task.status
     problem = ""
     if target not in TRANSITIONS[current]:
         allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "nothing"
         problem = f"a {current.value} task may become {allowed}"
     elif target is _R:
-        waiting = [d for d in task.depends_on if _existing(conn, d).status is not _C]
+        waiting = [d for d in task.depends_on if _existing(tasks, d).status is not _C]
         if waiting:
             problem = f"it waits for {', '.join(map(repr, waiting))} to complete"
     elif target is _C:
-        rows = conn.execute(
-            "SELECT iri FROM tasks WHERE parent = ? AND status IN ('pending', 'running') "
-            "ORDER BY iri",
-            (task.iri,),
-        ).fetchall()
-        if rows:
-            problem = f"its children {', '.join(repr(r[0]) for r in rows)} are unfinished"
+        unfinished = tasks.unfinished_children(task.iri)
+        if unfinished:
+            problem = f"its children {', '.join(map(repr, unfinished))} are unfinished"
     if problem:
         raise InvalidTransitionError(
             f"task {task.iri!r} cannot become {target.value}: {problem}",
@@ -576,50 +465,43 @@ def _check_transition(conn: sqlite3.Connection, task: Task, target: TaskStatus) 
         )
 
 
-def _subtree(conn: sqlite3.Connection, iri: str) -> list[str]:
+def _subtree(tasks: TaskRecords, iri: str) -> list[str]:
     order, queue = [iri], deque([iri])
     while queue:
-        for child in _column(conn, "SELECT iri FROM tasks WHERE parent = ?", queue.popleft()):
+        for child in tasks.children(queue.popleft()):
             order.append(child)
             queue.append(child)
     return order
 
 
-def _component(conn: sqlite3.Connection, iri: str) -> dict[str, set[str]]:
+def _component(tasks: TaskRecords, iri: str) -> dict[str, set[str]]:
     """Map each task of ``iri``'s DAG to the tasks of the DAG it waits for."""
-    members = set(_subtree(conn, iri))
+    members = set(_subtree(tasks, iri))
     queue = deque(members)
     while queue:
         here = queue.popleft()
-        linked = _column(conn, "SELECT depends_on FROM task_dependencies WHERE task = ?", here)
-        linked += _column(conn, "SELECT task FROM task_dependencies WHERE depends_on = ?", here)
-        linked += _column(conn, "SELECT iri FROM tasks WHERE parent = ?", here)
+        linked = tasks.dependencies(here) + tasks.dependents(here) + tasks.children(here)
         for there in linked:
             if there not in members:
                 members.add(there)
                 queue.append(there)
-    return {m: {w for w in _waits_for(conn, m) if w in members} for m in members}
+    return {m: {w for w in _waits_for(tasks, m) if w in members} for m in members}
 
 
-def _needed(conn: sqlite3.Connection, iris: Sequence[str]) -> list[tuple[str, str]]:
+def _needed(tasks: TaskRecords, iris: Sequence[str]) -> list[tuple[str, str]]:
     """Return (failed task, unfinished dependent outside ``iris``) pairs."""
     inside = set(iris)
     pairs = []
     for iri in iris:
-        if _existing(conn, iri).status is not _F:
+        if _existing(tasks, iri).status is not _F:
             continue
-        rows = conn.execute(
-            "SELECT d.task FROM task_dependencies AS d JOIN tasks AS t ON t.iri = d.task "
-            "WHERE d.depends_on = ? AND t.status IN ('pending', 'running') ORDER BY d.task",
-            (iri,),
-        ).fetchall()
-        pairs += [(iri, row[0]) for row in rows if row[0] not in inside]
+        pairs += [(iri, d) for d in tasks.unfinished_dependents(iri) if d not in inside]
     return pairs
 
 
-def _check_releasable(conn: sqlite3.Connection, iris: Sequence[str]) -> None:
-    unfinished = [iri for iri in iris if _existing(conn, iri).status not in FINISHED]
-    needed = _needed(conn, iris)
+def _check_releasable(tasks: TaskRecords, iris: Sequence[str]) -> None:
+    unfinished = [iri for iri in iris if _existing(tasks, iri).status not in FINISHED]
+    needed = _needed(tasks, iris)
     if unfinished or needed:
         reason = (
             f"{', '.join(map(repr, unfinished))} unfinished"
@@ -633,27 +515,16 @@ def _check_releasable(conn: sqlite3.Connection, iris: Sequence[str]) -> None:
         )
 
 
-def _collectable(conn: sqlite3.Connection, finished_before: float) -> list[str]:
+def _collectable(tasks: TaskRecords, finished_before: float) -> list[str]:
     """Return the finished tasks whose subtrees are collectable, up to a fixed point."""
-    rows = conn.execute(
-        "SELECT iri FROM tasks WHERE status IN ('completed', 'failed') AND updated_at <= ?",
-        (finished_before,),
-    ).fetchall()
-    candidates = {row[0] for row in rows}
-    candidates -= {failed for failed, _ in _needed(conn, sorted(candidates))}
+    candidates = set(tasks.finished_before(finished_before))
+    candidates -= {failed for failed, _ in _needed(tasks, sorted(candidates))}
     collected: set[str] = set()
     changed = True
     while changed:
         changed = False
         for iri in sorted(candidates - collected):
-            children = _column(conn, "SELECT iri FROM tasks WHERE parent = ?", iri)
-            if all(child in collected for child in children):
+            if all(child in collected for child in tasks.children(iri)):
                 collected.add(iri)
                 changed = True
     return sorted(collected)
-
-
-def _delete(conn: sqlite3.Connection, iris: Sequence[str]) -> None:
-    for iri in iris:
-        conn.execute("DELETE FROM tasks WHERE iri = ?", (iri,))
-        conn.execute("DELETE FROM task_dependencies WHERE task = ? OR depends_on = ?", (iri, iri))

@@ -61,7 +61,7 @@ from gliding_core.blackboard.rdf import rdf_of
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.vocabulary import PROLOGUE, area_in_task
 from gliding_core.cli.benchmarks.leases import lease_benchmark
-from gliding_core.coherence.directory import SQLiteDirectory
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import ConfigError, PermissionDeniedError, StorageError
 from gliding_core.store.sqlite import L0Store

@@ -34,8 +34,9 @@ from typing import Any
 from gliding_core.bus import Event, EventType
 from gliding_core.coherence.context import shown
 from gliding_core.coherence.coordinator import Coherence
-from gliding_core.coherence.directory import Directory, LocalDirectory, SQLiteDirectory
+from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.coherence.node_sources import DictNodeSource
+from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.errors import EntryNotFoundError
 from gliding_core.jsonld import Node, canonical_json
 from gliding_core.tokens import TokenCounter

@@ -16,12 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from gliding_core.blackboard.coordination.database import (
-    COORDINATION_FILE,
-    CoordinationDB,
-    check_seconds,
-)
+from gliding_core.blackboard.coordination.checks import check_seconds
 from gliding_core.blackboard.coordination.leases import LeaseMode, LeaseTable
+from gliding_core.blackboard.coordination.sqlite import COORDINATION_FILE, CoordinationDB
 from gliding_core.errors import InvalidInputError, LeaseTimeoutError, StorageError
 from gliding_core.jsonld import preview
 

@@ -7,7 +7,8 @@ within one turn of a true one; each true boundary is matched at most once.
 
 Methods, on the same embeddings in the same run:
 - ``gliding``: the monitor's detector (block similarity, window and threshold from TopicConfig);
-- ``adjacent``: the seed's literal rule, adjacent-turn similarity below the threshold;
+- ``adjacent``: the plain rule the monitor refines, adjacent-turn similarity below the
+  threshold;
 - ``texttiling``: TextTiling depth scores (Hearst, 1997) over the same blocks, with the
   cut-off mean - std / 2.
 """

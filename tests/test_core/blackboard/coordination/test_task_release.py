@@ -16,8 +16,8 @@ import pytest
 from gliding_core import EventBus, InvalidInputError, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.coordination.agents import agent_iri
-from gliding_core.blackboard.coordination.database import CoordinationDB
 from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.config import BlackboardConfig, CoordinationConfig
 from gliding_core.errors import ClosedError

@@ -1,0 +1,298 @@
+"""VectorIndex contract: the dense index follows L0 through its change log and never falls behind
+for good; queries, similarities, rebuilds; an index of another embedder is refused.
+
+Every test runs on each implementation in ``conftest.VECTOR_INDEXES`` (Chroma embedded in the
+process, and a Chroma server), each following an L0 store that outlives its handles. Faults are
+injected at the embedder, the one part every implementation calls: an embedding API that does
+not answer, or a process that dies while it embeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytest
+
+from gliding_core import (
+    EmbedderError,
+    EntryStore,
+    HashEmbedder,
+    IndexMismatchError,
+    Record,
+    VectorIndex,
+)
+from tests.test_core.contracts.conftest import IndexBackend, run_child
+
+
+class TestEmbedder(HashEmbedder):
+    """The hash embedder, counting the batches it embeds; an API that can go down (a fake at
+    the network edge)."""
+
+    __test__ = False  # not a test class
+
+    def __init__(self, dimension: int = 64) -> None:
+        super().__init__(dimension)
+        self.down = False
+        self.batches: list[int] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.down:
+            raise EmbedderError("injected: the embedding API does not answer")
+        self.batches.append(len(texts))
+        return super().embed_documents(texts)
+
+
+@pytest.fixture
+def embedder() -> TestEmbedder:
+    return TestEmbedder()
+
+
+@pytest.fixture
+def l0(index_backend: IndexBackend) -> Iterator[EntryStore]:
+    """A handle on the L0 store the index follows."""
+    store = index_backend.store.open()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def index(
+    index_backend: IndexBackend, l0: EntryStore, embedder: TestEmbedder
+) -> Iterator[VectorIndex]:
+    """The index on ``l0``, with ``embedder``."""
+    value = index_backend.open(l0, embedder)
+    yield value
+    value.close()
+
+
+def _records(n: int, prefix: str = "urn:e:") -> list[Record]:
+    return [
+        Record({"@id": f"{prefix}{i}", "text": f"entry {i} about topic {i % 97}"}) for i in range(n)
+    ]
+
+
+def _found(index: VectorIndex, text: str, n: int = 5) -> set[str]:
+    return {iri for iri, _ in index.query(text, n)}
+
+
+KNOWLEDGE = [
+    Record({"@id": "urn:jwt", "text": "Sign JWT tokens with RS256 keys"}),
+    Record({"@id": "urn:pool", "text": "Database connection pool of 20"}),
+    Record({"@id": "urn:task", "text": "Rotate the JWT signing keys monthly"}),
+    Record({"@id": "urn:note", "text": "Lunch order for the offsite"}),
+]
+
+
+def test_the_handle_is_a_vector_index(index: VectorIndex, embedder: TestEmbedder) -> None:
+    assert isinstance(index, VectorIndex)
+    assert index.embedder is embedder
+    assert index.name
+
+
+def test_the_index_follows_writes_in_batches_and_deletes(
+    l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
+) -> None:
+    l0.put_many(KNOWLEDGE)
+    assert index.count() == 4
+    assert embedder.batches == [4]  # one batch for one put_many
+    l0.put({"@id": "urn:jwt", "status": "approved"})  # text changed: re-embedded
+    assert embedder.batches == [4, 1]
+    assert l0.delete("urn:note")
+    assert index.count() == 3
+    assert index.behind() == 0
+    assert "urn:note" not in _found(index, "Lunch order for the offsite")
+
+
+def test_a_put_many_larger_than_a_backend_batch_is_fully_indexed(
+    l0: EntryStore, index: VectorIndex
+) -> None:
+    l0.put_many(_records(12_000))  # more than Chroma takes in one upsert
+    assert index.behind() == 0
+    assert index.count() == 12_000
+    assert "urn:e:11999" in _found(index, "entry 11999 about topic 68", 3)
+    # One scan batch larger than the backend's: the upsert itself must split it.
+    assert index.rebuild(batch=12_000) == 12_000
+    assert index.count() == 12_000
+
+
+def test_a_rolled_back_write_never_reaches_the_index(l0: EntryStore, index: VectorIndex) -> None:
+    def failing() -> None:
+        with l0.transaction():
+            l0.put({"@id": "urn:ghost", "text": "never committed"})
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    assert index.count() == 0
+
+
+def test_a_search_inside_a_rolled_back_transaction_indexes_nothing(
+    l0: EntryStore, index: VectorIndex
+) -> None:
+    def failing() -> None:
+        with l0.transaction():
+            l0.put({"@id": "urn:ghost", "text": "never committed text"})
+            # What a search does first: its reads see the write; the index must not apply it.
+            index.refresh(wait=True)
+            assert index.catch_up() == 0
+            index.query("never committed text", 3)
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        failing()
+    assert index.count() == 0
+    l0.put({"@id": "urn:real", "text": "committed afterwards"})  # takes the same sequence
+    assert index.behind() == 0
+    assert _found(index, "committed afterwards never") == {"urn:real"}
+
+
+def test_a_failed_update_says_the_index_is_behind_and_is_repaired(
+    l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
+) -> None:
+    l0.put_many(_records(5))
+    embedder.down = True
+    l0.put_many(_records(3, "urn:late:"))  # returns normally: the write stands
+    assert l0.count() == 8
+    assert index.behind() == 3
+    assert index.refresh(wait=True) == 3  # a failed catch-up is not raised
+    embedder.down = False
+    assert index.refresh(wait=True) == 0
+    assert index.count() == 8
+    assert "urn:late:2" in _found(index, "entry 2 about topic 2", 10)
+
+
+def test_a_fault_between_commit_and_upsert_is_repaired_on_reopen(
+    index_backend: IndexBackend, l0: EntryStore, embedder: TestEmbedder
+) -> None:
+    index = index_backend.open(l0, embedder)
+    try:
+        l0.put_many(_records(50))
+        embedder.down = True
+        l0.put_many(_records(40, "urn:lost:"))
+        l0.delete("urn:e:0")
+        assert index.behind() > 0
+    finally:
+        index.close()
+    again = index_backend.open(l0, TestEmbedder())
+    try:
+        assert again.behind() == 0
+        assert again.count() == 89
+        assert again.query("entry 0 about topic 0", 5, allowed=["urn:e:0"]) == []
+        for i in range(40):
+            assert f"urn:lost:{i}" in _found(again, f"entry {i} about topic {i % 97}")
+    finally:
+        again.close()
+
+
+CRASHING_WRITER = """
+import os, signal
+from gliding_core import HashEmbedder, Record
+
+class Dying(HashEmbedder):
+    dying = False
+    def embed_documents(self, texts):
+        if self.dying:  # the process dies after L0 committed, before the index saw anything
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().embed_documents(texts)
+
+store = open_backend()
+embedder = Dying(64)
+index = open_index(store, embedder)
+store.put_many([Record({"@id": f"urn:kept:{i}", "text": f"kept {i}"}) for i in range(30)])
+embedder.dying = True
+store.put_many(
+    [Record({"@id": f"urn:crash:{i}", "text": f"written before the crash {i}"}) for i in range(60)]
+)
+"""
+
+
+def test_a_process_killed_between_commit_and_upsert_loses_nothing(
+    index_backend: IndexBackend,
+) -> None:
+    both = dataclasses.replace(
+        index_backend.store,
+        child_source=index_backend.store.child_source + index_backend.child_source,
+    )
+    child = run_child(both, CRASHING_WRITER)
+    child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    store = index_backend.store.open()
+    index = index_backend.open(store, TestEmbedder())
+    try:
+        assert store.count() == 90
+        assert index.behind() == 0
+        assert index.count() == 90
+        # Scored exactly over every entry: what is checked is that each vector is there and
+        # right, not how an approximate graph written by a killed process answers.
+        everything = sorted(iri for batch in store.scan_texts() for iri, _ in batch)
+        for i in range(60):
+            found = index.query(f"written before the crash {i}", 5, allowed=everything)
+            assert f"urn:crash:{i}" in {iri for iri, _ in found}
+    finally:
+        index.close()
+        store.close()
+
+
+def test_an_index_of_another_embedder_is_refused_and_kept(
+    index_backend: IndexBackend, l0: EntryStore
+) -> None:
+    index = index_backend.open(l0, HashEmbedder(64))
+    l0.put_many(_records(5))
+    index.close()
+    with pytest.raises(IndexMismatchError, match="hash-64"):
+        index_backend.open(l0, HashEmbedder(128))
+    kept = index_backend.open(l0, HashEmbedder(64))
+    try:
+        assert kept.count() == 5  # nothing was deleted
+    finally:
+        kept.close()
+
+
+def test_rebuild_and_reset_make_the_index_equal_to_l0(l0: EntryStore, index: VectorIndex) -> None:
+    l0.put_many(KNOWLEDGE)
+    index.upsert([("urn:stale", "Rotate the JWT signing keys monthly")])  # not in L0
+    assert index.count() == 5
+    assert index.rebuild() == 4
+    assert index.count() == 4
+    assert "urn:stale" not in _found(index, "Rotate the JWT signing keys monthly", 5)
+    assert index.reset() == 4
+    assert index.count() == 4
+    assert index.behind() == 0
+
+
+def test_query_ranks_by_cosine_and_keeps_to_the_allowed(
+    l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
+) -> None:
+    l0.put_many(KNOWLEDGE)
+    hits = index.query("JWT signing keys", 4)
+    assert {iri for iri, _ in hits[:2]} == {"urn:jwt", "urn:task"}
+    scores = [score for _, score in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(-1.0 <= score <= 1.0 + 1e-6 for score in scores)
+    best, score = hits[0]
+    cosine = float(np.dot(embedder.embed_query("JWT signing keys"), _vec(index, best)))
+    assert score == pytest.approx(cosine, abs=1e-5)  # unit vectors: the cosine is the dot
+    allowed = index.query("JWT signing keys", 4, allowed=["urn:pool", "urn:note"])
+    assert {iri for iri, _ in allowed} == {"urn:pool", "urn:note"}
+    assert index.query("JWT signing keys", 4, allowed=[]) == []
+    assert index.query(index.vector("JWT signing keys"), 4) == hits  # a vector passes through
+
+
+def _vec(index: VectorIndex, iri: str) -> list[float]:
+    texts = {record.node["@id"]: record.node["text"] for record in KNOWLEDGE}
+    return index.embedder.embed_documents([texts[iri]])[0]
+
+
+def test_similarities_are_the_exact_cosines_of_the_indexed(
+    l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
+) -> None:
+    l0.put_many(KNOWLEDGE)
+    query = embedder.embed_query("JWT signing keys")
+    found = index.similarities("JWT signing keys", ["urn:jwt", "urn:pool", "urn:missing"])
+    assert set(found) == {"urn:jwt", "urn:pool"}
+    for iri, score in found.items():
+        assert score == pytest.approx(float(np.dot(query, _vec(index, iri))), abs=1e-5)
+    assert index.similarities("JWT signing keys", []) == {}

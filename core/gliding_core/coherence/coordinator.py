@@ -179,10 +179,12 @@ class Coherence:
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
         """
-        agent, iri = check_agent(agent), validate_iri(iri)
         now = self.directory.token() if token is None else token
-        held = self._vouched((agent, iri), now)
-        return held[0] if held is not None else self._read(agent, iri, now).generation
+        if type(agent) is str and type(iri) is str:  # a held copy's key was checked when held
+            held = self._vouched((agent, iri), now)
+            if held is not None:
+                return held[0]
+        return self._read(check_agent(agent), validate_iri(iri), now).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
         """Read several nodes for ``agent``, validating its copies with one change check.

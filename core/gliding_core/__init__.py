@@ -22,6 +22,7 @@ from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.coherence import (
+    Coherence,
     CoherenceCoordinator,
     CopyEvent,
     DictNodeSource,
@@ -140,6 +141,7 @@ __all__ = [
     "ChatFraming",
     "ChatLog",
     "ClosedError",
+    "Coherence",
     "CoherenceCoordinator",
     "Completion",
     "ConfigError",

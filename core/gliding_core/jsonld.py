@@ -162,16 +162,8 @@ def parse_node(value: object, *, max_depth: int = MAX_DEPTH_CEILING) -> ParsedNo
             check_text(content, what="node", error=InvalidNodeError, locate=mapping)
         node = parse_canonical(content)
         _check_references(node)
-    # ``validate_iri``'s and ``node_types``' usual cases inline: this runs for every node.
     if "@id" in node:
-        iri = node["@id"]
-        if type(iri) is not str or not iri or " " in iri or not iri.isprintable():
-            validate_iri(iri, what="@id")
-    kind = node.get("@type")
-    if kind is None:
-        return node, content, (), depth
-    if type(kind) is str and kind.isprintable() and kind.strip():
-        return node, content, (kind,), depth
+        validate_iri(node["@id"], what="@id")
     return node, content, tuple(node_types(node)), depth
 
 

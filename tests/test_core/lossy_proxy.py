@@ -142,7 +142,7 @@ class Proxy:
 class Board:
     """A coherent blackboard with coordination and L0, on a backend and a directory."""
 
-    def __init__(self, backend: GraphBackend, directory: Directory, *, coherent: bool = True):
+    def __init__(self, backend: GraphBackend, directory: Directory):
         self.bus, self.store = EventBus(), L0Store()
         settings = CoordinationConfig(
             lease_ttl_s=10.0, heartbeat_timeout_s=60.0, sweep_interval_s=0
@@ -155,7 +155,6 @@ class Board:
             config=QUIET,
             coordination=self.coordination,
             directory=directory,
-            coherent=coherent,
         )
         if TASK not in self.coordination.tasks:
             self.coordination.tasks.register(TASK)
@@ -164,7 +163,6 @@ class Board:
         return self.board.agent(name, role="do", task=TASK)
 
     def copies(self, iri: str) -> dict[str, MesiState]:
-        assert self.board.coherence is not None
         return self.board.coherence.copies(iri)
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ def test_all_is_pinned() -> None:
         "ChatFraming",
         "ChatLog",
         "ClosedError",
+        "Coherence",
         "CoherenceCoordinator",
         "Completion",
         "ConfigError",

@@ -8,8 +8,10 @@ generations, single writer), ``permissions`` (the role matrix), ``writeback`` (f
 tokenizer and the canonical rewrite), ``sparql_check`` (what a query may hold, its size limits),
 ``board`` (the ``Blackboard`` facade) and ``handle``
 (``AgentHandle``, an agent's checked identity).
-Beside them: ``shared_cache`` (the board's coherence wiring), ``groupcommit`` (the commit
-queue), ``writeids`` (write identities), ``lease_rights`` (what a lease needs). The coordination
+Beside them: ``writes`` (every write and delete, decided in one place, its order in its
+docstring), ``shared_cache`` (the node cache checked against the coherence directory),
+``groupcommit`` (the commit queue), ``writeids`` (write identities), ``lease_rights`` (what a
+lease needs). The coordination
 half lives in the ``coordination`` package (``database``, ``leases``, ``tasks``, ``agents`` and
 ``messages``, gathered by ``registries``); each module states its own invariants.
 """

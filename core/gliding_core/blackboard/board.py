@@ -27,10 +27,10 @@ Invariants:
   their nodes and unregisters its agents before ``release`` returns (``release_tasks``: a
   failed flush deletes nothing and is logged); and closing the blackboard closes the
   coordination first (its sweeper mirrors into the graph).
-- Coherent (the default), every write and delete, the system's included, is one transition of
-  the board's coordinator (``coherence``, see ``gliding_core.blackboard.shared_cache``): agents'
-  copies are invalidated and announced, a read through a handle is served only from a current
-  copy, and a write based on an old generation is refused.
+- Every write and delete, the system's included, is one transition of the board's coordinator
+  (``coherence``), decided in one place (``writes``, see ``gliding_core.blackboard.writes``):
+  agents' copies are invalidated and announced, a read through a handle is served only from a
+  current copy (``read_for``), and a write based on an old generation is refused.
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
 - Every write and delete, the system's included, carries a write id kept with it in the store
   (``writeids``); a write whose reply was lost raises ``WriteOutcomeUnknownError`` with it, and
@@ -44,7 +44,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyoxigraph as ox
 
@@ -62,10 +62,9 @@ from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.nodes import NodeStore
 from gliding_core.blackboard.permissions import PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.shared_cache import BoardCoherence, Check
 from gliding_core.blackboard.sparql import FenceChecker, task_graphs, type_iri
 from gliding_core.blackboard.sparql_check import CheckedQuery, check_query
-from gliding_core.blackboard.validation import NodeWrite, check_iri, is_iri
+from gliding_core.blackboard.validation import check_iri, is_iri
 from gliding_core.blackboard.vocabulary import (
     AREAS,
     area_graph,
@@ -74,22 +73,13 @@ from gliding_core.blackboard.vocabulary import (
     is_bookkeeping,
 )
 from gliding_core.blackboard.writeback import WriteBack
-from gliding_core.blackboard.writeids import (
-    check_write_id,
-    deleted_by,
-    landed,
-    new_write_id,
-)
+from gliding_core.blackboard.writes import WritePath
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.checks import check_list
-from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.coordinator import Coherence
 from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.config import BlackboardConfig
-from gliding_core.errors import (
-    ClosedError,
-    InvalidInputError,
-    WriteOutcomeUnknownError,
-)
+from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError
 from gliding_core.jsonld import check_text, preview
 from gliding_core.store.protocol import EntryStore
 
@@ -97,6 +87,19 @@ if TYPE_CHECKING:
     from gliding_core.blackboard.coordination.registries import Coordination
 
 logger = logging.getLogger(__name__)
+
+
+class Reader(Protocol):
+    """Who reads through ``Blackboard.read_for``: an agent's handle (its name checked once)."""
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        ...
+
+    def check_readable(self, node: BoardNode) -> None:
+        """Refuse ``node`` (``PermissionDeniedError``) unless the agent may read it."""
+        ...
 
 
 class Blackboard:
@@ -114,7 +117,6 @@ class Blackboard:
         directory: the coherence directory of agents' copies (a fresh ``LocalDirectory`` when
             omitted; a ``SQLiteDirectory`` shared by the processes that share the store), which
             the blackboard closes.
-        coherent: ``False`` runs without a coordinator (no copies: a measurement baseline).
 
     Example:
         >>> board = Blackboard(EmbeddedGraph())
@@ -134,13 +136,10 @@ class Blackboard:
         fences: FenceChecker | None = None,
         coordination: Coordination | None = None,
         directory: Directory | None = None,
-        coherent: bool = True,
     ) -> None:
         _check_options(
             config=config, store=store, bus=bus, permissions=permissions, coordination=coordination
         )
-        if type(coherent) is not bool:
-            raise InvalidInputError(f"coherent must be True or False, got {preview(coherent)}")
         self.config = config or BlackboardConfig()
         self.backend = backend
         self.bus = bus
@@ -152,7 +151,6 @@ class Blackboard:
             bus=bus,
         )
         self.permissions = permissions or PermissionMatrix(self.config.permissions)
-        self.fences: FenceChecker | None = fences
         self.coordination = coordination
         self.writeback: WriteBack | None = None
         if store is not None:
@@ -163,7 +161,17 @@ class Blackboard:
                 batch=self.config.flush_batch,
                 bus=bus,
             )
-        self._coherence = self._coherent(directory) if coherent else None
+        chosen = directory if directory is not None else LocalDirectory()
+        self.writes = WritePath(
+            self.nodes,
+            chosen,
+            shared=backend.kind == "server" and not isinstance(chosen, LocalDirectory),
+            bus=bus,
+            writeback=self.writeback,
+            critical_tags=frozenset(self.config.critical_tags),
+        )
+        """Every write and delete of the board's nodes (``gliding_core.blackboard.writes``)."""
+        self.writes.attach(coordination=coordination, fences=fences)
         self._completions: Subscription | None = None
         self.task_releases = 0  # releases seen: a released task may come back under another root
         if coordination is not None:
@@ -173,33 +181,18 @@ class Blackboard:
         self._closed = False
         self._close_lock = threading.Lock()
 
-    def _coherent(self, directory: Directory | None) -> BoardCoherence:
-        chosen = directory if directory is not None else LocalDirectory()
-        coherence = BoardCoherence(
-            self.nodes,
-            chosen,
-            shared=self.backend.kind == "server" and not isinstance(chosen, LocalDirectory),
-            bus=self.bus,
-            writeback=self.writeback,
-            critical_tags=frozenset(self.config.critical_tags),
-        )
-        if self.writeback is not None:
-            self.writeback.on_flushed = coherence.written_back
-        # A committed writer is woken as the next group's store write begins (the GIL free).
-        self.nodes.before_store = coherence.queue.storing
-        return coherence
+    @property
+    def coherence(self) -> Coherence:
+        """The coordinator of agents' copies of the board's nodes."""
+        return self.writes.coordinator
 
     @property
-    def coherence(self) -> CoherenceCoordinator | None:
-        """The coordinator of agents' copies of the board's nodes (``None``: not coherent)."""
-        return None if self._coherence is None else self._coherence.coordinator
+    def fences(self) -> FenceChecker | None:
+        """The lease table guarded writes are checked against (the coordination's by default)."""
+        return self.writes.fences
 
     def _attach(self, coordination: Coordination) -> None:
         coordination.mirror = self
-        if self._coherence is not None:
-            self._coherence.attach(coordination.bus, coordination.leases)
-        if self.fences is None:
-            self.fences = coordination.leases
         self._completions = coordination.bus.subscribe(
             self._on_task_status, [EventType.TASK_STATUS_CHANGED, EventType.TASK_RELEASED]
         )
@@ -211,11 +204,6 @@ class Blackboard:
             self._on_task_released(event.payload.get("iris", []))
         elif event.payload.get("status") == "completed" and event.task_iri is not None:
             self.flush(task=event.task_iri)
-
-    def _coordination(self) -> Coordination:
-        if self.coordination is None:
-            raise InvalidInputError("this blackboard has no coordination layer (leases, tasks...)")
-        return self.coordination
 
     @classmethod
     def open(
@@ -280,80 +268,9 @@ class Blackboard:
         target = self._graph(task, area, graph)
         if source is not None:
             _check_source(source)
-        retry = write_id is not None
-        wid = new_write_id() if write_id is None else check_write_id(write_id)
-        requests = self.nodes.prepare(
-            check_list(nodes, what="nodes"), target, check_list(tags, what="tags"), write_id=wid
+        return self.writes.write(
+            None, nodes, graph=target, tags=tags, source=source, write_id=write_id
         )
-        if self._coherence is None:
-            written = self._write_alone(requests, source=source, write_id=wid, retry=retry)
-        else:
-            written = self._coherence.write(
-                None, requests, bases={}, source=source, write_id=wid, retry=retry
-            )
-        self._after_write(written)
-        return written
-
-    def _write_alone(
-        self,
-        requests: Sequence[NodeWrite],
-        *,
-        check: Check | None = None,
-        source: str | None,
-        write_id: str,
-        retry: bool,
-    ) -> list[BoardNode]:
-        """Write a batch without a coordinator, under the node store's single writer.
-
-        ``check`` sees the nodes as they exist before the write (existence, rights and fences
-        do not change before it); a retry whose earlier write landed writes nothing.
-        """
-        nodes = self.nodes
-        iris = [request.iri for request in requests]
-        with nodes.writer:
-            if retry:
-                nodes.forget(iris)
-                found = landed(write_id, requests, nodes.known(iris))
-                if found is not None:
-                    nodes.announce_landed([n for n in found if n.write_id == write_id], source)
-                    return found
-            if check is not None:
-                check(nodes.get_many(iris))
-            try:
-                return nodes.write(requests, source=source, write_id=write_id)
-            except WriteOutcomeUnknownError:
-                nodes.doubted(iris)
-                raise
-
-    def _delete_alone(
-        self,
-        iris: Sequence[str],
-        *,
-        check: Check | None = None,
-        source: str | None,
-        write_id: str,
-        retry: bool,
-    ) -> int:
-        """Delete nodes without a coordinator, as ``_write_alone`` writes them."""
-        nodes = self.nodes
-        with nodes.writer:
-            if retry:
-                nodes.forget(iris)
-                before = deleted_by(write_id, nodes.known(iris))
-                if before:
-                    return len(before)
-            if check is not None:
-                check(nodes.get_many(iris))
-            try:
-                return len(nodes.delete(iris, source=source, write_id=write_id))
-            except WriteOutcomeUnknownError:
-                nodes.doubted(iris)
-                raise
-
-    def _after_write(self, written: Sequence[BoardNode]) -> None:
-        """Write the critical nodes through to L0 (their writers' copies: M -> E or S)."""
-        if self.writeback is not None:
-            self.writeback.after_write(written)
 
     def _graph(self, task: str | None, area: str | None, graph: str | None) -> str:
         self._check_open()
@@ -377,13 +294,49 @@ class Blackboard:
         self._check_open()
         return self.nodes.get_many(_check_iris(iris, "IRIs"))
 
+    def read_for(self, reader: Reader, iri: str) -> BoardNode | None:
+        """Return the node with ``iri`` as ``reader`` reads it, registering its copy.
+
+        The node returned is at least at the generation the directory holds for it (a node
+        another process wrote meanwhile is read again from the store). The reader's
+        ``check_readable`` sees the node before the copy is registered and again after a fresh
+        read, so a node the agent may not read never gets a copy.
+
+        Raises:
+            PermissionDeniedError: the agent may not read the node.
+            InvalidNodeError: ``iri`` is not an absolute IRI.
+        """
+        self._check_open()
+        writes = self.writes
+        if self.nodes.check is writes.cache:
+            # At a server one read of the shared counter vouches both the cache's entry and
+            # the agent's copy: both are then current as of the moment the read began.
+            token = writes.cache.token()
+            node = self.nodes.get(iri, token=token)
+        else:
+            node, token = self.nodes.get(iri), None
+        if node is None:
+            return None
+        reader.check_readable(node)
+        try:
+            generation = writes.coordinator.generation(reader.name, iri, token=token)
+        except EntryNotFoundError:
+            return None  # deleted since
+        if generation > node.generation:  # the cache missed another process's write
+            node = self.nodes.get_many([iri], fresh=True).get(iri)
+            if node is not None:
+                reader.check_readable(node)
+        return node
+
     def by_graph(self, graph: str) -> list[BoardNode]:
         """Return the nodes of a named graph, sorted by IRI."""
-        return self._nodes(self.nodes.iris_in([check_iri(graph, "graph")]))
+        return self.nodes.get_listed(self.nodes.iris_in([check_iri(graph, "graph")]))
 
     def by_task(self, task: str, areas: Sequence[str] = AREAS) -> list[BoardNode]:
         """Return the nodes of a task's areas (all of them by default), sorted by IRI."""
-        return self._nodes(self.nodes.iris_in(task_graphs(task, check_list(areas, what="areas"))))
+        return self.nodes.get_listed(
+            self.nodes.iris_in(task_graphs(task, check_list(areas, what="areas")))
+        )
 
     def by_type(
         self, type_name: str, *, task: str | None = None, areas: Sequence[str] = AREAS
@@ -398,7 +351,7 @@ class Blackboard:
             graphs = task_graphs(task, checked)
         else:
             graphs = self._area_graphs(None if set(checked) >= set(AREAS) else set(checked))
-        return self._nodes(self.nodes.iris_of_type(type_iri(type_name), graphs))
+        return self.nodes.get_listed(self.nodes.iris_of_type(type_iri(type_name), graphs))
 
     def _area_graphs(self, areas: set[str] | None = None) -> list[str]:
         """Every node graph of the store (``areas`` given: only the task areas among them)."""
@@ -407,10 +360,6 @@ class Blackboard:
         if areas is not None:
             return [g for g in graphs if (graph_area(g) or ("", ""))[1] in areas]
         return [g for g in graphs if not is_bookkeeping(g)]
-
-    def _nodes(self, iris: Sequence[str]) -> list[BoardNode]:
-        found = self.nodes.get_many(iris)
-        return [found[i] for i in iris if i in found]
 
     def delete(
         self, iris: Sequence[str], *, source: str | None = None, write_id: str | None = None
@@ -424,11 +373,7 @@ class Blackboard:
         checked = _check_iris(iris, "IRIs")
         if source is not None:
             _check_source(source)
-        retry = write_id is not None
-        wid = new_write_id() if write_id is None else check_write_id(write_id)
-        if self._coherence is None:
-            return self._delete_alone(checked, source=source, write_id=wid, retry=retry)
-        return self._coherence.delete(None, checked, source=source, write_id=wid, retry=retry)
+        return self.writes.delete(None, checked, source=source, write_id=write_id)
 
     def query(
         self,
@@ -522,7 +467,7 @@ class Blackboard:
         self._check_open()
         checked = _check_iris(tasks, "task IRIs")
         graphs = [graph for task in checked for graph in task_graphs(task)]
-        nodes = self._nodes(self.nodes.iris_in(graphs))
+        nodes = self.nodes.get_listed(self.nodes.iris_in(graphs))
         ghosts = self._task_ghosts(checked)
         if self.writeback is not None:
             self.writeback.flush(graphs)
@@ -530,7 +475,11 @@ class Blackboard:
             # Kept: a node dirty again since the flush (written meanwhile: for the next flush)
             # or moved to another graph meanwhile (no longer the released task's).
             where = {n.iri: n.graph for n in [*nodes, *ghosts]}
-            nodes = [n for n in self._nodes(list(where)) if not n.dirty and n.graph == where[n.iri]]
+            nodes = [
+                n
+                for n in self.nodes.get_listed(list(where))
+                if not n.dirty and n.graph == where[n.iri]
+            ]
         else:
             nodes += ghosts
         deleted = self.delete([n.iri for n in nodes], source="system")
@@ -549,7 +498,7 @@ class Blackboard:
         registry = None if self.coordination is None else self.coordination.tasks
         return [
             node
-            for node in self._nodes(tasks)
+            for node in self.nodes.get_listed(tasks)
             if (place := graph_area(node.graph)) is not None
             and place[1] == TASKS_AREA
             and (registry is None or node.iri not in registry)
@@ -617,8 +566,7 @@ class Blackboard:
             self._release_store()
 
     def _release_store(self) -> None:
-        if self._coherence is not None:
-            self._coherence.close()
+        self.writes.close()
         self._closed = True
         self.backend.close()
 

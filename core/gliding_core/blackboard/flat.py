@@ -66,19 +66,11 @@ def flat_triples(
         if key == "@id":
             continue
         if key == "@type":
-            # Most nodes: one type (``_add_types``' first case inline: keep the two equal).
-            kind = _term(value) if type(value) is str else None
-            if kind is not None:
-                quads.append(ox.Quad(subject, _TYPE, kind, graph))
-            elif not _add_types(quads, subject, value, graph):
+            if not _add_types(quads, subject, value, graph):
                 return None
             continue
         predicate = _term(key)
-        if predicate is None:
-            return None
-        if type(value) is str:  # most values: a string (``_add_values``' case inline)
-            quads.append(ox.Quad(subject, predicate, ox.Literal(value), graph))
-        elif not _add_values(quads, subject, predicate, value, graph):
+        if predicate is None or not _add_values(quads, subject, predicate, value, graph):
             return None
     return quads
 

@@ -379,9 +379,6 @@ class CommitQueue(Generic[J]):
 
     def _take(self) -> list[J]:
         """Remove and return the next group: queued jobs with disjoint keys, oldest first."""
-        if len(self._queue) == 1:  # a lone writer's
-            alone, self._queue = self._queue, []
-            return alone
         group: list[J] = []
         claimed: set[Hashable] = set()
         size = 0

@@ -15,12 +15,15 @@ Invariants:
   ``FROM``, ``GRAPH`` naming only those graphs); the store runs its checked rewrite.
 - A sequence parameter (``nodes``, ``tags``, ``iris``, ``areas``, ``depends_on``) is a list, a
   tuple or a set, never a string (whose characters would be taken for its items).
-- Existence, rights and fences are checked under the blackboard's single writer (and, coherent,
-  inside the coordinator's transaction), so they hold when the write happens.
-- Coherent (``board.coherence``): a read registers the agent's copy and is served only at the
-  node's current generation, whichever process wrote it; a write based on a generation the
-  node has moved past is refused with ``StaleWriteError`` (current generation and value) and
-  the agent's copy becomes ``INVALID``, unless the agent holds a Write or Exclusive lease on it.
+- A write or delete is decided by the board's write path (``board.writes``, see
+  ``gliding_core.blackboard.writes``) with this handle as its writer: existence, rights and
+  fences are checked inside the coordinator's transaction, under the blackboard's single
+  writer, so they hold when the write happens. The handle reaches no private member of the
+  board.
+- A read registers the agent's copy and is served only at the node's current generation,
+  whichever process wrote it (``board.read_for``); a write based on a generation the node has
+  moved past is refused with ``StaleWriteError`` (current generation and value) and the agent's
+  copy becomes ``INVALID``, unless the agent holds a Write or Exclusive lease on it.
 - Every write and delete carries a write id (``writeids``): a new one, or the one a caller gives
   to retry a write that raised ``WriteOutcomeUnknownError``; a retry of a write that landed
   writes nothing and returns what that write committed.
@@ -41,20 +44,13 @@ from gliding_core.blackboard.graph import QueryResult, Term
 from gliding_core.blackboard.lease_rights import LeaseRights
 from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
-from gliding_core.blackboard.sparql import MIRRORED_AREAS, TaskRoots, type_iri
+from gliding_core.blackboard.sparql import TaskRoots, type_iri
 from gliding_core.blackboard.sparql_check import check_agent_query
-from gliding_core.blackboard.validation import NodeWrite, check_iri
-from gliding_core.blackboard.vocabulary import area_graph, check_area, graph_area
-from gliding_core.blackboard.writeids import check_write_id, new_write_id
+from gliding_core.blackboard.validation import check_iri
+from gliding_core.blackboard.vocabulary import area_graph, area_in_task, check_area, graph_area
 from gliding_core.bus import Subscription
 from gliding_core.checks import check_list
-from gliding_core.coherence.node_sources import refused
-from gliding_core.errors import (
-    EntryNotFoundError,
-    InvalidInputError,
-    LeaseConflictError,
-    PermissionDeniedError,
-)
+from gliding_core.errors import InvalidInputError, LeaseConflictError, PermissionDeniedError
 from gliding_core.jsonld import preview
 
 if TYPE_CHECKING:
@@ -62,6 +58,7 @@ if TYPE_CHECKING:
     from gliding_core.blackboard.coordination.agents import Agent, AgentStatus
     from gliding_core.blackboard.coordination.leases import Lease, LeaseMode
     from gliding_core.blackboard.coordination.messages import Message
+    from gliding_core.blackboard.coordination.registries import Coordination
     from gliding_core.blackboard.coordination.tasks import Task
 
 
@@ -91,7 +88,6 @@ class AgentHandle:
             board.permissions,
             {},
         )
-        self._writable_graphs: dict[str, str] = {}  # area -> graph, for the areas agents write
         self._roots = TaskRoots(board)  # the tasks area a read sees is the tree root's
         self._leases = LeaseRights(board, role=self._role, task=self._task)
 
@@ -105,8 +101,17 @@ class AgentHandle:
         """The IRI of the agent's task (fixed for the handle: its graphs are remembered)."""
         return self._task
 
-    def _check(self, area: str, operation: Operation) -> str:
-        """Return the graph of ``area`` if the role may do ``operation`` there, else refuse."""
+    @property
+    def lease_rights(self) -> LeaseRights:
+        """Which leases the agent may take, and which stand in its way (``lease_rights``)."""
+        return self._leases
+
+    def authorize(self, area: str, operation: Operation) -> str:
+        """Return the graph of ``area`` if the role may do ``operation`` there, else refuse.
+
+        Raises:
+            PermissionDeniedError: the matrix does not allow it.
+        """
         matrix = self.board.permissions
         held, granted = self._grants
         if held is matrix:
@@ -158,111 +163,31 @@ class AgentHandle:
                 lost; retry with the error's ``write_id``.
             InvalidInputError: ``write_id`` is not an id, or one another write's nodes carry.
         """
-        board = self.board
-        graph = self._writable_graphs.get(area) if type(area) is str else None
-        if graph is None:
-            graph = area_graph(self.task, self._writable(area))
-            self._writable_graphs[area] = graph
-        retry = write_id is not None
-        wid = new_write_id() if write_id is None else check_write_id(write_id)
-        requests = board.nodes.prepare(
-            check_list(nodes, what="nodes"), graph, check_list(tags, what="tags"), write_id=wid
+        return self.board.writes.write(
+            self,
+            nodes,
+            area=area,
+            tags=tags,
+            lease_token=lease_token,
+            based_on=based_on,
+            write_id=write_id,
+            source=self.name,
         )
-        bases = {} if based_on is None else _bases(based_on, requests)
 
-        def check(existing: dict[str, BoardNode]) -> None:
-            for request in requests:
-                old = existing.get(request.iri)
-                self._check_write(old, area)
-                self._check_lease(request.iri, lease_token, area, old)
-
-        coherence = board._coherence
-        if coherence is not None:
-            written = coherence.write(
-                self.name,
-                requests,
-                bases=bases,
-                check=check,
-                source=self.name,
-                write_id=wid,
-                retry=retry,
-            )
-        else:
-
-            def check_alone(existing: dict[str, BoardNode]) -> None:
-                check(existing)
-                _check_bases(bases, existing)
-
-            written = board._write_alone(
-                requests, check=check_alone, source=self.name, write_id=wid, retry=retry
-            )
-        board._after_write(written)
-        return written
-
-    def _check_write(self, old: BoardNode | None, area: str) -> None:
-        if old is None:
-            self._check(area, Operation.CREATE)
-            return
-        if old.graph != self._check(area, Operation.UPDATE):
-            self._check(self._area_of(old), Operation.DELETE)
-
-    def _writable(self, area: str) -> str:
-        if check_area(area) in MIRRORED_AREAS:
-            raise PermissionDeniedError(
-                f"the {area!r} area is written by the coordination layer; use the handle's"
-                " task, status and message operations",
-                role=self.role,
-                graph=area_graph(self.task, area),
-                operation="create",
-            )
-        return area
-
-    def _check_lease(
-        self, iri: str, token: int | None, area: str, old: BoardNode | None = None
-    ) -> None:
-        """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids.
-
-        ``area`` is where the node goes (or is deleted from), ``old`` the node as it is: a
-        lease guards it only if its holder may update one of those areas of this task.
-        """
-        board = self.board
-        if token is not None:
-            if board.fences is None:
-                raise InvalidInputError("this blackboard has no lease table to check tokens")
-            board.fences.check_fence(iri, self.name, token)
-            return
-        if board.coordination is None:
-            return
-        areas = [area] if old is None else [area, *self._leases.areas_of(old)]
-        guards = [
-            lease
-            for lease in board.coordination.leases.holders(iri)
-            if lease.mode != "read"
-            and (lease.holder == self.name or self._leases.guards(lease, areas))
-        ]
-        others = tuple((g.holder, g.mode.value) for g in guards if g.holder != self.name)
-        if others:
-            raise LeaseConflictError(
-                f"{iri!r} is leased for writing by {[h for h, _ in others]}; {self.name!r} may"
-                " not write it",
-                resource=iri,
-                holders=others,
-            )
-        if guards:
-            raise InvalidInputError(
-                f"{self.name!r} holds a write lease on {iri!r}: present its token (lease_token=)"
-            )
-
-    def _area_of(self, node: BoardNode, *, reading: bool = False) -> str:
+    def area_of(self, node: BoardNode, *, reading: bool = False) -> str:
         """Return the area of the agent's task that holds ``node``, or refuse.
 
         ``reading``: a node of the root task's ``tasks`` graph is in the ``tasks`` area (a
         read sees the tree's ``Task`` nodes there; a write or delete of it is refused).
+
+        Raises:
+            PermissionDeniedError: the node is in no area of the agent's task.
         """
-        place = graph_area(node.graph)
-        if place is not None and place[0] == self.task:
-            return place[1]
-        if reading and place is not None and place[1] == TASKS_AREA and place[0] == self._root():
+        area = area_in_task(node.graph, self.task)
+        if area is not None:
+            return area
+        place = graph_area(node.graph) if reading else None
+        if place is not None and place[1] == TASKS_AREA and place[0] == self._root():
             return TASKS_AREA
         raise PermissionDeniedError(
             f"node {node.iri!r} is not in an area of task {self.task!r}",
@@ -278,46 +203,28 @@ class AgentHandle:
     def read(self, iri: str) -> BoardNode | None:
         """Return a node of the agent's task, or ``None`` when there is none.
 
-        Coherent, the agent's copy is registered (``EXCLUSIVE`` alone, else ``SHARED``) and the
+        The agent's copy is registered (``EXCLUSIVE`` alone, else ``SHARED``) and the
         node returned is at least at the generation the directory holds for it.
 
         Raises:
             PermissionDeniedError: the node is in an area (or task) the role may not read.
             InvalidNodeError: ``iri`` is not an absolute IRI string.
         """
-        if type(iri) is not str:  # the cache's look-up below takes any hashable
+        if type(iri) is not str:  # the cache's look-up takes any hashable
             check_iri(iri, "IRI")
-        board = self.board
-        shared = board._coherence
-        if shared is None or board.nodes.check is not shared.cache:
-            node, token = board.read(iri), None
-        else:
-            # At a server one read of the shared counter vouches both the cache's entry and
-            # this agent's copy: both are then current as of the moment the read began.
-            board._check_open()
-            token = shared.cache.token()
-            node = board.nodes.get(iri, token=token)
-        if node is None:
-            return None
-        self._check(self._area_of(node, reading=True), Operation.READ)
-        if shared is None:
-            return node
-        coordinator = shared.coordinator
-        try:
-            generation = coordinator.generation(self.name, iri, token=token)
-        except EntryNotFoundError:
-            return None  # deleted since
-        if generation > node.generation:  # the cache missed another process's write
-            node = board.nodes.get_many([iri], fresh=True).get(iri)
-            if node is not None:
-                self._check(self._area_of(node, reading=True), Operation.READ)
-        return node
+        return self.board.read_for(self, iri)
+
+    def check_readable(self, node: BoardNode) -> None:
+        """Refuse ``node`` unless it is in an area of the task the role may read.
+
+        Raises:
+            PermissionDeniedError: it is not.
+        """
+        self.authorize(self.area_of(node, reading=True), Operation.READ)
 
     def evict(self, iri: str) -> None:
         """Drop the agent's copy of a node (a dirty one is written back to L0 first)."""
-        coordinator = self.board.coherence
-        if coordinator is not None:
-            coordinator.evict(self.name, check_iri(iri, "IRI"))
+        self.board.coherence.evict(self.name, check_iri(iri, "IRI"))
 
     def readable_areas(self) -> list[str]:
         """Return the areas this agent may read."""
@@ -332,15 +239,15 @@ class AgentHandle:
 
     def by_area(self, area: str) -> list[BoardNode]:
         """Return the nodes of one area of the agent's task (``tasks``: its tree's tasks)."""
-        self._check(check_area(area), Operation.READ)
+        self.authorize(check_area(area), Operation.READ)
         (graph,) = self._graphs([area])
         return self.board.by_graph(graph)
 
     def by_type(self, type_name: str) -> list[BoardNode]:
         """Return the nodes of a type in the areas this agent may read."""
-        board = self.board
+        nodes = self.board.nodes
         graphs = self._graphs(self.readable_areas())
-        return board._nodes(board.nodes.iris_of_type(type_iri(type_name), graphs))
+        return nodes.get_listed(nodes.iris_of_type(type_iri(type_name), graphs))
 
     def delete(
         self, iris: Sequence[str], *, lease_token: int | None = None, write_id: str | None = None
@@ -362,24 +269,9 @@ class AgentHandle:
             WriteOutcomeUnknownError: the store may have applied the delete and its answer
                 was lost; retry with the error's ``write_id``.
         """
-        board = self.board
         checked = [check_iri(i, "IRI") for i in check_list(iris, what="iris")]
-        retry = write_id is not None
-        wid = new_write_id() if write_id is None else check_write_id(write_id)
-
-        def check(existing: dict[str, BoardNode]) -> None:
-            for node in existing.values():
-                area = self._area_of(node)
-                self._check(self._writable(area), Operation.DELETE)
-                self._check_lease(node.iri, lease_token, area)
-
-        coherence = board._coherence
-        if coherence is not None:
-            return coherence.delete(
-                self.name, checked, check=check, source=self.name, write_id=wid, retry=retry
-            )
-        return board._delete_alone(
-            checked, check=check, source=self.name, write_id=wid, retry=retry
+        return self.board.writes.delete(
+            self, checked, lease_token=lease_token, write_id=write_id, source=self.name
         )
 
     def query(
@@ -407,7 +299,7 @@ class AgentHandle:
             readable if areas is None else [check_area(a) for a in check_list(areas, what="areas")]
         )
         for area in wanted:
-            self._check(area, Operation.READ)
+            self.authorize(area, Operation.READ)
         if not wanted:
             raise PermissionDeniedError(
                 f"role {self.role!r} may read no area of the blackboard",
@@ -427,13 +319,11 @@ class AgentHandle:
         self, *, status: AgentStatus | str | None = None, operation: str | None = None
     ) -> Agent:
         """Tell the blackboard the agent is alive (renewing its leases), maybe with a status."""
-        return self.board._coordination().agents.heartbeat(
-            self.name, status=status, operation=operation
-        )
+        return self._coordination().agents.heartbeat(self.name, status=status, operation=operation)
 
     def set_status(self, status: AgentStatus | str, *, operation: str | None = None) -> Agent:
         """Report the agent's status (Idle, Working, Waiting, Completed, Error)."""
-        return self.board._coordination().agents.set_status(self.name, status, operation=operation)
+        return self._coordination().agents.set_status(self.name, status, operation=operation)
 
     def acquire(
         self,
@@ -456,7 +346,7 @@ class AgentHandle:
                 the deadline); a holder of another task is named
                 ``lease_rights.OTHER_TASK_HOLDER``.
         """
-        leases = self.board._coordination().leases
+        leases = self._coordination().leases
         iri, asked, void = self._leases.leasable(resource, mode)
         try:
             return leases.acquire(
@@ -474,7 +364,7 @@ class AgentHandle:
         timeout_s: float | None = None,
     ) -> Lease:
         """Await a lease like ``acquire`` (the same rights) without blocking the event loop."""
-        leases = self.board._coordination().leases
+        leases = self._coordination().leases
         iri, asked, void = await asyncio.to_thread(self._leases.leasable, resource, mode)
         try:
             return await leases.acquire_async(
@@ -496,17 +386,17 @@ class AgentHandle:
 
     def release(self, resource: str) -> bool:
         """Release the agent's lease on ``resource``; return whether it held one."""
-        return self.board._coordination().leases.release(resource, self.name)
+        return self._coordination().leases.release(resource, self.name)
 
     def task_status(self) -> Task:
         """Return the agent's task as registered (status, parent, dependencies)."""
-        self._check("tasks", Operation.READ)
-        return self.board._coordination().tasks.get(self.task)
+        self.authorize("tasks", Operation.READ)
+        return self._coordination().tasks.get(self.task)
 
     def register_subtask(self, iri: str, *, depends_on: Sequence[str] = ()) -> Task:
         """Register a subtask of the agent's task (the matrix's create on ``tasks``)."""
-        self._check("tasks", Operation.CREATE)
-        return self.board._coordination().tasks.register(
+        self.authorize("tasks", Operation.CREATE)
+        return self._coordination().tasks.register(
             iri, parent=self.task, depends_on=check_list(depends_on, what="depends_on")
         )
 
@@ -523,13 +413,13 @@ class AgentHandle:
         return self._move_task(lambda tasks: tasks.fail(self.task))
 
     def _move_task(self, change: Callable[[Any], Task]) -> Task:
-        self._check("tasks", Operation.UPDATE)
-        return change(self.board._coordination().tasks)
+        self.authorize("tasks", Operation.UPDATE)
+        return change(self._coordination().tasks)
 
     def publish(self, topic: str, payload: Mapping[str, Any] | None = None) -> Message:
         """Publish a coordination message on the agent's task, signed with its name."""
-        self._check("messages", Operation.CREATE)
-        return self.board._coordination().messages.publish(
+        self.authorize("messages", Operation.CREATE)
+        return self._coordination().messages.publish(
             topic, payload, task=self.task, sender=self.name
         )
 
@@ -537,8 +427,8 @@ class AgentHandle:
         self, since: int = 0, *, topic: str | None = None, limit: int | None = None
     ) -> list[Message]:
         """Return the task's messages after sequence ``since``, in order, all of them."""
-        self._check("messages", Operation.READ)
-        return self.board._coordination().messages.read_since(
+        self.authorize("messages", Operation.READ)
+        return self._coordination().messages.read_since(
             since, topic=topic, task=self.task, limit=limit
         )
 
@@ -546,40 +436,15 @@ class AgentHandle:
         self, callback: Callable[[Message], None], *, topic: str | None = None
     ) -> Subscription:
         """Push each new message of the agent's task (and ``topic``) to ``callback``."""
-        self._check("messages", Operation.READ)
-        return self.board._coordination().messages.subscribe(callback, topic=topic, task=self.task)
+        self.authorize("messages", Operation.READ)
+        return self._coordination().messages.subscribe(callback, topic=topic, task=self.task)
+
+    def _coordination(self) -> Coordination:
+        """The board's coordination layer; ``InvalidInputError`` when it has none."""
+        coordination = self.board.coordination
+        if coordination is None:
+            raise InvalidInputError("this blackboard has no coordination layer (leases, tasks...)")
+        return coordination
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.name!r}, role={self.role!r}, task={self.task!r})"
-
-
-def _bases(based_on: object, requests: Sequence[NodeWrite]) -> dict[str, int | None]:
-    """Return the base generation of each node of a batch (``None``: unconditional)."""
-    if based_on is None:
-        return {}
-    if isinstance(based_on, Mapping):
-        pairs = list(based_on.items())
-    else:
-        pairs = [(request.iri, based_on) for request in requests]
-    bases: dict[str, int | None] = {}
-    batch = {request.iri for request in requests}
-    for iri, generation in pairs:
-        if iri not in batch:
-            raise InvalidInputError(
-                f"based_on names {preview(iri)}, which the batch does not write"
-            )
-        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
-            raise InvalidInputError(
-                f"based_on must be a generation (an int >= 0), got {preview(generation)}"
-            )
-        bases[check_iri(iri, "IRI of based_on")] = generation
-    return bases
-
-
-def _check_bases(bases: Mapping[str, int | None], existing: Mapping[str, BoardNode]) -> None:
-    """Refuse a write whose base generation a node has moved past (no coordinator)."""
-    for iri, based in bases.items():
-        node = existing.get(iri)
-        current = 0 if node is None else node.generation
-        if based is not None and based != current:
-            raise refused(iri, based, current, None if node is None else node.node)

@@ -40,7 +40,7 @@ from gliding_core.blackboard.permissions import Operation, PermissionMatrix
 from gliding_core.blackboard.records import BoardNode
 from gliding_core.blackboard.sparql import MIRRORED_AREAS
 from gliding_core.blackboard.validation import check_iri
-from gliding_core.blackboard.vocabulary import graph_area
+from gliding_core.blackboard.vocabulary import area_in_task
 from gliding_core.errors import (
     AgentNotFoundError,
     LeaseConflictError,
@@ -113,8 +113,8 @@ class LeaseRights:
 
     def areas_of(self, node: BoardNode) -> list[str]:
         """Return ``[area]`` of the task that holds ``node``, or ``[]`` (another task's)."""
-        place = graph_area(node.graph)
-        return [place[1]] if place is not None and place[0] == self.task else []
+        area = area_in_task(node.graph, self.task)
+        return [] if area is None else [area]
 
     def shown(self, error: LeaseConflictError, mode: LeaseMode) -> LeaseConflictError:
         """Return ``error`` with every holder of another task named ``OTHER_TASK_HOLDER``."""
@@ -139,9 +139,13 @@ class LeaseRights:
         return holder is None or holder.task == self.task
 
     def _holder(self, name: str) -> Agent | None:
-        """Return the registered agent ``name``, or ``None`` (a holder that is no agent)."""
+        """Return the registered agent ``name``, or ``None`` (a holder that is no agent; a
+        board without a coordination layer registers none)."""
+        coordination = self.board.coordination
+        if coordination is None:
+            return None
         try:
-            return self.board._coordination().agents.get(name)
+            return coordination.agents.get(name)
         except AgentNotFoundError:
             return None
 

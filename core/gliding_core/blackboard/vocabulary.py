@@ -116,6 +116,12 @@ def _graph_area(graph: str) -> tuple[str, str] | None:
     return unquote(encoded), area
 
 
+def area_in_task(graph: str, task: str) -> str | None:
+    """Return the area of ``task`` that ``graph`` is, or ``None`` (another task's, or no area)."""
+    place = graph_area(graph)
+    return place[1] if place is not None and place[0] == task else None
+
+
 @functools.lru_cache(maxsize=4096)  # every node write names its bookkeeping graph
 def bookkeeping_graph(graph: str) -> str:
     """Return the graph that holds the records of the nodes of ``graph`` (an absolute IRI)."""

@@ -26,7 +26,7 @@ What a crash (SIGKILL, power kept) may lose:
   server itself must keep its store: ``oxigraph serve`` on a directory does).
 A node flushed to L0 and not yet marked clean is flushed again after a crash: the same entry.
 
-With coherence (``gliding_core.blackboard.shared_cache``) this is the one path to L0: the
+With coherence (``gliding_core.blackboard.writes``) this is the one path to L0: the
 coordinator's write-back of a dirty copy flushes that node here, and every flush ends with
 ``on_flushed``, which takes the flushed nodes' ``MODIFIED`` copies to ``EXCLUSIVE`` or ``SHARED``.
 

@@ -2,14 +2,15 @@
 
 Every agent holds copies of the shared (blackboard) nodes it read, each with the generation it
 read. The ``Directory`` is the one place that holds per-agent state: per node, which agents
-hold a copy, in which MESI state, at which generation. The ``CoherenceCoordinator`` executes
+hold a copy, in which MESI state, at which generation. The coordinator (``Coherence``, also
+exported as ``CoherenceCoordinator``) executes
 the protocol (``protocol.TRANSITIONS``, a table of pure transitions) for an agent's reads, writes,
 write-backs, evictions and lease expiries, against a ``NodeSource`` (the blackboard, through a
 narrow seam) and announces invalidations on the ``EventBus``. ``render_shared`` shows an
 agent's shared nodes by what it already saw: a reference, the change, or the whole node.
 
-Every blackboard owns one coordinator (``Blackboard.coherence``; the wiring is
-``gliding_core.blackboard.shared_cache``): agents' handles read and write through it, the board's
+Every blackboard owns one coordinator (``Blackboard.coherence``; every write goes through it
+from ``gliding_core.blackboard.writes``): agents' handles read and write through it, the board's
 flush is its write-back, and lease expiries and lost agents reach it from the coordination
 layer. A ``SQLiteDirectory`` beside the coordination database is shared by the processes of a
 memory directory whose blackboard is on disk or on a SPARQL server; a ``PostgresDirectory``
@@ -32,6 +33,7 @@ upgrade (a change to ``store/sqlite.py`` and ``store/entry.py`` left to their ow
 from gliding_core.coherence.context import SharedContext, SharedItem, render_shared
 from gliding_core.coherence.coordinator import (
     CRITICAL_TAGS,
+    Coherence,
     CoherenceCoordinator,
     NodeDelta,
     Reading,
@@ -45,6 +47,7 @@ __all__ = [
     "CRITICAL_TAGS",
     "TRANSITIONS",
     "Action",
+    "Coherence",
     "CoherenceCoordinator",
     "Copy",
     "CopyEvent",

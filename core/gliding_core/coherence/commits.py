@@ -1,9 +1,11 @@
 """L2 coherence: batch and group commits, several nodes and several writers in one transaction.
 
-``GroupCommits`` gives ``CoherenceCoordinator`` its commits for a source that writes batches
-(the blackboard): ``commit`` for one writer's change of several nodes, and ``change``,
-``commit_group`` and ``finish`` for the changes of several writers queued together. The
-rules of a single write (``CoherenceCoordinator.write``) hold here for each node.
+``GroupCommits`` is the part of a coordinator (``Coherence.commits``) that commits for a source
+that writes batches (the blackboard): ``commit`` for one writer's change of several nodes, and
+``change``, ``commit_group`` and ``finish`` for the changes of several writers queued together.
+The rules of a single write (``Coherence.write``) hold here for each node. It works on the
+coordinator's directory, record moves (``moves``), held copies (``copies``) and own changes
+(``own_changes``), which it is given.
 
 Invariants:
 - ``commit`` changes several nodes in one directory transaction (``Directory.update_many``),
@@ -12,29 +14,29 @@ Invariants:
 - ``commit_group`` commits several writers' changes of disjoint nodes in one transaction and
   one source step (a ``GroupSource``, made once by its caller); each is decided as if alone
   (a refused one changes nothing at the source and fails only itself), and each is completed
-  by ``finish`` on its writer's thread.
-- A lone change that needs none of a group's steps (``_plain``: an agent's, not refused, each
-  node at the source as its record holds it, no stale base, no other valid copy) is written
-  by a direct path with the same checks in the same transaction, and leaves exactly the
-  records, events, refusals and held copies the group's path leaves (a test runs both).
+  by ``finish`` on its writer's thread. A lone change is a group of one: it takes the same
+  path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from functools import partial
 from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar
 
-from gliding_core.bus import EventType
-from gliding_core.coherence.copies import CoherentCopies, check_agent
-from gliding_core.coherence.directory import Copy, NodeRecord
+from gliding_core.bus import EventBus, EventType
+from gliding_core.coherence.copies import HeldCopies, check_agent
+from gliding_core.coherence.directory import Directory, NodeRecord
+from gliding_core.coherence.moves import RecordMoves
 from gliding_core.coherence.node_sources import check_generation, refused
-from gliding_core.coherence.own_changes import touched_nodes
-from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
+from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
+from gliding_core.coherence.protocol import Action, CopyEvent, transition
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, validate_iri
 from gliding_core.store.entry import MesiState
+
+LeaseCheck = Callable[[str, str], bool]
+"""Answer whether ``(agent, iri)``'s agent holds a Write lease on the node."""
 
 SourceStep = Callable[[Mapping[str, NodeRecord]], Mapping[str, tuple[Node | None, int]]]
 """One step of a batch commit at the source: the nodes' records in, their (value or ``None``
@@ -43,29 +45,14 @@ when absent, generation) out."""
 T = TypeVar("T")
 Owner = TypeVar("Owner")
 
-_INVALID = MesiState.INVALID  # an enum member read from its class costs a lookup each time
 _NOT_LEASED: frozenset[str] = frozenset()
-_new_tuple = tuple.__new__  # builds a named tuple without its ``__new__`` (a Python call)
 _NOBODY: Mapping[str, list[str]] = MappingProxyType({})
-
-
-def _local_write(state: MesiState, shared: bool) -> tuple[MesiState, bool]:
-    row = TRANSITIONS[state, CopyEvent.LOCAL_WRITE, shared]
-    return row.state, Action.ANNOUNCE_INVALIDATION in row.actions
-
-
-_LOCAL_WRITES = {
-    state: (_local_write(state, False), _local_write(state, True)) for state in MesiState
-}
-"""The table's ``LOCAL_WRITE`` rows by the writer's state, alone and beside other holders:
-the writer's next state and whether the write announces the invalidations (read on every
-write: one look-up by state, not by a key of three)."""
 
 
 class Change(Generic[Owner]):
     """One writer's change of several nodes, decided alone inside a group commit.
 
-    Made by ``CoherenceCoordinator.change``. ``owner`` is the caller's own (what it queued
+    Made by ``GroupCommits.change``. ``owner`` is the caller's own (what it queued
     the change for); the coordinator never reads it. Inside the group's transaction the
     source's ``current`` may set ``refusal`` (its own check refused the change: rights,
     fences), and ``commit_group`` sets it when a base generation is stale; a committed change
@@ -133,38 +120,9 @@ def _present(record: NodeRecord) -> int:
     return record.generation if record.value is not None else 0
 
 
-def _plain(
-    change: Change[Owner],
-    given: Mapping[str, NodeRecord],
-    now: Mapping[str, tuple[Node | None, int]],
-) -> bool:
-    """Return whether a lone change needs none of a group's steps before its write.
-
-    So it is when it is an agent's, not refused by the source's check, each of its nodes is at
-    the source as the directory's record holds it (the record's own value at its generation,
-    or absent as its record says), no base is stale, and no other agent holds a valid copy: then
-    syncing changes no record, its admission steps no copy (no write-back, nobody to tell),
-    and its write only moves the writer's own copy.
-    """
-    agent = change.agent
-    if agent is None or change.refusal is not None:
-        return False
-    bases, leased = change.bases, change.leased
-    for iri, record in given.items():
-        value, generation = now[iri]
-        if value is not record.value or generation != record.generation:
-            return False
-        if _stale(bases[iri], generation if value is not None else 0, iri, leased):
-            return False
-        for copy in record.copies.values():  # (``record.holders(besides=agent)``, inline)
-            if copy.state is not _INVALID and copy.agent != agent:
-                return False
-    return True
-
-
 def _stale(based: int | None, present: int, iri: str, leased: frozenset[str]) -> bool:
     """Return whether ``iri``'s base ``based`` is stale: given, not the node's ``present``
-    generation, and not covered by a write lease the writer holds (``_plain``, ``_admit``)."""
+    generation, and not covered by a write lease the writer holds."""
     return based is not None and based != present and iri not in leased
 
 
@@ -177,13 +135,41 @@ def _results(results: Sequence[T], wanted: int) -> Sequence[T]:
     return results
 
 
-class GroupCommits(CoherentCopies):
-    """The batch and group commits of a coherence coordinator.
+def announce(
+    bus: EventBus, iri: str, generation: int, writer: str | None, agents: list[str]
+) -> None:
+    """Publish that ``writer``'s write of ``iri`` at ``generation`` invalidated ``agents``."""
+    bus.publish(
+        EventType.COPIES_INVALIDATED,
+        {"iri": iri, "generation": generation, "writer": writer, "agents": agents},
+        source="coherence",
+    )
 
-    The middle of the chain ``CoherentCopies`` <- ``GroupCommits`` <- ``CoherenceCoordinator``;
-    not built on its own. Its methods are the coordinator's own (looked up like ones defined on
-    it: no hop added).
+
+class GroupCommits:
+    """The batch and group commits of a coherence coordinator (``Coherence.commits``).
+
+    Args:
+        directory: the coordinator's directory.
+        moves: its record moves (with its write-back).
+        held: the copies its agents hold in this process.
+        own: the directory changes it committed itself.
+        bus: where invalidations are announced.
+        holds_lease: whether an agent holds a Write lease on a node.
     """
+
+    def __init__(
+        self,
+        directory: Directory,
+        *,
+        moves: RecordMoves,
+        held: HeldCopies,
+        own: OwnChanges,
+        bus: EventBus,
+        holds_lease: LeaseCheck,
+    ) -> None:
+        self.directory, self.moves, self.held, self.own = directory, moves, held, own
+        self.bus, self.holds_lease = bus, holds_lease
 
     def commit(
         self,
@@ -250,7 +236,7 @@ class GroupCommits(CoherentCopies):
         if agent is not None:
             for iri, based in bases.items():
                 # Unconditional writes (most) need no lease look-up.
-                if based is not None and self._holds_lease(agent, iri):
+                if based is not None and self.holds_lease(agent, iri):
                     leased.append(iri)
         return Change(agent, bases, frozenset(leased) if leased else _NOT_LEASED, owner)
 
@@ -267,21 +253,17 @@ class GroupCommits(CoherentCopies):
         back and propagates. Each change is then completed by ``finish`` (on its writer's
         thread: it publishes).
         """
-        # A partial of a bound method, not a closure: no cells, and one frame less per write.
-        step = partial(self._group_change, changes, source)
-        if len(changes) == 1:  # a lone change: no list of what it wrote gathered
-            change = changes[0]
-            touched, change.token = self.directory.update_many(sorted(change.bases), step)
-            written = [] if change.states is None else list(change.states)
-            self._own.committed(change.token, touched, written)
-            return
+
+        def step(given: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], list[str]]:
+            return self._group_change(changes, source, given)
+
         touched, token = self.directory.update_many(sorted(self._disjoint(changes)), step)
-        written = []
+        written: list[str] = []
         for change in changes:
             change.token = token
             if change.states is not None:
                 written += change.states
-        self._own.committed(token, touched, written)
+        self.own.committed(token, touched, written)
 
     @staticmethod
     def _disjoint(changes: Sequence[Change[Owner]]) -> list[str]:
@@ -303,26 +285,17 @@ class GroupCommits(CoherentCopies):
             refusal = change.refusal
             if change.agent is not None and isinstance(refusal, StaleWriteError):
                 for iri in change.bases:
-                    self._forget((change.agent, iri))
+                    self.held.forget((change.agent, iri))
             raise refusal if refusal is not None else InvalidInputError("change not committed")
         agent, token, announced = change.agent, change.token, change.announced
         for iri, (value, generation) in states.items():
             if agent is not None:
                 if value is None:
-                    self._forget((agent, iri))
+                    self.held.forget((agent, iri))
                 else:
-                    self._remember((agent, iri), generation, value, token)
-            if announced[iri]:  # (``_announce``, inline: one call less a write)
-                self.bus.publish(
-                    EventType.COPIES_INVALIDATED,
-                    {
-                        "iri": iri,
-                        "generation": generation,
-                        "writer": agent,
-                        "agents": announced[iri],
-                    },
-                    source="coherence",
-                )
+                    self.held.remember((agent, iri), generation, value, token)
+            if announced[iri]:
+                announce(self.bus, iri, generation, agent, announced[iri])
 
     def _group_change(
         self,
@@ -334,42 +307,17 @@ class GroupCommits(CoherentCopies):
         for change in changes:  # a group committed again alone starts afresh
             change.refusal = change.states = None
         now = source.current(given, changes)
-        if len(changes) == 1 and _plain(changes[0], given, now):
-            return self._plain_write(changes[0], _results(source.apply(changes, given), 1), given)
         records = dict(given)
         for iri, record in given.items():
             value, generation = now[iri]
             if value is not None or record.generation != 0:  # else absent and never seen
-                records[iri] = self._synced(record, value, generation)
+                records[iri] = self.moves.synced(record, value, generation)
         accepted = [change for change in changes if self._admit(change, records)]
         if accepted:
             results = _results(source.apply(accepted, records), len(accepted))
-            for index, change in enumerate(accepted):  # (``zip(strict=True)``: 4x the cost)
-                self._wrote(change, results[index], records)
+            for change, states in zip(accepted, results, strict=True):
+                self._wrote(change, states, records)
         return records, touched_nodes(given, records)
-
-    def _plain_write(
-        self,
-        change: Change[Owner],
-        results: Sequence[Mapping[str, tuple[Node | None, int]]],
-        given: dict[str, NodeRecord],
-    ) -> tuple[dict[str, NodeRecord], list[str]]:
-        """The step of a lone ``_plain`` change once written: what ``_group_change`` makes of
-        it, without the steps it needs none of (syncing, admitting, stepping other copies)."""
-        agent = change.agent
-        assert agent is not None  # (``_plain``)
-        states = results[0]
-        records: dict[str, NodeRecord] = {}  # the written ones: the others stay as they were
-        announced: dict[str, list[str]] = {}
-        touched: list[str] = []  # (``touched_nodes``, inline: the same test)
-        for iri, (value, generation) in states.items():  # (no other holders: ``_plain``)
-            record = given[iri]
-            new, announced[iri] = self._written(agent, record, value, generation, [])
-            records[iri] = new
-            if new is not record and (new.generation != record.generation or new != record):
-                touched.append(iri)
-        change.states, change.announced = dict(states), announced
-        return records, touched
 
     def _admit(self, change: Change[Owner], records: dict[str, NodeRecord]) -> bool:
         """Decide one change of a group: refused (its ``refusal`` says why), or accepted with
@@ -388,17 +336,14 @@ class GroupCommits(CoherentCopies):
             change.refusal = refused(first.iri, bases[stale[0]] or 0, _present(first), first.value)
             if agent is not None:
                 for iri in stale:
-                    records[iri] = self._refuse(agent, records[iri], 0)[0]
+                    records[iri] = self.moves.refuse(agent, records[iri], 0)[0]
             return False
         others: dict[str, list[str]] = {}
         for iri in bases:
             record = records[iri]
-            if not record.copies:  # the common case: a node no agent holds
-                others[iri] = []
-                continue
             others[iri] = [c.agent for c in record.holders(besides=agent)]
             for other in others[iri]:
-                record = self._step(record, other, CopyEvent.REMOTE_WRITE)
+                record = self.moves.step(record, other, CopyEvent.REMOTE_WRITE)
             records[iri] = record
         change.announced = others
         return True
@@ -435,23 +380,7 @@ class GroupCommits(CoherentCopies):
             return record.at(generation, None).with_copy(
                 agent, MesiState.INVALID, mine.generation
             ), others
-        state, announces = _LOCAL_WRITES[_INVALID if mine is None else mine.state][bool(others)]
-        copies = dict(record.copies)  # moved and the writer's copy set: one record built
-        copies[agent] = _new_tuple(Copy, (agent, state, generation))  # (no __new__'s frame)
-        new = _new_tuple(NodeRecord, (record.iri, generation, value, copies))
-        return new, (others if announces else [])
-
-    def _synced(self, record: NodeRecord, value: Node | None, generation: int) -> NodeRecord:
-        """Return ``record`` moved to the source's state (other copies invalid if it moved)."""
-        if value is None and record.generation == 0:
-            return record  # absent, and never seen
-        if value is record.value and generation == record.generation:
-            return record  # the record's own value (``current`` hands it back): nothing moved
-        if value is not None:
-            return self._moved_to(record, value, generation)
-        if generation < record.generation:
-            return self._moved_to(record, {}, generation)  # raises: moved back
-        if generation > record.generation or record.value is not None:
-            for other in record.holders():
-                record = self._step(record, other.agent, CopyEvent.REMOTE_WRITE)
-        return record.at(generation, None)
+        state = MesiState.INVALID if mine is None else mine.state
+        row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
+        new = record.at(generation, value).with_copy(agent, row.state, generation)
+        return new, (others if Action.ANNOUNCE_INVALIDATION in row.actions else [])

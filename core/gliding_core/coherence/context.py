@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gliding_core.coherence.coordinator import CoherenceCoordinator, NodeDelta, Reading
+from gliding_core.coherence.coordinator import Coherence, NodeDelta, Reading
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, node_types
 from gliding_core.tokens import TokenCounter
@@ -80,7 +80,7 @@ def reference_text(reading: Reading) -> str:
 
 
 def render_shared(
-    coordinator: CoherenceCoordinator,
+    coordinator: Coherence,
     agent: str,
     iris: Iterable[str],
     *,

@@ -1,11 +1,13 @@
 """L2 coherence: the coordinator an agent's handle calls to read and write shared nodes.
 
-It executes the transition table of ``gliding_core.coherence.protocol`` against a
-``Directory`` (copy states, generations, recent values) and a ``NodeSource`` (where committed
-values live: the blackboard, or a small source of ``gliding_core.coherence.node_sources``). Its
-reads and single writes are here; its batch and group commits come from
-``gliding_core.coherence.commits``, the state and steps they all share from
-``gliding_core.coherence.copies``.
+``Coherence`` (also exported as ``CoherenceCoordinator``) executes the transition table of
+``gliding_core.coherence.protocol`` against a ``Directory`` (copy states, generations, recent
+values) and a ``NodeSource`` (where committed values live: the blackboard, or a small source of
+``gliding_core.coherence.node_sources``). Its reads, single writes, write-backs, evictions,
+lease expiries and lost agents are here; it is made of parts, each in its own module: the
+copies its agents hold (``copies``), the record moves every path makes (``moves``), the
+directory changes it committed itself (``own_changes``) and its batch and group commits
+(``commits``, as ``Coherence.commits``).
 
 Invariants:
 - No stale read: a read is served from a copy only if the directory, checked through its
@@ -24,18 +26,27 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
 from gliding_core.bus import EventBus
-from gliding_core.coherence.commits import Change as Change  # re-exported: the board's import
-from gliding_core.coherence.commits import GroupCommits
-from gliding_core.coherence.copies import LeaseCheck, WriteBack, check_agent
-from gliding_core.coherence.directory import Copy, Directory, NodeRecord
+from gliding_core.coherence.commits import (
+    Change,
+    GroupCommits,
+    GroupSource,
+    LeaseCheck,
+    Owner,
+    SourceStep,
+    announce,
+)
+from gliding_core.coherence.copies import HeldCopies, check_agent
+from gliding_core.coherence.directory import Copy, Directory, LocalDirectory, NodeRecord
+from gliding_core.coherence.moves import RecordMoves, WriteBack
 from gliding_core.coherence.node_sources import NodeSource, check_generation
+from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
 from gliding_core.coherence.protocol import Action, CopyEvent, transition
 from gliding_core.errors import (
     EntryNotFoundError,
@@ -50,6 +61,8 @@ CRITICAL_TAGS = frozenset({"emphasis", "user_intent", "confirmed_fact"})
 """Tags whose writes are written through to L0 before the write returns (seed 000, 六)."""
 
 Kind = Literal["hit", "change", "whole"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +102,17 @@ def diff(iri: str, old: Node, new: Node, generations: tuple[int, int]) -> NodeDe
     return NodeDelta(iri, generations[0], generations[1], changed, removed)
 
 
-class CoherenceCoordinator(GroupCommits):
+def _never_leased(agent: str, iri: str) -> bool:
+    return False
+
+
+class Coherence:
     """Keeps every agent's copies of shared nodes coherent (MESI with optimistic writes).
 
-    Its methods are defined along a chain of bases: reads, single writes, ``copies``, ``moved``
-    and ``delta`` here; ``commit``, ``change``, ``checked_change``, ``commit_group`` and
-    ``finish`` in ``GroupCommits`` (``gliding_core.coherence.commits``); ``write_back``,
-    ``evict``, ``expire_lease``, ``drop_agent``, ``vouch_own`` and ``last_own`` in
-    ``CoherentCopies`` (``gliding_core.coherence.copies``).
+    Its parts: ``held`` (``HeldCopies``), ``moves`` (``RecordMoves``), ``own``
+    (``OwnChanges``) and ``commits`` (``GroupCommits``: ``commit``, ``change``,
+    ``checked_change``, ``commit_group`` and ``finish``, which are also methods of the
+    coordinator).
 
     The source and ``write_back`` are called inside the directory's transaction, so a
     transition and its effects commit together or not at all; neither may write to the
@@ -121,10 +137,25 @@ class CoherenceCoordinator(GroupCommits):
         holds_write_lease: LeaseCheck | None = None,
         critical_tags: Iterable[str] = CRITICAL_TAGS,
     ) -> None:
-        super().__init__(
-            source, directory, bus=bus, write_back=write_back, holds_write_lease=holds_write_lease
-        )
+        for name, fn in (("write_back", write_back), ("holds_write_lease", holds_write_lease)):
+            if fn is not None and not callable(fn):
+                raise InvalidInputError(f"{name} must be callable, got {fn!r}")
+        self.source = source
+        self.directory: Directory = directory if directory is not None else LocalDirectory()
+        self.bus = bus if bus is not None else EventBus()
         self.critical_tags = frozenset(critical_tags)
+        self.holds_lease: LeaseCheck = holds_write_lease or _never_leased
+        self.held = HeldCopies()
+        self.moves = RecordMoves(write_back)
+        self.own = OwnChanges()
+        self.commits = GroupCommits(
+            self.directory,
+            moves=self.moves,
+            held=self.held,
+            own=self.own,
+            bus=self.bus,
+            holds_lease=self.holds_lease,
+        )
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -138,7 +169,7 @@ class CoherenceCoordinator(GroupCommits):
         return self._read(agent, validate_iri(iri), self.directory.token())
 
     def generation(self, agent: str, iri: str, *, token: Hashable | None = None) -> int:
-        """Return the generation ``agent`` reads of ``iri``: ``read`` without building the value.
+        """Return the generation ``agent`` reads of ``iri`` (as ``read`` does).
 
         For a caller that keeps the values itself (the blackboard's node cache) and needs the
         copy registered and validated, and the generation to check its own value against.
@@ -148,25 +179,12 @@ class CoherenceCoordinator(GroupCommits):
         Raises:
             EntryNotFoundError: the source has no node ``iri``.
         """
-        key = (agent, iri)
-        held = self._held.get(key)
-        if held is not None:
-            generation, text, vouched = held
-            now = self.directory.token() if token is None else token
-            if vouched == now:
-                return generation
-            if self._own.vouch(vouched, now, iri):
-                self._held[key] = (generation, text, now)
-                return generation
-            # Something changed somewhere: still current if the directory says so (the held
-            # text is that generation's value), re-vouched without encoding it again.
-            record, vouched = self.directory.snapshot(iri)
-            mine = record.copies.get(agent)
-            if mine is not None and self._current(mine, record) and record.generation == generation:
-                with self._lock:
-                    self._held[key] = (generation, text, vouched)
-                return generation
-        return self.read(agent, iri).generation
+        now = self.directory.token() if token is None else token
+        if type(agent) is str and type(iri) is str:  # a held copy's key was checked when held
+            held = self._vouched((agent, iri), now)
+            if held is not None:
+                return held[0]
+        return self._read(check_agent(agent), validate_iri(iri), now).generation
 
     def read_many(self, agent: str, iris: Iterable[str]) -> list[Reading]:
         """Read several nodes for ``agent``, validating its copies with one change check.
@@ -183,22 +201,35 @@ class CoherenceCoordinator(GroupCommits):
         token = self.directory.token()
         return [self._read(agent, iri, token) for iri in wanted]
 
+    def _vouched(self, key: tuple[str, str], token: Hashable) -> tuple[int, bytes] | None:
+        """Return the generation and text of the copy ``key`` holds, if it is current as of
+        ``token`` without asking the directory (vouched then, or only this process's own
+        changes since, none of this node), else ``None``."""
+        copies = self.held.by_key
+        held = copies.get(key)  # one dict lookup is atomic; writers hold the lock
+        if held is None:
+            return None
+        generation, text, vouched = held
+        if vouched == token:
+            return generation, text
+        if not self.own.vouch(vouched, token, key[1]):
+            return None
+        copies[key] = (generation, text, token)
+        return generation, text
+
     def _read(self, agent: str, iri: str, token: Hashable) -> Reading:
         key = (agent, iri)
-        held = self._held.get(key)  # one dict lookup is atomic; writers hold the lock
+        held = self._vouched(key, token)
         if held is not None:
-            generation, text, vouched = held
-            if vouched == token or self._own.vouch(vouched, token, iri):
-                if vouched != token:
-                    self._held[key] = (generation, text, token)
-                return Reading(iri, orjson.loads(text), generation, "hit", generation)
+            generation, text = held
+            return Reading(iri, orjson.loads(text), generation, "hit", generation)
         record, vouched = self.directory.snapshot(iri)
         mine = record.copies.get(agent)
         if mine is not None and self._current(mine, record) and record.value is not None:
-            self._remember(key, record.generation, record.value, vouched)
+            self.held.remember(key, record.generation, record.value, vouched)
             return Reading(iri, dict(record.value), record.generation, "hit", mine.generation)
         reading, after = self._update(iri, lambda r: self._read_change(agent, r))
-        self._remember(key, reading.generation, reading.value, after)
+        self.held.remember(key, reading.generation, reading.value, after)
         return reading
 
     @staticmethod
@@ -213,9 +244,9 @@ class CoherenceCoordinator(GroupCommits):
             )
         # A miss always asks the source: a node written around the directory is caught here.
         value, generation = self.source.get(record.iri)
-        record = self._moved_to(record, value, generation)
+        record = self.moves.moved_to(record, value, generation)
         for other in record.holders(besides=agent):
-            record = self._step(record, other.agent, CopyEvent.REMOTE_READ)
+            record = self.moves.step(record, other.agent, CopyEvent.REMOTE_READ)
         shared = bool(record.holders(besides=agent))
         row = transition(MesiState.INVALID, CopyEvent.LOCAL_READ, others_hold=shared)
         record = record.with_copy(agent, row.state, record.generation)
@@ -265,18 +296,18 @@ class CoherenceCoordinator(GroupCommits):
         if not all(isinstance(label, str) for label in labels):
             raise InvalidInputError(f"tags must be strings, got {preview(labels)}")
         critical = bool(self.critical_tags.intersection(labels))
-        leased = bool(self._holds_lease(agent, iri))
+        leased = bool(self.holds_lease(agent, iri))
         outcome, token = self._update(
             iri, lambda r: self._write_change(agent, r, node, based_on, leased)
         )
         if isinstance(outcome, StaleWriteError):
-            self._forget(key)
+            self.held.forget(key)
             raise outcome
         generation, invalidated = outcome
-        self._own.wrote(token, [iri])
-        self._remember(key, generation, node, token)
+        self.own.wrote(token, [iri])
+        self.held.remember(key, generation, node, token)
         if invalidated:
-            self._announce(iri, generation, agent, invalidated)
+            announce(self.bus, iri, generation, agent, invalidated)
         if critical:
             self.write_back(agent, iri)
         return generation
@@ -287,19 +318,19 @@ class CoherenceCoordinator(GroupCommits):
         record = self._known(record)
         for _ in range(2):  # a leased writer retries once if the node moved around the directory
             if record.generation != based_on and not leased:
-                return self._refuse(agent, record, based_on)
+                return self.moves.refuse(agent, record, based_on)
             # Dirty copies of other agents are written back before the source moves on, so a
             # failing write-back leaves nothing half-done.
             others = [c.agent for c in record.holders(besides=agent)]
             stepped = record
             for other in others:
-                stepped = self._step(stepped, other, CopyEvent.REMOTE_WRITE)
+                stepped = self.moves.step(stepped, other, CopyEvent.REMOTE_WRITE)
             try:
                 generation = self.source.put(record.iri, node, record.generation)
             except StaleWriteError as exc:
                 if exc.current_value is None:
-                    return self._refuse(agent, record, based_on)
-                record = self._moved_to(record, exc.current_value, exc.current_generation)
+                    return self.moves.refuse(agent, record, based_on)
+                record = self.moves.moved_to(record, exc.current_value, exc.current_generation)
                 continue
             mine = stepped.copies.get(agent)
             state = MesiState.INVALID if mine is None else mine.state
@@ -307,7 +338,7 @@ class CoherenceCoordinator(GroupCommits):
             announced = others if Action.ANNOUNCE_INVALIDATION in row.actions else []
             stepped = stepped.at(generation, node)
             return stepped.with_copy(agent, row.state, generation), (generation, announced)
-        return self._refuse(agent, record, based_on)
+        return self.moves.refuse(agent, record, based_on)
 
     def _known(self, record: NodeRecord) -> NodeRecord:
         """Return ``record``, or for a node the directory never saw, the source's state of it."""
@@ -317,7 +348,7 @@ class CoherenceCoordinator(GroupCommits):
             value, generation = self.source.get(record.iri)
         except EntryNotFoundError:
             return record
-        return self._moved_to(record, value, generation)
+        return self.moves.moved_to(record, value, generation)
 
     # -- what the directory holds ------------------------------------------------------------------
 
@@ -348,3 +379,128 @@ class CoherenceCoordinator(GroupCommits):
         if old is None or record.value is None:
             return None
         return diff(iri, old, record.value, (from_generation, record.generation))
+
+    # -- batch and group commits (``commits``) ------------------------------------------------
+
+    def commit(
+        self,
+        agent: str | None,
+        bases: Mapping[str, int | None],
+        current: SourceStep,
+        apply: SourceStep,
+    ) -> dict[str, int]:
+        """Commit a change of several nodes, all or nothing (``GroupCommits.commit``)."""
+        return self.commits.commit(agent, bases, current, apply)
+
+    def change(
+        self, agent: str | None, bases: Mapping[str, int | None], owner: Owner
+    ) -> Change[Owner]:
+        """Return a validated change for ``commit_group`` (``GroupCommits.change``)."""
+        return self.commits.change(agent, bases, owner)
+
+    def checked_change(
+        self, agent: str | None, bases: dict[str, int | None], owner: Owner
+    ) -> Change[Owner]:
+        """Return a change whose input is validated (``GroupCommits.checked_change``)."""
+        return self.commits.checked_change(agent, bases, owner)
+
+    def commit_group(self, changes: Sequence[Change[Owner]], source: GroupSource[Owner]) -> None:
+        """Commit several writers' changes in one transaction (``GroupCommits.commit_group``)."""
+        self.commits.commit_group(changes, source)
+
+    def finish(self, change: Change[Owner]) -> None:
+        """Complete a committed change (``GroupCommits.finish``)."""
+        self.commits.finish(change)
+
+    # -- write-back, eviction, lease expiry, crash ---------------------------------------------
+
+    def write_back(self, agent: str, iri: str) -> None:
+        """Write ``agent``'s dirty copy of ``iri`` back to L0 (M -> E or S); clean copies: no-op."""
+        key = (check_agent(agent), validate_iri(iri))
+        self._update(iri, lambda r: (self.moves.step(r, agent, CopyEvent.WRITE_BACK), None))
+        # The next read revalidates against the directory (cheap): a token taken here could
+        # bless a copy that another agent's write invalidated before this call.
+        self.held.forget(key)
+
+    def evict(self, agent: str, iri: str) -> None:
+        """Drop ``agent``'s copy of ``iri``, writing a dirty one back first."""
+        self._drop(check_agent(agent), validate_iri(iri), CopyEvent.EVICTION)
+
+    def expire_lease(self, agent: str, iri: str) -> None:
+        """Invalidate the copy ``agent`` held under a lease that lapsed (dirty: written back)."""
+        self._drop(check_agent(agent), validate_iri(iri), CopyEvent.LEASE_EXPIRY)
+
+    def drop_agent(self, agent: str) -> list[str]:
+        """Evict every copy ``agent`` holds (it left or crashed); return their IRIs."""
+        iris = self.directory.holdings(check_agent(agent))
+        for iri in iris:
+            self._drop(agent, iri, CopyEvent.EVICTION)
+        return iris
+
+    def _drop(self, agent: str, iri: str, event: CopyEvent) -> None:
+        def change(record: NodeRecord) -> tuple[NodeRecord, None]:
+            if agent not in record.copies:
+                return record, None
+            record = self.moves.step(record, agent, event)
+            # An evicted copy is gone (a later read sends the node whole); a lapsed lease keeps
+            # the generation the agent saw, so its next read is sent the change.
+            return (record.without_copy(agent) if event is CopyEvent.EVICTION else record), None
+
+        self._update(iri, change)
+        self.held.forget((agent, iri))
+
+    def forget_nodes(self, iris: Iterable[str]) -> None:
+        """Drop every agent's held copy of ``iris``: their next reads ask the directory.
+
+        For nodes the source may have changed without the directory (a write whose outcome is
+        unknown): a held copy would otherwise be served while the directory's token stands.
+        """
+        self.held.forget_nodes(iris)
+
+    # -- the directory, with this coordinator's own changes noted -------------------------------
+
+    def vouch_own(self, held: Hashable, now: Hashable, iri: str) -> bool:
+        """Return whether what was current for ``iri`` at token ``held`` still is at ``now``,
+        known without the directory (every change since was this coordinator's, none of ``iri``).
+        """
+        return self.own.vouch(held, now, iri)
+
+    def last_own(self, iri: str) -> int | None:
+        """Return the token of this coordinator's last write of ``iri`` at the source, if known.
+
+        What a source of this process holds for ``iri`` because it wrote it is current at that
+        token (the token is noted only after the write's transaction, so until then ``None``
+        or an older token answers, which ``vouch_own`` refuses).
+        """
+        return self.own.written.get(iri)
+
+    def _update(
+        self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
+    ) -> tuple[T, Hashable]:
+        def many(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            new, result = change(records[iri])
+            return {iri: new}, result
+
+        return self._update_many([iri], many)
+
+    def _update_many(
+        self,
+        iris: list[str],
+        change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
+    ) -> tuple[T, Hashable]:
+        touched: list[str] = []
+
+        def noted(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+            old = dict(records)
+            new, result = change(records)
+            touched.extend(touched_nodes(old, new))
+            return new, result
+
+        result, token = self.directory.update_many(iris, noted)
+        if touched:  # the token is this transaction's own: nobody else committed in it
+            self.own.record(token, touched)
+        return result, token
+
+
+CoherenceCoordinator = Coherence
+"""The coordinator's earlier name, kept."""

@@ -73,9 +73,6 @@ class _RecordFields(NamedTuple):
     copies: Mapping[str, Copy]
 
 
-_new_tuple = tuple.__new__
-
-
 class NodeRecord(_RecordFields):
     """What the directory knows about one node (generation 0: it has never been seen).
 
@@ -95,7 +92,7 @@ class NodeRecord(_RecordFields):
         copies: Mapping[str, Copy] | None = None,
     ) -> NodeRecord:
         # (A named tuple's defaults are shared objects: each record gets copies of its own.)
-        return _new_tuple(cls, (iri, generation, value, {} if copies is None else copies))
+        return super().__new__(cls, iri, generation, value, {} if copies is None else copies)
 
     def holders(self, *, besides: str | None = None) -> list[Copy]:
         """Return the valid (M, E, S) copies, leaving out ``besides``'s."""
@@ -255,9 +252,6 @@ _BY_LETTER = {state.value: state for state in MesiState}
 
 def _kept(record: NodeRecord) -> _Kept:
     """Return ``record`` (its value aside) as ``LocalDirectory`` keeps it."""
-    if len(record.copies) == 1:  # the common case (its writer's copy): no list built
-        for copy in record.copies.values():
-            return (record.generation, copy.agent, _LETTERS[copy.state], copy.generation)
     kept: list[Any] = [record.generation]
     for copy in record.copies.values():
         kept += (copy.agent, _LETTERS[copy.state], copy.generation)
@@ -269,8 +263,8 @@ def _record(iri: str, kept: _Kept, value: Node | None) -> NodeRecord:
     copies: dict[str, Copy] = {}
     for index in range(1, len(kept), 3):
         agent, letter, generation = kept[index : index + 3]
-        copies[agent] = _new_tuple(Copy, (agent, _BY_LETTER[letter], generation))
-    return _new_tuple(NodeRecord, (iri, kept[0], value, copies))
+        copies[agent] = Copy(agent, _BY_LETTER[letter], generation)
+    return NodeRecord(iri, kept[0], value, copies)
 
 
 class LocalDirectory:
@@ -327,16 +321,7 @@ class LocalDirectory:
     ) -> tuple[T, Hashable]:
         """Apply ``change`` to several records under the lock; return its result and token."""
         with self._lock:
-            if self._closed:
-                self._check_open()  # raises
-            records, values = self._records, self._values
-            old: dict[str, NodeRecord] = {}  # by IRI: a repeated IRI is read once
-            for iri in iris:  # (no ``record`` call and lock a node)
-                kept = records.get(iri)
-                if kept is None:  # (``tuple.__new__``: the record's ``__new__`` is a Python call)
-                    old[iri] = _new_tuple(NodeRecord, (iri, 0, None, {}))
-                else:
-                    old[iri] = _record(iri, kept, values.get(iri))
+            old = {iri: self.record(iri) for iri in iris}  # by IRI: a repeated one read once
             new, result = change(dict(old))
             changed = changed_records(old, new)
             for record in changed:

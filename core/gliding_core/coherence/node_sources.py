@@ -1,8 +1,8 @@
 """L2 coherence: where shared nodes are stored, behind the narrow ``NodeSource`` seam.
 
 The blackboard is the source the coordinator is meant for (``BoardSource`` in
-``gliding_core.blackboard.shared_cache``, which also commits batches through
-``CoherenceCoordinator.commit``); the two small sources here are complete stores of their
+``gliding_core.blackboard.shared_cache``; its writes are committed in batches and groups by
+``gliding_core.blackboard.writes``); the two small sources here are complete stores of their
 own, used by the tests, the benchmark and any caller that wants coherent copies without a
 graph: ``DictNodeSource`` (one process) and ``SQLiteNodeSource`` (a file shared by processes).
 

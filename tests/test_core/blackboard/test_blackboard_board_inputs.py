@@ -209,7 +209,6 @@ def test_no_area_is_no_node_on_every_backend(board: Blackboard) -> None:
         ("bus", object()),
         ("permissions", {"do": {"execution": ["read"]}}),
         ("coordination", "x"),
-        ("coherent", "yes"),
     ],
 )
 def test_an_option_of_the_wrong_kind_is_refused_naming_it(option: str, value: object) -> None:

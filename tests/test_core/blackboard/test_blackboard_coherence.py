@@ -73,7 +73,6 @@ class Board:
 
     @property
     def coherence(self) -> CoherenceCoordinator:
-        assert self.board.coherence is not None
         return self.board.coherence
 
     def agent(self, name: str) -> AgentHandle:
@@ -273,16 +272,6 @@ def test_a_read_overtaken_by_a_write_does_not_cache_the_older_node(
     bb.close()
 
 
-def test_without_coherence_based_on_still_refuses(tmp_path: Path) -> None:
-    with Blackboard(EmbeddedGraph(), config=QUIET, coherent=False) as board:
-        assert board.coherence is None
-        a = board.agent("a", role="do", task=TASK)
-        a.write([step("urn:n:1", "one")], area="execution", based_on=0)
-        with pytest.raises(StaleWriteError) as refused:
-            a.write([step("urn:n:1", "two")], area="execution", based_on=0)
-        assert refused.value.current_generation == 1
-
-
 def test_the_memory_keeps_copies_in_process_for_an_embedded_board(tmp_path: Path) -> None:
     # An embedded board (in memory or on disk) has one process, the directory's owner: the
     # in-process directory; only a board on a server shares a SQLite one (the two-process tests).
@@ -359,7 +348,7 @@ def test_a_read_in_one_process_never_returns_an_older_write_of_another(
                     here.write([step(iri, "late")], area="execution", based_on=generation - 1)
                 here.write([step(iri, f"w{round_ * 2 + 3}")], area="execution", based_on=generation)
                 generation += 1
-            copies = memory.blackboard.coherence.copies(iri)  # type: ignore[union-attr]
+            copies = memory.blackboard.coherence.copies(iri)
             assert copies == {"here": M, "there": I}
         finally:
             child.close()

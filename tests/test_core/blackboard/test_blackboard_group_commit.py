@@ -20,7 +20,6 @@ import pytest
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
-from gliding_core.blackboard.shared_cache import BoardCoherence
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
@@ -43,11 +42,6 @@ def board(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Blackboard
     with Blackboard(graph, store=store, config=QUIET) as value:
         yield value
     store.close()
-
-
-def coherence_of(board: Blackboard) -> BoardCoherence:
-    assert board._coherence is not None  # white-box: the queue is what is under test
-    return board._coherence
 
 
 def run_interrupted(queue: CommitQueue[Any], job: Job, *, beside: Callable[[], None]) -> None:
@@ -88,7 +82,7 @@ class Writer(threading.Thread):
 
 def grouped(board: Blackboard, first: Writer, queued: list[Writer]) -> None:
     """Run ``first`` as the leader, held in its commit until ``queued`` all wait behind it."""
-    queue = coherence_of(board).queue
+    queue = board.writes.queue
     before = queue.groups
     with board.nodes.writer:  # the leader blocks on the store's writer inside its transaction
         first.start()
@@ -117,7 +111,7 @@ def test_a_refused_write_in_a_group_fails_only_its_own_writer(board: Blackboard)
         lambda: do.write([node("urn:g:two", "2"), node("urn:g:three", "3")], area="execution")
     )
     grouped(board, first, [ok_one, stale, denied, ok_two])
-    queue = coherence_of(board).queue
+    queue = board.writes.queue
     assert (queue.groups, queue.jobs) == (4, 7)  # two writes before, then 1 + a group of 4
     assert isinstance(stale.error, StaleWriteError)
     assert stale.error.current_generation == 2
@@ -152,7 +146,7 @@ def test_a_group_is_one_store_write_and_each_node_is_as_written_alone(
         for i, a in enumerate(agents[1:], start=1)
     ]
     grouped(board, first, queued)
-    assert (coherence_of(board).queue.groups, coherence_of(board).queue.jobs) == (2, 5)
+    assert (board.writes.queue.groups, board.writes.queue.jobs) == (2, 5)
     assert len(extends) == 2  # the first write, then the group of four in one transaction
     assert extends[1] == 4 * extends[0]
     coordinator = board.coherence
@@ -207,7 +201,7 @@ def test_writes_of_one_node_queued_together_commit_in_turn(board: Blackboard) ->
     ]
     grouped(board, first, queued)
     assert [w.result[0].generation for w in [first, *queued]] == [1, 2, 3, 4]  # queue order
-    assert coherence_of(board).queue.groups == 4  # never two writes of one node in a group
+    assert board.writes.queue.groups == 4  # never two writes of one node in a group
     last = board.read("urn:g:same")
     assert last is not None
     assert last.generation == 4
@@ -513,7 +507,7 @@ def test_without_store_writes_every_committed_thread_is_still_woken() -> None:
 def test_a_board_wakes_a_committed_writer_right_before_its_store_write(
     board: Blackboard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    queue = coherence_of(board).queue
+    queue = board.writes.queue
     assert board.nodes.before_store == queue.storing
     calls: list[str] = []
     extend = board.backend.extend

@@ -239,10 +239,10 @@ def test_a_grant_checked_while_the_matrix_is_replaced_is_not_kept_for_the_new_on
         def check(self, role: str, area: str, operation: Operation | str, *, graph: str) -> None:
             super().check(role, area, operation, graph=graph)
             board.permissions = strict
-            doer._check("execution", Operation.READ)  # the other thread's check, on ``strict``
+            doer.authorize("execution", Operation.READ)  # the other thread's check, on ``strict``
 
     board.permissions = Swapping()
-    assert doer._check("execution", Operation.CREATE)  # granted by the old matrix
+    assert doer.authorize("execution", Operation.CREATE)  # granted by the old matrix
     assert board.permissions is strict
     with pytest.raises(PermissionDeniedError, match="create"):
         doer.write([{"@id": "urn:do:9"}], area="execution")

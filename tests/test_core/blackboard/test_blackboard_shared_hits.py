@@ -83,7 +83,7 @@ def test_a_handle_hit_reads_the_shared_counter_once(
     reader = here.agent("reader", role="do", task=TASK)
     reader.write([step("s")], area="execution")
     assert reader.read(IRI) is not None  # vouched: the next read is a hit in both layers
-    directory = here._coherence.cache.directory if here._coherence is not None else None
+    directory = here.coherence.directory
     assert isinstance(directory, SQLiteDirectory)
     counter = directory._epoch
     reads: list[int] = []

@@ -61,12 +61,11 @@ def proxy(server: str) -> Iterator[Proxy]:
     value.close()
 
 
-@pytest.fixture(params=["coherent", "alone"])
-def bb(request: pytest.FixtureRequest, proxy: Proxy, tmp_path: Path) -> Iterator[Board]:
-    """A board at the proxy: coherent (a SQLite directory), or without a coordinator."""
-    coherent = request.param == "coherent"
+@pytest.fixture
+def bb(proxy: Proxy, tmp_path: Path) -> Iterator[Board]:
+    """A board at the proxy, with a SQLite coherence directory."""
     directory = SQLiteDirectory(tmp_path / "coherence.sqlite3")
-    value = Board(SparqlEndpoint(proxy.url), directory, coherent=coherent)
+    value = Board(SparqlEndpoint(proxy.url), directory)
     yield value
     value.close()
 
@@ -207,7 +206,6 @@ def test_other_agents_see_the_landed_generation(proxy: Proxy, server: str, tmp_p
         system = there.board.read(IRI)
         assert system is not None
         assert system.generation == 2
-        assert there.board.coherence is not None
         assert there.board.coherence.directory.record(IRI).generation == 2
         [last] = c.write([step("c's")], area="execution", based_on=2)
         assert last.generation == 3
@@ -461,7 +459,6 @@ def test_an_embedded_write_whose_directory_failed_after_the_store_took_it(tmp_pa
             [step("one")], area="execution", based_on=0, write_id=unknown.value.write_id
         )
         assert (again.generation, again.write_id) == (1, unknown.value.write_id)
-        assert bb.board.coherence is not None
         assert bb.board.coherence.directory.record(IRI).generation == 1
         assert bb.copies(IRI).get("b") is not MesiState.SHARED  # b's copy went with the move
         [next_one] = b.write([step("two")], area="execution", based_on=1)

@@ -6,6 +6,7 @@ processes, kept versions, closing) are the contract suite's: tests/test_core/con
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.bus import Event, EventType
 from gliding_core.coherence import (
     TRANSITIONS,
@@ -27,6 +30,7 @@ from gliding_core.coherence import (
     transition,
 )
 from gliding_core.coherence.directory import Directory
+from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
     EntryNotFoundError,
     InvalidInputError,
@@ -436,3 +440,38 @@ def test_moved_names_what_was_built_from_an_old_generation(coherence: CoherenceC
     assert coherence.moved(built_from) == [X]
     with pytest.raises(InvalidInputError, match="generation of 'urn:node:y'"):
         coherence.moved({other: -1})
+
+
+# -- a blackboard's coordinator ----------------------------------------------------------------
+
+BOARD_TASK = "iri://task/board"
+QUIET = BlackboardConfig(flush_interval_s=0.0)
+
+
+def step(iri: str, text: str) -> dict[str, Any]:
+    return {"@id": iri, "@type": "Step", "text": text}
+
+
+def test_a_local_directory_keeps_nothing_the_collector_tracks() -> None:
+    directory = LocalDirectory()
+    with Blackboard(EmbeddedGraph(), config=QUIET, directory=directory) as board:
+        agent = board.agent("do", role="do", task=BOARD_TASK)
+        for index in range(50):
+            agent.write([step(f"urn:lone:n{index}", str(index))], area="execution")
+        agent.write([step("urn:lone:n0", "again")], area="execution")
+        gc.collect()
+        kept = list(directory._records.values()) + list(board.coherence.held.by_key.values())
+        assert len(kept) == 100
+        assert not any(gc.is_tracked(entry) for entry in kept)
+        record = directory.record("urn:lone:n0")
+        assert (record.generation, record.value) == (2, step("urn:lone:n0", "again"))
+        assert directory.holdings("do") == sorted(f"urn:lone:n{i}" for i in range(50))
+
+
+def test_a_held_copy_of_an_integer_over_64_bits_reads_back_whole() -> None:
+    with Blackboard(EmbeddedGraph(), config=QUIET) as board:
+        agent = board.agent("do", role="do", task=BOARD_TASK)
+        big = {"@id": "urn:lone:big", "@type": "Step", "count": 2**70}
+        agent.write([big], area="execution")
+        reading = board.coherence.read("do", "urn:lone:big")
+        assert (reading.kind, reading.value["count"]) == ("hit", 2**70)

@@ -107,8 +107,15 @@ def coordinator(
     def write_back(iri: str, value: dict[str, Any], generation: int) -> None:
         l0[iri] = max(l0.get(iri, 0), generation)
 
-    made = Local(CoherenceCoordinator(source, directory, write_back=write_back), l0)
-    made.coordinator._holds_lease = lambda agent, iri: (agent, iri) in made.leases
+    leases: set[tuple[str, str]] = set()
+    coordinator = CoherenceCoordinator(
+        source,
+        directory,
+        write_back=write_back,
+        holds_write_lease=lambda agent, iri: (agent, iri) in leases,
+    )
+    made = Local(coordinator, l0)
+    made.leases = leases
     return made
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from gliding_core import AgentHandle, InvalidInputError, Memory
 from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.permissions import Operation
 from gliding_core.boundary import translated
 from gliding_core.tools import board_tools, memory_tools
 from tests.test_core.hostile_calls import ALICE, TASK, open_memory, snapshot
@@ -51,6 +52,8 @@ HANDLE: list[tuple[str, Call]] = [
     ("write", lambda m, h: h.write([{"@id": "urn:n:1"}], area="plan", write_id=S)),
     ("write", lambda m, h: h.write(['{"@id": "urn:n:1", "text": "\\ud800"}'], area="plan")),
     ("read", lambda m, h: h.read(S)),
+    ("authorize", lambda m, h: h.authorize(S, Operation.READ)),
+    ("authorize", lambda m, h: h.authorize("plan", S)),  # type: ignore[arg-type]
     ("evict", lambda m, h: h.evict(S)),
     ("by_area", lambda m, h: h.by_area(S)),
     ("by_type", lambda m, h: h.by_type(S)),
@@ -90,6 +93,7 @@ BOARD: list[tuple[str, Call]] = [
     ("write", lambda m, h: m.blackboard.write([{"@id": "urn:n:1"}], graph="urn:g", write_id=S)),
     ("read", lambda m, h: m.blackboard.read(S)),
     ("read_many", lambda m, h: m.blackboard.read_many([S])),
+    ("read_for", lambda m, h: m.blackboard.read_for(h, S)),
     ("by_graph", lambda m, h: m.blackboard.by_graph(S)),
     ("by_task", lambda m, h: m.blackboard.by_task(S)),
     ("by_task", lambda m, h: m.blackboard.by_task(TASK, [S])),
@@ -141,7 +145,15 @@ TOOLS: list[tuple[str, Call]] = [
 # Public methods that take no string, or whose strings are no text a store keeps: a path to
 # open may hold a surrogate that stands for an undecodable byte of a POSIX file name.
 NO_STRING = {
-    "AgentHandle": {"readable_areas", "task_status", "start_task", "complete_task", "fail_task"},
+    "AgentHandle": {
+        "readable_areas",
+        "task_status",
+        "start_task",
+        "complete_task",
+        "fail_task",
+        "area_of",  # a node
+        "check_readable",  # a node
+    },
     "Blackboard": {"close", "open"},
 }
 

@@ -11,18 +11,19 @@ on that backend; then 10,000 linked nodes are loaded and 1-hop and 2-hop CONSTRU
 random nodes are timed (p50/p95). Leases and the flush to L0 are timed once. Synthetic,
 deterministic data (seeded).
 
-The agent figures are taken with coherence on (the board's coordinator, with the directory a memory
-would give it: a dict in this process for the embedded graphs, in memory and on disk, whose one
-process owns the files; a SQLite file shared by the processes at the server). Beside each agent
+The agent figures are taken through the board's coordinator, with the directory a memory would give
+it: a dict in this process for the embedded graphs, in memory and on disk, whose one process owns
+the files; a SQLite file shared by the processes at the server. Beside each agent
 count's single-node write rate, three diagnostics of the same phase (they change nothing it
 measures): ``write_cpu_us``, the process's CPU time a write (user and system, all threads),
 ``write_switches``, its voluntary context switches a write (POSIX), ``write_writer_switches``,
 those of the writing threads alone (Linux's per-thread count; the store's own threads and the main
 thread left out: 0 where there is none), and ``write_group``, the mean number of writes the board's
 commit queue committed together. ``coherence`` compares cached reads through one agent's handle
-with coherence on and off (``coherent=False``) on two boards holding the same nodes, timed in
-alternation, best of ``_ROUNDS`` each, so the machine's load weighs on both alike: ``ratio`` = on /
-off.
+(coherence on: its copy checked with the coordinator) with a reader of this module that reads the
+board's cache and checks the agent's right as a handle does, without a coordinator (off), on two
+boards holding the same nodes, timed in alternation, best of ``_ROUNDS`` each, so the machine's
+load weighs on both alike: ``ratio`` = on / off.
 
 The agent phases and the baseline are run ``repeats`` times (3), in rounds (the baseline, then
 1, 4 and 16 agents, each on a fresh store), so that a slow spell of the shared machine weighs
@@ -53,14 +54,16 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
+from gliding_core.blackboard.permissions import Operation
 from gliding_core.blackboard.rdf import rdf_of
-from gliding_core.blackboard.vocabulary import PROLOGUE
+from gliding_core.blackboard.records import BoardNode
+from gliding_core.blackboard.vocabulary import PROLOGUE, area_in_task
 from gliding_core.cli.benchmarks.leases import lease_benchmark
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
 from gliding_core.config import BlackboardConfig
-from gliding_core.errors import ConfigError, StorageError
+from gliding_core.errors import ConfigError, PermissionDeniedError, StorageError
 from gliding_core.store.sqlite import L0Store
 from gliding_core.testing import oxigraph_server
 
@@ -169,8 +172,8 @@ def _thread_switches() -> int:
 def _write_counters(board: Blackboard) -> tuple[float, int, int, int]:
     """CPU seconds, voluntary switches, and the commit queue's groups and jobs, so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    queue = None if board._coherence is None else board._coherence.queue  # a diagnostic
-    groups, jobs = (0, 0) if queue is None else (queue.groups, queue.jobs)
+    queue = board.writes.queue  # a diagnostic
+    groups, jobs = queue.groups, queue.jobs
     return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw, groups, jobs
 
 
@@ -238,13 +241,13 @@ def _backend(kind: str, directory: Path, server: str | None) -> GraphBackend:
     return endpoint
 
 
-def _board(kind: str, directory: Path, server: str | None, *, coherent: bool) -> Blackboard:
-    """A fresh blackboard on ``kind``, coherent with the directory a memory would give it."""
+def _board(kind: str, directory: Path, server: str | None) -> Blackboard:
+    """A fresh blackboard on ``kind``, with the coherence directory a memory would give it."""
     shared = None
-    if coherent and kind == "server":
+    if kind == "server":
         shared = SQLiteDirectory(Path(tempfile.mkdtemp(dir=directory)) / "coherence.sqlite3")
     backend = _backend(kind, directory, server)
-    return Blackboard(backend, config=_CONFIG, directory=shared, coherent=coherent)
+    return Blackboard(backend, config=_CONFIG, directory=shared)
 
 
 def _backend_figures(
@@ -265,12 +268,12 @@ def _backend_figures(
             baselines.append(_baseline_writes_per_s(raw, nodes))
         for count in AGENTS:
             gc.collect()  # the earlier phases' garbage is not collected inside this one
-            with _board(kind, directory, server, coherent=True) as board:
+            with _board(kind, directory, server) as board:
                 runs[str(count)].append(_agent_figures(board, count, nodes))
     agents = {count: _medians(figures) for count, figures in runs.items()}
     baseline = statistics.median(baselines)
     coherence = _coherence_figures(kind, directory, server, min(nodes, 500))
-    with _board(kind, directory, server, coherent=True) as board:
+    with _board(kind, directory, server) as board:
         constructs = _construct_figures(board, construct_nodes, queries, seed)
     return {
         "agents": agents,
@@ -292,26 +295,60 @@ def _medians(runs: Sequence[dict[str, float]]) -> dict[str, Any]:
     return figures
 
 
+class _Uncoherent:
+    """What an agent's read costs without a coordinator: the baseline of ``coherence``.
+
+    A handle's read without its copy: the node from the board's cache, its area found in the
+    agent's task and the role's right to read there checked, the grant kept as a handle keeps
+    it (the board's coherent handle does the same, then validates its copy).
+    """
+
+    def __init__(self, board: Blackboard, role: str) -> None:
+        self.board, self.role = board, role
+        self.grants: dict[str, str] = {}  # area -> graph, as a handle caches its grants
+
+    def read(self, iri: str) -> BoardNode | None:
+        node = self.board.read(iri)
+        if node is None:
+            return None
+        area = area_in_task(node.graph, TASK)
+        if area is None:
+            raise PermissionDeniedError(
+                f"{node.iri!r} is not in an area of {TASK!r}",
+                role=self.role,
+                graph=node.graph,
+                operation="read",
+            )
+        if area not in self.grants:
+            self.board.permissions.check(self.role, area, Operation.READ, graph=node.graph)
+            self.grants[area] = node.graph
+        return node
+
+
 def _coherence_figures(
     kind: str, directory: Path, server: str | None, nodes: int
 ) -> dict[str, float]:
-    """Cached reads through a handle with coherence on and off, timed in alternation."""
+    """Cached reads through a handle (on) and without a coordinator (off), in alternation."""
     best = {True: 0.0, False: 0.0}
     iris = {c: [f"urn:bench:c{int(c)}:{i}" for i in range(nodes)] for c in (False, True)}
     with contextlib.ExitStack() as stack:
-        boards = {c: stack.enter_context(_board(kind, directory, server, coherent=c)) for c in best}
+        boards = {c: stack.enter_context(_board(kind, directory, server)) for c in best}
         handles = {c: board.agent("reader", role="do", task=TASK) for c, board in boards.items()}
+        readers: dict[bool, AgentHandle | _Uncoherent] = {
+            True: handles[True],
+            False: _Uncoherent(boards[False], "do"),
+        }
         for coherent, handle in handles.items():  # after both opened: a server starts cleared
             batch = [{"@id": iri, "@type": "Step", "summary": "s"} for iri in iris[coherent]]
             handle.write(batch, area="execution")
             for iri in iris[coherent]:
-                handle.read(iri)
+                readers[coherent].read(iri)
         for _ in range(_ROUNDS):
-            for coherent, handle in handles.items():
+            for coherent, reader in readers.items():
                 began = time.perf_counter()
                 for _ in range(2):
                     for iri in iris[coherent]:
-                        handle.read(iri)
+                        reader.read(iri)
                 best[coherent] = max(best[coherent], 2 * nodes / (time.perf_counter() - began))
     return {
         "reads_per_s": round(best[True]),

@@ -1,7 +1,7 @@
 """Benchmark of L2 coherence: tokens and stale reads against Token Coherence on the same traces.
 
 The peer is ``agent-coherence`` (import name ``ccs``, the ``bench`` extra), driven through its
-public ``CoherenceAdapterCore`` with each of its strategies; ours is ``CoherenceCoordinator``.
+public ``CoherenceAdapterCore`` with each of its strategies; ours is ``Coherence``.
 Both replay one seeded trace per run (its canonical workload: 4 agents, 40 ticks, 3 artifacts,
 action probability 0.75; at each tick each agent acts with that probability on an artifact
 chosen uniformly, writing with the write probability, else reading) under the same cost rules:
@@ -33,7 +33,7 @@ from typing import Any
 
 from gliding_core.bus import Event, EventType
 from gliding_core.coherence.context import shown
-from gliding_core.coherence.coordinator import CoherenceCoordinator
+from gliding_core.coherence.coordinator import Coherence
 from gliding_core.coherence.directory import Directory, LocalDirectory
 from gliding_core.coherence.node_sources import DictNodeSource
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
@@ -145,8 +145,8 @@ def trace(
 def run_gliding(
     initial: Sequence[Node], steps: Sequence[Step], cost: Callable[[Any], int]
 ) -> Tally:
-    """Replay ``steps`` on a ``CoherenceCoordinator``; ``cost`` prices a reading."""
-    coordinator = CoherenceCoordinator(DictNodeSource(), LocalDirectory())
+    """Replay ``steps`` on a ``Coherence``; ``cost`` prices a reading."""
+    coordinator = Coherence(DictNodeSource(), LocalDirectory())
     tally = Tally()
 
     def on_invalidation(event: Event) -> None:
@@ -336,7 +336,7 @@ def read_path(reads: int = 20_000, nodes: int = 10) -> dict[str, float]:
         }
         source = DictNodeSource()
         for name, directory in directories.items():
-            coordinator = CoherenceCoordinator(source, directory)
+            coordinator = Coherence(source, directory)
             for iri in iris:
                 coordinator.write(
                     name, iri, {"@id": iri, **node}, based_on=_generation(source, iri)

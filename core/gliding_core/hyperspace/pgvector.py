@@ -203,6 +203,22 @@ class PgVectorIndex(FollowingIndex):
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def scrub(self) -> None:
+        """Leave nothing of removed entries in the index's table: rewrite it and its HNSW
+        index into new files (``VACUUM FULL``), the old ones dropped.
+
+        A deleted row's vector and IRI stay in the table's pages (a dead tuple) and in the
+        HNSW graph until then. The table is locked while it is copied (queries and writes of
+        this index wait). The write-ahead log, replicas and backups are the server
+        administrator's.
+        """
+        self.catch_up()
+        with (
+            self._db.translated(f"scrubbing the dense index {self.name!r}"),
+            self._db.connection() as conn,
+        ):
+            conn.execute(f"VACUUM (FULL, ANALYZE) {self.table}")
+
     def _ids(self) -> Iterator[str]:
         last = ""
         while True:

@@ -68,7 +68,7 @@ from itertools import chain
 from typing import Any, Literal
 
 from gliding_core.boundary import translate, translated
-from gliding_core.config import ExpiryConfig, StoreConfig
+from gliding_core.config import StoreConfig
 from gliding_core.errors import (
     ClosedError,
     EntryNotFoundError,
@@ -131,6 +131,7 @@ from gliding_core.store.staging import (
     restage,
     stage,
 )
+from gliding_core.store.staging import default_ttl as _default_ttl
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,6 @@ _MAX_PARAMETERS = 999  # per statement: SQLite's default bound before 3.32.0
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
-SCOPE_TAG = "scope:"  # the tag of a scope's entries: ``gliding_core.store.scope.TAG_PREFIX``
 
 
 class L0Store:
@@ -1418,19 +1418,6 @@ def _upgrade(conn: sqlite3.Connection) -> None:
 
 def _finite(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _default_ttl(record: Record, settings: ExpiryConfig) -> float | None:
-    """The TTL a new entry written without one gets: its graph's, its scopes' or the default."""
-    graph = record.named_graph
-    if graph is not None and graph in settings.by_graph:
-        return settings.by_graph[graph]
-    scoped = [
-        settings.by_scope[tag[len(SCOPE_TAG) :]]
-        for tag in record.tags
-        if tag.startswith(SCOPE_TAG) and tag[len(SCOPE_TAG) :] in settings.by_scope
-    ]
-    return min(scoped) if scoped else settings.default_s
 
 
 def _ranked(columns: str, condition: str, *, parted: bool) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gliding_core.config import StoreConfig
+from gliding_core.config import ExpiryConfig, StoreConfig
 from gliding_core.errors import ContentTooLargeError, NodeTooDeepError
 from gliding_core.jsonld import (
     MAX_DEPTH_CEILING,
@@ -373,3 +373,19 @@ class Rows:
         if text != old_text:
             self.relogged.append(iri)
         self.changes.append((iri, text))
+
+
+SCOPE_TAG = "scope:"  # the tag of a scope's entries: ``gliding_core.store.scope.TAG_PREFIX``
+
+
+def default_ttl(record: Record, settings: ExpiryConfig) -> float | None:
+    """The TTL a new entry written without one gets: its graph's, its scopes' or the default."""
+    graph = record.named_graph
+    if graph is not None and graph in settings.by_graph:
+        return settings.by_graph[graph]
+    scoped = [
+        settings.by_scope[tag[len(SCOPE_TAG) :]]
+        for tag in record.tags
+        if tag.startswith(SCOPE_TAG) and tag[len(SCOPE_TAG) :] in settings.by_scope
+    ]
+    return min(scoped) if scoped else settings.default_s

@@ -150,6 +150,17 @@ CREATE INDEX coordination_messages_by_task ON coordination_messages (task, seque
 """
 
 
+_TABLE_NAMES = (
+    "coordination_leases",
+    "coordination_fences",
+    "coordination_tasks",
+    "coordination_task_dependencies",
+    "coordination_agents",
+    "coordination_messages",
+)
+"""The coordination tables, which ``scrub`` rewrites."""
+
+
 def _create_tables(conn: psycopg.Connection[Any]) -> None:
     conn.execute(_TABLES)
 
@@ -325,6 +336,30 @@ class PostgresCoordinationStore:
         finally:
             frame.savepoints -= 1
         frame.conn.execute(f"RELEASE SAVEPOINT {name}")
+
+    def scrub(self) -> None:
+        """Make deleted records unrecoverable from the store's tables.
+
+        PostgreSQL keeps a deleted row's bytes in its table's pages until they are reused, and
+        an index keeps its keys: this rewrites the coordination tables and their indexes into
+        new files (``VACUUM FULL``), dropping the old ones. Each table is locked while it is
+        copied (writers and readers wait; the scrub waits for the lock at most the database's
+        lock timeout). The
+        write-ahead log, replicas and backups are the server administrator's.
+
+        Raises:
+            InvalidInputError: the calling thread is inside a transaction of this store.
+            StorageError: PostgreSQL failed, or a lock was not granted in time.
+        """
+        self._check_open()
+        if self._frames.stack:
+            raise InvalidInputError("scrub() cannot run inside a coordination transaction")
+        with (
+            self.database.translated("scrubbing the coordination store"),
+            self.database.connection() as conn,
+        ):
+            for table in _TABLE_NAMES:
+                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
 
     def close(self) -> None:
         """Close the store (and its database when it owns it); twice is harmless."""
@@ -856,4 +891,10 @@ class PostgresMessages:
         cursor = self._conn.execute(
             "DELETE FROM coordination_messages WHERE sequence <= %s", (up_to,)
         )
+        return cursor.rowcount
+
+    def forget_task(self, task: str) -> int:
+        """Delete every message of ``task``; return how many (their sequences are never
+        given out again: they come from a sequence)."""
+        cursor = self._conn.execute("DELETE FROM coordination_messages WHERE task = %s", (task,))
         return cursor.rowcount

@@ -41,6 +41,7 @@ import dataclasses
 import gc
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -80,14 +81,22 @@ from gliding_core.store.columns import (
     state_of,
     to_entry,
 )
-from gliding_core.store.entry import Edge, Entry, MesiState, Record, TextHit, check_importance
+from gliding_core.store.entry import (
+    Edge,
+    Entry,
+    MesiState,
+    Record,
+    Restored,
+    TextHit,
+    check_importance,
+)
 from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.lexical import query_terms
 from gliding_core.store.parts import fits_whole, headed, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
 from gliding_core.store.postgres.lexical import ranked_sql
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
-from gliding_core.store.postgres.schema import COMPONENT, MIGRATIONS, Postings
+from gliding_core.store.postgres.schema import COMPONENT, MIGRATIONS, NOW, Postings, live
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
@@ -95,6 +104,7 @@ from gliding_core.store.staging import (
     Staged,
     check_record,
     check_tags,
+    default_ttl,
     new_entry,
     restage,
     stage,
@@ -147,6 +157,18 @@ _LOG = (
     " ON CONFLICT (iri) DO UPDATE SET seq = excluded.seq"
 )
 _HEAD = "SELECT COALESCE(max(seq), 0) FROM changes"
+# The store's tables, which ``scrub`` rewrites.
+_TABLES = (
+    "entries",
+    "entry_tags",
+    "entry_types",
+    "edges",
+    "postings",
+    "text_stats",
+    "entry_expiry",
+    "changes",
+    "watermarks",
+)
 
 
 def _retryable(exc: psycopg.Error) -> bool:
@@ -387,8 +409,11 @@ class PostgresEntryStore:
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
+        ttl: float | None = None,
     ) -> str:
-        """Store a JSON-LD node (a mapping or JSON text), merged into the entry of its ``@id``."""
+        """Store a JSON-LD node (a mapping or JSON text), merged into the entry of its ``@id``;
+        with ``ttl``, the entry expires that many seconds from now by the server's clock
+        (``math.inf``: never; without, it keeps its expiry)."""
         record = Record(
             node,
             tags=tags,
@@ -396,6 +421,7 @@ class PostgresEntryStore:
             named_graph=named_graph,
             metadata=metadata,
             mesi_state=mesi_state,
+            ttl=ttl,
         )
         return self._checked_many([record], "put", merge=True)[0]
 
@@ -412,8 +438,10 @@ class PostgresEntryStore:
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
+        ttl: float | None = None,
     ) -> str:
-        """Store a node as exactly the entry of its ``@id`` (nothing merges); return its IRI."""
+        """Store a node as exactly the entry of its ``@id`` (nothing merges); return its IRI
+        (``ttl`` as ``put``'s)."""
         record = Record(
             node,
             tags=tags,
@@ -421,6 +449,7 @@ class PostgresEntryStore:
             named_graph=named_graph,
             metadata=metadata,
             mesi_state=mesi_state,
+            ttl=ttl,
         )
         return self._checked_many([record], "replace", merge=False)[0]
 
@@ -477,7 +506,9 @@ class PostgresEntryStore:
         """
         validate_iri(iri)
         with self._reading() as conn:
-            row = conn.execute("SELECT id, content FROM entries WHERE iri = %s", (iri,)).fetchone()
+            row = conn.execute(
+                f"SELECT id, content FROM entries AS e WHERE iri = %s AND {live('e.id')}", (iri,)
+            ).fetchone()
             if row is None:
                 return None
             text = read_parts(conn, row[0])
@@ -492,8 +523,20 @@ class PostgresEntryStore:
     ) -> list[str]:
         if isinstance(records, (str, bytes, Mapping)):
             raise InvalidInputError(f"{what} takes an iterable of records, got {preview(records)}")
+        requests = self._requests(records)
+        self._check_open()
+        now = time.time()
+        self._write(
+            "writing to the L0 store", lambda tx: self._write_batch(tx, requests, merge, now)
+        )
+        return [node["@id"] for node, _, _ in requests]
+
+    def _requests(
+        self, records: Iterable[Record | Mapping[str, Any] | str]
+    ) -> list[tuple[Node, str, Record]]:
+        """Validate every item, then check every size, before anything is written; give each
+        node without ``@id`` a minted IRI."""
         requests: list[tuple[Node, str, Record]] = []
-        # Every item is validated, then every size checked, before anything is written.
         batch = [item if isinstance(item, Record) else Record(item) for item in records]
         for record in batch:
             node, content = record.node, record.content
@@ -502,20 +545,28 @@ class PostgresEntryStore:
                 content = canonical_json(node)
             check_record(record, node["@id"], content, self.config)
             requests.append((node, content, record))
-        self._check_open()
-        now = time.time()
-        self._write(
-            "writing to the L0 store", lambda tx: self._write_batch(tx, requests, merge, now)
-        )
-        return [node["@id"] for node, _, _ in requests]
+        return requests
 
     def _write_batch(
         self, tx: _Transaction, requests: list[tuple[Node, str, Record]], merge: bool, now: float
     ) -> None:
-        """Stage a batch against the stored entries and write it (see ``store.staging``)."""
+        """Stage a batch against the stored entries and write it (see ``store.staging``).
+
+        An expired entry among them is deleted first (as ``delete`` does), so the write starts
+        a new entry rather than reviving it. Then each request's expiry is set.
+        """
         conn = tx.conn
         iris = [node["@id"] for node, _, _ in requests]
         staged = _load(conn, iris)
+        if staged:
+            expired = _expired(conn, [entry.id for entry in staged.values()])
+            if expired:
+                gone = [iri for iri, entry in staged.items() if entry.id in expired]
+                self._delete_rows(tx, gone)
+                for iri in gone:
+                    del staged[iri]
+                    self._access.forget(iri)
+        known = set(staged)
         new = len({iri for iri in iris if iri not in staged})
         ids = iter(_new_ids(conn, new))
         rows = Rows()
@@ -536,6 +587,26 @@ class PostgresEntryStore:
             if enabled:
                 gc.enable()
         self._write_rows(tx, rows)
+        _set_expiry(conn, self._expiries(requests, known), relative=True)
+
+    def _expiries(
+        self, requests: list[tuple[Node, str, Record]], known: set[str]
+    ) -> dict[str, float | None]:
+        """The TTL each request sets (``None``: none any more), by IRI; the last one wins.
+
+        A request with a TTL sets it; a new entry without one gets the configured default.
+        """
+        settings = self.config.expiry
+        defaults = bool(settings.default_s or settings.by_graph or settings.by_scope)
+        out: dict[str, float | None] = {}
+        for node, _, record in requests:
+            iri = node["@id"]
+            ttl = record.ttl
+            if ttl is None and defaults and iri not in known and iri not in out:
+                ttl = default_ttl(record, settings)
+            if ttl is not None:
+                out[iri] = None if math.isinf(ttl) else ttl
+        return out
 
     def _stage(
         self,
@@ -615,7 +686,8 @@ class PostgresEntryStore:
         def work(tx: _Transaction) -> Entry:
             conn = tx.conn
             row = conn.execute(
-                "SELECT id, tags FROM entries WHERE iri = %s FOR UPDATE", (iri,)
+                f"SELECT id, tags FROM entries AS e WHERE iri = %s AND {live('e.id')} FOR UPDATE",
+                (iri,),
             ).fetchone()
             if row is None:
                 raise EntryNotFoundError(f"no L0 entry has the IRI {iri!r}")
@@ -639,37 +711,170 @@ class PostgresEntryStore:
     def delete(self, iri: str) -> bool:
         """Delete an entry from the store and from every index; return whether it existed."""
         validate_iri(iri)
+        return bool(self.delete_many([iri]))
 
-        def work(tx: _Transaction) -> bool:
-            conn = tx.conn
-            row = conn.execute(
-                "SELECT id, tags, jsonld_types, content FROM entries WHERE iri = %s FOR UPDATE",
-                (iri,),
-            ).fetchone()
-            if row is None:
-                return False
-            entry_id, text = row[0], node_text(parse_canonical(row[3]))
-            if text:
-                removed = Postings()
-                tx.tokens -= removed.add(entry_id, text)
-                tx.documents -= 1
-                removed.delete(conn)
-            drop_parts(conn, tx, [entry_id])
-            with conn.pipeline():
-                conn.execute("DELETE FROM edges WHERE source_id = %s", (entry_id,))
-                conn.execute("DELETE FROM entries WHERE id = %s", (entry_id,))
-                tags = [(tag, entry_id) for tag in split(row[1])]
-                _labels(conn, _DELETE_LABELS, "entry_tags", "tag", tags)
-                types = [(kind, entry_id) for kind in split(row[2])]
-                _labels(conn, _DELETE_LABELS, "entry_types", "type", types)
-            tx.relogged.append(iri)
-            tx.changes.append((iri, None))
-            return True
+    def delete_many(self, iris: Sequence[str]) -> list[str]:
+        """Delete entries from the store and every index, in one transaction.
 
-        deleted = self._write("deleting an L0 entry", work)
-        if deleted:
+        Returns the IRIs that existed (and are gone now), in the order given; the others are
+        left out. Each deletion is a change of the change log, like ``delete``'s.
+
+        Raises:
+            InvalidInputError: ``iris`` is not a list of IRIs.
+        """
+        unique = check_iris(iris)
+        deleted = self._write("deleting L0 entries", lambda tx: self._delete_rows(tx, unique))
+        for iri in deleted:
             self._access.forget(iri)
         return deleted
+
+    @staticmethod
+    def _delete_rows(tx: _Transaction, iris: Sequence[str]) -> list[str]:
+        """Delete the entries of ``iris`` (expired or not) and their index rows inside ``tx``;
+        return the IRIs found, in the order given. Rows are locked in IRI order, as merges
+        lock them."""
+        conn = tx.conn
+        rows = conn.execute(
+            "SELECT id, iri, tags, jsonld_types, content FROM entries"
+            " WHERE iri = ANY(%s::text[]) ORDER BY iri FOR UPDATE",
+            (list(iris),),
+        ).fetchall()
+        if not rows:
+            return []
+        order = {iri: position for position, iri in enumerate(iris)}
+        rows.sort(key=lambda row: order[row[1]])
+        removed = Postings()
+        tags: list[tuple[str, int]] = []
+        types: list[tuple[str, int]] = []
+        for entry_id, _, tag_text, type_text, content in rows:
+            text = node_text(parse_canonical(content))
+            if text:
+                tx.tokens -= removed.add(entry_id, text)
+                tx.documents -= 1
+            tags += [(tag, entry_id) for tag in split(tag_text)]
+            types += [(kind, entry_id) for kind in split(type_text)]
+        ids = [row[0] for row in rows]
+        removed.delete(conn)
+        drop_parts(conn, tx, ids)
+        with conn.pipeline():
+            conn.execute("DELETE FROM edges WHERE source_id = ANY(%s::bigint[])", (ids,))
+            conn.execute("DELETE FROM entries WHERE id = ANY(%s::bigint[])", (ids,))
+            conn.execute("DELETE FROM entry_expiry WHERE entry_id = ANY(%s::bigint[])", (ids,))
+            _labels(conn, _DELETE_LABELS, "entry_tags", "tag", tags)
+            _labels(conn, _DELETE_LABELS, "entry_types", "type", types)
+        gone = [row[1] for row in rows]
+        tx.relogged += gone
+        tx.changes += [(iri, None) for iri in gone]
+        return gone
+
+    def restore_many(self, items: Sequence[Restored]) -> list[str]:
+        """Write entries back exactly as exported, in one transaction; return their IRIs.
+
+        Each becomes exactly its record (as ``replace``), with the creation time and the expiry
+        given (none: it never expires, whatever the configured defaults); an entry of the same
+        IRI is replaced.
+
+        Raises:
+            InvalidInputError: an item is not a ``Restored`` or its times are not finite.
+        """
+        checked = list(items) if isinstance(items, (list, tuple)) else None
+        if checked is None or not all(isinstance(item, Restored) for item in checked):
+            raise InvalidInputError(f"items must be a list of Restored, got {preview(items)}")
+        for item in checked:
+            for value in (item.created_at, item.expires_at):
+                if value is not None and not _finite(value):
+                    raise InvalidInputError(f"a time must be a finite number, got {preview(value)}")
+        requests = self._requests([item.record for item in checked])
+        iris = [node["@id"] for node, _, _ in requests]
+        self._check_open()
+        now = time.time()
+
+        def work(tx: _Transaction) -> None:
+            self._write_batch(tx, requests, False, now)
+            times = {iri: item for iri, item in zip(iris, checked, strict=True)}  # the last wins
+            tx.conn.execute(
+                "UPDATE entries AS e SET created_at = u.created,"
+                " last_accessed = GREATEST(e.last_accessed, u.created)"
+                " FROM unnest(%s::text[], %s::float8[]) AS u(iri, created) WHERE e.iri = u.iri",
+                (list(times), [item.created_at for item in times.values()]),
+            )
+            expiries = {iri: item.expires_at for iri, item in times.items()}
+            _set_expiry(tx.conn, expiries, relative=False)
+
+        self._write("restoring L0 entries", work)
+        return iris
+
+    def scan_entries(self, batch: int = 1_000) -> Iterator[list[Entry]]:
+        """Yield every live entry, oldest first, in batches (to export the store)."""
+        size, last = check_limit(batch), 0
+        while True:
+            with self._reading() as conn:
+                rows = conn.execute(
+                    f"SELECT id, {COLUMNS} FROM live_entries WHERE id > %s ORDER BY id LIMIT %s",
+                    (last, size),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [to_entry(row[1:]) for row in rows]
+
+    def expires_at(self, iris: Sequence[str]) -> dict[str, float]:
+        """Return when each live entry among ``iris`` that has a TTL expires (UNIX seconds)."""
+        sql = (
+            "SELECT e.iri, x.expires_at FROM live_entries AS e JOIN entry_expiry AS x"
+            " ON x.entry_id = e.id WHERE e.iri = ANY(%s::text[])"
+        )
+        return dict(self._over(iris, sql))
+
+    def sweep_expired(self, *, limit: int = 1_000) -> list[Entry]:
+        """Delete up to ``limit`` expired entries in one transaction (as ``delete`` does:
+        every index, the access statistics, the change log); return them as they were,
+        soonest expired first.
+
+        Entries another transaction holds are skipped (``SKIP LOCKED``): sweepers in several
+        processes share the work rather than wait for each other, and a writer holding an
+        expired entry deletes it itself.
+        """
+        count = check_limit(limit)
+
+        def work(tx: _Transaction) -> list[Any]:
+            rows = tx.conn.execute(
+                f"SELECT {QUALIFIED} FROM entries AS e JOIN entry_expiry AS x"
+                f" ON x.entry_id = e.id WHERE x.expires_at <= {NOW}"
+                " ORDER BY x.expires_at, e.id LIMIT %s FOR UPDATE OF e SKIP LOCKED",
+                (count,),
+            ).fetchall()
+            self._delete_rows(tx, [row[0] for row in rows])
+            return rows
+
+        rows = self._write("sweeping expired L0 entries", work)
+        for row in rows:
+            self._access.forget(row[0])
+        return [to_entry(row) for row in rows]
+
+    def scrub(self) -> None:
+        """Make what was deleted unrecoverable from the store's tables.
+
+        PostgreSQL keeps a deleted row's bytes in its table's pages (a dead tuple) until they
+        are reused, and an index keeps its keys. This rewrites the store's tables and their
+        indexes into new files (``VACUUM FULL``), dropping the old ones, after writing the
+        buffered access statistics. Each table is locked while it is copied: readers and
+        writers of the store wait for it (at most ``StoreConfig.busy_timeout_ms`` for the
+        lock, then ``StorageError``). What the memory cannot reach is the server
+        administrator's: the write-ahead log until it is recycled, replicas, backups and
+        archives, and the blocks a file system keeps after a file is removed.
+
+        Raises:
+            InvalidInputError: the calling thread is inside a transaction of this store (a
+                ``VACUUM`` cannot run in one, and would wait for that transaction's locks).
+            StorageError: PostgreSQL failed, or a lock was not granted in time.
+        """
+        if self.in_transaction():
+            raise InvalidInputError("scrub() cannot run inside store.transaction()")
+        self.flush_access()
+        with self._db.translated("scrubbing the L0 store"), self._db.connection() as conn:
+            for table in _TABLES:
+                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
 
     # -- the change log ------------------------------------------------------------------------
 
@@ -690,7 +895,7 @@ class PostgresEntryStore:
         with self._reading("reading the L0 change log") as conn:
             rows = conn.execute(
                 "SELECT c.seq, c.iri, e.content FROM changes AS c"
-                " LEFT JOIN entries AS e ON e.iri = c.iri WHERE c.seq > %s ORDER BY c.seq"
+                " LEFT JOIN live_entries AS e ON e.iri = c.iri WHERE c.seq > %s ORDER BY c.seq"
                 " LIMIT %s",
                 (start, count),
             ).fetchall()
@@ -782,7 +987,7 @@ class PostgresEntryStore:
         """Return the entry for ``iri``, or ``None``; counts the read (buffered, see above)."""
         validate_iri(iri)
         rows = self._read_entries(
-            f"SELECT {COLUMNS} FROM entries WHERE iri = %s", (iri,), counted=iri
+            f"SELECT {COLUMNS} FROM live_entries WHERE iri = %s", (iri,), counted=iri
         )
         return to_entry(rows[0]) if rows else None
 
@@ -795,7 +1000,7 @@ class PostgresEntryStore:
         """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
         unique = check_iris(iris)
         rows = self._read_entries(
-            f"SELECT {COLUMNS} FROM entries WHERE iri = ANY(%s::text[])", (unique,)
+            f"SELECT {COLUMNS} FROM live_entries WHERE iri = ANY(%s::text[])", (unique,)
         )
         return {row[0]: to_entry(row) for row in rows}
 
@@ -803,13 +1008,13 @@ class PostgresEntryStore:
         if not isinstance(iri, str) or not encodes_as_utf8(iri) or "\x00" in iri:
             return False
         with self._reading() as conn:
-            found = conn.execute("SELECT 1 FROM entries WHERE iri = %s", (iri,))
+            found = conn.execute("SELECT 1 FROM live_entries WHERE iri = %s", (iri,))
             return found.fetchone() is not None
 
     def count(self) -> int:
         """Return the number of entries."""
         with self._reading() as conn:
-            value: int = _one(conn.execute("SELECT count(*) FROM entries"))
+            value: int = _one(conn.execute("SELECT count(*) FROM live_entries"))
         return value
 
     def by_tags(
@@ -873,12 +1078,12 @@ class PostgresEntryStore:
 
     def contents(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the stored JSON-LD text of the existing entries among ``iris``, by IRI."""
-        rows = self._over(iris, "SELECT iri, content FROM entries WHERE iri = ANY(%s::text[])")
+        rows = self._over(iris, "SELECT iri, content FROM live_entries WHERE iri = ANY(%s::text[])")
         return dict(rows)
 
     def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the named graph of each entry among ``iris`` that has one, by IRI."""
-        sql = "SELECT iri, named_graph FROM entries WHERE iri = ANY(%s::text[])"
+        sql = "SELECT iri, named_graph FROM live_entries WHERE iri = ANY(%s::text[])"
         return {iri: graph for iri, graph in self._over(iris, sql) if graph is not None}
 
     def _over(self, iris: Sequence[str], sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -892,7 +1097,7 @@ class PostgresEntryStore:
         validate_iri(iri)
         if direction not in ("out", "in", "both"):
             raise InvalidInputError(f"direction must be 'out', 'in' or 'both', got {direction!r}")
-        join = "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+        join = "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN live_entries AS e"
         edges: list[Edge] = []
         with self._reading() as conn:
             if direction in ("out", "both"):
@@ -913,7 +1118,7 @@ class PostgresEntryStore:
         """Return ``(iri, neighbour)`` pairs joined by an edge under one of ``predicates``, in
         either direction, for the given IRIs."""
         wanted = check_names(predicates, "predicates")
-        join = "FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+        join = "FROM edges AS g JOIN live_entries AS e ON e.id = g.source_id"
         where = "WHERE g.predicate = ANY(%s::text[]) AND"
         outgoing = f"SELECT e.iri, g.target {join} {where} e.iri = ANY(%s::text[])"
         incoming = f"SELECT g.target, e.iri {join} {where} g.target = ANY(%s::text[])"
@@ -926,10 +1131,12 @@ class PostgresEntryStore:
         wanted = check_names(predicates, "predicates")
         with self._reading() as conn:
             typed = conn.execute(
-                "SELECT e.iri, t.type FROM entry_types AS t JOIN entries AS e ON e.id = t.entry_id"
+                "SELECT e.iri, t.type FROM entry_types AS t JOIN live_entries AS e"
+                " ON e.id = t.entry_id"
             ).fetchall()
             linked = conn.execute(
-                "SELECT e.iri, g.target FROM edges AS g JOIN entries AS e ON e.id = g.source_id"
+                "SELECT e.iri, g.target FROM edges AS g JOIN live_entries AS e"
+                " ON e.id = g.source_id"
                 " WHERE g.predicate = ANY(%s::text[])",
                 (wanted,),
             ).fetchall()
@@ -937,18 +1144,24 @@ class PostgresEntryStore:
 
     def tag_counts(self) -> dict[str, int]:
         """Return the number of entries per tag, most used first."""
-        return self._counts("SELECT tag, count(*) AS n FROM entry_tags GROUP BY tag")
+        return self._counts(
+            f"SELECT tag, count(*) AS n FROM entry_tags AS t WHERE {live('t.entry_id')}"
+            " GROUP BY tag"
+        )
 
     def graph_counts(self) -> dict[str, int]:
         """Return the number of entries per named graph, largest first."""
         return self._counts(
-            "SELECT named_graph, count(*) AS n FROM entries WHERE named_graph IS NOT NULL"
+            "SELECT named_graph, count(*) AS n FROM live_entries WHERE named_graph IS NOT NULL"
             " GROUP BY named_graph"
         )
 
     def type_counts(self) -> dict[str, int]:
         """Return the number of entries per JSON-LD type, most used first."""
-        return self._counts("SELECT type, count(*) AS n FROM entry_types GROUP BY type")
+        return self._counts(
+            f"SELECT type, count(*) AS n FROM entry_types AS t WHERE {live('t.entry_id')}"
+            " GROUP BY type"
+        )
 
     def _counts(self, sql: str) -> dict[str, int]:
         with self._reading() as conn:
@@ -956,7 +1169,7 @@ class PostgresEntryStore:
         return {name: n for name, n in rows}
 
     def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
-        sql = f"SELECT {QUALIFIED} FROM entries AS e {clause}"
+        sql = f"SELECT {QUALIFIED} FROM live_entries AS e {clause}"
         args = list(params)
         if limit is not None:
             sql += " LIMIT %s"
@@ -969,7 +1182,7 @@ class PostgresEntryStore:
         while True:
             with self._reading() as conn:
                 rows = conn.execute(
-                    "SELECT id, iri, content FROM entries WHERE id > %s ORDER BY id LIMIT %s",
+                    "SELECT id, iri, content FROM live_entries WHERE id > %s ORDER BY id LIMIT %s",
                     (last, size),
                 ).fetchall()
             if not rows:
@@ -1034,10 +1247,11 @@ class PostgresEntryStore:
         if iris is None:
             with self._reading() as conn:
                 rows = conn.execute(
-                    f"SELECT e.iri FROM entries AS e WHERE {condition} ORDER BY e.id", params
+                    f"SELECT e.iri FROM live_entries AS e WHERE {condition} ORDER BY e.id",
+                    params,
                 ).fetchall()
             return [row[0] for row in rows]
-        sql = f"SELECT e.iri FROM entries AS e WHERE {condition} AND e.iri = ANY(%s::text[])"
+        sql = f"SELECT e.iri FROM live_entries AS e WHERE {condition} AND e.iri = ANY(%s::text[])"
         found = {row[0] for row in self._over(iris, sql, params)}
         return [iri for iri in dict.fromkeys(iris) if iri in found]
 
@@ -1110,6 +1324,47 @@ def _load(conn: psycopg.Connection[Any], iris: list[str]) -> dict[str, Staged]:
             indexed_types=split(row[11]),
         )
     return found
+
+
+def _expired(conn: psycopg.Connection[Any], ids: list[int]) -> set[int]:
+    """The ids among ``ids`` of entries that have expired."""
+    rows = conn.execute(
+        f"SELECT entry_id FROM entry_expiry WHERE entry_id = ANY(%s::bigint[])"
+        f" AND expires_at <= {NOW}",
+        (ids,),
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
+def _set_expiry(
+    conn: psycopg.Connection[Any], expiries: dict[str, float | None], *, relative: bool
+) -> None:
+    """Set the expiry of the entries of ``expiries``' IRIs: ``None`` removes it; else a TTL
+    counted from now by the server's clock (``relative``) or a time (UNIX seconds)."""
+    if not expiries:
+        return
+    timed = {iri: at for iri, at in expiries.items() if at is not None}
+    start = NOW + " + " if relative else ""
+    with conn.pipeline():
+        if timed:
+            conn.execute(
+                f"INSERT INTO entry_expiry (entry_id, expires_at) SELECT e.id, {start}u.at"
+                " FROM unnest(%s::text[], %s::float8[]) AS u(iri, at)"
+                " JOIN entries AS e ON e.iri = u.iri ORDER BY e.id"
+                " ON CONFLICT (entry_id) DO UPDATE SET expires_at = excluded.expires_at",
+                (list(timed), list(timed.values())),
+            )
+        untimed = [iri for iri, at in expiries.items() if at is None]
+        if untimed:
+            conn.execute(
+                "DELETE FROM entry_expiry WHERE entry_id IN"
+                " (SELECT id FROM entries WHERE iri = ANY(%s::text[]))",
+                (untimed,),
+            )
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _new_ids(conn: psycopg.Connection[Any], count: int) -> list[int]:

@@ -23,6 +23,7 @@ log's lock (``store.postgres.entries``), so concurrent writers never wait on tha
 from __future__ import annotations
 
 from gliding_core.store.lexical import K1, MIN_IDF, B
+from gliding_core.store.postgres.schema import live
 
 
 def _number(value: float) -> str:
@@ -65,7 +66,8 @@ scores AS (
 def ranked_sql(columns: str, condition: str | None) -> str:
     """Return the statement that ranks entries by BM25 and selects ``columns`` of the best.
 
-    ``columns`` are on the alias ``e`` of ``entries``; the score follows them. Its parameters:
+    ``columns`` are on the alias ``e`` of ``entries``; the score follows them. Expired entries
+    are left out before the best are chosen (a limit never counts one). Its parameters:
     the query's terms; the change of the number of entries with text and of their length that
     the reader's own transaction has not yet added to ``text_stats`` (0 and 0 outside one);
     the terms again with how many query words gave each; then the parameters of ``condition``
@@ -73,13 +75,14 @@ def ranked_sql(columns: str, condition: str | None) -> str:
     """
     if condition is None:
         return (
-            f"{_SCORED}, best AS (SELECT entry_id, score FROM scores"
-            " ORDER BY score DESC, entry_id LIMIT %s)"
+            f"{_SCORED}, best AS (SELECT s.entry_id, s.score FROM scores AS s"
+            f" WHERE {live('s.entry_id')}"
+            " ORDER BY s.score DESC, s.entry_id LIMIT %s)"
             f" SELECT {columns}, b.score FROM best AS b JOIN entries AS e ON e.id = b.entry_id"
             " ORDER BY b.score DESC, e.id"
         )
     return (
         f"{_SCORED} SELECT {columns}, s.score FROM scores AS s"
-        f" JOIN entries AS e ON e.id = s.entry_id WHERE {condition}"
+        f" JOIN live_entries AS e ON e.id = s.entry_id WHERE {condition}"
         " ORDER BY s.score DESC, e.id LIMIT %s"
     )

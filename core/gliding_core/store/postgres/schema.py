@@ -15,9 +15,15 @@ shared row code (``store.columns``) and the filters' SQL (``store.filters``) ser
 Labels, IRIs and terms are compared byte by byte (``COLLATE "C"``): the order of code points,
 as SQLite compares, which the prefix filters rely on, and faster than a language's collation.
 
+Expiry: ``entry_expiry`` holds the expiry time (UNIX seconds) of each entry that has one, and
+every read goes through the view ``live_entries``, the entries less those expired by the
+server's clock at the statement's start (``LIVE``), so an entry vanishes from every read the
+moment it expires, whichever process reads. A table beside the entries rather than a column:
+most entries never expire, and the view's anti-join probes an index holding only those that do.
+
 ``MIGRATIONS`` lists the schema's versions; ``Database.prepare`` runs the ones a schema lacks.
 Version 2 added the lexical index and fills it from the entries already stored; version 3 the
-table of texts kept in parts (``entry_parts``).
+expiry table and the live view; version 4 the table of texts kept in parts (``entry_parts``).
 """
 
 from __future__ import annotations
@@ -81,6 +87,26 @@ CREATE TABLE postings (
 );
 CREATE TABLE text_stats (documents bigint NOT NULL, tokens bigint NOT NULL);
 INSERT INTO text_stats (documents, tokens) VALUES (0, 0);
+"""
+
+NOW = "extract(epoch FROM statement_timestamp())::float8"
+"""The server's clock as UNIX seconds, fixed for a statement: the clock expiry is read by."""
+EXPIRED = f"SELECT entry_id FROM entry_expiry WHERE expires_at <= {NOW}"
+"""The ids of the entries that have expired (not yet swept)."""
+
+
+def live(entry_id: str) -> str:
+    """The condition that the entry whose id is the column ``entry_id`` has not expired."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM entry_expiry AS x WHERE x.entry_id = {entry_id}"
+        f" AND x.expires_at <= {NOW})"
+    )
+
+
+_EXPIRY = f"""
+CREATE TABLE entry_expiry (entry_id bigint PRIMARY KEY, expires_at double precision NOT NULL);
+CREATE INDEX entry_expiry_by_time ON entry_expiry (expires_at);
+CREATE VIEW live_entries AS SELECT * FROM entries AS e WHERE {live("e.id")};
 """
 
 _BATCH = 1_000
@@ -161,6 +187,10 @@ class Postings:
             )
 
 
+def _create_expiry(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(_EXPIRY)
+
+
 def _create_parts(conn: psycopg.Connection[Any]) -> None:
     """The table of texts kept in parts (``store.postgres.parts``)."""
     conn.execute(
@@ -172,6 +202,7 @@ def _create_parts(conn: psycopg.Connection[Any]) -> None:
 MIGRATIONS: list[Migration] = [
     (1, "create the entry tables", _create_entries),
     (2, "create the lexical index", _create_lexical_index),
-    (3, "create the table of texts in parts", _create_parts),
+    (3, "create the expiry table", _create_expiry),
+    (4, "create the table of texts in parts", _create_parts),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

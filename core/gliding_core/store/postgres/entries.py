@@ -490,8 +490,8 @@ class PostgresEntryStore:
 
         def work(tx: _Transaction) -> str:
             (iri,) = self._checked_many([head], "put_text", merge=False)
-            row = tx.conn.execute("SELECT id FROM entries WHERE iri = %s", (iri,)).fetchone()
-            write_parts(tx.conn, tx, int(row[0]), text, limit)
+            entry_id = _one(tx.conn.execute("SELECT id FROM entries WHERE iri = %s", (iri,)))
+            write_parts(tx.conn, tx, int(entry_id), text, limit)
             return iri
 
         self._check_open()

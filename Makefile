@@ -41,7 +41,7 @@ $(CORE_STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(DEV_STAMP): pyproject.toml $(CORE_STAMP)
-	$(PIP) install -e '.[dev,local,bench,langchain,llamaindex]'
+	$(PIP) install -e '.[dev,local,bench,langchain,llamaindex,postgres]'
 	touch $@
 
 clean:

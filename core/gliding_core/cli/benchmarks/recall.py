@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from gliding_core.cli.benchmarks import progress
 from gliding_core.cli.benchmarks.conversations import Conversation, Turn, answerable, load
+from gliding_core.cli.benchmarks.search import Searcher, searcher
 from gliding_core.config import MemoryConfig, TopicConfig
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.memory import Memory
@@ -157,6 +158,7 @@ def run(
     conversations: list[str] | None = None,
     methods: Sequence[str] = METHODS,
     context_methods: Mapping[str, ContextMethodFactory] | None = None,
+    url: str | None = None,
 ) -> dict[str, Any]:
     """Ingest each conversation, ask its questions of every method, and return the figures.
 
@@ -167,6 +169,8 @@ def run(
         methods: the memory's own methods to run.
         context_methods: framework methods by name; by default those registered under
             ``ENTRY_POINT_GROUP`` (see ``discover``).
+        url: a PostgreSQL database: the memory's methods then search L0 and pgvector there
+            (``search.PostgresSearch``) instead of an in-memory SQLite memory.
     """
     skipped: dict[str, str] = {}
     if context_methods is None:
@@ -179,7 +183,7 @@ def run(
     timings: dict[str, list[float]] = {"ingest": []}
     questions = 0
     for conversation in progress(data, "LoCoMo conversations"):
-        questions += _conversation(conversation, embedder, methods, scores, timings)
+        questions += _conversation(conversation, embedder, methods, scores, timings, url)
         _conversation_contexts(conversation, embedder, context_methods, scores, timings)
     return {
         "conversations": [c.sample_id for c in data],
@@ -196,9 +200,9 @@ def _conversation(
     methods: Sequence[str],
     scores: dict[str, dict[str, list[float]]],
     timings: dict[str, list[float]],
+    url: str | None,
 ) -> int:
-    config = MemoryConfig(topics=TopicConfig(interval_s=0))
-    with Memory(config=config, embedder=embedder) as memory:
+    with searcher(embedder, url) as memory:
         prefix = f"urn:locomo:{conversation.sample_id}:"
         tokens: dict[str, int] = {}
         previous = None
@@ -279,7 +283,7 @@ def _score_context(
     into.setdefault(f"over_budget@{budget}", []).append(float(used > budget))
 
 
-def _rankers(memory: Memory, prefix: str, order: list[str]) -> dict[str, Ranker]:
+def _rankers(memory: Searcher, prefix: str, order: list[str]) -> dict[str, Ranker]:
     def strip(iris: list[str]) -> list[str]:
         return [iri.removeprefix(prefix) for iri in iris]
 

@@ -3,6 +3,12 @@
 Synthetic, seeded data (as the L0 benchmark): texts of 12-24 words from a Zipf-distributed
 vocabulary, written with ``put_many`` in batches of 500 (embedding and indexing included).
 Each query is three fresh words, so its embedding is computed, never cached.
+
+``run(..., url=...)`` runs the same on PostgreSQL: ``PostgresSearch`` is what a memory's search
+is made of (L0, the cached embedder, the dense index, ``HybridSearch``) with L0 in a
+``PostgresEntryStore`` and the dense index in pgvector beside it, in a schema of its own that is
+dropped after. ``recall.run`` takes it as its ``memory`` to compare LoCoMo recall across the two
+backends in one run.
 """
 
 from __future__ import annotations
@@ -10,25 +16,101 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from typing import Any
+import uuid
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from gliding_core.cli.benchmarks import progress
 from gliding_core.cli.benchmarks.l0 import _records, _vocabulary
 from gliding_core.config import MemoryConfig, TopicConfig
+from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
+from gliding_core.hyperspace.index import VectorIndex
+from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.memory import Memory
 from gliding_core.store.entry import Record
+from gliding_core.store.protocol import EntryStore
+from gliding_core.tokens import TokenCounter
 
 BATCH = 500
 
 
-def run(entries: int, embedder: Embedder, *, queries: int = 300, seed: int = 0) -> dict[str, Any]:
-    """Ingest ``entries`` synthetic entries, time ``queries`` searches, return the figures."""
+class Searcher(Protocol):
+    """What the search benchmarks use of a memory (``Memory`` has it; so has
+    ``PostgresSearch``)."""
+
+    @property
+    def store(self) -> EntryStore: ...
+
+    @property
+    def index(self) -> VectorIndex: ...
+
+    def search(self, query: str, k: int = 10) -> SearchResults: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+class PostgresSearch:
+    """A memory's search on PostgreSQL: L0 and pgvector in a new schema at ``url``, with the
+    memory's cached embedder and ``HybridSearch``; the schema is dropped on ``close``."""
+
+    def __init__(self, url: str, embedder: Embedder) -> None:
+        from gliding_core.hyperspace.pgvector import PgVectorIndex
+        from gliding_core.store.postgres import PostgresEntryStore
+
+        self._url, self._schema = url, f"bench_{uuid.uuid4().hex[:12]}"
+        self.embedder = CachedEmbedder(embedder)
+        self._store = PostgresEntryStore(url, schema=self._schema)
+        self.store: EntryStore = self._store
+        self.index: VectorIndex = PgVectorIndex(self._store, self.embedder)
+        self.hyperspace = HybridSearch(self.store, self.index)
+        self.tokens = TokenCounter()
+
+    def search(self, query: str, k: int = 10) -> SearchResults:
+        """Hybrid search, as ``Memory.search``."""
+        return self.hyperspace.search(query, k)
+
+    def count_tokens(self, text: str) -> int:
+        """The exact cl100k count of ``text``, as ``Memory.count_tokens``."""
+        return self.tokens.count(text)
+
+    def close(self) -> None:
+        """Close the index and the store and drop the schema."""
+        self.index.close()
+        db = self._store.db
+        with db.connection() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self._schema}" CASCADE')
+        self._store.close()
+        self.embedder.close()
+
+    def __enter__(self) -> PostgresSearch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def searcher(embedder: Embedder, url: str | None = None) -> AbstractContextManager[Searcher]:
+    """A fresh in-memory ``Memory``, or a ``PostgresSearch`` on ``url`` when given."""
+    if url is not None:
+        return PostgresSearch(url, embedder)
+    return Memory(config=MemoryConfig(topics=TopicConfig(interval_s=0)), embedder=embedder)
+
+
+def run(
+    entries: int,
+    embedder: Embedder,
+    *,
+    queries: int = 300,
+    seed: int = 0,
+    url: str | None = None,
+) -> dict[str, Any]:
+    """Ingest ``entries`` synthetic entries, time ``queries`` searches, return the figures
+    (on PostgreSQL at ``url`` when given, else on an in-memory SQLite memory)."""
     rng = random.Random(seed)
     vocab = _vocabulary(rng)
     data = _records(entries, rng, vocab)
-    config = MemoryConfig(topics=TopicConfig(interval_s=0))
-    with Memory(config=config, embedder=embedder) as memory:
+    with searcher(embedder, url) as memory:
         start = time.perf_counter()
         for offset in progress(range(0, entries, BATCH), "ingest batches"):
             memory.store.put_many(
@@ -43,6 +125,7 @@ def run(entries: int, embedder: Embedder, *, queries: int = 300, seed: int = 0) 
             latencies.append((time.perf_counter() - start) * 1e3)
     cuts = statistics.quantiles(latencies, n=100, method="inclusive")
     return {
+        "backend": "sqlite" if url is None else "postgresql",
         "entries": entries,
         "embedder": embedder_name(embedder),
         "ingest_per_s": ingest,

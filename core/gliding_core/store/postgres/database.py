@@ -151,11 +151,18 @@ class Database:
         return f"Database({self.display!r}, schema={self.schema!r})"
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Set a new connection's schema, lock timeout and commit durability."""
+        """Set a new connection's schema, lock timeout and commit durability.
+
+        Prepared statements (psycopg prepares a statement run often) keep one generic plan:
+        every statement of the stores is a lookup by parameters, and planning the BM25 one
+        anew for each query, as PostgreSQL would for its array parameters, costs several times
+        its execution.
+        """
         settings = self.settings
         conn.execute(
             "SELECT set_config('search_path', %s, false), set_config('lock_timeout', %s, false),"
-            " set_config('synchronous_commit', %s, false)",
+            " set_config('synchronous_commit', %s, false),"
+            " set_config('plan_cache_mode', 'force_generic_plan', false)",
             (
                 self.identifier,
                 f"{settings.lock_timeout_ms}ms",
@@ -251,30 +258,53 @@ class Database:
                 f" (PostgreSQL said: {exc.diag.message_primary})"
             ) from exc
 
-    def require_extension(self, name: str) -> None:
-        """Make sure the extension ``name`` is installed in the database.
+    def require_extension(self, name: str) -> str:
+        """Make sure the extension ``name`` is installed in the database; return the schema
+        that holds its types and operators (to name them qualified: a memory's connections
+        search only the memory's schema).
+
+        A new extension goes into ``public`` when that schema exists, not into the memory's
+        schema, where dropping the memory would drop it under the other memories' feet.
 
         Raises:
             ConfigError: it is not, and this role may not install it (an extension that is
                 not trusted needs a superuser): the message names the statement to have run.
         """
+        _identifier(name)
         with (
             self.translated(f"checking the PostgreSQL extension {name!r}"),
             self.connection() as conn,
         ):
-            found = conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (name,))
-            if found.fetchone() is not None:
-                return
+            found = _extension_schema(conn, name)
+            if found is not None:
+                return found
+            public = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'public'")
+            where = " SCHEMA public" if public.fetchone() is not None else ""
             try:
                 with conn.transaction():
-                    conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{_identifier(name)}"')
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s)", (lock_key("", f"extension:{name}"),)
+                    )
+                    conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}"{where}')
             except pg_errors.InsufficientPrivilege as exc:
                 role, database = _whoami(conn)
                 raise ConfigError(
                     f"the PostgreSQL extension {name!r} is not installed in the database"
                     f" {database!r} and the role {role!r} may not install it: have an"
-                    f' administrator run CREATE EXTENSION "{name}"; in that database'
+                    f' administrator run CREATE EXTENSION "{name}"{where}; in that database'
                 ) from exc
+            installed = _extension_schema(conn, name)
+            assert installed is not None
+            return installed
+
+
+def _extension_schema(conn: psycopg.Connection[Any], name: str) -> str | None:
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n"
+        " ON n.oid = e.extnamespace WHERE e.extname = %s",
+        (name,),
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 class _Translated:

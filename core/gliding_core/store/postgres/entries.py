@@ -59,6 +59,7 @@ from gliding_core.jsonld import (
     Node,
     canonical_json,
     check_iris,
+    check_label,
     check_text,
     encodes_as_utf8,
     node_text,
@@ -109,12 +110,9 @@ _LOAD = (
     " named_graph, generation, jsonld_types FROM entries WHERE iri = ANY(%s::text[])"
     " ORDER BY iri FOR UPDATE"
 )
-_INSERT_ENTRIES = (
-    "INSERT INTO entries (content, importance, updated_at, tags, metadata, mesi_state,"
-    " content_hash, named_graph, jsonld_context, jsonld_types, generation, id, iri, created_at,"
-    " last_accessed) SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[], %s::text[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],"
-    " %s::bigint[], %s::text[], %s::float8[], %s::float8[])"
+_COPY_ENTRIES = (
+    "entries (content, importance, updated_at, tags, metadata, mesi_state, content_hash,"
+    " named_graph, jsonld_context, jsonld_types, generation, id, iri, created_at, last_accessed)"
 )
 _UPDATE_ENTRIES = (
     "UPDATE entries AS e SET content = u.content, importance = u.importance,"
@@ -241,6 +239,13 @@ class PostgresEntryStore:
         """The connection string, its password replaced by ``***``."""
         return self._db.display
 
+    @property
+    def db(self) -> Database:
+        """The database and pool this store works in: what a component kept in the same
+        schema (the pgvector index) shares, so it needs no connections of its own."""
+        self._check_open()
+        return self._db
+
     def __repr__(self) -> str:
         return f"PostgresEntryStore({self._db.display!r}, schema={self.schema!r})"
 
@@ -281,6 +286,26 @@ class PostgresEntryStore:
     def in_transaction(self) -> bool:
         """Whether the calling thread is inside a write transaction of this store."""
         return getattr(self._local, "tx", None) is not None
+
+    def hold(self, purpose: str) -> None:
+        """Take the lock named ``purpose`` (in this schema) until the calling thread's
+        transaction ends: another transaction that asks for it, in any process, waits until
+        then (at most ``StoreConfig.busy_timeout_ms``, then ``StorageError``).
+
+        Raises:
+            InvalidInputError: ``purpose`` is not a label, or the thread is in no transaction
+                (a lock outside one would end with the statement).
+        """
+        check_label(purpose, what="lock purpose")
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        if tx is None:
+            raise InvalidInputError(
+                f"hold({purpose!r}) needs a transaction: call it inside store.transaction()"
+            )
+        with self._db.translated(f"waiting for the lock {purpose!r}"):
+            tx.conn.execute(
+                "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "hold:" + purpose),)
+            )
 
     @contextmanager
     def _writing(self) -> Iterator[_Transaction]:
@@ -494,12 +519,9 @@ class PostgresEntryStore:
             tx.tokens += added.add(entry_id, text)
         tx.documents += len(rows.texts)
         with conn.pipeline():
-            if rows.created:
-                conn.execute(_INSERT_ENTRIES, _columns(rows.created))
             if rows.updated:
                 conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
             _labels(conn, _DELETE_LABELS, "entry_tags", "tag", rows.old_tags)
-            _labels(conn, _INSERT_LABELS, "entry_tags", "tag", rows.tags)
             if rows.unindexed:
                 conn.execute(
                     "DELETE FROM edges WHERE source_id = ANY(%s::bigint[])",
@@ -510,7 +532,11 @@ class PostgresEntryStore:
             _labels(conn, _INSERT_LABELS, "entry_types", "type", rows.types)
             if rows.edges:
                 conn.execute(_INSERT_EDGES, _columns(rows.edges))
-            added.insert(conn)
+        # The rows below are all new (what they replace was deleted above): COPY them, the
+        # fastest way in, outside the pipeline (which COPY may not join).
+        _copy(conn, _COPY_ENTRIES, rows.created)
+        _copy(conn, "entry_tags (tag, entry_id)", rows.tags)
+        added.insert(conn)
         tx.relogged += rows.relogged
         tx.changes += rows.changes
 
@@ -671,7 +697,7 @@ class PostgresEntryStore:
                     yield conn
 
     def _read_entries(
-        self, sql: str, params: Sequence[Any], *, counted: str | None = None
+        self, sql: str, params: Sequence[Any], *, counted: str | None = None, prepare: bool = False
     ) -> list[Any]:
         """Run a query of entry rows; return them with the buffered access statistics added.
 
@@ -681,7 +707,7 @@ class PostgresEntryStore:
         while True:
             epoch = self._access.settled()
             with self._reading() as conn:
-                rows = conn.execute(sql, params).fetchall()
+                rows = conn.execute(sql, params, prepare=prepare or None).fetchall()
             adjusted = self._access.apply(rows, epoch, counted=counted, now=time.time())
             if adjusted is not None:
                 break
@@ -927,11 +953,14 @@ class PostgresEntryStore:
             (None, []) if filters is None or filters.empty else filters.sql(POSTGRESQL)
         )
         sql = ranked_sql("e.iri" if ids_only else QUALIFIED, condition)
-        args = [list(terms), list(terms), [float(n) for n in terms.values()], *params, count]
+        tx: _Transaction | None = getattr(self._local, "tx", None)
+        pending = (0, 0) if tx is None else (tx.documents, tx.tokens)
+        words = list(terms)
+        args = [words, *pending, words, [float(n) for n in terms.values()], *params, count]
         if ids_only:
             with self._reading("searching the L0 store") as conn:
-                return conn.execute(sql, args).fetchall()
-        return self._read_entries(sql, args)
+                return conn.execute(sql, args, prepare=True).fetchall()
+        return self._read_entries(sql, args, prepare=True)
 
     def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
         """Return the IRIs (among ``iris``, when given, in their order; else oldest first) of
@@ -1044,6 +1073,14 @@ def _labels(
     """Insert or delete ``(label, entry id)`` rows of the tag or type index."""
     if rows:
         conn.execute(template.format(table=table, column=column), _columns(rows))
+
+
+def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Insert ``rows`` into ``target`` (a table and its columns) with ``COPY``."""
+    if rows:
+        with conn.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:

@@ -4,7 +4,9 @@ PostgreSQL's own ranking (``ts_rank``) weighs term frequency without the rarity 
 the length of the text, and its ``english`` configuration stems by Snowball, not by Porter. So
 the store keeps an index of its own: its words are FTS5's (``store.lexical`` makes them), its
 rows are ``postings`` (term, entry, frequency in the entry, the entry's length in tokens), and
-``text_stats`` holds the number of entries with text and their total length. One statement then
+``text_stats`` holds the number of entries with text and their total length (a transaction
+adds its own changes of those two counts only at its commit, so a search inside it adds them to
+what it reads). One statement then
 computes FTS5's ``bm25()``: for each query term, its idf from the number of entries holding it
 (counted in the same index scan that fetches them, so it is exact and of the same snapshot),
 and for each entry the sum over the query terms of
@@ -31,8 +33,11 @@ WITH hits AS MATERIALIZED (
     FROM postings AS p WHERE p.term = ANY(%s::text[])
 ),
 totals AS (
-    SELECT documents::float8 AS documents, tokens::float8 / GREATEST(documents, 1) AS average
-    FROM text_stats
+    SELECT d.documents, GREATEST(d.tokens, 1) / GREATEST(d.documents, 1) AS average
+    FROM text_stats AS s
+    CROSS JOIN LATERAL (
+        SELECT (s.documents + %s)::float8 AS documents, (s.tokens + %s)::float8 AS tokens
+    ) AS d
 ),
 weights AS (
     SELECT q.term, q.times * CASE WHEN r.idf <= 0 THEN {_number(MIN_IDF)} ELSE r.idf END AS weight
@@ -55,8 +60,10 @@ def ranked_sql(columns: str, condition: str | None) -> str:
     """Return the statement that ranks entries by BM25 and selects ``columns`` of the best.
 
     ``columns`` are on the alias ``e`` of ``entries``; the score follows them. Its parameters:
-    the query's terms, the terms again with how many query words gave each, then the
-    parameters of ``condition`` (a filter on ``e``; ``None``: no filter), then the limit.
+    the query's terms; the change of the number of entries with text and of their length that
+    the reader's own transaction has not yet added to ``text_stats`` (0 and 0 outside one);
+    the terms again with how many query words gave each; then the parameters of ``condition``
+    (a filter on ``e``; ``None``: no filter); then the limit.
     """
     if condition is None:
         return (

@@ -83,6 +83,8 @@ INSERT INTO text_stats (documents, tokens) VALUES (0, 0);
 """
 
 _BATCH = 1_000
+# What COPY's text form escapes in a value (a term holds none of them, but may one day).
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 def _create_entries(conn: psycopg.Connection[Any]) -> None:
@@ -129,13 +131,24 @@ class Postings:
         return length
 
     def insert(self, conn: psycopg.Connection[Any]) -> None:
-        """Insert the rows collected."""
-        if self.terms:
-            conn.execute(
-                "INSERT INTO postings (term, entry_id, frequency, length)"
-                " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::integer[], %s::integer[])",
-                (self.terms, self.entries, self.frequencies, self.lengths),
+        """Insert the rows collected (they are new: an entry's old postings go first).
+
+        ``COPY`` in its text form, written whole: a batch holds about twenty postings per
+        entry, and this is several times faster than binding arrays.
+        """
+        if not self.terms:
+            return
+        lines = "".join(
+            f"{term.translate(_COPY_ESCAPES)}\t{entry}\t{frequency}\t{length}\n"
+            for term, entry, frequency, length in zip(
+                self.terms, self.entries, self.frequencies, self.lengths, strict=True
             )
+        )
+        with (
+            conn.cursor() as cursor,
+            cursor.copy("COPY postings (term, entry_id, frequency, length) FROM STDIN") as copy,
+        ):
+            copy.write(lines)
 
     def delete(self, conn: psycopg.Connection[Any]) -> None:
         """Delete the rows collected (their frequencies and lengths are not compared)."""

@@ -1,0 +1,255 @@
+"""Hyperspace: the dense index (``VectorIndex``) in PostgreSQL with pgvector, beside L0.
+
+``PgVectorIndex(store, embedder, name)`` keeps its vectors in a table of the memory's own
+schema, in the database of the ``PostgresEntryStore`` it follows and through that store's
+connection pool: so every worker of a fleet shares one index, and the index's storage goes
+wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
+
+- The table ``dense_<name>`` holds one row per indexed IRI, its vector of the embedder's
+  dimension, under an HNSW index by cosine distance (``vector_cosine_ops``). ``dense_indexes``
+  records each index's embedder and dimension; an index opened with another embedder raises
+  ``IndexMismatchError`` (``on_mismatch="raise"``, the default on a shared database) or is
+  dropped and rebuilt from L0 (``"rebuild"``).
+- A query without an allowed set walks the HNSW graph with a beam of at least
+  ``SEARCH_BEAM`` (``hnsw.ef_search``, set for that query only), never fewer than the hits
+  asked for. With an allowed set, the allowed rows are scored exactly (their primary key, then
+  the distance of each), since an approximate walk would drop the allowed rows it never meets.
+- pgvector is an extension a superuser installs (it is not trusted): on opening, the index
+  installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
+  run. Its type and operators are named qualified by the schema that holds them.
+
+Invariants: those of ``following``; the index writes only its own two tables; SQL is built from
+constants and validated names, every value a parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import numpy as np
+import psycopg
+
+from gliding_core.errors import IndexMismatchError, InvalidInputError
+from gliding_core.hyperspace.embedders import Embedder
+from gliding_core.hyperspace.following import FollowingIndex, Matrix
+from gliding_core.hyperspace.vectors import Vector
+from gliding_core.jsonld import preview
+from gliding_core.store.postgres import PostgresEntryStore
+from gliding_core.store.postgres.database import Migration, lock_key
+
+SEARCH_BEAM = 128  # hnsw.ef_search: recall over speed, as the Chroma index does
+BATCH = 1_000  # vectors written per statement
+COMPONENT = "dense"
+_NAME = re.compile(r"[a-z0-9_]{1,40}")
+
+OnMismatch = Literal["rebuild", "raise"]
+
+
+def _create_registry(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        'CREATE TABLE dense_indexes (name text COLLATE "C" PRIMARY KEY, embedder text NOT NULL,'
+        " dimension integer NOT NULL)"
+    )
+
+
+MIGRATIONS: list[Migration] = [(1, "create the dense index registry", _create_registry)]
+
+
+class PgVectorIndex(FollowingIndex):
+    """Cosine nearest neighbours over the text of L0 entries, in pgvector beside the entries.
+
+    Args:
+        store: the PostgreSQL L0 store to follow; the index lives in its schema and uses its
+            connection pool.
+        embedder: computes the vectors (its ``dimension`` sizes the column).
+        name: the index's name: 1 to 40 lower-case letters, digits or ``_``.
+        on_mismatch: what to do when the index was built by another embedder: ``"raise"``
+            ``IndexMismatchError`` or ``"rebuild"`` it from L0.
+        retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+
+    Raises:
+        ConfigError: pgvector is not installed and this role may not install it (the message
+            names the statement to have run).
+        IndexMismatchError: the index holds another embedder's vectors and ``on_mismatch`` is
+            ``"raise"``.
+        StorageError: PostgreSQL failed.
+    """
+
+    def __init__(
+        self,
+        store: PostgresEntryStore,
+        embedder: Embedder,
+        name: str = "default",
+        *,
+        on_mismatch: OnMismatch = "raise",
+        retry_s: float = 1.0,
+    ) -> None:
+        if not isinstance(store, PostgresEntryStore):
+            raise InvalidInputError(
+                f"a PgVectorIndex follows a PostgresEntryStore, got {preview(store)}"
+            )
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidInputError(
+                f"an index name is 1 to 40 lower-case letters, digits or _, got {preview(name)}"
+            )
+        if on_mismatch not in ("rebuild", "raise"):
+            raise InvalidInputError(
+                f"on_mismatch must be 'rebuild' or 'raise', got {preview(on_mismatch)}"
+            )
+        super().__init__(store, embedder, name, retry_s=retry_s)
+        self.max_batch = BATCH
+        self._db = store.db
+        self.dimension = _dimension(embedder)
+        extension = self._db.require_extension("vector")
+        self._vector = f'"{extension}".vector'
+        self._distance = f'OPERATOR("{extension}".<=>)'
+        self._opclass = f'"{extension}".vector_cosine_ops'
+        self.table = f'"dense_{name}"'
+        self._db.prepare(COMPONENT, MIGRATIONS)
+        self._start(fill=self._open(on_mismatch))
+
+    def __repr__(self) -> str:
+        return f"PgVectorIndex({self.name!r}, embedder={preview(self.embedder_label)})"
+
+    # -- the table -----------------------------------------------------------------------------
+
+    def _open(self, on_mismatch: OnMismatch) -> bool:
+        """Create the table or check whose it is; return whether it must be filled from L0.
+
+        An empty table beside a store with entries is filled whatever the watermark says.
+        """
+        with self._transaction("opening the dense index") as conn:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s)", (lock_key(self._db.schema, self.table),)
+            )
+            row = conn.execute(
+                "SELECT embedder, dimension FROM dense_indexes WHERE name = %s", (self.name,)
+            ).fetchone()
+            problem = None if row is None else self._mismatch(row[0], row[1])
+            if problem is not None and on_mismatch == "raise":
+                raise IndexMismatchError(
+                    f"the dense index {self.name!r} in PostgreSQL {problem}; open it with that"
+                    " embedder, or reset it"
+                )
+            if row is None or problem is not None:
+                self._create(conn)
+            empty = conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {self.table})").fetchone()
+        return bool(empty and empty[0]) and self.store.count() > 0
+
+    def _mismatch(self, embedder: str, dimension: int) -> str | None:
+        if embedder != self.embedder_label:
+            return f"was built by the embedder {embedder!r}, not {self.embedder_label!r}"
+        if dimension != self.dimension:
+            return f"holds vectors of dimension {dimension}, not {self.dimension}"
+        return None
+
+    def _create(self, conn: psycopg.Connection[Any]) -> None:
+        """(Re)create the table and its HNSW index, and record the embedder."""
+        conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+        conn.execute(
+            f'CREATE TABLE {self.table} (iri text COLLATE "C" PRIMARY KEY,'
+            f" embedding {self._vector}({self.dimension}) NOT NULL)"
+        )
+        conn.execute(
+            f'CREATE INDEX "dense_{self.name}_hnsw" ON {self.table}'
+            f" USING hnsw (embedding {self._opclass})"
+        )
+        conn.execute(
+            "INSERT INTO dense_indexes (name, embedder, dimension) VALUES (%s, %s, %s)"
+            " ON CONFLICT (name) DO UPDATE SET embedder = excluded.embedder,"
+            " dimension = excluded.dimension",
+            (self.name, self.embedder_label, self.dimension),
+        )
+
+    def reset(self) -> int:
+        """Drop every vector and re-embed all of L0; return the number of entries indexed."""
+        with self._transaction("resetting the dense index") as conn:
+            conn.execute(f"TRUNCATE {self.table}")
+        return self.rebuild()
+
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction on a connection of the store's pool, errors translated."""
+        with self._db.translated(doing), self._db.connection() as conn, conn.transaction():
+            yield conn
+
+    # -- the backend's operations --------------------------------------------------------------
+
+    def _write(self, iris: list[str], vectors: Matrix) -> None:
+        if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+            raise InvalidInputError(
+                f"the embedder gave vectors of shape {vectors.shape}, not (n, {self.dimension})"
+            )
+        order = sorted(range(len(iris)), key=iris.__getitem__)  # one lock order for all writers
+        with self._transaction(f"writing {len(iris)} vectors to {self.name!r}") as conn:
+            conn.execute(
+                f"INSERT INTO {self.table} (iri, embedding)"
+                f" SELECT * FROM unnest(%s::text[], %s::text[]::{self._vector}[])"
+                " ON CONFLICT (iri) DO UPDATE SET embedding = excluded.embedding",
+                ([iris[i] for i in order], [_literal(vectors[i]) for i in order]),
+            )
+
+    def _remove(self, iris: list[str]) -> None:
+        with self._transaction(f"deleting from the dense index {self.name!r}") as conn:
+            conn.execute(f"DELETE FROM {self.table} WHERE iri = ANY(%s::text[])", (iris,))
+
+    def _ids(self) -> Iterator[str]:
+        last = ""
+        while True:
+            with self._transaction(f"reading the ids of {self.name!r}") as conn:
+                rows = conn.execute(
+                    f"SELECT iri FROM {self.table} WHERE iri > %s ORDER BY iri LIMIT %s",
+                    (last, self.max_batch),
+                ).fetchall()
+            yield from (row[0] for row in rows)
+            if len(rows) < self.max_batch:
+                return
+            last = rows[-1][0]
+
+    def count(self) -> int:
+        """Return the number of indexed entries."""
+        with self._transaction(f"counting the dense index {self.name!r}") as conn:
+            row = conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def _nearest(
+        self, vector: Vector, n: int, allowed: list[str] | None
+    ) -> list[tuple[str, float]]:
+        if allowed is not None:
+            return self._exact(vector, allowed, n)
+        with self._transaction(f"querying the dense index {self.name!r}") as conn:
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(SEARCH_BEAM, n)),)
+            )
+            rows = conn.execute(
+                f"SELECT iri, embedding {self._distance} %s::{self._vector} AS d"
+                f" FROM {self.table} ORDER BY d LIMIT %s",
+                (_literal(vector), n),
+            ).fetchall()
+        return [(iri, 1.0 - float(distance)) for iri, distance in rows]
+
+    def _exact(self, vector: Vector, allowed: list[str], n: int) -> list[tuple[str, float]]:
+        # Ordered by the similarity, not by the distance operator: the planner then reads the
+        # allowed rows by their key instead of walking the approximate graph.
+        with self._transaction(f"scoring vectors of {self.name!r}") as conn:
+            rows = conn.execute(
+                f"SELECT iri, 1 - (embedding {self._distance} %s::{self._vector}) AS s"
+                f" FROM {self.table} WHERE iri = ANY(%s::text[]) ORDER BY s DESC, iri LIMIT %s",
+                (_literal(vector), allowed, n),
+            ).fetchall()
+        return [(iri, float(score)) for iri, score in rows]
+
+
+def _dimension(embedder: Embedder) -> int:
+    dimension = getattr(embedder, "dimension", None)
+    if isinstance(dimension, int) and not isinstance(dimension, bool) and dimension > 0:
+        return dimension
+    return len(embedder.embed_query("dimension"))
+
+
+def _literal(vector: Any) -> str:
+    """A vector as pgvector's text form, each float32 written exactly."""
+    return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]"

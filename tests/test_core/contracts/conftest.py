@@ -203,10 +203,12 @@ def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Back
         "postgresql",
         lambda: PostgresEntryStore(url, schema=schema, config=config),
         shared=True,
-        child_source=(
+        child_source=(  # the URL from the environment: never on a command line
+            "import os\n"
             "from gliding_core.store.postgres import PostgresEntryStore\n"
             "def open_backend():\n"
-            f"    return PostgresEntryStore({url!r}, schema={schema!r})\n"
+            "    url = os.environ['GLIDING_TEST_DATABASE_URL']\n"
+            f"    return PostgresEntryStore(url, schema={schema!r})\n"
         ),
         verify=_postgres_sound,
     )

@@ -45,7 +45,6 @@ from gliding_core.coherence.node_sources import NodeSource
 from gliding_core.errors import EntryNotFoundError, StaleWriteError
 from gliding_core.store.entry import MesiState
 from tests.test_core.contracts.conftest import TEST_DATABASE_URL
-from tests.test_core.contracts.conftest import postgres_url as postgres_url  # the fixture
 
 CHILD = Path(__file__).with_name("coherence_child.py")
 TAGS = st.sampled_from([(), ("draft",), ("confirmed_fact",)])
@@ -328,7 +327,8 @@ class ThreeProcessesOnPostgres(CoherenceMachine):
         return checker, self.nodes_source, groups + list(self.remotes)
 
     def close(self) -> None:
-        super().close()
+        if hasattr(self, "directory"):  # not when the setup failed
+            super().close()
         for remote in getattr(self, "remotes", []):
             remote.run("close")
         if hasattr(self, "mine"):

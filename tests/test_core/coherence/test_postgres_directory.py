@@ -14,8 +14,6 @@ import queue
 import subprocess
 import sys
 import textwrap
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,6 @@ from gliding_core.coherence.postgres_directory import (
 from gliding_core.errors import InvalidInputError
 from gliding_core.store.entry import MesiState
 from tests.test_core.contracts.conftest import TEST_DATABASE_URL
-from tests.test_core.contracts.conftest import postgres_url as postgres_url  # the fixture
 
 X = "urn:node:x"
 WAIT_S = 60.0  # a guard against a hang, not a timed assertion: a push takes milliseconds
@@ -44,11 +41,9 @@ def node(text: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    name = f"test_{uuid.uuid4().hex[:16]}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+def schema(postgres_schema: str) -> str:
+    """A schema of the test's own (``tests/conftest.py`` drops it after the test)."""
+    return postgres_schema
 
 
 def changes_of(directory: PostgresDirectory) -> queue.Queue[DirectoryChange]:

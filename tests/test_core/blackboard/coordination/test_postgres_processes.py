@@ -15,18 +15,15 @@ import subprocess
 import sys
 import textwrap
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from gliding_core.blackboard.coordination.leases import LeaseMode, LeaseTable
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.errors import FencingTokenError
 from tests.test_core.contracts.conftest import TEST_DATABASE_URL
-from tests.test_core.contracts.conftest import postgres_url as postgres_url  # the fixture
 
 RESOURCE = "urn:node:shared"
 
@@ -78,11 +75,9 @@ _WORKER = textwrap.dedent(
 
 
 @pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    name = f"test_{uuid.uuid4().hex[:16]}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+def schema(postgres_schema: str) -> str:
+    """A schema of the test's own (``tests/conftest.py`` drops it after the test)."""
+    return postgres_schema
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ no pool open, and no password in any ``repr`` or error.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -17,15 +16,12 @@ from gliding_core.blackboard.coordination.postgres import PostgresCoordinationSt
 from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.errors import InvalidInputError, StorageError
 from gliding_core.store.postgres.database import Database, DatabaseSettings
-from tests.test_core.contracts.conftest import postgres_url as postgres_url  # the fixture
 
 
 @pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    name = f"test_{uuid.uuid4().hex[:16]}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+def schema(postgres_schema: str) -> str:
+    """A schema of the test's own (``tests/conftest.py`` drops it after the test)."""
+    return postgres_schema
 
 
 def server_time(url: str) -> float:

@@ -142,7 +142,7 @@ TOOLS: list[tuple[str, Call]] = [
 # open may hold a surrogate that stands for an undecodable byte of a POSIX file name.
 NO_STRING = {
     "AgentHandle": {"readable_areas", "task_status", "start_task", "complete_task", "fail_task"},
-    "Blackboard": {"close", "open"},
+    "Blackboard": {"close", "compact", "open"},
 }
 
 

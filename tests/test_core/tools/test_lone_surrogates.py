@@ -154,7 +154,7 @@ NO_STRING = {
         "area_of",  # a node
         "check_readable",  # a node
     },
-    "Blackboard": {"close", "open"},
+    "Blackboard": {"close", "compact", "open"},
 }
 
 

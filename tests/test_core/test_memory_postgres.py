@@ -28,6 +28,7 @@ from gliding_core import (
     InvalidInputError,
     Memory,
     MemoryConfig,
+    Scope,
 )
 from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.config import mask_url
@@ -209,6 +210,49 @@ def test_a_directory_given_wins_over_the_database_setting(
 def test_bad_schema_names_are_config_errors(schema: str) -> None:
     with pytest.raises(ConfigError, match="database_schema"):
         MemoryConfig(database_schema=schema)
+
+
+# -- forgetting, expiry, export and import ------------------------------------------------------
+
+
+def test_forget_expiry_and_export_reach_the_database(
+    memory: Memory, postgres_url: str, postgres_schema: str, tmp_path: Path
+) -> None:
+    alice, bob = Scope.user("alice"), Scope.user("bob")
+    memory.store.put({"@id": "urn:pg:a", "text": "alice passport Qzalice"}, tags=[alice.tag])
+    memory.store.put({"@id": "urn:pg:b", "text": "bob keeps Qzbob"}, tags=[bob.tag])
+    memory.supplements.put(alice.task_iri, "an input of alice Qzinput")
+    memory.store.put({"@id": "urn:pg:brief", "text": "brief Qzbrief"}, ttl=0.01)
+    assert memory.store.search_ids("Qzbrief") == []  # expired: invisible at once
+    assert "urn:pg:a" in {hit.iri for hit in memory.search("alice passport", k=5)}
+
+    report = memory.forget(alice)
+    assert "urn:pg:a" in report.entries
+    assert report.inputs == 1
+    assert "l0" in report.scrubbed
+    with psycopg.connect(postgres_url) as conn:  # gone from the tables, the swept one too
+        rows = conn.execute(f'SELECT iri FROM "{postgres_schema}".entries ORDER BY iri').fetchall()
+    assert [row[0] for row in rows] == ["urn:pg:b"]
+    assert memory.store.search_ids("Qzalice Qzinput") == []
+    assert "urn:pg:a" not in {hit.iri for hit in memory.search("alice passport", k=5)}
+
+    out = tmp_path / "memory.jsonl"
+    assert memory.export_jsonl(out) == 1
+    other = f"{postgres_schema}_copy"
+    try:
+        with Memory.open(postgres_url, config=_config(other)) as copy:
+            assert copy.import_jsonl(out).imported == ("urn:pg:b",)
+            entry, original = copy.store.get("urn:pg:b"), memory.store.get("urn:pg:b")
+            assert entry is not None
+            assert original is not None
+            assert (entry.node, entry.tags, entry.created_at) == (
+                original.node,
+                original.tags,
+                original.created_at,
+            )
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
 
 
 # -- the blackboard ------------------------------------------------------------------------------

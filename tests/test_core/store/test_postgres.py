@@ -148,8 +148,12 @@ def test_an_old_schema_is_upgraded_in_place(postgres_url: str, postgres_schema: 
     with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
         store.put_many(_corpus(50, seed=1))
         before = store.search_ids("painting lease", limit=10)
-    with _admin(postgres_url) as conn:  # what version 1 had: no lexical index
-        conn.execute(f'DROP TABLE "{postgres_schema}".postings, "{postgres_schema}".text_stats')
+    with _admin(postgres_url) as conn:  # what version 1 had: no lexical index, no expiry
+        conn.execute(f'DROP VIEW "{postgres_schema}".live_entries')
+        conn.execute(
+            f'DROP TABLE "{postgres_schema}".postings, "{postgres_schema}".text_stats,'
+            f' "{postgres_schema}".entry_expiry'
+        )
         conn.execute(
             f"UPDATE \"{postgres_schema}\".schema_versions SET version = 1 WHERE component = 'l0'"
         )
@@ -157,6 +161,8 @@ def test_an_old_schema_is_upgraded_in_place(postgres_url: str, postgres_schema: 
         assert store.count() == 50
         assert store.integrity_check() == "ok"  # the index was filled from the entries
         assert store.search_ids("painting lease", limit=10) == before
+        store.put({"@id": "urn:upgraded"}, ttl=3_600)  # and entries may expire
+        assert store.expires_at(["urn:upgraded"]).keys() == {"urn:upgraded"}
     with _admin(postgres_url) as conn:
         found = conn.execute(
             f'SELECT version FROM "{postgres_schema}".schema_versions WHERE component = %s',

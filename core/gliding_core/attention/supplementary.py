@@ -238,9 +238,15 @@ class SupplementaryInputStore:
 
     def forget(self, task_iri: str) -> list[str]:
         """Delete every input of the task, pending or consumed, in one transaction; return
-        their IRIs, oldest first (the audit trail goes too: this is erasure on request)."""
+        their IRIs, oldest first (the audit trail goes too: this is erasure on request).
+
+        It excludes the task's consumers as ``take_pending`` does, so a consumer running at
+        the same moment either took its inputs before (and they are deleted now) or finds none:
+        it never marks an input consumed after it was deleted, which would write it back.
+        """
         validate_iri(task_iri, what="task IRI")
         with self.store.transaction():
+            self._exclude_other_consumers(task_iri)
             iris = [entry.iri for entry in self.store.by_tags([_task_tag(task_iri)])]
             return self.store.delete_many(iris)
 

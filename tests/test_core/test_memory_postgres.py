@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,6 +224,7 @@ def test_forget_expiry_and_export_reach_the_database(
     memory.store.put({"@id": "urn:pg:b", "text": "bob keeps Qzbob"}, tags=[bob.tag])
     memory.supplements.put(alice.task_iri, "an input of alice Qzinput")
     memory.store.put({"@id": "urn:pg:brief", "text": "brief Qzbrief"}, ttl=0.01)
+    time.sleep(0.1)  # past its TTL (a put and a search may come within 10 ms of each other)
     assert memory.store.search_ids("Qzbrief") == []  # expired: invisible at once
     assert "urn:pg:a" in {hit.iri for hit in memory.search("alice passport", k=5)}
 

@@ -208,7 +208,8 @@ class PostgresDirectory:
             self._keep = check_keep(keep_versions)
             self.consistency: Consistency = consistency
             self.channel = channel_of(database.schema)
-            self._origin = uuid.uuid4().hex
+            self.origin = uuid.uuid4().hex
+            """This handle's name in its notifications, so its listener skips its own."""
             database.prepare(COMPONENT, MIGRATIONS)
             self._listener = _Listener(self)
         except BaseException:
@@ -261,7 +262,9 @@ class PostgresDirectory:
 
         return cancel
 
-    def _pushed(self, change: DirectoryChange) -> None:
+    def announce(self, change: DirectoryChange) -> None:
+        """Tell every subscriber of ``change`` (the listener's call, from its thread); a
+        subscriber that raises is logged and the others are told still."""
         with self._subscribers_lock:
             subscribers = list(self._subscribers)
         for callback in subscribers:
@@ -350,9 +353,9 @@ class PostgresDirectory:
             self._write(conn, old[record.iri], record)
         epoch += 1
         iris = [record.iri for record in changed]
-        payload = json.dumps({"t": epoch, "o": self._origin, "n": iris}, ensure_ascii=False)
+        payload = json.dumps({"t": epoch, "o": self.origin, "n": iris}, ensure_ascii=False)
         if len(payload.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD:
-            payload = json.dumps({"t": epoch, "o": self._origin, "n": None})
+            payload = json.dumps({"t": epoch, "o": self.origin, "n": None})
         conn.execute(
             "WITH moved AS (UPDATE coherence_epoch SET epoch = %s WHERE id = 0 RETURNING 1)"
             " SELECT pg_notify(%s, %s) FROM moved",
@@ -601,7 +604,7 @@ class _Listener:
             self._listening = True
         self._ready.set()
         if not first:
-            directory._pushed(DirectoryChange(epoch, None))
+            directory.announce(DirectoryChange(epoch, None))
         while not self._stopping.is_set():
             for notification in conn.notifies(timeout=1.0):
                 if self._stopping.is_set():
@@ -617,9 +620,9 @@ class _Listener:
         with self._lock:
             if epoch > self._top:
                 self._top = epoch
-        if origin != self._directory._origin:
+        if origin != self._directory.origin:
             named = None if iris is None else tuple(str(iri) for iri in iris)
-            self._directory._pushed(DirectoryChange(epoch, named))
+            self._directory.announce(DirectoryChange(epoch, named))
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None

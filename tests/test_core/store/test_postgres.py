@@ -148,11 +148,11 @@ def test_an_old_schema_is_upgraded_in_place(postgres_url: str, postgres_schema: 
     with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
         store.put_many(_corpus(50, seed=1))
         before = store.search_ids("painting lease", limit=10)
-    with _admin(postgres_url) as conn:  # what version 1 had: no lexical index, no expiry
+    with _admin(postgres_url) as conn:  # version 1: no lexical index, expiry, or parts
         conn.execute(f'DROP VIEW "{postgres_schema}".live_entries')
         conn.execute(
             f'DROP TABLE "{postgres_schema}".postings, "{postgres_schema}".text_stats,'
-            f' "{postgres_schema}".entry_expiry'
+            f' "{postgres_schema}".entry_expiry, "{postgres_schema}".entry_parts'
         )
         conn.execute(
             f"UPDATE \"{postgres_schema}\".schema_versions SET version = 1 WHERE component = 'l0'"
@@ -163,6 +163,9 @@ def test_an_old_schema_is_upgraded_in_place(postgres_url: str, postgres_schema: 
         assert store.search_ids("painting lease", limit=10) == before
         store.put({"@id": "urn:upgraded"}, ttl=3_600)  # and entries may expire
         assert store.expires_at(["urn:upgraded"]).keys() == {"urn:upgraded"}
+        long = "lease " * 300_000  # and texts may be kept in parts
+        store.put_text({"@id": "urn:long"}, long)
+        assert store.full_text("urn:long") == long
     with _admin(postgres_url) as conn:
         found = conn.execute(
             f'SELECT version FROM "{postgres_schema}".schema_versions WHERE component = %s',

@@ -83,10 +83,12 @@ class AgentHandle:
         # What the matrix granted this handle, by (area, operation), and the area's graph, kept
         # with the matrix that granted it (one attribute: a grant checked against a matrix
         # replaced meanwhile lands in that matrix's dict, never in the new one's). A matrix is
-        # immutable, so a grant holds while the board keeps it.
-        self._grants: tuple[PermissionMatrix, dict[tuple[str, Operation], str]] = (
+        # immutable, so a grant holds while the board keeps it. Beside it, the graphs of the
+        # agent's own task that matrix let it read: a cached read checks one set.
+        self._grants: tuple[PermissionMatrix, dict[tuple[str, Operation], str], set[str]] = (
             board.permissions,
             {},
+            set(),
         )
         self._roots = TaskRoots(board)  # the tasks area a read sees is the tree root's
         self._leases = LeaseRights(board, role=self._role, task=self._task)
@@ -113,14 +115,14 @@ class AgentHandle:
             PermissionDeniedError: the matrix does not allow it.
         """
         matrix = self.board.permissions
-        held, granted = self._grants
+        held, granted, _ = self._grants
         if held is matrix:
             graph = granted.get((area, operation))
             if graph is not None:
                 return graph
         else:  # the board's matrix was replaced: nothing it granted is known
             granted = {}
-            self._grants = (matrix, granted)
+            self._grants = (matrix, granted, set())
         graph = area_graph(self._task, area)
         matrix.check(self._role, area, operation, graph=graph)
         granted[(area, operation)] = graph
@@ -220,7 +222,16 @@ class AgentHandle:
         Raises:
             PermissionDeniedError: it is not.
         """
+        matrix = self.board.permissions
+        held, _, readable = self._grants
+        if held is matrix and node.graph in readable:
+            return
         self.authorize(self.area_of(node, reading=True), Operation.READ)
+        held, _, readable = self._grants
+        # Only the task's own graphs are remembered: their area is fixed by their name, where
+        # the tree's ``tasks`` graph a read may see changes when the task is registered again.
+        if held is matrix and area_in_task(node.graph, self.task) is not None:
+            readable.add(node.graph)
 
     def evict(self, iri: str) -> None:
         """Drop the agent's copy of a node (a dirty one is written back to L0 first)."""

@@ -248,6 +248,41 @@ def test_a_grant_checked_while_the_matrix_is_replaced_is_not_kept_for_the_new_on
         doer.write([{"@id": "urn:do:9"}], area="execution")
 
 
+def test_a_read_allowed_before_follows_a_matrix_replaced_after_it(board: Blackboard) -> None:
+    """A graph found readable is remembered with the matrix that allowed it, never beyond."""
+    doer = board.agent("d", role="do", task=TASK)
+    doer.write([{"@id": "urn:do:1"}], area="execution")
+    assert doer.read("urn:do:1") is not None  # remembered as readable
+    assert doer.read("urn:do:1") is not None  # the remembered path
+    board.permissions = PermissionMatrix({"do": {"execution": ["create"]}})
+    with pytest.raises(PermissionDeniedError, match="read"):
+        doer.read("urn:do:1")
+    board.permissions = PermissionMatrix()
+    assert doer.read("urn:do:1") is not None
+
+
+def test_a_read_checked_while_the_matrix_is_replaced_is_not_kept_for_the_new_one(
+    board: Blackboard,
+) -> None:
+    doer = board.agent("d", role="do", task=TASK)
+    doer.write([{"@id": "urn:do:1"}], area="execution")
+    blind = PermissionMatrix({"do": {"execution": ["create"]}})
+
+    class Swapping(PermissionMatrix):
+        """Allows the read, then (as another thread would) installs ``blind``."""
+
+        def check(self, role: str, area: str, operation: Operation | str, *, graph: str) -> None:
+            super().check(role, area, operation, graph=graph)
+            board.permissions = blind
+            doer.authorize("execution", Operation.CREATE)  # the other thread's check
+
+    board.permissions = Swapping()
+    assert doer.read("urn:do:1") is not None  # allowed by the old matrix
+    assert board.permissions is blind
+    with pytest.raises(PermissionDeniedError, match="read"):
+        doer.read("urn:do:1")
+
+
 def test_a_handles_role_and_task_are_fixed(board: Blackboard) -> None:
     """Its grants and graphs are remembered for them: changing either is refused."""
     doer = board.agent("d", role="do", task=TASK)

@@ -154,21 +154,35 @@ def _lines(store: EntryStore, entries: list[Entry], cache: CachedEmbedder) -> It
     matrix = iter(cache.matrix(with_text).tolist()) if with_text else iter(())
     expiry = store.expires_at([entry.iri for entry in entries])
     for entry, text in zip(entries, texts, strict=True):
-        scopes = [t[len(TAG_PREFIX) :] for t in entry.tags if t.startswith(TAG_PREFIX)]
-        line = {
-            "entry": entry.node,
-            "tags": list(entry.tags),
-            "graph": entry.named_graph,
-            "importance": entry.importance,
-            "created": entry.created_at,
-            "metadata": entry.metadata,
-            "state": entry.mesi_state.value,
-            "expires": expiry.get(entry.iri),
-            "scope": scopes[0] if scopes else None,
-        }
-        if text:
-            line["embedding"] = next(matrix)
+        line = entry_record(entry, expiry.get(entry.iri), next(matrix) if text else None)
         yield json.dumps(line, ensure_ascii=False, allow_nan=False)
+
+
+def entry_record(
+    entry: Entry, expires: float | None, embedding: list[float] | None = None
+) -> dict[str, Any]:
+    """Return the export record of one entry (a line of the file, before JSON).
+
+    Args:
+        entry: the entry as the store gave it.
+        expires: when it expires (``EntryStore.expires_at``), or ``None``.
+        embedding: its vector, when it has text and one goes with it.
+    """
+    scopes = [t[len(TAG_PREFIX) :] for t in entry.tags if t.startswith(TAG_PREFIX)]
+    record: dict[str, Any] = {
+        "entry": entry.node,
+        "tags": list(entry.tags),
+        "graph": entry.named_graph,
+        "importance": entry.importance,
+        "created": entry.created_at,
+        "metadata": entry.metadata,
+        "state": entry.mesi_state.value,
+        "expires": expires,
+        "scope": scopes[0] if scopes else None,
+    }
+    if embedding is not None:
+        record["embedding"] = embedding
+    return record
 
 
 class _Writer:
@@ -334,6 +348,27 @@ def _entry(value: Any, parsed: _Parsed, store: EntryStore) -> None:
     """Check one entry line and add it to ``parsed`` (nothing is added when it is bad)."""
     if not parsed.header:
         raise InvalidInputError("no valid header before this line")
+    item, text, vector = read_record(value, store, dimension=parsed.header.get("dimension"))
+    parsed.items.append(item)
+    if text and vector is not None:
+        parsed.texts.append(text)
+        parsed.vectors.append(vector)
+
+
+def read_record(
+    value: Any, store: EntryStore, *, dimension: Any = None
+) -> tuple[Restored, str, list[float] | None]:
+    """Check one export record as untrusted input; return it to restore, its text, its vector.
+
+    Args:
+        value: the parsed record (``entry_record``'s shape).
+        store: the store it is for: its limits (depth, size) apply.
+        dimension: the vector size the header states, when it states one.
+
+    Raises:
+        InvalidInputError: a key is unknown, a field has the wrong type or range, or the entry
+            is over the store's limits (named in the message).
+    """
     if not isinstance(value, dict):
         raise InvalidInputError("an entry line must be a JSON object")
     unknown = set(value) - _ENTRY_KEYS
@@ -365,11 +400,8 @@ def _entry(value: Any, parsed: _Parsed, store: EntryStore) -> None:
     expires = value.get("expires")
     expires = None if expires is None else _number(expires, "expires")
     text = node_text(record.node)
-    vector = _vector(value.get("embedding"), parsed.header.get("dimension")) if text else None
-    parsed.items.append(Restored(record, created, expires))
-    if text and vector is not None:
-        parsed.texts.append(text)
-        parsed.vectors.append(vector)
+    vector = _vector(value.get("embedding"), dimension) if text else None
+    return Restored(record, created, expires), text, vector
 
 
 def _number(value: Any, what: str) -> float:

@@ -169,10 +169,10 @@ class Difference:
 
     def describe(self) -> str:
         """One clause: the kind, its counts and the first IRIs of each sort of difference."""
-        parts = [f"{self.kind}: {self.source_entries} in the source, {self.target_entries} in"
-                 " the target"]  # fmt: skip
-        for name, iris in (("missing", self.missing), ("altered", self.altered),
-                           ("extra", self.extra)):  # fmt: skip
+        counts = f"{self.source_entries} in the source, {self.target_entries} in the target"
+        parts = [f"{self.kind}: {counts}"]
+        sorts = {"missing": self.missing, "altered": self.altered, "extra": self.extra}
+        for name, iris in sorts.items():
             if iris:
                 more = f" and {len(iris) - SHOWN} more" if len(iris) > SHOWN else ""
                 parts.append(f"{len(iris)} {name} ({', '.join(iris[:SHOWN])}{more})")
@@ -398,7 +398,7 @@ def _batches(
     """Yield the source's entries checked for the target, a batch at a time, with the whole
     text of each one kept in parts; a bad entry goes to ``problems`` instead."""
     position = 0
-    for batch in source.scan_entries(BATCH):
+    for batch in _scan(source):
         expiry = source.expires_at([entry.iri for entry in batch])
         items: list[Restored] = []
         wholes: list[tuple[Restored, str]] = []
@@ -413,6 +413,27 @@ def _batches(
                 continue
             items.append(item)
         yield items, wholes
+
+
+def _scan(source: EntryStore) -> Iterator[list[Entry]]:
+    """The source's live entries a batch at a time. A row the store cannot give back at all
+    (its tags or metadata damaged, not only its node) ends the copy as malformed."""
+    batches, given = source.scan_entries(BATCH), 0
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except GlidingError:
+            raise
+        except (ValueError, LookupError, TypeError, RecursionError) as exc:
+            where = given + 1
+            raise MalformedImportError(
+                f"the source cannot be read from entry {where} on, nothing was written: {exc}",
+                [(where, f"unreadable row: {str(exc)[:300]}")],
+            ) from None
+        given += len(batch)
+        yield batch
 
 
 def _whole_text(source: EntryStore, iri: str) -> str:

@@ -257,6 +257,8 @@ def copy_memory(
     created = _check_target(target)
     try:
         with ExitStack() as closer:
+            if source.url is not None:
+                _check_source_schema(source, config)
             source_store = _open(source, config, closer)
             target_store = _open(target, config, closer)
             before = _check_empty(target, target_store, merge=merge)
@@ -305,6 +307,25 @@ def _check_source_directory(directory: Path) -> None:
         raise InvalidInputError(f"the source {where!r} holds no memory ({STORE_FILE})")
     if not (os.access(directory, os.R_OK | os.X_OK) and os.access(store, os.R_OK)):
         raise InvalidInputError(f"the source {where!r} cannot be read (permissions)")
+
+
+def _check_source_schema(source: Place, config: MemoryConfig) -> None:
+    """Refuse a source database schema that does not exist (opening it would create it)."""
+    from gliding_core.store.postgres import Database, DatabaseSettings
+
+    url, schema = source.url or "", source.schema or ""
+    settings = DatabaseSettings(max_connections=1, timeout_s=config.database_timeout_s)
+    database = Database(url, schema=schema, settings=settings)
+    try:
+        with database.translated("looking for the source's schema"), database.connection() as c:
+            found = c.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    finally:
+        database.close()
+    if found is None:
+        raise InvalidInputError(
+            f"the source {source.describe()} holds no memory: the database has no schema"
+            f" {schema!r} (--source-schema names another)"
+        )
 
 
 def _check_target(target: Place) -> Path | None:

@@ -399,3 +399,22 @@ def test_an_entry_over_the_targets_limits_writes_nothing(
     assert "urn:ex:large" in str(caught.value)
     assert "16384 bytes" in str(caught.value)
     assert state(postgres_url, postgres_schema) == []
+
+
+def test_a_database_source_without_the_schema_is_refused_and_not_created(
+    postgres_url: str, postgres_schema: str, tmp_path: Path
+) -> None:
+    import psycopg
+
+    with pytest.raises(InvalidInputError, match="no schema"):
+        copy_memory(
+            Place.parse(postgres_url, schema=postgres_schema),
+            Place.parse(tmp_path / "target"),
+            config=CONFIG,
+        )
+    with psycopg.connect(postgres_url) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (postgres_schema,)
+        ).fetchone()
+    assert found is None
+    assert not (tmp_path / "target").exists()

@@ -31,7 +31,8 @@ limits), so a hostile or damaged source is refused like a hostile file. Order of
    its engines there meanwhile); a target that holds entries is refused unless ``merge``;
 2. the source is read a batch at a time and written inside one transaction of the target:
    a bad entry anywhere rolls the whole copy back (``MalformedImportError`` lists them), so
-   nothing is written half-way; a directory the copy created is removed again;
+   nothing is written half-way; a directory the copy created is removed again (a failure
+   after the commit leaves the target as written, for the user to look at);
 3. after the commit both sides are read again through ``EntryStore``, the same way
    (``census``): per kind of entry, a count and a SHA-256 over every entry's digest. A row
    missing, altered or (without ``merge``) added raises ``CopyVerificationError`` naming the
@@ -252,9 +253,11 @@ def copy_memory(
             directory; ``DatabaseUnavailableError``: PostgreSQL did not answer).
     """
     _check_places(source, target)
+    _check_options(merge, config, progress, before_verify)
     config = config or MemoryConfig.from_env()
     tell = progress or _silent
     created = _check_target(target)
+    committed = False
     try:
         with ExitStack() as closer:
             if source.url is not None:
@@ -264,14 +267,25 @@ def copy_memory(
             before = _check_empty(target, target_store, merge=merge)
             total = source_store.count()
             copied, parts = _write(source_store, target_store, total, tell)
+            committed = True  # from here on, a failure leaves the target for the user to see
             if before_verify is not None:
                 before_verify(target_store)
             kinds = _verify(source_store, target_store, merge=merge, tell=tell)
     except BaseException:
-        if created is not None:
+        if created is not None and not committed:
             shutil.rmtree(created, ignore_errors=True)
         raise
     return CopyReport(source.describe(), target.describe(), copied, parts, before, kinds)
+
+
+def _check_options(merge: object, config: object, progress: object, before_verify: object) -> None:
+    if not isinstance(merge, bool):
+        raise InvalidInputError(f"merge must be True or False, got {preview(merge)}")
+    if config is not None and not isinstance(config, MemoryConfig):
+        raise InvalidInputError(f"config must be a MemoryConfig or None, got {preview(config)}")
+    for name, value in (("progress", progress), ("before_verify", before_verify)):
+        if value is not None and not callable(value):
+            raise InvalidInputError(f"{name} must be callable or None, got {preview(value)}")
 
 
 def _silent(phase: str, done: int, total: int) -> None:

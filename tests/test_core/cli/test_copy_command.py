@@ -154,16 +154,23 @@ def test_directory_to_postgresql_and_back_gives_the_same_memory(
     assert SECRET not in up + down + captured.out + captured.err
     assert "***" in up  # the URL is shown, masked
 
+    messages, pending = carried(source)
+    assert messages[:2] == ["a1", "a2"]
+    assert pending == ["alice adds: bring the crate code"]
+    assert carried(back) == (messages, pending)
     with Memory.open(back, config=CONFIG, embedder=HashEmbedder()) as memory:
-        conversation = Conversation(memory, scope=ALICE)
-        assert [m.id for m in ChatLog(conversation).messages()] == ["a1", "a2"]
-        pending = memory.supplements.snapshot(ALICE.task_iri)
-        assert [i.content for i in pending] == ["alice adds: bring the crate code"]
         assert memory.store.full_text("urn:ex:archive") == BIG
         results = memory.search("blue bicycle", 3)
-        assert "dense" in results.arms
-        assert results.index_behind == 0  # the dense index caught up from the change log
+        assert "dense" in results.arms  # the target's dense index follows its change log
         assert results
+
+
+def carried(place: Path) -> tuple[list[str], list[str]]:
+    """What the layers above read back: the chat log's messages, the pending inputs."""
+    with open_l0(place) as memory:
+        messages = ChatLog(Conversation(memory, scope=ALICE)).messages()
+        pending = memory.supplements.snapshot(ALICE.task_iri)
+        return [m.id for m in messages], [i.content for i in pending]
 
 
 # -- the target ----------------------------------------------------------------------------------

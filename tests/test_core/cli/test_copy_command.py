@@ -425,3 +425,28 @@ def test_a_database_source_without_the_schema_is_refused_and_not_created(
         ).fetchone()
     assert found is None
     assert not (tmp_path / "target").exists()
+
+
+class Terminal(io.StringIO):
+    """A terminal's standard error (the edge: a person watching)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_on_a_terminal_only(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    code, _ = run("copy", str(source), str(tmp_path / "shown"))
+    assert code == 0
+    shown = terminal.getvalue()
+    for phase in ("copy", "verify source", "verify target"):
+        assert phase in shown
+    assert "100%" in shown
+    pipe = io.StringIO()
+    monkeypatch.setattr("sys.stderr", pipe)
+    code, _ = run("copy", str(source), str(tmp_path / "quiet"))
+    assert code == 0
+    assert pipe.getvalue() == ""

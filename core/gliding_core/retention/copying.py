@@ -64,7 +64,7 @@ from gliding_core.errors import (
     TargetNotEmptyError,
 )
 from gliding_core.jsonld import canonical_json, preview
-from gliding_core.retention.transfer import entry_record, read_record
+from gliding_core.retention.transfer import entry_record, read_record, restore_whole
 from gliding_core.storage import STORE_FILE, storage_for
 from gliding_core.store.entry import Entry, Restored
 from gliding_core.store.parts import is_head
@@ -418,7 +418,7 @@ def _write(source: EntryStore, target: EntryStore, total: int, tell: Progress) -
             if not problems:
                 target.restore_many(items)
                 for item, text in wholes:
-                    _restore_whole(target, item, text)
+                    restore_whole(target, item, text)
             copied += len(items)
             parts += len(wholes)
             tell("copy", min(copied + len(problems), total), total)
@@ -476,19 +476,6 @@ def _whole_text(source: EntryStore, iri: str) -> str:
     if text is None:
         raise InvalidInputError("its text in parts was deleted while it was being copied")
     return text
-
-
-def _restore_whole(target: EntryStore, item: Restored, text: str) -> None:
-    """Give a restored entry its whole text back, in parts as the source kept it."""
-    record = item.record
-    target.put_text(
-        record.node,
-        text,
-        tags=record.tags,
-        importance=record.importance,
-        named_graph=record.named_graph,
-        metadata=record.metadata,
-    )
 
 
 def _malformed(problems: list[tuple[int, str]]) -> MalformedImportError:

@@ -8,7 +8,9 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     │   ├── InvalidNodeError                  not JSON, not an object, a bad ``@id`` ...
     │   │   └── NodeTooDeepError              nested deeper than the configured limit
     │   ├── ContentTooLargeError              content over the configured size limit
-    │   ├── MalformedImportError              lines of an import file are malformed
+    │   ├── MalformedImportError              lines of an import file (or entries of a
+    │   │                                     copy's source) are malformed
+    │   ├── TargetNotEmptyError               a copy's target already holds a memory
     │   ├── TaskCycleError                    a dependency would close a cycle of tasks
     │   └── InvalidTransitionError            a task or agent status change the table forbids
     ├── ConfigError (ValueError)              a setting cannot be used
@@ -20,6 +22,7 @@ Generic handlers keep working: a bad value is also a ``ValueError``, a missing e
     ├── StorageError (RuntimeError)           the storage backend failed
     │   ├── DirectoryInUseError               another process owns the directory's engines
     │   ├── DatabaseUnavailableError          PostgreSQL did not answer within the timeout
+    │   ├── CopyVerificationError             a copy's target differs from its source
     │   └── WriteOutcomeUnknownError          a write may or may not have landed (retry it
     │                                         with its ``write_id``)
     ├── LeaseError (RuntimeError)             a blackboard lease could not be had or used
@@ -72,6 +75,18 @@ class MalformedImportError(InvalidInputError):
         self.problems = problems
 
 
+class TargetNotEmptyError(InvalidInputError):
+    """The target of a copy already holds entries, and merging into them was not asked for.
+
+    Attributes:
+        entries: how many entries the target holds.
+    """
+
+    def __init__(self, message: str, *, entries: int) -> None:
+        super().__init__(message)
+        self.entries = entries
+
+
 class ConfigError(GlidingError, ValueError):
     """A configuration value cannot be used."""
 
@@ -120,6 +135,19 @@ class DatabaseUnavailableError(StorageError):
     while its ``COMMIT`` was on its way (the server may have committed it): putting the same
     node again merges into it, but a supplementary input put again is a second input.
     """
+
+
+class CopyVerificationError(StorageError):
+    """A copied memory, read back after its commit, differs from its source.
+
+    Attributes:
+        differences: what differs, per kind of entry (``retention.copying.Difference``:
+            the counts on each side and the IRIs missing, altered or extra).
+    """
+
+    def __init__(self, message: str, differences: list[Any]) -> None:
+        super().__init__(message)
+        self.differences = differences
 
 
 class WriteOutcomeUnknownError(StorageError):

@@ -191,6 +191,8 @@ def test_all_is_pinned() -> None:
         (errors.DatabaseUnavailableError, RuntimeError),
         (errors.NodeTooDeepError, ValueError),
         (errors.MalformedImportError, ValueError),
+        (errors.TargetNotEmptyError, ValueError),
+        (errors.CopyVerificationError, RuntimeError),
         (errors.FrameNotFoundError, LookupError),
         (errors.TaskCycleError, ValueError),
         (errors.InvalidTransitionError, ValueError),

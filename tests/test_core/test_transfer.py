@@ -267,3 +267,117 @@ def test_a_failing_write_leaves_nothing(
         with pytest.raises(MalformedImportError):
             memory.import_jsonl(exported[0])
         assert memory.store.count() == 0
+
+
+# -- texts kept in parts ---------------------------------------------------------------------
+
+BIG = "".join(f"line {i} of the long tool result, with ünïcode {i % 97}.\n" for i in range(60_000))
+TAIL_WORD = "zanzibarquokka"  # only at the very end of the text, far past the head
+
+
+def _with_a_long_text(tmp_path: Path) -> tuple[Path, list[tuple[Any, ...]]]:
+    with Memory.open(tmp_path / "source", config=CONFIG, embedder=HashEmbedder()) as memory:
+        fill(memory)
+        memory.store.put_text(
+            {"@id": "urn:ex:long", "@type": "ToolResult"},
+            BIG + TAIL_WORD,
+            tags=["tool"],
+            importance=0.7,
+        )
+        assert memory.store.full_text("urn:ex:long") == BIG + TAIL_WORD
+        path = tmp_path / "memory.jsonl"
+        memory.export_jsonl(path)
+        before = snapshot(memory)
+    return path, before
+
+
+def test_a_text_kept_in_parts_travels_whole(tmp_path: Path) -> None:
+    path, before = _with_a_long_text(tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["version"] == VERSION
+    entry_at = next(i for i, x in enumerate(lines) if '"urn:ex:long"' in x)
+    count = json.loads(lines[entry_at])["text_parts"]
+    assert count >= 3  # about 3.4 MB of text, a megabyte a line
+    parts = [json.loads(x) for x in lines[entry_at + 1 : entry_at + 1 + count]]
+    assert [p["part"] for p in parts] == list(range(count))
+    assert "".join(p["text"] for p in parts) == BIG + TAIL_WORD
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        report = memory.import_jsonl(path)
+        assert report.skipped == ()
+        assert snapshot(memory) == before
+        assert memory.store.full_text("urn:ex:long") == BIG + TAIL_WORD
+        assert [h.entry.iri for h in memory.store.search_text(TAIL_WORD)] == ["urn:ex:long"]
+
+
+def test_a_version_1_file_still_imports(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    path, before, _ = exported
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = {**json.loads(lines[0]), "version": 1}
+    old = tmp_path / "v1.jsonl"
+    old.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.import_jsonl(old)
+        assert snapshot(memory) == before
+
+
+def _broken(lines: list[str], how: str) -> list[str]:
+    at = next(i for i, x in enumerate(lines) if '"urn:ex:long"' in x)
+    count = json.loads(lines[at])["text_parts"]
+    first, last = at + 1, at + count
+    if how == "a part missing":
+        return lines[:last] + lines[last + 1 :]
+    if how == "parts swapped":
+        return [*lines[:first], lines[first + 1], lines[first], *lines[first + 2 :]]
+    if how == "a part too many":
+        return [*lines[: last + 1], json.dumps({"part": count, "text": "x"}), *lines[last + 1 :]]
+    if how == "a part with no entry":
+        return [*lines[:2], json.dumps({"part": 0, "text": "stray"}), *lines[2:]]
+    if how == "a part with more keys":
+        extra = {**json.loads(lines[first]), "entry": {"@id": "urn:ex:sneak"}}
+        return [*lines[:first], json.dumps(extra), *lines[first + 1 :]]
+    if how == "a part that is not text":
+        return [*lines[:first], json.dumps({"part": 0, "text": 5}), *lines[first + 1 :]]
+    if how == "parts announced for a text that is whole":
+        short = json.loads(lines[2])
+        short["text_parts"] = 1
+        return [*lines[:2], json.dumps(short), json.dumps({"part": 0, "text": "x"}), *lines[3:]]
+    if how == "a count that is not a count":
+        entry = json.loads(lines[at])
+        entry["text_parts"] = "3"
+        return [*lines[:at], json.dumps(entry), *lines[at + 1 :]]
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "a part missing",
+        "parts swapped",
+        "a part too many",
+        "a part with no entry",
+        "a part with more keys",
+        "a part that is not text",
+        "parts announced for a text that is whole",
+        "a count that is not a count",
+    ],
+)
+def test_broken_part_lines_write_nothing(tmp_path: Path, how: str) -> None:
+    path, _ = _with_a_long_text(tmp_path)
+    lines = _broken(path.read_text(encoding="utf-8").splitlines(), how)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError):
+            memory.import_jsonl(bad)
+        assert memory.store.count() == 0
+        report = memory.import_jsonl(bad, skip_bad=True)
+        assert report.skipped
+        # What was taken in is whole: no entry came in with a head and no parts behind it.
+        for iri in report.imported:
+            entry = memory.store.get(iri)
+            assert entry is not None
+            text = entry.node.get("text")
+            if isinstance(text, str) and "kept in parts" in text:
+                assert memory.store.full_text(iri) == BIG + TAIL_WORD

@@ -1,4 +1,4 @@
-"""CLI: the ``gliding-horse`` command: demo, inspect, show, search, forget, export, import,
+"""CLI: the ``gliding-horse`` command: demo, inspect, show, search, forget, export, import, copy,
 serve and benchmarks (the user's entry point). ``inspect``, ``show`` and ``search`` read the
 directory's L0 store alone (no model is loaded, no index touched, no read counted), so they run
 beside the process that owns it.

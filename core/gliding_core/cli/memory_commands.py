@@ -1,10 +1,11 @@
-"""CLI: commands that change or carry what a memory directory holds: ``forget``, ``export``,
-``import``.
+"""CLI: commands that change or carry what a memory holds: ``forget``, ``export``, ``import``,
+``copy``.
 
-Each opens the directory as its owner (with its engines: the dense index and the blackboard
-are reached too), with the embedder its manifest records when this machine has it, so that
-nothing is re-embedded. A command that erases asks first on a terminal; elsewhere it needs
-``--yes``.
+``forget``, ``export`` and ``import`` open the directory as its owner (with its engines: the
+dense index and the blackboard are reached too), with the embedder its manifest records when
+this machine has it, so that nothing is re-embedded. ``copy`` opens the L0 store of each side
+only (``gliding_core.retention.copying``), and shows its progress on a terminal. A command that
+erases asks first on a terminal; elsewhere it needs ``--yes``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.memory import MANIFEST_FILE, STORE_FILE, Memory
+from gliding_core.retention.copying import Place, copy_memory, kinds_table
 from gliding_core.retention.erasure import ForgetReport
 from gliding_core.store.scope import Scope
 
@@ -58,6 +60,29 @@ def register(commands: Any) -> None:
         "--skip-bad", action="store_true", help="import the good lines and list the bad ones"
     )
     load.set_defaults(handler=import_command)
+
+    copy = commands.add_parser(
+        "copy",
+        help="copy a memory between a directory and a PostgreSQL database, verified",
+        description=(
+            "Copy every L0 entry (turns, chat logs, supplementary inputs, flushed blackboard"
+            " nodes, texts kept in parts) from SOURCE to TARGET in one transaction, then read"
+            " both back and compare counts and hashes per kind. A password is best left out of"
+            " the URL (PGPASSWORD or ~/.pgpass): a command line is visible to `ps`."
+        ),
+    )
+    copy.add_argument("source", help="a memory directory or a postgresql:// URL")
+    copy.add_argument("target", help="a directory (created when missing) or a postgresql:// URL")
+    copy.add_argument(
+        "--merge", action="store_true", help="copy into a target that already holds entries"
+    )
+    copy.add_argument(
+        "--database-schema",
+        help="the PostgreSQL schema of both sides (default: GLIDING_DATABASE_SCHEMA, else gliding)",
+    )
+    copy.add_argument("--source-schema", help="the source's schema (over --database-schema)")
+    copy.add_argument("--target-schema", help="the target's schema (over --database-schema)")
+    copy.set_defaults(handler=copy_command)
 
 
 def _scope(text: str) -> Scope:
@@ -105,6 +130,49 @@ def import_command(args: argparse.Namespace, out: TextIO) -> int:
     vectors = "kept" if report.vectors_kept else "computed again"
     out.write(f"imported {len(report.imported)} entries into {args.path} (vectors {vectors})\n")
     return 0
+
+
+def copy_command(args: argparse.Namespace, out: TextIO) -> int:
+    """``gliding-horse copy SOURCE TARGET [--merge] [--database-schema NAME]``."""
+    source = Place.parse(args.source, schema=args.source_schema or args.database_schema)
+    target = Place.parse(args.target, schema=args.target_schema or args.database_schema)
+    with _Bars(sys.stderr) as bars:
+        report = copy_memory(source, target, merge=args.merge, progress=bars)
+    title = f"Copied {report.copied} entries from {report.source} to {report.target}"
+    out.write(render(["kind", "entries", "sha-256"], list(kinds_table(report)), title=title))
+    merged = f", beside {report.target_before} it held" if report.target_before else ""
+    out.write(
+        f"\nverified: the target holds every entry of the source, counts and hashes equal"
+        f" ({report.texts_in_parts} texts in parts copied whole{merged})\n"
+    )
+    return 0
+
+
+class _Bars:
+    """A tqdm bar per phase of a copy, on a terminal only."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = stream.isatty()
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.shown:
+            return
+        bar = self.bars.get(phase)
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, desc=phase, unit=" entries", file=self.stream, leave=True)
+            self.bars[phase] = bar
+        bar.update(done - bar.n)
+
+    def __enter__(self) -> _Bars:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for bar in self.bars.values():
+            bar.close()
 
 
 def open_directory(path: Path) -> Memory:

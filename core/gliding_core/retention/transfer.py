@@ -2,17 +2,21 @@
 
 The file: a header line, then one line per L0 entry, oldest first::
 
-    {"format": "gliding-horse-memory", "version": 1, "embedder": "hash-256",
+    {"format": "gliding-horse-memory", "version": 2, "embedder": "hash-256",
      "dimension": 256, "scope": null, "entries": 42}
     {"entry": {"@id": "urn:...", "@type": "Turn", "text": "..."}, "tags": ["turn", ...],
      "graph": "urn:gliding:session:...", "importance": 0.5, "created": 1796540000.25,
      "metadata": {...}, "state": "S", "expires": null, "scope": "user:alice",
      "embedding": [0.01, ...]}
 
-``entry`` is the JSON-LD node as stored. Sessions (their turns), chat logs, supplementary
-inputs, LangGraph store items and the blackboard nodes flushed to L0 are entries like any
-other, so they travel too; ``scope`` names the scope an entry belongs to (informative: its tags
-carry it). ``embedding`` is the vector the header's embedder gives the entry's text.
+``entry`` is the JSON-LD node as stored. An entry whose text is kept in parts
+(``EntryStore.put_text``: a text over ``max_content_bytes``) holds the head of it, and says
+``"text_parts": n``; the ``n`` lines after it carry the whole text, in order, at most
+``PART_BYTES`` each: ``{"part": 0, "text": "..."}``. Import puts the text back in parts.
+Sessions (their turns), chat logs, supplementary inputs, LangGraph store items and the
+blackboard nodes flushed to L0 are entries like any other, so they travel too; ``scope`` names
+the scope an entry belongs to (informative: its tags carry it). ``embedding`` is the vector
+the header's embedder gives the entry's text.
 
 Import treats the file as hostile: each line is at most ``MAX_LINE_BYTES`` and parsed JSON
 nesting is bounded (``Record``'s checks, a ``RecursionError`` caught), every field is checked
@@ -40,11 +44,14 @@ from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.jsonld import node_text, preview
 from gliding_core.retention.erasure import scope_entries
 from gliding_core.store.entry import Entry, MesiState, Record, Restored
+from gliding_core.store.parts import is_head, split_text
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import TAG_PREFIX, Scope
 
 FORMAT = "gliding-horse-memory"
-VERSION = 1
+VERSION = 2  # 2: texts kept in parts travel whole, on part lines after their entry
+READABLE_VERSIONS = (1, 2)
+PART_BYTES = 1_048_576  # a part line's text, in UTF-8 bytes (JSON escaping stays in a line)
 MAX_LINE_BYTES = 8 * 1_048_576  # a node and its metadata at their limits, with a vector
 _HEADER_KEYS = {"format", "version", "embedder", "dimension", "scope", "entries"}
 _ENTRY_KEYS = {
@@ -58,7 +65,9 @@ _ENTRY_KEYS = {
     "expires",
     "scope",
     "embedding",
+    "text_parts",
 }
+_PART_KEYS = {"part", "text"}
 
 Source = str | os.PathLike[str] | IO[str]
 
@@ -97,7 +106,21 @@ class _Parsed:
     items: list[Restored] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
+    wholes: list[tuple[Restored, str]] = field(default_factory=list)
     problems: list[tuple[int, str]] = field(default_factory=list)
+    waiting: _Waiting | None = None
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """An entry line whose text comes on the part lines after it, until they all came."""
+
+    number: int
+    item: Restored
+    text: str
+    vector: list[float] | None
+    parts: int
+    got: list[str] = field(default_factory=list)
 
 
 # -- export ----------------------------------------------------------------------------------
@@ -154,21 +177,41 @@ def _lines(store: EntryStore, entries: list[Entry], cache: CachedEmbedder) -> It
     matrix = iter(cache.matrix(with_text).tolist()) if with_text else iter(())
     expiry = store.expires_at([entry.iri for entry in entries])
     for entry, text in zip(entries, texts, strict=True):
-        scopes = [t[len(TAG_PREFIX) :] for t in entry.tags if t.startswith(TAG_PREFIX)]
-        line = {
-            "entry": entry.node,
-            "tags": list(entry.tags),
-            "graph": entry.named_graph,
-            "importance": entry.importance,
-            "created": entry.created_at,
-            "metadata": entry.metadata,
-            "state": entry.mesi_state.value,
-            "expires": expiry.get(entry.iri),
-            "scope": scopes[0] if scopes else None,
-        }
-        if text:
-            line["embedding"] = next(matrix)
+        line = entry_record(entry, expiry.get(entry.iri), next(matrix) if text else None)
+        whole = store.full_text(entry.iri) if is_head(entry.node.get("text")) else None
+        parts = split_text(whole, PART_BYTES) if whole is not None and whole != text else []
+        if parts:
+            line["text_parts"] = len(parts)
         yield json.dumps(line, ensure_ascii=False, allow_nan=False)
+        for number, part in enumerate(parts):
+            yield json.dumps({"part": number, "text": part}, ensure_ascii=False)
+
+
+def entry_record(
+    entry: Entry, expires: float | None, embedding: list[float] | None = None
+) -> dict[str, Any]:
+    """Return the export record of one entry (a line of the file, before JSON).
+
+    Args:
+        entry: the entry as the store gave it.
+        expires: when it expires (``EntryStore.expires_at``), or ``None``.
+        embedding: its vector, when it has text and one goes with it.
+    """
+    scopes = [t[len(TAG_PREFIX) :] for t in entry.tags if t.startswith(TAG_PREFIX)]
+    record: dict[str, Any] = {
+        "entry": entry.node,
+        "tags": list(entry.tags),
+        "graph": entry.named_graph,
+        "importance": entry.importance,
+        "created": entry.created_at,
+        "metadata": entry.metadata,
+        "state": entry.mesi_state.value,
+        "expires": expires,
+        "scope": scopes[0] if scopes else None,
+    }
+    if embedding is not None:
+        record["embedding"] = embedding
+    return record
 
 
 class _Writer:
@@ -236,7 +279,10 @@ def import_memory(
     matched = parsed.header.get("embedder") == parts.embedder_name
     if matched and parsed.texts:
         cache.remember(parsed.texts, parsed.vectors)
-    iris = parts.store.restore_many(parsed.items) if parsed.items else []
+    with parts.store.transaction():
+        iris = parts.store.restore_many(parsed.items) if parsed.items else []
+        for item, whole in parsed.wholes:
+            restore_whole(parts.store, item, whole)
     return ImportReport(
         imported=tuple(iris),
         skipped=tuple(parsed.problems),
@@ -252,10 +298,14 @@ def _parse(source: Source, store: EntryStore) -> _Parsed:
             value = _json(line)
             if number == 1:
                 parsed.header = _header(value)
+            elif isinstance(value, dict) and "part" in value:
+                _part(value, parsed)
             else:
-                _entry(value, parsed, store)
+                _close(parsed)
+                _entry(value, parsed, store, number)
         except (GlidingError, ValueError, TypeError) as exc:
             parsed.problems.append((number, str(exc)[:300]))
+    _close(parsed)
     return parsed
 
 
@@ -315,8 +365,10 @@ def _no_constant(name: str) -> None:
 def _header(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or value.get("format") != FORMAT:
         raise InvalidInputError(f"the first line is not a {FORMAT} header")
-    if value.get("version") != VERSION:
-        raise InvalidInputError(f"format version {preview(value.get('version'))} is not {VERSION}")
+    if value.get("version") not in READABLE_VERSIONS:
+        raise InvalidInputError(
+            f"format version {preview(value.get('version'))} is not one of {READABLE_VERSIONS}"
+        )
     unknown = set(value) - _HEADER_KEYS
     if unknown:
         raise InvalidInputError(f"unknown header keys {sorted(unknown)[:5]}")
@@ -330,10 +382,88 @@ def _header(value: Any) -> dict[str, Any]:
     return value
 
 
-def _entry(value: Any, parsed: _Parsed, store: EntryStore) -> None:
-    """Check one entry line and add it to ``parsed`` (nothing is added when it is bad)."""
+def _entry(value: Any, parsed: _Parsed, store: EntryStore, number: int) -> None:
+    """Check one entry line and add it to ``parsed`` (nothing is added when it is bad); one
+    whose text comes in parts waits for its part lines."""
     if not parsed.header:
         raise InvalidInputError("no valid header before this line")
+    item, text, vector = read_record(value, store, dimension=parsed.header.get("dimension"))
+    count = value.get("text_parts")
+    if count is None:
+        _add(parsed, item, text, vector)
+        return
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1_000_000:
+        raise InvalidInputError(f"'text_parts' must be a count of lines, got {preview(count)}")
+    if not is_head(item.record.node.get("text")):
+        raise InvalidInputError("'text_parts' is given, but the entry's text is not a head")
+    parsed.waiting = _Waiting(number, item, text, vector, count)
+
+
+def _add(parsed: _Parsed, item: Restored, text: str, vector: list[float] | None) -> None:
+    parsed.items.append(item)
+    if text and vector is not None:
+        parsed.texts.append(text)
+        parsed.vectors.append(vector)
+
+
+def _part(value: dict[str, Any], parsed: _Parsed) -> None:
+    """Check one part line: the next part of the entry waiting for its text."""
+    waiting = parsed.waiting
+    if waiting is None:
+        raise InvalidInputError("a part line with no entry waiting for its text before it")
+    if set(value) != _PART_KEYS:
+        raise InvalidInputError(f"a part line has exactly the keys {sorted(_PART_KEYS)}")
+    if value["part"] != len(waiting.got) or not isinstance(value["text"], str):
+        raise InvalidInputError(
+            f"expected part {len(waiting.got)} of the entry on line {waiting.number} as text,"
+            f" got part {preview(value['part'])}"
+        )
+    if len(waiting.got) == waiting.parts:
+        raise InvalidInputError(f"the entry on line {waiting.number} has {waiting.parts} parts")
+    waiting.got.append(value["text"])
+
+
+def _close(parsed: _Parsed) -> None:
+    """Take the waiting entry in when its parts all came, else list it as a bad line."""
+    waiting, parsed.waiting = parsed.waiting, None
+    if waiting is None:
+        return
+    if len(waiting.got) != waiting.parts:
+        parsed.problems.append(
+            (waiting.number, f"{waiting.parts} part lines announced, {len(waiting.got)} came")
+        )
+        return
+    _add(parsed, waiting.item, waiting.text, waiting.vector)
+    parsed.wholes.append((waiting.item, "".join(waiting.got)))
+
+
+def restore_whole(store: EntryStore, item: Restored, text: str) -> None:
+    """Give a restored entry its whole text back, in parts as it was kept."""
+    record = item.record
+    store.put_text(
+        record.node,
+        text,
+        tags=record.tags,
+        importance=record.importance,
+        named_graph=record.named_graph,
+        metadata=record.metadata,
+    )
+
+
+def read_record(
+    value: Any, store: EntryStore, *, dimension: Any = None
+) -> tuple[Restored, str, list[float] | None]:
+    """Check one export record as untrusted input; return it to restore, its text, its vector.
+
+    Args:
+        value: the parsed record (``entry_record``'s shape).
+        store: the store it is for: its limits (depth, size) apply.
+        dimension: the vector size the header states, when it states one.
+
+    Raises:
+        InvalidInputError: a key is unknown, a field has the wrong type or range, or the entry
+            is over the store's limits (named in the message).
+    """
     if not isinstance(value, dict):
         raise InvalidInputError("an entry line must be a JSON object")
     unknown = set(value) - _ENTRY_KEYS
@@ -365,11 +495,8 @@ def _entry(value: Any, parsed: _Parsed, store: EntryStore) -> None:
     expires = value.get("expires")
     expires = None if expires is None else _number(expires, "expires")
     text = node_text(record.node)
-    vector = _vector(value.get("embedding"), parsed.header.get("dimension")) if text else None
-    parsed.items.append(Restored(record, created, expires))
-    if text and vector is not None:
-        parsed.texts.append(text)
-        parsed.vectors.append(vector)
+    vector = _vector(value.get("embedding"), dimension) if text else None
+    return Restored(record, created, expires), text, vector
 
 
 def _number(value: Any, what: str) -> float:

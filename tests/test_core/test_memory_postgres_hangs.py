@@ -13,14 +13,16 @@ be taken for a hang.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from gliding_core import DatabaseUnavailableError, Memory, MemoryConfig
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
@@ -40,7 +42,7 @@ class PausableProxy:
     def __init__(self, url: str) -> None:
         self._upstream = _upstream(url)
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.url = make_conninfo(url, host="127.0.0.1", port=str(self._listener.getsockname()[1]))
+        self.url = _through(url, self._listener.getsockname()[1])
         self._flowing = threading.Event()
         self._flowing.set()
         self._stopping = threading.Event()
@@ -103,6 +105,20 @@ def _readable(sock: socket.socket) -> bool:
     import select
 
     return bool(select.select([sock], [], [], 0.05)[0])
+
+
+def _through(url: str, port: int) -> str:
+    """``url`` as a ``postgresql://`` URI (what ``Memory.open`` takes for a database) to the
+    proxy at ``port`` on this machine."""
+    parameters = {key: str(value) for key, value in conninfo_to_dict(url).items()}
+    user = quote(parameters.pop("user", ""), safe="")
+    password = parameters.pop("password", None)
+    secret = "" if password is None else ":" + quote(password, safe="")
+    database = quote(parameters.pop("dbname", ""), safe="")
+    for key in ("host", "hostaddr", "port"):
+        parameters.pop(key, None)
+    query = "?" + urlencode(parameters) if parameters else ""
+    return f"postgresql://{user}{secret}@127.0.0.1:{port}/{database}{query}"
 
 
 def _upstream(url: str) -> tuple[socket.AddressFamily, Any]:
@@ -177,9 +193,9 @@ def test_a_hung_server_fails_calls_with_a_typed_error_and_work_resumes(
             lambda: memory.supplements.take_pending("urn:task:h"),
             lambda: memory.store.count(),
         ]
-        for call in calls:
+        for number, call in enumerate(calls):
             error = _within_liveness(call)
-            assert isinstance(error, DatabaseUnavailableError), repr(error)
+            assert isinstance(error, DatabaseUnavailableError), (number, repr(error))
             assert "postgresql" in str(error).lower()
 
         proxy.resume()
@@ -212,7 +228,7 @@ def test_the_coordination_store_fails_fast_on_a_hung_server_and_resumes(
                     topic="t",
                     task=None,
                     sender="a",
-                    payload=payload,
+                    payload=json.dumps(payload),
                     now=tx.now(),
                 )
 

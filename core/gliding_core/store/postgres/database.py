@@ -45,7 +45,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import psycopg
 import psycopg_pool
@@ -110,10 +110,10 @@ class BoundedConnection(psycopg.Connection[Any]):
         try:
             waiting = _Resumable(gen, next(gen))
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return cast(_T, done.value)
         while True:
             try:
-                return super().wait(waiting.until(time.monotonic() + patience), interval)
+                return cast(_T, super().wait(waiting.until(time.monotonic() + patience), interval))
             except _OverdueError:
                 pass
             if not answers():
@@ -223,16 +223,18 @@ class Database:
         public, self._secrets = _split_secrets(url)
         self.display = make_conninfo(**public) + (" password=***" if self._secrets else "")
         self.identifier = f'"{self.schema}"'
+        self._conninfo = make_conninfo(**public)
+        self._kwargs: dict[str, Any] = {
+            **self._secrets,
+            **_keepalives(public, self.settings.timeout_s),
+            "autocommit": True,
+            "connect_timeout": max(1, round(self.settings.timeout_s)),
+            "application_name": "gliding-horse",
+        }
         self.pool: psycopg_pool.ConnectionPool[BoundedConnection] = psycopg_pool.ConnectionPool(
-            make_conninfo(**public),
+            self._conninfo,
             connection_class=BoundedConnection,
-            kwargs={
-                **self._secrets,
-                **_keepalives(public, self.settings.timeout_s),
-                "autocommit": True,
-                "connect_timeout": max(1, round(self.settings.timeout_s)),
-                "application_name": "gliding-horse",
-            },
+            kwargs=self._kwargs,
             min_size=1,
             max_size=self.settings.max_connections,
             open=False,
@@ -282,10 +284,10 @@ class Database:
         connect timeout is whole seconds, at least 2): a refusal (``FATAL``: too many clients,
         starting up) is an answer; only silence is not."""
         probe_s = max(2, math.ceil(self.settings.timeout_s / 2))
-        kwargs = {**self.pool.kwargs, "connect_timeout": probe_s}
+        kwargs = {**self._kwargs, "connect_timeout": probe_s}
         kwargs["application_name"] = "gliding-horse probe"
         try:
-            psycopg.connect(self.pool.conninfo, **kwargs).close()
+            psycopg.connect(self._conninfo, **kwargs).close()
         except psycopg.Error as exc:
             return "FATAL" in str(exc)
         return True
@@ -299,8 +301,8 @@ class Database:
     def connect(self, application_name: str) -> BoundedConnection:
         """Open a connection of the caller's own, outside the pool, set up as the pool's are
         (autocommit, the schema, bounded waits); the caller closes it."""
-        kwargs = {**self.pool.kwargs, "application_name": application_name}
-        conn = BoundedConnection.connect(self.pool.conninfo, **kwargs)
+        kwargs = {**self._kwargs, "application_name": application_name}
+        conn = BoundedConnection.connect(self._conninfo, **kwargs)
         try:
             self._configure(conn)
         except BaseException:

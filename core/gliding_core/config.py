@@ -459,8 +459,9 @@ class MemoryConfig(Settings):
             share one database, each in a schema of its own. Lower-case letters, digits and
             ``_``, at most 63, not one of PostgreSQL's own (``public``, ``pg_*``).
         database_timeout_s: how long a call waits for PostgreSQL (a free connection, a new
-            one, a lock) before it fails with ``DatabaseUnavailableError``; a few seconds, so
-            a worker whose database is down fails fast and tries again, rather than hanging.
+            one, an answer from a server that answers nothing else either) before it fails
+            with ``DatabaseUnavailableError``; a few seconds, so a worker whose database is
+            down or hung fails fast and tries again, rather than hanging.
         database_pool_size: the most connections each component's pool opens per process.
 
     ``MemoryConfig.from_env()`` reads the same settings from the environment (see there).

@@ -22,6 +22,7 @@ from typing import Protocol
 from gliding_core.boundary import translated
 from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
+from gliding_core.store.connections import set_wal
 
 
 class NodeSource(Protocol):
@@ -105,7 +106,8 @@ class SQLiteNodeSource:
             self._conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
             )
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            # Processes opening a new file together wait for each other's switch to WAL.
+            set_wal(self._conn, busy_timeout_ms=30_000)  # as the connection's timeout
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS coherence_source_nodes (iri TEXT PRIMARY KEY,"

@@ -588,12 +588,9 @@ class _Listener:
 
     def _listen(self, first: bool) -> None:
         directory = self._directory
-        pool = directory.database.pool
-        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-        kwargs = dict(pool.kwargs) if isinstance(pool.kwargs, dict) else {}
-        kwargs["autocommit"] = True
-        kwargs["application_name"] = LISTENER_NAME
-        conn = psycopg.connect(conninfo, **kwargs)
+        # Set up as the pool's connections are: a server that stops answering ends its waits
+        # (a SilentServerError, a psycopg error) and the listener connects again.
+        conn = directory.database.connect(LISTENER_NAME)
         self._conn = conn
         conn.execute(f'LISTEN "{directory.channel}"')
         epoch = _epoch(

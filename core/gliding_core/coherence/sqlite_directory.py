@@ -38,6 +38,7 @@ from gliding_core.coherence.directory import (
 from gliding_core.coherence.epoch import SharedCounter
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
+from gliding_core.store.connections import set_wal
 from gliding_core.store.entry import MesiState
 
 T = TypeVar("T")
@@ -121,8 +122,9 @@ class SQLiteDirectory:
             )
             # WAL: readers of other processes never wait for a transition. NORMAL sync: a
             # committed transition survives a process crash; the directory describes copies
-            # held by live processes, which a power loss ends anyway.
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            # held by live processes, which a power loss ends anyway. The switch waits for
+            # processes that open a new directory at the same time (``set_wal``).
+            set_wal(self._conn, busy_timeout_ms=round(busy_timeout_s * 1000))
             self._conn.execute("PRAGMA synchronous = NORMAL")
             # Checkpoints run on a thread of their own (``WalCheckpoints``), not inside the
             # COMMIT of a transition, which holds the lock every writer of the process waits on.

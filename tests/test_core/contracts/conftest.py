@@ -19,6 +19,7 @@ own block without touching the others':
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -113,6 +114,12 @@ def run_child(backend: Backend[T], body: str, *args: str) -> subprocess.Popen[st
     """
     assert backend.child_source, f"{backend.name} cannot be opened from another process"
     source = backend.child_source + "\n" + body
+    # A database URL (and its password) reaches the child through its environment only: a
+    # command line is shown to every user of the machine by ``ps``. Not printed on failure.
+    url = os.environ.get(TEST_DATABASE_URL)
+    assert not url or not any(url in part for part in (source, *args)), (
+        f"{backend.name}: the child's command line holds the database URL"
+    )
     return subprocess.Popen(
         [sys.executable, "-c", source, *args], stdout=subprocess.PIPE, text=True
     )
@@ -191,10 +198,7 @@ def _postgres_sound(store: EntryStore) -> None:
 def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend[EntryStore]]:
     """``PostgresEntryStore(url, schema=...)``: a schema of the test's own in the session's
     PostgreSQL, which every handle and process opens."""
-    url, schema = (
-        request.getfixturevalue("postgres_url"),
-        request.getfixturevalue("postgres_schema"),
-    )
+    url, schema = postgres_database(request)  # the URL in the environment of child processes
     config = store_config(request)
     yield Backend(
         "postgresql",

@@ -50,6 +50,7 @@ from gliding_core.boundary import translated
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import preview
+from gliding_core.store.connections import set_wal
 
 COORDINATION_FILE = "blackboard.sqlite3"
 
@@ -183,8 +184,9 @@ class CoordinationDB:
             conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout_ms)}")
             if self.path is not None:
                 # WAL: readers of other processes never block a grant, and a commit appends one
-                # frame instead of rewriting pages, which keeps a grant near 30 us.
-                conn.execute("PRAGMA journal_mode = WAL")
+                # frame instead of rewriting pages, which keeps a grant near 30 us. The switch
+                # waits for processes that open a new file at the same time (``set_wal``).
+                set_wal(conn, busy_timeout_ms=self.config.busy_timeout_ms)
             sync = "FULL" if self.config.durability == "full" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
         return conn

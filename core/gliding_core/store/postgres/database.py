@@ -15,24 +15,44 @@ create schemas and tables. What the role may not do is reported as a ``ConfigErr
 statement an administrator must run (``require_extension`` does the same for an extension,
 such as ``vector``, which is not a trusted one).
 
+Why no call waits for ever: a server that closes or refuses connections fails a call at once,
+but one that hangs with its connections open (a stopped process, a paused machine, a network
+partition) answers nothing, and libpq would wait for its answer for ever. So every wait of a
+connection for the server is bounded on the client (``BoundedConnection``): when half the
+timeout passes with no answer, a new connection is tried (a probe); a server that answers it is
+alive and busy (a long statement, a lock wait that its own ``lock_timeout`` ends), and the wait
+goes on, probing again each half timeout; one that does not answer within the other half is
+taken to be gone, the connection is dropped and the call fails with ``SilentServerError`` (a
+``DatabaseUnavailableError`` once translated), about one timeout after it was made. The pool
+replaces the dropped connection once the server answers again. A server-side
+``statement_timeout`` could not do this (a stopped server enforces nothing) and would cut the
+long statements of a live one. TCP keepalives and ``tcp_user_timeout`` (when the URL sets none)
+let the kernel find a dead peer of an idle or sending connection, such as the coherence
+listener's.
+
 Invariants: no message, ``repr`` or log line of this module holds the password; every psycopg
-or pool exception leaves as a ``GlidingError`` (``boundary``'s ``postgresql`` table).
+or pool exception leaves as a ``GlidingError`` (``boundary``'s ``postgresql`` table); no wait
+for the server outlasts about ``DatabaseSettings.timeout_s`` unless the server answers probes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 import psycopg
 import psycopg_pool
 from psycopg import errors as pg_errors
+from psycopg.abc import PQGen
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.waiting import Ready, Wait
 
 from gliding_core.boundary import translate
 from gliding_core.errors import ConfigError, GlidingError, InvalidInputError
@@ -50,6 +70,81 @@ CREATE TABLE IF NOT EXISTS schema_versions (
 Migration = tuple[int, str, Callable[[psycopg.Connection[Any]], None]]
 """One step of a component's schema: the version it makes, what it does, and how."""
 
+_T = TypeVar("_T")
+_WAKE_S = 0.1  # how often a wait for the server wakes to look at its deadline (psycopg's own)
+_KEEPALIVE_COUNT = 3
+
+
+class SilentServerError(psycopg.OperationalError):
+    """The server took a statement and neither answered it nor a new connection within the
+    timeout: it is stopped, hung or cut off. The connection was dropped."""
+
+
+class _OverdueError(Exception):
+    """A wait for the server passed its deadline (raised to stop psycopg's wait loop)."""
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A psycopg connection whose waits for the server end (see the module: why no call
+    waits for ever).
+
+    ``Database`` sets ``patience_s`` (how long a wait goes before the server is probed) and
+    ``answers`` (the probe); a connection without them waits as psycopg's does.
+    """
+
+    patience_s: float | None = None
+    answers: Callable[[], bool] | None = None
+    shown: str = "PostgreSQL"
+
+    def wait(self, gen: PQGen[_T], interval: float = _WAKE_S, timeout: float | None = None) -> _T:
+        """Consume ``gen`` (psycopg's protocol); with ``timeout`` given, as psycopg does.
+
+        Raises:
+            SilentServerError: the server answered neither ``gen`` nor a probe in time.
+        """
+        patience, answers = self.patience_s, self.answers
+        if timeout is not None or patience is None or answers is None:
+            if timeout is None:
+                return super().wait(gen, interval)
+            return super().wait(gen, interval, timeout)
+        try:
+            waiting = _Resumable(gen, next(gen))
+        except StopIteration as done:
+            return cast(_T, done.value)
+        while True:
+            try:
+                return cast(_T, super().wait(waiting.until(time.monotonic() + patience), interval))
+            except _OverdueError:
+                pass
+            if not answers():
+                self.pgconn.finish()  # its state is unknown: nothing may use it again
+                raise SilentServerError(
+                    f"{self.shown} took a statement and answered neither it nor a new"
+                    f" connection within {2 * patience:g} s: the server is stopped, hung or"
+                    " cut off"
+                )
+
+
+class _Resumable:
+    """A psycopg generator that may be waited for in several goes: ``until(deadline)`` is a
+    generator driving it from where the last go stopped, which raises ``_OverdueError`` when it is
+    woken with nothing ready after ``deadline``."""
+
+    __slots__ = ("gen", "state")
+
+    def __init__(self, gen: PQGen[Any], state: Wait) -> None:
+        self.gen, self.state = gen, state
+
+    def until(self, deadline: float) -> Generator[Wait, Ready | int, Any]:
+        while True:
+            ready = yield self.state
+            if not ready and time.monotonic() >= deadline:
+                raise _OverdueError
+            try:
+                self.state = self.gen.send(ready)
+            except StopIteration as done:
+                return done.value
+
 
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
@@ -58,7 +153,8 @@ class DatabaseSettings:
     Attributes:
         max_connections: the most connections the pool opens.
         timeout_s: how long a caller waits for a connection (made or free) before a
-            ``StorageError``; also libpq's connect timeout.
+            ``StorageError``; also libpq's connect timeout, and about how long a statement
+            waits for a server that answers neither it nor a new connection (see the module).
         lock_timeout_ms: how long a statement waits for a lock another transaction holds
             before failing (0: for ever).
         synchronous_commit: whether a commit waits for its write-ahead log to be flushed;
@@ -127,28 +223,30 @@ class Database:
         public, self._secrets = _split_secrets(url)
         self.display = make_conninfo(**public) + (" password=***" if self._secrets else "")
         self.identifier = f'"{self.schema}"'
-        self.pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
-            psycopg_pool.ConnectionPool(
-                make_conninfo(**public),
-                kwargs={
-                    **self._secrets,
-                    "autocommit": True,
-                    "connect_timeout": max(1, round(self.settings.timeout_s)),
-                    "application_name": "gliding-horse",
-                },
-                min_size=1,
-                max_size=self.settings.max_connections,
-                open=False,
-                configure=self._configure,
-                timeout=self.settings.timeout_s,
-                # A connection attempt that keeps failing (the server is down) is given up
-                # after this long, and the next caller starts a new one at once: the pool's
-                # back-off never grows past the timeout, so work resumes within about one
-                # timeout of the server coming back (the default, five minutes, would let the
-                # back-off reach minutes).
-                reconnect_timeout=self.settings.timeout_s,
-                name=f"gliding-{self.schema}",
-            )
+        self._conninfo = make_conninfo(**public)
+        self._kwargs: dict[str, Any] = {
+            **self._secrets,
+            **_keepalives(public, self.settings.timeout_s),
+            "autocommit": True,
+            "connect_timeout": max(1, round(self.settings.timeout_s)),
+            "application_name": "gliding-horse",
+        }
+        self.pool: psycopg_pool.ConnectionPool[BoundedConnection] = psycopg_pool.ConnectionPool(
+            self._conninfo,
+            connection_class=BoundedConnection,
+            kwargs=self._kwargs,
+            min_size=1,
+            max_size=self.settings.max_connections,
+            open=False,
+            configure=self._configure,
+            timeout=self.settings.timeout_s,
+            # A connection attempt that keeps failing (the server is down) is given up after
+            # this long, and the next caller starts a new one at once: the pool's back-off
+            # never grows past the timeout, so work resumes within about one timeout of the
+            # server coming back (the default, five minutes, would let the back-off reach
+            # minutes).
+            reconnect_timeout=self.settings.timeout_s,
+            name=f"gliding-{self.schema}",
         )
         with self.translated(f"connecting to PostgreSQL ({self.display})"):
             self.pool.open(wait=True, timeout=self.settings.timeout_s)
@@ -156,8 +254,8 @@ class Database:
     def __repr__(self) -> str:
         return f"Database({self.display!r}, schema={self.schema!r})"
 
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Set a new connection's schema, lock timeout and commit durability.
+    def _configure(self, conn: BoundedConnection) -> None:
+        """Set a new connection's schema, lock timeout, commit durability and bounded waits.
 
         Prepared statements (psycopg prepares a statement run often) keep one generic plan:
         every statement of the stores is a lookup by parameters, and planning the BM25 one
@@ -165,6 +263,11 @@ class Database:
         its execution.
         """
         settings = self.settings
+        conn.patience_s, conn.answers, conn.shown = (
+            settings.timeout_s / 2,
+            self._answers,
+            (f"PostgreSQL at {self.display}"),
+        )
         conn.execute(
             "SELECT set_config('search_path', %s, false), set_config('lock_timeout', %s, false),"
             " set_config('synchronous_commit', %s, false),"
@@ -176,11 +279,36 @@ class Database:
             ),
         )
 
+    def _answers(self) -> bool:
+        """Whether the server answers a new connection within half the timeout (libpq's
+        connect timeout is whole seconds, at least 2): a refusal (``FATAL``: too many clients,
+        starting up) is an answer; only silence is not."""
+        probe_s = max(2, math.ceil(self.settings.timeout_s / 2))
+        kwargs = {**self._kwargs, "connect_timeout": probe_s}
+        kwargs["application_name"] = "gliding-horse probe"
+        try:
+            psycopg.connect(self._conninfo, **kwargs).close()
+        except psycopg.Error as exc:
+            return "FATAL" in str(exc)
+        return True
+
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self) -> Iterator[BoundedConnection]:
         """Lend a connection of the pool for the block (idle, autocommit)."""
         with self.pool.connection() as conn:
             yield conn
+
+    def connect(self, application_name: str) -> BoundedConnection:
+        """Open a connection of the caller's own, outside the pool, set up as the pool's are
+        (autocommit, the schema, bounded waits); the caller closes it."""
+        kwargs = {**self._kwargs, "application_name": application_name}
+        conn = BoundedConnection.connect(self._conninfo, **kwargs)
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def translated(self, doing: str) -> _Translated:
         """Return a context that turns psycopg's and the pool's exceptions into
@@ -365,6 +493,22 @@ def _split_secrets(url: object) -> tuple[dict[str, str], dict[str, str]]:
     public = {key: str(value) for key, value in parameters.items() if key not in _SECRETS}
     secrets = {key: str(value) for key, value in parameters.items() if key in _SECRETS}
     return public, secrets
+
+
+def _keepalives(public: dict[str, str], timeout_s: float) -> dict[str, int]:
+    """libpq's TCP settings that find a dead peer within a few timeouts, for those the
+    connection string leaves out: keepalives on an idle connection (the kernel gives up after
+    the third unanswered one), and ``tcp_user_timeout`` on sent data that is never acknowledged.
+    libpq ignores them on a unix socket."""
+    every = max(1, math.ceil(timeout_s / 2))
+    wanted = {
+        "keepalives": 1,
+        "keepalives_idle": every,
+        "keepalives_interval": every,
+        "keepalives_count": _KEEPALIVE_COUNT,
+        "tcp_user_timeout": (_KEEPALIVE_COUNT + 1) * every * 1000,
+    }
+    return {key: value for key, value in wanted.items() if key not in public}
 
 
 def _whoami(conn: psycopg.Connection[Any]) -> tuple[str, str]:

@@ -76,6 +76,7 @@ from gliding_core.store.columns import (
     check_limit,
     check_names,
     check_sequence,
+    entries_of,
     prefix_bound,
     split,
     state_of,
@@ -996,11 +997,15 @@ class PostgresEntryStore:
         entry = self.get(iri)
         return None if entry is None else entry.node
 
-    def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
-        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
+    def get_many(
+        self, iris: Sequence[str], *, include_expired: bool = False
+    ) -> dict[str, Entry]:
+        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads
+        (``include_expired``: and the expired ones not yet swept)."""
         unique = check_iris(iris)
+        relation = entries_of(include_expired)
         rows = self._read_entries(
-            f"SELECT {COLUMNS} FROM live_entries WHERE iri = ANY(%s::text[])", (unique,)
+            f"SELECT {COLUMNS} FROM {relation} WHERE iri = ANY(%s::text[])", (unique,)
         )
         return {row[0]: to_entry(row) for row in rows}
 
@@ -1032,10 +1037,18 @@ class PostgresEntryStore:
             limit,
         )
 
-    def by_graph(self, named_graph: str, *, limit: int | None = None) -> list[Entry]:
-        """Return the entries in the named graph, oldest first."""
+    def by_graph(
+        self, named_graph: str, *, limit: int | None = None, include_expired: bool = False
+    ) -> list[Entry]:
+        """Return the entries in the named graph, oldest first (``include_expired``: and the
+        expired ones not yet swept)."""
         (graph,) = check_names([named_graph], "named_graph")
-        return self._select("WHERE e.named_graph = %s ORDER BY e.id", [graph], limit)
+        return self._select(
+            "WHERE e.named_graph = %s ORDER BY e.id",
+            [graph],
+            limit,
+            relation=entries_of(include_expired),
+        )
 
     def by_type(self, types: str | Sequence[str], *, limit: int | None = None) -> list[Entry]:
         """Return the entries having any of the JSON-LD ``types``, oldest first."""
@@ -1149,11 +1162,12 @@ class PostgresEntryStore:
             " GROUP BY tag"
         )
 
-    def graph_counts(self) -> dict[str, int]:
-        """Return the number of entries per named graph, largest first."""
+    def graph_counts(self, *, include_expired: bool = False) -> dict[str, int]:
+        """Return the number of entries per named graph, largest first (``include_expired``:
+        the expired ones not yet swept counted too)."""
         return self._counts(
-            "SELECT named_graph, count(*) AS n FROM live_entries WHERE named_graph IS NOT NULL"
-            " GROUP BY named_graph"
+            f"SELECT named_graph, count(*) AS n FROM {entries_of(include_expired)}"
+            " WHERE named_graph IS NOT NULL GROUP BY named_graph"
         )
 
     def type_counts(self) -> dict[str, int]:
@@ -1168,8 +1182,15 @@ class PostgresEntryStore:
             rows = conn.execute(sql + " ORDER BY n DESC, 1").fetchall()
         return {name: n for name, n in rows}
 
-    def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
-        sql = f"SELECT {QUALIFIED} FROM live_entries AS e {clause}"
+    def _select(
+        self,
+        clause: str,
+        params: Sequence[Any],
+        limit: int | None,
+        *,
+        relation: str = "live_entries",
+    ) -> list[Entry]:
+        sql = f"SELECT {QUALIFIED} FROM {relation} AS e {clause}"
         args = list(params)
         if limit is not None:
             sql += " LIMIT %s"

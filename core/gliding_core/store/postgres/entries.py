@@ -167,6 +167,7 @@ _TABLES = (
     "postings",
     "text_stats",
     "entry_expiry",
+    "entry_parts",
     "changes",
     "watermarks",
 )
@@ -857,13 +858,15 @@ class PostgresEntryStore:
         """Make what was deleted unrecoverable from the store's tables.
 
         PostgreSQL keeps a deleted row's bytes in its table's pages (a dead tuple) until they
-        are reused, and an index keeps its keys. This rewrites the store's tables and their
-        indexes into new files (``VACUUM FULL``), dropping the old ones, after writing the
-        buffered access statistics. Each table is locked while it is copied: readers and
-        writers of the store wait for it (at most ``StoreConfig.busy_timeout_ms`` for the
-        lock, then ``StorageError``). What the memory cannot reach is the server
-        administrator's: the write-ahead log until it is recycled, replicas, backups and
-        archives, and the blocks a file system keeps after a file is removed.
+        are reused, and a plain ``VACUUM`` leaves them in the pages' free space and the
+        indexes. This rewrites the store's tables, their TOAST tables and indexes into new
+        files (``VACUUM FULL``), dropping the old ones, and then the planner's statistics
+        (``Database.rewrite``), after writing the buffered access statistics. Each table is
+        locked while it is copied: readers and writers of the store wait for it (at most
+        ``StoreConfig.busy_timeout_ms`` for the lock, then ``StorageError``). What the memory
+        cannot reach is the server administrator's: the write-ahead log until it is recycled,
+        replicas, backups and archives, and the blocks a file system keeps after a file is
+        removed.
 
         Raises:
             InvalidInputError: the calling thread is inside a transaction of this store (a
@@ -873,9 +876,7 @@ class PostgresEntryStore:
         if self.in_transaction():
             raise InvalidInputError("scrub() cannot run inside store.transaction()")
         self.flush_access()
-        with self._db.translated("scrubbing the L0 store"), self._db.connection() as conn:
-            for table in _TABLES:
-                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+        self._db.rewrite(_TABLES, "scrubbing the L0 store")
 
     # -- the change log ------------------------------------------------------------------------
 
@@ -997,9 +998,7 @@ class PostgresEntryStore:
         entry = self.get(iri)
         return None if entry is None else entry.node
 
-    def get_many(
-        self, iris: Sequence[str], *, include_expired: bool = False
-    ) -> dict[str, Entry]:
+    def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
         """Return the entries of ``iris`` that exist, by IRI, without counting them as reads
         (``include_expired``: and the expired ones not yet swept)."""
         unique = check_iris(iris)

@@ -380,7 +380,9 @@ class GlidingStore(BaseStore):
         groups = []
         for graph in self._graphs():
             if decode_graph(graph)[: len(prefix)] == prefix:
-                entries = [e for e in self._items_of(graph) if _is_item(e) and self._visible(e, now)]
+                entries = [
+                    e for e in self._items_of(graph) if _is_item(e) and self._visible(e, now)
+                ]
                 if entries:
                     groups.append((_order_of(entries[0]), graph, entries))
         groups.sort(key=lambda group: (group[0], group[1]))

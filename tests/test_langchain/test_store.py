@@ -783,9 +783,7 @@ def test_without_omit_expired_reads_show_expired_items_until_the_sweep() -> None
         omitting = GlidingStore(memory, index=config, ttl={"omit_expired": True})
         assert omitting.get(("docs", "a"), "k1") is None
         assert omitting.list_namespaces() == [("docs", "a"), ("other",)]
-        assert summary(omitting.search(("docs",))) == summary(
-            [reference.get(("docs", "a"), "k2")]
-        )
+        assert summary(omitting.search(("docs",))) == summary([reference.get(("docs", "a"), "k2")])
 
         # A read brought nothing back (no refresh of an expired item); the sweep deletes them.
         assert store.sweep_ttl() == 2

@@ -211,9 +211,7 @@ class EntryStore(Protocol):
         searchable text when it has no string ``"text"``, or ``None`` when there is no entry."""
         ...
 
-    def get_many(
-        self, iris: Sequence[str], *, include_expired: bool = False
-    ) -> dict[str, Entry]:
+    def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
         """Return the existing entries among ``iris``, by IRI, counting nothing; with
         ``include_expired``, the expired ones not yet swept too."""
         ...

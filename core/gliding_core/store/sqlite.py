@@ -1218,9 +1218,7 @@ class L0Store:
         found = {row[0] for row in self._over(iris, sql, params)}
         return [iri for iri in dict.fromkeys(iris) if iri in found]
 
-    def get_many(
-        self, iris: Sequence[str], *, include_expired: bool = False
-    ) -> dict[str, Entry]:
+    def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
         """Return the entries of ``iris`` that exist, by IRI, without counting them as reads
         (``include_expired``: and the expired ones not yet swept)."""
         relation = _entries_of(include_expired)

@@ -79,8 +79,8 @@ def test_a_consumer_racing_a_forget_never_writes_a_deleted_input_back(
         run.start()
         _until_waiting_or_done(postgres_url, run)
     run.join()
-    assert taken == [[]]
     assert _rows_of(postgres_url, postgres_schema, iris) == 0  # nothing written back
+    assert taken == [[]]
     assert consuming.history(TASK) == []
     assert stores[1].get_many(iris, include_expired=True) == {}
 

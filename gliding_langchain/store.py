@@ -12,9 +12,15 @@ Invariants:
   ranked by a query.
 - TTL as LangGraph's stores: ``ttl`` minutes on ``put`` (``TTLConfig.default_ttl`` when not
   given) sets when the item expires; a ``get`` or ``search`` that returns it pushes that back by
-  its TTL when ``refresh_ttl`` (``TTLConfig.refresh_on_read``, by default on). An expired item
-  is never returned nor listed; its L0 entry expires with it (``EntryStore`` TTL), so the
-  memory's background sweep deletes it without being asked (``sweep_ttl`` does it at once).
+  its TTL when ``refresh_ttl`` (``TTLConfig.refresh_on_read``, by default on). Its L0 entry
+  expires with it (``EntryStore`` TTL), so the memory's background sweep deletes it without
+  being asked (``sweep_ttl`` does it at once). Until then, as LangGraph's SQLite and PostgreSQL
+  stores, an expired item is still returned and listed (its namespace too) unless
+  ``TTLConfig.omit_expired`` is on (it is off by default, as LangGraph's): the store reads L0's
+  expired entries not yet swept (``include_expired``). A read does not bring an expired item
+  back (no refresh); a ``put`` of its key does, keeping its ``created_at``. An expired item
+  is ranked by a query only with an ``index`` embedder of the store's own; the memory's
+  hybrid search no longer indexes it, so it comes after the ranked items, unscored.
 - A namespace exists while it holds an item (deleting its last item forgets it).
 - Order, as ``InMemoryStore``: search lists namespaces in the order they received their first
   item, and each namespace's items in the order their keys were first written;
@@ -107,8 +113,10 @@ class GlidingStore(BaseStore):
             are what a query searches; ``embed`` (an ``Embeddings``, a function of texts, a
             provider string, or the memory's embedder) ranks them by cosine; ``dims`` is
             checked, not needed.
-        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``. Expired
-            items are deleted by the memory's background sweep, every
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` minutes, ``refresh_on_read``,
+            ``omit_expired`` (off: reads return expired items until they are swept, as
+            LangGraph's stores do; on: never). Expired items are deleted by the memory's
+            background sweep, every
             ``StoreConfig.expiry.sweep_interval_s`` (``sweep_interval_minutes`` is the memory's
             to set, not the store's); ``sweep_ttl`` deletes them at once.
         clock: the time source (seconds) of timestamps and TTLs; tests pass a fake one.
@@ -163,8 +171,8 @@ class GlidingStore(BaseStore):
         now = self._clock()
         expired = [
             entry.iri
-            for graph in self._graphs()
-            for entry in self.memory.store.by_graph(graph)
+            for graph in self._graphs(include_expired=True)
+            for entry in self.memory.store.by_graph(graph, include_expired=True)
             if _is_item(entry) and not _is_live(entry, now)
         ]
         with self.memory.store.transaction():
@@ -184,14 +192,20 @@ class GlidingStore(BaseStore):
         """
         if not isinstance(prefix, tuple) or not all(isinstance(p, str) for p in prefix):
             raise InvalidInputError(f"prefix must be a tuple of strings, got {preview(prefix)}")
-        iris = [
+        iris = [  # expired items not yet swept too: their bytes are in the files until then
             entry.iri
-            for graph in self._graphs()
+            for graph in self._graphs(include_expired=True)
             if decode_graph(graph)[: len(prefix)] == prefix
-            for entry in self.memory.store.by_graph(graph)
+            for entry in self.memory.store.by_graph(graph, include_expired=True)
             if _is_item(entry)
         ]
         return self.memory.forget(iris) if iris else ForgetReport(target="iris")
+
+    @property
+    def shows_expired(self) -> bool:
+        """Whether reads return expired items not yet swept (``TTLConfig.omit_expired`` off,
+        LangGraph's default)."""
+        return not (self.ttl_config or {}).get("omit_expired", False)
 
     def scope_of(self, namespace: Namespace) -> Scope | None:
         """Return the scope ``namespace`` belongs to by ``scope_template``, or ``None``."""
@@ -279,14 +293,21 @@ class GlidingStore(BaseStore):
         return [_to_hit(entry, score) for entry, score in found]
 
     def _get(self, namespace: Namespace, key: str, now: float) -> Entry | None:
-        entry = self.memory.store.get(item_iri(namespace, key))  # counts the read
-        if entry is None or not _is_item(entry) or not _is_live(entry, now):
+        iri = item_iri(namespace, key)
+        entry = self.memory.store.get(iri)  # counts the read
+        if entry is None and self.shows_expired:
+            entry = self.memory.store.get_many([iri], include_expired=True).get(iri)
+        if entry is None or not _is_item(entry) or not self._visible(entry, now):
             return None
         return entry
 
+    def _visible(self, entry: Entry, now: float) -> bool:
+        """Whether a read returns the item of ``entry``: live, or expired but shown."""
+        return self.shows_expired or _is_live(entry, now)
+
     def _search(self, op: SearchOp, now: float) -> list[tuple[Entry, float | None]]:
-        """Return the page of live items under the prefix that pass the filter, with their
-        scores, ranked by the query when there is one."""
+        """Return the page of items under the prefix that reads see and pass the filter, with
+        their scores, ranked by the query when there is one."""
         entries = [
             entry
             for entry in self._entries_under(op.namespace_prefix, now)
@@ -332,7 +353,7 @@ class GlidingStore(BaseStore):
         namespaces = [
             decode_graph(graph)
             for graph in self._graphs()
-            if any(_is_item(e) and _is_live(e, now) for e in self.memory.store.by_graph(graph))
+            if any(_is_item(e) and self._visible(e, now) for e in self._items_of(graph))
         ]
         for condition in op.match_conditions or ():
             namespaces = [ns for ns in namespaces if _matches_path(condition, ns)]
@@ -340,19 +361,27 @@ class GlidingStore(BaseStore):
             namespaces = [ns[: op.max_depth] for ns in namespaces]
         return sorted(set(namespaces))[op.offset : op.offset + op.limit]
 
-    def _graphs(self) -> dict[str, int]:
-        """Return the named graphs of this store's namespaces, with their item counts."""
-        counts = self.memory.store.graph_counts()
+    def _graphs(self, *, include_expired: bool | None = None) -> dict[str, int]:
+        """Return the named graphs of this store's namespaces, with their item counts (the
+        expired items not yet swept among them when ``include_expired``, by default when the
+        store shows them)."""
+        if include_expired is None:
+            include_expired = self.shows_expired
+        counts = self.memory.store.graph_counts(include_expired=include_expired)
         return {graph: n for graph, n in counts.items() if graph.startswith(IRI_PREFIX)}
 
+    def _items_of(self, graph: str, limit: int | None = None) -> list[Entry]:
+        """Return the entries of ``graph`` that reads see, oldest first."""
+        return self.memory.store.by_graph(graph, limit=limit, include_expired=self.shows_expired)
+
     def _entries_under(self, prefix: Namespace, now: float) -> list[Entry]:
-        """Return the live items under ``prefix``: namespaces in their order, items in key
-        order."""
+        """Return the items under ``prefix`` that reads see: namespaces in their order, items
+        in key order."""
         groups = []
         for graph in self._graphs():
             if decode_graph(graph)[: len(prefix)] == prefix:
                 entries = [
-                    e for e in self.memory.store.by_graph(graph) if _is_item(e) and _is_live(e, now)
+                    e for e in self._items_of(graph) if _is_item(e) and self._visible(e, now)
                 ]
                 if entries:
                     groups.append((_order_of(entries[0]), graph, entries))
@@ -370,7 +399,9 @@ class GlidingStore(BaseStore):
     ) -> None:
         store = self.memory.store
         with store.transaction():
-            known = store.get_many([item_iri(op.namespace, op.key) for op in ops])
+            known = store.get_many(
+                [item_iri(op.namespace, op.key) for op in ops], include_expired=self.shows_expired
+            )
             for op in ops:
                 iri, graph = item_iri(op.namespace, op.key), namespace_graph(op.namespace)
                 if op.value is None:
@@ -405,10 +436,10 @@ class GlidingStore(BaseStore):
 
     def _namespace_order(self, graph: str) -> int:
         """Return the place of the namespace ``graph``: its own, or after every other one."""
-        first = self.memory.store.by_graph(graph, limit=1)
+        first = self._items_of(graph, limit=1)
         if first:
             return _order_of(first[0])
-        known = [self.memory.store.by_graph(other, limit=1) for other in self._graphs()]
+        known = [self._items_of(other, limit=1) for other in self._graphs()]
         return 1 + max((_order_of(entries[0]) for entries in known if entries), default=0)
 
 

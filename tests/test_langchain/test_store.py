@@ -6,7 +6,7 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -572,14 +572,17 @@ INDEXES: list[Any] = [None, False, ["t"], ["s", "d.k"], ["t", "n"], ["missing"]]
 
 class IndexedStoreMachine(RuleBasedStateMachine):
     """With an embedder, index arguments and TTLs, GlidingStore and InMemoryStore agree (the
-    model deletes an item once its TTL has passed, as a sweep would)."""
+    model deletes an item once its TTL has passed, as a sweep would: the store omits expired
+    items)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.memory = Memory(embedder=HashEmbedder())
         self.clock = Clock()
         config: Any = {"dims": 64, "embed": embed_texts, "fields": ["$"]}
-        self.store = GlidingStore(self.memory, index=config, clock=self.clock)
+        self.store = GlidingStore(
+            self.memory, index=config, clock=self.clock, ttl={"omit_expired": True}
+        )
         self.reference = InMemoryStore(index=config)
         self.expiry: dict[tuple[tuple[str, ...], str], tuple[float, float]] = {}
 
@@ -677,7 +680,7 @@ def clock() -> Clock:
 def test_an_item_expires_after_its_ttl_and_a_read_refreshes_it(
     memory: Memory, clock: Clock
 ) -> None:
-    store = GlidingStore(memory, clock=clock)
+    store = GlidingStore(memory, clock=clock, ttl={"omit_expired": True})
     assert store.supports_ttl
     store.put(("docs",), "a", {"text": "short lived"}, ttl=5)
     store.put(("docs",), "b", {"text": "kept"})
@@ -697,7 +700,11 @@ def test_an_item_expires_after_its_ttl_and_a_read_refreshes_it(
 
 
 def test_ttl_config_gives_a_default_and_can_turn_refresh_off(memory: Memory, clock: Clock) -> None:
-    store = GlidingStore(memory, ttl={"default_ttl": 1, "refresh_on_read": False}, clock=clock)
+    store = GlidingStore(
+        memory,
+        ttl={"default_ttl": 1, "refresh_on_read": False, "omit_expired": True},
+        clock=clock,
+    )
     store.put(("a",), "k", {"v": 1})
     store.put(("b",), "k", {"v": 2}, ttl=None)  # no TTL for this one
     clock.now += 50
@@ -716,6 +723,114 @@ def test_a_re_put_sets_the_ttl_anew(memory: Memory, clock: Clock) -> None:
     item = store.get(("docs",), "a")
     assert item is not None
     assert item.value == {"v": 2}
+
+
+BRIEF = 0.001  # minutes: 60 ms, an L0 TTL that passes in the test
+
+
+def _unswept() -> Memory:
+    """A memory that runs no background sweep: expired entries stay until swept by hand."""
+    config = MemoryConfig(store=StoreConfig(expiry=ExpiryConfig(sweep_interval_s=0)))
+    return Memory(config=config, embedder=HashEmbedder())
+
+
+def _wait_until_expired(memory: Memory, iris: list[str]) -> None:
+    """Wait until L0 itself hides ``iris`` (its own clock): they are expired, not swept."""
+    deadline = time.monotonic() + 60  # a guard against a hang, not a timing
+    while any(iri in memory.store for iri in iris):
+        assert time.monotonic() < deadline, "the entries never expired"
+        time.sleep(0.02)
+    assert memory.store.get_many(iris, include_expired=True).keys() == set(iris)
+
+
+def test_without_omit_expired_reads_show_expired_items_until_the_sweep() -> None:
+    """LangGraph's stores show an expired item until their sweep deletes it (``omit_expired``
+    is off by default): every read answers as ``InMemoryStore``, whose items never expire."""
+    config: Any = {"dims": 64, "embed": embed_texts, "fields": ["$"]}
+    puts = [
+        (("docs", "a"), "k1", {"text": "painting boats", "n": 1}, BRIEF),
+        (("docs", "a"), "k2", {"text": "rust compiler", "n": 2}, None),
+        (("docs", "b"), "k3", {"text": "painting at dawn", "n": 3}, BRIEF),
+        (("other",), "k4", {"text": "kept", "n": 4}, None),
+    ]
+    with _unswept() as memory:
+        store = GlidingStore(memory, index=config)
+        reference = InMemoryStore(index=config)
+        for namespace, key, value, ttl in puts:
+            store.put(namespace, key, value, ttl=ttl)
+            reference.put(namespace, key, value)
+        expired = [item_iri(("docs", "a"), "k1"), item_iri(("docs", "b"), "k3")]
+        _wait_until_expired(memory, expired)
+
+        def scored(items: list[Any]) -> list[Any]:
+            return [(i.namespace, i.key, round(i.score, 4)) for i in items]
+
+        calls: list[Callable[[Any], Any]] = [
+            lambda s: summary([s.get(("docs", "a"), "k1")]),
+            lambda s: summary([s.get(("docs", "b"), "k3", refresh_ttl=False)]),
+            lambda s: s.list_namespaces(),
+            lambda s: s.list_namespaces(prefix=("docs",), max_depth=2),
+            lambda s: summary(s.search(("docs",))),
+            lambda s: summary(s.search(("docs",), filter={"n": {"$gte": 2}})),
+            lambda s: summary(s.search(("docs",), limit=1, offset=1)),
+            lambda s: scored(s.search(("docs",), query="painting")),
+            lambda s: summary(s.batch([GetOp(("docs", "a"), "k1")])),
+        ]
+        for call in calls:
+            assert call(store) == call(reference)
+        assert memory.store.get(expired[0]) is None  # L0's own reads still hide them
+
+        omitting = GlidingStore(memory, index=config, ttl={"omit_expired": True})
+        assert omitting.get(("docs", "a"), "k1") is None
+        assert omitting.list_namespaces() == [("docs", "a"), ("other",)]
+        assert summary(omitting.search(("docs",))) == summary([reference.get(("docs", "a"), "k2")])
+
+        # A read brought nothing back (no refresh of an expired item); the sweep deletes them.
+        assert store.sweep_ttl() == 2
+        assert store.get(("docs", "a"), "k1") is None
+        assert store.list_namespaces() == [("docs", "a"), ("other",)]
+        assert memory.store.get_many(expired, include_expired=True) == {}
+
+
+def test_a_put_over_an_expired_item_shown_keeps_its_created_at() -> None:
+    with _unswept() as memory:
+        store, reference = GlidingStore(memory), InMemoryStore()
+        store.put(("docs",), "a", {"v": 1}, ttl=BRIEF)
+        reference.put(("docs",), "a", {"v": 1})
+        first = store.get(("docs",), "a", refresh_ttl=False)
+        assert first is not None
+        _wait_until_expired(memory, [item_iri(("docs",), "a")])
+        store.put(("docs",), "a", {"v": 2})
+        reference.put(("docs",), "a", {"v": 2})
+        again = store.get(("docs",), "a")
+        assert again is not None
+        assert summary([again]) == summary([reference.get(("docs",), "a")])
+        assert again.created_at == first.created_at  # the same item, as InMemoryStore keeps it
+        assert again.updated_at > first.updated_at
+        assert store.sweep_ttl() == 0  # and it no longer expires
+
+
+def test_a_query_without_an_embedder_of_the_store_lists_expired_items_unscored() -> None:
+    with _unswept() as memory:
+        store = GlidingStore(memory)
+        store.put(("docs",), "gone", {"text": "painting watercolours"}, ttl=BRIEF)
+        store.put(("docs",), "here", {"text": "painting watercolours at dawn"})
+        _wait_until_expired(memory, [item_iri(("docs",), "gone")])
+        hits = store.search(("docs",), query="painting watercolours")
+        assert [(hit.key, hit.score is None) for hit in hits] == [("here", False), ("gone", True)]
+
+
+def test_forget_of_a_namespace_takes_its_expired_items_too() -> None:
+    with _unswept() as memory:
+        store = GlidingStore(memory)
+        store.put(("memories", "alice"), "old", {"text": "Qzexpired passport"}, ttl=BRIEF)
+        store.put(("memories", "bob"), "note", {"text": "bob's"})
+        iri = item_iri(("memories", "alice"), "old")
+        _wait_until_expired(memory, [iri])
+        report = store.forget(("memories", "alice"))
+        assert "l0" in report.scrubbed  # the files were rewritten without it
+        assert memory.store.get_many([iri], include_expired=True) == {}
+        assert store.list_namespaces() == [("memories", "bob")]
 
 
 @pytest.mark.parametrize(

@@ -208,16 +208,13 @@ class PgVectorIndex(FollowingIndex):
         index into new files (``VACUUM FULL``), the old ones dropped.
 
         A deleted row's vector and IRI stay in the table's pages (a dead tuple) and in the
-        HNSW graph until then. The table is locked while it is copied (queries and writes of
+        HNSW graph until then; the planner's statistics are rewritten after
+        (``Database.rewrite``). The table is locked while it is copied (queries and writes of
         this index wait). The write-ahead log, replicas and backups are the server
         administrator's.
         """
         self.catch_up()
-        with (
-            self._db.translated(f"scrubbing the dense index {self.name!r}"),
-            self._db.connection() as conn,
-        ):
-            conn.execute(f"VACUUM (FULL, ANALYZE) {self.table}")
+        self._db.rewrite([self.table], f"scrubbing the dense index {self.name!r}")
 
     def _ids(self) -> Iterator[str]:
         last = ""

@@ -88,6 +88,19 @@ def check_sequence(value: object, what: str) -> int:
     return value
 
 
+def entries_of(include_expired: object) -> str:
+    """Return what a read selects entries from: the view of the live entries (both stores
+    name it ``live_entries``), or, with ``include_expired``, the table of every entry not yet
+    swept.
+
+    Raises:
+        InvalidInputError: ``include_expired`` is not a bool.
+    """
+    if not isinstance(include_expired, bool):
+        raise InvalidInputError(f"include_expired must be a bool, got {preview(include_expired)}")
+    return "entries" if include_expired else "live_entries"
+
+
 def check_limit(limit: object) -> int:
     """Return ``limit`` if it is an int >= 1, capped at ``LARGEST_LIMIT``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

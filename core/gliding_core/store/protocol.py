@@ -41,7 +41,10 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   new with a default of ``StoreConfig.expiry``, expires then: from that moment no read returns,
   counts, searches, links or logs its text (every read, as the store's clock says), and a write
   to its IRI starts a new entry. ``sweep_expired`` deletes expired entries for good. A write
-  without a TTL keeps the entry's expiry; ``math.inf`` removes it.
+  without a TTL keeps the entry's expiry; ``math.inf`` removes it. Three reads see the
+  expired entries not yet swept when asked (``include_expired=True`` of ``get_many``,
+  ``by_graph`` and ``graph_counts``), for a caller that shows them until the sweep, as
+  LangGraph's stores do without ``omit_expired``; nothing else ever does.
 - Erasure: ``delete`` and ``delete_many`` take an entry out of every index and the access
   statistics at once; ``scrub`` then makes what was deleted unrecoverable from the files
   (the change log keeps a deleted entry's IRI, never its text, for the derived indexes).
@@ -208,8 +211,9 @@ class EntryStore(Protocol):
         searchable text when it has no string ``"text"``, or ``None`` when there is no entry."""
         ...
 
-    def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
-        """Return the existing entries among ``iris``, by IRI, counting nothing."""
+    def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
+        """Return the existing entries among ``iris``, by IRI, counting nothing; with
+        ``include_expired``, the expired ones not yet swept too."""
         ...
 
     def __contains__(self, iri: object) -> bool: ...
@@ -224,8 +228,11 @@ class EntryStore(Protocol):
         """Return the entries carrying all (or any) of ``tags``, oldest first."""
         ...
 
-    def by_graph(self, named_graph: str, *, limit: int | None = None) -> list[Entry]:
-        """Return the entries of a named graph, oldest first."""
+    def by_graph(
+        self, named_graph: str, *, limit: int | None = None, include_expired: bool = False
+    ) -> list[Entry]:
+        """Return the entries of a named graph, oldest first; with ``include_expired``, the
+        expired ones not yet swept too, in their places."""
         ...
 
     def by_type(self, types: str | Sequence[str], *, limit: int | None = None) -> list[Entry]:
@@ -271,8 +278,9 @@ class EntryStore(Protocol):
         """Return the number of entries per tag, most used first."""
         ...
 
-    def graph_counts(self) -> dict[str, int]:
-        """Return the number of entries per named graph, largest first."""
+    def graph_counts(self, *, include_expired: bool = False) -> dict[str, int]:
+        """Return the number of entries per named graph, largest first; with
+        ``include_expired``, the expired ones not yet swept counted too."""
         ...
 
     def type_counts(self) -> dict[str, int]:

@@ -93,6 +93,7 @@ from gliding_core.store.columns import QUALIFIED as _QUALIFIED
 from gliding_core.store.columns import check_limit as _check_limit
 from gliding_core.store.columns import check_names as _check_names
 from gliding_core.store.columns import check_sequence as _check_sequence
+from gliding_core.store.columns import entries_of as _entries_of
 from gliding_core.store.columns import prefix_bound, state_of
 from gliding_core.store.columns import split as _split
 from gliding_core.store.columns import to_entry as _to_entry
@@ -1098,10 +1099,18 @@ class L0Store:
             limit,
         )
 
-    def by_graph(self, named_graph: str, *, limit: int | None = None) -> list[Entry]:
-        """Return the entries in the named graph, oldest first."""
+    def by_graph(
+        self, named_graph: str, *, limit: int | None = None, include_expired: bool = False
+    ) -> list[Entry]:
+        """Return the entries in the named graph, oldest first (``include_expired``: and the
+        expired ones not yet swept)."""
         (graph,) = _check_names([named_graph], "named_graph")
-        return self._select("WHERE e.named_graph = ? ORDER BY e.id", [graph], limit)
+        return self._select(
+            "WHERE e.named_graph = ? ORDER BY e.id",
+            [graph],
+            limit,
+            relation=_entries_of(include_expired),
+        )
 
     def by_type(self, types: str | Sequence[str], *, limit: int | None = None) -> list[Entry]:
         """Return the entries having any of the JSON-LD ``types``, oldest first."""
@@ -1216,9 +1225,11 @@ class L0Store:
         found = {row[0] for row in self._over(iris, sql, params)}
         return [iri for iri in dict.fromkeys(iris) if iri in found]
 
-    def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
-        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
-        sql = f"SELECT {_COLUMNS} FROM live_entries WHERE iri IN ({{holes}})"
+    def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
+        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads
+        (``include_expired``: and the expired ones not yet swept)."""
+        relation = _entries_of(include_expired)
+        sql = f"SELECT {_COLUMNS} FROM {relation} WHERE iri IN ({{holes}})"
         rows = self._read_entries(lambda conn: _chunked(conn, iris, sql))
         return {row[0]: _to_entry(row) for row in rows}
 
@@ -1296,11 +1307,12 @@ class L0Store:
             " GROUP BY tag"
         )
 
-    def graph_counts(self) -> dict[str, int]:
-        """Return the number of entries per named graph, largest first."""
+    def graph_counts(self, *, include_expired: bool = False) -> dict[str, int]:
+        """Return the number of entries per named graph, largest first (``include_expired``:
+        the expired ones not yet swept counted too)."""
         return self._counts(
-            "SELECT named_graph, COUNT(*) AS n FROM live_entries WHERE named_graph IS NOT NULL"
-            " GROUP BY named_graph"
+            f"SELECT named_graph, COUNT(*) AS n FROM {_entries_of(include_expired)}"
+            " WHERE named_graph IS NOT NULL GROUP BY named_graph"
         )
 
     def type_counts(self) -> dict[str, int]:
@@ -1321,8 +1333,15 @@ class L0Store:
             rows = conn.execute(sql + " ORDER BY n DESC, 1").fetchall()
         return {name: n for name, n in rows}
 
-    def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
-        sql = f"SELECT {_QUALIFIED} FROM live_entries AS e {clause}"
+    def _select(
+        self,
+        clause: str,
+        params: Sequence[Any],
+        limit: int | None,
+        *,
+        relation: str = "live_entries",
+    ) -> list[Entry]:
+        sql = f"SELECT {_QUALIFIED} FROM {relation} AS e {clause}"
         args = list(params)
         if limit is not None:
             sql += " LIMIT ?"

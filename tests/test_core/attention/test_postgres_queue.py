@@ -39,6 +39,71 @@ def _waiting_on_a_lock(url: str) -> bool:
     return bool(row and row[0])
 
 
+def _waiting_on_any_lock(url: str) -> bool:
+    """Whether a transaction waits for a lock of any kind (the task's, or a row's)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+    return bool(row and row[0])
+
+
+def _until_waiting_or_done(url: str, other: threading.Thread) -> None:
+    """Return when ``other`` has finished or waits for a lock (a guard against a hang, not a
+    timing: the test asserts what each side saw, never how soon)."""
+    deadline = time.monotonic() + 60
+    while other.is_alive() and not _waiting_on_any_lock(url):
+        assert time.monotonic() < deadline, "the other worker neither waited nor finished"
+        time.sleep(0.01)
+
+
+def _rows_of(url: str, schema: str, iris: list[str]) -> int:
+    """How many rows of ``iris`` the schema's entries table holds, expired or not."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            f'SELECT count(*) FROM "{schema}".entries WHERE iri = ANY(%s::text[])', (iris,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_consumer_racing_a_forget_never_writes_a_deleted_input_back(
+    stores: list[PostgresEntryStore], postgres_url: str, postgres_schema: str
+) -> None:
+    """A run starts its cycle while a forget of the task has deleted the inputs and not yet
+    committed: the run waits for the forget and finds nothing; without the task's lock it
+    would mark the deleted inputs consumed, writing them back as new entries."""
+    forgetting, consuming = (PostgresSupplementaryQueue(store) for store in stores)
+    iris = [forgetting.put(TASK, f"secret input {i}").iri for i in range(3)]
+    taken: list[list[SupplementaryInput]] = []
+    run = threading.Thread(target=lambda: taken.append(consuming.take_pending(TASK)))
+    with stores[0].transaction():  # the forget has deleted them; its commit is still to come
+        assert forgetting.forget(TASK) == iris
+        run.start()
+        _until_waiting_or_done(postgres_url, run)
+    run.join()
+    assert _rows_of(postgres_url, postgres_schema, iris) == 0  # nothing written back
+    assert taken == [[]]
+    assert consuming.history(TASK) == []
+    assert stores[1].get_many(iris, include_expired=True) == {}
+
+
+def test_a_forget_racing_a_consumer_deletes_what_the_consumer_took(
+    stores: list[PostgresEntryStore], postgres_url: str, postgres_schema: str
+) -> None:
+    """The other order: a run has taken the inputs and not yet committed when the forget
+    starts; the forget waits for the run, then deletes the inputs it consumed."""
+    consuming, forgetting = (PostgresSupplementaryQueue(store) for store in stores)
+    iris = [consuming.put(TASK, f"secret input {i}").iri for i in range(3)]
+    forgotten: list[list[str]] = []
+    forget = threading.Thread(target=lambda: forgotten.append(forgetting.forget(TASK)))
+    with stores[0].transaction():  # the run takes the inputs; its commit is still to come
+        assert [i.iri for i in consuming.take_pending(TASK, consumer="run-1")] == iris
+        forget.start()
+        _until_waiting_or_done(postgres_url, forget)
+    forget.join()
+    assert forgotten == [iris]
+    assert _rows_of(postgres_url, postgres_schema, iris) == 0
+    assert forgetting.history(TASK) == []
+
+
 def test_a_second_run_starting_at_the_same_moment_gets_nothing(
     stores: list[PostgresEntryStore], postgres_url: str
 ) -> None:

@@ -3,8 +3,9 @@
 Every test runs on each implementation in ``conftest``'s tables (entry stores, dense indexes,
 supplementary queues, coordination stores): ``Memory.forget`` and the expiry sweep reach the
 layers only through these methods. That a scrubbed file holds no byte of what was deleted is
-the SQLite implementation's own test (``tests/test_core/store/test_scrub.py``): a server
-database's files are the server's.
+each implementation's own test, for it reads the backend's files: SQLite's in
+``tests/test_core/store/test_scrub.py``, PostgreSQL's (the data directory of the server the
+suite starts) in ``tests/test_core/test_forget_postgres.py``.
 """
 
 from __future__ import annotations

@@ -95,6 +95,45 @@ def test_an_expired_entry_is_invisible_to_every_read(entry_store: EntryStore) ->
         store.retag(old, add=["more"])
 
 
+def test_include_expired_reads_show_expired_entries_until_the_sweep(
+    entry_store: EntryStore,
+) -> None:
+    _fill(entry_store)
+    entry_store.put({"@id": "urn:y:alone", "text": "gone soon"}, named_graph="urn:h", ttl=SHORT)
+    _expire()
+    store, old, kept = entry_store, "urn:x:old", "urn:x:kept"
+    found = store.get_many([old, kept, "urn:x:none"], include_expired=True)
+    assert found.keys() == {old, kept}
+    assert found[old].node["text"] == "fleeting Qzfleet"  # as it was when it expired
+    assert found[old].tags == ("t", "scope:user:alice")
+    assert found[old].named_graph == "urn:g"
+    assert [e.iri for e in store.by_graph("urn:g", include_expired=True)] == [old, kept]
+    assert [e.iri for e in store.by_graph("urn:g", include_expired=True, limit=1)] == [old]
+    assert [e.iri for e in store.by_graph("urn:h", include_expired=True)] == ["urn:y:alone"]
+    assert store.graph_counts(include_expired=True) == {"urn:g": 2, "urn:h": 1}
+    # Nothing else sees them: the default of the same reads, and every other read.
+    assert store.get_many([old, kept]).keys() == {kept}
+    assert [e.iri for e in store.by_graph("urn:g")] == [kept]
+    assert store.by_graph("urn:h") == []
+    assert store.graph_counts() == {"urn:g": 1}
+    assert store.get(old) is None
+    # A sweep deletes them for good: the include-expired reads no longer find them.
+    assert {e.iri for e in store.sweep_expired()} == {old, "urn:y:alone"}
+    assert store.get_many([old, "urn:y:alone"], include_expired=True) == {}
+    assert [e.iri for e in store.by_graph("urn:g", include_expired=True)] == [kept]
+    assert store.graph_counts(include_expired=True) == {"urn:g": 1}
+
+
+@pytest.mark.parametrize("flag", ["yes", 1, None])
+def test_a_bad_include_expired_is_refused(entry_store: EntryStore, flag: Any) -> None:
+    with pytest.raises(InvalidInputError, match="include_expired"):
+        entry_store.get_many(["urn:a"], include_expired=flag)
+    with pytest.raises(InvalidInputError, match="include_expired"):
+        entry_store.by_graph("urn:g", include_expired=flag)
+    with pytest.raises(InvalidInputError, match="include_expired"):
+        entry_store.graph_counts(include_expired=flag)
+
+
 def test_a_sweep_deletes_expired_entries_for_good_and_returns_them(
     entry_store: EntryStore,
 ) -> None:

@@ -342,7 +342,8 @@ class PostgresCoordinationStore:
 
         PostgreSQL keeps a deleted row's bytes in its table's pages until they are reused, and
         an index keeps its keys: this rewrites the coordination tables and their indexes into
-        new files (``VACUUM FULL``), dropping the old ones. Each table is locked while it is
+        new files (``VACUUM FULL``), dropping the old ones, and then the planner's statistics
+        (``Database.rewrite``). Each table is locked while it is
         copied (writers and readers wait; the scrub waits for the lock at most the database's
         lock timeout). The
         write-ahead log, replicas and backups are the server administrator's.
@@ -354,12 +355,7 @@ class PostgresCoordinationStore:
         self._check_open()
         if self._frames.stack:
             raise InvalidInputError("scrub() cannot run inside a coordination transaction")
-        with (
-            self.database.translated("scrubbing the coordination store"),
-            self.database.connection() as conn,
-        ):
-            for table in _TABLE_NAMES:
-                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+        self.database.rewrite(_TABLE_NAMES, "scrubbing the coordination store")
 
     def close(self) -> None:
         """Close the store (and its database when it owns it); twice is harmless."""

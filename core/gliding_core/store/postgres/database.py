@@ -38,6 +38,7 @@ for the server outlasts about ``DatabaseSettings.timeout_s`` unless the server a
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import time
@@ -57,6 +58,8 @@ from psycopg.waiting import Ready, Wait
 from gliding_core.boundary import translate
 from gliding_core.errors import ConfigError, GlidingError, InvalidInputError
 from gliding_core.jsonld import preview
+
+logger = logging.getLogger(__name__)
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SECRETS = ("password", "sslpassword")
@@ -318,6 +321,45 @@ class Database:
     def close(self) -> None:
         """Close every connection of the pool; closing twice is harmless."""
         self.pool.close()
+
+    def rewrite(self, tables: Sequence[str], doing: str) -> None:
+        """Rewrite ``tables`` of the schema, their TOAST tables and indexes, into new files,
+        then the planner's statistics: what ``scrub`` does so no deleted row stays in a file.
+
+        PostgreSQL keeps a deleted row's bytes in its pages (a dead tuple) until a ``VACUUM``,
+        and a plain ``VACUUM`` frees the space without overwriting it: the bytes stay in the
+        page's free space and in the indexes' pages. ``VACUUM FULL`` copies the live rows into
+        new files and drops the old ones. ``ANALYZE`` then samples the live rows; the values
+        it sampled before the deletion (a short text, a term) are left in ``pg_statistic`` as
+        dead tuples, so that catalog is rewritten too: the database's owner may, any other role
+        needs ``MAINTAIN`` on it (without it PostgreSQL skips it with a warning, logged here).
+        Each table is locked while it is copied (its readers and writers wait, at most the
+        lock timeout, then ``StorageError``).
+
+        Raises:
+            StorageError: PostgreSQL failed, or a lock was not granted in time.
+        """
+        skipped: list[str] = []
+
+        def note(diagnostic: psycopg.errors.Diagnostic) -> None:
+            if diagnostic.severity_nonlocalized == "WARNING":
+                skipped.append(str(diagnostic.message_primary))
+
+        with self.translated(doing), self.connection() as conn:
+            for table in tables:
+                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+            conn.add_notice_handler(note)
+            try:
+                conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
+            finally:
+                conn.remove_notice_handler(note)
+        if skipped:
+            logger.warning(
+                "the planner statistics (pg_statistic) were not rewritten: %s; values sampled"
+                " from deleted rows may stay in its files (GRANT MAINTAIN ON pg_statistic to"
+                " the memory's role, or run it as the database's owner)",
+                "; ".join(skipped),
+            )
 
     def prepare(self, component: str, migrations: Sequence[Migration]) -> int:
         """Create or upgrade ``component``'s tables in the schema; return the version found.

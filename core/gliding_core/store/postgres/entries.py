@@ -76,6 +76,7 @@ from gliding_core.store.columns import (
     check_limit,
     check_names,
     check_sequence,
+    entries_of,
     prefix_bound,
     split,
     state_of,
@@ -166,6 +167,7 @@ _TABLES = (
     "postings",
     "text_stats",
     "entry_expiry",
+    "entry_parts",
     "changes",
     "watermarks",
 )
@@ -856,13 +858,15 @@ class PostgresEntryStore:
         """Make what was deleted unrecoverable from the store's tables.
 
         PostgreSQL keeps a deleted row's bytes in its table's pages (a dead tuple) until they
-        are reused, and an index keeps its keys. This rewrites the store's tables and their
-        indexes into new files (``VACUUM FULL``), dropping the old ones, after writing the
-        buffered access statistics. Each table is locked while it is copied: readers and
-        writers of the store wait for it (at most ``StoreConfig.busy_timeout_ms`` for the
-        lock, then ``StorageError``). What the memory cannot reach is the server
-        administrator's: the write-ahead log until it is recycled, replicas, backups and
-        archives, and the blocks a file system keeps after a file is removed.
+        are reused, and a plain ``VACUUM`` leaves them in the pages' free space and the
+        indexes. This rewrites the store's tables, their TOAST tables and indexes into new
+        files (``VACUUM FULL``), dropping the old ones, and then the planner's statistics
+        (``Database.rewrite``), after writing the buffered access statistics. Each table is
+        locked while it is copied: readers and writers of the store wait for it (at most
+        ``StoreConfig.busy_timeout_ms`` for the lock, then ``StorageError``). What the memory
+        cannot reach is the server administrator's: the write-ahead log until it is recycled,
+        replicas, backups and archives, and the blocks a file system keeps after a file is
+        removed.
 
         Raises:
             InvalidInputError: the calling thread is inside a transaction of this store (a
@@ -872,9 +876,7 @@ class PostgresEntryStore:
         if self.in_transaction():
             raise InvalidInputError("scrub() cannot run inside store.transaction()")
         self.flush_access()
-        with self._db.translated("scrubbing the L0 store"), self._db.connection() as conn:
-            for table in _TABLES:
-                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+        self._db.rewrite(_TABLES, "scrubbing the L0 store")
 
     # -- the change log ------------------------------------------------------------------------
 
@@ -996,11 +998,13 @@ class PostgresEntryStore:
         entry = self.get(iri)
         return None if entry is None else entry.node
 
-    def get_many(self, iris: Sequence[str]) -> dict[str, Entry]:
-        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads."""
+    def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
+        """Return the entries of ``iris`` that exist, by IRI, without counting them as reads
+        (``include_expired``: and the expired ones not yet swept)."""
         unique = check_iris(iris)
+        relation = entries_of(include_expired)
         rows = self._read_entries(
-            f"SELECT {COLUMNS} FROM live_entries WHERE iri = ANY(%s::text[])", (unique,)
+            f"SELECT {COLUMNS} FROM {relation} WHERE iri = ANY(%s::text[])", (unique,)
         )
         return {row[0]: to_entry(row) for row in rows}
 
@@ -1032,10 +1036,18 @@ class PostgresEntryStore:
             limit,
         )
 
-    def by_graph(self, named_graph: str, *, limit: int | None = None) -> list[Entry]:
-        """Return the entries in the named graph, oldest first."""
+    def by_graph(
+        self, named_graph: str, *, limit: int | None = None, include_expired: bool = False
+    ) -> list[Entry]:
+        """Return the entries in the named graph, oldest first (``include_expired``: and the
+        expired ones not yet swept)."""
         (graph,) = check_names([named_graph], "named_graph")
-        return self._select("WHERE e.named_graph = %s ORDER BY e.id", [graph], limit)
+        return self._select(
+            "WHERE e.named_graph = %s ORDER BY e.id",
+            [graph],
+            limit,
+            relation=entries_of(include_expired),
+        )
 
     def by_type(self, types: str | Sequence[str], *, limit: int | None = None) -> list[Entry]:
         """Return the entries having any of the JSON-LD ``types``, oldest first."""
@@ -1149,11 +1161,12 @@ class PostgresEntryStore:
             " GROUP BY tag"
         )
 
-    def graph_counts(self) -> dict[str, int]:
-        """Return the number of entries per named graph, largest first."""
+    def graph_counts(self, *, include_expired: bool = False) -> dict[str, int]:
+        """Return the number of entries per named graph, largest first (``include_expired``:
+        the expired ones not yet swept counted too)."""
         return self._counts(
-            "SELECT named_graph, count(*) AS n FROM live_entries WHERE named_graph IS NOT NULL"
-            " GROUP BY named_graph"
+            f"SELECT named_graph, count(*) AS n FROM {entries_of(include_expired)}"
+            " WHERE named_graph IS NOT NULL GROUP BY named_graph"
         )
 
     def type_counts(self) -> dict[str, int]:
@@ -1168,8 +1181,15 @@ class PostgresEntryStore:
             rows = conn.execute(sql + " ORDER BY n DESC, 1").fetchall()
         return {name: n for name, n in rows}
 
-    def _select(self, clause: str, params: Sequence[Any], limit: int | None) -> list[Entry]:
-        sql = f"SELECT {QUALIFIED} FROM live_entries AS e {clause}"
+    def _select(
+        self,
+        clause: str,
+        params: Sequence[Any],
+        limit: int | None,
+        *,
+        relation: str = "live_entries",
+    ) -> list[Entry]:
+        sql = f"SELECT {QUALIFIED} FROM {relation} AS e {clause}"
         args = list(params)
         if limit is not None:
             sql += " LIMIT %s"

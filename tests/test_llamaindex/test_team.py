@@ -214,3 +214,11 @@ def test_role_agents_and_the_workflow_take_the_frameworks_arguments(memory: Memo
         create_role_agent(pdca_llm("do", TASK), handle, name="other")
     with pytest.raises(InvalidInputError, match="turn must be a bool"):
         create_role_agent(pdca_llm("do", TASK), handle, turn="yes")  # type: ignore[arg-type]
+
+
+async def test_a_workflow_runs_again_from_its_first_agent(memory: Memory) -> None:
+    team, _ = build(memory)
+    await team.run(REQUEST.text)
+    await team.run(REQUEST.text)  # a second round of the same team
+    assert team.memory.handovers == [NAMES[role] for role in ROLES]
+    assert memory.blackboard.coordination.agents.agents() == []  # type: ignore[union-attr]

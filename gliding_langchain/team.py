@@ -35,6 +35,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -478,7 +479,7 @@ def _node(agent: RoleAgent) -> Any:
         if not isinstance(request, str) or not request.strip():
             raise InvalidInputError(f"the round needs a request (a string), got {preview(request)}")
         callbacks = config.get("callbacks")
-        with agent.turn.running():
+        with agent.turn.running(pauses=(GraphBubbleUp,)):  # an interrupt pauses the turn
             final = agent.graph.invoke(
                 {"messages": [HumanMessage(request)]},
                 config={"callbacks": callbacks},

@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command, interrupt
 
 from gliding_core import (
     Event,
@@ -403,3 +406,38 @@ def test_bad_framework_arguments_are_refused_naming_them(
 
 def models_for(task: str) -> dict[str, ScriptedChatModel]:
     return {role: pdca_model(role, task) for role in ROLES}
+
+
+class AskOnce(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Stops the agent's first model call for a human's answer (a LangGraph interrupt)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[object] = []
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        if not self.answers:
+            self.answers.append(interrupt("may I write the artifacts?"))
+        return None
+
+
+def test_an_interrupted_turn_waits_and_the_resumed_round_completes(memory: Memory) -> None:
+    coordination = memory.blackboard.coordination
+    assert coordination is not None
+    chat = models()
+    agents = pdca_agents(memory, TASK, chat, budget=1_200)
+    ask = AskOnce()
+    doer = agents["do"].handle
+    agents["do"] = create_role_agent(chat["do"], doer, memory=memory, middleware=[ask], budget=1_200)
+    graph = pdca_graph(memory, TASK, agents=agents, checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "round-1"}}
+    stopped = graph.invoke({"request": REQUEST.text}, thread)
+    assert [i.value for i in stopped["__interrupt__"]] == ["may I write the artifacts?"]
+    assert [(a.name, a.status) for a in coordination.agents.agents()] == [
+        (doer.name, AgentStatus.WAITING)  # paused, not failed; the planner was released
+    ]
+    state = graph.invoke(Command(resume="yes"), thread)
+    assert ask.answers == ["yes"]
+    assert state["handovers"] == list(ROLES)
+    assert round_problems(memory.blackboard, TASK, len(REQUEST.steps)) == []
+    assert coordination.agents.agents() == []

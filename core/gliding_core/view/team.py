@@ -308,8 +308,9 @@ class AgentTurn:
     come every second) and registers it again if it was lost meanwhile; ``finish()`` reports
     it Completed, which releases its leases, and unregisters it; ``finish(failed=True)``
     reports it Error instead and keeps its record, so the registry says the turn failed (the
-    name is free all the same: Error is no live status). ``running()`` is the three in a
-    ``with`` block. Without a coordination layer each is a no-op.
+    name is free all the same: Error is no live status); ``pause()`` reports it Waiting, for a
+    turn a framework interrupts and resumes later. ``running()`` is these in a ``with`` block.
+    Without a coordination layer each is a no-op.
 
     Args:
         handle: the agent.
@@ -364,12 +365,33 @@ class AgentTurn:
             if not failed:
                 registry.unregister(name)
 
+    def pause(self) -> None:
+        """Report the agent Waiting: its turn stopped for a resume that starts it again (a
+        turn never resumed falls silent, and the sweeper marks it lost)."""
+        registry = self._registry()
+        with self._lock:
+            self._active = False
+            if registry is None:
+                return
+            try:
+                registry.set_status(self.handle.name, AgentStatus.WAITING)
+            except (AgentNotFoundError, InvalidTransitionError):
+                pass  # unregistered, or lost meanwhile: the resume registers it again
+
     @contextmanager
-    def running(self) -> Iterator[None]:
-        """Start the turn, and finish it when the block ends (failed, if it raises)."""
+    def running(self, *, pauses: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+        """Start the turn, and finish it when the block ends (failed, if it raises).
+
+        Args:
+            pauses: exceptions that stop the turn for a resume (a framework's interrupt):
+                the agent is reported Waiting (``pause``) instead of failed.
+        """
         self.start()
         try:
             yield
+        except pauses:
+            self.pause()
+            raise
         except BaseException:
             try:
                 self.finish(failed=True)

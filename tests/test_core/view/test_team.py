@@ -243,7 +243,13 @@ def test_an_agent_is_registered_for_its_turn_only(memory: Memory) -> None:
     with turn.running():
         assert coordination.agents.get(name).incarnation == 2  # a new incarnation
     assert coordination.agents.agents() == []
-    turn.start()
+    with pytest.raises(KeyboardInterrupt), turn.running(pauses=(KeyboardInterrupt,)):
+        raise KeyboardInterrupt  # a framework's interrupt: the turn waits for its resume
+    assert coordination.agents.get(name).status is AgentStatus.WAITING
+    assert not turn.active
+    turn.start()  # resumed: the same incarnation, working again
+    resumed = coordination.agents.get(name)
+    assert (resumed.status, resumed.incarnation) == (AgentStatus.WORKING, 2)
     coordination.agents.unregister(name)  # gone meanwhile (released by hand, or lost)
     turn._next_beat = 0.0  # a beat is due
     turn.beat()

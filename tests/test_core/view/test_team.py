@@ -247,9 +247,10 @@ def test_an_agent_is_registered_for_its_turn_only(memory: Memory) -> None:
         raise KeyboardInterrupt  # a framework's interrupt: the turn waits for its resume
     assert coordination.agents.get(name).status is AgentStatus.WAITING
     assert not turn.active
+    paused = coordination.agents.get(name)
     turn.start()  # resumed: the same incarnation, working again
     resumed = coordination.agents.get(name)
-    assert (resumed.status, resumed.incarnation) == (AgentStatus.WORKING, 2)
+    assert (resumed.status, resumed.incarnation) == (AgentStatus.WORKING, paused.incarnation)
     coordination.agents.unregister(name)  # gone meanwhile (released by hand, or lost)
     turn._next_beat = 0.0  # a beat is due
     turn.beat()

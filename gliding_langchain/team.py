@@ -114,7 +114,9 @@ class RoleAgent:
         """Run the agent: ``graph.ainvoke``."""
         return await self.graph.ainvoke(input, config, **kwargs)
 
-    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
         """Stream the run: ``graph.stream``."""
         return self.graph.stream(input, config, **kwargs)
 
@@ -255,7 +257,10 @@ def _check_agent_arguments(
         raise InvalidInputError(f"store must be a LangGraph BaseStore, got {preview(store)}")
     if context_schema is not None and not isinstance(context_schema, type):
         raise InvalidInputError(f"context_schema must be a type, got {preview(context_schema)}")
-    for what, nodes in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):
+    for what, nodes in (
+        ("interrupt_before", interrupt_before),
+        ("interrupt_after", interrupt_after),
+    ):
         if nodes is not None and (
             isinstance(nodes, str)
             or not isinstance(nodes, Sequence)

@@ -428,7 +428,9 @@ def test_an_interrupted_turn_waits_and_the_resumed_round_completes(memory: Memor
     agents = pdca_agents(memory, TASK, chat, budget=1_200)
     ask = AskOnce()
     doer = agents["do"].handle
-    agents["do"] = create_role_agent(chat["do"], doer, memory=memory, middleware=[ask], budget=1_200)
+    agents["do"] = create_role_agent(
+        chat["do"], doer, memory=memory, middleware=[ask], budget=1_200
+    )
     graph = pdca_graph(memory, TASK, agents=agents, checkpointer=InMemorySaver())
     thread = {"configurable": {"thread_id": "round-1"}}
     stopped = graph.invoke({"request": REQUEST.text}, thread)

@@ -61,7 +61,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol, cast
@@ -358,10 +358,9 @@ class AgentTurn:
                 return
             name = self.handle.name
             status = AgentStatus.ERROR if failed else AgentStatus.COMPLETED
-            try:
+            # Unregistered, or lost meanwhile: nothing of it is live now.
+            with suppress(AgentNotFoundError, InvalidTransitionError):
                 registry.set_status(name, status)
-            except (AgentNotFoundError, InvalidTransitionError):
-                pass  # unregistered, or lost meanwhile: nothing of it is live now
             if not failed:
                 registry.unregister(name)
 
@@ -373,10 +372,9 @@ class AgentTurn:
             self._active = False
             if registry is None:
                 return
-            try:
+            # Unregistered, or lost meanwhile: the resume registers it again.
+            with suppress(AgentNotFoundError, InvalidTransitionError):
                 registry.set_status(self.handle.name, AgentStatus.WAITING)
-            except (AgentNotFoundError, InvalidTransitionError):
-                pass  # unregistered, or lost meanwhile: the resume registers it again
 
     @contextmanager
     def running(self, *, pauses: tuple[type[BaseException], ...] = ()) -> Iterator[None]:

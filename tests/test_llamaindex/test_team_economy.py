@@ -131,7 +131,7 @@ def test_held_messages_count_for_the_next_view_only(memory: Memory) -> None:
 async def test_a_workflow_agent_s_tool_results_in_progress_count(memory: Memory) -> None:
     scripts = {role: ScriptedRole(role, WORKFLOW_TASK, next_agent=NEXT[role]) for role in ROLES}
     llms = {role: MockFunctionCallingLLM(response_generator=s) for role, s in scripts.items()}
-    team = pdca_workflow(memory, WORKFLOW_TASK, llms, budget=1_200)
+    team = pdca_workflow(memory, WORKFLOW_TASK, llms, names=DEFAULT_NAMES, budget=1_200)
     assert all(isinstance(a, RoleFunctionAgent) for a in team.workflow.agents.values())
     await team.run(Request("a refund endpoint", ("validate the payment",)).text)
     decision = node_iris(WORKFLOW_TASK)["decision"]

@@ -7,6 +7,15 @@ The ``Team`` it returns holds the handles, the memory's one scheduler (every age
 ``project_frame`` read through it) and each agent's instructions; an adapter adds only its
 framework's agents and wiring. ``check_roles`` refuses a role -> model mapping missing a role.
 
+Names: unless given, a team's agents are named after their role and the task
+(``default_names(task)``: ``planner-1a2b3c4d``, the digest of the task's IRI), so the rounds of
+two tasks never share a name. An agent is registered only for its turn (``AgentTurn``): from
+when it starts working to when it ends, when it is reported Completed (its leases released)
+and unregistered, so a finished round leaves no agent behind and its names are free for the
+next one. A round that dies with its process leaves its working agent registered, silent: once
+its heartbeat timeout has passed, the sweeper (or the next registration of the name) marks it
+lost.
+
 ``role_conversation(memory, handle)`` is the ``Conversation`` both adapters give a role agent
 (``GlidingMemoryMiddleware(memory, handle=handle)``, ``GlidingMemory(role_conversation(...))``):
 its model sees, within the budget, its L1 context, the recall of its own turns and of the
@@ -29,6 +38,8 @@ message at every call: what an earlier call's memory message showed is not in th
 Invariants:
 - A team has one agent per role of ``ROLES``, each with its own name, all on the task and the
   memory's blackboard; nothing is registered or written when a check fails.
+- An agent is registered while its turn runs, never after it: a turn that ends, well or not,
+  leaves the name free (a failed turn leaves its agent in Error, which is no live status).
 - The agent's recall never quotes another agent's turns on the task (their tool calls and
   results carry the areas they may read, not this agent's): the recall filter admits turns of
   the agent's own session only, whatever else the caller's filters say.
@@ -45,7 +56,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol, cast
@@ -53,12 +69,12 @@ from typing import Any, Protocol, cast
 from typing_extensions import Unpack
 
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.coordination.agents import LIVE, agent_iri
+from gliding_core.blackboard.coordination.agents import AgentRegistry, AgentStatus, agent_iri
 from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.handle import AgentHandle
 from gliding_core.blackboard.validation import check_iri
 from gliding_core.config import ConversationSettings, ViewOptions
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import AgentNotFoundError, InvalidInputError, InvalidTransitionError
 from gliding_core.jsonld import preview
 from gliding_core.projection.scheduler import Scheduler
 from gliding_core.store.filters import SearchFilters
@@ -66,10 +82,13 @@ from gliding_core.store.scope import Shared
 from gliding_core.view.conversation import Conversation, ViewMemory
 from gliding_core.view.frame_source import FrameSource
 
+logger = logging.getLogger(__name__)
+
 TURN_TYPES = ("Turn", "SupplementaryInput")  # the L0 types of archived chat turns
 ROLES = ("plan", "do", "check", "act")  # the roles of a team, in the order of a round
 # The area each role writes.
 AREA_OF = {"plan": "plan", "do": "execution", "check": "review", "act": "decision"}
+# The stem of each role's default name (``default_names`` adds the task's digest).
 DEFAULT_NAMES: Mapping[str, str] = MappingProxyType(
     {"plan": "planner", "do": "doer", "check": "checker", "act": "decider"}
 )
@@ -192,40 +211,59 @@ class Team:
         return instructions(self.handles[role], then=then)
 
 
+def default_names(task: str) -> dict[str, str]:
+    """Return the agent names of a team on ``task`` unless it is given others.
+
+    Each is the role's stem (``DEFAULT_NAMES``) and the first 8 hex digits of the SHA-256 of
+    the task's IRI (``planner-1a2b3c4d``): the teams of two tasks never share a name, the
+    names of a task's team are the same in every process, and a name holds only letters,
+    digits and ``-`` (model APIs refuse other characters in a message's author name, which
+    LangChain sets to the agent's).
+
+    Raises:
+        InvalidInputError: ``task`` is not an IRI.
+    """
+    digest = hashlib.sha256(check_iri(task, "task IRI").encode()).hexdigest()[:8]
+    return {role: f"{DEFAULT_NAMES[role]}-{digest}" for role in ROLES}
+
+
 def team(
     memory: object,
     task: str,
     *,
-    names: Mapping[str, str] = DEFAULT_NAMES,
+    names: Mapping[str, str] | None = None,
     scheduler: Scheduler | None = None,
 ) -> Team:
     """Return the team of ``task``: one agent per role of ``ROLES``, registering the task.
 
     Everything is checked before anything is written: the memory, the task's IRI, the names
     (one non-empty string per role, no two alike; with a coordination layer, names it takes
-    and that no live agent holds in another role or on another task) and the scheduler.
+    and that no live agent holds in another role or on another task) and the scheduler. The
+    agents are not registered here: each is, for its turn (``AgentTurn``).
 
     Args:
         memory: the memory whose blackboard the agents share (a ``Memory``).
         task: the task's IRI; registered in the coordination layer's task registry if it is
             not.
-        names: role -> agent name.
+        names: role -> agent name; ``default_names(task)`` when omitted.
         scheduler: the read path of the agents' frames; the memory's own (``memory.scheduler``)
             when omitted.
 
     Raises:
-        InvalidInputError: a bad memory, task IRI, name or scheduler.
+        InvalidInputError: a bad memory, task IRI, name or scheduler, or a name a live agent
+            holds in another role or on another task (the message says how to proceed).
     """
     owner = check_memory(memory)
     check_iri(task, "task IRI")
-    chosen = _check_names(names)
+    chosen = _check_names(default_names(task) if names is None else names)
     reader = check_scheduler(scheduler, owner)
     coordination = owner.blackboard.coordination
     if coordination is not None:
         _check_free(coordination, chosen, task)
     if coordination is not None and task not in coordination.tasks:
         coordination.tasks.register(task)
-    handles = {role: owner.agent(chosen[role], role=role, task=task) for role in ROLES}
+    board = owner.blackboard
+    handles = {role: AgentHandle(board, chosen[role], role=role, task=task) for role in ROLES}
     return Team(owner, task, MappingProxyType(handles), reader)
 
 
@@ -248,17 +286,130 @@ def _check_names(names: object) -> dict[str, str]:
 
 def _check_free(coordination: Coordination, names: Mapping[str, str], task: str) -> None:
     """Refuse what the agent registry would refuse half-way through: a name it cannot take,
-    or one a live agent holds in another role or on another task."""
+    or one a live agent holds in another role or on another task (an agent silent past its
+    timeout holds nothing: its registry takes the name over)."""
     for name in names.values():
         agent_iri(name)  # the registry's rule for a name
-    live = {agent.name: agent for agent in coordination.agents.agents() if agent.status in LIVE}
     for role, name in names.items():
-        known = live.get(name)
-        if known is not None and (known.role, known.task) != (role, task):
+        refusal = coordination.agents.refusal(name, role=role, task=task)
+        if refusal is not None:
             raise InvalidInputError(
-                f"agent {name!r} is live as {known.role!r} on {known.task!r}; it cannot join"
-                f" task {task!r} as {role!r}"
+                f"{refusal}. A team given no names takes its task's own (default_names(task)),"
+                f" which no other task's team shares"
             )
+
+
+class AgentTurn:
+    """One agent's turn in a round: registered and Working while it runs, released at its end.
+
+    ``start()`` registers the agent (a new incarnation when an earlier turn of it ended, or
+    when a round that died left it silent) and reports it Working; ``beat()`` tells the
+    registry it is alive (at most every third of its heartbeat timeout: a model call may
+    come every second) and registers it again if it was lost meanwhile; ``finish()`` reports
+    it Completed, which releases its leases, and unregisters it; ``finish(failed=True)``
+    reports it Error instead and keeps its record, so the registry says the turn failed (the
+    name is free all the same: Error is no live status); ``pause()`` reports it Waiting, for a
+    turn a framework interrupts and resumes later. ``running()`` is these in a ``with`` block.
+    Without a coordination layer each is a no-op.
+
+    Args:
+        handle: the agent.
+    """
+
+    def __init__(self, handle: AgentHandle) -> None:
+        if not isinstance(handle, AgentHandle):
+            raise InvalidInputError(f"handle must be an AgentHandle, got {preview(handle)}")
+        self.handle = handle
+        self._lock = threading.Lock()
+        self._active = False
+        self._next_beat = 0.0  # time.monotonic() of the next beat that is due
+
+    @property
+    def active(self) -> bool:
+        """Whether the turn started and has not finished."""
+        return self._active
+
+    def start(self) -> None:
+        """Register the agent and report it Working."""
+        registry = self._registry()
+        with self._lock:
+            if registry is not None:
+                self._register(registry)
+            self._active = True
+
+    def beat(self) -> None:
+        """Tell the registry the agent is alive if a beat is due (nothing before ``start``)."""
+        registry = self._registry()
+        with self._lock:
+            if registry is None or not self._active or time.monotonic() < self._next_beat:
+                return
+            try:
+                agent = registry.heartbeat(self.handle.name, status=AgentStatus.WORKING)
+                self._due(agent.timeout_s)
+            except (AgentNotFoundError, InvalidTransitionError):
+                self._register(registry)  # lost meanwhile (a long model call): back again
+
+    def finish(self, *, failed: bool = False) -> None:
+        """Report the agent Completed and unregister it, or report it Error when ``failed``."""
+        registry = self._registry()
+        with self._lock:
+            self._active = False
+            if registry is None:
+                return
+            name = self.handle.name
+            status = AgentStatus.ERROR if failed else AgentStatus.COMPLETED
+            # Unregistered, or lost meanwhile: nothing of it is live now.
+            with suppress(AgentNotFoundError, InvalidTransitionError):
+                registry.set_status(name, status)
+            if not failed:
+                registry.unregister(name)
+
+    def pause(self) -> None:
+        """Report the agent Waiting: its turn stopped for a resume that starts it again (a
+        turn never resumed falls silent, and the sweeper marks it lost)."""
+        registry = self._registry()
+        with self._lock:
+            self._active = False
+            if registry is None:
+                return
+            # Unregistered, or lost meanwhile: the resume registers it again.
+            with suppress(AgentNotFoundError, InvalidTransitionError):
+                registry.set_status(self.handle.name, AgentStatus.WAITING)
+
+    @contextmanager
+    def running(self, *, pauses: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+        """Start the turn, and finish it when the block ends (failed, if it raises).
+
+        Args:
+            pauses: exceptions that stop the turn for a resume (a framework's interrupt):
+                the agent is reported Waiting (``pause``) instead of failed.
+        """
+        self.start()
+        try:
+            yield
+        except pauses:
+            self.pause()
+            raise
+        except BaseException:
+            try:
+                self.finish(failed=True)
+            except Exception:  # the turn's own error is the one to raise
+                logger.exception("reporting the failed turn of %r failed", self.handle.name)
+            raise
+        self.finish()
+
+    def _registry(self) -> AgentRegistry | None:
+        coordination = self.handle.board.coordination
+        return None if coordination is None else coordination.agents
+
+    def _register(self, registry: AgentRegistry) -> None:
+        handle = self.handle
+        agent = registry.register(handle.name, role=handle.role, task=handle.task)
+        registry.set_status(handle.name, AgentStatus.WORKING)
+        self._due(agent.timeout_s)
+
+    def _due(self, timeout_s: float) -> None:
+        self._next_beat = time.monotonic() + timeout_s / 3
 
 
 def role_conversation(

@@ -1347,6 +1347,36 @@ def test_registering_again_is_a_heartbeat_or_refused(
         agents.register("a", role="check", task="urn:t:1")
 
 
+def test_a_silent_agent_s_name_is_taken_over_and_a_live_one_s_refused_saying_how(
+    agents: AgentRegistry, leases: LeaseTable, bus: EventBus, clock: FakeClock
+) -> None:
+    agents.register("a", role="do", task="urn:t:1")
+    leases.try_acquire("urn:n:1", "a", "write")
+    clock.now += 10
+    refused = (
+        r"'a' is live as 'do' on 'urn:t:1' \(its last heartbeat 10\.0 s ago, status Idle\);"
+        r" it cannot register as 'plan' on 'urn:t:2'\. Give this agent another name; or wait"
+        r" until that agent completes, or falls silent for 30 s .*unregister\('a'\)"
+    )
+    with pytest.raises(InvalidInputError, match=refused):
+        agents.register("a", role="plan", task="urn:t:2")
+    assert agents.refusal("a", role="plan", task="urn:t:2") is not None
+    assert agents.refusal("a", role="do", task="urn:t:1") is None  # its own: a heartbeat
+    assert agents.refusal("b", role="plan", task="urn:t:2") is None
+    clock.now += 25  # silent for 35 s, past its 30 s timeout: a crashed process's agent
+    assert agents.refusal("a", role="plan", task="urn:t:2") is None
+    agent = agents.register("a", role="plan", task="urn:t:2")
+    assert (agent.role, agent.task, agent.status, agent.incarnation) == (
+        "plan",
+        "urn:t:2",
+        AgentStatus.IDLE,
+        2,
+    )
+    assert leases.leases("a") == []  # the old incarnation's lease went with it
+    lost = bus.recent(EventType.AGENT_LOST)
+    assert [(event.source, event.task_iri) for event in lost] == [("a", "urn:t:1")]
+
+
 def test_agents_are_listed_by_task_role_and_status(agents: AgentRegistry) -> None:
     agents.register("p", role="plan", task="urn:t:1")
     agents.register("d", role="do", task="urn:t:1")

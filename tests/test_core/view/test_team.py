@@ -7,7 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from gliding_core import HashEmbedder, InvalidInputError, Memory, MemoryConfig, TopicConfig
+from gliding_core import (
+    EventType,
+    HashEmbedder,
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+    TopicConfig,
+)
+from gliding_core.blackboard.coordination.agents import AgentStatus
 from gliding_core.testing import (
     Request,
     RoleScript,
@@ -20,7 +28,9 @@ from gliding_core.testing import (
 from gliding_core.view.team import (
     DEFAULT_NAMES,
     ROLES,
+    AgentTurn,
     check_roles,
+    default_names,
     instructions,
     role_conversation,
     team,
@@ -131,16 +141,17 @@ def test_a_team_is_one_agent_per_role_over_the_memorys_one_scheduler() -> None:
         tasks = memory.blackboard.coordination.tasks  # type: ignore[union-attr]
         assert "urn:task:crew" in tasks  # registered, since the coordination did not know it
         assert list(crew.handles) == list(ROLES)
-        assert crew.names == dict(DEFAULT_NAMES)
+        assert crew.names == default_names("urn:task:crew")
+        assert memory.blackboard.coordination.agents.agents() == []  # type: ignore[union-attr]
         assert {(h.role, h.task) for h in crew.handles.values()} == {
             (role, "urn:task:crew") for role in ROLES
         }
         assert crew.scheduler is memory.scheduler
         assert [crew.next_role(role) for role in ROLES] == ["do", "check", "act", None]
         assert crew.instructions("do") == (
-            "You are doer, the do agent of task urn:task:crew. What the earlier roles wrote is in"
-            " your frame of the task, below. Write your work to the 'execution' area with the"
-            " blackboard tools, then report in one line."
+            f"You are {crew.names['do']}, the do agent of task urn:task:crew. What the earlier"
+            " roles wrote is in your frame of the task, below. Write your work to the"
+            " 'execution' area with the blackboard tools, then report in one line."
         )
         assert crew.instructions("plan", then="hand off").endswith("then hand off.")
         assert "your frame" not in instructions(crew.handles["act"], frame=False)
@@ -202,3 +213,57 @@ def test_a_role_mapping_must_name_every_role() -> None:
         check_roles(["model"], what="models", kind="chat models")
     with pytest.raises(InvalidInputError, match=r"llms need the roles .*missing \['act'\]"):
         check_roles({r: 1 for r in ROLES[:3]}, what="llms", kind="LLMs")
+
+
+def test_an_agent_is_registered_for_its_turn_only(memory: Memory) -> None:
+    coordination = memory.blackboard.coordination
+    assert coordination is not None
+    crew = team(memory, TASK)
+    name = crew.names["do"]
+    turn = AgentTurn(crew.handles["do"])
+    assert not turn.active
+    turn.beat()  # before its turn: nothing
+    assert coordination.agents.agents() == []
+    turn.start()
+    agent = coordination.agents.get(name)
+    assert (agent.status, agent.role, agent.task, turn.active) == (
+        AgentStatus.WORKING,
+        "do",
+        TASK,
+        True,
+    )
+    turn.finish()
+    assert coordination.agents.agents() == []
+    changes = memory.blackboard.bus.recent(EventType.AGENT_STATUS_CHANGED)
+    assert [e.payload["status"] for e in changes if e.source == name] == ["Working", "Completed"]
+    with pytest.raises(RuntimeError, match="the model is down"), turn.running():
+        raise RuntimeError("the model is down")
+    failed = coordination.agents.get(name)
+    assert (failed.status, failed.incarnation) == (AgentStatus.ERROR, 1)  # kept, to say so
+    with turn.running():
+        assert coordination.agents.get(name).incarnation == 2  # a new incarnation
+    assert coordination.agents.agents() == []
+    with pytest.raises(KeyboardInterrupt), turn.running(pauses=(KeyboardInterrupt,)):
+        raise KeyboardInterrupt  # a framework's interrupt: the turn waits for its resume
+    assert coordination.agents.get(name).status is AgentStatus.WAITING
+    assert not turn.active
+    paused = coordination.agents.get(name)
+    turn.start()  # resumed: the same incarnation, working again
+    resumed = coordination.agents.get(name)
+    assert (resumed.status, resumed.incarnation) == (AgentStatus.WORKING, paused.incarnation)
+    coordination.agents.unregister(name)  # gone meanwhile (released by hand, or lost)
+    turn._next_beat = 0.0  # a beat is due
+    turn.beat()
+    assert coordination.agents.get(name).status is AgentStatus.WORKING  # back for its turn
+    turn.finish()
+    with pytest.raises(InvalidInputError, match="handle must be an AgentHandle"):
+        AgentTurn("doer")  # type: ignore[arg-type]
+
+
+def test_default_names_are_the_roles_and_the_tasks_digest() -> None:
+    names = default_names("urn:task:a")
+    assert list(names) == list(ROLES)
+    assert all(names[role].startswith(f"{DEFAULT_NAMES[role]}-") for role in ROLES)
+    assert len({*names.values(), *default_names("urn:task:b").values()}) == 8
+    with pytest.raises(InvalidInputError, match="task IRI"):
+        default_names("not an IRI")

@@ -4,7 +4,10 @@ An agent registers with a role and a task, reports its status, and beats: each h
 renews every lease it holds. An agent silent for longer than its heartbeat timeout (the
 ``heartbeat_timeout_s`` setting unless given at registration) is lost: the sweeper marks it
 Error, releases its leases and publishes ``AGENT_LOST``, so a crashed agent cannot keep a
-resource (the reference had the detection call but no default and no sweeper).
+resource (the reference had the detection call but no default and no sweeper). Nor a name: a
+registration under the name of a silent agent marks it lost first, whether or not this
+process's sweeper has run yet (a new process over the store of a crashed one has none before
+its first registration).
 
 Statuses (the design's set) and transitions (``TRANSITIONS``): a live agent (Idle, Working,
 Waiting) may take any status, including its own (to report a new operation); Completed and
@@ -144,9 +147,14 @@ class AgentRegistry:
         task must be an absolute IRI while agents are mirrored (the node links to it and lives
         in its graph), any name without spaces otherwise (see ``check_task_iri``).
 
+        A name whose agent has been silent for longer than its timeout (a crashed process's)
+        is taken over: that agent is marked lost first, as the sweeper would mark it (Error,
+        its leases released, ``AGENT_LOST``), and this one is its next incarnation.
+
         Raises:
-            InvalidInputError: the name is live in another role or on another task, or the
-                task is not an absolute IRI while mirrored; nothing is written then.
+            InvalidInputError: the name is live in another role or on another task (the
+                message says how to proceed), or the task is not an absolute IRI while
+                mirrored; nothing is written then.
         """
         name, role = check_name(name, "agent name"), check_name(role, "role")
         task = check_task_iri(task, "task IRI", mirrored=self.mirror is not None)
@@ -155,14 +163,14 @@ class AgentRegistry:
             if heartbeat_timeout_s is None
             else check_seconds(heartbeat_timeout_s, "heartbeat_timeout_s")
         )
+        self._lose_if_silent(name)
         with self.db.write(f"registering agent {name!r}") as tx:
             known = tx.agents.find(name)
             fresh = known is None or known.status not in LIVE
             if known is not None and not fresh:
                 if (known.role, known.task) != (role, task):
                     raise InvalidInputError(
-                        f"agent {name!r} is live as {known.role!r} on {known.task!r}; "
-                        f"it cannot register as {role!r} on {task!r}"
+                        _name_taken(known, tx.now(), f"register as {role!r} on {task!r}")
                     )
                 agent = self._apply(tx.agents, known, known.status, None, tx.now())  # a beat
             else:
@@ -178,6 +186,24 @@ class AgentRegistry:
             self._publish(EventType.AGENT_REGISTERED, agent, payload)
         self._start_sweeper()
         return agent
+
+    def refusal(self, name: str, *, role: str, task: str) -> str | None:
+        """Return why ``register(name, role=role, task=task)`` would be refused, or ``None``.
+
+        The refusal (the one ``register`` raises) is for a name that a live agent keeps in
+        another role or on another task, and says how to proceed; an agent silent past its
+        timeout keeps nothing. The name, role and task must be valid (``register`` checks
+        them).
+        """
+        name, role = check_name(name, "agent name"), check_name(role, "role")
+        task = check_name(task, "task IRI")
+        with self.db.read(f"reading agent {name!r}") as tx:
+            known, now = tx.agents.find(name), tx.now()
+        if known is None or known.status not in LIVE or known.silent_at(now):
+            return None
+        if (known.role, known.task) == (role, task):
+            return None
+        return _name_taken(known, now, f"register as {role!r} on {task!r}")
 
     def unregister(self, name: str) -> bool:
         """Forget an agent and release its leases; return whether it was registered."""
@@ -320,6 +346,13 @@ class AgentRegistry:
             self.leases.expire()
         return lost
 
+    def _lose_if_silent(self, name: str) -> None:
+        """Mark ``name`` lost now if its agent is silent past its timeout (or leave it)."""
+        with self.db.read(f"reading agent {name!r}") as tx:
+            known, now = tx.agents.find(name), tx.now()
+        if known is not None and known.silent_at(now):
+            self._lose(name)
+
     def _lose(self, name: str) -> Agent | None:
         with self.db.write(f"marking agent {name!r} lost") as tx:
             before = tx.agents.find(name)
@@ -399,6 +432,25 @@ class AgentRegistry:
     def _publish(self, kind: EventType, agent: Agent, payload: dict[str, Any]) -> None:
         if self.bus is not None:
             self.bus.publish(kind, payload, task_iri=agent.task, source=agent.name)
+
+
+def _name_taken(holder: Agent, now: float, wanted: str) -> str:
+    """Return the message refusing a name that the live agent ``holder`` keeps, with the ways on.
+
+    Args:
+        holder: the live agent of that name.
+        now: the coordination clock's time (how long ago it beat).
+        wanted: what was refused (``"register as 'plan' on 'urn:t:2'"``).
+    """
+    silent = max(0.0, now - holder.last_heartbeat)
+    return (
+        f"agent {holder.name!r} is live as {holder.role!r} on {holder.task!r} (its last"
+        f" heartbeat {silent:.1f} s ago, status {holder.status.value}); it cannot {wanted}."
+        f" Give this agent another name; or wait until that agent completes, or falls silent"
+        f" for {holder.timeout_s:g} s (a crashed process's agent: its name is free then);"
+        f" or, if that agent is gone for good, unregister it"
+        f" (memory.blackboard.coordination.agents.unregister({holder.name!r}))"
+    )
 
 
 def _found(agent: Agent | None, name: str) -> Agent:

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from gliding_core import (
     MemoryConfig,
 )
 from gliding_core.testing import _embedded_postgres
+from tests.test_core.liveness import until_it_works, within
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 2.0  # MemoryConfig.database_timeout_s of these tests
@@ -85,35 +85,7 @@ def _schema() -> str:
 
 
 def _within_liveness(call: Callable[[], Any]) -> BaseException | None:
-    """Run ``call`` in a thread; return what it raised (``None``: it returned).
-
-    Fails the test if the call is still running after ``LIVENESS_S``: an endless wait.
-    """
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:
-            outcome.append(exc)
-        else:
-            outcome.append(None)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(LIVENESS_S)
-    assert not thread.is_alive(), f"{call} still waits for the stopped server"
-    return outcome[0]
-
-
-def _until_it_works(call: Callable[[], Any], attempts: int = 30) -> Any:
-    """Call ``call`` until it returns, each failure a ``DatabaseUnavailableError``."""
-    for _ in range(attempts - 1):
-        try:
-            return call()
-        except DatabaseUnavailableError:
-            continue
-    return call()
+    return within(call, LIVENESS_S, waiting_for="the stopped server")
 
 
 def test_a_crashed_server_fails_calls_with_a_typed_error_and_work_resumes(
@@ -141,7 +113,7 @@ def test_a_crashed_server_fails_calls_with_a_typed_error_and_work_resumes(
 
         server.start()
         # The same memory, not reopened: its pools reconnect.
-        _until_it_works(lambda: memory.store.put({"@id": "urn:after", "text": "after restart"}))
+        until_it_works(lambda: memory.store.put({"@id": "urn:after", "text": "after restart"}))
         assert set(memory.store.get_many(acknowledged)) == set(acknowledged)
         assert memory.store.get("urn:lost") is None  # refused, so not written
         assert memory.store.get("urn:after") is not None
@@ -257,7 +229,7 @@ def test_the_blackboard_fails_fast_while_the_database_is_down_and_resumes(
         error = _within_liveness(lambda: handle.acquire(node, mode="write"))
         assert isinstance(error, DatabaseUnavailableError), repr(error)
         server.start()
-        lease = _until_it_works(lambda: handle.acquire(node, mode="write"))
+        lease = until_it_works(lambda: handle.acquire(node, mode="write"))
         current = handle.read(node)
         assert current is not None
         assert current.node["text"] == "before"

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from gliding_core import DatabaseUnavailableError, Memory, MemoryConfig
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.store.postgres import Database, DatabaseSettings, PostgresEntryStore
+from tests.test_core.liveness import until_it_works, within
 
 TIMEOUT_S = 2.0  # MemoryConfig.database_timeout_s of these tests
 LIVENESS_S = 60.0  # a call still running after this long is taken to wait for ever
@@ -140,35 +141,7 @@ def proxy(postgres_url: str) -> Iterator[PausableProxy]:
 
 
 def _within_liveness(call: Callable[[], Any]) -> BaseException | None:
-    """Run ``call`` in a thread; return what it raised (``None``: it returned).
-
-    Fails the test if the call is still running after ``LIVENESS_S``: an endless wait.
-    """
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:
-            outcome.append(exc)
-        else:
-            outcome.append(None)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(LIVENESS_S)
-    assert not thread.is_alive(), f"{call} still waits for the silent server"
-    return outcome[0]
-
-
-def _until_it_works(call: Callable[[], Any], attempts: int = 30) -> Any:
-    """Call ``call`` until it returns, each failure a ``DatabaseUnavailableError``."""
-    for _ in range(attempts - 1):
-        try:
-            return call()
-        except DatabaseUnavailableError:
-            continue
-    return call()
+    return within(call, LIVENESS_S, waiting_for="the silent server")
 
 
 def test_a_hung_server_fails_calls_with_a_typed_error_and_work_resumes(
@@ -200,7 +173,7 @@ def test_a_hung_server_fails_calls_with_a_typed_error_and_work_resumes(
 
         proxy.resume()
         # The same memory, not reopened: its pools drop the silent connections and make new ones.
-        _until_it_works(lambda: memory.store.put({"@id": "urn:after", "text": "after the hang"}))
+        until_it_works(lambda: memory.store.put({"@id": "urn:after", "text": "after the hang"}))
         assert set(memory.store.get_many(acknowledged)) == set(acknowledged)
         unknown = memory.store.get("urn:unknown")  # its outcome is unknown: whole or absent
         assert unknown is None or unknown.node["text"] == "written while hung"
@@ -238,7 +211,7 @@ def test_the_coordination_store_fails_fast_on_a_hung_server_and_resumes(
         assert isinstance(error, DatabaseUnavailableError), repr(error)
         assert "postgresql" in str(error).lower()
         proxy.resume()
-        _until_it_works(lambda: append("after"))
+        until_it_works(lambda: append("after"))
         with store.read("reading the messages") as tx:
             payloads = [message.payload for message in tx.messages.since(first - 1)]
         assert payloads[0] == "before"
@@ -296,7 +269,7 @@ def test_a_database_handle_reports_the_silent_server_without_its_password(
         password = conninfo_to_dict(postgres_url).get("password")
         assert not password or str(password) not in str(error)
         proxy.resume()
-        _until_it_works(select_one)
+        until_it_works(select_one)
     finally:
         proxy.resume()
         database.close()

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import Unpack
 
 from gliding_core.checks import check_count
@@ -81,6 +81,102 @@ class StoreConfig(Settings):
     access_buffer_limit: int = Field(default=10_000, gt=0)
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=MAX_DEPTH_CEILING)
     max_label_bytes: int = Field(default=2_048, ge=1)
+
+
+class SearchConfig(Settings):
+    """How hybrid search ranks: the arms' weights, how deep each arm looks, the re-rank.
+
+    Every field may also be given to a single ``memory.search`` call, which overrides it for
+    that call (``memory.search(query, lexical_weight=1.0, dense_weight=0.0)``).
+
+    Attributes:
+        lexical_weight: the weight of the lexical arm (full-text BM25) in both stages (0.75).
+        dense_weight: the weight of the dense arm (cosine of embeddings) in both stages (1.0).
+            The weights are relative: 0 leaves an arm out of the ranking.
+        candidates: how many hits each arm contributes to the fusion (100; at least ``k``).
+        pool: how many fused hits go on to the re-rank (100).
+        rerank: whether the fused candidates are re-scored by each arm's own score with their
+            linked context (``True``); without it the fused rank decides.
+        rrf_k: the reciprocal-rank constant of the first-stage fusion (60).
+        context_weight: the share of a linked neighbour's score a candidate receives in the
+            re-rank (0.2; the links are ``previous``, both ways).
+        group_weight: how much a candidate gains from the best candidate of its named graph in
+            the re-rank (1.0; 0 turns it off).
+        group_top: how many of a named graph's best candidates make its score (1).
+    """
+
+    lexical_weight: float = Field(default=0.75, ge=0.0, le=100.0)
+    dense_weight: float = Field(default=1.0, ge=0.0, le=100.0)
+    candidates: int = Field(default=100, ge=1, le=10_000)
+    pool: int = Field(default=100, ge=1, le=10_000)
+    rerank: bool = True
+    rrf_k: int = Field(default=60, ge=1, le=10_000)
+    context_weight: float = Field(default=0.2, ge=0.0, le=10.0)
+    group_weight: float = Field(default=1.0, ge=0.0, le=10.0)
+    group_top: int = Field(default=1, ge=1, le=1_000)
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """The arms' weights by arm name."""
+        return {"lexical": self.lexical_weight, "dense": self.dense_weight}
+
+    def updated(self, **options: Unpack[SearchOptions]) -> SearchConfig:
+        """Return these settings with ``options`` replacing fields, validated.
+
+        Raises:
+            ConfigError: an option is not a field, or a value is bad (named in the message).
+        """
+        unknown = sorted(set(options) - set(type(self).model_fields))
+        if unknown:
+            known = ", ".join(type(self).model_fields)
+            raise ConfigError(f"unknown search setting {unknown[0]!r}; the settings are {known}")
+        return type(self)(**{**self.model_dump(), **options}) if options else self
+
+
+class SearchOptions(TypedDict, total=False):
+    """The fields of ``SearchConfig`` as keyword arguments of one search (every one optional)."""
+
+    lexical_weight: float
+    dense_weight: float
+    candidates: int
+    pool: int
+    rerank: bool
+    rrf_k: int
+    context_weight: float
+    group_weight: float
+    group_top: int
+
+
+class DenseConfig(Settings):
+    """How the dense index embeds an entry's text.
+
+    A text longer than ``window_words`` words is embedded in overlapping windows that cover it
+    from its first word to its last, one vector each; the entry's dense score is the best
+    (the maximum) cosine among its windows, so a fact anywhere in a long text is found as if
+    it stood alone. An embedding model reads a bounded number of word pieces (all-MiniLM-L6-v2
+    reads 256, about 190 English words): the default window stays inside that.
+
+    Attributes:
+        window_words: the words in one window (160).
+        window_overlap: the words two neighbouring windows share (32), so a sentence cut by a
+            window's edge is whole in the next.
+        max_windows: the most windows of one entry (16). A text longer than these windows
+            cover gets that many longer windows, spread evenly over it; a model that reads
+            fewer words then sees each window's beginning only.
+    """
+
+    window_words: int = Field(default=160, ge=8, le=100_000)
+    window_overlap: int = Field(default=32, ge=0, le=50_000)
+    max_windows: int = Field(default=16, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _windows_advance(self) -> DenseConfig:
+        if self.window_overlap >= self.window_words:
+            raise ValueError(
+                f"window_overlap={self.window_overlap!r} must be below "
+                f"window_words={self.window_words!r} (each window must advance)"
+            )
+        return self
 
 
 class EvictionPolicy(Settings):
@@ -397,6 +493,9 @@ class MemoryConfig(Settings):
         embedder_api_key: the HTTP API's bearer token (never shown in ``repr``).
         chroma_host, chroma_port: a Chroma server for the dense index; embedded when unset.
         blackboard: the L2 blackboard settings.
+        search: how hybrid search ranks (``SearchConfig``; each field may be overridden per
+            ``memory.search`` call).
+        dense: how the dense index embeds long texts (``DenseConfig``).
 
     ``MemoryConfig.from_env()`` reads the same settings from the environment (see there).
     """
@@ -414,6 +513,8 @@ class MemoryConfig(Settings):
     chroma_host: str | None = None
     chroma_port: int = Field(default=8000, ge=1, le=65_535)
     blackboard: BlackboardConfig = BlackboardConfig()
+    search: SearchConfig = SearchConfig()
+    dense: DenseConfig = DenseConfig()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:

@@ -23,13 +23,15 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import Unpack
+
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
 from gliding_core.blackboard.coordination.registries import Coordination
 from gliding_core.blackboard.graph import open_graph
 from gliding_core.bus import EventBus
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
-from gliding_core.config import EvictionPolicy, MemoryConfig, SessionConfig
+from gliding_core.config import EvictionPolicy, MemoryConfig, SearchOptions, SessionConfig
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.backends import CachedEmbedder, make_embedder
@@ -129,7 +131,7 @@ class Memory:
             self.topics = TopicMonitor(self.bus, self.config.topics, self.sessions)
             self._closer.callback(self.topics.stop)
             self._index = self._open_index()
-            self.hyperspace = HybridSearch(self.store, self._index)
+            self.hyperspace = HybridSearch(self.store, self._index, settings=self.config.search)
             self.structure = StructureIndex(
                 self.store, None if directory is None else directory / POINCARE_FILE
             )
@@ -266,10 +268,19 @@ class Memory:
         return self._cache.name
 
     def search(
-        self, query: str, k: int = 10, *, filters: SearchFilters | None = None
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        filters: SearchFilters | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResults:
-        """Hybrid search of everything in L0 (see ``HybridSearch.search``)."""
-        return self.hyperspace.search(query, k, filters=filters)
+        """Hybrid search of everything in L0 (see ``HybridSearch.search``).
+
+        ``options`` override ``config.search`` (``SearchConfig``) for this call:
+        ``memory.search(query, lexical_weight=1.0, dense_weight=0.0, rerank=False)``.
+        """
+        return self.hyperspace.search(query, k, filters=filters, **options)
 
     def _read_manifest(self) -> dict[str, Any]:
         """Return the directory's ``memory.json`` (``{}`` when none), checked before opening."""

@@ -12,10 +12,12 @@ by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from typing_extensions import Unpack
+
+from gliding_core.config import SearchConfig, SearchOptions
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.vectors import Vector
@@ -83,23 +85,17 @@ class HybridSearch:
     2. With ``rerank`` (the default) the candidates are re-scored: each arm's own score
        (BM25, exact cosine) plus ``context_weight`` times its linked neighbours' scores, so a
        turn is judged with its context; each arm is normalised over the candidates and the
-       arms are mixed by their weights. Without it, the fused rank decides.
+       arms are mixed by their weights. Without it, the fused rank decides. A candidate then
+       gains ``group_weight`` times the mean of the ``group_top`` best scores of its named
+       graph: a conversation session, or a project, that holds a strong match makes its other
+       entries likelier.
 
     Args:
         store: the L0 store (lexical arm, filters, entries).
         dense: the dense index, or ``None`` for lexical search only.
-        weights: the weight of each arm, in both stages.
-        rrf_k: the reciprocal-rank constant.
-        candidates: how many hits each arm contributes (at least ``k``).
-        pool: how many fused hits go on to the second stage.
-        rerank: whether to run the second stage.
-        context_weight: the share of a neighbour's score a hit receives.
+        settings: the weights, depths and re-rank settings (``SearchConfig``; its defaults
+            when omitted); each may be overridden per call.
         context_predicates: the links that carry context.
-        group_weight: how much a hit gains from the best candidates of its named graph (the
-            mean of their ``group_top`` scores; by default the single best): a conversation
-            session, or a project, that holds a strong match makes its other entries likelier.
-            0 turns it off.
-        group_top: how many of a graph's best candidates make its score.
     """
 
     def __init__(
@@ -107,21 +103,14 @@ class HybridSearch:
         store: EntryStore,
         dense: VectorIndex | None,
         *,
-        weights: Mapping[str, float] | None = None,
-        rrf_k: int = RRF_K,
-        candidates: int = 100,
-        pool: int = 100,
-        rerank: bool = True,
-        context_weight: float = 0.2,
+        settings: SearchConfig | None = None,
         context_predicates: tuple[str, ...] = ("previous",),
-        group_weight: float = 1.0,
-        group_top: int = 1,
     ) -> None:
+        if settings is not None and not isinstance(settings, SearchConfig):
+            raise InvalidInputError(f"settings must be a SearchConfig, got {preview(settings)}")
         self.store, self.dense = store, dense
-        self.weights = _check_weights(weights or {"lexical": 0.75, "dense": 1.0})
-        self.rrf_k, self.candidates, self.pool, self.rerank = rrf_k, candidates, pool, rerank
-        self.context_weight, self.context_predicates = context_weight, context_predicates
-        self.group_weight, self.group_top = group_weight, group_top
+        self.settings = settings or SearchConfig()
+        self.context_predicates = context_predicates
 
     def search(
         self,
@@ -129,13 +118,25 @@ class HybridSearch:
         k: int = 10,
         *,
         filters: SearchFilters | None = None,
-        weights: Mapping[str, float] | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResults:
         """Return the ``k`` best entries for ``query`` that pass ``filters``, best first.
 
         The dense index first catches up with L0 (unless another thread is already doing so);
         if it is still behind, the results' ``index_behind`` says by how much and a warning is
         logged.
+
+        Args:
+            query: the text to look for.
+            k: how many hits to return.
+            filters: restrict every arm to the entries that pass.
+            **options: ``SearchConfig`` fields overriding this search's settings for this
+                call (``lexical_weight``, ``dense_weight``, ``candidates``, ``pool``,
+                ``rerank``, ``rrf_k``, ``context_weight``, ``group_weight``, ``group_top``).
+
+        Raises:
+            InvalidInputError: a bad query, ``k`` or ``filters``.
+            ConfigError: an unknown option or a bad value (named in the message).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError(f"query must be a non-empty string, got {preview(query)}")
@@ -144,20 +145,21 @@ class HybridSearch:
             raise InvalidInputError(f"k must be an int in [1, {MAX_RESULTS}], got {preview(k)}")
         if filters is not None and not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
-        mix = self.weights if weights is None else _check_weights(weights)
+        settings = self.settings.updated(**options)
+        mix = settings.weights
         limits = filters or SearchFilters()
         behind = self._refresh()
         # One query vector for the dense arm and the re-rank: the query is embedded once.
         probe = self._probe(query)
-        n = max(k, self.candidates)
+        n = max(k, settings.candidates)
         if self.dense is not None and probe is None:
             ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
         else:
             ranked = self.arms(query, n, limits, vector=probe)
-        fused, detail = self.fuse(ranked, mix)
-        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
-        if self.rerank:
-            final = self._rerank(probe, best, ranked, detail, mix, limits)
+        fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
+        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
+        if settings.rerank:
+            final = self._rerank(probe, best, ranked, detail, settings, limits)
         else:
             final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
@@ -222,7 +224,11 @@ class HybridSearch:
         return kept
 
     def fuse(
-        self, ranked: Mapping[str, list[tuple[str, float]]], weights: Mapping[str, float]
+        self,
+        ranked: Mapping[str, list[tuple[str, float]]],
+        weights: Mapping[str, float],
+        *,
+        rrf_k: int = RRF_K,
     ) -> tuple[dict[str, float], dict[str, dict[str, ArmResult]]]:
         """Fuse ranked lists by weighted reciprocal rank; return the scores and each hit's
         rank and score per arm."""
@@ -232,7 +238,7 @@ class HybridSearch:
             weight = weights.get(arm, 0.0)
             for rank, (iri, score) in enumerate(hits, start=1):
                 detail.setdefault(iri, {})[arm] = ArmResult(rank, score)
-                fused[iri] = fused.get(iri, 0.0) + weight / (self.rrf_k + rank)
+                fused[iri] = fused.get(iri, 0.0) + weight / (rrf_k + rank)
         for iri, value in fused.items():
             detail[iri]["fused"] = ArmResult(0, value)
         return fused, detail
@@ -243,10 +249,11 @@ class HybridSearch:
         best: list[str],
         ranked: Mapping[str, list[tuple[str, float]]],
         detail: dict[str, dict[str, ArmResult]],
-        weights: Mapping[str, float],
+        settings: SearchConfig,
         filters: SearchFilters,
     ) -> dict[str, float]:
-        links = self.store.linked(best, self.context_predicates) if self.context_weight else []
+        weights, context_weight = settings.weights, settings.context_weight
+        links = self.store.linked(best, self.context_predicates) if context_weight else []
         extra = {n for _, n in links if n not in detail}
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
@@ -267,7 +274,7 @@ class HybridSearch:
         for arm, scores in raw.items():
             mixed = {
                 iri: scores.get(iri, 0.0)
-                + self.context_weight * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
+                + context_weight * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
                 for iri in pool
             }
             # BM25 is scaled by its best score (0 means no match); cosines are spread over
@@ -280,45 +287,28 @@ class HybridSearch:
                 else:  # one value for all: each is the best there is, if it matched at all
                     share = 1.0 if high > 0 else 0.0
                 final[iri] += weights.get(arm, 0.0) * share
-        if self.group_weight:
-            self._group_prior(final, detail)
+        if settings.group_weight:
+            self._group_prior(final, detail, settings)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final
 
     def _group_prior(
-        self, final: dict[str, float], detail: dict[str, dict[str, ArmResult]]
+        self,
+        final: dict[str, float],
+        detail: dict[str, dict[str, ArmResult]],
+        settings: SearchConfig,
     ) -> None:
         graph_of = self.store.graphs_of(list(final))
         members: dict[str, list[float]] = {}
         for iri, graph in graph_of.items():
             members.setdefault(graph, []).append(final[iri])
         prior = {
-            graph: sum(sorted(scores, reverse=True)[: self.group_top])
-            / min(len(scores), self.group_top)
+            graph: sum(sorted(scores, reverse=True)[: settings.group_top])
+            / min(len(scores), settings.group_top)
             for graph, scores in members.items()
         }
         for iri, graph in graph_of.items():
-            boost = self.group_weight * prior[graph]
+            boost = settings.group_weight * prior[graph]
             final[iri] += boost
             detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
-
-
-def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    if not isinstance(weights, Mapping):
-        raise InvalidInputError(f"weights must map arm names to numbers, got {preview(weights)}")
-    out = {}
-    for arm, value in weights.items():
-        if arm not in ARMS:
-            raise InvalidInputError(f"unknown search arm {arm!r}; arms are {', '.join(ARMS)}")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise InvalidInputError(
-                f"weight of {arm!r} must be a number >= 0, got {preview(value)}"
-            )
-        out[arm] = float(value)
-    return out

@@ -133,6 +133,9 @@ class SearchConfig(Settings):
         return type(self)(**{**self.model_dump(), **options}) if options else self
 
 
+MAX_WINDOWS = 256  # the most windows any setting gives one entry
+
+
 class SearchOptions(TypedDict, total=False):
     """The fields of ``SearchConfig`` as keyword arguments of one search (every one optional)."""
 
@@ -167,7 +170,7 @@ class DenseConfig(Settings):
 
     window_words: int = Field(default=160, ge=8, le=100_000)
     window_overlap: int = Field(default=32, ge=0, le=50_000)
-    max_windows: int = Field(default=16, ge=1, le=256)
+    max_windows: int = Field(default=16, ge=1, le=MAX_WINDOWS)
 
     @model_validator(mode="after")
     def _windows_advance(self) -> DenseConfig:

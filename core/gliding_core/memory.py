@@ -198,6 +198,7 @@ class Memory:
             # Only the owner of the collection's files may drop them; a shared server's
             # collection may be another process's.
             on_mismatch="rebuild" if self.owner is not None else "raise",
+            windows=self.config.dense,
         )
         self._closer.callback(index.close)
         return index

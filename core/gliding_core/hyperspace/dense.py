@@ -10,6 +10,10 @@ Invariants:
   embedder rebuilds it (when this process owns it) or raises ``IndexMismatchError``, never a
   backend error.
 - Writes to Chroma are chunked by the client's maximum batch size.
+- A text longer than one window (``DenseConfig``) is held as overlapping windows that cover
+  it, one vector each (``gliding_core.hyperspace.windows``); every read returns entries, never
+  windows, each scored by the maximum cosine among its windows, and an entry rewritten shorter
+  or removed loses the windows it no longer has.
 - Vectors are computed by the memory's embedder, never by Chroma, so no model is ever
   downloaded. Telemetry is off. Chroma's exceptions leave this module as ``GlidingError``s.
 """
@@ -28,10 +32,18 @@ from typing import Any, Literal
 import numpy as np
 
 from gliding_core.boundary import translated
+from gliding_core.config import MAX_WINDOWS, DenseConfig
 from gliding_core.errors import IndexMismatchError, InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.vectors import Vector, as_vector
+from gliding_core.hyperspace.windows import (
+    WINDOW_SEPARATOR,
+    best_per_entry,
+    entry_of,
+    text_windows,
+    window_ids,
+)
 from gliding_core.jsonld import node_text, preview
 from gliding_core.store.protocol import Change, EntryStore
 
@@ -97,6 +109,9 @@ class DenseIndex:
             ``"rebuild"`` it (only the directory's owner may) or ``"raise"``
             ``IndexMismatchError`` (a collection on a server other processes share).
         retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+        windows: how long texts are split into windows (``DenseConfig``; its defaults when
+            omitted). Changing them applies to texts written afterwards; ``reset()``
+            re-embeds everything.
 
     Raises:
         IndexMismatchError: the collection holds another embedder's vectors and
@@ -113,6 +128,7 @@ class DenseIndex:
         *,
         on_mismatch: OnMismatch = "raise",
         retry_s: float = 1.0,
+        windows: DenseConfig | None = None,
     ) -> None:
         if on_mismatch not in ("rebuild", "raise"):
             raise InvalidInputError(
@@ -122,6 +138,9 @@ class DenseIndex:
             raise InvalidInputError(f"retry_s must be a number > 0, got {preview(retry_s)}")
         if collection is not None and not isinstance(collection, str):
             raise InvalidInputError(f"collection must be a name, got {preview(collection)}")
+        if windows is not None and not isinstance(windows, DenseConfig):
+            raise InvalidInputError(f"windows must be a DenseConfig, got {preview(windows)}")
+        self.windows = windows or DenseConfig()
         self.store, self.embedder, self.client = store, embedder, client
         self.name = collection or f"gliding-{uuid.uuid4().hex[:12]}"
         self.watermark_name = WATERMARK_PREFIX + self.name
@@ -320,18 +339,53 @@ class DenseIndex:
         removed = [iri for iri, text in latest.items() if not text]
         if written:
             self.upsert(written)
-        for part in _chunks(removed, self.max_batch):
-            with translated("chroma", f"deleting from the dense index {self.name!r}"):
-                self.collection.delete(ids=part)
+        self._drop_windows(dict.fromkeys(removed, 0))
 
     def upsert(self, items: Sequence[tuple[str, str]]) -> None:
-        """Embed and store the texts of these entries, in chunks Chroma accepts."""
-        for part in _chunks(list(items), self.max_batch):
+        """Embed and store the texts of these entries (a long one in windows), in chunks
+        Chroma accepts; windows an entry had beyond its new text's are dropped."""
+        pieces: list[tuple[str, str]] = []
+        counts: dict[str, int] = {}
+        for iri, text in items:
+            windows = text_windows(text, self.windows)
+            counts[iri] = len(windows)
+            pieces += zip(window_ids(iri, len(windows)), windows, strict=True)
+        self._drop_windows(counts)
+        for part in _chunks(pieces, self.max_batch):
             vectors = np.asarray(
                 self.embedder.embed_documents([text for _, text in part]), dtype=np.float32
             )
             with translated("chroma", f"writing {len(part)} vectors to {self.name!r}"):
-                self.collection.upsert(ids=[iri for iri, _ in part], embeddings=vectors)
+                self.collection.upsert(ids=[key for key, _ in part], embeddings=vectors)
+
+    def _drop_windows(self, counts: dict[str, int]) -> None:
+        """Delete each entry's vectors from window ``counts[iri]`` on (0: all of them).
+
+        Only entries that have a second window can have windows to drop: one read by id
+        finds them, so a batch of short texts costs no deletes.
+        """
+        gone = [iri for iri, count in counts.items() if count == 0]
+        windowed = self._windowed(list(counts))
+        for iri in windowed:
+            # Up to the most any setting allows: windows left by a larger max_windows go too.
+            gone += window_ids(iri, MAX_WINDOWS)[max(counts[iri], 1) :]
+        for part in _chunks(gone, self.max_batch):
+            with translated("chroma", f"deleting from the dense index {self.name!r}"):
+                self.collection.delete(ids=part)
+
+    def _windowed(self, iris: Sequence[str]) -> list[str]:
+        """Return those of ``iris`` whose text is held in more than one window."""
+        found: list[str] = []
+        for part in _chunks([window_ids(iri, 2)[1] for iri in iris], self.max_batch):
+            with translated("chroma", f"reading the windows of {self.name!r}"):
+                found += self.collection.get(ids=part, include=[])["ids"]
+        return [entry_of(key) for key in found]
+
+    def _with_windows(self, iris: Sequence[str]) -> list[str]:
+        """Return the vector ids of these entries: each IRI, and its windows when it has any."""
+        ceiling = self.windows.max_windows
+        extra = [key for iri in self._windowed(iris) for key in window_ids(iri, ceiling)[1:]]
+        return [*iris, *extra]
 
     def rebuild(self, batch: int = 512) -> int:
         """Re-embed every L0 entry with text and drop what L0 no longer holds; return the count.
@@ -350,7 +404,7 @@ class DenseIndex:
                 self.upsert(items)
                 seen.update(iri for iri, _ in items)
         with translated("chroma", f"reading the ids of {self.name!r}"):
-            stale = [iri for iri in self._ids() if iri not in seen]
+            stale = [iri for iri in dict.fromkeys(map(entry_of, self._ids())) if iri not in seen]
         self._apply([(iri, None) for iri in stale])
         self._applied = max(self._applied, sequence)
         self._rebuild_pending = False
@@ -369,9 +423,12 @@ class DenseIndex:
     # -- reading -------------------------------------------------------------------------------
 
     def count(self) -> int:
-        """Return the number of indexed entries."""
+        """Return the number of indexed entries (a windowed entry counts once).
+
+        It reads every vector id when some entries are windowed: a check, not a hot path.
+        """
         with translated("chroma", f"counting the dense index {self.name!r}"):
-            return int(self.collection.count())
+            return sum(1 for key in self._ids() if WINDOW_SEPARATOR not in key)
 
     def vector(self, text: str | Vector) -> Vector:
         """Return the query vector of ``text`` (a vector passes through unchanged)."""
@@ -390,15 +447,20 @@ class DenseIndex:
             return []
         if allowed is not None and len(allowed) <= _EXACT_LIMIT:
             return self._exact(vector, list(allowed), n)
-        with translated("chroma", f"querying the dense index {self.name!r}"):
-            result = self.collection.query(
-                query_embeddings=[vector],
-                n_results=max(1, n),
-                ids=list(allowed) if allowed is not None else None,
-                include=["distances"],
+        keys = self._with_windows(list(allowed)) if allowed is not None else None
+        fetch = max(1, n)
+        while True:  # windows of one entry take several places: ask until n entries are found
+            with translated("chroma", f"querying the dense index {self.name!r}"):
+                result = self.collection.query(
+                    query_embeddings=[vector], n_results=fetch, ids=keys, include=["distances"]
+                )
+            ids, distances = result["ids"][0], result["distances"][0]
+            best = best_per_entry(
+                (key, 1.0 - float(d)) for key, d in zip(ids, distances, strict=True)
             )
-        ids, distances = result["ids"][0], result["distances"][0]
-        return [(iri, 1.0 - float(d)) for iri, d in zip(ids, distances, strict=True)]
+            if len(best) >= n or len(ids) < fetch:
+                return list(best.items())[:n]
+            fetch *= 2
 
     def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
         """Return the exact cosine of ``text`` with each indexed entry among ``iris``.
@@ -411,25 +473,33 @@ class DenseIndex:
         vector = self.vector(text)
         if not isinstance(self.embedder, CachedEmbedder):
             return dict(self._exact(vector, list(iris), len(iris)))
-        found = [(iri, node_text(json.loads(c))) for iri, c in self.store.contents(iris).items()]
-        found = [(iri, body) for iri, body in found if body]
+        found = [
+            (iri, window)
+            for iri, content in self.store.contents(iris).items()
+            if (body := node_text(json.loads(content)))
+            for window in text_windows(body, self.windows)
+        ]
         if not found:
             return {}
-        matrix = self.embedder.matrix([body for _, body in found])
+        matrix = self.embedder.matrix([window for _, window in found])
         norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
         scores = matrix @ vector / np.where(norms == 0, 1.0, norms)
-        return {iri: float(score) for (iri, _), score in zip(found, scores, strict=True)}
+        return best_per_entry(
+            (iri, float(score)) for (iri, _), score in zip(found, scores, strict=True)
+        )
 
     def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:
+        keys = self._with_windows(allowed)
         with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
-            found = self.collection.get(ids=allowed, include=["embeddings"])
+            found = self.collection.get(ids=keys, include=["embeddings"])
         if not found["ids"]:
             return []
         matrix = np.asarray(found["embeddings"], dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
         scores = matrix @ vector / np.where(norms == 0, 1.0, norms)
-        order = np.argsort(-scores)[:n]
-        return [(found["ids"][i], float(scores[i])) for i in order]
+        order = np.argsort(-scores)
+        best = best_per_entry((found["ids"][i], float(scores[i])) for i in order)
+        return list(best.items())[:n]
 
     def close(self) -> None:
         """Stop following the store and record the applied sequence; closing twice is harmless."""

@@ -15,6 +15,10 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   logged and retried, and a reopened index applies what a killed process left behind.
 - An index opened with another embedder than the one its vectors came from raises
   ``IndexMismatchError`` (or rebuilds itself, where it owns its storage); it never mixes vectors.
+- Reads (``query``, ``similarities``) return entries, one pair per IRI. An implementation may
+  hold a long text as several vectors (``DenseIndex`` embeds it in overlapping windows,
+  ``DenseConfig``); the entry's score is then the best of its vectors', and ``count`` counts
+  entries.
 - Vectors come from the embedder, never from the backend. Writes are split into batches the
   backend accepts. The backend's failures leave as ``StorageError``.
 """

@@ -28,18 +28,8 @@ class ReadsTheBeginning(HashEmbedder):
 
 WINDOWS = DenseConfig(window_words=32, window_overlap=8, max_windows=16)
 FACT = "the spare key hides under the blue flowerpot by the garage"
-VOCABULARY = [
-    "river",
-    "mountain",
-    "coffee",
-    "budget",
-    "meeting",
-    "painting",
-    "violin",
-    "harbour",
-    "winter",
-    "garden",
-]
+VOCABULARY = ["river", "mountain", "coffee", "budget", "meeting"]
+VOCABULARY += ["painting", "violin", "harbour", "winter", "garden"]
 
 
 def _filler(rng: random.Random, words: int) -> str:

@@ -110,6 +110,18 @@ def _parser() -> argparse.ArgumentParser:
     locomo.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
     locomo.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
     locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
+    locomo.add_argument(
+        "--shapes",
+        type=_names,
+        default=["turns", "mixed"],
+        help="memories to build: turns (the turns alone), mixed (turns, observations and "
+        "session summaries); both by default",
+    )
+    locomo.add_argument(
+        "--search-only",
+        action="store_true",
+        help="only the memory's searches and arms (no agent view, no framework methods)",
+    )
     locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     locomo.set_defaults(handler=_bench_locomo)
 
@@ -446,7 +458,13 @@ def _bench_tokens(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import recall
 
-    figures = recall.run(args.data, _embedder(args.embedder), conversations=args.conversations)
+    figures = recall.run(
+        args.data,
+        _embedder(args.embedder),
+        conversations=args.conversations,
+        shapes=args.shapes,
+        context_methods={} if args.search_only else None,
+    )
     keys = [
         "recall@5",
         "recall@10",
@@ -461,8 +479,6 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         "search_p50_ms",
         "search_p95_ms",
     ]
-    # recall@k and the top-10 size are not defined for the framework methods: "—" there.
-    rows = [(name, *(m.get(k, "—") for k in keys)) for name, m in figures["methods"].items()]
     headers = [
         "method",
         "R@5",
@@ -478,11 +494,14 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         "search p50",
         "search p95",
     ]
-    title = (
-        f"LoCoMo evidence recall: {', '.join(figures['conversations'])}, "
-        f"{figures['questions']} questions, embedder {figures['embedder']}"
-    )
-    out.write(render(headers, rows, title=title) + "\n")
+    for shape, result in figures["shapes"].items():
+        # recall@k and the top-10 size are not defined for the framework methods: "—" there.
+        rows = [(name, *(m.get(k, "—") for k in keys)) for name, m in result["methods"].items()]
+        title = (
+            f"LoCoMo evidence recall, {shape}: {', '.join(figures['conversations'])}, "
+            f"{result['questions']} questions, embedder {figures['embedder']}"
+        )
+        out.write(render(headers, rows, title=title) + "\n")
     for name, reason in figures["skipped"].items():
         out.write(f"skipped {name}: its extra is not installed ({reason})\n")
     _write_json(args.json, figures)

@@ -114,6 +114,9 @@ class SearchConfig(Settings):
     context_weight: float = Field(default=0.2, ge=0.0, le=10.0)
     group_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     group_top: int = Field(default=1, ge=1, le=1_000)
+    normalise: Literal["range", "z"] = "range"
+    adaptive_weights: bool = False
+    length_correction: bool = False
 
     @property
     def weights(self) -> dict[str, float]:
@@ -148,6 +151,9 @@ class SearchOptions(TypedDict, total=False):
     context_weight: float
     group_weight: float
     group_top: int
+    normalise: Literal["range", "z"]
+    adaptive_weights: bool
+    length_correction: bool
 
 
 class DenseConfig(Settings):

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from typing_extensions import Unpack
 
@@ -48,7 +48,7 @@ from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.store.manifest import read_manifest, server_collection, update_manifest
 from gliding_core.store.ownership import OwnerLock
-from gliding_core.store.protocol import EntryStore
+from gliding_core.store.protocol import EntryStore, Records
 from gliding_core.store.sqlite import L0Store
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
@@ -282,6 +282,33 @@ class Memory:
         ``memory.search(query, lexical_weight=1.0, dense_weight=0.0, rerank=False)``.
         """
         return self.hyperspace.search(query, k, filters=filters, **options)
+
+    def put_many(self, records: Records, *, embed: Literal["now", "later"] = "now") -> list[str]:
+        """Store many nodes in one L0 transaction; return their IRIs, in order.
+
+        Each item is a node (a mapping or JSON text) or a ``Record`` carrying its own tags,
+        named graph, importance and metadata: ``Record(node, tags=[...], named_graph=...,
+        importance=0.8)``. Every item is validated before anything is written.
+
+        Args:
+            records: the nodes or records.
+            embed: ``"now"`` returns once the dense index has embedded them too; ``"later"``
+                returns once L0 has committed, and the dense index catches up in a
+                background thread: until it has, searches find the new entries by words
+                only and their results' ``index_behind`` says how many changes are missing.
+
+        Raises:
+            InvalidInputError: an item, or ``embed``, is invalid (nothing is written).
+        """
+        if embed not in ("now", "later"):
+            raise InvalidInputError(f"embed must be 'now' or 'later', got {preview(embed)}")
+        index = self._index
+        if embed == "now" or index is None:
+            return self.store.put_many(records)
+        with index.deferred():
+            iris = self.store.put_many(records)
+        index.refresh_later()
+        return iris
 
     def _read_manifest(self) -> dict[str, Any]:
         """Return the directory's ``memory.json`` (``{}`` when none), checked before opening."""

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,6 +151,9 @@ class DenseIndex:
         self._timer: threading.Timer | None = None
         self._delay = retry_s
         self._closed = False
+        self._writer = threading.local()  # .deferring: this thread's commits catch up later
+        self._background: threading.Thread | None = None
+        self._background_lock = threading.Lock()
         self._applied = self._persisted = store.watermark(self.watermark_name)
         self._persisted_at = time.monotonic()
         with translated("chroma", "reading Chroma's maximum batch size"):
@@ -271,7 +275,8 @@ class DenseIndex:
         self._applied = start
         read = 0
         chunk = min(self.max_batch, CATCH_UP_CHUNK)
-        while changes := self.store.changes_since(start, limit=chunk):
+        # A closing index stops between chunks: the watermark keeps what was applied.
+        while not self._closed and (changes := self.store.changes_since(start, limit=chunk)):
             self._apply([(iri, text) for _, iri, text in changes])
             start = self._applied = changes[-1][0]
             read += len(changes)
@@ -315,9 +320,51 @@ class DenseIndex:
             logger.warning("the dense index %r could not retry its catch-up: %s", self.name, exc)
 
     def _on_commit(self, changes: list[Change]) -> None:
-        """Listener of L0 commits: the changes themselves are read back from the change log."""
+        """Listener of L0 commits: the changes themselves are read back from the change log.
+
+        A commit made inside ``deferred()`` leaves the work to ``refresh_later``."""
         del changes
-        self.refresh()
+        if not getattr(self._writer, "deferring", False):
+            self.refresh()
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Within this block, this thread's commits return without embedding: call
+        ``refresh_later()`` (or any search) to catch up."""
+        self._writer.deferring = True
+        try:
+            yield
+        finally:
+            self._writer.deferring = False
+
+    def refresh_later(self) -> None:
+        """Catch up with L0 in a background thread (one at a time), and return at once.
+
+        While it runs, searches do not wait for it: their results' ``index_behind`` says how
+        many changes it has still to apply.
+        """
+        with self._background_lock:
+            if self._closed:
+                return
+            if self.catching_up:
+                self._wanted = True  # the running catch-up goes round again
+                return
+            self._background = threading.Thread(
+                target=self._refresh_in_background, name=f"catch-up {self.name}", daemon=True
+            )
+            self._background.start()
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether a background catch-up (``refresh_later``) is running."""
+        thread = self._background
+        return thread is not None and thread.is_alive()
+
+    def _refresh_in_background(self) -> None:
+        try:
+            self.refresh(wait=True)
+        except Exception as exc:  # the store closed under it: the next open catches up
+            logger.warning("the dense index %r stopped its background catch-up: %s", self.name, exc)
 
     def _persist(self, *, force: bool) -> None:
         """Record the applied sequence in L0, at most about once a second unless forced.
@@ -503,9 +550,10 @@ class DenseIndex:
 
     def close(self) -> None:
         """Stop following the store and record the applied sequence; closing twice is harmless."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._background_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._unsubscribe()
         if self._timer is not None:
             self._timer.cancel()

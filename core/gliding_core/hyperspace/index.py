@@ -26,6 +26,7 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from gliding_core.hyperspace.embedders import Embedder
@@ -55,6 +56,21 @@ class VectorIndex(Protocol):
 
         Never raises for a failed catch-up: it is logged and retried.
         """
+        ...
+
+    def refresh_later(self) -> None:
+        """Catch up with L0 in a background thread and return at once; while it runs,
+        ``catching_up`` is true and searches do not wait for it."""
+        ...
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether a background catch-up (``refresh_later``) is running."""
+        ...
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """Within this block, the calling thread's commits are not applied when they commit
+        (``refresh_later`` or the next search applies them)."""
         ...
 
     def catch_up(self) -> int:

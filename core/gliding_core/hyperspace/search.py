@@ -11,7 +11,9 @@ by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -21,7 +23,7 @@ from gliding_core.config import SearchConfig, SearchOptions
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.vectors import Vector
-from gliding_core.jsonld import check_text, preview
+from gliding_core.jsonld import check_text, node_text, preview
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import MAX_RESULTS, SearchFilters
 from gliding_core.store.protocol import EntryStore
@@ -186,10 +188,15 @@ class HybridSearch:
         if self.dense is None:
             return 0
         # Wait for a catch-up another thread is running (a writer's listener, the retry timer):
-        # a search never misses what was committed before it began, unless the index failed.
-        behind = self.dense.refresh(wait=True)
+        # a search never misses what was committed before it began, unless the index failed
+        # or was told to catch up in the background (writes with embed="later"): then the
+        # search goes on without waiting, and says how far behind the index is.
+        background = self.dense.catching_up
+        behind = self.dense.refresh(wait=not background)
         if behind:
-            logger.warning(
+            # A catch-up under way in the background was asked for: not worth a warning.
+            logger.log(
+                logging.INFO if background else logging.WARNING,
                 "the dense index is %d L0 changes behind: recent entries may be missing from "
                 "its arm (it is retrying)",
                 behind,
@@ -252,8 +259,7 @@ class HybridSearch:
         settings: SearchConfig,
         filters: SearchFilters,
     ) -> dict[str, float]:
-        weights, context_weight = settings.weights, settings.context_weight
-        links = self.store.linked(best, self.context_predicates) if context_weight else []
+        links = self.store.linked(best, self.context_predicates) if settings.context_weight else []
         extra = {n for _, n in links if n not in detail}
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
@@ -266,32 +272,60 @@ class HybridSearch:
             known = dict(ranked.get("dense", []))
             missing = [iri for iri in pool if iri not in known]
             raw["dense"] = {**known, **self.dense.similarities(query, missing)}
+            if settings.length_correction:
+                raw["dense"] = self._length_corrected(raw["dense"], pool)
         neighbours: dict[str, list[str]] = {}
         for iri, other in links:
             if other in raw["lexical"] or other in raw.get("dense", {}) or other in pool:
                 neighbours.setdefault(iri, []).append(other)
+        shares = {
+            arm: _normalised(
+                {
+                    iri: scores.get(iri, 0.0)
+                    + settings.context_weight
+                    * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
+                    for iri in pool
+                },
+                arm,
+                settings.normalise,
+            )
+            for arm, scores in raw.items()
+        }
+        weights = settings.weights
+        if settings.adaptive_weights and len(shares) > 1:
+            weights = _adaptive(weights, shares)
         final = dict.fromkeys(pool, 0.0)
-        for arm, scores in raw.items():
-            mixed = {
-                iri: scores.get(iri, 0.0)
-                + context_weight * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
-                for iri in pool
-            }
-            # BM25 is scaled by its best score (0 means no match); cosines are spread over
-            # the candidates' own range.
-            low = 0.0 if arm == "lexical" else min(mixed.values())
-            high = max(mixed.values())
+        for arm, share in shares.items():
             for iri in pool:
-                if high > low:
-                    share = (mixed[iri] - low) / (high - low)
-                else:  # one value for all: each is the best there is, if it matched at all
-                    share = 1.0 if high > 0 else 0.0
-                final[iri] += weights.get(arm, 0.0) * share
+                final[iri] += weights.get(arm, 0.0) * share[iri]
         if settings.group_weight:
             self._group_prior(final, detail, settings)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final
+
+    def _length_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
+        """Remove from the candidates' cosines the part their text length explains.
+
+        Over the candidates of one query, the cosine is regressed on the log of the text's
+        length in words; each cosine then loses the slope times its length's distance from the
+        mean, so a text ranks no higher (nor lower) for being short (or long) alone.
+        """
+        lengths = _lengths(self.store.contents([iri for iri in pool if iri in scores]))
+        known = [iri for iri in pool if iri in scores and iri in lengths]
+        if len(known) < 3:
+            return scores
+        x = [math.log1p(lengths[iri]) for iri in known]
+        y = [scores[iri] for iri in known]
+        mean_x, mean_y = sum(x) / len(x), sum(y) / len(y)
+        spread = sum((v - mean_x) ** 2 for v in x)
+        if spread <= 1e-12:
+            return scores
+        slope = sum((a - mean_x) * (b - mean_y) for a, b in zip(x, y, strict=True)) / spread
+        out = dict(scores)
+        for iri, length in zip(known, x, strict=True):
+            out[iri] = scores[iri] - slope * (length - mean_x)
+        return out
 
     def _group_prior(
         self,
@@ -312,3 +346,51 @@ class HybridSearch:
             boost = settings.group_weight * prior[graph]
             final[iri] += boost
             detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
+
+
+def _lengths(contents: Mapping[str, str]) -> dict[str, int]:
+    """The length in words of each entry's searchable text."""
+    return {iri: len(node_text(json.loads(content)).split()) for iri, content in contents.items()}
+
+
+def _normalised(scores: Mapping[str, float], arm: str, how: str) -> dict[str, float]:
+    """Put one arm's scores over the candidates on a common scale.
+
+    ``range``: BM25 divided by its best score (0 means no match), cosines spread over the
+    candidates' own range, so each arm's best is 1. ``z``: each score's distance from the
+    candidates' mean in standard deviations, so an arm counts by how far its best stand out.
+    """
+    values = list(scores.values())
+    if how == "z":
+        mean = sum(values) / len(values)
+        deviation = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        if deviation <= 1e-12:
+            return dict.fromkeys(scores, 0.0)
+        return {iri: (value - mean) / deviation for iri, value in scores.items()}
+    low = 0.0 if arm == "lexical" else min(values)
+    high = max(values)
+    if high <= low:  # one value for all: each is the best there is, if it matched at all
+        return dict.fromkeys(scores, 1.0 if high > 0 else 0.0)
+    return {iri: (value - low) / (high - low) for iri, value in scores.items()}
+
+
+def _adaptive(
+    weights: Mapping[str, float], shares: Mapping[str, Mapping[str, float]]
+) -> dict[str, float]:
+    """Scale each arm's weight by how sharply its best candidates stand out for this query.
+
+    An arm's confidence is the gap between its best normalised score and the mean of its next
+    ten, over the candidates: an arm that ranks a few entries far above the rest says more
+    than one that ranks many alike. The weights keep their sum.
+    """
+    confidence = {}
+    for arm, share in shares.items():
+        top = sorted(share.values(), reverse=True)[:11]
+        rest = top[1:] or [top[0]]
+        confidence[arm] = max(top[0] - sum(rest) / len(rest), 1e-6)
+    total = sum(weights.get(arm, 0.0) for arm in shares)
+    scaled = {arm: weights.get(arm, 0.0) * confidence[arm] for arm in shares}
+    mass = sum(scaled.values())
+    if mass <= 0:
+        return dict(weights)
+    return {arm: total * value / mass for arm, value in scaled.items()}

@@ -117,6 +117,7 @@ class SearchConfig(Settings):
     normalise: Literal["range", "z"] = "range"
     adaptive_weights: bool = False
     length_correction: bool = False
+    hubness_correction: bool = False
 
     @property
     def weights(self) -> dict[str, float]:
@@ -154,6 +155,7 @@ class SearchOptions(TypedDict, total=False):
     normalise: Literal["range", "z"]
     adaptive_weights: bool
     length_correction: bool
+    hubness_correction: bool
 
 
 class DenseConfig(Settings):

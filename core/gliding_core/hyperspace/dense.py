@@ -535,6 +535,34 @@ class DenseIndex:
             (iri, float(score)) for (iri, _), score in zip(found, scores, strict=True)
         )
 
+    def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
+        """Return the unit vector of each indexed entry among ``iris`` (a windowed entry's is
+        the normalised mean of its windows')."""
+        if not iris:
+            return {}
+        if isinstance(self.embedder, CachedEmbedder):
+            found = [
+                (iri, window)
+                for iri, content in self.store.contents(iris).items()
+                if (body := node_text(json.loads(content)))
+                for window in text_windows(body, self.windows)
+            ]
+            keys = [iri for iri, _ in found]
+            matrix = self.embedder.matrix([window for _, window in found]) if found else None
+        else:
+            with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
+                got = self.collection.get(
+                    ids=self._with_windows(list(iris)), include=["embeddings"]
+                )
+            keys = [entry_of(key) for key in got["ids"]]
+            matrix = np.asarray(got["embeddings"], dtype=np.float32) if keys else None
+        if matrix is None:
+            return {}
+        sums: dict[str, Vector] = {}
+        for iri, row in zip(keys, matrix, strict=True):
+            sums[iri] = sums[iri] + row if iri in sums else row.astype(np.float32)
+        return {iri: total / (float(np.linalg.norm(total)) or 1.0) for iri, total in sums.items()}
+
     def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:
         keys = self._with_windows(allowed)
         with translated("chroma", f"reading vectors from the dense index {self.name!r}"):

@@ -96,6 +96,10 @@ class VectorIndex(Protocol):
         """Return the exact cosine of ``text`` with each indexed entry among ``iris``."""
         ...
 
+    def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
+        """Return the unit vector of each indexed entry among ``iris``."""
+        ...
+
     def upsert(self, items: Sequence[tuple[str, str]]) -> None:
         """Embed and store the texts of these ``(iri, text)`` entries."""
         ...

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 from typing_extensions import Unpack
 
 from gliding_core.config import SearchConfig, SearchOptions
@@ -274,6 +275,8 @@ class HybridSearch:
             raw["dense"] = {**known, **self.dense.similarities(query, missing)}
             if settings.length_correction:
                 raw["dense"] = self._length_corrected(raw["dense"], pool)
+            if settings.hubness_correction:
+                raw["dense"] = self._hubness_corrected(raw["dense"], pool)
         neighbours: dict[str, list[str]] = {}
         for iri, other in links:
             if other in raw["lexical"] or other in raw.get("dense", {}) or other in pool:
@@ -303,6 +306,31 @@ class HybridSearch:
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final
+
+    def _hubness_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
+        """Lower each candidate's cosine by half its mean cosine with its ten nearest fellow
+        candidates (cross-domain similarity local scaling, over the candidates).
+
+        A text close to many others (short one-line facts about the same person, in the same
+        words) is close to many queries too, and wins the dense arm for that alone; a text
+        that stands apart keeps its cosine. The correction is measured among this query's
+        candidates, so it needs nothing precomputed.
+        """
+        assert self.dense is not None
+        vectors = self.dense.vectors([iri for iri in pool if iri in scores])
+        if len(vectors) < 3:
+            return scores
+        iris = list(vectors)
+        matrix = np.stack([vectors[iri] for iri in iris])
+        similar = matrix @ matrix.T
+        np.fill_diagonal(similar, -np.inf)
+        top = min(10, len(iris) - 1)
+        nearest = -np.partition(-similar, top - 1, axis=1)[:, :top]
+        crowding = nearest.mean(axis=1)
+        out = dict(scores)
+        for iri, value in zip(iris, crowding, strict=True):
+            out[iri] = scores[iri] - 0.5 * float(value)
+        return out
 
     def _length_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
         """Remove from the candidates' cosines the part their text length explains.

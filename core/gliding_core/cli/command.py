@@ -142,6 +142,14 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     speed.set_defaults(handler=_bench_search)
 
+    ingest = bench.add_parser("ingest", help="batch ingest: embed now against embed later")
+    ingest.add_argument("--entries", type=_positive, default=10_000, help="entries written")
+    ingest.add_argument(
+        "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
+    )
+    ingest.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    ingest.set_defaults(handler=_bench_ingest)
+
     board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
     board.add_argument("--nodes", type=_positive, default=2_000, help="nodes written per run")
     board.add_argument(
@@ -539,6 +547,19 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         render(["embedder", "ingest/s", "search p50 ms", "search p95 ms"], rows, title=title) + "\n"
     )
+    _write_json(args.json, results)
+    return 0
+
+
+def _bench_ingest(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import search
+
+    results = [search.run_ingest(args.entries, _embedder(name)) for name in args.embedders]
+    keys = ["now_returned_per_s", "now_indexed_per_s", "later_returned_per_s"]
+    rows = [(r["embedder"], *(r[k] for k in keys), r["later_indexed_per_s"]) for r in results]
+    headers = ["embedder", "now: returned/s", "now: indexed/s", "later: returned/s"]
+    title = f"Batch ingest, {args.entries:,} entries in batches of {search.BATCH}"
+    out.write(render([*headers, "later: indexed/s"], rows, title=title) + "\n")
     _write_json(args.json, results)
     return 0
 

@@ -248,6 +248,8 @@ class DenseIndex:
             if not self._guard.acquire(blocking=wait):
                 break  # the running catch-up sees ``_wanted`` and goes round again
             try:
+                if self._closed:  # closed while this thread waited for the guard
+                    break
                 self._wanted = False
                 failed = not self._catch_up_quietly()
             finally:

@@ -246,3 +246,17 @@ def test_missing_data_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFix
     code, _ = run("bench", "locomo", "--data", str(tmp_path / "none.json"), "--embedder", "hash")
     assert code == 2
     assert "cannot read LoCoMo data" in capsys.readouterr().err
+
+
+def test_bench_ingest_reports_both_modes(tmp_path: Path) -> None:
+    out = tmp_path / "ingest.json"
+    code, text = run(
+        "bench", "ingest", "--entries", "600", "--embedders", "hash", "--json", str(out)
+    )
+    assert code == 0
+    assert "later: returned/s" in text
+    (figures,) = json.loads(out.read_text())
+    for key in ("now_returned_per_s", "now_indexed_per_s", "later_returned_per_s"):
+        assert figures[key] > 0
+    # Returning is never slower than returning after the embedding as well.
+    assert figures["later_returned_per_s"] >= figures["later_indexed_per_s"]

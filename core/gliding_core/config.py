@@ -117,7 +117,7 @@ class SearchConfig(Settings):
     normalise: Literal["range", "z"] = "range"
     adaptive_weights: bool = False
     length_correction: bool = False
-    hubness_correction: bool = False
+    hubness_correction: bool = True
 
     @property
     def weights(self) -> dict[str, float]:

@@ -25,12 +25,14 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from gliding_core.boundary import translated
 from gliding_core.config import MAX_WINDOWS, DenseConfig
@@ -50,6 +52,7 @@ from gliding_core.store.protocol import Change, EntryStore
 
 logger = logging.getLogger(__name__)
 
+VECTOR_CACHE_ENTRIES = 50_000  # entries whose window vectors stay in process (~75 MiB at 384-d)
 _EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly instead of ANN
 CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
 WATERMARK_PREFIX = "dense:"
@@ -154,6 +157,10 @@ class DenseIndex:
         self._writer = threading.local()  # .deferring: this thread's commits catch up later
         self._background: threading.Thread | None = None
         self._background_lock = threading.Lock()
+        # The window vectors of recently written or read entries, for the re-rank's exact
+        # cosines: kept coherent by the one path every change takes (upsert, drop).
+        self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self._applied = self._persisted = store.watermark(self.watermark_name)
         self._persisted_at = time.monotonic()
         with translated("chroma", "reading Chroma's maximum batch size"):
@@ -222,6 +229,8 @@ class DenseIndex:
     def reset(self) -> int:
         """Drop the collection and re-embed all of L0; return the number of entries indexed."""
         self.collection = self._recreate()
+        with self._cache_lock:
+            self._cache.clear()
         return self.rebuild()
 
     # -- following L0 --------------------------------------------------------------------------
@@ -400,12 +409,67 @@ class DenseIndex:
             counts[iri] = len(windows)
             pieces += zip(window_ids(iri, len(windows)), windows, strict=True)
         self._drop_windows(counts)
+        rows: dict[str, list[Vector]] = {}
         for part in _chunks(pieces, self.max_batch):
             vectors = np.asarray(
                 self.embedder.embed_documents([text for _, text in part]), dtype=np.float32
             )
             with translated("chroma", f"writing {len(part)} vectors to {self.name!r}"):
                 self.collection.upsert(ids=[key for key, _ in part], embeddings=vectors)
+            for (key, _), vector in zip(part, vectors, strict=True):
+                rows.setdefault(entry_of(key), []).append(vector)
+        self._remember({iri: np.stack(found) for iri, found in rows.items()})
+
+    def _remember(self, matrices: dict[str, npt.NDArray[np.float32]]) -> None:
+        """Keep these entries' window vectors (unit rows) in the bounded in-process cache."""
+        with self._cache_lock:
+            for iri, matrix in matrices.items():
+                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+                self._cache[iri] = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+                self._cache.move_to_end(iri)
+            while len(self._cache) > VECTOR_CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+
+    def _forget(self, iris: Sequence[str]) -> None:
+        with self._cache_lock:
+            for iri in iris:
+                self._cache.pop(iri, None)
+
+    def _matrices(self, iris: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """Return each indexed entry's window vectors (unit rows), from the in-process cache
+        or else read (from the embedding cache by their texts, or from Chroma)."""
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        with self._cache_lock:
+            for iri in iris:
+                matrix = self._cache.get(iri)
+                if matrix is not None:
+                    found[iri] = matrix
+        missing = [iri for iri in iris if iri not in found]
+        if missing:
+            read = self._read_matrices(missing)
+            self._remember(read)
+            found.update(read)
+        return found
+
+    def _read_matrices(self, iris: list[str]) -> dict[str, npt.NDArray[np.float32]]:
+        rows: dict[str, list[Vector]] = {}
+        if isinstance(self.embedder, CachedEmbedder):
+            pieces = [
+                (iri, window)
+                for iri, content in self.store.contents(iris).items()
+                if (body := node_text(json.loads(content)))
+                for window in text_windows(body, self.windows)
+            ]
+            if pieces:
+                matrix = self.embedder.matrix([window for _, window in pieces])
+                for (iri, _), row in zip(pieces, matrix, strict=True):
+                    rows.setdefault(iri, []).append(row)
+        else:
+            with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
+                got = self.collection.get(ids=self._with_windows(iris), include=["embeddings"])
+            for key, row in zip(got["ids"], got["embeddings"], strict=True):
+                rows.setdefault(entry_of(key), []).append(np.asarray(row, dtype=np.float32))
+        return {iri: np.stack(found) for iri, found in rows.items()}
 
     def _drop_windows(self, counts: dict[str, int]) -> None:
         """Delete each entry's vectors from window ``counts[iri]`` on (0: all of them).
@@ -414,6 +478,7 @@ class DenseIndex:
         finds them, so a batch of short texts costs no deletes.
         """
         gone = [iri for iri, count in counts.items() if count == 0]
+        self._forget(gone)
         windowed = self._windowed(list(counts))
         for iri in windowed:
             # Up to the most any setting allows: windows left by a larger max_windows go too.
@@ -512,58 +577,26 @@ class DenseIndex:
             fetch *= 2
 
     def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
-        """Return the exact cosine of ``text`` with each indexed entry among ``iris``.
+        """Return the exact cosine of ``text`` with each indexed entry among ``iris`` (the
+        best of a windowed entry's windows).
 
-        With a caching embedder the vectors come from its cache (the entries' texts are read
-        from L0), which is several times faster than fetching them from Chroma.
+        The vectors come from an in-process cache of recent entries, else from the embedding
+        cache (the entries' texts read from L0), several times faster than from Chroma.
         """
         if not iris:
             return {}
         vector = self.vector(text)
-        if not isinstance(self.embedder, CachedEmbedder):
-            return dict(self._exact(vector, list(iris), len(iris)))
-        found = [
-            (iri, window)
-            for iri, content in self.store.contents(iris).items()
-            if (body := node_text(json.loads(content)))
-            for window in text_windows(body, self.windows)
-        ]
-        if not found:
-            return {}
-        matrix = self.embedder.matrix([window for _, window in found])
-        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
-        scores = matrix @ vector / np.where(norms == 0, 1.0, norms)
-        return best_per_entry(
-            (iri, float(score)) for (iri, _), score in zip(found, scores, strict=True)
-        )
+        unit = vector / (float(np.linalg.norm(vector)) or 1.0)
+        return {iri: float(np.max(m @ unit)) for iri, m in self._matrices(list(iris)).items()}
 
     def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
         """Return the unit vector of each indexed entry among ``iris`` (a windowed entry's is
         the normalised mean of its windows')."""
-        if not iris:
-            return {}
-        if isinstance(self.embedder, CachedEmbedder):
-            found = [
-                (iri, window)
-                for iri, content in self.store.contents(iris).items()
-                if (body := node_text(json.loads(content)))
-                for window in text_windows(body, self.windows)
-            ]
-            keys = [iri for iri, _ in found]
-            matrix = self.embedder.matrix([window for _, window in found]) if found else None
-        else:
-            with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
-                got = self.collection.get(
-                    ids=self._with_windows(list(iris)), include=["embeddings"]
-                )
-            keys = [entry_of(key) for key in got["ids"]]
-            matrix = np.asarray(got["embeddings"], dtype=np.float32) if keys else None
-        if matrix is None:
-            return {}
-        sums: dict[str, Vector] = {}
-        for iri, row in zip(keys, matrix, strict=True):
-            sums[iri] = sums[iri] + row if iri in sums else row.astype(np.float32)
-        return {iri: total / (float(np.linalg.norm(total)) or 1.0) for iri, total in sums.items()}
+        out: dict[str, Vector] = {}
+        for iri, matrix in self._matrices(list(iris)).items():
+            total = matrix.mean(axis=0) if len(matrix) > 1 else matrix[0]
+            out[iri] = total / (float(np.linalg.norm(total)) or 1.0)
+        return out
 
     def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:
         keys = self._with_windows(allowed)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from gliding_core import __version__
 from gliding_core.cli.demo import run as show_demo
@@ -121,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
         "--search-only",
         action="store_true",
         help="only the memory's searches and arms (no agent view, no framework methods)",
+    )
+    locomo.add_argument(
+        "--variants",
+        type=_variants,
+        default={},
+        help='more hybrid searches, as JSON: {"name": {search option: value, ...}, ...}',
     )
     locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     locomo.set_defaults(handler=_bench_locomo)
@@ -287,6 +293,24 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return names
+
+
+def _variants(text: str) -> dict[str, Any]:
+    """Named search variants from JSON, each checked by ``SearchConfig`` before any run."""
+    from gliding_core.config import SearchConfig
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"variants must be JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise argparse.ArgumentTypeError('variants must be {"name": {option: value}, ...}')
+    for name, options in value.items():
+        try:
+            SearchConfig().updated(**options)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"variant {name!r}: {exc}") from None
+    return value
 
 
 def _numbers(text: str) -> list[int]:
@@ -472,6 +496,7 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         conversations=args.conversations,
         shapes=args.shapes,
         context_methods={} if args.search_only else None,
+        variants=args.variants,
     )
     keys = [
         "recall@5",

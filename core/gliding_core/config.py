@@ -103,6 +103,17 @@ class SearchConfig(Settings):
         group_weight: how much a candidate gains from the best candidate of its named graph in
             the re-rank (1.0; 0 turns it off).
         group_top: how many of a named graph's best candidates make its score (1).
+        normalise: how the re-rank puts each arm's scores on one scale: ``"range"`` (BM25 by
+            its best score, cosines over the candidates' range) or ``"z"`` (standard scores
+            over the candidates).
+        adaptive_weights: scale each arm's weight, per query, by how sharply its best
+            candidates stand out from its next ten (``False``).
+        length_correction: remove from the candidates' cosines what the length of their text
+            explains, by a regression over the query's candidates (``False``).
+        hubness_correction: lower each candidate's cosine by half its mean cosine with its
+            ten nearest fellow candidates (cross-domain similarity local scaling), so that an
+            entry close to many others (short one-line facts in the same words) does not win
+            the dense arm for that alone (``True``).
     """
 
     lexical_weight: float = Field(default=0.75, ge=0.0, le=100.0)

@@ -88,7 +88,10 @@ class HybridSearch:
     2. With ``rerank`` (the default) the candidates are re-scored: each arm's own score
        (BM25, exact cosine) plus ``context_weight`` times its linked neighbours' scores, so a
        turn is judged with its context; each arm is normalised over the candidates and the
-       arms are mixed by their weights. Without it, the fused rank decides. A candidate then
+       arms are mixed by their weights. Without it, the fused rank decides. With
+       ``hubness_correction`` (the default) each candidate's cosine first loses half its mean
+       cosine with its ten nearest fellow candidates, so a crowd of alike entries does not
+       take the dense arm's top places by number. A candidate then
        gains ``group_weight`` times the mean of the ``group_top`` best scores of its named
        graph: a conversation session, or a project, that holds a strong match makes its other
        entries likelier.

@@ -219,6 +219,8 @@ def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory
         ({"rrf_k": 0}, "rrf_k=0"),
         ({"context_weight": -0.1}, "context_weight=-0.1"),
         ({"group_top": 0}, "group_top=0"),
+        ({"normalise": "minmax"}, "normalise='minmax'"),
+        ({"hubness_correction": 1}, "hubness_correction=1"),
     ],
 )
 def test_bad_search_settings_are_named(memory: Memory, options: Any, message: str) -> None:
@@ -255,3 +257,19 @@ def test_dense_windows_must_advance() -> None:
         DenseConfig(window_words=40, window_overlap=40)
     with pytest.raises(ConfigError, match="max_windows=0"):
         DenseConfig(max_windows=0)
+
+
+def test_hubness_correction_keeps_a_crowd_of_alike_entries_from_winning_by_number(
+    memory: Memory,
+) -> None:
+    """Ten copies of one short line sit closer to the query than the one entry that answers
+    it; measured among the candidates, each copy is close to nine others and loses half of
+    that closeness, and the entry that stands apart comes first."""
+    crowd = [{"@id": f"urn:hub:{i}", "text": "alice garden"} for i in range(10)]
+    memory.put_many([*crowd, {"@id": "urn:answer", "text": "alice plants roses in her garden"}])
+    dense_only = {"lexical_weight": 0.0, "context_weight": 0.0, "group_weight": 0.0}
+    plain = memory.search("alice garden roses", 11, hubness_correction=False, **dense_only)
+    corrected = memory.search("alice garden roses", 11, **dense_only)
+    assert [h.iri for h in plain].index("urn:answer") == 10
+    assert corrected[0].iri == "urn:answer"
+    assert corrected[0].arms["dense"].score == plain[10].arms["dense"].score  # raw, explained

@@ -594,8 +594,11 @@ class DenseIndex:
         the normalised mean of its windows')."""
         out: dict[str, Vector] = {}
         for iri, matrix in self._matrices(list(iris)).items():
-            total = matrix.mean(axis=0) if len(matrix) > 1 else matrix[0]
-            out[iri] = total / (float(np.linalg.norm(total)) or 1.0)
+            if len(matrix) == 1:  # its rows are unit vectors already
+                out[iri] = matrix[0]
+            else:
+                total = matrix.mean(axis=0)
+                out[iri] = total / (float(np.linalg.norm(total)) or 1.0)
         return out
 
     def _exact(self, vector: np.ndarray, allowed: list[str], n: int) -> list[tuple[str, float]]:

@@ -24,6 +24,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Literal
+
+from typing_extensions import Unpack
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
@@ -32,6 +35,7 @@ from gliding_core.bus import EventBus
 from gliding_core.config import (
     EvictionPolicy,
     MemoryConfig,
+    SearchOptions,
     SessionConfig,
     is_database_url,
     mask_url,
@@ -67,7 +71,7 @@ from gliding_core.storage import STORE_FILE as STORE_FILE
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.store.ownership import OwnerLock
-from gliding_core.store.protocol import EntryStore
+from gliding_core.store.protocol import EntryStore, Records
 from gliding_core.store.scope import Scope
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
@@ -154,7 +158,7 @@ class Memory:
             self._index = self.storage.open_index(
                 self.store, self.embedder, engines=engines, closer=self._closer
             )
-            self.hyperspace = HybridSearch(self.store, self._index)
+            self.hyperspace = HybridSearch(self.store, self._index, settings=self.config.search)
             self.structure = StructureIndex(self.store, self.storage.file(POINCARE_FILE))
             self.storage.record(self.embedder_name)
             expiry = self.config.store.expiry
@@ -299,10 +303,46 @@ class Memory:
         return self._cache.name
 
     def search(
-        self, query: str, k: int = 10, *, filters: SearchFilters | None = None
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        filters: SearchFilters | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResults:
-        """Hybrid search of everything in L0 (see ``HybridSearch.search``)."""
-        return self.hyperspace.search(query, k, filters=filters)
+        """Hybrid search of everything in L0 (see ``HybridSearch.search``).
+
+        ``options`` override ``config.search`` (``SearchConfig``) for this call:
+        ``memory.search(query, lexical_weight=1.0, dense_weight=0.0, rerank=False)``.
+        """
+        return self.hyperspace.search(query, k, filters=filters, **options)
+
+    def put_many(self, records: Records, *, embed: Literal["now", "later"] = "now") -> list[str]:
+        """Store many nodes in one L0 transaction; return their IRIs, in order.
+
+        Each item is a node (a mapping or JSON text) or a ``Record`` carrying its own tags,
+        named graph, importance and metadata: ``Record(node, tags=[...], named_graph=...,
+        importance=0.8)``. Every item is validated before anything is written.
+
+        Args:
+            records: the nodes or records.
+            embed: ``"now"`` returns once the dense index has embedded them too; ``"later"``
+                returns once L0 has committed, and the dense index catches up in a
+                background thread: until it has, searches find the new entries by words
+                only and their results' ``index_behind`` says how many changes are missing.
+
+        Raises:
+            InvalidInputError: an item, or ``embed``, is invalid (nothing is written).
+        """
+        if embed not in ("now", "later"):
+            raise InvalidInputError(f"embed must be 'now' or 'later', got {preview(embed)}")
+        index = self._index
+        if embed == "now" or index is None:
+            return self.store.put_many(records)
+        with index.deferred():
+            iris = self.store.put_many(records)
+        index.refresh_later()
+        return iris
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""

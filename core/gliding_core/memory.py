@@ -19,13 +19,15 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from tqdm import tqdm
 from typing_extensions import Unpack
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
@@ -317,7 +319,13 @@ class Memory:
         """
         return self.hyperspace.search(query, k, filters=filters, **options)
 
-    def put_many(self, records: Records, *, embed: Literal["now", "later"] = "now") -> list[str]:
+    def put_many(
+        self,
+        records: Records,
+        *,
+        embed: Literal["now", "later"] = "now",
+        progress: bool | None = None,
+    ) -> list[str]:
         """Store many nodes in one L0 transaction; return their IRIs, in order.
 
         Each item is a node (a mapping or JSON text) or a ``Record`` carrying its own tags,
@@ -330,19 +338,34 @@ class Memory:
                 returns once L0 has committed, and the dense index catches up in a
                 background thread: until it has, searches find the new entries by words
                 only and their results' ``index_behind`` says how many changes are missing.
+            progress: show a progress bar of the embedding on standard error (``embed="now"``;
+                with ``"later"`` the call embeds nothing). ``None``: when standard error is a
+                terminal.
 
         Raises:
-            InvalidInputError: an item, or ``embed``, is invalid (nothing is written).
+            InvalidInputError: an item, ``embed`` or ``progress`` is invalid (nothing is
+                written).
         """
         if embed not in ("now", "later"):
             raise InvalidInputError(f"embed must be 'now' or 'later', got {preview(embed)}")
+        if progress is not None and not isinstance(progress, bool):
+            raise InvalidInputError(
+                f"progress must be True, False or None, got {preview(progress)}"
+            )
         index = self._index
-        if embed == "now" or index is None:
+        if index is None:
             return self.store.put_many(records)
-        with index.deferred():
-            iris = self.store.put_many(records)
-        index.refresh_later()
-        return iris
+        if embed == "later":
+            with index.deferred():
+                iris = self.store.put_many(records)
+            index.refresh_later()
+            return iris
+        items = list(records)
+        with (
+            _embedding_bar(len(items), progress) as bar,
+            index.reporting(bar.update),
+        ):
+            return self.store.put_many(items)
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""
@@ -615,6 +638,27 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"Memory({self.storage.describe()})"
+
+
+def _embedding_bar(total: int, progress: bool | None) -> tqdm[Any]:
+    """A progress bar of ``total`` entries on standard error: shown when ``progress`` says so,
+    or by default when standard error is a terminal (not in a log or a pipe)."""
+    shown = _stderr_is_terminal() if progress is None else progress
+    return tqdm(
+        total=total,
+        desc="embedding",
+        unit="entries",
+        file=sys.stderr,
+        disable=not shown,
+        leave=False,
+    )
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
+        return False
 
 
 def _configured_embedder(config: MemoryConfig) -> Embedder:

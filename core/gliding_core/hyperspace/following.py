@@ -28,6 +28,8 @@ Invariants:
   up in one background thread, and searches meanwhile do not wait for it (``catching_up``).
 - The window vectors of recently written or read entries stay in a bounded in-process cache
   (for the re-rank's exact cosines), kept coherent by the one path every change takes.
+- A writer inside ``reporting(report)`` hears, from the catch-ups its commits run, how many
+  more of its entries are embedded, every ``REPORT_STEP`` texts (a progress bar's steps).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly inste
 CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
 WATERMARK_PREFIX = "dense:"
 VECTOR_CACHE_ENTRIES = 50_000  # entries whose window vectors stay in process (~75 MiB at 384-d)
+REPORT_STEP = 128  # texts per embedding call while a progress report listens
 
 Matrix = npt.NDArray[np.float32]
 
@@ -296,6 +299,23 @@ class FollowingIndex:
             self.refresh()
 
     @contextmanager
+    def reporting(self, report: Callable[[int], None]) -> Iterator[None]:
+        """Within this block, the catch-ups this thread runs call ``report(n)`` each time ``n``
+        more entries are embedded (every ``REPORT_STEP`` texts): a progress bar's ``update``.
+
+        Raises:
+            InvalidInputError: ``report`` is not callable.
+        """
+        if not callable(report):
+            raise InvalidInputError(f"report must be callable, got {preview(report)}")
+        before = getattr(self._writer, "report", None)
+        self._writer.report = report
+        try:
+            yield
+        finally:
+            self._writer.report = before
+
+    @contextmanager
     def deferred(self) -> Iterator[None]:
         """Within this block, this thread's commits return without embedding: call
         ``refresh_later()`` (or any search) to catch up."""
@@ -366,15 +386,33 @@ class FollowingIndex:
             counts[iri] = len(windows)
             pieces += zip(window_ids(iri, len(windows)), windows, strict=True)
         self._drop_windows(counts)
+        report: Callable[[int], None] | None = getattr(self._writer, "report", None)
+        last = {window_ids(iri, count)[-1] for iri, count in counts.items()} if report else set()
         rows: dict[str, list[Vector]] = {}
         for part in chunks(pieces, self.max_batch):
-            vectors = np.asarray(
-                self.embedder.embed_documents([text for _, text in part]), dtype=np.float32
-            )
+            vectors = self._embed(part, report, last)
             self._write([key for key, _ in part], vectors)
             for (key, _), vector in zip(part, vectors, strict=True):
                 rows.setdefault(entry_of(key), []).append(vector)
         self._remember({iri: np.stack(found) for iri, found in rows.items()})
+
+    def _embed(
+        self,
+        part: list[tuple[str, str]],
+        report: Callable[[int], None] | None,
+        last: set[str],
+    ) -> Matrix:
+        """Embed the texts of ``(vector id, text)`` pairs in one call, or, while ``report``
+        listens, in steps of ``REPORT_STEP``, reporting the entries whose last window is done."""
+        if report is None:
+            texts = [text for _, text in part]
+            return np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
+        rows = []
+        for step in chunks(part, REPORT_STEP):
+            texts = [text for _, text in step]
+            rows.append(np.asarray(self.embedder.embed_documents(texts), dtype=np.float32))
+            report(sum(key in last for key, _ in step))
+        return np.concatenate(rows)
 
     def _drop_windows(self, counts: dict[str, int]) -> None:
         """Delete each entry's vectors from window ``counts[iri]`` on (0: all of them).

@@ -24,13 +24,14 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   best of its windows', and ``count`` counts entries.
 - ``deferred()`` lets a writer commit without embedding; ``refresh_later()`` catches up in a
   background thread while ``catching_up`` is true, and searches meanwhile do not wait for it.
+  ``reporting(report)`` tells a writer how many of its entries are embedded as it goes.
 - Vectors come from the embedder, never from the backend. Writes are split into batches the
   backend accepts. The backend's failures leave as ``StorageError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
@@ -76,6 +77,12 @@ class VectorIndex(Protocol):
     def deferred(self) -> AbstractContextManager[None]:
         """Within this block, the calling thread's commits are not applied when they commit
         (``refresh_later`` or the next search applies them)."""
+        ...
+
+    def reporting(self, report: Callable[[int], None]) -> AbstractContextManager[None]:
+        """Within this block, the catch-ups the calling thread runs (its commits') call
+        ``report(n)`` as ``n`` more entries are embedded, in steps (a progress bar's ``update``).
+        """
         ...
 
     def catch_up(self) -> int:

@@ -26,6 +26,7 @@ from gliding_core import (
     EntryStore,
     HashEmbedder,
     IndexMismatchError,
+    InvalidInputError,
     Record,
     VectorIndex,
 )
@@ -469,3 +470,39 @@ def test_a_closed_index_starts_no_catch_up(l0: EntryStore, index: VectorIndex) -
     index.close()
     index.refresh_later()
     assert not index.catching_up
+
+
+# -- progress reports ----------------------------------------------------------------------------
+
+
+def test_a_writer_hears_its_entries_embedded_in_steps(l0: EntryStore, index: VectorIndex) -> None:
+    heard: list[int] = []
+    with index.reporting(heard.append):
+        l0.put_many(_records(300))
+    assert sum(heard) == 300
+    assert len(heard) >= 3  # steps, not one report at the end
+    l0.put_many(_records(5, "urn:quiet:"))  # outside the block: nothing is heard
+    assert sum(heard) == 300
+    assert index.count() == 305
+
+
+def test_a_windowed_entry_is_heard_once(
+    index_backend: IndexBackend, l0: EntryStore, reader: ReadsTheBeginning
+) -> None:
+    index = index_backend.open(l0, reader)
+    heard: list[int] = []
+    try:
+        with index.reporting(heard.append):
+            l0.put_many([Record({"@id": f"urn:long:{i}", "text": _long(i)}) for i in range(3)])
+    finally:
+        index.close()
+    assert sum(heard) == 3
+
+
+@pytest.mark.parametrize("report", [None, "bar", 3])
+def test_a_report_that_cannot_be_called_is_refused(index: VectorIndex, report: object) -> None:
+    with (
+        pytest.raises(InvalidInputError, match="report must be callable"),
+        index.reporting(report),  # type: ignore[arg-type]
+    ):
+        pass

@@ -6,8 +6,12 @@ up, searches find the new entries by words, and say how far behind the index is.
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
@@ -116,6 +120,79 @@ def test_a_closed_memory_stops_a_pending_catch_up(embedder: HeldEmbedder) -> Non
     assert not memory.index.catching_up
     memory.index.refresh_later()  # a closed index starts nothing
     assert not memory.index.catching_up
+
+
+# -- the progress bar ----------------------------------------------------------------------------
+
+END = "<end of the test's output>"
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], str]]:
+    """Standard error on a real pseudo-terminal; returns what was written to it so far."""
+    master, follower = pty.openpty()
+    stream = os.fdopen(follower, "w")
+    monkeypatch.setattr(sys, "stderr", stream)
+
+    def shown() -> str:
+        stream.write(END + "\n")
+        stream.flush()
+        seen = b""
+        while END.encode() not in seen:  # a pty passes output on asynchronously
+            assert select.select([master], [], [], 60)[0], "the terminal got no output"
+            seen += os.read(master, 65_536)
+        return seen.decode(errors="replace").replace(END, "")
+
+    yield shown
+    monkeypatch.undo()
+    stream.close()
+    os.close(master)
+
+
+def _many(n: int) -> list[Record]:
+    return [Record({"@id": f"urn:m:{i}", "text": f"note {i} about the ferry"}) for i in range(n)]
+
+
+def test_a_terminal_shows_the_embedding_progress(
+    memory: Memory, terminal: Callable[[], str]
+) -> None:
+    memory.put_many(_many(300))
+    shown = terminal()
+    assert "embedding" in shown
+    assert "/300" in shown
+    assert memory.index.behind() == 0
+
+
+def test_progress_false_shows_nothing_on_a_terminal(
+    memory: Memory, terminal: Callable[[], str]
+) -> None:
+    memory.put_many(_many(300), progress=False)
+    assert terminal().strip() == ""
+    assert memory.index.count() == 300
+
+
+def test_progress_true_shows_the_bar_in_a_pipe_and_none_shows_none(
+    memory: Memory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory.put_many(_many(10))  # standard error captured by pytest: not a terminal
+    assert capsys.readouterr().err == ""
+    memory.put_many(_many(300)[10:], progress=True)
+    err = capsys.readouterr().err
+    assert "embedding" in err
+    assert "/290" in err
+
+
+def test_embed_later_shows_no_bar(memory: Memory, capsys: pytest.CaptureFixture[str]) -> None:
+    memory.put_many(_many(10), embed="later", progress=True)  # nothing embedded in the call
+    assert memory.index.refresh(wait=True) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("progress", ["yes", 1, 0, "", [], "None"])
+def test_a_bad_progress_is_named_and_nothing_is_written(memory: Memory, progress: object) -> None:
+    with pytest.raises(InvalidInputError, match="progress must be True, False or None"):
+        memory.put_many(_records(), progress=progress)  # type: ignore[arg-type]
+    assert memory.store.count() == 0
 
 
 @pytest.mark.parametrize("embed", ["soon", None, True, ""])

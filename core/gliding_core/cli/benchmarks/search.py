@@ -155,7 +155,7 @@ def run_ingest(entries: int, embedder: Embedder, *, seed: int = 0) -> dict[str, 
         with Memory(config=config, embedder=embedder) as memory:
             start = time.perf_counter()
             for offset in progress(range(0, entries, BATCH), f"ingest batches ({mode})"):
-                memory.put_many(records[offset : offset + BATCH], embed=mode)
+                memory.put_many(records[offset : offset + BATCH], embed=mode, progress=False)
             written = time.perf_counter() - start
             memory.index.refresh(wait=True)  # waits for the background catch-up, if any
             indexed = time.perf_counter() - start

@@ -22,7 +22,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal
@@ -360,12 +360,8 @@ class Memory:
                 iris = self.store.put_many(records)
             index.refresh_later()
             return iris
-        items = list(records)
-        with (
-            _embedding_bar(len(items), progress) as bar,
-            index.reporting(bar.update),
-        ):
-            return self.store.put_many(items)
+        with _embedding_bar(records, progress) as bar, index.reporting(bar.update):
+            return self.store.put_many(records)
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""
@@ -640,10 +636,13 @@ class Memory:
         return f"Memory({self.storage.describe()})"
 
 
-def _embedding_bar(total: int, progress: bool | None) -> tqdm[Any]:
-    """A progress bar of ``total`` entries on standard error: shown when ``progress`` says so,
-    or by default when standard error is a terminal (not in a log or a pipe)."""
+def _embedding_bar(records: Records, progress: bool | None) -> tqdm[Any]:
+    """A progress bar of the entries of ``records`` on standard error: shown when ``progress``
+    says so, or by default when standard error is a terminal (not in a log or a pipe)."""
     shown = _stderr_is_terminal() if progress is None else progress
+    total = None  # an iterator's length is unknown: the bar counts without a percentage
+    if isinstance(records, Sized) and not isinstance(records, (str, bytes, Mapping)):
+        total = len(records)
     return tqdm(
         total=total,
         desc="embedding",

@@ -188,6 +188,24 @@ def test_embed_later_shows_no_bar(memory: Memory, capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == ""
 
 
+def test_an_iterator_of_records_is_counted_without_a_total(
+    memory: Memory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert len(memory.put_many(iter(_many(140)), progress=True)) == 140
+    assert "embedding" in capsys.readouterr().err
+    assert memory.index.count() == 140
+
+
+@pytest.mark.parametrize("records", ['{"@id": "urn:x", "text": "one"}', {"@id": "urn:x"}])
+def test_one_node_instead_of_many_is_refused_with_or_without_a_bar(
+    memory: Memory, records: object
+) -> None:
+    for progress in (True, False):
+        with pytest.raises(InvalidInputError, match="put_many takes an iterable of records"):
+            memory.put_many(records, progress=progress)  # type: ignore[arg-type]
+    assert memory.store.count() == 0
+
+
 @pytest.mark.parametrize("progress", ["yes", 1, 0, "", [], "None"])
 def test_a_bad_progress_is_named_and_nothing_is_written(memory: Memory, progress: object) -> None:
     with pytest.raises(InvalidInputError, match="progress must be True, False or None"):

@@ -106,7 +106,7 @@ class FollowingIndex:
         self._timer: threading.Timer | None = None
         self._delay = retry_s
         self._closed = False
-        self._writer = threading.local()  # .deferring: this thread's commits catch up later
+        self._writer = threading.local()  # .deferring, .report: this writing thread's wishes
         self._background: threading.Thread | None = None
         self._background_lock = threading.Lock()
         self._cache: OrderedDict[str, Matrix] = OrderedDict()

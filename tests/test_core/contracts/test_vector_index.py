@@ -315,8 +315,10 @@ def test_similarities_are_the_exact_cosines_of_the_indexed(
 # -- long texts in windows ---------------------------------------------------------------------
 
 READS = 40  # words ``ReadsTheBeginning`` embeds of each text
+WINDOWS = DenseConfig(window_words=32, window_overlap=8, max_windows=16)  # every word is read
 FACT = "the spare key hides under the blue flowerpot by the garage"
 FILLER = ["river", "mountain", "coffee", "budget", "meeting", "violin", "harbour", "winter"]
+SHORT = "a short note about lunch"
 
 
 class ReadsTheBeginning(TestEmbedder):
@@ -331,13 +333,13 @@ class ReadsTheBeginning(TestEmbedder):
 
 def _long(seed: int, fact: bool = False) -> str:
     rng = random.Random(seed)
-    text = " ".join(rng.choice(FILLER) for _ in range(400))  # three default windows
+    text = " ".join(rng.choice(FILLER) for _ in range(200))  # 8 windows, 9 with the fact
     return f"{text} {FACT}" if fact else text
 
 
 @pytest.fixture
 def reader() -> ReadsTheBeginning:
-    return ReadsTheBeginning()
+    return ReadsTheBeginning(256)
 
 
 @pytest.fixture
@@ -346,10 +348,10 @@ def windowed(
 ) -> Iterator[VectorIndex]:
     """An index whose embedder reads only the beginning, over three long texts and a short one
     (the fact is in the last window of ``urn:long:1`` only)."""
-    value = index_backend.open(l0, reader)
+    value = index_backend.open(l0, reader, WINDOWS)
     l0.put_many(
         [Record({"@id": f"urn:long:{i}", "text": _long(i, fact=i == 1)}) for i in range(3)]
-        + [Record({"@id": "urn:short", "text": "a short note about the garage door"})]
+        + [Record({"@id": "urn:short", "text": SHORT})]
     )
     yield value
     value.close()
@@ -358,7 +360,7 @@ def windowed(
 def test_a_fact_in_the_last_window_is_found_and_the_entry_stays_one(
     windowed: VectorIndex, reader: ReadsTheBeginning
 ) -> None:
-    assert len(text_windows(_long(1, fact=True), DenseConfig())) == 3
+    assert len(text_windows(_long(1, fact=True), WINDOWS)) == 9
     hits = windowed.query(FACT, 4)
     assert hits[0][0] == "urn:long:1"
     assert [iri for iri, _ in hits] == list(dict.fromkeys(iri for iri, _ in hits))  # once each
@@ -379,7 +381,7 @@ def test_a_reopened_index_reads_the_windows_it_holds(
     before = windowed.similarities(FACT, ["urn:long:1", "urn:short"])
     vectors = windowed.vectors(["urn:long:1", "urn:short"])
     windowed.close()
-    again = index_backend.open(l0, reader)  # nothing in process: vectors from its storage
+    again = index_backend.open(l0, reader, WINDOWS)  # nothing in process: from its storage
     try:
         after = again.similarities(FACT, ["urn:long:1", "urn:short", "urn:missing"])
         assert after == pytest.approx(before, abs=1e-5)
@@ -396,9 +398,9 @@ def test_vectors_are_unit_and_a_windowed_entry_is_its_windows_mean(
 ) -> None:
     vectors = windowed.vectors(["urn:long:1", "urn:short", "urn:missing"])
     assert set(vectors) == {"urn:long:1", "urn:short"}
-    short = np.asarray(reader.embed_documents(["a short note about the garage door"])[0])
+    short = np.asarray(reader.embed_documents([SHORT])[0])
     assert vectors["urn:short"] == pytest.approx(short / np.linalg.norm(short), abs=1e-5)
-    rows = np.asarray(reader.embed_documents(text_windows(_long(1, True), DenseConfig())))
+    rows = np.asarray(reader.embed_documents(text_windows(_long(1, True), WINDOWS)))
     mean = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).mean(axis=0)
     assert vectors["urn:long:1"] == pytest.approx(mean / np.linalg.norm(mean), abs=1e-5)
     assert all(float(np.linalg.norm(v)) == pytest.approx(1.0, abs=1e-5) for v in vectors.values())
@@ -489,7 +491,7 @@ def test_a_writer_hears_its_entries_embedded_in_steps(l0: EntryStore, index: Vec
 def test_a_windowed_entry_is_heard_once(
     index_backend: IndexBackend, l0: EntryStore, reader: ReadsTheBeginning
 ) -> None:
-    index = index_backend.open(l0, reader)
+    index = index_backend.open(l0, reader, WINDOWS)
     heard: list[int] = []
     try:
         with index.reporting(heard.append):

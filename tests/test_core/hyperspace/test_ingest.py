@@ -6,12 +6,15 @@ up, searches find the new entries by words, and say how far behind the index is.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
+import struct
 import sys
+import termios
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -127,47 +130,61 @@ def test_a_closed_memory_stops_a_pending_catch_up(embedder: HeldEmbedder) -> Non
 END = "<end of the test's output>"
 
 
-@pytest.fixture
-def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], str]]:
-    """Standard error on a real pseudo-terminal; returns what was written to it so far."""
-    master, follower = pty.openpty()
-    stream = os.fdopen(follower, "w")
-    monkeypatch.setattr(sys, "stderr", stream)
+class Terminal:
+    """A real pseudo-terminal of 24 x 80 (a new one has no size, and a bar is drawn to the
+    terminal's width), to put in place of standard error."""
 
-    def shown() -> str:
-        stream.write(END + "\n")
-        stream.flush()
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+        self.master, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        self.stream = os.fdopen(follower, "w")
+
+    def attach(self) -> None:
+        """Make it standard error, in the test's body (pytest's capture replaces standard
+        error again when the test's call begins, after its fixtures)."""
+        self.monkeypatch.setattr(sys, "stderr", self.stream)
+
+    def shown(self) -> str:
+        """What was written to it so far."""
+        self.stream.write(END + "\n")
+        self.stream.flush()
         seen = b""
         while END.encode() not in seen:  # a pty passes output on asynchronously
-            assert select.select([master], [], [], 60)[0], "the terminal got no output"
-            seen += os.read(master, 65_536)
+            assert select.select([self.master], [], [], 60)[0], "the terminal got no output"
+            seen += os.read(self.master, 65_536)
         return seen.decode(errors="replace").replace(END, "")
 
-    yield shown
-    monkeypatch.undo()
-    stream.close()
-    os.close(master)
+    def close(self) -> None:
+        self.monkeypatch.undo()
+        self.stream.close()
+        os.close(self.master)
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[Terminal]:
+    value = Terminal(monkeypatch)
+    yield value
+    value.close()
 
 
 def _many(n: int) -> list[Record]:
     return [Record({"@id": f"urn:m:{i}", "text": f"note {i} about the ferry"}) for i in range(n)]
 
 
-def test_a_terminal_shows_the_embedding_progress(
-    memory: Memory, terminal: Callable[[], str]
-) -> None:
+def test_a_terminal_shows_the_embedding_progress(memory: Memory, terminal: Terminal) -> None:
+    terminal.attach()
     memory.put_many(_many(300))
-    shown = terminal()
+    shown = terminal.shown()
     assert "embedding" in shown
     assert "/300" in shown
     assert memory.index.behind() == 0
 
 
-def test_progress_false_shows_nothing_on_a_terminal(
-    memory: Memory, terminal: Callable[[], str]
-) -> None:
+def test_progress_false_shows_nothing_on_a_terminal(memory: Memory, terminal: Terminal) -> None:
+    terminal.attach()
     memory.put_many(_many(300), progress=False)
-    assert terminal().strip() == ""
+    assert terminal.shown().strip() == ""
     assert memory.index.count() == 300
 
 

@@ -251,7 +251,7 @@ class DenseIndex(FollowingIndex):
     def _ids(self) -> Iterator[str]:
         offset = 0
         while True:
-            with translated("chroma", f"reading the ids of {self.name!r}"):
+            with translated("chroma", f"reading the ids of the dense index {self.name!r}"):
                 ids = self.collection.get(include=[], limit=self.max_batch, offset=offset)["ids"]
             yield from ids
             if len(ids) < self.max_batch:

@@ -44,7 +44,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import math
 import threading
@@ -339,11 +338,10 @@ class GlidingStore(BaseStore):
         counts = self._graphs()
         total = sum(counts.get(graph, 0) for graph in graphs)
         filters = SearchFilters(types=(ITEM_TYPE,), named_graphs=graphs)
-        search = copy.copy(self.memory.hyperspace)
-        search.group_weight = 0.0  # a namespace holding a strong match lifts none of its items
         k = min(max(wanted, 1), max(total, 1))
         while True:
-            hits = search.search(query, k, filters=filters)
+            # group_weight 0: a namespace holding a strong match lifts none of its items.
+            hits = self.memory.search(query, k, filters=filters, group_weight=0.0)
             scores = {hit.iri: hit.score for hit in hits if hit.iri in allowed}
             if len(scores) >= wanted or k >= total:
                 return scores

@@ -13,7 +13,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, TypedDict
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import Unpack
 
 from gliding_core.checks import check_count
@@ -135,6 +142,124 @@ class StoreConfig(Settings):
     max_label_bytes: int = Field(default=2_048, ge=1)
     expiry: ExpiryConfig = ExpiryConfig()
     text_head_bytes: int = Field(default=8_192, ge=256)
+
+
+class SearchConfig(Settings):
+    """How hybrid search ranks: the arms' weights, how deep each arm looks, the re-rank.
+
+    Every field may also be given to a single ``memory.search`` call, which overrides it for
+    that call (``memory.search(query, lexical_weight=1.0, dense_weight=0.0)``).
+
+    Attributes:
+        lexical_weight: the weight of the lexical arm (full-text BM25) in both stages (0.75).
+        dense_weight: the weight of the dense arm (cosine of embeddings) in both stages (1.0).
+            The weights are relative: 0 leaves an arm out of the ranking.
+        candidates: how many hits each arm contributes to the fusion (100; at least ``k``).
+        pool: how many fused hits go on to the re-rank (100).
+        rerank: whether the fused candidates are re-scored by each arm's own score with their
+            linked context (``True``); without it the fused rank decides.
+        rrf_k: the reciprocal-rank constant of the first-stage fusion (60).
+        context_weight: the share of a linked neighbour's score a candidate receives in the
+            re-rank (0.2; the links are ``previous``, both ways).
+        group_weight: how much a candidate gains from the best candidate of its named graph in
+            the re-rank (1.0; 0 turns it off).
+        group_top: how many of a named graph's best candidates make its score (1).
+        normalise: how the re-rank puts each arm's scores on one scale: ``"range"`` (BM25 by
+            its best score, cosines over the candidates' range) or ``"z"`` (standard scores
+            over the candidates).
+        adaptive_weights: scale each arm's weight, per query, by how sharply its best
+            candidates stand out from its next ten (``False``).
+        length_correction: remove from the candidates' cosines what the length of their text
+            explains, by a regression over the query's candidates (``False``).
+        hubness_correction: lower each candidate's cosine by half its mean cosine with its
+            ten nearest fellow candidates (cross-domain similarity local scaling), so that an
+            entry close to many others (short one-line facts in the same words) does not win
+            the dense arm for that alone (``True``).
+    """
+
+    lexical_weight: float = Field(default=0.75, ge=0.0, le=100.0)
+    dense_weight: float = Field(default=1.0, ge=0.0, le=100.0)
+    candidates: int = Field(default=100, ge=1, le=10_000)
+    pool: int = Field(default=100, ge=1, le=10_000)
+    rerank: bool = True
+    rrf_k: int = Field(default=60, ge=1, le=10_000)
+    context_weight: float = Field(default=0.2, ge=0.0, le=10.0)
+    group_weight: float = Field(default=1.0, ge=0.0, le=10.0)
+    group_top: int = Field(default=1, ge=1, le=1_000)
+    normalise: Literal["range", "z"] = "range"
+    adaptive_weights: bool = False
+    length_correction: bool = False
+    hubness_correction: bool = True
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """The arms' weights by arm name."""
+        return {"lexical": self.lexical_weight, "dense": self.dense_weight}
+
+    def updated(self, **options: Unpack[SearchOptions]) -> SearchConfig:
+        """Return these settings with ``options`` replacing fields, validated.
+
+        Raises:
+            ConfigError: an option is not a field, or a value is bad (named in the message).
+        """
+        unknown = sorted(set(options) - set(type(self).model_fields))
+        if unknown:
+            known = ", ".join(type(self).model_fields)
+            raise ConfigError(f"unknown search setting {unknown[0]!r}; the settings are {known}")
+        return type(self)(**{**self.model_dump(), **options}) if options else self
+
+
+MAX_WINDOWS = 256  # the most windows any setting gives one entry
+
+
+class SearchOptions(TypedDict, total=False):
+    """The fields of ``SearchConfig`` as keyword arguments of one search (every one optional)."""
+
+    lexical_weight: float
+    dense_weight: float
+    candidates: int
+    pool: int
+    rerank: bool
+    rrf_k: int
+    context_weight: float
+    group_weight: float
+    group_top: int
+    normalise: Literal["range", "z"]
+    adaptive_weights: bool
+    length_correction: bool
+    hubness_correction: bool
+
+
+class DenseConfig(Settings):
+    """How the dense index embeds an entry's text.
+
+    A text longer than ``window_words`` words is embedded in overlapping windows that cover it
+    from its first word to its last, one vector each; the entry's dense score is the best
+    (the maximum) cosine among its windows, so a fact anywhere in a long text is found as if
+    it stood alone. An embedding model reads a bounded number of word pieces (all-MiniLM-L6-v2
+    reads 256, about 190 English words): the default window stays inside that.
+
+    Attributes:
+        window_words: the words in one window (160).
+        window_overlap: the words two neighbouring windows share (32), so a sentence cut by a
+            window's edge is whole in the next.
+        max_windows: the most windows of one entry (16). A text longer than these windows
+            cover gets that many longer windows, spread evenly over it; a model that reads
+            fewer words then sees each window's beginning only.
+    """
+
+    window_words: int = Field(default=160, ge=8, le=100_000)
+    window_overlap: int = Field(default=32, ge=0, le=50_000)
+    max_windows: int = Field(default=16, ge=1, le=MAX_WINDOWS)
+
+    @model_validator(mode="after")
+    def _windows_advance(self) -> DenseConfig:
+        if self.window_overlap >= self.window_words:
+            raise ValueError(
+                f"window_overlap={self.window_overlap!r} must be below "
+                f"window_words={self.window_words!r} (each window must advance)"
+            )
+        return self
 
 
 class EvictionPolicy(Settings):
@@ -463,6 +588,9 @@ class MemoryConfig(Settings):
             with ``DatabaseUnavailableError``; a few seconds, so a worker whose database is
             down or hung fails fast and tries again, rather than hanging.
         database_pool_size: the most connections each component's pool opens per process.
+        search: how hybrid search ranks (``SearchConfig``; each field may be overridden per
+            ``memory.search`` call).
+        dense: how the dense index embeds long texts (``DenseConfig``).
 
     ``MemoryConfig.from_env()`` reads the same settings from the environment (see there).
     """
@@ -484,6 +612,8 @@ class MemoryConfig(Settings):
     database_schema: str = Field(default="gliding", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     database_timeout_s: float = Field(default=5.0, ge=0.1, le=3_600.0)
     database_pool_size: int = Field(default=10, ge=1, le=1_000)
+    search: SearchConfig = SearchConfig()
+    dense: DenseConfig = DenseConfig()
 
     @field_validator("database_url")
     @classmethod

@@ -19,11 +19,16 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any, Literal
+
+from tqdm import tqdm
+from typing_extensions import Unpack
 
 from gliding_core.attention.supplementary import SupplementaryInputStore
 from gliding_core.blackboard.board import AgentHandle, Blackboard
@@ -32,6 +37,7 @@ from gliding_core.bus import EventBus
 from gliding_core.config import (
     EvictionPolicy,
     MemoryConfig,
+    SearchOptions,
     SessionConfig,
     is_database_url,
     mask_url,
@@ -67,7 +73,7 @@ from gliding_core.storage import STORE_FILE as STORE_FILE
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.manifest import MANIFEST_FILE as MANIFEST_FILE  # where it always was
 from gliding_core.store.ownership import OwnerLock
-from gliding_core.store.protocol import EntryStore
+from gliding_core.store.protocol import EntryStore, Records
 from gliding_core.store.scope import Scope
 from gliding_core.summarize import ExtractiveSummarizer, Summarizer
 from gliding_core.tokens import TokenCounter
@@ -154,7 +160,7 @@ class Memory:
             self._index = self.storage.open_index(
                 self.store, self.embedder, engines=engines, closer=self._closer
             )
-            self.hyperspace = HybridSearch(self.store, self._index)
+            self.hyperspace = HybridSearch(self.store, self._index, settings=self.config.search)
             self.structure = StructureIndex(self.store, self.storage.file(POINCARE_FILE))
             self.storage.record(self.embedder_name)
             expiry = self.config.store.expiry
@@ -299,10 +305,63 @@ class Memory:
         return self._cache.name
 
     def search(
-        self, query: str, k: int = 10, *, filters: SearchFilters | None = None
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        filters: SearchFilters | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResults:
-        """Hybrid search of everything in L0 (see ``HybridSearch.search``)."""
-        return self.hyperspace.search(query, k, filters=filters)
+        """Hybrid search of everything in L0 (see ``HybridSearch.search``).
+
+        ``options`` override ``config.search`` (``SearchConfig``) for this call:
+        ``memory.search(query, lexical_weight=1.0, dense_weight=0.0, rerank=False)``.
+        """
+        return self.hyperspace.search(query, k, filters=filters, **options)
+
+    def put_many(
+        self,
+        records: Records,
+        *,
+        embed: Literal["now", "later"] = "now",
+        progress: bool | None = None,
+    ) -> list[str]:
+        """Store many nodes in one L0 transaction; return their IRIs, in order.
+
+        Each item is a node (a mapping or JSON text) or a ``Record`` carrying its own tags,
+        named graph, importance and metadata: ``Record(node, tags=[...], named_graph=...,
+        importance=0.8)``. Every item is validated before anything is written.
+
+        Args:
+            records: the nodes or records.
+            embed: ``"now"`` returns once the dense index has embedded them too; ``"later"``
+                returns once L0 has committed, and the dense index catches up in a
+                background thread: until it has, searches find the new entries by words
+                only and their results' ``index_behind`` says how many changes are missing.
+            progress: show a progress bar of the embedding on standard error (``embed="now"``;
+                with ``"later"`` the call embeds nothing). ``None``: when standard error is a
+                terminal.
+
+        Raises:
+            InvalidInputError: an item, ``embed`` or ``progress`` is invalid (nothing is
+                written).
+        """
+        if embed not in ("now", "later"):
+            raise InvalidInputError(f"embed must be 'now' or 'later', got {preview(embed)}")
+        if progress is not None and not isinstance(progress, bool):
+            raise InvalidInputError(
+                f"progress must be True, False or None, got {preview(progress)}"
+            )
+        index = self._index
+        if index is None:
+            return self.store.put_many(records)
+        if embed == "later":
+            with index.deferred():
+                iris = self.store.put_many(records)
+            index.refresh_later()
+            return iris
+        with _embedding_bar(records, progress) as bar, index.reporting(bar.update):
+            return self.store.put_many(records)
 
     def count_tokens(self, text: str) -> int:
         """Return the exact token count of ``text`` in the configured encoding."""
@@ -575,6 +634,30 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"Memory({self.storage.describe()})"
+
+
+def _embedding_bar(records: Records, progress: bool | None) -> tqdm[Any]:
+    """A progress bar of the entries of ``records`` on standard error: shown when ``progress``
+    says so, or by default when standard error is a terminal (not in a log or a pipe)."""
+    shown = _stderr_is_terminal() if progress is None else progress
+    total = None  # an iterator's length is unknown: the bar counts without a percentage
+    if isinstance(records, Sized) and not isinstance(records, (str, bytes, Mapping)):
+        total = len(records)
+    return tqdm(
+        total=total,
+        desc="embedding",
+        unit="entries",
+        file=sys.stderr,
+        disable=not shown,
+        leave=False,
+    )
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without isatty, or closed
+        return False
 
 
 def _configured_embedder(config: MemoryConfig) -> Embedder:

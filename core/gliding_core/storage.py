@@ -48,7 +48,7 @@ from gliding_core.blackboard.graph import GraphBackend, open_graph
 from gliding_core.bus import EventBus
 from gliding_core.coherence.directory import Directory
 from gliding_core.coherence.sqlite_directory import SQLiteDirectory
-from gliding_core.config import BlackboardConfig, MemoryConfig, mask_url
+from gliding_core.config import BlackboardConfig, DenseConfig, MemoryConfig, mask_url
 from gliding_core.errors import ConfigError, DatabaseUnavailableError
 from gliding_core.hyperspace.dense import DenseIndex, chroma_client, close_client
 from gliding_core.hyperspace.embedders import Embedder
@@ -141,6 +141,7 @@ def _chroma_index(
     *,
     collection: str | None,
     owned: bool,
+    windows: DenseConfig,
     files: Path | None = None,
 ) -> DenseIndex:
     """A dense index in ``client``'s collection, closed (with the client) by ``closer``."""
@@ -153,6 +154,7 @@ def _chroma_index(
         # Only the owner of the collection's files may drop them; a shared server's
         # collection may be another process's.
         on_mismatch="rebuild" if owned else "raise",
+        windows=windows,
         files=files,
     )
     closer.callback(index.close)
@@ -225,6 +227,7 @@ class DirectoryStorage:
             closer,
             collection=self._collection(embedded),
             owned=self.owner is not None,
+            windows=config.dense,
             files=self.file(CHROMA_DIR) if embedded else None,
         )
 
@@ -365,7 +368,13 @@ class PostgresStorage:
         if config.chroma_host is not None:
             client = chroma_client(host=config.chroma_host, port=config.chroma_port)
             return _chroma_index(
-                store, embedder, client, closer, collection=self._collection(), owned=False
+                store,
+                embedder,
+                client,
+                closer,
+                collection=self._collection(),
+                owned=False,
+                windows=config.dense,
             )
         if not engines:
             return None
@@ -378,7 +387,7 @@ class PostgresStorage:
                 " of another kind was passed in"
             )
         # Shared by every process: one that finds another embedder's vectors must not drop them.
-        index = PgVectorIndex(store, embedder, on_mismatch="raise")
+        index = PgVectorIndex(store, embedder, on_mismatch="raise", windows=config.dense)
         closer.callback(index.close)
         return index
 

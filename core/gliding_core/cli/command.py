@@ -144,6 +144,24 @@ def _parser() -> argparse.ArgumentParser:
     locomo.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
     locomo.add_argument("--conversations", type=_names, help="sample ids, comma-separated")
     locomo.add_argument("--embedder", choices=EMBEDDERS, default="auto", help="embedding backend")
+    locomo.add_argument(
+        "--shapes",
+        type=_names,
+        default=["turns", "mixed"],
+        help="memories to build: turns (the turns alone), mixed (turns, observations and "
+        "session summaries); both by default",
+    )
+    locomo.add_argument(
+        "--search-only",
+        action="store_true",
+        help="only the memory's searches and arms (no agent view, no framework methods)",
+    )
+    locomo.add_argument(
+        "--variants",
+        type=_variants,
+        default={},
+        help='more hybrid searches, as JSON: {"name": {search option: value, ...}, ...}',
+    )
     locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     locomo.set_defaults(handler=_bench_locomo)
 
@@ -169,6 +187,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --backend postgresql: also compare LoCoMo recall (this JSON file) on both",
     )
     speed.set_defaults(handler=_bench_search)
+
+    ingest = bench.add_parser("ingest", help="batch ingest: embed now against embed later")
+    ingest.add_argument("--entries", type=_positive, default=10_000, help="entries written")
+    ingest.add_argument(
+        "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
+    )
+    ingest.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    ingest.set_defaults(handler=_bench_ingest)
 
     board = bench.add_parser("blackboard", help="L2 blackboard: nodes, CONSTRUCT, leases, flush")
     board.add_argument("--nodes", type=_positive, default=2_000, help="nodes written per run")
@@ -307,6 +333,24 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return names
+
+
+def _variants(text: str) -> dict[str, Any]:
+    """Named search variants from JSON, each checked by ``SearchConfig`` before any run."""
+    from gliding_core.config import SearchConfig
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"variants must be JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise argparse.ArgumentTypeError('variants must be {"name": {option: value}, ...}')
+    for name, options in value.items():
+        try:
+            SearchConfig().updated(**options)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"variant {name!r}: {exc}") from None
+    return value
 
 
 def _numbers(text: str) -> list[int]:
@@ -637,7 +681,14 @@ def _bench_tokens(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import recall
 
-    figures = recall.run(args.data, _embedder(args.embedder), conversations=args.conversations)
+    figures = recall.run(
+        args.data,
+        _embedder(args.embedder),
+        conversations=args.conversations,
+        shapes=args.shapes,
+        context_methods={} if args.search_only else None,
+        variants=args.variants,
+    )
     keys = [
         "recall@5",
         "recall@10",
@@ -652,8 +703,6 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         "search_p50_ms",
         "search_p95_ms",
     ]
-    # recall@k and the top-10 size are not defined for the framework methods: "—" there.
-    rows = [(name, *(m.get(k, "—") for k in keys)) for name, m in figures["methods"].items()]
     headers = [
         "method",
         "R@5",
@@ -669,11 +718,14 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         "search p50",
         "search p95",
     ]
-    title = (
-        f"LoCoMo evidence recall: {', '.join(figures['conversations'])}, "
-        f"{figures['questions']} questions, embedder {figures['embedder']}"
-    )
-    out.write(render(headers, rows, title=title) + "\n")
+    for shape, result in figures["shapes"].items():
+        # recall@k and the top-10 size are not defined for the framework methods: "—" there.
+        rows = [(name, *(m.get(k, "—") for k in keys)) for name, m in result["methods"].items()]
+        title = (
+            f"LoCoMo evidence recall, {shape}: {', '.join(figures['conversations'])}, "
+            f"{result['questions']} questions, embedder {figures['embedder']}"
+        )
+        out.write(render(headers, rows, title=title) + "\n")
     for name, reason in figures["skipped"].items():
         out.write(f"skipped {name}: its extra is not installed ({reason})\n")
     _write_json(args.json, figures)
@@ -768,6 +820,19 @@ def _recall_table(recalls: dict[str, Any]) -> str:
             rows.append((method, key, lite, pg, pg - lite))
     headers = ["method", "figure", "sqlite", "postgresql", "difference"]
     return render(headers, rows, title="LoCoMo recall on both backends, one run")
+
+
+def _bench_ingest(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import search
+
+    results = [search.run_ingest(args.entries, _embedder(name)) for name in args.embedders]
+    keys = ["now_returned_per_s", "now_indexed_per_s", "later_returned_per_s"]
+    rows = [(r["embedder"], *(r[k] for k in keys), r["later_indexed_per_s"]) for r in results]
+    headers = ["embedder", "now: returned/s", "now: indexed/s", "later: returned/s"]
+    title = f"Batch ingest, {args.entries:,} entries in batches of {search.BATCH}"
+    out.write(render([*headers, "later: indexed/s"], rows, title=title) + "\n")
+    _write_json(args.json, results)
+    return 0
 
 
 def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:

@@ -8,6 +8,7 @@ Invariants:
   embedder rebuilds it (when this process owns it) or raises ``IndexMismatchError``, never a
   backend error.
 - Writes to Chroma are chunked by the client's maximum batch size.
+- A long text's windows (``following``) are records of their own, ``"<iri> #<i>"``.
 - Vectors are computed by the memory's embedder, never by Chroma, so no model is ever
   downloaded. Telemetry is off. Chroma's exceptions leave this module as ``GlidingError``s.
 """
@@ -23,11 +24,15 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from gliding_core.boundary import translated
+from gliding_core.config import DenseConfig
 from gliding_core.errors import IndexMismatchError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
-from gliding_core.hyperspace.following import FollowingIndex, Matrix, best, cosines
+from gliding_core.hyperspace.following import FollowingIndex, Matrix, best, chunks, cosines
 from gliding_core.hyperspace.vectors import Vector
+from gliding_core.hyperspace.windows import WINDOW_SEPARATOR
 from gliding_core.jsonld import preview
 from gliding_core.store.protocol import EntryStore
 
@@ -91,6 +96,8 @@ class DenseIndex(FollowingIndex):
             ``"rebuild"`` it (only the directory's owner may) or ``"raise"``
             ``IndexMismatchError`` (a collection on a server other processes share).
         retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+        windows: how long texts are split into windows (``DenseConfig``; its defaults when
+            omitted).
         files: the directory of an embedded persistent client, which ``scrub`` cleans; ``None``
             for a client in memory or on a server (the server keeps its own files).
 
@@ -109,6 +116,7 @@ class DenseIndex(FollowingIndex):
         *,
         on_mismatch: OnMismatch = "raise",
         retry_s: float = 1.0,
+        windows: DenseConfig | None = None,
         files: Path | None = None,
     ) -> None:
         if on_mismatch not in ("rebuild", "raise"):
@@ -118,7 +126,11 @@ class DenseIndex(FollowingIndex):
         if collection is not None and not isinstance(collection, str):
             raise InvalidInputError(f"collection must be a name, got {preview(collection)}")
         super().__init__(
-            store, embedder, collection or f"gliding-{uuid.uuid4().hex[:12]}", retry_s=retry_s
+            store,
+            embedder,
+            collection or f"gliding-{uuid.uuid4().hex[:12]}",
+            retry_s=retry_s,
+            windows=windows,
         )
         self.client = client
         self.files = files
@@ -177,21 +189,30 @@ class DenseIndex(FollowingIndex):
     def reset(self) -> int:
         """Drop the collection and re-embed all of L0; return the number of entries indexed."""
         self.collection = self._recreate()
+        self._forget()
         return self.rebuild()
 
     # -- the backend's operations --------------------------------------------------------------
 
-    def _write(self, iris: list[str], vectors: Matrix) -> None:
-        with translated("chroma", f"writing {len(iris)} vectors to {self.name!r}"):
-            self.collection.upsert(ids=iris, embeddings=vectors)
+    def _write(self, keys: list[str], vectors: Matrix) -> None:
+        with translated("chroma", f"writing {len(keys)} vectors to {self.name!r}"):
+            self.collection.upsert(ids=keys, embeddings=vectors)
 
-    def _remove(self, iris: list[str]) -> None:
+    def _remove(self, keys: list[str]) -> None:
         with translated("chroma", f"deleting from the dense index {self.name!r}"):
-            self.collection.delete(ids=iris)
+            self.collection.delete(ids=keys)
 
-    def _held(self, iris: list[str]) -> int:
+    def _present(self, keys: list[str]) -> list[str]:
         with translated("chroma", f"reading ids of the dense index {self.name!r}"):
-            return len(self.collection.get(ids=iris, include=[])["ids"])
+            return list(self.collection.get(ids=keys, include=[])["ids"])
+
+    def _fetch(self, keys: list[str]) -> list[tuple[str, Vector]]:
+        with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
+            found = self.collection.get(ids=keys, include=["embeddings"])
+        return [
+            (key, np.asarray(row, dtype=np.float32))
+            for key, row in zip(found["ids"], found["embeddings"], strict=True)
+        ]
 
     def scrub(self) -> None:
         """Leave nothing of removed entries in Chroma's storage; rebuild the collection.
@@ -230,7 +251,7 @@ class DenseIndex(FollowingIndex):
     def _ids(self) -> Iterator[str]:
         offset = 0
         while True:
-            with translated("chroma", f"reading the ids of {self.name!r}"):
+            with translated("chroma", f"reading the ids of the dense index {self.name!r}"):
                 ids = self.collection.get(include=[], limit=self.max_batch, offset=offset)["ids"]
             yield from ids
             if len(ids) < self.max_batch:
@@ -238,26 +259,26 @@ class DenseIndex(FollowingIndex):
             offset += len(ids)
 
     def count(self) -> int:
-        """Return the number of indexed entries."""
-        with translated("chroma", f"counting the dense index {self.name!r}"):
-            return int(self.collection.count())
+        """Return the number of indexed entries (a windowed entry counts once).
 
-    def _nearest(
-        self, vector: Vector, n: int, allowed: list[str] | None
-    ) -> list[tuple[str, float]]:
+        It reads every vector id: a check, not a hot path.
+        """
+        return sum(1 for key in self._ids() if WINDOW_SEPARATOR not in key)
+
+    def _nearest(self, vector: Vector, n: int, keys: list[str] | None) -> list[tuple[str, float]]:
         with translated("chroma", f"querying the dense index {self.name!r}"):
             result = self.collection.query(
-                query_embeddings=[vector], n_results=n, ids=allowed, include=["distances"]
+                query_embeddings=[vector], n_results=n, ids=keys, include=["distances"]
             )
         ids, distances = result["ids"][0], result["distances"][0]
-        return [(iri, 1.0 - float(d)) for iri, d in zip(ids, distances, strict=True)]
+        return [(key, 1.0 - float(d)) for key, d in zip(ids, distances, strict=True)]
 
-    def _exact(self, vector: Vector, allowed: list[str], n: int) -> list[tuple[str, float]]:
-        with translated("chroma", f"reading vectors from the dense index {self.name!r}"):
-            found = self.collection.get(ids=allowed, include=["embeddings"])
-        if not found["ids"]:
+    def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
+        found = [pair for part in chunks(keys, self.max_batch) for pair in self._fetch(part)]
+        if not found:
             return []
-        return best(found["ids"], cosines(found["embeddings"], vector), n)
+        ids = [key for key, _ in found]
+        return best(ids, cosines(np.stack([row for _, row in found]), vector), n)
 
     def __repr__(self) -> str:
         return f"DenseIndex({self.name!r}, embedder={preview(self.embedder_label)})"

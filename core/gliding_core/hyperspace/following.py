@@ -4,8 +4,15 @@
 follows an ``EntryStore`` through its change log, embeds the changed texts with the memory's
 embedder, records the applied sequence as the store's watermark, retries a failed catch-up, and
 answers the exact queries a small allowed set asks for. A backend (a Chroma collection in
-``dense``, a pgvector table in ``pgvector``) supplies six operations: write vectors, remove
-IRIs, list the indexed IRIs, fetch vectors, the approximate nearest neighbours, and count.
+``dense``, a pgvector table in ``pgvector``) supplies its operations on vector ids: write
+vectors, remove ids, say which ids it holds, list them, fetch vectors, score ids exactly, the
+approximate nearest neighbours, and count entries.
+
+A text longer than one window (``DenseConfig``) is held as overlapping windows that cover it,
+one vector each (``windows``): window 0's vector id is the entry's IRI, window ``i`` is
+``"<iri> #<i>"``. This class turns vector ids back into entries: every read returns entries,
+each scored by its best window, and an entry rewritten shorter or removed loses the windows it
+no longer has. So every backend holds windows the same way.
 
 Invariants:
 - L0 is the source of truth and the index is derived from it. The index records in L0 the change
@@ -16,7 +23,13 @@ Invariants:
 - A write made inside a transaction that is still open is never applied: the catch-up waits
   for its commit (its sequence numbers would be given out again if it rolled back).
 - Vectors are computed by the memory's embedder, never by the backend; writes are split into
-  batches of at most ``max_batch`` entries.
+  batches of at most ``max_batch`` vectors.
+- A writer inside ``deferred()`` commits without embedding; ``refresh_later()`` then catches
+  up in one background thread, and searches meanwhile do not wait for it (``catching_up``).
+- The window vectors of recently written or read entries stay in a bounded in-process cache
+  (for the re-rank's exact cosines), kept coherent by the one path every change takes.
+- A writer inside ``reporting(report)`` hears, from the catch-ups its commits run, how many
+  more of its entries are embedded, every ``REPORT_STEP`` texts (a progress bar's steps).
 """
 
 from __future__ import annotations
@@ -25,16 +38,20 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from gliding_core.config import MAX_WINDOWS, DenseConfig
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.vectors import Vector, as_vector
+from gliding_core.hyperspace.windows import best_per_entry, entry_of, text_windows, window_ids
 from gliding_core.jsonld import node_text, preview
 from gliding_core.store.protocol import Change, EntryStore
 
@@ -43,6 +60,8 @@ logger = logging.getLogger(__name__)
 EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly instead of ANN
 CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
 WATERMARK_PREFIX = "dense:"
+VECTOR_CACHE_ENTRIES = 50_000  # entries whose window vectors stay in process (~75 MiB at 384-d)
+REPORT_STEP = 128  # texts per embedding call while a progress report listens
 
 Matrix = npt.NDArray[np.float32]
 
@@ -58,15 +77,27 @@ class FollowingIndex:
         embedder: computes the vectors.
         name: the index's name (its collection or table), unique per memory.
         retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+        windows: how long texts are split into windows (``DenseConfig``; its defaults when
+            omitted). Changing them applies to texts written afterwards; ``reset()``
+            re-embeds everything.
     """
 
     max_batch: int
 
     def __init__(
-        self, store: EntryStore, embedder: Embedder, name: str, *, retry_s: float = 1.0
+        self,
+        store: EntryStore,
+        embedder: Embedder,
+        name: str,
+        *,
+        retry_s: float = 1.0,
+        windows: DenseConfig | None = None,
     ) -> None:
         if isinstance(retry_s, bool) or not isinstance(retry_s, (int, float)) or retry_s <= 0:
             raise InvalidInputError(f"retry_s must be a number > 0, got {preview(retry_s)}")
+        if windows is not None and not isinstance(windows, DenseConfig):
+            raise InvalidInputError(f"windows must be a DenseConfig, got {preview(windows)}")
+        self.windows = windows or DenseConfig()
         self.store, self.embedder, self.name = store, embedder, name
         self.watermark_name = WATERMARK_PREFIX + name
         self.retry_s = retry_s
@@ -75,6 +106,11 @@ class FollowingIndex:
         self._timer: threading.Timer | None = None
         self._delay = retry_s
         self._closed = False
+        self._writer = threading.local()  # .deferring, .report: this writing thread's wishes
+        self._background: threading.Thread | None = None
+        self._background_lock = threading.Lock()
+        self._cache: OrderedDict[str, Matrix] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self._applied = self._persisted = store.watermark(self.watermark_name)
         self._persisted_at = time.monotonic()
         self._rebuild_pending = False
@@ -98,50 +134,51 @@ class FollowingIndex:
         """The embedder's name as the index's storage records it."""
         return embedder_name(self.embedder)
 
-    # -- what a backend supplies ---------------------------------------------------------------
+    # -- what a backend supplies (on vector ids: an IRI, or an IRI's window) -------------------
 
-    def _write(self, iris: list[str], vectors: Matrix) -> None:
-        """Store one vector per IRI (replacing any), at most ``max_batch`` of them."""
+    def _write(self, keys: list[str], vectors: Matrix) -> None:
+        """Store one vector per id (replacing any), at most ``max_batch`` of them."""
         raise NotImplementedError
 
-    def _remove(self, iris: list[str]) -> None:
-        """Remove these IRIs' vectors (missing ones are ignored), at most ``max_batch``."""
+    def _remove(self, keys: list[str]) -> None:
+        """Remove these ids' vectors (missing ones are ignored), at most ``max_batch``."""
         raise NotImplementedError
 
-    def _held(self, iris: list[str]) -> int:
-        """How many of ``iris`` (distinct) the backend holds vectors for."""
+    def _present(self, keys: list[str]) -> list[str]:
+        """Return those of ``keys`` (distinct, at most ``max_batch``) the backend holds."""
         raise NotImplementedError
 
-    def remove(self, iris: Sequence[str]) -> int:
-        """Drop the vectors of ``iris`` now (not waiting for the change log); return how many
-        the index held."""
-        held = 0
-        for part in chunks(list(dict.fromkeys(iris)), self.max_batch):
-            held += self._held(part)
-            self._remove(part)
-        return held
+    def _ids(self) -> Iterator[str]:
+        """Yield every vector id held."""
+        raise NotImplementedError
+
+    def _fetch(self, keys: list[str]) -> list[tuple[str, Vector]]:
+        """Return the ``(id, vector)`` pairs of those of ``keys`` the backend holds."""
+        raise NotImplementedError
+
+    def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
+        """Return up to ``n`` of ``keys`` by exact cosine with ``vector``, best first."""
+        raise NotImplementedError
+
+    def _nearest(self, vector: Vector, n: int, keys: list[str] | None) -> list[tuple[str, float]]:
+        """Return about ``n`` approximate nearest vector ids (among ``keys``), best first."""
+        raise NotImplementedError
+
+    def count(self) -> int:
+        """Return the number of indexed entries (a windowed entry counts once)."""
+        raise NotImplementedError
 
     def scrub(self) -> None:
         """Make removed entries' vectors unrecoverable from storage the index owns: nothing
         to do unless a backend keeps files of its own (it overrides this)."""
 
-    def _ids(self) -> Iterator[str]:
-        """Yield every indexed IRI."""
-        raise NotImplementedError
-
-    def _exact(self, vector: Vector, allowed: list[str], n: int) -> list[tuple[str, float]]:
-        """Return up to ``n`` of ``allowed`` by exact cosine with ``vector``, best first."""
-        raise NotImplementedError
-
-    def _nearest(
-        self, vector: Vector, n: int, allowed: list[str] | None
-    ) -> list[tuple[str, float]]:
-        """Return about ``n`` approximate nearest neighbours (among ``allowed``), best first."""
-        raise NotImplementedError
-
-    def count(self) -> int:
-        """Return the number of indexed entries."""
-        raise NotImplementedError
+    def remove(self, iris: Sequence[str]) -> int:
+        """Drop the vectors of ``iris`` (and their windows) now, not waiting for the change
+        log; return how many entries the index held."""
+        unique = list(dict.fromkeys(iris))
+        held = sum(len(self._present(part)) for part in chunks(unique, self.max_batch))
+        self._drop_windows(dict.fromkeys(unique, 0))
+        return held
 
     # -- following L0 --------------------------------------------------------------------------
 
@@ -167,6 +204,8 @@ class FollowingIndex:
             if not self._guard.acquire(blocking=wait):
                 break  # the running catch-up sees ``_wanted`` and goes round again
             try:
+                if self._closed:  # closed while this thread waited for the guard
+                    break
                 self._wanted = False
                 failed = not self._catch_up_quietly()
             finally:
@@ -190,16 +229,30 @@ class FollowingIndex:
     def _catch_up(self) -> int:
         if self._rebuild_pending:
             self._rebuild(512)
-        start = max(self._applied, self.store.watermark(self.watermark_name))
-        self._applied = start
+        shared = self.store.watermark(self.watermark_name)
+        if shared > self._applied:
+            self._forget_applied_elsewhere(self._applied, shared)
+        start = self._applied = max(self._applied, shared)
         read = 0
         chunk = min(self.max_batch, CATCH_UP_CHUNK)
-        while changes := self.store.changes_since(start, limit=chunk):
+        # A closing index stops between chunks: the watermark keeps what was applied.
+        while not self._closed and (changes := self.store.changes_since(start, limit=chunk)):
             self._apply([(iri, text) for _, iri, text in changes])
             start = self._applied = changes[-1][0]
             read += len(changes)
         self._persist(force=False)
         return read
+
+    def _forget_applied_elsewhere(self, start: int, end: int) -> None:
+        """Drop from the in-process cache the entries whose changes after ``start`` up to
+        ``end`` another process applied (the index, and its watermark, are shared): this
+        process will not apply them, so its cached vectors of them may be stale. A long gap
+        clears the whole cache rather than reading it all."""
+        changes = self.store.changes_since(start, limit=CATCH_UP_CHUNK)
+        if len(changes) == CATCH_UP_CHUNK and changes[-1][0] < end:
+            self._forget()
+        else:
+            self._forget([iri for sequence, iri, _ in changes if sequence <= end])
 
     def _catch_up_quietly(self) -> bool:
         try:
@@ -238,9 +291,68 @@ class FollowingIndex:
             logger.warning("the dense index %r could not retry its catch-up: %s", self.name, exc)
 
     def _on_commit(self, changes: list[Change]) -> None:
-        """Listener of L0 commits: the changes themselves are read back from the change log."""
+        """Listener of L0 commits: the changes themselves are read back from the change log.
+
+        A commit made inside ``deferred()`` leaves the work to ``refresh_later``."""
         del changes
-        self.refresh()
+        if not getattr(self._writer, "deferring", False):
+            self.refresh()
+
+    @contextmanager
+    def reporting(self, report: Callable[[int], None]) -> Iterator[None]:
+        """Within this block, the catch-ups this thread runs call ``report(n)`` each time ``n``
+        more entries are embedded (every ``REPORT_STEP`` texts): a progress bar's ``update``.
+
+        Raises:
+            InvalidInputError: ``report`` is not callable.
+        """
+        if not callable(report):
+            raise InvalidInputError(f"report must be callable, got {preview(report)}")
+        before = getattr(self._writer, "report", None)
+        self._writer.report = report
+        try:
+            yield
+        finally:
+            self._writer.report = before
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Within this block, this thread's commits return without embedding: call
+        ``refresh_later()`` (or any search) to catch up."""
+        self._writer.deferring = True
+        try:
+            yield
+        finally:
+            self._writer.deferring = False
+
+    def refresh_later(self) -> None:
+        """Catch up with L0 in a background thread (one at a time), and return at once.
+
+        While it runs, searches do not wait for it: their results' ``index_behind`` says how
+        many changes it has still to apply.
+        """
+        with self._background_lock:
+            if self._closed:
+                return
+            if self.catching_up:
+                self._wanted = True  # the running catch-up goes round again
+                return
+            self._background = threading.Thread(
+                target=self._refresh_in_background, name=f"catch-up {self.name}", daemon=True
+            )
+            self._background.start()
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether a background catch-up (``refresh_later``) is running."""
+        thread = self._background
+        return thread is not None and thread.is_alive()
+
+    def _refresh_in_background(self) -> None:
+        try:
+            self.refresh(wait=True)
+        except Exception as exc:  # the store closed under it: the next open catches up
+            logger.warning("the dense index %r stopped its background catch-up: %s", self.name, exc)
 
     def _persist(self, *, force: bool) -> None:
         """Record the applied sequence in L0, at most about once a second unless forced.
@@ -262,16 +374,133 @@ class FollowingIndex:
         removed = [iri for iri, text in latest.items() if not text]
         if written:
             self.upsert(written)
-        for part in chunks(removed, self.max_batch):
-            self._remove(part)
+        self._drop_windows(dict.fromkeys(removed, 0))
 
     def upsert(self, items: Sequence[tuple[str, str]]) -> None:
-        """Embed and store the texts of these entries, in batches the backend accepts."""
-        for part in chunks(list(dict(items).items()), self.max_batch):  # the last text wins
-            vectors = np.asarray(
-                self.embedder.embed_documents([text for _, text in part]), dtype=np.float32
-            )
-            self._write([iri for iri, _ in part], vectors)
+        """Embed and store the texts of these entries (a long one in windows), in batches the
+        backend accepts; windows an entry had beyond its new text's are dropped."""
+        pieces: list[tuple[str, str]] = []
+        counts: dict[str, int] = {}
+        for iri, text in dict(items).items():  # the last text of an IRI wins
+            windows = text_windows(text, self.windows)
+            counts[iri] = len(windows)
+            pieces += zip(window_ids(iri, len(windows)), windows, strict=True)
+        self._drop_windows(counts)
+        report: Callable[[int], None] | None = getattr(self._writer, "report", None)
+        last = {window_ids(iri, count)[-1] for iri, count in counts.items()} if report else set()
+        rows: dict[str, list[Vector]] = {}
+        for part in chunks(pieces, self.max_batch):
+            vectors = self._embed(part, report, last)
+            self._write([key for key, _ in part], vectors)
+            for (key, _), vector in zip(part, vectors, strict=True):
+                rows.setdefault(entry_of(key), []).append(vector)
+        self._remember({iri: np.stack(found) for iri, found in rows.items()})
+
+    def _embed(
+        self,
+        part: list[tuple[str, str]],
+        report: Callable[[int], None] | None,
+        last: set[str],
+    ) -> Matrix:
+        """Embed the texts of ``(vector id, text)`` pairs in one call, or, while ``report``
+        listens, in steps of ``REPORT_STEP``, reporting the entries whose last window is done."""
+        if report is None:
+            texts = [text for _, text in part]
+            return np.asarray(self.embedder.embed_documents(texts), dtype=np.float32)
+        rows = []
+        for step in chunks(part, REPORT_STEP):
+            texts = [text for _, text in step]
+            rows.append(np.asarray(self.embedder.embed_documents(texts), dtype=np.float32))
+            report(sum(key in last for key, _ in step))
+        return np.concatenate(rows)
+
+    def _drop_windows(self, counts: dict[str, int]) -> None:
+        """Delete each entry's vectors from window ``counts[iri]`` on (0: all of them).
+
+        Only entries that have a second window can have windows to drop: one read by id
+        finds them, so a batch of short texts costs no deletes.
+        """
+        if not counts:
+            return
+        gone = [iri for iri, count in counts.items() if count == 0]
+        self._forget(gone)
+        for iri in self._windowed(list(counts)):
+            # Up to the most any setting allows: windows left by a larger max_windows go too.
+            gone += window_ids(iri, MAX_WINDOWS)[max(counts[iri], 1) :]
+        for part in chunks(gone, self.max_batch):
+            self._remove(part)
+
+    def _windowed(self, iris: Sequence[str]) -> list[str]:
+        """Return those of ``iris`` whose text is held in more than one window."""
+        found: list[str] = []
+        for part in chunks([window_ids(iri, 2)[1] for iri in iris], self.max_batch):
+            found += self._present(part)
+        return [entry_of(key) for key in found]
+
+    def _with_windows(self, iris: Sequence[str]) -> list[str]:
+        """Return the vector ids of these entries: each IRI, and its windows when it has any."""
+        ceiling = self.windows.max_windows
+        extra = [key for iri in self._windowed(iris) for key in window_ids(iri, ceiling)[1:]]
+        return [*iris, *extra]
+
+    # -- the in-process vector cache -----------------------------------------------------------
+
+    def _remember(self, matrices: dict[str, Matrix]) -> None:
+        """Keep these entries' window vectors (unit rows) in the bounded in-process cache."""
+        with self._cache_lock:
+            for iri, matrix in matrices.items():
+                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+                self._cache[iri] = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+                self._cache.move_to_end(iri)
+            while len(self._cache) > VECTOR_CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+
+    def _forget(self, iris: Sequence[str] | None = None) -> None:
+        """Drop these entries (``None``: every entry) from the in-process cache."""
+        with self._cache_lock:
+            if iris is None:
+                self._cache.clear()
+            for iri in iris or ():
+                self._cache.pop(iri, None)
+
+    def _matrices(self, iris: Sequence[str]) -> dict[str, Matrix]:
+        """Return each indexed entry's window vectors (unit rows), from the in-process cache
+        or else read (from the embedding cache by their texts, or from the backend)."""
+        found: dict[str, Matrix] = {}
+        with self._cache_lock:
+            for iri in iris:
+                matrix = self._cache.get(iri)
+                if matrix is not None:
+                    found[iri] = matrix
+        missing = [iri for iri in iris if iri not in found]
+        if missing:
+            read = self._read_matrices(missing)
+            self._remember(read)
+            found.update(read)
+        return found
+
+    def _read_matrices(self, iris: list[str]) -> dict[str, Matrix]:
+        """Read entries' window vectors: with a caching embedder from its cache by the texts
+        L0 holds (several times faster than the backend), else from the backend."""
+        rows: dict[str, list[Vector]] = {}
+        if isinstance(self.embedder, CachedEmbedder):
+            pieces = [
+                (iri, window)
+                for iri, content in self.store.contents(iris).items()
+                if (body := node_text(json.loads(content)))
+                for window in text_windows(body, self.windows)
+            ]
+            if pieces:
+                matrix = self.embedder.matrix([window for _, window in pieces])
+                for (iri, _), row in zip(pieces, matrix, strict=True):
+                    rows.setdefault(iri, []).append(row)
+        else:
+            for part in chunks(self._with_windows(iris), self.max_batch):
+                for key, row in self._fetch(part):
+                    rows.setdefault(entry_of(key), []).append(row)
+        return {iri: np.stack(found).astype(np.float32) for iri, found in rows.items()}
+
+    # -- rebuilding ----------------------------------------------------------------------------
 
     def rebuild(self, batch: int = 512) -> int:
         """Re-embed every L0 entry with text and drop what L0 no longer holds; return the count.
@@ -289,7 +518,7 @@ class FollowingIndex:
             if items:
                 self.upsert(items)
                 seen.update(iri for iri, _ in items)
-        stale = [iri for iri in self._ids() if iri not in seen]
+        stale = [iri for iri in dict.fromkeys(map(entry_of, self._ids())) if iri not in seen]
         self._apply([(iri, None) for iri in stale])
         self._applied = max(self._applied, sequence)
         self._rebuild_pending = False
@@ -305,7 +534,8 @@ class FollowingIndex:
     def query(
         self, text: str | Vector, n: int, *, allowed: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
-        """Return up to ``n`` ``(iri, cosine)`` pairs nearest to ``text``, best first.
+        """Return up to ``n`` ``(iri, cosine)`` pairs nearest to ``text``, best first; a
+        windowed entry once, by its best window.
 
         With ``allowed``, only those IRIs are considered: scored exactly when few, otherwise
         through the backend's index restricted to them.
@@ -313,38 +543,48 @@ class FollowingIndex:
         vector = self.vector(text)
         if allowed is not None and not allowed:
             return []
-        if allowed is not None and len(allowed) <= EXACT_LIMIT:
-            return self._exact(vector, list(allowed), n)
-        return self._nearest(vector, max(1, n), None if allowed is None else list(allowed))
+        keys = None if allowed is None else self._with_windows(list(dict.fromkeys(allowed)))
+        if allowed is not None and keys is not None and len(allowed) <= EXACT_LIMIT:
+            return list(best_per_entry(self._exact(vector, keys, len(keys))).items())[:n]
+        fetch = max(1, n)
+        while True:  # windows of one entry take several places: ask until n entries are found
+            found = self._nearest(vector, fetch, keys)
+            entries = best_per_entry(found)
+            if len(entries) >= n or len(found) < fetch:
+                return list(entries.items())[:n]
+            fetch *= 2
 
     def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
-        """Return the exact cosine of ``text`` with each indexed entry among ``iris``.
+        """Return the exact cosine of ``text`` with each indexed entry among ``iris`` (the
+        best of a windowed entry's windows).
 
-        With a caching embedder the vectors come from its cache (the entries' texts are read
-        from L0), which is several times faster than fetching them from the backend.
+        The vectors come from an in-process cache of recent entries, else from the embedding
+        cache (the entries' texts read from L0), else from the backend.
         """
         if not iris:
             return {}
         vector = self.vector(text)
-        if not isinstance(self.embedder, CachedEmbedder):
-            return dict(self._exact(vector, list(iris), len(iris)))
-        found = [(iri, node_text(json.loads(c))) for iri, c in self.store.contents(iris).items()]
-        found = [(iri, body) for iri, body in found if body]
-        if not found:
-            return {}
-        return dict(
-            zip(
-                (iri for iri, _ in found),
-                cosines(self.embedder.matrix([body for _, body in found]), vector),
-                strict=True,
-            )
-        )
+        unit = vector / (float(np.linalg.norm(vector)) or 1.0)
+        return {iri: float(np.max(m @ unit)) for iri, m in self._matrices(list(iris)).items()}
+
+    def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
+        """Return the unit vector of each indexed entry among ``iris`` (a windowed entry's is
+        the normalised mean of its windows')."""
+        out: dict[str, Vector] = {}
+        for iri, matrix in self._matrices(list(iris)).items():
+            if len(matrix) == 1:  # its rows are unit vectors already
+                out[iri] = matrix[0]
+            else:
+                total = matrix.mean(axis=0)
+                out[iri] = total / (float(np.linalg.norm(total)) or 1.0)
+        return out
 
     def close(self) -> None:
         """Stop following the store and record the applied sequence; closing twice is harmless."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._background_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._unsubscribe()
         if self._timer is not None:
             self._timer.cancel()

@@ -1,9 +1,11 @@
 """Hyperspace: ``VectorIndex``, what search and the memory need of a dense index.
 
-A dense index holds one vector per L0 entry with text, computed by the memory's embedder, and
-answers nearest-neighbour queries by cosine. ``DenseIndex`` (``gliding_core.hyperspace.dense``)
-implements it over a Chroma collection, embedded in the process or on a Chroma server; an index
-in a server database is another implementation. A constructor is not part of the protocol.
+A dense index holds the vectors of each L0 entry with text (one, or a long text's windows),
+computed by the memory's embedder, and answers nearest-neighbour queries by cosine.
+``DenseIndex`` (``gliding_core.hyperspace.dense``) implements it over a Chroma collection,
+embedded in the process or on a Chroma server, and ``PgVectorIndex``
+(``gliding_core.hyperspace.pgvector``) in PostgreSQL; both on the shared base
+``following.FollowingIndex``. A constructor is not part of the protocol.
 
 The contract every implementation keeps (its suite is ``tests/test_core/contracts/``):
 
@@ -17,13 +19,20 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   ``IndexMismatchError`` (or rebuilds itself, where it owns its storage); it never mixes vectors.
 - Erasure: ``remove`` drops vectors at once; ``scrub`` leaves nothing of a removed entry
   (vector or IRI) in the backend's storage, which may cost a rebuild from L0.
+- Reads (``query``, ``similarities``, ``vectors``) return entries, one per IRI. A long text is
+  held as several vectors (overlapping windows, ``DenseConfig``); the entry's score is then the
+  best of its windows', and ``count`` counts entries.
+- ``deferred()`` lets a writer commit without embedding; ``refresh_later()`` catches up in a
+  background thread while ``catching_up`` is true, and searches meanwhile do not wait for it.
+  ``reporting(report)`` tells a writer how many of its entries are embedded as it goes.
 - Vectors come from the embedder, never from the backend. Writes are split into batches the
   backend accepts. The backend's failures leave as ``StorageError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from gliding_core.hyperspace.embedders import Embedder
@@ -55,6 +64,27 @@ class VectorIndex(Protocol):
         """
         ...
 
+    def refresh_later(self) -> None:
+        """Catch up with L0 in a background thread and return at once; while it runs,
+        ``catching_up`` is true and searches do not wait for it."""
+        ...
+
+    @property
+    def catching_up(self) -> bool:
+        """Whether a background catch-up (``refresh_later``) is running."""
+        ...
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """Within this block, the calling thread's commits are not applied when they commit
+        (``refresh_later`` or the next search applies them)."""
+        ...
+
+    def reporting(self, report: Callable[[int], None]) -> AbstractContextManager[None]:
+        """Within this block, the catch-ups the calling thread runs (its commits') call
+        ``report(n)`` as ``n`` more entries are embedded, in steps (a progress bar's ``update``).
+        """
+        ...
+
     def catch_up(self) -> int:
         """Apply every L0 change after the watermark; return how many were read.
 
@@ -78,6 +108,10 @@ class VectorIndex(Protocol):
         """Return the exact cosine of ``text`` with each indexed entry among ``iris``."""
         ...
 
+    def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
+        """Return the unit vector of each indexed entry among ``iris``."""
+        ...
+
     def upsert(self, items: Sequence[tuple[str, str]]) -> None:
         """Embed and store the texts of these ``(iri, text)`` entries."""
         ...
@@ -92,12 +126,12 @@ class VectorIndex(Protocol):
         ...
 
     def count(self) -> int:
-        """Return the number of indexed entries."""
+        """Return the number of indexed entries (a windowed entry counts once)."""
         ...
 
     def remove(self, iris: Sequence[str]) -> int:
-        """Drop the vectors of ``iris`` now (not waiting for the change log); return how many
-        the index held."""
+        """Drop the vectors of ``iris`` (every window of each) now, not waiting for the change
+        log; return how many of the entries the index held."""
         ...
 
     def scrub(self) -> None:

@@ -5,7 +5,8 @@ schema, in the database of the ``PostgresEntryStore`` it follows and through tha
 connection pool: so every worker of a fleet shares one index, and the index's storage goes
 wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
 
-- The table ``dense_<name>`` holds one row per indexed IRI, its vector of the embedder's
+- The table ``dense_<name>`` holds one row per vector id (an indexed IRI, or one of a long
+  text's further windows, ``"<iri> #<i>"``: see ``following``), its vector of the embedder's
   dimension, under an HNSW index by cosine distance (``vector_cosine_ops``). ``dense_indexes``
   records each index's embedder and dimension; an index opened with another embedder raises
   ``IndexMismatchError`` (``on_mismatch="raise"``, the default on a shared database) or is
@@ -24,6 +25,7 @@ constants and validated names, every value a parameter.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,10 +34,12 @@ from typing import Any, Literal
 import numpy as np
 import psycopg
 
+from gliding_core.config import DenseConfig
 from gliding_core.errors import IndexMismatchError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.following import FollowingIndex, Matrix
 from gliding_core.hyperspace.vectors import Vector
+from gliding_core.hyperspace.windows import WINDOW_SEPARATOR
 from gliding_core.jsonld import preview
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import Migration, lock_key
@@ -69,6 +73,8 @@ class PgVectorIndex(FollowingIndex):
         on_mismatch: what to do when the index was built by another embedder: ``"raise"``
             ``IndexMismatchError`` or ``"rebuild"`` it from L0.
         retry_s: the first delay before a failed catch-up is retried; doubled up to a minute.
+        windows: how long texts are split into windows (``DenseConfig``; its defaults when
+            omitted).
 
     Raises:
         ConfigError: pgvector is not installed and this role may not install it (the message
@@ -86,6 +92,7 @@ class PgVectorIndex(FollowingIndex):
         *,
         on_mismatch: OnMismatch = "raise",
         retry_s: float = 1.0,
+        windows: DenseConfig | None = None,
     ) -> None:
         if not isinstance(store, PostgresEntryStore):
             raise InvalidInputError(
@@ -99,7 +106,7 @@ class PgVectorIndex(FollowingIndex):
             raise InvalidInputError(
                 f"on_mismatch must be 'rebuild' or 'raise', got {preview(on_mismatch)}"
             )
-        super().__init__(store, embedder, name, retry_s=retry_s)
+        super().__init__(store, embedder, name, retry_s=retry_s, windows=windows)
         self.max_batch = BATCH
         self._db = store.db
         self.dimension = _dimension(embedder)
@@ -168,6 +175,7 @@ class PgVectorIndex(FollowingIndex):
         """Drop every vector and re-embed all of L0; return the number of entries indexed."""
         with self._transaction("resetting the dense index") as conn:
             conn.execute(f"TRUNCATE {self.table}")
+        self._forget()
         return self.rebuild()
 
     @contextmanager
@@ -178,30 +186,39 @@ class PgVectorIndex(FollowingIndex):
 
     # -- the backend's operations --------------------------------------------------------------
 
-    def _write(self, iris: list[str], vectors: Matrix) -> None:
+    def _write(self, keys: list[str], vectors: Matrix) -> None:
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise InvalidInputError(
                 f"the embedder gave vectors of shape {vectors.shape}, not (n, {self.dimension})"
             )
-        order = sorted(range(len(iris)), key=iris.__getitem__)  # one lock order for all writers
-        with self._transaction(f"writing {len(iris)} vectors to {self.name!r}") as conn:
+        order = sorted(range(len(keys)), key=keys.__getitem__)  # one lock order for all writers
+        with self._transaction(f"writing {len(keys)} vectors to {self.name!r}") as conn:
             conn.execute(
                 f"INSERT INTO {self.table} (iri, embedding)"
                 f" SELECT * FROM unnest(%s::text[], %s::text[]::{self._vector}[])"
                 " ON CONFLICT (iri) DO UPDATE SET embedding = excluded.embedding",
-                ([iris[i] for i in order], [_literal(vectors[i]) for i in order]),
+                ([keys[i] for i in order], [_literal(vectors[i]) for i in order]),
             )
 
-    def _remove(self, iris: list[str]) -> None:
+    def _remove(self, keys: list[str]) -> None:
         with self._transaction(f"deleting from the dense index {self.name!r}") as conn:
-            conn.execute(f"DELETE FROM {self.table} WHERE iri = ANY(%s::text[])", (iris,))
+            conn.execute(f"DELETE FROM {self.table} WHERE iri = ANY(%s::text[])", (keys,))
 
-    def _held(self, iris: list[str]) -> int:
+    def _present(self, keys: list[str]) -> list[str]:
         with self._transaction(f"reading ids of the dense index {self.name!r}") as conn:
-            row = conn.execute(
-                f"SELECT count(*) FROM {self.table} WHERE iri = ANY(%s::text[])", (iris,)
-            ).fetchone()
-        return int(row[0]) if row else 0
+            rows = conn.execute(
+                f"SELECT iri FROM {self.table} WHERE iri = ANY(%s::text[])", (keys,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def _fetch(self, keys: list[str]) -> list[tuple[str, Vector]]:
+        # pgvector's text form is a JSON array: read so, no client-side type is registered.
+        with self._transaction(f"reading vectors of {self.name!r}") as conn:
+            rows = conn.execute(
+                f"SELECT iri, embedding::text FROM {self.table} WHERE iri = ANY(%s::text[])",
+                (keys,),
+            ).fetchall()
+        return [(key, np.asarray(json.loads(text), dtype=np.float32)) for key, text in rows]
 
     def scrub(self) -> None:
         """Leave nothing of removed entries in the index's table: rewrite it and its HNSW
@@ -230,16 +247,17 @@ class PgVectorIndex(FollowingIndex):
             last = rows[-1][0]
 
     def count(self) -> int:
-        """Return the number of indexed entries."""
+        """Return the number of indexed entries (a windowed entry counts once)."""
         with self._transaction(f"counting the dense index {self.name!r}") as conn:
-            row = conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
+            row = conn.execute(
+                f"SELECT count(*) FROM {self.table} WHERE strpos(iri, %s) = 0",
+                (WINDOW_SEPARATOR,),
+            ).fetchone()
         return int(row[0]) if row else 0
 
-    def _nearest(
-        self, vector: Vector, n: int, allowed: list[str] | None
-    ) -> list[tuple[str, float]]:
-        if allowed is not None:
-            return self._exact(vector, allowed, n)
+    def _nearest(self, vector: Vector, n: int, keys: list[str] | None) -> list[tuple[str, float]]:
+        if keys is not None:
+            return self._exact(vector, keys, n)
         with self._transaction(f"querying the dense index {self.name!r}") as conn:
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(SEARCH_BEAM, n)),)
@@ -251,14 +269,14 @@ class PgVectorIndex(FollowingIndex):
             ).fetchall()
         return [(iri, 1.0 - float(distance)) for iri, distance in rows]
 
-    def _exact(self, vector: Vector, allowed: list[str], n: int) -> list[tuple[str, float]]:
+    def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
         # Ordered by the similarity, not by the distance operator: the planner then reads the
         # allowed rows by their key instead of walking the approximate graph.
         with self._transaction(f"scoring vectors of {self.name!r}") as conn:
             rows = conn.execute(
                 f"SELECT iri, 1 - (embedding {self._distance} %s::{self._vector}) AS s"
                 f" FROM {self.table} WHERE iri = ANY(%s::text[]) ORDER BY s DESC, iri LIMIT %s",
-                (_literal(vector), allowed, n),
+                (_literal(vector), keys, n),
             ).fetchall()
         return [(iri, float(score)) for iri, score in rows]
 

@@ -11,15 +11,20 @@ by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+from typing_extensions import Unpack
+
+from gliding_core.config import SearchConfig, SearchOptions
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.vectors import Vector
-from gliding_core.jsonld import check_text, preview
+from gliding_core.jsonld import check_text, node_text, preview
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import MAX_RESULTS, SearchFilters
 from gliding_core.store.protocol import EntryStore
@@ -83,23 +88,20 @@ class HybridSearch:
     2. With ``rerank`` (the default) the candidates are re-scored: each arm's own score
        (BM25, exact cosine) plus ``context_weight`` times its linked neighbours' scores, so a
        turn is judged with its context; each arm is normalised over the candidates and the
-       arms are mixed by their weights. Without it, the fused rank decides.
+       arms are mixed by their weights. Without it, the fused rank decides. With
+       ``hubness_correction`` (the default) each candidate's cosine first loses half its mean
+       cosine with its ten nearest fellow candidates, so a crowd of alike entries does not
+       take the dense arm's top places by number. A candidate then
+       gains ``group_weight`` times the mean of the ``group_top`` best scores of its named
+       graph: a conversation session, or a project, that holds a strong match makes its other
+       entries likelier.
 
     Args:
         store: the L0 store (lexical arm, filters, entries).
         dense: the dense index, or ``None`` for lexical search only.
-        weights: the weight of each arm, in both stages.
-        rrf_k: the reciprocal-rank constant.
-        candidates: how many hits each arm contributes (at least ``k``).
-        pool: how many fused hits go on to the second stage.
-        rerank: whether to run the second stage.
-        context_weight: the share of a neighbour's score a hit receives.
+        settings: the weights, depths and re-rank settings (``SearchConfig``; its defaults
+            when omitted); each may be overridden per call.
         context_predicates: the links that carry context.
-        group_weight: how much a hit gains from the best candidates of its named graph (the
-            mean of their ``group_top`` scores; by default the single best): a conversation
-            session, or a project, that holds a strong match makes its other entries likelier.
-            0 turns it off.
-        group_top: how many of a graph's best candidates make its score.
     """
 
     def __init__(
@@ -107,21 +109,14 @@ class HybridSearch:
         store: EntryStore,
         dense: VectorIndex | None,
         *,
-        weights: Mapping[str, float] | None = None,
-        rrf_k: int = RRF_K,
-        candidates: int = 100,
-        pool: int = 100,
-        rerank: bool = True,
-        context_weight: float = 0.2,
+        settings: SearchConfig | None = None,
         context_predicates: tuple[str, ...] = ("previous",),
-        group_weight: float = 1.0,
-        group_top: int = 1,
     ) -> None:
+        if settings is not None and not isinstance(settings, SearchConfig):
+            raise InvalidInputError(f"settings must be a SearchConfig, got {preview(settings)}")
         self.store, self.dense = store, dense
-        self.weights = _check_weights(weights or {"lexical": 0.75, "dense": 1.0})
-        self.rrf_k, self.candidates, self.pool, self.rerank = rrf_k, candidates, pool, rerank
-        self.context_weight, self.context_predicates = context_weight, context_predicates
-        self.group_weight, self.group_top = group_weight, group_top
+        self.settings = settings or SearchConfig()
+        self.context_predicates = context_predicates
 
     def search(
         self,
@@ -129,13 +124,25 @@ class HybridSearch:
         k: int = 10,
         *,
         filters: SearchFilters | None = None,
-        weights: Mapping[str, float] | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResults:
         """Return the ``k`` best entries for ``query`` that pass ``filters``, best first.
 
         The dense index first catches up with L0 (unless another thread is already doing so);
         if it is still behind, the results' ``index_behind`` says by how much and a warning is
         logged.
+
+        Args:
+            query: the text to look for.
+            k: how many hits to return.
+            filters: restrict every arm to the entries that pass.
+            **options: ``SearchConfig`` fields overriding this search's settings for this
+                call (``lexical_weight``, ``dense_weight``, ``candidates``, ``pool``,
+                ``rerank``, ``rrf_k``, ``context_weight``, ``group_weight``, ``group_top``).
+
+        Raises:
+            InvalidInputError: a bad query, ``k`` or ``filters``.
+            ConfigError: an unknown option or a bad value (named in the message).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError(f"query must be a non-empty string, got {preview(query)}")
@@ -144,20 +151,21 @@ class HybridSearch:
             raise InvalidInputError(f"k must be an int in [1, {MAX_RESULTS}], got {preview(k)}")
         if filters is not None and not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
-        mix = self.weights if weights is None else _check_weights(weights)
+        settings = self.settings.updated(**options)
+        mix = settings.weights
         limits = filters or SearchFilters()
         behind = self._refresh()
         # One query vector for the dense arm and the re-rank: the query is embedded once.
         probe = self._probe(query)
-        n = max(k, self.candidates)
+        n = max(k, settings.candidates)
         if self.dense is not None and probe is None:
             ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
         else:
             ranked = self.arms(query, n, limits, vector=probe)
-        fused, detail = self.fuse(ranked, mix)
-        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
-        if self.rerank:
-            final = self._rerank(probe, best, ranked, detail, mix, limits)
+        fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
+        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
+        if settings.rerank:
+            final = self._rerank(probe, best, ranked, detail, settings, limits)
         else:
             final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
@@ -184,10 +192,15 @@ class HybridSearch:
         if self.dense is None:
             return 0
         # Wait for a catch-up another thread is running (a writer's listener, the retry timer):
-        # a search never misses what was committed before it began, unless the index failed.
-        behind = self.dense.refresh(wait=True)
+        # a search never misses what was committed before it began, unless the index failed
+        # or was told to catch up in the background (writes with embed="later"): then the
+        # search goes on without waiting, and says how far behind the index is.
+        background = self.dense.catching_up
+        behind = self.dense.refresh(wait=not background)
         if behind:
-            logger.warning(
+            # A catch-up under way in the background was asked for: not worth a warning.
+            logger.log(
+                logging.INFO if background else logging.WARNING,
                 "the dense index is %d L0 changes behind: recent entries may be missing from "
                 "its arm (it is retrying)",
                 behind,
@@ -222,7 +235,11 @@ class HybridSearch:
         return kept
 
     def fuse(
-        self, ranked: Mapping[str, list[tuple[str, float]]], weights: Mapping[str, float]
+        self,
+        ranked: Mapping[str, list[tuple[str, float]]],
+        weights: Mapping[str, float],
+        *,
+        rrf_k: int = RRF_K,
     ) -> tuple[dict[str, float], dict[str, dict[str, ArmResult]]]:
         """Fuse ranked lists by weighted reciprocal rank; return the scores and each hit's
         rank and score per arm."""
@@ -232,7 +249,7 @@ class HybridSearch:
             weight = weights.get(arm, 0.0)
             for rank, (iri, score) in enumerate(hits, start=1):
                 detail.setdefault(iri, {})[arm] = ArmResult(rank, score)
-                fused[iri] = fused.get(iri, 0.0) + weight / (self.rrf_k + rank)
+                fused[iri] = fused.get(iri, 0.0) + weight / (rrf_k + rank)
         for iri, value in fused.items():
             detail[iri]["fused"] = ArmResult(0, value)
         return fused, detail
@@ -243,10 +260,10 @@ class HybridSearch:
         best: list[str],
         ranked: Mapping[str, list[tuple[str, float]]],
         detail: dict[str, dict[str, ArmResult]],
-        weights: Mapping[str, float],
+        settings: SearchConfig,
         filters: SearchFilters,
     ) -> dict[str, float]:
-        links = self.store.linked(best, self.context_predicates) if self.context_weight else []
+        links = self.store.linked(best, self.context_predicates) if settings.context_weight else []
         extra = {n for _, n in links if n not in detail}
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
@@ -259,66 +276,152 @@ class HybridSearch:
             known = dict(ranked.get("dense", []))
             missing = [iri for iri in pool if iri not in known]
             raw["dense"] = {**known, **self.dense.similarities(query, missing)}
+            if settings.length_correction:
+                raw["dense"] = self._length_corrected(raw["dense"], pool)
+            if settings.hubness_correction:
+                raw["dense"] = self._hubness_corrected(raw["dense"], pool)
         neighbours: dict[str, list[str]] = {}
         for iri, other in links:
             if other in raw["lexical"] or other in raw.get("dense", {}) or other in pool:
                 neighbours.setdefault(iri, []).append(other)
+        shares = {
+            arm: _normalised(
+                {
+                    iri: scores.get(iri, 0.0)
+                    + settings.context_weight
+                    * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
+                    for iri in pool
+                },
+                arm,
+                settings.normalise,
+            )
+            for arm, scores in raw.items()
+        }
+        weights = settings.weights
+        if settings.adaptive_weights and len(shares) > 1:
+            weights = _adaptive(weights, shares)
         final = dict.fromkeys(pool, 0.0)
-        for arm, scores in raw.items():
-            mixed = {
-                iri: scores.get(iri, 0.0)
-                + self.context_weight * sum(scores.get(n, 0.0) for n in neighbours.get(iri, []))
-                for iri in pool
-            }
-            # BM25 is scaled by its best score (0 means no match); cosines are spread over
-            # the candidates' own range.
-            low = 0.0 if arm == "lexical" else min(mixed.values())
-            high = max(mixed.values())
+        for arm, share in shares.items():
             for iri in pool:
-                if high > low:
-                    share = (mixed[iri] - low) / (high - low)
-                else:  # one value for all: each is the best there is, if it matched at all
-                    share = 1.0 if high > 0 else 0.0
-                final[iri] += weights.get(arm, 0.0) * share
-        if self.group_weight:
-            self._group_prior(final, detail)
+                final[iri] += weights.get(arm, 0.0) * share[iri]
+        if settings.group_weight:
+            self._group_prior(final, detail, settings)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final
 
+    def _hubness_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
+        """Lower each candidate's cosine by half its mean cosine with its ten nearest fellow
+        candidates (cross-domain similarity local scaling, over the candidates).
+
+        A text close to many others (short one-line facts about the same person, in the same
+        words) is close to many queries too, and wins the dense arm for that alone; a text
+        that stands apart keeps its cosine. The correction is measured among this query's
+        candidates, so it needs nothing precomputed.
+        """
+        assert self.dense is not None
+        vectors = self.dense.vectors([iri for iri in pool if iri in scores])
+        if len(vectors) < 3:
+            return scores
+        iris = list(vectors)
+        matrix = np.stack([vectors[iri] for iri in iris])
+        similar = matrix @ matrix.T
+        np.fill_diagonal(similar, -np.inf)
+        top = min(10, len(iris) - 1)
+        nearest = -np.partition(-similar, top - 1, axis=1)[:, :top]
+        crowding = nearest.mean(axis=1)
+        out = dict(scores)
+        for iri, value in zip(iris, crowding, strict=True):
+            out[iri] = scores[iri] - 0.5 * float(value)
+        return out
+
+    def _length_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
+        """Remove from the candidates' cosines the part their text length explains.
+
+        Over the candidates of one query, the cosine is regressed on the log of the text's
+        length in words; each cosine then loses the slope times its length's distance from the
+        mean, so a text ranks no higher (nor lower) for being short (or long) alone.
+        """
+        lengths = _lengths(self.store.contents([iri for iri in pool if iri in scores]))
+        known = [iri for iri in pool if iri in scores and iri in lengths]
+        if len(known) < 3:
+            return scores
+        x = [math.log1p(lengths[iri]) for iri in known]
+        y = [scores[iri] for iri in known]
+        mean_x, mean_y = sum(x) / len(x), sum(y) / len(y)
+        spread = sum((v - mean_x) ** 2 for v in x)
+        if spread <= 1e-12:
+            return scores
+        slope = sum((a - mean_x) * (b - mean_y) for a, b in zip(x, y, strict=True)) / spread
+        out = dict(scores)
+        for iri, length in zip(known, x, strict=True):
+            out[iri] = scores[iri] - slope * (length - mean_x)
+        return out
+
     def _group_prior(
-        self, final: dict[str, float], detail: dict[str, dict[str, ArmResult]]
+        self,
+        final: dict[str, float],
+        detail: dict[str, dict[str, ArmResult]],
+        settings: SearchConfig,
     ) -> None:
         graph_of = self.store.graphs_of(list(final))
         members: dict[str, list[float]] = {}
         for iri, graph in graph_of.items():
             members.setdefault(graph, []).append(final[iri])
         prior = {
-            graph: sum(sorted(scores, reverse=True)[: self.group_top])
-            / min(len(scores), self.group_top)
+            graph: sum(sorted(scores, reverse=True)[: settings.group_top])
+            / min(len(scores), settings.group_top)
             for graph, scores in members.items()
         }
         for iri, graph in graph_of.items():
-            boost = self.group_weight * prior[graph]
+            boost = settings.group_weight * prior[graph]
             final[iri] += boost
             detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
 
 
-def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    if not isinstance(weights, Mapping):
-        raise InvalidInputError(f"weights must map arm names to numbers, got {preview(weights)}")
-    out = {}
-    for arm, value in weights.items():
-        if arm not in ARMS:
-            raise InvalidInputError(f"unknown search arm {arm!r}; arms are {', '.join(ARMS)}")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise InvalidInputError(
-                f"weight of {arm!r} must be a number >= 0, got {preview(value)}"
-            )
-        out[arm] = float(value)
-    return out
+def _lengths(contents: Mapping[str, str]) -> dict[str, int]:
+    """The length in words of each entry's searchable text."""
+    return {iri: len(node_text(json.loads(content)).split()) for iri, content in contents.items()}
+
+
+def _normalised(scores: Mapping[str, float], arm: str, how: str) -> dict[str, float]:
+    """Put one arm's scores over the candidates on a common scale.
+
+    ``range``: BM25 divided by its best score (0 means no match), cosines spread over the
+    candidates' own range, so each arm's best is 1. ``z``: each score's distance from the
+    candidates' mean in standard deviations, so an arm counts by how far its best stand out.
+    """
+    values = list(scores.values())
+    if how == "z":
+        mean = sum(values) / len(values)
+        deviation = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        if deviation <= 1e-12:
+            return dict.fromkeys(scores, 0.0)
+        return {iri: (value - mean) / deviation for iri, value in scores.items()}
+    low = 0.0 if arm == "lexical" else min(values)
+    high = max(values)
+    if high <= low:  # one value for all: each is the best there is, if it matched at all
+        return dict.fromkeys(scores, 1.0 if high > 0 else 0.0)
+    return {iri: (value - low) / (high - low) for iri, value in scores.items()}
+
+
+def _adaptive(
+    weights: Mapping[str, float], shares: Mapping[str, Mapping[str, float]]
+) -> dict[str, float]:
+    """Scale each arm's weight by how sharply its best candidates stand out for this query.
+
+    An arm's confidence is the gap between its best normalised score and the mean of its next
+    ten, over the candidates: an arm that ranks a few entries far above the rest says more
+    than one that ranks many alike. The weights keep their sum.
+    """
+    confidence = {}
+    for arm, share in shares.items():
+        top = sorted(share.values(), reverse=True)[:11]
+        rest = top[1:] or [top[0]]
+        confidence[arm] = max(top[0] - sum(rest) / len(rest), 1e-6)
+    total = sum(weights.get(arm, 0.0) for arm in shares)
+    scaled = {arm: weights.get(arm, 0.0) * confidence[arm] for arm in shares}
+    mass = sum(scaled.values())
+    if mass <= 0:
+        return dict(weights)
+    return {arm: total * value / mass for arm, value in scaled.items()}

@@ -37,7 +37,16 @@ def _conversation(
 ) -> dict[str, Any]:
     conversation: dict[str, Any] = {"speaker_a": speakers[0], "speaker_b": speakers[1]}
     qa = []
+    observation: dict[str, Any] = {}
+    summary: dict[str, str] = {}
     for number, lines in enumerate(topics, start=1):
+        observation[f"session_{number}_observation"] = {
+            speakers[0]: [[f"{speakers[0]} said: {lines[0]}", f"D{number}:1"]],
+            speakers[1]: [[f"{speakers[1]} said: {lines[1]}", [f"D{number}:2", f"D{number}:5"]]],
+        }
+        summary[f"session_{number}_summary"] = f"{speakers[0]} and {speakers[1]}: " + ". ".join(
+            lines
+        )
         conversation[f"session_{number}_date_time"] = f"1:56 pm on {number} May, 2023"
         turns = []
         for i, line in enumerate(lines * 2):
@@ -53,7 +62,13 @@ def _conversation(
             }
         )
     qa.append({"question": "Unanswerable?", "answer": "none", "evidence": [], "category": 5})
-    return {"sample_id": sample, "conversation": conversation, "qa": qa}
+    return {
+        "sample_id": sample,
+        "conversation": conversation,
+        "qa": qa,
+        "observation": observation,
+        "session_summary": summary,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +159,25 @@ def test_bench_locomo_shape(data: Path, tmp_path: Path) -> None:
         assert "recall@10" not in figures["methods"][name]
         assert 0.0 <= figures["methods"][name]["budget_recall@1000"] <= 1.0
     assert figures["methods"]["gliding"]["recall@20"] >= figures["methods"]["recent"]["recall@5"]
+    # Both shapes by default; the mixed memory runs the memory's own methods only.
+    assert set(figures["shapes"]) == {"turns", "mixed"}
+    assert set(figures["shapes"]["mixed"]["methods"]) == own
+    assert figures["shapes"]["mixed"]["questions"] == 4
+
+
+def test_an_item_citing_an_evidence_turn_counts_as_finding_it() -> None:
+    into: dict[str, list[float]] = {}
+    tokens = {"D1:1": 10, "D1:2": 10, "obs-0": 5, "sum-1": 600}
+    cover = {
+        "D1:1": frozenset({"D1:1"}),
+        "D1:2": frozenset({"D1:2"}),
+        "obs-0": frozenset({"D1:2"}),
+        "sum-1": frozenset({"D1:1", "D1:2"}),
+    }
+    recall._score(into, ["D1:1", "D1:2"], ["obs-0", "sum-1", "D1:1"], tokens, cover)
+    assert into["recall@5"] == [1.0]  # the summary covers both
+    assert into["budget_recall@500"] == [0.5]  # the summary does not fit: only the observation
+    assert into["budget_recall@1000"] == [1.0]
 
 
 class _FirstTurns:
@@ -235,3 +269,17 @@ def test_bench_search_on_postgresql_beside_sqlite(
         assert pg[method]["budget_recall@1000"] == pytest.approx(
             lite[method]["budget_recall@1000"], abs=0.01
         )
+
+
+def test_bench_ingest_reports_both_modes(tmp_path: Path) -> None:
+    out = tmp_path / "ingest.json"
+    code, text = run(
+        "bench", "ingest", "--entries", "600", "--embedders", "hash", "--json", str(out)
+    )
+    assert code == 0
+    assert "later: returned/s" in text
+    (figures,) = json.loads(out.read_text())
+    for key in ("now_returned_per_s", "now_indexed_per_s", "later_returned_per_s"):
+        assert figures[key] > 0
+    # Returning is never slower than returning after the embedding as well.
+    assert figures["later_returned_per_s"] >= figures["later_indexed_per_s"]

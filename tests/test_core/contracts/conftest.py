@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import pytest
 
@@ -36,6 +36,7 @@ from gliding_core import (
     CoordinationConfig,
     CoordinationDB,
     CoordinationStore,
+    DenseConfig,
     DenseIndex,
     Directory,
     Embedder,
@@ -340,6 +341,14 @@ def shared_queue_backend(
         yield backend
 
 
+class OpenIndex(Protocol):
+    """Open a ``VectorIndex`` on a store handle (see ``IndexBackend.open``)."""
+
+    def __call__(
+        self, store: EntryStore, embedder: Embedder, windows: DenseConfig | None = None
+    ) -> VectorIndex: ...
+
+
 @dataclass(frozen=True)
 class IndexBackend:
     """One implementation of ``VectorIndex``, with the L0 store its index follows.
@@ -347,15 +356,16 @@ class IndexBackend:
     Attributes:
         name: The implementation's name in ``VECTOR_INDEXES`` (the test id).
         store: Where the L0 store lives (a shared one: the index outlives its handles).
-        open: Open an index on the given handle of ``store`` with the given embedder, on the
-            same vector storage each time (the same collection or table); the caller closes it.
+        open: Open an index on the given handle of ``store`` with the given embedder (and
+            window settings, the defaults when ``None``), on the same vector storage each time
+            (the same collection or table); the caller closes it.
         child_source: Python source that defines ``open_index(store, embedder)``, run after
             ``store.child_source``, for tests with a child process.
     """
 
     name: str
     store: Backend[EntryStore]
-    open: Callable[[EntryStore, Embedder], VectorIndex]
+    open: OpenIndex
     child_source: str
 
 
@@ -372,10 +382,12 @@ def _chroma(
     collection = f"contract-{uuid.uuid4().hex[:12]}"  # the server is shared by the session
     clients: list[Any] = []
 
-    def open_index(store: EntryStore, embedder: Embedder) -> VectorIndex:
+    def open_index(
+        store: EntryStore, embedder: Embedder, windows: DenseConfig | None = None
+    ) -> VectorIndex:
         if not clients:  # one client per test: an embedded Chroma is one system per path
             clients.append(client())
-        return DenseIndex(store, embedder, clients[0], collection)
+        return DenseIndex(store, embedder, clients[0], collection, windows=windows)
 
     with _sqlite_file(request, tmp_path) as store:
         try:
@@ -428,8 +440,10 @@ def _chroma_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[I
 def _pgvector(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IndexBackend]:
     """A PgVectorIndex in the schema of a PostgreSQL L0 store, through the store's pool."""
 
-    def open_index(store: EntryStore, embedder: Embedder) -> VectorIndex:
-        return PgVectorIndex(_postgres_store(store), embedder, "contract")
+    def open_index(
+        store: EntryStore, embedder: Embedder, windows: DenseConfig | None = None
+    ) -> VectorIndex:
+        return PgVectorIndex(_postgres_store(store), embedder, "contract", windows=windows)
 
     with _postgresql(request, tmp_path) as store:
         yield IndexBackend(

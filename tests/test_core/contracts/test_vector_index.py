@@ -2,7 +2,9 @@
 for good; queries, similarities, rebuilds; an index of another embedder is refused.
 
 Every test runs on each implementation in ``conftest.VECTOR_INDEXES`` (Chroma embedded in the
-process, and a Chroma server), each following an L0 store that outlives its handles. Faults are
+process, a Chroma server, and pgvector in PostgreSQL), each following an L0 store that outlives
+its handles. A long text is held in windows (the default ``DenseConfig``) on every one; a writer
+may defer the embedding to a background catch-up. Faults are
 injected at the embedder, the one part every implementation calls: an embedding API that does
 not answer, or a process that dies while it embeds.
 """
@@ -10,20 +12,25 @@ not answer, or a process that dies while it embeds.
 from __future__ import annotations
 
 import dataclasses
+import random
 import signal
+import threading
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
 
 from gliding_core import (
+    DenseConfig,
     EmbedderError,
     EntryStore,
     HashEmbedder,
     IndexMismatchError,
+    InvalidInputError,
     Record,
     VectorIndex,
 )
+from gliding_core.hyperspace.windows import text_windows
 from tests.test_core.contracts.conftest import IndexBackend, run_child
 
 
@@ -37,10 +44,17 @@ class TestEmbedder(HashEmbedder):
         super().__init__(dimension)
         self.down = False
         self.batches: list[int] = []
+        # An API that answers slowly: a thread other than the test's waits at the gate.
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if self.down:
             raise EmbedderError("injected: the embedding API does not answer")
+        if not self.gate.is_set() and threading.current_thread() is not threading.main_thread():
+            self.waiting.set()
+            self.gate.wait()
         self.batches.append(len(texts))
         return super().embed_documents(texts)
 
@@ -296,3 +310,201 @@ def test_similarities_are_the_exact_cosines_of_the_indexed(
     for iri, score in found.items():
         assert score == pytest.approx(float(np.dot(query, _vec(index, iri))), abs=1e-5)
     assert index.similarities("JWT signing keys", []) == {}
+
+
+# -- long texts in windows ---------------------------------------------------------------------
+
+READS = 40  # words ``ReadsTheBeginning`` embeds of each text
+WINDOWS = DenseConfig(window_words=32, window_overlap=8, max_windows=16)  # every word is read
+FACT = "the spare key hides under the blue flowerpot by the garage"
+FILLER = ["river", "mountain", "coffee", "budget", "meeting", "violin", "harbour", "winter"]
+SHORT = "a short note about lunch"
+
+
+class ReadsTheBeginning(TestEmbedder):
+    """An embedder that reads a text's first words only, as a model reads a bounded number
+    of word pieces: a fact past them is found only through a window that starts near it."""
+
+    __test__ = False
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return super().embed_documents([" ".join(t.split()[:READS]) for t in texts])
+
+
+def _long(seed: int, fact: bool = False) -> str:
+    rng = random.Random(seed)
+    text = " ".join(rng.choice(FILLER) for _ in range(200))  # 8 windows, 9 with the fact
+    return f"{text} {FACT}" if fact else text
+
+
+@pytest.fixture
+def reader() -> ReadsTheBeginning:
+    return ReadsTheBeginning(256)
+
+
+@pytest.fixture
+def windowed(
+    index_backend: IndexBackend, l0: EntryStore, reader: ReadsTheBeginning
+) -> Iterator[VectorIndex]:
+    """An index whose embedder reads only the beginning, over three long texts and a short one
+    (the fact is in the last window of ``urn:long:1`` only)."""
+    value = index_backend.open(l0, reader, WINDOWS)
+    l0.put_many(
+        [Record({"@id": f"urn:long:{i}", "text": _long(i, fact=i == 1)}) for i in range(3)]
+        + [Record({"@id": "urn:short", "text": SHORT})]
+    )
+    yield value
+    value.close()
+
+
+def test_a_fact_in_the_last_window_is_found_and_the_entry_stays_one(
+    windowed: VectorIndex, reader: ReadsTheBeginning
+) -> None:
+    assert len(text_windows(_long(1, fact=True), WINDOWS)) == 9
+    hits = windowed.query(FACT, 4)
+    assert hits[0][0] == "urn:long:1"
+    assert [iri for iri, _ in hits] == list(dict.fromkeys(iri for iri, _ in hits))  # once each
+    assert {iri for iri, _ in hits} == {"urn:long:0", "urn:long:1", "urn:long:2", "urn:short"}
+    assert windowed.count() == 4  # entries, not windows
+    best = windowed.similarities(FACT, ["urn:long:1"])["urn:long:1"]
+    assert best == pytest.approx(hits[0][1], abs=1e-5)  # the best window's cosine
+    allowed = windowed.query(FACT, 2, allowed=["urn:long:1", "urn:long:2"])
+    assert allowed[0] == ("urn:long:1", pytest.approx(best, abs=1e-5))
+    # Without windows the fact is past what the embedder reads.
+    beginning = float(np.dot(reader.embed_query(FACT), _unit(reader, _long(1, fact=True))))
+    assert best > beginning
+
+
+def test_a_reopened_index_reads_the_windows_it_holds(
+    index_backend: IndexBackend, windowed: VectorIndex, l0: EntryStore, reader: ReadsTheBeginning
+) -> None:
+    before = windowed.similarities(FACT, ["urn:long:1", "urn:short"])
+    vectors = windowed.vectors(["urn:long:1", "urn:short"])
+    windowed.close()
+    again = index_backend.open(l0, reader, WINDOWS)  # nothing in process: from its storage
+    try:
+        after = again.similarities(FACT, ["urn:long:1", "urn:short", "urn:missing"])
+        assert after == pytest.approx(before, abs=1e-5)
+        reread = again.vectors(["urn:long:1", "urn:short", "urn:missing"])
+        assert set(reread) == {"urn:long:1", "urn:short"}
+        for iri, vector in vectors.items():
+            assert reread[iri] == pytest.approx(vector, abs=1e-5)
+    finally:
+        again.close()
+
+
+def test_vectors_are_unit_and_a_windowed_entry_is_its_windows_mean(
+    windowed: VectorIndex, reader: ReadsTheBeginning
+) -> None:
+    vectors = windowed.vectors(["urn:long:1", "urn:short", "urn:missing"])
+    assert set(vectors) == {"urn:long:1", "urn:short"}
+    short = np.asarray(reader.embed_documents([SHORT])[0])
+    assert vectors["urn:short"] == pytest.approx(short / np.linalg.norm(short), abs=1e-5)
+    rows = np.asarray(reader.embed_documents(text_windows(_long(1, True), WINDOWS)))
+    mean = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).mean(axis=0)
+    assert vectors["urn:long:1"] == pytest.approx(mean / np.linalg.norm(mean), abs=1e-5)
+    assert all(float(np.linalg.norm(v)) == pytest.approx(1.0, abs=1e-5) for v in vectors.values())
+
+
+def test_a_shorter_rewrite_a_delete_and_a_remove_leave_no_window_behind(
+    windowed: VectorIndex, l0: EntryStore, reader: ReadsTheBeginning
+) -> None:
+    l0.replace({"@id": "urn:long:1", "text": "a short note now"})
+    short = float(np.dot(reader.embed_query(FACT), _unit(reader, "a short note now")))
+    # Scored from the backend's vectors: a window left behind would still score the fact.
+    (scored,) = windowed.query(FACT, 1, allowed=["urn:long:1"])
+    assert scored == ("urn:long:1", pytest.approx(short, abs=1e-5))
+    assert windowed.count() == 4
+    assert l0.delete("urn:long:0")
+    assert "urn:long:0" not in {iri for iri, _ in windowed.query(_long(0), 10)}
+    assert windowed.count() == 3
+    assert windowed.remove(["urn:long:2", "urn:long:2", "urn:missing"]) == 1
+    assert "urn:long:2" not in {iri for iri, _ in windowed.query(_long(2), 10)}
+    assert windowed.count() == 2
+    assert windowed.rebuild() == 3  # L0 still holds it: a rebuild puts every window back
+    assert windowed.query(_long(2), 1)[0][0] == "urn:long:2"
+
+
+def _unit(embedder: TestEmbedder, text: str) -> np.ndarray:
+    vector = np.asarray(embedder.embed_documents([text])[0])
+    return vector / np.linalg.norm(vector)
+
+
+# -- deferred embedding --------------------------------------------------------------------------
+
+
+def test_a_deferred_write_waits_for_refresh_later_and_searches_do_not_wait(
+    l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
+) -> None:
+    l0.put_many(KNOWLEDGE[:2])
+    with index.deferred():
+        l0.put_many(KNOWLEDGE[2:])  # commits, embeds nothing
+    assert index.behind() == 2
+    assert not index.catching_up
+    embedder.gate.clear()  # the background catch-up will stall in the embedder
+    index.refresh_later()
+    assert embedder.waiting.wait(60)
+    assert index.catching_up
+    assert index.refresh() == 2  # a search's refresh leaves the work to it and says so
+    index.refresh_later()  # one catch-up at a time: this asks it to go round again
+    assert "urn:task" not in _found(index, "Rotate the JWT signing keys monthly")
+    embedder.gate.set()
+    assert index.refresh(wait=True) == 0
+    assert index.count() == 4
+    assert "urn:task" in _found(index, "Rotate the JWT signing keys monthly")
+
+
+def test_deferring_is_the_writing_thread_s_alone(l0: EntryStore, index: VectorIndex) -> None:
+    with index.deferred():
+        other = threading.Thread(target=l0.put_many, args=(KNOWLEDGE[:1],))
+        other.start()
+        other.join(60)
+        assert index.behind() == 0  # another thread's commit was applied as it committed
+        l0.put_many(KNOWLEDGE[1:])
+    assert index.behind() == 3
+    assert index.refresh(wait=True) == 0  # any refresh applies what was deferred
+    assert index.count() == 4
+
+
+def test_a_closed_index_starts_no_catch_up(l0: EntryStore, index: VectorIndex) -> None:
+    with index.deferred():
+        l0.put_many(KNOWLEDGE)
+    index.close()
+    index.refresh_later()
+    assert not index.catching_up
+
+
+# -- progress reports ----------------------------------------------------------------------------
+
+
+def test_a_writer_hears_its_entries_embedded_in_steps(l0: EntryStore, index: VectorIndex) -> None:
+    heard: list[int] = []
+    with index.reporting(heard.append):
+        l0.put_many(_records(300))
+    assert sum(heard) == 300
+    assert len(heard) >= 3  # steps, not one report at the end
+    l0.put_many(_records(5, "urn:quiet:"))  # outside the block: nothing is heard
+    assert sum(heard) == 300
+    assert index.count() == 305
+
+
+def test_a_windowed_entry_is_heard_once(
+    index_backend: IndexBackend, l0: EntryStore, reader: ReadsTheBeginning
+) -> None:
+    index = index_backend.open(l0, reader, WINDOWS)
+    heard: list[int] = []
+    try:
+        with index.reporting(heard.append):
+            l0.put_many([Record({"@id": f"urn:long:{i}", "text": _long(i)}) for i in range(3)])
+    finally:
+        index.close()
+    assert sum(heard) == 3
+
+
+@pytest.mark.parametrize("report", [None, "bar", 3])
+def test_a_report_that_cannot_be_called_is_refused(index: VectorIndex, report: object) -> None:
+    with (
+        pytest.raises(InvalidInputError, match="report must be callable"),
+        index.reporting(report),  # type: ignore[arg-type]
+    ):
+        pass

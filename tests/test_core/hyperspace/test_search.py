@@ -6,6 +6,7 @@ How the dense index follows L0 is the contract suite's (``contracts/test_vector_
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 
 from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
+from gliding_core.config import DenseConfig, MemoryConfig, SearchConfig, SearchOptions
+from gliding_core.errors import ConfigError
 from gliding_core.memory import MANIFEST_FILE
 from gliding_core.store.filters import SearchFilters
 
@@ -126,8 +129,12 @@ def test_neighbouring_turns_lift_an_answer_without_the_query_words(memory: Memor
 
 def test_weights_change_the_mix(memory: Memory) -> None:
     _knowledge(memory)
-    lexical_only = memory.hyperspace.search("JWT", 4, weights={"lexical": 1.0, "dense": 0.0})
+    lexical_only = memory.search("JWT", 4, lexical_weight=1.0, dense_weight=0.0)
     assert lexical_only[0].iri in {"urn:jwt", "urn:task"}
+    # The lunch note shares no word with the query: only the dense arm can rank it.
+    dense_only = memory.search("JWT", 4, lexical_weight=0.0, dense_weight=1.0, rerank=False)
+    by_words = memory.search("JWT", 4, lexical_weight=1.0, dense_weight=0.0, rerank=False)
+    assert [h.score for h in dense_only] != [h.score for h in by_words]
 
 
 @pytest.mark.parametrize(
@@ -136,8 +143,6 @@ def test_weights_change_the_mix(memory: Memory) -> None:
         (lambda m: m.search(""), "non-empty"),
         (lambda m: m.search("x", 0), "k must be"),
         (lambda m: m.search("x", filters={"tags": ["a"]}), "SearchFilters"),
-        (lambda m: m.hyperspace.search("x", weights={"vector": 1}), "unknown search arm"),
-        (lambda m: m.hyperspace.search("x", weights={"dense": -1}), "dense"),
         (lambda m: SearchFilters(tags_all="auth"), "tags_all"),
         (lambda m: SearchFilters(min_importance=0.9, max_importance=0.1), "empty"),
         (lambda m: SearchFilters(since=5.0, until=1.0), "time range"),
@@ -199,3 +204,72 @@ def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory
     lexical = HybridSearch(memory.store, None).search("JWT signing keys", 2)
     assert lexical.arms == ("lexical",)
     assert {h.iri for h in lexical} <= {"urn:jwt", "urn:task"}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"vector_weight": 1.0}, "unknown search setting 'vector_weight'"),
+        ({"dense_weight": -1.0}, "dense_weight=-1.0"),
+        ({"lexical_weight": float("nan")}, "lexical_weight=nan"),
+        ({"lexical_weight": "1"}, "lexical_weight='1'"),
+        ({"candidates": 0}, "candidates=0"),
+        ({"pool": 10**6}, "pool=1000000"),
+        ({"rerank": "yes"}, "rerank='yes'"),
+        ({"rrf_k": 0}, "rrf_k=0"),
+        ({"context_weight": -0.1}, "context_weight=-0.1"),
+        ({"group_top": 0}, "group_top=0"),
+        ({"normalise": "minmax"}, "normalise='minmax'"),
+        ({"hubness_correction": 1}, "hubness_correction=1"),
+    ],
+)
+def test_bad_search_settings_are_named(memory: Memory, options: Any, message: str) -> None:
+    """A bad per-call option and the same value in MemoryConfig are refused alike, by name."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        memory.search("x", **options)
+    if "vector_weight" not in options:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            MemoryConfig(search=SearchConfig(**options))
+
+
+def test_search_settings_from_the_config_apply_and_calls_override_them() -> None:
+    config = MemoryConfig(search=SearchConfig(lexical_weight=0.0, rerank=False))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        _knowledge(memory)
+        hits = memory.search("JWT signing keys", 4)
+        assert set(hits[0].arms) >= {"fused"}
+        assert "rerank" not in hits[0].arms
+        # With the lexical arm weighed 0, its ranks still explain a hit but give it no score.
+        dense = {h.iri: h.arms["dense"].rank for h in hits}
+        assert list(dense) == sorted(dense, key=lambda iri: dense[iri])
+        again = memory.search("JWT signing keys", 4, rerank=True)
+        assert "rerank" in again[0].arms
+    assert memory.config.search.rerank is False  # a call changes nothing for the next
+
+
+def test_search_options_name_every_setting() -> None:
+    assert set(SearchOptions.__annotations__) == set(SearchConfig.model_fields)
+    assert SearchConfig().weights == {"lexical": 0.75, "dense": 1.0}
+
+
+def test_dense_windows_must_advance() -> None:
+    with pytest.raises(ConfigError, match="window_overlap=40 must be below window_words=40"):
+        DenseConfig(window_words=40, window_overlap=40)
+    with pytest.raises(ConfigError, match="max_windows=0"):
+        DenseConfig(max_windows=0)
+
+
+def test_hubness_correction_keeps_a_crowd_of_alike_entries_from_winning_by_number(
+    memory: Memory,
+) -> None:
+    """Ten copies of one short line sit closer to the query than the one entry that answers
+    it; measured among the candidates, each copy is close to nine others and loses half of
+    that closeness, and the entry that stands apart comes first."""
+    crowd = [{"@id": f"urn:hub:{i}", "text": "alice garden"} for i in range(10)]
+    memory.put_many([*crowd, {"@id": "urn:answer", "text": "alice plants roses in her garden"}])
+    dense_only = {"lexical_weight": 0.0, "context_weight": 0.0, "group_weight": 0.0}
+    plain = memory.search("alice garden roses", 11, hubness_correction=False, **dense_only)
+    corrected = memory.search("alice garden roses", 11, **dense_only)
+    assert [h.iri for h in plain].index("urn:answer") == 10
+    assert corrected[0].iri == "urn:answer"
+    assert corrected[0].arms["dense"].score == plain[10].arms["dense"].score  # raw, explained

@@ -6,7 +6,7 @@ The data file is never part of the project; benchmarks take its path as an argum
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -45,13 +45,26 @@ class Question:
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """A text written about the conversation (an observation or a session summary), with the
+    dialogue turns it cites."""
+
+    key: str
+    kind: str
+    session: int
+    text: str
+    cites: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Conversation:
-    """One LoCoMo conversation."""
+    """One LoCoMo conversation, with its observations and session summaries (``notes``)."""
 
     sample_id: str
     speakers: tuple[str, str]
     turns: list[Turn]
     questions: list[Question]
+    notes: list[Note] = field(default_factory=list)
 
 
 def load(path: Path, conversations: list[str] | None = None) -> list[Conversation]:
@@ -114,7 +127,37 @@ def _conversation(item: dict[str, Any]) -> Conversation:
         speakers=(str(conv.get("speaker_a", "A")), str(conv.get("speaker_b", "B"))),
         turns=turns,
         questions=questions,
+        notes=_notes(item, turns),
     )
+
+
+def _notes(item: dict[str, Any], turns: list[Turn]) -> list[Note]:
+    """The observations (one line each, citing the turns they name) and the session summaries
+    (citing every turn of their session), when the file has them."""
+    by_session: dict[int, list[str]] = {}
+    for turn in turns:
+        by_session.setdefault(turn.session, []).append(turn.dia_id)
+    notes: list[Note] = []
+    observations = item.get("observation") or {}
+    for key in sorted(observations, key=_session_number):
+        session = _session_number(key)
+        for speaker_facts in (observations[key] or {}).values():
+            for fact in speaker_facts:
+                text, cited = str(fact[0]), fact[1] if len(fact) > 1 else []
+                cites = tuple(str(c) for c in (cited if isinstance(cited, list) else [cited]))
+                notes.append(Note(f"obs-{len(notes)}", "observation", session, text, cites))
+    summaries = item.get("session_summary") or {}
+    for key in sorted(summaries, key=_session_number):
+        session = _session_number(key)
+        cites = tuple(by_session.get(session, []))
+        notes.append(Note(f"sum-{session}", "summary", session, str(summaries[key]), cites))
+    return notes
+
+
+def _session_number(key: str) -> int:
+    """``session_12_summary`` -> 12."""
+    parts = key.split("_")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 def _parse_date(text: str) -> float:

@@ -1,5 +1,12 @@
 """Benchmark of long-term recall on LoCoMo: hybrid search against its own arms and a window.
 
+Two shapes of memory, each in its own fresh memory per conversation:
+- ``turns``: the dialogue turns alone;
+- ``mixed``: the turns together with the conversation's ``observation`` facts (one line each,
+  citing the turns they name) and its ``session_summary`` texts (long, citing every turn of
+  their session). An evidence turn counts as found when it, or an item citing it, is among the
+  hits. The memory's own methods run on both; the view and framework methods on ``turns``.
+
 For each conversation a fresh in-memory memory takes every turn through the public API
 (``memory.store.put``, one call per turn, as ``[session date] speaker: text``), then each
 question of categories 1-4 is asked of every method in the same run:
@@ -39,7 +46,7 @@ from typing import Any, Protocol
 from gliding_core.cli.benchmarks import progress
 from gliding_core.cli.benchmarks.conversations import Conversation, Turn, answerable, load
 from gliding_core.cli.benchmarks.search import Searcher, searcher
-from gliding_core.config import MemoryConfig, TopicConfig
+from gliding_core.config import MemoryConfig, SearchOptions, TopicConfig
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.memory import Memory
 from gliding_core.tokens import TokenCounter
@@ -48,6 +55,7 @@ from gliding_core.view.conversation import Conversation as Chat
 logger = logging.getLogger(__name__)
 
 METHODS = ("gliding", "lexical", "dense", "recent")
+SHAPES = ("turns", "mixed")
 RECALL_AT = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 DEPTH = 100  # hits asked of each method: enough to fill the largest budget
@@ -159,6 +167,8 @@ def run(
     methods: Sequence[str] = METHODS,
     context_methods: Mapping[str, ContextMethodFactory] | None = None,
     url: str | None = None,
+    shapes: Sequence[str] = ("turns",),
+    variants: Mapping[str, SearchOptions] | None = None,
 ) -> dict[str, Any]:
     """Ingest each conversation, ask its questions of every method, and return the figures.
 
@@ -168,30 +178,58 @@ def run(
         conversations: sample ids to run; all by default.
         methods: the memory's own methods to run.
         context_methods: framework methods by name; by default those registered under
-            ``ENTRY_POINT_GROUP`` (see ``discover``).
+            ``ENTRY_POINT_GROUP`` (see ``discover``). They run on the ``turns`` shape.
         url: a PostgreSQL database: the memory's methods then search L0 and pgvector there
             (``search.PostgresSearch``) instead of an in-memory SQLite memory.
+        shapes: the shapes of memory to build (``SHAPES``); the figures of ``turns`` are
+            ``methods``, those of another shape ``shapes[shape]["methods"]``.
+        variants: more hybrid-search methods, by name: the search options each one passes
+            to ``memory.search`` (``SearchOptions``).
     """
+    unknown = [shape for shape in shapes if shape not in SHAPES]
+    if unknown or not shapes:
+        raise ValueError(f"unknown shapes {unknown}; the shapes are {', '.join(SHAPES)}")
     skipped: dict[str, str] = {}
     if context_methods is None:
         found, skipped = discover()
         own = {"gliding-agent": AgentViewMethod, "gliding-agent-recall": RecallHeavyViewMethod}
         context_methods = {**own, **found}
     data = load(path, conversations)
-    names = [*methods, *context_methods]
-    scores: dict[str, dict[str, list[float]]] = {m: {} for m in names}
-    timings: dict[str, list[float]] = {"ingest": []}
-    questions = 0
-    for conversation in progress(data, "LoCoMo conversations"):
-        questions += _conversation(conversation, embedder, methods, scores, timings, url)
-        _conversation_contexts(conversation, embedder, context_methods, scores, timings)
-    return {
+    searches = dict(variants or {})
+    figures: dict[str, Any] = {
         "conversations": [c.sample_id for c in data],
-        "questions": questions,
         "embedder": embedder_name(embedder),
-        "methods": {m: _summary(scores[m], timings, m) for m in names},
         "skipped": skipped,
+        "shapes": {},
     }
+    for shape in shapes:
+        contexts = context_methods if shape == "turns" else {}
+        names = [*methods, *searches, *contexts]
+        scores: dict[str, dict[str, list[float]]] = {m: {} for m in names}
+        timings: dict[str, list[float]] = {"ingest": []}
+        questions = 0
+        for conversation in progress(data, f"LoCoMo conversations ({shape})"):
+            questions += _conversation(
+                conversation,
+                embedder,
+                methods,
+                scores,
+                timings,
+                url,
+                shape=shape,
+                variants=searches,
+            )
+            _conversation_contexts(conversation, embedder, contexts, scores, timings)
+        result = {
+            "questions": questions,
+            "methods": {m: _summary(scores[m], timings, m) for m in names},
+        }
+        figures["shapes"][shape] = result
+        if shape == "turns":
+            figures.update(result)
+    if "turns" not in figures["shapes"]:
+        figures.update(figures["shapes"][shapes[0]])
+    return figures
 
 
 def _conversation(
@@ -200,39 +238,76 @@ def _conversation(
     methods: Sequence[str],
     scores: dict[str, dict[str, list[float]]],
     timings: dict[str, list[float]],
-    url: str | None,
+    url: str | None = None,
+    *,
+    shape: str = "turns",
+    variants: Mapping[str, SearchOptions] | None = None,
 ) -> int:
     with searcher(embedder, url) as memory:
         prefix = f"urn:locomo:{conversation.sample_id}:"
         tokens: dict[str, int] = {}
-        previous = None
-        for turn in conversation.turns:
-            node: dict[str, Any] = {
-                "@id": prefix + turn.dia_id,
-                "@type": "DialogueTurn",
-                "text": turn.line,
-                "session": turn.session,
-            }
-            if previous is not None and previous.session == turn.session:
-                node["previous"] = {"@id": prefix + previous.dia_id}
-            previous = turn
+        cover: dict[str, frozenset[str]] = {}
+        for key, node, graph, text, cites in _items(conversation, prefix, shape):
             start = time.perf_counter()
             # A conversation session is a named graph, as the L1 session archives turns.
-            graph = f"{prefix}session/{turn.session}"
-            memory.store.put(node, tags=[f"session:{turn.session}"], named_graph=graph)
+            memory.store.put(node, tags=[f"session:{node['session']}"], named_graph=graph)
             timings["ingest"].append((time.perf_counter() - start) * 1e3)
-            tokens[turn.dia_id] = memory.count_tokens(turn.line)
-        order = [t.dia_id for t in conversation.turns]
+            tokens[key] = memory.count_tokens(text)
+            cover[key] = cites
+        order = list(tokens)
         rankers = _rankers(memory, prefix, order)
+        for name, options in (variants or {}).items():
+            rankers[name] = _variant(memory, prefix, options)
         asked = answerable(conversation)
         for question in asked:
-            for method in methods:
+            for method in [*methods, *(variants or {})]:
                 start = time.perf_counter()
                 ranked = rankers[method](question.question)
                 elapsed = (time.perf_counter() - start) * 1e3
-                _score(scores[method], question.evidence, ranked, tokens)
+                _score(scores[method], question.evidence, ranked, tokens, cover)
                 timings.setdefault(method, []).append(elapsed)
     return len(asked)
+
+
+Item = tuple[str, dict[str, Any], str, str, frozenset[str]]
+
+
+def _items(conversation: Conversation, prefix: str, shape: str) -> list[Item]:
+    """The items of one memory: ``(key, node, named graph, text, turns it covers)``."""
+    items: list[Item] = []
+    previous = None
+    for turn in conversation.turns:
+        node: dict[str, Any] = {
+            "@id": prefix + turn.dia_id,
+            "@type": "DialogueTurn",
+            "text": turn.line,
+            "session": turn.session,
+        }
+        if previous is not None and previous.session == turn.session:
+            node["previous"] = {"@id": prefix + previous.dia_id}
+        previous = turn
+        graph = f"{prefix}session/{turn.session}"
+        items.append((turn.dia_id, node, graph, turn.line, frozenset([turn.dia_id])))
+    if shape == "turns":
+        return items
+    for note in conversation.notes:
+        node = {
+            "@id": prefix + note.key,
+            "@type": "Observation" if note.kind == "observation" else "SessionSummary",
+            "text": note.text,
+            "session": note.session,
+            "cites": [{"@id": prefix + dia_id} for dia_id in note.cites],
+        }
+        graph = f"{prefix}session/{note.session}"
+        items.append((note.key, node, graph, note.text, frozenset(note.cites)))
+    return items
+
+
+def _variant(memory: Searcher, prefix: str, options: SearchOptions) -> Ranker:
+    def rank(question: str) -> list[str]:
+        return [h.iri.removeprefix(prefix) for h in memory.search(question, DEPTH, **options)]
+
+    return rank
 
 
 def _conversation_contexts(
@@ -296,21 +371,32 @@ def _rankers(memory: Searcher, prefix: str, order: list[str]) -> dict[str, Ranke
 
 
 def _score(
-    into: dict[str, list[float]], evidence: Sequence[str], ranked: list[str], tokens: dict[str, int]
+    into: dict[str, list[float]],
+    evidence: Sequence[str],
+    ranked: list[str],
+    tokens: dict[str, int],
+    cover: Mapping[str, frozenset[str]],
 ) -> None:
-    wanted = set(evidence) & set(tokens)
+    """Score one ranking: the evidence turns covered by the first k hits, and by the hits that
+    fit in each budget (a hit covers its turn, or the turns it cites)."""
+    wanted = set(evidence) & set().union(*cover.values())
+
+    def covered(keys: Sequence[str]) -> float:
+        found = set().union(*(cover.get(key, frozenset()) for key in keys))
+        return len(wanted & found) / len(wanted)
+
     for k in RECALL_AT:
-        into.setdefault(f"recall@{k}", []).append(len(wanted & set(ranked[:k])) / len(wanted))
+        into.setdefault(f"recall@{k}", []).append(covered(ranked[:k]))
     for budget in BUDGETS:
-        taken: set[str] = set()
+        taken: list[str] = []
         used = 0
-        for dia_id in ranked:
-            cost = tokens.get(dia_id, 0)
+        for key in ranked:
+            cost = tokens.get(key, 0)
             if used + cost > budget:
                 break
-            taken.add(dia_id)
+            taken.append(key)
             used += cost
-        into.setdefault(f"budget_recall@{budget}", []).append(len(wanted & taken) / len(wanted))
+        into.setdefault(f"budget_recall@{budget}", []).append(covered(taken))
         into.setdefault(f"context_tokens@{budget}", []).append(float(used))
     into.setdefault("context_tokens", []).append(float(sum(tokens.get(d, 0) for d in ranked[:10])))
 

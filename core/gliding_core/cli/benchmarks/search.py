@@ -1,4 +1,4 @@
-"""Benchmark of hybrid search speed: ingest throughput and query latency at N entries.
+"""Benchmarks of hybrid search speed (query latency at N entries) and of batch ingest.
 
 Synthetic, seeded data (as the L0 benchmark): texts of 12-24 words from a Zipf-distributed
 vocabulary, written with ``put_many`` in batches of 500 (embedding and indexing included).
@@ -9,6 +9,11 @@ is made of (L0, the cached embedder, the dense index, ``HybridSearch``) with L0 
 ``PostgresEntryStore`` and the dense index in pgvector beside it, in a schema of its own that is
 dropped after. ``recall.run`` takes it as its ``memory`` to compare LoCoMo recall across the two
 backends in one run.
+
+``run_ingest`` writes the same data with ``memory.put_many`` both ways: ``embed="now"`` (a batch
+returns once it is embedded) and ``embed="later"`` (a batch returns once L0 has committed; the
+index catches up in the background), timing when the writes returned and when the dense index
+had caught up with all of them.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import statistics
 import time
 import uuid
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from typing_extensions import Unpack
 
 from gliding_core.cli.benchmarks import progress
 from gliding_core.cli.benchmarks.l0 import _records, _vocabulary
-from gliding_core.config import MemoryConfig, TopicConfig
+from gliding_core.config import MemoryConfig, SearchOptions, TopicConfig
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.index import VectorIndex
@@ -45,7 +52,9 @@ class Searcher(Protocol):
     @property
     def index(self) -> VectorIndex: ...
 
-    def search(self, query: str, k: int = 10) -> SearchResults: ...
+    def search(
+        self, query: str, k: int = 10, **options: Unpack[SearchOptions]
+    ) -> SearchResults: ...
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -66,9 +75,9 @@ class PostgresSearch:
         self.hyperspace = HybridSearch(self.store, self.index)
         self.tokens = TokenCounter()
 
-    def search(self, query: str, k: int = 10) -> SearchResults:
+    def search(self, query: str, k: int = 10, **options: Unpack[SearchOptions]) -> SearchResults:
         """Hybrid search, as ``Memory.search``."""
-        return self.hyperspace.search(query, k)
+        return self.hyperspace.search(query, k, **options)
 
     def count_tokens(self, text: str) -> int:
         """The exact cl100k count of ``text``, as ``Memory.count_tokens``."""
@@ -132,3 +141,24 @@ def run(
         "search_p50_ms": cuts[49],
         "search_p95_ms": cuts[94],
     }
+
+
+def run_ingest(entries: int, embedder: Embedder, *, seed: int = 0) -> dict[str, Any]:
+    """Write ``entries`` synthetic entries with each embed mode; return entries/s of each."""
+    rng = random.Random(seed)
+    data = _records(entries, rng, _vocabulary(rng))
+    records = [Record(d["node"], tags=d["tags"]) for d in data]
+    out: dict[str, Any] = {"entries": entries, "embedder": embedder_name(embedder)}
+    modes: tuple[Literal["now", "later"], ...] = ("now", "later")
+    for mode in modes:
+        config = MemoryConfig(topics=TopicConfig(interval_s=0))
+        with Memory(config=config, embedder=embedder) as memory:
+            start = time.perf_counter()
+            for offset in progress(range(0, entries, BATCH), f"ingest batches ({mode})"):
+                memory.put_many(records[offset : offset + BATCH], embed=mode, progress=False)
+            written = time.perf_counter() - start
+            memory.index.refresh(wait=True)  # waits for the background catch-up, if any
+            indexed = time.perf_counter() - start
+            out[f"{mode}_returned_per_s"] = entries / written
+            out[f"{mode}_indexed_per_s"] = entries / indexed
+    return out

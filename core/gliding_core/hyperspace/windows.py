@@ -1,0 +1,59 @@
+"""Hyperspace: the windows a long text is embedded in, and the vector ids that hold them.
+
+An embedding model reads a bounded number of word pieces (all-MiniLM-L6-v2: 256) and drops the
+rest, so a long text embedded whole is embedded by its beginning. The dense index embeds such a
+text in overlapping windows of words instead, one vector each, and scores the entry by its best
+window. Invariants: the windows cover the text from its first word to its last; there are at
+most ``max_windows`` of them; a text that fits in one window is embedded as it is (its vector,
+and its cache key, are the ones it had without windows). Window 0's vector id is the entry's IRI;
+window ``i`` > 0 is ``"<iri> #<i>"``, which no IRI can be (an IRI holds no space).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from gliding_core.config import DenseConfig
+
+WINDOW_SEPARATOR = " #"
+
+
+def text_windows(text: str, settings: DenseConfig) -> list[str]:
+    """Return the windows ``text`` is embedded in: itself when it is short enough.
+
+    Windows hold ``window_words`` words and share ``window_overlap`` with the next; the last
+    one ends at the text's last word. When more than ``max_windows`` would be needed, that many
+    longer windows are spread evenly over the text, still overlapping and still covering it.
+    """
+    words = text.split()
+    size, overlap = settings.window_words, settings.window_overlap
+    if len(words) <= size:
+        return [text]
+    count = math.ceil((len(words) - size) / (size - overlap)) + 1
+    if count > settings.max_windows:
+        count = settings.max_windows
+        size = math.ceil((len(words) + (count - 1) * overlap) / count)
+    stride = size - overlap
+    starts = [min(i * stride, len(words) - size) for i in range(count)]
+    return [" ".join(words[start : start + size]) for start in starts]
+
+
+def window_ids(iri: str, count: int) -> list[str]:
+    """Return the vector ids of an entry's ``count`` windows (the first is the IRI)."""
+    return [iri, *(f"{iri}{WINDOW_SEPARATOR}{i}" for i in range(1, count))]
+
+
+def entry_of(vector_id: str) -> str:
+    """Return the IRI of the entry a vector id belongs to."""
+    return vector_id.split(WINDOW_SEPARATOR, 1)[0]
+
+
+def best_per_entry(scored: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Collapse ``(vector id, score)`` pairs to each entry's best score, first seen first."""
+    best: dict[str, float] = {}
+    for vector_id, score in scored:
+        iri = entry_of(vector_id)
+        if score > best.get(iri, -math.inf):
+            best[iri] = score
+    return best

@@ -1,0 +1,143 @@
+"""Hyperspace: a long text is embedded in overlapping windows that cover it, and found by any.
+
+The embedder here reads only the first words of a text, as a real model reads a bounded number
+of word pieces (all-MiniLM-L6-v2: 256) and drops the rest: without windows, a fact at the end
+of a long text is invisible to the dense arm.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from gliding_core import DenseConfig, HashEmbedder, Memory, MemoryConfig
+from gliding_core.hyperspace.windows import WINDOW_SEPARATOR, text_windows
+
+READS = 40  # words the embedder reads of each text
+
+
+class ReadsTheBeginning(HashEmbedder):
+    """The hash embedder reading only a text's first ``READS`` words, like a bounded model."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return super().embed_documents([" ".join(t.split()[:READS]) for t in texts])
+
+
+WINDOWS = DenseConfig(window_words=32, window_overlap=8, max_windows=16)
+FACT = "the spare key hides under the blue flowerpot by the garage"
+VOCABULARY = ["river", "mountain", "coffee", "budget", "meeting"]
+VOCABULARY += ["painting", "violin", "harbour", "winter", "garden"]
+
+
+def _filler(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(VOCABULARY) for _ in range(words))
+
+
+def _long_items(memory: Memory) -> None:
+    rng = random.Random(7)
+    for i in range(6):
+        text = _filler(rng, 200)
+        if i == 3:
+            text += " " + FACT  # only in the last window
+        memory.store.put({"@id": f"urn:long:{i}", "text": text})
+
+
+def _memory(windows: DenseConfig) -> Memory:
+    return Memory(config=MemoryConfig(dense=windows), embedder=ReadsTheBeginning())
+
+
+@pytest.fixture
+def memory() -> Iterator[Memory]:
+    with _memory(WINDOWS) as value:
+        yield value
+
+
+def _vector_ids(memory: Memory) -> list[str]:
+    return list(memory.index._ids())  # type: ignore[attr-defined]
+
+
+def test_a_fact_only_in_the_last_window_is_found_by_the_dense_arm(memory: Memory) -> None:
+    _long_items(memory)
+    assert memory.index.query("where does the spare key hide", 1)[0][0] == "urn:long:3"
+    hits = memory.search("where does the spare key hide", 3, lexical_weight=0.0)
+    assert hits[0].iri == "urn:long:3"
+    assert hits[0].arms["dense"].rank == 1
+
+
+def test_one_window_reads_the_beginning_only() -> None:
+    """The same items with one window per entry: the fact is past what the model reads."""
+    with _memory(DenseConfig(window_words=32, window_overlap=8, max_windows=1)) as memory:
+        _long_items(memory)
+        found = dict(memory.index.query("where does the spare key hide", 6))
+        assert max(found, key=lambda iri: found[iri]) != "urn:long:3"
+
+
+def test_a_windowed_item_stays_one_entry(memory: Memory) -> None:
+    _long_items(memory)
+    assert memory.store.count() == 6
+    assert memory.index.count() == 6
+    assert len(_vector_ids(memory)) > 6  # the windows are vectors, not entries
+    for iris in (
+        [iri for iri, _ in memory.index.query("spare key garage", 6)],
+        [h.iri for h in memory.search("spare key garage", 6)],
+        list(memory.index.similarities("spare key garage", ["urn:long:3", "urn:long:0"])),
+    ):
+        assert all(WINDOW_SEPARATOR not in iri for iri in iris)
+        assert len(iris) == len(set(iris))
+    exact = memory.index.similarities("where does the spare key hide", ["urn:long:3"])
+    dense = dict(memory.index.query("where does the spare key hide", 6))
+    assert exact["urn:long:3"] == pytest.approx(dense["urn:long:3"], abs=1e-5)
+
+
+def test_a_shorter_rewrite_or_a_delete_drops_the_windows(memory: Memory) -> None:
+    _long_items(memory)
+    memory.store.replace({"@id": "urn:long:3", "text": "a short note now"})
+    memory.search("note", 1)  # the index catches up before a search
+    assert not [i for i in _vector_ids(memory) if i.startswith("urn:long:3" + WINDOW_SEPARATOR)]
+    memory.store.delete("urn:long:0")
+    memory.search("note", 1)
+    assert not [i for i in _vector_ids(memory) if i.startswith("urn:long:0")]
+    assert memory.index.count() == 5
+
+
+def test_filtered_dense_search_scores_windows_too(memory: Memory) -> None:
+    _long_items(memory)
+    allowed = ["urn:long:3", "urn:long:4"]
+    assert memory.index.query("where does the spare key hide", 2, allowed=allowed)[0][0] == (
+        "urn:long:3"
+    )
+
+
+@pytest.mark.parametrize("words", [1, 32, 33, 100, 392, 393, 5_000])
+def test_windows_cover_the_text_overlapping_and_bounded(words: int) -> None:
+    text = " ".join(f"w{i}" for i in range(words))
+    windows = text_windows(text, WINDOWS)
+    assert len(windows) <= WINDOWS.max_windows
+    if words <= WINDOWS.window_words:
+        assert windows == [text]
+        return
+    spans = [[int(w[1:]) for w in window.split()] for window in windows]
+    assert spans[0][0] == 0
+    assert spans[-1][-1] == words - 1
+    for before, after in itertools.pairwise(spans):
+        assert after == list(range(after[0], after[-1] + 1))  # contiguous
+        assert after[0] <= before[-1] - WINDOWS.window_overlap + 1  # they overlap enough
+    if words <= 392:  # 16 windows of 32 words advancing by 24
+        assert all(len(span) == WINDOWS.window_words for span in spans)
+
+
+def test_a_memory_on_postgresql_embeds_windows_too(postgres_url: str, postgres_schema: str) -> None:
+    """The windows belong to the shared base of the dense indexes: pgvector holds them too."""
+    config = MemoryConfig(dense=WINDOWS, database_schema=postgres_schema)
+    with Memory.open(postgres_url, config=config, embedder=ReadsTheBeginning()) as memory:
+        _long_items(memory)
+        hits = memory.search("where does the spare key hide", 3, lexical_weight=0.0)
+        assert hits[0].iri == "urn:long:3"
+        assert memory.index.count() == 6
+        assert len(_vector_ids(memory)) > 6
+        memory.store.replace({"@id": "urn:long:3", "text": "a short note now"})
+        memory.search("note", 1)
+        assert not [i for i in _vector_ids(memory) if i.startswith("urn:long:3" + WINDOW_SEPARATOR)]

@@ -8,6 +8,10 @@ memories share one database, each in a schema of its own. The password never tra
 connection string the pool keeps: it goes to libpq as a separate argument, ``display`` shows
 the rest, and ``translated`` removes it from any message that would still carry it.
 
+``statements`` counts the statements the pool's connections have sent (each ``execute``,
+``executemany`` and ``COPY``): a figure that load does not move, by which tests and benchmarks
+pin how many times an operation goes to the server.
+
 ``prepare`` creates the schema and a component's tables, or upgrades them in place, in one
 transaction under an advisory lock, so processes that open a new schema at once create it once.
 It needs no superuser: an ordinary role that owns the database (or holds ``CREATE`` on it) may
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,6 +54,65 @@ CREATE TABLE IF NOT EXISTS schema_versions (
 
 Migration = tuple[int, str, Callable[[psycopg.Connection[Any]], None]]
 """One step of a component's schema: the version it makes, what it does, and how."""
+
+
+class _Tally:
+    """A count shared by threads."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+class _Connection(psycopg.Connection[Any]):
+    """A connection of the pool: it knows the tally its cursors count their statements on,
+    and the session settings ``session_setting`` gave it."""
+
+    tally: _Tally | None = None
+    settings: dict[str, str] | None = None
+
+
+def session_setting(conn: psycopg.Connection[Any], name: str, value: str) -> None:
+    """Set the server setting ``name`` to ``value`` for the rest of ``conn``'s session.
+
+    A statement the first time a connection of the pool is given the value, none after (the
+    connection remembers it): a query that needs a setting of its own then costs no round
+    trip of a ``SET LOCAL`` and its transaction. Every user of ``name`` must set it through
+    here. ``conn`` must be outside a transaction (a rollback would undo the setting unseen).
+    """
+    known = conn.settings if isinstance(conn, _Connection) else None
+    if known is not None and known.get(name) == value:
+        return
+    conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+    if known is not None:
+        known[name] = value
+
+
+class _CountingCursor(psycopg.Cursor[Any]):
+    """A cursor that counts each statement it sends (``Database.statements``)."""
+
+    def _count(self) -> None:
+        tally = getattr(self.connection, "tally", None)
+        if tally is not None:
+            tally.add()
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        self._count()
+        return super().execute(query, params, **options)
+
+    def executemany(self, query: Any, params_seq: Any, **options: Any) -> None:
+        self._count()
+        super().executemany(query, params_seq, **options)
+
+    @contextmanager
+    def copy(self, statement: Any, params: Any = None, **options: Any) -> Iterator[Any]:
+        self._count()
+        with super().copy(statement, params, **options) as copy:
+            yield copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +191,11 @@ class Database:
         public, self._secrets = _split_secrets(url)
         self.display = make_conninfo(**public) + (" password=***" if self._secrets else "")
         self.identifier = f'"{self.schema}"'
+        self._tally = _Tally()
         self.pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
             psycopg_pool.ConnectionPool(
                 make_conninfo(**public),
+                connection_class=_Connection,
                 kwargs={
                     **self._secrets,
                     "autocommit": True,
@@ -156,8 +222,14 @@ class Database:
     def __repr__(self) -> str:
         return f"Database({self.display!r}, schema={self.schema!r})"
 
+    @property
+    def statements(self) -> int:
+        """How many statements the pool's connections have sent (see the module docstring)."""
+        return self._tally.value
+
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        """Set a new connection's schema, lock timeout and commit durability.
+        """Set a new connection's schema, lock timeout and commit durability, and count its
+        statements from then on.
 
         Prepared statements (psycopg prepares a statement run often) keep one generic plan:
         every statement of the stores is a lookup by parameters, and planning the BM25 one
@@ -175,6 +247,9 @@ class Database:
                 "on" if settings.synchronous_commit else "off",
             ),
         )
+        conn.cursor_factory = _CountingCursor
+        if isinstance(conn, _Connection):
+            conn.tally, conn.settings = self._tally, {}
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -1122,7 +1122,11 @@ class PostgresEntryStore:
         where = "WHERE g.predicate = ANY(%s::text[]) AND"
         outgoing = f"SELECT e.iri, g.target {join} {where} e.iri = ANY(%s::text[])"
         incoming = f"SELECT g.target, e.iri {join} {where} g.target = ANY(%s::text[])"
-        rows = self._over(iris, outgoing, [wanted]) + self._over(iris, incoming, [wanted])
+        # One statement, one round trip: the outgoing pairs, then the incoming ones.
+        sql = f"{outgoing} UNION ALL {incoming}"
+        unique = check_iris(iris)
+        with self._reading() as conn:
+            rows = conn.execute(sql, (wanted, unique, wanted, unique)).fetchall()
         return [(row[0], row[1]) for row in rows]
 
     def hierarchy(self, predicates: Sequence[str]) -> list[tuple[str, str]]:

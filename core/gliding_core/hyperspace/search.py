@@ -156,12 +156,16 @@ class HybridSearch:
             ranked = self.arms(query, n, limits, vector=probe)
         fused, detail = self.fuse(ranked, mix)
         best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, self.pool)]
+        # The candidates' entries, when the re-rank reads them for their graphs (the best k
+        # are among them: one read serves both); otherwise the best k are read at the end.
+        entries: dict[str, Entry] | None = None
         if self.rerank:
-            final = self._rerank(probe, best, ranked, detail, mix, limits)
+            final, entries = self._rerank(probe, best, ranked, detail, mix, limits)
         else:
             final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
-        entries = self.store.get_many(top)
+        if entries is None:
+            entries = self.store.get_many(top)
         return SearchResults(
             (SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries),
             arms=tuple(arm for arm in ARMS if arm in ranked),
@@ -245,14 +249,16 @@ class HybridSearch:
         detail: dict[str, dict[str, ArmResult]],
         weights: Mapping[str, float],
         filters: SearchFilters,
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], dict[str, Entry] | None]:
+        """Re-score the candidates; return their scores, and their entries when the group
+        prior read them (``None`` otherwise)."""
         links = self.store.linked(best, self.context_predicates) if self.context_weight else []
         extra = {n for _, n in links if n not in detail}
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
         pool = list(dict.fromkeys([*best, *sorted(extra)]))
         if not pool:  # nothing matched (an empty memory, or filters that exclude everything)
-            return {}
+            return {}, None
         raw = {"lexical": dict(ranked.get("lexical", []))}
         if self.dense is not None and query is not None:
             # The dense arm's own hits carry exact cosines already; compute only the others.
@@ -280,16 +286,24 @@ class HybridSearch:
                 else:  # one value for all: each is the best there is, if it matched at all
                     share = 1.0 if high > 0 else 0.0
                 final[iri] += weights.get(arm, 0.0) * share
+        entries = None
         if self.group_weight:
-            self._group_prior(final, detail)
+            entries = self._group_prior(final, detail)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
-        return final
+        return final, entries
 
     def _group_prior(
         self, final: dict[str, float], detail: dict[str, dict[str, ArmResult]]
-    ) -> None:
-        graph_of = self.store.graphs_of(list(final))
+    ) -> dict[str, Entry]:
+        """Add to each candidate the prior of its named graph; return the candidates' entries
+        (read for their graphs)."""
+        entries = self.store.get_many(list(final))
+        graph_of = {
+            iri: entry.named_graph
+            for iri, entry in entries.items()
+            if entry.named_graph is not None
+        }
         members: dict[str, list[float]] = {}
         for iri, graph in graph_of.items():
             members.setdefault(graph, []).append(final[iri])
@@ -302,6 +316,7 @@ class HybridSearch:
             boost = self.group_weight * prior[graph]
             final[iri] += boost
             detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
+        return entries
 
 
 def _check_weights(weights: Mapping[str, float]) -> dict[str, float]:

@@ -111,7 +111,7 @@ CREATE VIEW live_entries AS SELECT * FROM entries AS e WHERE {live("e.id")};
 
 _BATCH = 1_000
 # What COPY's text form escapes in a value (a term holds none of them, but may one day).
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 def _create_entries(conn: psycopg.Connection[Any]) -> None:
@@ -180,7 +180,7 @@ class Postings:
         lines = "".join(
             f"{escaped}\t{entry}\t{frequency}\t{length}\n"
             for term in sorted(by_term)  # Python orders strings by code point, as "C" does
-            for escaped in (term.translate(_COPY_ESCAPES),)
+            for escaped in (term.translate(COPY_ESCAPES),)
             for entry, frequency, length in sorted(by_term[term])
         )
         with (

@@ -109,6 +109,39 @@ def test_put_search_session_and_supplements_go_through_the_database(
     assert {row[0] for row in rows} == {iri, turn.l0_archive_iri}
 
 
+def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> None:
+    """A hybrid search is seven statements, each its own round trip: the dense index's
+    watermark and its read of the change log, the lexical arm, the dense arm (no transaction
+    around it), the context links in both directions at once, the candidates' texts for the
+    re-rank, and the candidates' entries (their graphs and the hits, in one read). Load does
+    not move this count; a search that fetched the same rows twice, or wrapped the dense arm
+    in a transaction of its own, would raise it."""
+    store = memory.store
+    assert isinstance(store, PostgresEntryStore)
+    # More entries than either arm ranks (100): some candidates need their texts read.
+    memory.store.put_many(
+        [
+            {
+                "@id": f"urn:pg:turn:{i}",
+                "text": f"turn {i} about the {word} by the mill",
+                **({"previous": {"@id": f"urn:pg:turn:{i - 1}"}} if i else {}),
+            }
+            for i, word in enumerate(["heron", "kettle", "lantern", "ferry", "orchard"] * 30)
+        ],
+    )
+    memory.search("heron mill")  # the first search gives its connection the HNSW beam
+    before = store.db.statements
+    results = memory.search("lantern by the mill")
+    assert store.db.statements - before == 7
+    assert results.index_behind == 0
+    assert set(results.arms) == {"dense", "lexical"}
+    # A write between searches is still caught up with before the next one ranks.
+    memory.store.put({"@id": "urn:pg:new", "text": "the quiet weir above the lock"})
+    results = memory.search("quiet weir lock", k=3)
+    assert [hit.iri for hit in results][:1] == ["urn:pg:new"]
+    assert results.index_behind == 0
+
+
 def test_two_memories_on_one_database_see_each_other(
     postgres_url: str, postgres_schema: str
 ) -> None:

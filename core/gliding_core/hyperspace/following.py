@@ -200,19 +200,24 @@ class FollowingIndex:
             # roll back (and whose sequence numbers would then be given out again).
             return self.behind()
         self._wanted = True
+        caught_up = False
         while self._wanted and not self._closed:
             if not self._guard.acquire(blocking=wait):
+                caught_up = False
                 break  # the running catch-up sees ``_wanted`` and goes round again
             try:
                 if self._closed:  # closed while this thread waited for the guard
                     break
                 self._wanted = False
-                failed = not self._catch_up_quietly()
+                caught_up = self._catch_up_quietly()
             finally:
                 self._guard.release()
-            if failed:
+            if not caught_up:
                 break
-        return self.behind()
+        # A catch-up that succeeded read the log until it found nothing after what it applied:
+        # nothing was behind as of that read, and asking the store again would cost a round
+        # trip for the same answer.
+        return 0 if caught_up else self.behind()
 
     def catch_up(self) -> int:
         """Apply every L0 change after the watermark, in chunks; return how many were read.

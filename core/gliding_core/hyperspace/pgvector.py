@@ -11,10 +11,12 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
   records each index's embedder and dimension; an index opened with another embedder raises
   ``IndexMismatchError`` (``on_mismatch="raise"``, the default on a shared database) or is
   dropped and rebuilt from L0 (``"rebuild"``).
-- A query without an allowed set walks the HNSW graph with a beam of at least
-  ``SEARCH_BEAM`` (``hnsw.ef_search``, set for that query only), never fewer than the hits
-  asked for. With an allowed set, the allowed rows are scored exactly (their primary key, then
-  the distance of each), since an approximate walk would drop the allowed rows it never meets.
+- A query without an allowed set walks the HNSW graph with a beam of at least ``SEARCH_BEAM``
+  (``hnsw.ef_search``), never fewer than the hits asked for. The beam is a setting of the
+  connection's session, set only when it changes (``session_setting``): the query is then one
+  statement, one round trip, with no transaction around it. With an allowed set, the allowed
+  rows are scored exactly (their primary key, then the distance of each), since an approximate
+  walk would drop the allowed rows it never meets.
 - pgvector is an extension a superuser installs (it is not trusted): on opening, the index
   installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
   run. Its type and operators are named qualified by the schema that holds them.
@@ -42,7 +44,7 @@ from gliding_core.hyperspace.vectors import Vector
 from gliding_core.hyperspace.windows import WINDOW_SEPARATOR
 from gliding_core.jsonld import preview
 from gliding_core.store.postgres import PostgresEntryStore
-from gliding_core.store.postgres.database import Migration, lock_key
+from gliding_core.store.postgres.database import Migration, lock_key, session_setting
 
 SEARCH_BEAM = 128  # hnsw.ef_search: recall over speed, as the Chroma index does
 BATCH = 1_000  # vectors written per statement
@@ -258,10 +260,9 @@ class PgVectorIndex(FollowingIndex):
     def _nearest(self, vector: Vector, n: int, keys: list[str] | None) -> list[tuple[str, float]]:
         if keys is not None:
             return self._exact(vector, keys, n)
-        with self._transaction(f"querying the dense index {self.name!r}") as conn:
-            conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(SEARCH_BEAM, n)),)
-            )
+        doing = f"querying the dense index {self.name!r}"
+        with self._db.translated(doing), self._db.connection() as conn:
+            session_setting(conn, "hnsw.ef_search", str(max(SEARCH_BEAM, n)))
             rows = conn.execute(
                 f"SELECT iri, embedding {self._distance} %s::{self._vector} AS d"
                 f" FROM {self.table} ORDER BY d LIMIT %s",

@@ -164,12 +164,16 @@ class HybridSearch:
             ranked = self.arms(query, n, limits, vector=probe)
         fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
         best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
+        # The candidates' entries, when the re-rank reads them for their graphs (the best k
+        # are among them: one read serves both); otherwise the best k are read at the end.
+        entries: dict[str, Entry] | None = None
         if settings.rerank:
-            final = self._rerank(probe, best, ranked, detail, settings, limits)
+            final, entries = self._rerank(probe, best, ranked, detail, settings, limits)
         else:
             final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
-        entries = self.store.get_many(top)
+        if entries is None:
+            entries = self.store.get_many(top)
         return SearchResults(
             (SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries),
             arms=tuple(arm for arm in ARMS if arm in ranked),
@@ -262,14 +266,16 @@ class HybridSearch:
         detail: dict[str, dict[str, ArmResult]],
         settings: SearchConfig,
         filters: SearchFilters,
-    ) -> dict[str, float]:
+    ) -> tuple[dict[str, float], dict[str, Entry] | None]:
+        """Re-score the candidates; return their scores, and their entries when the group
+        prior read them (``None`` otherwise)."""
         links = self.store.linked(best, self.context_predicates) if settings.context_weight else []
         extra = {n for _, n in links if n not in detail}
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
         pool = list(dict.fromkeys([*best, *sorted(extra)]))
         if not pool:  # nothing matched (an empty memory, or filters that exclude everything)
-            return {}
+            return {}, None
         raw = {"lexical": dict(ranked.get("lexical", []))}
         if self.dense is not None and query is not None:
             # The dense arm's own hits carry exact cosines already; compute only the others.
@@ -304,11 +310,12 @@ class HybridSearch:
         for arm, share in shares.items():
             for iri in pool:
                 final[iri] += weights.get(arm, 0.0) * share[iri]
+        entries = None
         if settings.group_weight:
-            self._group_prior(final, detail, settings)
+            entries = self._group_prior(final, detail, settings)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
-        return final
+        return final, entries
 
     def _hubness_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
         """Lower each candidate's cosine by half its mean cosine with its ten nearest fellow
@@ -363,8 +370,15 @@ class HybridSearch:
         final: dict[str, float],
         detail: dict[str, dict[str, ArmResult]],
         settings: SearchConfig,
-    ) -> None:
-        graph_of = self.store.graphs_of(list(final))
+    ) -> dict[str, Entry]:
+        """Add to each candidate the prior of its named graph; return the candidates' entries
+        (read for their graphs)."""
+        entries = self.store.get_many(list(final))
+        graph_of = {
+            iri: entry.named_graph
+            for iri, entry in entries.items()
+            if entry.named_graph is not None
+        }
         members: dict[str, list[float]] = {}
         for iri, graph in graph_of.items():
             members.setdefault(graph, []).append(final[iri])
@@ -377,6 +391,7 @@ class HybridSearch:
             boost = settings.group_weight * prior[graph]
             final[iri] += boost
             detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
+        return entries
 
 
 def _lengths(contents: Mapping[str, str]) -> dict[str, int]:

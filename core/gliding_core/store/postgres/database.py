@@ -8,6 +8,10 @@ memories share one database, each in a schema of its own. The password never tra
 connection string the pool keeps: it goes to libpq as a separate argument, ``display`` shows
 the rest, and ``translated`` removes it from any message that would still carry it.
 
+``statements`` counts the statements the pool's connections have sent (each ``execute``,
+``executemany`` and ``COPY``): a figure that load does not move, by which tests and benchmarks
+pin how many times an operation goes to the server.
+
 ``prepare`` creates the schema and a component's tables, or upgrades them in place, in one
 transaction under an advisory lock, so processes that open a new schema at once create it once.
 It needs no superuser: an ordinary role that owns the database (or holds ``CREATE`` on it) may
@@ -41,6 +45,7 @@ import hashlib
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -149,6 +154,66 @@ class _Resumable:
                 return done.value
 
 
+class _Tally:
+    """A count shared by threads."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+class _Connection(BoundedConnection):
+    """A connection of the pool: its waits end (``BoundedConnection``), and it knows the tally
+    its cursors count their statements on, and the session settings ``session_setting`` gave
+    it."""
+
+    tally: _Tally | None = None
+    settings: dict[str, str] | None = None
+
+
+def session_setting(conn: psycopg.Connection[Any], name: str, value: str) -> None:
+    """Set the server setting ``name`` to ``value`` for the rest of ``conn``'s session.
+
+    A statement the first time a connection of the pool is given the value, none after (the
+    connection remembers it): a query that needs a setting of its own then costs no round
+    trip of a ``SET LOCAL`` and its transaction. Every user of ``name`` must set it through
+    here. ``conn`` must be outside a transaction (a rollback would undo the setting unseen).
+    """
+    known = conn.settings if isinstance(conn, _Connection) else None
+    if known is not None and known.get(name) == value:
+        return
+    conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+    if known is not None:
+        known[name] = value
+
+
+class _CountingCursor(psycopg.Cursor[Any]):
+    """A cursor that counts each statement it sends (``Database.statements``)."""
+
+    def _count(self) -> None:
+        tally = getattr(self.connection, "tally", None)
+        if tally is not None:
+            tally.add()
+
+    def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+        self._count()
+        return super().execute(query, params, **options)
+
+    def executemany(self, query: Any, params_seq: Any, **options: Any) -> None:
+        self._count()
+        super().executemany(query, params_seq, **options)
+
+    @contextmanager
+    def copy(self, statement: Any, params: Any = None, **options: Any) -> Iterator[Any]:
+        self._count()
+        with super().copy(statement, params, **options) as copy:
+            yield copy
+
+
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
     """How a store reaches its database.
@@ -234,9 +299,10 @@ class Database:
             "connect_timeout": max(1, round(self.settings.timeout_s)),
             "application_name": "gliding-horse",
         }
-        self.pool: psycopg_pool.ConnectionPool[BoundedConnection] = psycopg_pool.ConnectionPool(
+        self._tally = _Tally()
+        self.pool: psycopg_pool.ConnectionPool[_Connection] = psycopg_pool.ConnectionPool(
             self._conninfo,
-            connection_class=BoundedConnection,
+            connection_class=_Connection,
             kwargs=self._kwargs,
             min_size=1,
             max_size=self.settings.max_connections,
@@ -257,8 +323,14 @@ class Database:
     def __repr__(self) -> str:
         return f"Database({self.display!r}, schema={self.schema!r})"
 
-    def _configure(self, conn: BoundedConnection) -> None:
-        """Set a new connection's schema, lock timeout, commit durability and bounded waits.
+    @property
+    def statements(self) -> int:
+        """How many statements the pool's connections have sent (see the module docstring)."""
+        return self._tally.value
+
+    def _configure(self, conn: _Connection) -> None:
+        """Set a new connection's schema, lock timeout, commit durability and bounded waits,
+        and count its statements from then on.
 
         Prepared statements (psycopg prepares a statement run often) keep one generic plan:
         every statement of the stores is a lookup by parameters, and planning the BM25 one
@@ -281,6 +353,8 @@ class Database:
                 "on" if settings.synchronous_commit else "off",
             ),
         )
+        conn.cursor_factory = _CountingCursor
+        conn.tally, conn.settings = self._tally, {}
 
     def _answers(self) -> bool:
         """Whether the server answers a new connection within half the timeout (libpq's

@@ -97,7 +97,14 @@ from gliding_core.store.parts import fits_whole, headed, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
 from gliding_core.store.postgres.lexical import ranked_sql
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
-from gliding_core.store.postgres.schema import COMPONENT, MIGRATIONS, NOW, Postings, live
+from gliding_core.store.postgres.schema import (
+    COMPONENT,
+    COPY_ESCAPES,
+    MIGRATIONS,
+    NOW,
+    Postings,
+    live,
+)
 from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
@@ -653,6 +660,13 @@ class PostgresEntryStore:
             tx.tokens += added.add(entry_id, text)
         tx.documents += len(rows.texts)
         drop_parts(conn, tx, rows.retexted)  # a text changed: its parts no longer complete it
+        # The types and edges of the entries created here are new rows (once each: a node may
+        # name one twice); those of stored entries may meet rows already there.
+        created = {row[11] for row in rows.created}
+        new_types = list(dict.fromkeys(row for row in rows.types if row[1] in created))
+        types = [row for row in rows.types if row[1] not in created]
+        new_edges = list(dict.fromkeys(row for row in rows.edges if row[0] in created))
+        edges = [row for row in rows.edges if row[0] not in created]
         with conn.pipeline():
             if rows.updated:
                 conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
@@ -664,13 +678,22 @@ class PostgresEntryStore:
                 )
             removed.delete(conn)
             _labels(conn, _DELETE_LABELS, "entry_types", "type", rows.old_types)
-            _labels(conn, _INSERT_LABELS, "entry_types", "type", rows.types)
-            if rows.edges:
-                conn.execute(_INSERT_EDGES, _columns(rows.edges))
-        # The rows below are all new (what they replace was deleted above): COPY them, the
-        # fastest way in, outside the pipeline (which COPY may not join).
+            _labels(conn, _INSERT_LABELS, "entry_types", "type", types)
+            if edges:
+                conn.execute(_INSERT_EDGES, _columns(edges))
+        # The rows below are all new (what they replace was deleted above, and an entry created
+        # here has a new id): COPY them, the fastest way in, outside the pipeline (which COPY
+        # may not join). The index rows go as text, which costs the client least.
         _copy(conn, _COPY_ENTRIES, rows.created)
-        _copy(conn, "entry_tags (tag, entry_id)", rows.tags)
+        _copy_text(conn, "entry_tags (tag, entry_id)", (f"{_text(t)}\t{i}\n" for t, i in rows.tags))
+        _copy_text(
+            conn, "entry_types (type, entry_id)", (f"{_text(t)}\t{i}\n" for t, i in new_types)
+        )
+        _copy_text(
+            conn,
+            "edges (source_id, predicate, target)",
+            (f"{i}\t{_text(p)}\t{_text(t)}\n" for i, p, t in new_edges),
+        )
         added.insert(conn)
         tx.relogged += rows.relogged
         tx.changes += rows.changes
@@ -1134,7 +1157,11 @@ class PostgresEntryStore:
         where = "WHERE g.predicate = ANY(%s::text[]) AND"
         outgoing = f"SELECT e.iri, g.target {join} {where} e.iri = ANY(%s::text[])"
         incoming = f"SELECT g.target, e.iri {join} {where} g.target = ANY(%s::text[])"
-        rows = self._over(iris, outgoing, [wanted]) + self._over(iris, incoming, [wanted])
+        # One statement, one round trip: the outgoing pairs, then the incoming ones.
+        sql = f"{outgoing} UNION ALL {incoming}"
+        unique = check_iris(iris)
+        with self._reading() as conn:
+            rows = conn.execute(sql, (wanted, unique, wanted, unique)).fetchall()
         return [(row[0], row[1]) for row in rows]
 
     def hierarchy(self, predicates: Sequence[str]) -> list[tuple[str, str]]:
@@ -1419,6 +1446,19 @@ def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[An
         with conn.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
+
+
+def _text(value: str) -> str:
+    """``value`` as a field of ``COPY``'s text form."""
+    return value.translate(COPY_ESCAPES)
+
+
+def _copy_text(conn: psycopg.Connection[Any], target: str, lines: Iterable[str]) -> None:
+    """Insert rows given as lines of ``COPY``'s text form into ``target``, in one write."""
+    data = "".join(lines)
+    if data:
+        with conn.cursor() as cursor, cursor.copy(f"COPY {target} FROM STDIN") as copy:
+            copy.write(data)
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:

@@ -379,7 +379,7 @@ class Database:
         """Open a connection of the caller's own, outside the pool, set up as the pool's are
         (autocommit, the schema, bounded waits); the caller closes it."""
         kwargs = {**self._kwargs, "application_name": application_name}
-        conn = BoundedConnection.connect(self._conninfo, **kwargs)
+        conn = _Connection.connect(self._conninfo, **kwargs)
         try:
             self._configure(conn)
         except BaseException:

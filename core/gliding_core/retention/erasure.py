@@ -42,6 +42,7 @@ from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import check_iris, node_text, preview
 from gliding_core.session import SESSION_PREFIX, Session
+from gliding_core.session_state import prune_states
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import Scope
@@ -185,7 +186,8 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
         inputs = parts.supplements.forget(plan.task) if plan.task is not None else []
         taken = set(inputs)
         deleted = [*inputs, *store.delete_many([i for i in plan.iris if i not in taken])]
-    gone = set(deleted) | set(plan.iris)
+        gone = set(deleted) | set(plan.iris)
+        prune_states(store, gone)  # sessions open nowhere keep their chains in L0 too
     kinds = Counter(_kind(existing[iri].jsonld_types) for iri in deleted if iri in existing)
     turns = sum(session.forget(gone) for session in parts.sessions())
     points = parts.structure.forget(sorted(gone))
@@ -221,6 +223,7 @@ def expire(
     if not entries:
         return ForgetReport(target=EXPIRED)
     gone = {entry.iri for entry in entries}
+    prune_states(parts.store, gone)
     texts = _texts(entries)
     return ForgetReport(
         target=EXPIRED,

@@ -189,6 +189,7 @@ class Session:
         self._loaded = False
         self._depth = 0  # nesting of ``atomic`` blocks on the thread holding the lock
         self._dirty = False
+        self._undo: list[Callable[[], None]] = []  # what a failed ``atomic`` block takes back
         self._budget_set: int | None = None
         self._task_text: str | None = None
         self._previous_text: str | None = None
@@ -294,20 +295,21 @@ class Session:
                     self._depth -= 1
                 return
             store = self.services.store
-            self._depth = 1
+            self._depth, self._dirty, self._undo = 1, False, []
             try:
                 with store.transaction():
                     store.hold(f"session:{self.id}")
                     self._sync()
-                    self._dirty = False
                     yield
                     if self._dirty:
                         self._save()
             except BaseException:
+                for undo in reversed(self._undo):  # the ledger's marks of what rolled back
+                    undo()
                 self._unload()
                 raise
             finally:
-                self._depth = 0
+                self._depth, self._undo = 0, []
 
     def _refresh(self) -> None:
         """Read the state again if it changed in L0 (a no-op inside ``atomic``)."""
@@ -328,12 +330,14 @@ class Session:
         self._stamp = None
 
     def _load(self, state: SavedState | None) -> None:
-        """Take ``state`` (or, without one, the archived turns alone) as the session's."""
+        """Take ``state`` (or, without one, the archived turns alone) as the session's.
+
+        The ledger only grows: a message archived and then forgotten stays known as archived
+        in this process, so a framework sending the same history again does not bring it back.
+        """
         store = self.services.store
         count = 0 if state is None else state.count
         if not self._loaded or state is None or count < self._count:
-            self.ledger.recorded.clear()
-            self.ledger.shown.clear()
             self._taken, self._archived, self._count = {}, [], 0
             self._absorb(archived_turns(store.by_tags([self._tag]), self.iri))
         elif count > self._count:
@@ -488,8 +492,9 @@ class Session:
             self._turns.append(turn)
             self._archived.append(iri)
             message = (metadata or {}).get("message_id")
-            if isinstance(message, str):
+            if isinstance(message, str) and message not in self.ledger.recorded:
                 self.ledger.recorded[message] = iri
+                self._undo.append(lambda: self.ledger.recorded.pop(message, None))
             self._dirty = True
             self._evict(None, protect=None)
         return turn
@@ -529,7 +534,9 @@ class Session:
         with self.atomic():
             fresh = [item for iri, (item, _) in self._taken.items() if iri not in self.ledger.shown]
             if fresh:
-                self.ledger.shown.update(item.iri for item in fresh)
+                marked = {item.iri for item in fresh}
+                self.ledger.shown.update(marked)
+                self._undo.append(lambda: self.ledger.shown.difference_update(marked))
                 self._dirty = True
         return fresh
 

@@ -349,7 +349,7 @@ class Session:
         chain = {t.l0_archive_iri for t in self._turns}
         extra = () if state is None else state.extra_refs
         self._weak_refs = [iri for iri in [*self._archived, *extra] if iri not in chain]
-        unshown = set() if state is None else set(state.unshown)
+        unshown: set[str] = set() if state is None else set(state.unshown)
         self.ledger.shown.update(iri for iri in self._taken if iri not in unshown)
         self._task_text = None if state is None else state.task_text
         self._previous_text = None if state is None else state.previous_text
@@ -494,10 +494,13 @@ class Session:
             message = (metadata or {}).get("message_id")
             if isinstance(message, str) and message not in self.ledger.recorded:
                 self.ledger.recorded[message] = iri
-                self._undo.append(lambda: self.ledger.recorded.pop(message, None))
+                self._undo.append(lambda: self._unrecord(message))
             self._dirty = True
             self._evict(None, protect=None)
         return turn
+
+    def _unrecord(self, message_id: str) -> None:
+        self.ledger.recorded.pop(message_id, None)
 
     def start_cycle(
         self, inputs: SupplementaryQueue, *, tags: Sequence[str] = ()

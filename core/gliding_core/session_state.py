@@ -197,15 +197,20 @@ def archived_turns(entries: Iterable[Entry], session_iri: str) -> list[ArchivedT
     return sorted(found, key=lambda turn: turn.number)
 
 
-def prune_states(store: EntryStore, gone: Collection[str]) -> list[str]:
+def prune_states(
+    store: EntryStore, gone: Collection[str], summaries: Collection[str] = ()
+) -> list[str]:
     """Take the entries ``gone`` (deleted or expired turns) out of their sessions' states.
 
     A session open in no process still keeps its chain in L0: its state must not go on showing
-    a forgotten turn's summary. Each state that held one is written again, with a new stamp, so
-    every process holding the session reads it again. Returns the IRIs of the states written.
+    a forgotten turn's summary, nor keep one (``summaries``: those of the gone turns) as the
+    text its relevance tracker compares with. Each state that held one is written again, with
+    a new stamp, so every process holding the session reads it again. Returns the IRIs of the
+    states written.
     """
     sessions = sorted({m.group(1) for iri in gone if (m := _TURN_IRI.fullmatch(iri))})
     found = store.get_many([f"{session}/state" for session in sessions])
+    summaries = set(summaries)
     written = []
     with store.transaction():
         for iri, entry in found.items():
@@ -214,7 +219,11 @@ def prune_states(store: EntryStore, gone: Collection[str]) -> list[str]:
                 continue
             turns = [t for t in _list(raw.get("turns", [])) if not _names(t, gone)]
             refs = [r for r in _list(raw.get("extra_refs", [])) if r not in gone]
-            kept = {**raw, "turns": turns, "extra_refs": refs, "stamp": uuid.uuid4().hex}
+            texts = {
+                key: None if raw.get(key) in summaries else raw.get(key)
+                for key in ("task_text", "previous_text")
+            }
+            kept = {**raw, **texts, "turns": turns, "extra_refs": refs, "stamp": uuid.uuid4().hex}
             store.replace(entry.node, named_graph=entry.named_graph, metadata={STATE_KEY: kept})
             written.append(iri)
     return written

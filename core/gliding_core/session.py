@@ -13,13 +13,13 @@ Invariants:
 - Token counts are exact (the memory's token counter).
 - Input: turn content, goals and queries are text that encodes as UTF-8; roles and agent
   names are labels; scores and times are finite real numbers, kept as floats.
-- L0 is the truth, not the process (``gliding_core.session_state``): a session is known by its
-  agent and task, and what its context depends on (archived turns, the summary chain with its
-  scores and marks, the relevance tracker's references, the inputs taken and shown) is kept in
-  L0. Every change runs in one L0 transaction holding the session's lock (``EntryStore.hold``),
-  on the state as last committed by any process; every read first checks the state's stamp
-  and reads it again when another process or memory changed it. So a thread whose runs
-  alternate between workers sees the context one worker would show it.
+- L0 is the truth, not the process (``gliding_core.store.session_state``): a session is known
+  by its agent and task, and what its context depends on (archived turns, the summary chain
+  with its scores and marks, the relevance tracker's references, the inputs taken and shown)
+  is kept in L0. Every change runs in one L0 transaction holding the session's lock
+  (``EntryStore.hold``), on the state as last committed by any process; every read first
+  checks the state's stamp and reads it again when another process or memory changed it. So
+  a thread whose runs alternate between workers sees the context one worker would show it.
 Thread-safe: one lock per session; across processes, the store's lock per session.
 """
 
@@ -47,7 +47,8 @@ from gliding_core.errors import EntryNotFoundError, InvalidInputError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.jsonld import check_label, check_text, node_text, preview, validate_iri
-from gliding_core.session_state import (
+from gliding_core.store.protocol import EntryStore
+from gliding_core.store.session_state import (
     ArchivedTurn,
     SavedState,
     SavedTurn,
@@ -57,7 +58,6 @@ from gliding_core.session_state import (
     session_id,
     state_node,
 )
-from gliding_core.store.protocol import EntryStore
 from gliding_core.summarize import Summarizer
 from gliding_core.tokens import TokenCounter
 

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("errors", "checks", "jsonld", "boundary", "tokens", "bus", "config", "framing")),
     ("L0", ("store",)),
     ("hyperspace", ("hyperspace",)),
-    ("L1", ("attention", "session", "session_state", "summarize", "topics")),
+    ("L1", ("attention", "session", "summarize", "topics")),
     ("coherence", ("coherence",)),
     ("L2", ("blackboard",)),
     ("L3", ("projection",)),

@@ -19,8 +19,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from gliding_core import HashEmbedder, Memory, MemoryConfig, SessionConfig, TopicConfig
-from gliding_core.session_state import session_id
 from gliding_core.store.scope import Scope
+from gliding_core.store.session_state import session_id
 from gliding_langchain import GlidingMemoryMiddleware
 from gliding_langchain import ScriptedChatModel as Model
 

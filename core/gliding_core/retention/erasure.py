@@ -42,11 +42,11 @@ from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import check_iris, node_text, preview
 from gliding_core.session import SESSION_PREFIX, Session
-from gliding_core.session_state import prune_states
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import Scope
+from gliding_core.store.session_state import prune_states
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,8 @@
-"""L1: a session's state as L0 keeps it, so that any worker can rebuild the session.
+"""L0: the entries that keep an L1 session's state, so that any worker can rebuild the session.
 
-A session (``gliding_core.session``) is known by its agent and task: ``session_id`` derives its id
+The format lives beside the store, not in L1: the session writes and reads it, and erasure
+(``gliding_core.retention``) prunes it without opening any session. A session
+(``gliding_core.session``) is known by its agent and task: ``session_id`` derives its id
 from them, so every process that opens the session of one agent on one task opens the same one.
 What its context depends on lives in L0, never only in a process:
 

@@ -378,7 +378,10 @@ class Memory:
     ) -> Session:
         """Return the L1 session of ``agent`` on ``task_iri``, creating it on first use.
 
-        The first session also starts the background topic monitor.
+        The session is kept in L0 (``gliding_core.store.session_state``): the session of the
+        same agent and task in another process or memory on the same directory or database is
+        the same session, and each one reads what the others changed before every use. The
+        first session also starts the background topic monitor.
         """
         key = (agent, task_iri)
         with self._lock:

@@ -148,7 +148,7 @@ def test_forgetting_a_thread_leaves_the_user_scope_alone(memory: Memory) -> None
     Conversation(memory, scope=thread).record([{"role": "user", "content": "thread words"}])
     Conversation(memory, scope=ALICE).record([{"role": "user", "content": "user words"}])
     report = memory.forget(thread)
-    assert report.removed == 1
+    assert report.kinds == {"Turn": 1, "SessionState": 1}  # the turn, and its session's state
     assert [h.entry.node["text"] for h in memory.search("words", 5)] == ["user words"]
 
 
@@ -183,7 +183,7 @@ def test_a_memory_without_engines_says_what_it_could_not_reach(tmp_path: Path) -
         Conversation(owner, scope=ALICE).record([{"role": "user", "content": "x Qzfar"}])
     with Memory.open(tmp_path, config=CONFIG, embedder=HashEmbedder(), engines=False) as other:
         report = other.forget(ALICE)
-    assert report.removed == 1
+    assert report.kinds == {"Turn": 1, "SessionState": 1}  # the turn, and its session's state
     assert any(s.startswith("dense index") for s in report.skipped)
 
 

@@ -32,7 +32,7 @@ def test_the_middleware_forgets_a_user_as_mem0_deletes_all_of_one(memory: Memory
         )
     report = middleware.forget(user_id="alice")
     assert report.target == "user:alice"
-    assert report.removed == 1
+    assert report.kinds == {"Turn": 1, "SessionState": 1}  # the turn, and its session's state
     assert "Qzalicepass" not in _texts(memory)
     assert "Qzbobpass" in _texts(memory)
     recalled = middleware.conversation_for(Scope.user("alice")).view(
@@ -49,7 +49,7 @@ def test_clear_keeps_what_forget_erases(memory: Memory) -> None:
     assert "Qzpass77" in _texts(memory)  # clear hides; recall still finds it
     report = history.forget()
     assert report.target == "thread:chat-1"
-    assert report.removed == 2
+    assert report.kinds == {"Turn": 2, "SessionState": 1}
     assert "Qzpass77" not in _texts(memory)
 
 

@@ -44,7 +44,7 @@ def test_put_keeps_the_history_and_archives_each_message_once(memory: Memory) ->
         "The deploy key lives in the blue vault.",
         "Understood, the blue vault.",
     ]
-    assert memory.store.count() == 2
+    assert memory.store.count() == 2 + 1  # the two messages and the L1 session's state
     assert [hit.entry.node["text"] for hit in memory.search("blue vault deploy key", 1)] == [
         "The deploy key lives in the blue vault."
     ]
@@ -141,13 +141,14 @@ def test_set_replaces_the_history_and_reset_forgets_it(memory: Memory) -> None:
     history.set([user("alpha topic"), assistant("beta reply")])
 
     assert [m.content for m in history.get_all()] == ["alpha topic", "beta reply"]
-    assert memory.store.count() == 3  # first, alpha, beta: the archive keeps everything
+    # First, alpha, beta (the archive keeps everything), and the L1 session's state.
+    assert memory.store.count() == 3 + 1
 
     history.reset()
     assert history.get_all() == []
     assert len(history.get()) <= 1  # at most the memory message (L1's context)
     history.put(user("first"))  # new after a reset: archived again
-    assert memory.store.count() == 4
+    assert memory.store.count() == 4 + 1
 
 
 def test_callers_get_copies(memory: Memory) -> None:
@@ -214,7 +215,7 @@ def test_from_defaults_takes_token_limit_and_owns_a_memory_it_makes(
     history.put(user("hello"))
 
     assert history.conversation.budget == 500
-    assert owned.store.count() == 1
+    assert owned.store.count() == 1 + 1  # the message and the L1 session's state
     history.close()
     with pytest.raises(ClosedError):
         owned.store.count()

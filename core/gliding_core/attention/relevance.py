@@ -53,6 +53,11 @@ class RelevanceTracker:
         with self._lock:
             self._task = None if embedding is None else as_vector(embedding)
 
+    def set_previous(self, embedding: Sequence[float] | Vector | None) -> None:
+        """Set the previous input's embedding (a session rebuilt from L0 restores it)."""
+        with self._lock:
+            self._previous = None if embedding is None else as_vector(embedding)
+
     def score(self, embedding: Sequence[float] | Vector | None, *, remember: bool = True) -> float:
         """Return the relevance of a new input; with ``remember`` it becomes the previous input."""
         if embedding is None:

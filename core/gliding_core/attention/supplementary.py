@@ -28,6 +28,7 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -265,6 +266,21 @@ class SupplementaryInputStore:
 
     def _pending_entries(self, task_iri: str, limit: int | None) -> list[Entry]:
         return self.store.by_tags([PENDING, _task_tag(task_iri)], limit=limit)
+
+
+def read_inputs(store: EntryStore, iris: Sequence[str]) -> dict[str, SupplementaryInput]:
+    """Return the supplementary inputs among ``iris`` that ``store`` holds, by IRI, each with
+    its whole text (what a session rebuilt from L0 needs of the inputs it took)."""
+    wanted = [iri for iri in iris if isinstance(iri, str) and iri.startswith(IRI_PREFIX)]
+    out: dict[str, SupplementaryInput] = {}
+    for iri, entry in store.get_many(wanted).items():
+        if "SupplementaryInput" not in entry.jsonld_types:
+            continue
+        node = entry.node
+        if is_head(node.get("text")):
+            node = {**node, "text": store.full_text(iri) or ""}
+        out[iri] = _from_node(node, consumed=CONSUMED in entry.tags)
+    return out
 
 
 def _task_tag(task_iri: str) -> str:

@@ -28,7 +28,7 @@ import logging
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,9 +42,11 @@ from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.structure import StructureIndex
 from gliding_core.jsonld import check_iris, node_text, preview
 from gliding_core.session import SESSION_PREFIX, Session
+from gliding_core.store.entry import Entry
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import Scope
+from gliding_core.store.session_state import prune_states
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +187,9 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
         inputs = parts.supplements.forget(plan.task) if plan.task is not None else []
         taken = set(inputs)
         deleted = [*inputs, *store.delete_many([i for i in plan.iris if i not in taken])]
-    gone = set(deleted) | set(plan.iris)
+        gone = set(deleted) | set(plan.iris)
+        # Sessions open nowhere keep their chains in L0 too.
+        prune_states(store, gone, _summaries(existing.values()))
     kinds = Counter(_kind(existing[iri].jsonld_types) for iri in deleted if iri in existing)
     turns = sum(session.forget(gone) for session in parts.sessions())
     points = parts.structure.forget(sorted(gone))
@@ -221,6 +225,7 @@ def expire(
     if not entries:
         return ForgetReport(target=EXPIRED)
     gone = {entry.iri for entry in entries}
+    prune_states(parts.store, gone, _summaries(entries))
     texts = _texts(entries)
     return ForgetReport(
         target=EXPIRED,
@@ -301,6 +306,11 @@ def _texts(entries: Collection[object]) -> list[str]:
             continue
         texts += [t for t in (node_text(node), node.get("summary")) if isinstance(t, str) and t]
     return list(dict.fromkeys(texts))
+
+
+def _summaries(entries: Iterable[Entry]) -> list[str]:
+    """The L1 summaries of the turns among ``entries``."""
+    return [s for e in entries if isinstance(s := e.node.get("summary"), str)]
 
 
 def _kind(types: Sequence[str]) -> str:

@@ -25,7 +25,10 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   a write that fails inside it rolls back only itself. Inside the block the thread reads its own
   writes; every other reader sees the store as it was before the block until the commit.
   ``in_transaction()`` tells the calling thread whether it is inside one (what it reads may
-  still roll back).
+  still roll back). ``hold(purpose)``, inside a transaction, makes it the only one holding
+  ``purpose`` until it ends, in every process: another transaction asking for the same purpose
+  waits, and its reads after that see what the first committed (so a read-change-write of
+  state kept in entries is never lost between processes).
 - Reads never write an entry: ``get`` counts itself (``access_count``, ``last_accessed``) and
   the count shows in every later read; ``get_many`` and the queries count nothing. Query results
   come in a stated order (oldest first unless the method says otherwise).
@@ -103,6 +106,10 @@ class EntryStore(Protocol):
 
     def in_transaction(self) -> bool:
         """Whether the calling thread is inside a write transaction of this handle."""
+        ...
+
+    def hold(self, purpose: str) -> None:
+        """Hold the lock named ``purpose`` until the calling thread's transaction ends."""
         ...
 
     # -- writes --------------------------------------------------------------------------------

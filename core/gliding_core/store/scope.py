@@ -49,9 +49,10 @@ SCOPE_PREFIX = "urn:gliding:scope:"
 TAG_PREFIX = "scope:"
 # The type of a supplementary input in L0, and of the L1 turn that archives a delivered one.
 INPUT_TYPE = "SupplementaryInput"
-# Never recalled: supplementary inputs (the delivered message is where one is seen), and the
-# chat log's entries keeping a large message's record (its turn is what recall finds).
-UNREAD_TYPES = (INPUT_TYPE, "ChatMarks")
+# Never recalled: supplementary inputs (the delivered message is where one is seen), the chat
+# log's entries keeping a large message's record (its turn is what recall finds), and the L1
+# sessions' state entries (they have no text; this keeps a reader off them all the same).
+UNREAD_TYPES = (INPUT_TYPE, "ChatMarks", "SessionState")
 
 Kind = Literal["user", "thread", "task"]
 KINDS: tuple[Kind, ...] = ("user", "thread", "task")

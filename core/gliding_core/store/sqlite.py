@@ -80,6 +80,7 @@ from gliding_core.jsonld import (
     Node,
     canonical_json,
     check_iris,
+    check_label,
     check_text,
     encodes_as_utf8,
     node_text,
@@ -519,6 +520,22 @@ class L0Store:
         sequence numbers would then be given out again): a derived index waits for the commit.
         """
         return self._db.owner == threading.get_ident()
+
+    def hold(self, purpose: str) -> None:
+        """Hold the lock named ``purpose`` until the calling thread's transaction ends.
+
+        SQLite's write transactions (``BEGIN IMMEDIATE``) already exclude every other writer of
+        the file, in any process, and begin on the last commit: holding one is holding every
+        purpose, so only the call is checked.
+
+        Raises:
+            InvalidInputError: ``purpose`` is not a label, or the thread is in no transaction.
+        """
+        check_label(purpose, what="lock purpose")
+        if not self.in_transaction():
+            raise InvalidInputError(
+                f"hold({purpose!r}) needs a transaction: call it inside store.transaction()"
+            )
 
     # -- writes --------------------------------------------------------------------------------
 

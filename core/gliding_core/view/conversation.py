@@ -221,11 +221,11 @@ class Conversation:
             RecallSource(memory, self.settings.recall_k, filters=readable),
             *self.extra_sources,
         )
-        # Shared by every conversation on the session (one per agent and task in a memory):
-        # a second adapter instance neither archives a message again nor re-shows an input.
+        # Shared by every conversation on the session (one per agent and task in a memory, and
+        # kept in L0 for the others): a second adapter instance, in this process or another,
+        # neither archives a message again nor re-shows an input.
         ledger = self.session.ledger
-        self._recorded = ledger.recorded  # message id -> L0 archive IRI
-        self._shown = ledger.shown  # supplementary inputs shown as messages
+        self._recorded = ledger.recorded  # message id -> L0 archive IRI (the session keeps it)
         self._lock = ledger.lock
 
     @property
@@ -269,11 +269,9 @@ class Conversation:
         Takes the pending ones into the session first; inputs the session took earlier (by a
         callback handler at a cycle start) and not yet shown are included. Oldest first.
         """
-        with self._lock:
+        with self._lock, self.session.atomic():
             self.take_pending()
-            taken = self.session.taken_inputs.items()
-            fresh = [item for iri, (item, _) in taken if iri not in self._shown]
-            self._shown.update(item.iri for item in fresh)
+            fresh = self.session.show_inputs()
         return sorted(fresh, key=lambda item: item.created_at)
 
     # -- archiving -----------------------------------------------------------------------------
@@ -297,14 +295,19 @@ class Conversation:
         extra = [dict(m) for m in metadata] if metadata is not None else [{} for _ in items]
         if len(extra) != len(items):
             raise InvalidInputError(f"metadata has {len(extra)} items for {len(items)} messages")
+        todo = [
+            (item, more, text)
+            for item, more in zip(items, extra, strict=True)
+            if not _not_archived(item) and (text := message_text(item).strip())
+        ]
+        if self.session.all_archived([item.get("id") for item, _, _ in todo]):
+            return []  # the usual case (a framework sends the whole history): no write
         turns = []
-        with self._lock:
-            for item, more in zip(items, extra, strict=True):
+        # One change of the session: what another process recorded meanwhile is seen first.
+        with self._lock, self.session.atomic():
+            for item, more, text in todo:
                 key = item.get("id")
-                if _not_archived(item) or key in self._recorded:
-                    continue
-                text = message_text(item).strip()
-                if not text:
+                if key in self._recorded:
                     continue
                 marks = {**more, "message_id": key} if key else more
                 turn = self.session.add_turn(
@@ -312,13 +315,11 @@ class Conversation:
                 )
                 turns.append(turn)
                 self.stale_turns.note(turn.l0_archive_iri, item)
-                if key is not None:
-                    self._recorded[key] = turn.l0_archive_iri
         return turns
 
     def archived(self, message_id: str) -> str | None:
         """Return the L0 IRI a recorded message was archived under, or ``None``."""
-        return self._recorded.get(message_id)
+        return self.session.archived(message_id)
 
     def adopt(self, message_id: str, iri: str) -> None:
         """Know ``message_id`` as archived under ``iri`` (a chat log reopened after a restart)."""

@@ -89,11 +89,11 @@ def test_export_then_import_carries_a_memory_to_a_new_directory(
     out = tmp_path / "out.jsonl"
     code, text = run("export", str(directory), str(out), "--scope", "user:bob")
     assert code == 0
-    assert "exported 1 entries" in text
+    assert "exported 2 entries" in text  # bob's turn and his L1 session's state
     copy = tmp_path / "copy"
     code, text = run("import", str(out), str(copy))
     assert code == 0
-    assert "imported 1 entries" in text
+    assert "imported 2 entries" in text
     assert "vectors kept" in text
     (only,) = _texts(copy)
     assert "Qzbobword" in only

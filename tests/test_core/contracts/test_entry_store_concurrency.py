@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from gliding_core import EntryStore, Record
+from gliding_core import EntryStore, InvalidInputError, Record
 from tests.test_core.contracts.conftest import Backend, run_child
 
 
@@ -212,5 +212,78 @@ def test_stress_four_processes_with_merges(shared_entry_backend: Backend[EntrySt
         assert store.count() == 4 * 500 + 1
         if shared_entry_backend.verify is not None:
             shared_entry_backend.verify(store)
+    finally:
+        store.close()
+
+
+# -- hold: a lock per purpose, to the end of the transaction -----------------------------------
+
+
+def test_hold_needs_a_transaction_and_a_label(entry_store: EntryStore) -> None:
+    with pytest.raises(InvalidInputError, match="transaction"):
+        entry_store.hold("session:x")
+    with entry_store.transaction():
+        with pytest.raises(InvalidInputError, match="lock purpose"):
+            entry_store.hold("bad\nlabel")
+        entry_store.hold("session:x")
+        entry_store.hold("session:x")  # again in the same transaction: it holds it already
+        entry_store.put({"@id": "urn:a"})
+    assert "urn:a" in entry_store
+
+
+def _bump(store: EntryStore, times: int) -> None:
+    """Read a counter, add one, write it: ``times`` times, each in a transaction holding it."""
+    for _ in range(times):
+        with store.transaction():
+            store.hold("counter")
+            node = store.get_many(["urn:counter"])["urn:counter"].node
+            store.replace({"@id": "urn:counter", "n": node["n"] + 1})
+
+
+def test_threads_holding_one_purpose_lose_no_read_change_write(entry_store: EntryStore) -> None:
+    entry_store.put({"@id": "urn:counter", "n": 0})
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            _bump(entry_store, 25)
+        except BaseException as exc:  # collected for the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert entry_store.get_node("urn:counter") == {"@id": "urn:counter", "n": 100}
+
+
+BUMPER = """
+import sys
+
+store = open_backend()
+for _ in range(int(sys.argv[1])):
+    with store.transaction():
+        store.hold("counter")
+        node = store.get_many(["urn:counter"])["urn:counter"].node
+        store.replace({"@id": "urn:counter", "n": node["n"] + 1})
+store.close()
+print("done", flush=True)
+"""
+
+
+def test_processes_holding_one_purpose_lose_no_read_change_write(
+    shared_entry_backend: Backend[EntryStore],
+) -> None:
+    store = shared_entry_backend.open()
+    try:
+        store.put({"@id": "urn:counter", "n": 0})
+        bumpers = [run_child(shared_entry_backend, BUMPER, "40") for _ in range(3)]
+        for bumper in bumpers:
+            out, _ = bumper.communicate(timeout=600)
+            assert bumper.returncode == 0
+            assert out.split() == ["done"]
+        assert store.get_node("urn:counter") == {"@id": "urn:counter", "n": 120}
     finally:
         store.close()

@@ -34,9 +34,10 @@ def test_each_message_is_one_l0_entry_and_recall_finds_it_once(tmp_path: Path) -
                 {"role": "assistant", "content": "Noted: 5521.", "id": "m2"},
             ]
         )
-        assert memory.store.count() == 3  # no second copy of a message
+        # One entry per message, and one for the L1 session's state: no second copy.
+        assert memory.store.count() == 3 + 1
         log.append([{"role": "user", "content": "The crate code is 5521.", "id": "m1"}])
-        assert memory.store.count() == 3  # a logged id is not logged again
+        assert memory.store.count() == 3 + 1  # a logged id is not logged again
         hits = memory.search("crate code 5521", 5, filters=Scope.thread("t1").filters())
         assert [h.entry.metadata.get("message_id") for h in hits].count("m1") == 1
 
@@ -68,7 +69,7 @@ def test_clear_hides_and_keep_picks_without_deleting(tmp_path: Path) -> None:
         assert [m.id for m in log.messages()] == ["m1", "m3"]
         log.clear()
         assert log.messages() == []
-        assert memory.store.count() == 4
+        assert memory.store.count() == 4 + 1  # the messages and the L1 session's state
 
 
 def test_a_delivered_input_is_logged_on_its_own_turn(tmp_path: Path) -> None:

@@ -41,7 +41,8 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import orjson
 
@@ -177,6 +178,36 @@ class Directory(Protocol):
 
     def close(self) -> None:
         """Release the backend; later calls raise ``ClosedError``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryChange:
+    """A change another handle of a shared directory committed, as it was pushed to this one.
+
+    Attributes:
+        token: the directory's token after the change.
+        iris: the nodes whose records changed (empty: the token moved, no record did);
+            ``None`` when not known (too many to name, or pushes were missed while the
+            connection that receives them was lost): anything may have changed.
+    """
+
+    token: int
+    iris: tuple[str, ...] | None
+
+
+@runtime_checkable
+class PushingDirectory(Protocol):
+    """A directory that pushes every other handle's changes to its subscribers (a process's
+    copies are dropped when another commits, not only found stale on their next read)."""
+
+    @property
+    def listening(self) -> bool:
+        """Whether pushes arrive now (while not, copies are only checked on read)."""
+        ...
+
+    def subscribe(self, callback: Callable[[DirectoryChange], None]) -> Callable[[], None]:
+        """Call ``callback`` with each change another handle commits; return its cancel."""
         ...
 
 

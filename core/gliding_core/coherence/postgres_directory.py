@@ -55,7 +55,6 @@ import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import psycopg
@@ -63,6 +62,7 @@ import psycopg
 from gliding_core.coherence.directory import (
     DEFAULT_KEEP_VERSIONS,
     Copy,
+    DirectoryChange,
     NodeRecord,
     changed_records,
     check_keep,
@@ -152,21 +152,6 @@ class _Unvouched:
 
 
 _UNVOUCHED = _Unvouched()
-
-
-@dataclass(frozen=True, slots=True)
-class DirectoryChange:
-    """A change another handle committed, as the listener received it.
-
-    Attributes:
-        token: the directory's token after the change.
-        iris: the nodes whose records changed; ``None`` when not known (too many to name, or
-            notifications were missed while the listener was reconnecting): anything may have
-            changed.
-    """
-
-    token: int
-    iris: tuple[str, ...] | None
 
 
 def channel_of(schema: str) -> str:
@@ -272,6 +257,12 @@ class PostgresDirectory:
                 callback(change)
             except Exception:
                 logger.exception("a coherence directory subscriber failed")
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listener is connected now: changes are pushed to the subscribers (while
+        not, a change is missed, and ``DirectoryChange(token, None)`` follows its return)."""
+        return self._listener.listening
 
     # -- records ------------------------------------------------------------------------------
 
@@ -555,6 +546,12 @@ class _Listener:
         )
         self._thread.start()
         self._ready.wait(directory.database.settings.timeout_s + 5)
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listener is connected and listening."""
+        with self._lock:
+            return self._listening
 
     def token(self) -> Hashable:
         """Return the pushed counter, or a token equal to nothing while not listening."""

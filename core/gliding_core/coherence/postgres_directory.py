@@ -598,10 +598,11 @@ class _Listener:
         )
         with self._lock:
             self._top = max(self._top, epoch)
+        if not first:  # before ``listening`` says so: who sees it true was told of the gap
+            directory.announce(DirectoryChange(epoch, None))
+        with self._lock:
             self._listening = True
         self._ready.set()
-        if not first:
-            directory.announce(DirectoryChange(epoch, None))
         while not self._stopping.is_set():
             for notification in conn.notifies(timeout=1.0):
                 if self._stopping.is_set():

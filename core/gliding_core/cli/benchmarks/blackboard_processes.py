@@ -234,7 +234,8 @@ def _figures(
     reads = rate("read", total * rounds, rounds=rounds)
     timings = [t for r in _all(workers, [{"op": "leases", "count": lease_samples}] * len(workers))
                for t in r["timings"]]  # fmt: skip
-    iris = [f"urn:bench:fleet:shared:{i}" for i in range(shared)]
+    run_tag = uuid.uuid4().hex[:12]  # a SPARQL server given by the caller may hold earlier runs
+    iris = [f"urn:bench:fleet:{run_tag}:shared:{i}" for i in range(shared)]
     _all(workers[:1], [{"op": "share", "iris": iris}])
     _all(workers, [{"op": "hold", "iris": iris}] * len(workers))
     figures: dict[str, Any] = {
@@ -290,7 +291,7 @@ def _stale(workers: list[_Worker], iris: list[str], seconds: float) -> dict[str,
             before = bisect.bisect_left(log, (began, -1))  # writes returned before the read
             newest = max((g for _, g in log[:before]), default=0)
             stale += generation < newest
-    return {"stale_reads": stale, "checked_reads": reads, "stale_writes": len(replies[0]["log"])}
+    return {"stale_reads": stale, "checked_reads": reads, "checked_writes": len(replies[0]["log"])}
 
 
 # -- a worker ------------------------------------------------------------------------------------
@@ -307,7 +308,7 @@ def main() -> None:
         blackboard=BlackboardConfig(endpoint=endpoint, flush_interval_s=0.0),
     )
     with Memory.open(os.environ["GLIDING_DATABASE_URL"], config=config) as memory:
-        worker = _Agents(memory, names, endpoint)
+        worker = _Agents(memory, names, endpoint, schema)
         _answer({"ready": True})
         for line in sys.stdin:
             command = json.loads(line)
@@ -350,11 +351,12 @@ def _threads(count: int, work: Callable[[int], None]) -> float:
 class _Agents:
     """The agents of one worker process and what each phase asks of them."""
 
-    def __init__(self, memory: Memory, names: list[str], endpoint: str) -> None:
+    def __init__(self, memory: Memory, names: list[str], endpoint: str, tag: str) -> None:
         from gliding_core.blackboard.graph import SparqlEndpoint
         from gliding_core.bus import EventType
 
         self.memory, self.names = memory, names
+        self.prefix = f"urn:bench:fleet:{tag}"  # one run's nodes (the schema is the run's)
         self.handles = [memory.agent(name, role="do", task=TASK) for name in names]
         self.raw = SparqlEndpoint(endpoint)
         self.mine: list[list[str]] = [[] for _ in names]
@@ -374,7 +376,7 @@ class _Agents:
 
         def work(a: int) -> None:
             for i in range(count):
-                node = {"@id": f"urn:bench:fleet:raw:{self.names[a]}:{i}", "summary": f"s{i}"}
+                node = {"@id": f"{self.prefix}:raw:{self.names[a]}:{i}", "summary": f"s{i}"}
                 self.raw.extend(rdf_of(node, _RAW_GRAPH))
 
         return {"seconds": _threads(len(self.handles), work)}
@@ -383,7 +385,7 @@ class _Agents:
         def work(a: int) -> None:
             handle = self.handles[a]
             for i in range(count):
-                iri = f"urn:bench:fleet:{self.names[a]}:{i}"
+                iri = f"{self.prefix}:{self.names[a]}:{i}"
                 handle.write([{"@id": iri, "@type": "Step", "summary": f"s{i}"}], area="execution")
                 self.mine[a].append(iri)
 

@@ -204,11 +204,9 @@ class Blackboard:
         """Whether other processes' writes reach this board's copies as they commit (its
         directory pushes them, and is connected now); else copies are checked on read only."""
         directory = self.writes.coordinator.directory
-        return (
-            self._pushes is not None
-            and isinstance(directory, PushingDirectory)
-            and (directory.listening)
-        )
+        if self._pushes is None or not isinstance(directory, PushingDirectory):
+            return False
+        return directory.listening
 
     def _pushed(self, change: DirectoryChange) -> None:
         """Drop what another process's commit made stale here (on the directory's thread).

@@ -33,10 +33,11 @@ Invariants:
   current copy (``read_for``), and a write based on an old generation is refused.
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
 - At a server with a directory that pushes changes (PostgreSQL's), the board subscribes to
-  it: another process's commit drops this process's copies of the nodes it changed (and their
-  cache entries) as it arrives, announced on the bus (``Coherence.changed_elsewhere``); the
-  subscription ends with ``close``. Reads never wait for a push: while none arrive (the
-  connection lost), copies are checked against the directory's token on read, as always.
+  it: another process's commit drops this process's copies of the nodes it moved (and their
+  cache entries) and the copies it ended as it arrives, announced on the bus
+  (``Coherence.changed_elsewhere``); the subscription ends with ``close``. Reads never wait
+  for a push: while none arrive (the connection lost), copies are checked against the
+  directory's token on read, as always.
 - Every write and delete, the system's included, carries a write id kept with it in the store
   (``writeids``); a write whose reply was lost raises ``WriteOutcomeUnknownError`` with it, and
   the same write given that id again returns what it committed if it landed, else is made once.
@@ -211,15 +212,18 @@ class Blackboard:
     def _pushed(self, change: DirectoryChange) -> None:
         """Drop what another process's commit made stale here (on the directory's thread).
 
-        Named nodes leave the node cache too (their next read must fetch them anyway); when
+        Moved nodes leave the node cache too (their next read must fetch them anyway); when
         the change names none (pushes were missed), every held copy goes and the cache stays:
-        each of its entries is checked against the directory before it is served.
+        each of its entries is checked against the directory before it is served. A change of
+        copy states only (another agent's read) drops the copies it ended, if any.
         """
-        if change.iris is not None:
-            if not change.iris:
-                return  # the token moved, no record did
-            self.nodes.forget(change.iris)
-        self.writes.coordinator.changed_elsewhere(change.iris)
+        if change.iris is None:
+            self.writes.coordinator.changed_elsewhere(None)
+            return
+        if change.moved:
+            self.nodes.forget(change.moved)
+        if change.moved or change.lost:
+            self.writes.coordinator.changed_elsewhere(change.moved, change.lost)
 
     @property
     def fences(self) -> FenceChecker | None:

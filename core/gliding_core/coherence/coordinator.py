@@ -23,8 +23,10 @@ Invariants:
 - A write that invalidated other copies publishes ``COPIES_INVALIDATED`` on the bus, after its
   transition committed; a write from ``EXCLUSIVE`` or ``MODIFIED`` publishes nothing.
 - A change another process committed, pushed by a shared directory (``changed_elsewhere``),
-  drops this process's held copies of its nodes at once and publishes ``COPIES_INVALIDATED``
-  for each node (``"pushed": True``, naming the agents of this process whose copies went). It
+  drops this process's held copies of the nodes it moved, and the copies it ended (a lapsed
+  lease, an eviction), at once and publishes ``COPIES_INVALIDATED`` for each such node
+  (``"pushed": True``, naming the agents of this process whose copies went); another agent's
+  read or a write-back, which leave every valid copy valid, drops nothing. It
   only ever drops: a read never depends on a push having arrived, since the token still
   decides what is served.
 """
@@ -460,12 +462,16 @@ class Coherence:
         here (never read, evicted, refused, or dropped by another process's pushed write)."""
         return (check_agent(agent), validate_iri(iri)) in self.held.by_key
 
-    def changed_elsewhere(self, iris: Sequence[str] | None) -> dict[str, list[str]]:
-        """Drop the held copies of nodes another process changed (every node when ``iris`` is
-        ``None``: anything may have changed) and announce each node on the bus; return the
-        agents whose copies were dropped, by IRI (the pushed directory's subscriber)."""
-        dropped = self.held.drop(iris)
-        named = list(dropped) if iris is None else list(dict.fromkeys(iris))
+    def changed_elsewhere(
+        self, moved: Sequence[str] | None, lost: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, list[str]]:
+        """Drop this process's held copies of nodes another process moved (every copy when
+        ``moved`` is ``None``: anything may have changed) and the ``(iri, agent)`` copies it
+        ended; announce each moved node, and each node of which a copy went here, on the bus;
+        return the agents whose copies were dropped, by IRI (the pushed directory's subscriber).
+        """
+        dropped = self.held.drop(moved, lost)
+        named = list(dropped) if moved is None else list(dict.fromkeys([*moved, *dropped]))
         for iri in named:
             self.bus.publish(
                 EventType.COPIES_INVALIDATED,

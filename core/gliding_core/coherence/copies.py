@@ -11,7 +11,8 @@ Invariants:
   its next read asks the directory; a write whose outcome is unknown forgets every agent's copy
   of its nodes (``forget_nodes``).
 - A change another process committed, pushed to this one, drops every agent's held copy of
-  the nodes it names (all of them when it names none: ``drop``), without waiting for a read.
+  the nodes it moved and the copies it ended (all of them when it names none: ``drop``),
+  without waiting for a read.
 - One look-up of a copy is atomic and takes no lock; every change of the dict holds ``lock``.
 """
 
@@ -80,9 +81,11 @@ class HeldCopies:
             for key in [key for key in self.by_key if key[1] in gone]:
                 del self.by_key[key]
 
-    def drop(self, iris: Iterable[str] | None) -> dict[str, list[str]]:
-        """Drop every agent's held copy of ``iris`` (of every node when ``None``); return the
-        agents whose copies were dropped, by IRI (sorted)."""
+    def drop(
+        self, iris: Iterable[str] | None, pairs: Iterable[tuple[str, str]] = ()
+    ) -> dict[str, list[str]]:
+        """Drop every agent's held copy of ``iris`` (of every node when ``None``) and the copies
+        ``(iri, agent)`` of ``pairs``; return the agents whose copies went, by IRI (sorted)."""
         dropped: dict[str, list[str]] = {}
         with self.lock:
             if iris is None:
@@ -90,7 +93,8 @@ class HeldCopies:
             else:
                 wanted = list(dict.fromkeys(iris))
                 keys = [(a, iri) for iri in wanted for a in self.agents if (a, iri) in self.by_key]
-            for key in keys:
+                keys += [(agent, iri) for iri, agent in pairs if (agent, iri) in self.by_key]
+            for key in dict.fromkeys(keys):
                 del self.by_key[key]
                 dropped.setdefault(key[1], []).append(key[0])
         return {iri: sorted(agents) for iri, agents in dropped.items()}

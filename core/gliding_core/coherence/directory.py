@@ -190,10 +190,17 @@ class DirectoryChange:
         iris: the nodes whose records changed (empty: the token moved, no record did);
             ``None`` when not known (too many to name, or pushes were missed while the
             connection that receives them was lost): anything may have changed.
+        moved: those of ``iris`` whose generation or value moved: every copy of them is stale.
+        lost: ``(iri, agent)`` copies that went from valid to invalid (or were dropped) on a
+            node that did not move (a lapsed lease, an eviction, a lost agent); the other
+            records of ``iris`` changed copy states only (another agent's read, a write-back),
+            which leaves every valid copy valid.
     """
 
     token: int
     iris: tuple[str, ...] | None
+    moved: tuple[str, ...] = ()
+    lost: tuple[tuple[str, str], ...] = ()
 
 
 @runtime_checkable
@@ -209,6 +216,18 @@ class PushingDirectory(Protocol):
     def subscribe(self, callback: Callable[[DirectoryChange], None]) -> Callable[[], None]:
         """Call ``callback`` with each change another handle commits; return its cancel."""
         ...
+
+
+def copies_ended(old: NodeRecord, new: NodeRecord) -> list[str]:
+    """Return the agents whose valid copy in ``old`` is invalid or gone in ``new``."""
+    ended = []
+    for agent, copy in old.copies.items():
+        if copy.state is MesiState.INVALID:
+            continue
+        now = new.copies.get(agent)
+        if now is None or now.state is MesiState.INVALID:
+            ended.append(agent)
+    return ended
 
 
 def check_keep(keep_versions: object) -> int:

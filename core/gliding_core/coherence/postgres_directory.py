@@ -66,6 +66,7 @@ from gliding_core.coherence.directory import (
     NodeRecord,
     changed_records,
     check_keep,
+    copies_ended,
     versions_to_keep,
 )
 from gliding_core.errors import ClosedError, InvalidInputError
@@ -344,7 +345,9 @@ class PostgresDirectory:
             self._write(conn, old[record.iri], record)
         epoch += 1
         iris = [record.iri for record in changed]
-        payload = json.dumps({"t": epoch, "o": self.origin, "n": iris}, ensure_ascii=False)
+        moved, lost = _what_ended(old, changed)
+        message = {"t": epoch, "o": self.origin, "n": iris, "m": moved, "x": lost}
+        payload = json.dumps(message, ensure_ascii=False)
         if len(payload.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD:
             payload = json.dumps({"t": epoch, "o": self.origin, "n": None})
         conn.execute(
@@ -462,6 +465,22 @@ class PostgresDirectory:
             raise ClosedError("the coherence directory was used after close()")
 
 
+def _what_ended(
+    old: dict[str, NodeRecord], changed: list[NodeRecord]
+) -> tuple[list[str], list[list[str]]]:
+    """The nodes of ``changed`` that moved, and the ``[iri, agent]`` copies that ended on the
+    others (what a notification tells the other processes to drop)."""
+    moved: list[str] = []
+    lost: list[list[str]] = []
+    for record in changed:
+        before = old[record.iri]
+        if record.generation != before.generation or record.value != before.value:
+            moved.append(record.iri)
+        else:
+            lost += [[record.iri, agent] for agent in copies_ended(before, record)]
+    return moved, lost
+
+
 def _epoch(conn: psycopg.Connection[Any], query: str) -> int:
     row = conn.execute(query).fetchone()
     if row is None:
@@ -520,6 +539,20 @@ def _read(
         entry = found.get(iri)
         records[iri] = NodeRecord(iri) if entry is None else NodeRecord(iri, *entry)
     return records, int(rows[0][6]) if rows else 0
+
+
+def _change_of(epoch: int, iris: Any, moved: Any, lost: Any) -> DirectoryChange:
+    """The change a notification's fields describe (``TypeError``/``ValueError`` if malformed).
+
+    A sender that names no moved nodes (``m`` missing) is taken to have moved every node named.
+    """
+    if iris is None:
+        return DirectoryChange(epoch, None)
+    named = tuple(str(iri) for iri in iris)
+    if moved is None:
+        return DirectoryChange(epoch, named, named)
+    ended = tuple((str(iri), str(agent)) for iri, agent in (lost or ()))
+    return DirectoryChange(epoch, named, tuple(str(iri) for iri in moved), ended)
 
 
 class _Listener:
@@ -613,14 +646,14 @@ class _Listener:
         try:
             message = json.loads(payload)
             epoch, origin, iris = int(message["t"]), message["o"], message["n"]
+            change = _change_of(epoch, iris, message.get("m"), message.get("x"))
         except (ValueError, KeyError, TypeError):
             return  # not one of ours (a wake-up, or a stranger on the channel)
         with self._lock:
             if epoch > self._top:
                 self._top = epoch
         if origin != self._directory.origin:
-            named = None if iris is None else tuple(str(iri) for iri in iris)
-            self._directory.announce(DirectoryChange(epoch, named))
+            self._directory.announce(change)
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None

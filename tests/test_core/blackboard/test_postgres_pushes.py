@@ -82,6 +82,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 @pytest.fixture
@@ -146,6 +148,8 @@ def test_a_write_in_a_worker_reaches_this_process_and_views_built_from_the_node(
         worker = Worker(postgres_url, postgres_schema, oxigraph_server, task, "there")
         try:
             assert worker("write", iri=node, text="one")["generation"] == 1
+            assert _until(lambda: any(p["iri"] == node for p in pushed))  # its creation
+            pushed.clear()
             read = reader.read(node)
             assert read is not None
             assert memory.blackboard.coherence.holds_copy("here", node)

@@ -225,9 +225,10 @@ def _figures(
     per_agent = max(1, nodes // agents)
     total = per_agent * agents
 
-    def rate(op: str, count: int, **args: Any) -> float:
+    def rate(op: str, done: int, **args: Any) -> int:
+        """``done`` operations over the slowest worker's seconds for them."""
         replies = _all(workers, [{"op": op, **args}] * len(workers))
-        return round(count / max(r["seconds"] for r in replies))
+        return round(done / max(float(r["seconds"]) for r in replies))
 
     bare = rate("bare", total, count=per_agent)
     writes = rate("write", total, count=per_agent)

@@ -195,6 +195,8 @@ def _workers(url: str, endpoint: str, count: int, agents: int) -> Iterator[list[
                 except subprocess.TimeoutExpired:
                     worker.process.kill()
                     worker.process.wait()
+                if worker.process.stdout is not None:
+                    worker.process.stdout.close()
             _drop_schema(url, schema)
 
 

@@ -32,6 +32,12 @@ Invariants:
   agents' copies are invalidated and announced, a read through a handle is served only from a
   current copy (``read_for``), and a write based on an old generation is refused.
 - Parameters of the queries the blackboard ships are bound as terms, never spliced as text.
+- At a server with a directory that pushes changes (PostgreSQL's), the board subscribes to
+  it: another process's commit drops this process's copies of the nodes it moved (and their
+  cache entries) and the copies it ended as it arrives, announced on the bus
+  (``Coherence.changed_elsewhere``); the subscription ends with ``close``. Reads never wait
+  for a push: while none arrive (the connection lost), copies are checked against the
+  directory's token on read, as always.
 - Every write and delete, the system's included, carries a write id kept with it in the store
   (``writeids``); a write whose reply was lost raises ``WriteOutcomeUnknownError`` with it, and
   the same write given that id again returns what it committed if it landed, else is made once.
@@ -43,7 +49,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyoxigraph as ox
@@ -77,7 +83,12 @@ from gliding_core.blackboard.writes import WritePath
 from gliding_core.bus import Event, EventBus, EventType, Subscription
 from gliding_core.checks import check_list
 from gliding_core.coherence.coordinator import Coherence
-from gliding_core.coherence.directory import Directory, LocalDirectory
+from gliding_core.coherence.directory import (
+    Directory,
+    DirectoryChange,
+    LocalDirectory,
+    PushingDirectory,
+)
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import ClosedError, EntryNotFoundError, InvalidInputError
 from gliding_core.jsonld import check_text, preview
@@ -180,11 +191,39 @@ class Blackboard:
             self.writeback.start(self.config.flush_interval_s)
         self._closed = False
         self._close_lock = threading.Lock()
+        self._pushes: Callable[[], None] | None = None
+        if backend.kind == "server" and isinstance(chosen, PushingDirectory):
+            self._pushes = chosen.subscribe(self._pushed)
 
     @property
     def coherence(self) -> Coherence:
         """The coordinator of agents' copies of the board's nodes."""
         return self.writes.coordinator
+
+    @property
+    def pushed(self) -> bool:
+        """Whether other processes' writes reach this board's copies as they commit (its
+        directory pushes them, and is connected now); else copies are checked on read only."""
+        directory = self.writes.coordinator.directory
+        if self._pushes is None or not isinstance(directory, PushingDirectory):
+            return False
+        return directory.listening
+
+    def _pushed(self, change: DirectoryChange) -> None:
+        """Drop what another process's commit made stale here (on the directory's thread).
+
+        Moved nodes leave the node cache too (their next read must fetch them anyway); when
+        the change names none (pushes were missed), every held copy goes and the cache stays:
+        each of its entries is checked against the directory before it is served. A change of
+        copy states only (another agent's read) drops the copies it ended, if any.
+        """
+        if change.iris is None:
+            self.writes.coordinator.changed_elsewhere(None)
+            return
+        if change.moved:
+            self.nodes.forget(change.moved)
+        if change.moved or change.lost:
+            self.writes.coordinator.changed_elsewhere(change.moved, change.lost)
 
     @property
     def fences(self) -> FenceChecker | None:
@@ -566,6 +605,9 @@ class Blackboard:
             self._release_store()
 
     def _release_store(self) -> None:
+        if self._pushes is not None:
+            self._pushes()
+            self._pushes = None
         self.writes.close()
         self._closed = True
         self.backend.close()

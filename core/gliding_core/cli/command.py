@@ -13,8 +13,10 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -24,7 +26,7 @@ from gliding_core import __version__
 from gliding_core.cli.demo import run as show_demo
 from gliding_core.cli.memory_commands import register as register_memory_commands
 from gliding_core.cli.table import render
-from gliding_core.errors import GlidingError
+from gliding_core.errors import ConfigError, GlidingError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.jsonld import node_text
@@ -212,6 +214,23 @@ def _parser() -> argparse.ArgumentParser:
         "--repeats", type=_positive, default=3, help="rounds of the agent phases (medians)"
     )
     board.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    _backend_arguments(board)
+    board.add_argument(
+        "--processes",
+        type=_numbers,
+        default=[1, 2, 4],
+        help="with --backend postgresql: the agents (4) split over these many processes",
+    )
+    board.add_argument(
+        "--endpoint",
+        help="with --backend postgresql: the SPARQL server (by default, `oxigraph serve` started)",
+    )
+    board.add_argument(
+        "--shared", type=_positive, default=100, help="nodes written for the invalidation figures"
+    )
+    board.add_argument(
+        "--stale-seconds", type=float, default=2.0, help="seconds of the stale-read check"
+    )
     board.set_defaults(handler=_bench_blackboard)
     coherence = bench.add_parser(
         "coherence", help="MESI tokens and stale reads against agent-coherence"
@@ -858,6 +877,8 @@ def _bench_topics(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import blackboard
 
+    if args.backend == "postgresql":
+        return _bench_blackboard_postgres(args, out)
     figures = blackboard.run(
         nodes=args.nodes,
         construct_nodes=args.construct_nodes,
@@ -900,6 +921,55 @@ def _bench_blackboard(args: argparse.Namespace, out: TextIO) -> int:
     out.write(render(["figure", "value"], other, title="Leases and flush to L0") + "\n")
     _write_json(args.json, figures)
     return 0
+
+
+def _bench_blackboard_postgres(args: argparse.Namespace, out: TextIO) -> int:
+    from gliding_core.cli.benchmarks import blackboard_processes
+    from gliding_core.cli.benchmarks.postgres import database
+
+    if not args.stale_seconds > 0:
+        raise ConfigError(f"--stale-seconds must be above 0, got {args.stale_seconds}")
+    blackboard_processes.check_processes(args.processes, blackboard_processes.AGENTS)
+    with database(args.database_url) as url, _sparql_server(args.endpoint) as endpoint:
+        figures = blackboard_processes.run(
+            url,
+            endpoint,
+            processes=args.processes,
+            nodes=args.nodes,
+            shared=args.shared,
+            stale_seconds=args.stale_seconds,
+            clear=args.endpoint is None,
+        )
+    names = ["writes_per_s", "bare_updates_per_s", "writes_vs_bare", "cached_reads_per_s",
+             "lease_acquire_release_p95_ms", "invalidation_p95_ms", "invalidations_missed",
+             "stale_reads"]  # fmt: skip
+    rows = [(int(count), *(f.get(name, "-") for name in names))
+            for count, f in figures["processes"].items()]  # fmt: skip
+    headers = ["processes", "writes/s", "bare updates/s", "writes / bare", "cached reads/s",
+               "lease p95 ms", "invalidation p95 ms", "missed", "stale reads"]  # fmt: skip
+    title = (
+        f"Blackboard on PostgreSQL, {figures['agents']} agents split over processes"
+        " (targets: writes / bare >= 0.5, lease p95 <= 2 ms, invalidation p95 <= 20 ms,"
+        " 0 stale reads)"
+    )
+    out.write(render(headers, rows, title=title) + "\n")
+    _write_json(args.json, figures)
+    return 0
+
+
+@contextmanager
+def _sparql_server(endpoint: str | None) -> Iterator[str]:
+    """Yield ``endpoint``, or the URL of an ``oxigraph serve`` started for the block."""
+    if endpoint:
+        yield endpoint
+        return
+    from gliding_core.testing import oxigraph_server
+
+    with (
+        tempfile.TemporaryDirectory(prefix="gliding-bench-sparql-") as where,
+        oxigraph_server(Path(where) / "data") as started,
+    ):
+        yield started
 
 
 def _bench_coherence(args: argparse.Namespace, out: TextIO) -> int:

@@ -22,6 +22,13 @@ Invariants:
   value written back as every dirty value is: ``gliding_core.coherence.copies``).
 - A write that invalidated other copies publishes ``COPIES_INVALIDATED`` on the bus, after its
   transition committed; a write from ``EXCLUSIVE`` or ``MODIFIED`` publishes nothing.
+- A change another process committed, pushed by a shared directory (``changed_elsewhere``),
+  drops this process's held copies of the nodes it moved, and the copies it ended (a lapsed
+  lease, an eviction), at once and publishes ``COPIES_INVALIDATED`` for each such node
+  (``"pushed": True``, naming the agents of this process whose copies went); another agent's
+  read or a write-back, which leave every valid copy valid, drops nothing. It
+  only ever drops: a read never depends on a push having arrived, since the token still
+  decides what is served.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import orjson
 
-from gliding_core.bus import EventBus
+from gliding_core.bus import EventBus, EventType
 from gliding_core.coherence.commits import (
     Change,
     GroupCommits,
@@ -448,6 +455,36 @@ class Coherence:
 
         self._update(iri, change)
         self.held.forget((agent, iri))
+
+    def holds_copy(self, agent: str, iri: str) -> bool:
+        """Return whether this process holds a copy of ``iri`` for ``agent`` to serve its reads
+        from (once the directory's token vouches for it): ``False`` once the copy is invalid
+        here (never read, evicted, refused, or dropped by another process's pushed write)."""
+        return (check_agent(agent), validate_iri(iri)) in self.held.by_key
+
+    def changed_elsewhere(
+        self, moved: Sequence[str] | None, lost: Sequence[tuple[str, str]] = ()
+    ) -> dict[str, list[str]]:
+        """Drop this process's held copies of nodes another process moved (every copy when
+        ``moved`` is ``None``: anything may have changed) and the ``(iri, agent)`` copies it
+        ended; announce each moved node, and each node of which a copy went here, on the bus;
+        return the agents whose copies were dropped, by IRI (the pushed directory's subscriber).
+        """
+        dropped = self.held.drop(moved, lost)
+        named = list(dropped) if moved is None else list(dict.fromkeys([*moved, *dropped]))
+        for iri in named:
+            self.bus.publish(
+                EventType.COPIES_INVALIDATED,
+                {
+                    "iri": iri,
+                    "generation": None,
+                    "writer": None,
+                    "agents": dropped.get(iri, []),
+                    "pushed": True,
+                },
+                source="coherence",
+            )
+        return dropped
 
     def forget_nodes(self, iris: Iterable[str]) -> None:
         """Drop every agent's held copy of ``iris``: their next reads ask the directory.

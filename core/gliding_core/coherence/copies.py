@@ -10,6 +10,9 @@ Invariants:
 - A write-back, an eviction or a lapsed lease forgets the agent's held copy (``forget``), so
   its next read asks the directory; a write whose outcome is unknown forgets every agent's copy
   of its nodes (``forget_nodes``).
+- A change another process committed, pushed to this one, drops every agent's held copy of
+  the nodes it moved and the copies it ended (all of them when it names none: ``drop``),
+  without waiting for a read.
 - One look-up of a copy is atomic and takes no lock; every change of the dict holds ``lock``.
 """
 
@@ -56,12 +59,15 @@ class HeldCopies:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.by_key: dict[tuple[str, str], Held] = {}
+        self.agents: set[str] = set()
+        """Every agent that held a copy here (to find a node's copies without a scan)."""
 
     def remember(self, key: tuple[str, str], generation: int, value: Node, token: Hashable) -> None:
         """Hold ``value`` as ``key``'s copy at ``generation``, current at directory ``token``."""
         held = (generation, _encoded(value), token)
         with self.lock:
             self.by_key[key] = held
+            self.agents.add(key[0])
 
     def forget(self, key: tuple[str, str]) -> None:
         """Drop ``key``'s held copy, if any: the agent's next read asks the directory."""
@@ -74,3 +80,21 @@ class HeldCopies:
         with self.lock:
             for key in [key for key in self.by_key if key[1] in gone]:
                 del self.by_key[key]
+
+    def drop(
+        self, iris: Iterable[str] | None, pairs: Iterable[tuple[str, str]] = ()
+    ) -> dict[str, list[str]]:
+        """Drop every agent's held copy of ``iris`` (of every node when ``None``) and the copies
+        ``(iri, agent)`` of ``pairs``; return the agents whose copies went, by IRI (sorted)."""
+        dropped: dict[str, list[str]] = {}
+        with self.lock:
+            if iris is None:
+                keys = list(self.by_key)
+            else:
+                wanted = list(dict.fromkeys(iris))
+                keys = [(a, iri) for iri in wanted for a in self.agents if (a, iri) in self.by_key]
+                keys += [(agent, iri) for iri, agent in pairs if (agent, iri) in self.by_key]
+            for key in dict.fromkeys(keys):
+                del self.by_key[key]
+                dropped.setdefault(key[1], []).append(key[0])
+        return {iri: sorted(agents) for iri, agents in dropped.items()}

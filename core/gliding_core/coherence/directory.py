@@ -41,7 +41,8 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import orjson
 
@@ -178,6 +179,55 @@ class Directory(Protocol):
     def close(self) -> None:
         """Release the backend; later calls raise ``ClosedError``."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryChange:
+    """A change another handle of a shared directory committed, as it was pushed to this one.
+
+    Attributes:
+        token: the directory's token after the change.
+        iris: the nodes whose records changed (empty: the token moved, no record did);
+            ``None`` when not known (too many to name, or pushes were missed while the
+            connection that receives them was lost): anything may have changed.
+        moved: those of ``iris`` whose generation or value moved: every copy of them is stale.
+        lost: ``(iri, agent)`` copies that went from valid to invalid (or were dropped) on a
+            node that did not move (a lapsed lease, an eviction, a lost agent); the other
+            records of ``iris`` changed copy states only (another agent's read, a write-back),
+            which leaves every valid copy valid.
+    """
+
+    token: int
+    iris: tuple[str, ...] | None
+    moved: tuple[str, ...] = ()
+    lost: tuple[tuple[str, str], ...] = ()
+
+
+@runtime_checkable
+class PushingDirectory(Protocol):
+    """A directory that pushes every other handle's changes to its subscribers (a process's
+    copies are dropped when another commits, not only found stale on their next read)."""
+
+    @property
+    def listening(self) -> bool:
+        """Whether pushes arrive now (while not, copies are only checked on read)."""
+        ...
+
+    def subscribe(self, callback: Callable[[DirectoryChange], None]) -> Callable[[], None]:
+        """Call ``callback`` with each change another handle commits; return its cancel."""
+        ...
+
+
+def copies_ended(old: NodeRecord, new: NodeRecord) -> list[str]:
+    """Return the agents whose valid copy in ``old`` is invalid or gone in ``new``."""
+    ended = []
+    for agent, copy in old.copies.items():
+        if copy.state is MesiState.INVALID:
+            continue
+        now = new.copies.get(agent)
+        if now is None or now.state is MesiState.INVALID:
+            ended.append(agent)
+    return ended
 
 
 def check_keep(keep_versions: object) -> int:

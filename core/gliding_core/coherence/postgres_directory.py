@@ -55,7 +55,6 @@ import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import psycopg
@@ -63,9 +62,11 @@ import psycopg
 from gliding_core.coherence.directory import (
     DEFAULT_KEEP_VERSIONS,
     Copy,
+    DirectoryChange,
     NodeRecord,
     changed_records,
     check_keep,
+    copies_ended,
     versions_to_keep,
 )
 from gliding_core.errors import ClosedError, InvalidInputError
@@ -152,21 +153,6 @@ class _Unvouched:
 
 
 _UNVOUCHED = _Unvouched()
-
-
-@dataclass(frozen=True, slots=True)
-class DirectoryChange:
-    """A change another handle committed, as the listener received it.
-
-    Attributes:
-        token: the directory's token after the change.
-        iris: the nodes whose records changed; ``None`` when not known (too many to name, or
-            notifications were missed while the listener was reconnecting): anything may have
-            changed.
-    """
-
-    token: int
-    iris: tuple[str, ...] | None
 
 
 def channel_of(schema: str) -> str:
@@ -273,6 +259,12 @@ class PostgresDirectory:
             except Exception:
                 logger.exception("a coherence directory subscriber failed")
 
+    @property
+    def listening(self) -> bool:
+        """Whether the listener is connected now: changes are pushed to the subscribers (while
+        not, a change is missed, and ``DirectoryChange(token, None)`` follows its return)."""
+        return self._listener.listening
+
     # -- records ------------------------------------------------------------------------------
 
     def record(self, iri: str) -> NodeRecord:
@@ -353,7 +345,9 @@ class PostgresDirectory:
             self._write(conn, old[record.iri], record)
         epoch += 1
         iris = [record.iri for record in changed]
-        payload = json.dumps({"t": epoch, "o": self.origin, "n": iris}, ensure_ascii=False)
+        moved, lost = _what_ended(old, changed)
+        message = {"t": epoch, "o": self.origin, "n": iris, "m": moved, "x": lost}
+        payload = json.dumps(message, ensure_ascii=False)
         if len(payload.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD:
             payload = json.dumps({"t": epoch, "o": self.origin, "n": None})
         conn.execute(
@@ -471,6 +465,22 @@ class PostgresDirectory:
             raise ClosedError("the coherence directory was used after close()")
 
 
+def _what_ended(
+    old: dict[str, NodeRecord], changed: list[NodeRecord]
+) -> tuple[list[str], list[list[str]]]:
+    """The nodes of ``changed`` that moved, and the ``[iri, agent]`` copies that ended on the
+    others (what a notification tells the other processes to drop)."""
+    moved: list[str] = []
+    lost: list[list[str]] = []
+    for record in changed:
+        before = old[record.iri]
+        if record.generation != before.generation or record.value != before.value:
+            moved.append(record.iri)
+        else:
+            lost += [[record.iri, agent] for agent in copies_ended(before, record)]
+    return moved, lost
+
+
 def _epoch(conn: psycopg.Connection[Any], query: str) -> int:
     row = conn.execute(query).fetchone()
     if row is None:
@@ -531,6 +541,20 @@ def _read(
     return records, int(rows[0][6]) if rows else 0
 
 
+def _change_of(epoch: int, iris: Any, moved: Any, lost: Any) -> DirectoryChange:
+    """The change a notification's fields describe (``TypeError``/``ValueError`` if malformed).
+
+    A sender that names no moved nodes (``m`` missing) is taken to have moved every node named.
+    """
+    if iris is None:
+        return DirectoryChange(epoch, None)
+    named = tuple(str(iri) for iri in iris)
+    if moved is None:
+        return DirectoryChange(epoch, named, named)
+    ended = tuple((str(iri), str(agent)) for iri, agent in (lost or ()))
+    return DirectoryChange(epoch, named, tuple(str(iri) for iri in moved), ended)
+
+
 class _Listener:
     """The thread that listens on a directory's channel and keeps its pushed counter.
 
@@ -555,6 +579,12 @@ class _Listener:
         )
         self._thread.start()
         self._ready.wait(directory.database.settings.timeout_s + 5)
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listener is connected and listening."""
+        with self._lock:
+            return self._listening
 
     def token(self) -> Hashable:
         """Return the pushed counter, or a token equal to nothing while not listening."""
@@ -598,10 +628,11 @@ class _Listener:
         )
         with self._lock:
             self._top = max(self._top, epoch)
+        if not first:  # before ``listening`` says so: who sees it true was told of the gap
+            directory.announce(DirectoryChange(epoch, None))
+        with self._lock:
             self._listening = True
         self._ready.set()
-        if not first:
-            directory.announce(DirectoryChange(epoch, None))
         while not self._stopping.is_set():
             for notification in conn.notifies(timeout=1.0):
                 if self._stopping.is_set():
@@ -612,14 +643,14 @@ class _Listener:
         try:
             message = json.loads(payload)
             epoch, origin, iris = int(message["t"]), message["o"], message["n"]
+            change = _change_of(epoch, iris, message.get("m"), message.get("x"))
         except (ValueError, KeyError, TypeError):
             return  # not one of ours (a wake-up, or a stranger on the channel)
         with self._lock:
             if epoch > self._top:
                 self._top = epoch
         if origin != self._directory.origin:
-            named = None if iris is None else tuple(str(iri) for iri in iris)
-            self._directory.announce(DirectoryChange(epoch, named))
+            self._directory.announce(change)
 
     def _close_connection(self) -> None:
         conn, self._conn = self._conn, None

@@ -283,3 +283,40 @@ def test_bench_ingest_reports_both_modes(tmp_path: Path) -> None:
         assert figures[key] > 0
     # Returning is never slower than returning after the embedding as well.
     assert figures["later_returned_per_s"] >= figures["later_indexed_per_s"]
+
+
+def test_bench_blackboard_on_postgresql_with_agents_in_processes(
+    tmp_path: Path, postgres_url: str, oxigraph_server: str
+) -> None:
+    out = tmp_path / "fleet.json"
+    code, text = run(
+        *("bench", "blackboard", "--backend", "postgresql", "--processes", "1,2"),
+        *("--nodes", "16", "--shared", "4", "--stale-seconds", "0.3"),
+        *("--database-url", postgres_url, "--endpoint", oxigraph_server, "--json", str(out)),
+    )
+    assert code == 0
+    assert postgres_url not in text
+    assert "invalidation p95 ms" in text
+    figures = json.loads(out.read_text())
+    assert set(figures["processes"]) == {"1", "2"}
+    one, two = figures["processes"]["1"], figures["processes"]["2"]
+    for f in (one, two):
+        assert f["writes_per_s"] > 0
+        assert f["bare_updates_per_s"] > 0
+        assert f["cached_reads_per_s"] > 0
+        assert f["lease_acquire_release_p95_ms"] >= f["lease_acquire_release_p50_ms"] > 0
+        assert f["stale_reads"] == 0
+        assert f["checked_reads"] > 0
+        assert f["checked_writes"] > 0
+    assert "invalidation_p95_ms" not in one  # one process: nothing crosses
+    assert two["invalidations_missed"] == 0  # every copy of the other process was pushed
+    assert two["invalidation_p95_ms"] >= two["invalidation_p50_ms"] >= 0
+
+
+def test_bench_blackboard_refuses_more_processes_than_agents(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _ = run("bench", "blackboard", "--backend", "postgresql", "--processes", "8",
+                  "--database-url", "postgresql://nobody@/nowhere?host=/nonexistent")  # fmt: skip
+    assert code != 0
+    assert "process counts" in capsys.readouterr().err

@@ -185,3 +185,31 @@ def test_bad_settings_and_subscribers_are_refused(postgres_url: str, schema: str
         assert "password" not in repr(directory) or "***" in repr(directory)
     finally:
         directory.close()
+
+
+def test_a_push_says_which_nodes_moved_and_which_copies_ended(
+    postgres_url: str, schema: str, tmp_path: Path
+) -> None:
+    """What another process must drop: every copy of a moved node; a copy that ended on a node
+    that did not move (a lapsed lease); nothing for another agent's read."""
+    one = PostgresDirectory.open(postgres_url, schema=schema)
+    two = PostgresDirectory.open(postgres_url, schema=schema)
+    source = SQLiteNodeSource(tmp_path / "nodes.sqlite3")
+    try:
+        arrived = changes_of(two)
+        here = CoherenceCoordinator(source, one)
+        token = here.directory.token()
+        here.write("a", X, node("one"), based_on=0)
+        assert arrived.get(timeout=WAIT_S).moved == (X,)
+        here.read("b", X)  # a's copy M -> S (written back), b's S: no valid copy ends
+        change = arrived.get(timeout=WAIT_S)
+        assert (change.iris, change.moved, change.lost) == ((X,), (), ())
+        here.expire_lease("b", X)
+        change = arrived.get(timeout=WAIT_S)
+        assert (change.iris, change.moved, change.lost) == ((X,), (), ((X, "b"),))
+        assert isinstance(token, int)
+        assert change.token > token
+    finally:
+        source.close()
+        one.close()
+        two.close()

@@ -87,8 +87,8 @@ from gliding_core.blackboard.validation import (
 )
 from gliding_core.blackboard.writeids import DELETED, new_write_id, outcome_unknown, pushed
 from gliding_core.bus import EventBus, EventType
-from gliding_core.errors import ContentTooLargeError, InvalidInputError, WriteOutcomeUnknownError
-from gliding_core.jsonld import preview
+from gliding_core.checks import check_list
+from gliding_core.errors import ContentTooLargeError, WriteOutcomeUnknownError
 
 
 class CacheCheck(Protocol):
@@ -204,21 +204,20 @@ class NodeStore:
     # -- writes ------------------------------------------------------------------------------
 
     def prepare(
-        self, nodes: object, graph: str, tags: Sequence[str] = (), *, write_id: str | None = None
+        self, nodes: object, graph: str, tags: object = (), *, write_id: str | None = None
     ) -> list[NodeWrite]:
         """Validate a batch of nodes for one graph (see ``NodeWrite.check``).
 
-        ``write_id``: the write's id, which a node without ``@id`` gets its IRI minted from.
+        ``nodes`` is a list (``check_list``: a tuple or a set too) of JSON-LD objects, ``tags``
+        a list of tags (``check_tags``). ``write_id``: the write's id, which a node without
+        ``@id`` gets its IRI minted from.
         """
-        if isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Iterable):
-            raise InvalidInputError(
-                f"nodes must be a list of JSON-LD objects, got {preview(nodes)}"
-            )
+        batch = check_list(nodes, what="nodes")
         # The batch's graph and tags once, not once a node (the same values for every node).
         target, checked_tags, limit = checked_graph(graph), check_tags(tags), self.max_node_bytes
         requests = [
             checked_write(n, target, checked_tags, limit, write_id, index)
-            for index, n in enumerate(nodes)
+            for index, n in enumerate(batch)
         ]
         if len(requests) > self.max_batch:
             raise ContentTooLargeError(

@@ -85,7 +85,6 @@ from gliding_core.blackboard.writeids import (
     outcome_unknown,
 )
 from gliding_core.bus import Event, EventBus, EventType, Subscription
-from gliding_core.checks import check_list
 from gliding_core.coherence.commits import Change
 from gliding_core.coherence.coordinator import Coherence
 from gliding_core.coherence.directory import Directory, NodeRecord
@@ -297,9 +296,7 @@ class WritePath:
             raise InvalidInputError("the system's write needs a graph")
         retry = write_id is not None
         wid = new_write_id() if write_id is None else check_write_id(write_id)
-        requests = self.nodes.prepare(
-            check_list(nodes, what="nodes"), graph, check_list(tags, what="tags"), write_id=wid
-        )
+        requests = self.nodes.prepare(nodes, graph, tags, write_id=wid)  # (it checks them)
         bases = {} if based_on is None else _bases(based_on, requests)
         wanted: dict[str, int | None] = {}
         for request in requests:

@@ -30,7 +30,7 @@ from gliding_core.coherence.directory import Directory, NodeRecord
 from gliding_core.coherence.moves import RecordMoves
 from gliding_core.coherence.node_sources import check_generation, refused
 from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
-from gliding_core.coherence.protocol import Action, CopyEvent, transition
+from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, validate_iri
 from gliding_core.store.entry import MesiState
@@ -381,6 +381,8 @@ class GroupCommits:
                 agent, MesiState.INVALID, mine.generation
             ), others
         state = MesiState.INVALID if mine is None else mine.state
-        row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
+        # The table itself, as ``RecordMoves.step`` reads it: ``transition`` validates a
+        # caller's state and event, and these are the record's own.
+        row = TRANSITIONS[state, CopyEvent.LOCAL_WRITE, bool(others)]
         new = record.at(generation, value).with_copy(agent, row.state, generation)
         return new, (others if Action.ANNOUNCE_INVALIDATION in row.actions else [])

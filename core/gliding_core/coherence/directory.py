@@ -104,18 +104,21 @@ class NodeRecord(_RecordFields):
 
     def with_copy(self, agent: str, state: MesiState, generation: int) -> NodeRecord:
         """Return this record with ``agent``'s copy set."""
-        copies = dict(self.copies)
-        copies[agent] = Copy(agent, state, generation)
-        return NodeRecord(self.iri, self.generation, self.value, copies)
+        return self.at(self.generation, self.value, Copy(agent, state, generation))
 
     def without_copy(self, agent: str) -> NodeRecord:
         """Return this record with ``agent``'s copy removed."""
         copies = {a: c for a, c in self.copies.items() if a != agent}
         return NodeRecord(self.iri, self.generation, self.value, copies)
 
-    def at(self, generation: int, value: Node | None) -> NodeRecord:
-        """Return this record moved to ``generation`` holding ``value`` (copies unchanged)."""
-        return NodeRecord(self.iri, generation, value, self.copies)
+    def at(self, generation: int, value: Node | None, copy: Copy | None = None) -> NodeRecord:
+        """Return this record moved to ``generation`` holding ``value``, with ``copy`` set if
+        given (its agent's; the other copies unchanged): a write's record, built once."""
+        copies = self.copies
+        if copy is not None:
+            copies = dict(copies)
+            copies[copy.agent] = copy
+        return NodeRecord(self.iri, generation, value, copies)
 
 
 class Directory(Protocol):

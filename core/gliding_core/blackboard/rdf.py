@@ -50,6 +50,18 @@ def rdf_of(
     return processed_rdf(node, name, content)
 
 
+def may_skolemise(content: str) -> bool:
+    """Return whether the node whose canonical JSON is ``content`` may have blank nodes in its
+    RDF (which ``rdf_of`` skolemises): a cheap test of its text that never answers no wrongly.
+
+    ``CONTEXT`` defines no list container and coerces no value, so a blank node comes only
+    from a JSON object nested in the node (a node without ``@id``, a list or value object, a
+    reverse property...), from a blank node label (``_:``) or from a context of the node's
+    own; a text with no ``{`` past its opening brace, no ``_:`` and no ``@context`` has none.
+    """
+    return content.find("{", 1) >= 0 or "_:" in content or "@context" in content
+
+
 def processed_rdf(
     node: Node, name: ox.NamedNode, content: str | None = None
 ) -> tuple[ox.Quad, ...]:

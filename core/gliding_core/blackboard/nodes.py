@@ -293,10 +293,12 @@ class NodeStore:
                     )
                     written[iri] = latest[iri] = node
                     final[iri] = (request, node)
-                nodes = list(written.values())  # in the batch's order, unless an IRI repeats
-                if len(nodes) != len(requests):
+                distinct = list(written.values())  # in the batch's order
+                if len(distinct) == len(requests):
+                    nodes = distinct
+                else:  # an IRI repeats: each request gets its node
                     nodes = [written[r.iri] for r in requests]
-                done.append((nodes, self._announcer(list(written.values()), before, source)))
+                done.append((nodes, self._announcer(distinct, before, source)))
             self._store_writes(old, list(final.values()))
         return done
 
@@ -304,15 +306,17 @@ class NodeStore:
         self, old: Mapping[str, Known], final: Sequence[tuple[NodeWrite, BoardNode]]
     ) -> None:
         """Replace the old nodes with the final ones in one update (the writer is held)."""
-        recorded = self._recorded
-        if recorded is not None:  # before the write: a superset if it fails
-            recorded.update([request.iri for request, _ in final])
-            if len(recorded) > self.cache_size:
-                self._recorded = None  # too many to keep: the store is looked up
+        nodes: list[BoardNode] = []
         quads: list[ox.Quad] = []
         for request, node in final:
+            nodes.append(node)
             quads += request.triples
             quads.append(bookkeeping_quad(node, request.subject))  # the term is not built again
+        recorded = self._recorded
+        if recorded is not None:  # before the write: a superset if it fails
+            recorded.update(node.iri for node in nodes)
+            if len(recorded) > self.cache_size:
+                self._recorded = None  # too many to keep: the store is looked up
         stored = {k: v for k, v in old.items() if not isinstance(v, Absent)}
         if self.before_store is not None:
             self.before_store()
@@ -324,7 +328,7 @@ class NodeStore:
         except BaseException:
             self.forget(old)  # a lost reply may have left them changed: read them again
             raise
-        self._remember_written([node for _, node in final])
+        self._remember_written(nodes)
 
     def _announcer(
         self, nodes: list[BoardNode], old: Mapping[str, Known], source: str | None

@@ -42,7 +42,7 @@ def rdf_of(
     ``NamedNode(node["@id"])``: the term is then not built again. A flat node (see
     ``flat_triples``) is translated directly, to the quads the processor would give.
     """
-    name = _graph_node(graph)
+    name = graph_node(graph)
     if "@context" not in node:
         flat = flat_triples(node, name, subject)
         if flat is not None:
@@ -92,7 +92,8 @@ def processed_rdf(
 
 
 @functools.lru_cache(maxsize=4096)  # a few graphs take every write: their terms are kept
-def _graph_node(graph: str) -> ox.NamedNode:
+def graph_node(graph: str) -> ox.NamedNode:
+    """Return the term of ``graph`` (an IRI checked already), built once per graph."""
     return ox.NamedNode(graph)
 
 

@@ -87,8 +87,8 @@ from gliding_core.blackboard.validation import (
 )
 from gliding_core.blackboard.writeids import DELETED, new_write_id, outcome_unknown, pushed
 from gliding_core.bus import EventBus, EventType
-from gliding_core.errors import ContentTooLargeError, InvalidInputError, WriteOutcomeUnknownError
-from gliding_core.jsonld import preview
+from gliding_core.checks import check_list
+from gliding_core.errors import ContentTooLargeError, WriteOutcomeUnknownError
 
 
 class CacheCheck(Protocol):
@@ -204,21 +204,20 @@ class NodeStore:
     # -- writes ------------------------------------------------------------------------------
 
     def prepare(
-        self, nodes: object, graph: str, tags: Sequence[str] = (), *, write_id: str | None = None
+        self, nodes: object, graph: str, tags: object = (), *, write_id: str | None = None
     ) -> list[NodeWrite]:
         """Validate a batch of nodes for one graph (see ``NodeWrite.check``).
 
-        ``write_id``: the write's id, which a node without ``@id`` gets its IRI minted from.
+        ``nodes`` is a list (``check_list``: a tuple or a set too) of JSON-LD objects, ``tags``
+        a list of tags (``check_tags``). ``write_id``: the write's id, which a node without
+        ``@id`` gets its IRI minted from.
         """
-        if isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Iterable):
-            raise InvalidInputError(
-                f"nodes must be a list of JSON-LD objects, got {preview(nodes)}"
-            )
+        batch = check_list(nodes, what="nodes")
         # The batch's graph and tags once, not once a node (the same values for every node).
         target, checked_tags, limit = checked_graph(graph), check_tags(tags), self.max_node_bytes
         requests = [
             checked_write(n, target, checked_tags, limit, write_id, index)
-            for index, n in enumerate(nodes)
+            for index, n in enumerate(batch)
         ]
         if len(requests) > self.max_batch:
             raise ContentTooLargeError(
@@ -294,10 +293,12 @@ class NodeStore:
                     )
                     written[iri] = latest[iri] = node
                     final[iri] = (request, node)
-                nodes = list(written.values())  # in the batch's order, unless an IRI repeats
-                if len(nodes) != len(requests):
+                distinct = list(written.values())  # in the batch's order
+                if len(distinct) == len(requests):
+                    nodes = distinct
+                else:  # an IRI repeats: each request gets its node
                     nodes = [written[r.iri] for r in requests]
-                done.append((nodes, self._announcer(list(written.values()), before, source)))
+                done.append((nodes, self._announcer(distinct, before, source)))
             self._store_writes(old, list(final.values()))
         return done
 
@@ -305,15 +306,17 @@ class NodeStore:
         self, old: Mapping[str, Known], final: Sequence[tuple[NodeWrite, BoardNode]]
     ) -> None:
         """Replace the old nodes with the final ones in one update (the writer is held)."""
-        recorded = self._recorded
-        if recorded is not None:  # before the write: a superset if it fails
-            recorded.update([request.iri for request, _ in final])
-            if len(recorded) > self.cache_size:
-                self._recorded = None  # too many to keep: the store is looked up
+        nodes: list[BoardNode] = []
         quads: list[ox.Quad] = []
         for request, node in final:
+            nodes.append(node)
             quads += request.triples
             quads.append(bookkeeping_quad(node, request.subject))  # the term is not built again
+        recorded = self._recorded
+        if recorded is not None:  # before the write: a superset if it fails
+            recorded.update(node.iri for node in nodes)
+            if len(recorded) > self.cache_size:
+                self._recorded = None  # too many to keep: the store is looked up
         stored = {k: v for k, v in old.items() if not isinstance(v, Absent)}
         if self.before_store is not None:
             self.before_store()
@@ -325,7 +328,7 @@ class NodeStore:
         except BaseException:
             self.forget(old)  # a lost reply may have left them changed: read them again
             raise
-        self._remember_written([node for _, node in final])
+        self._remember_written(nodes)
 
     def _announcer(
         self, nodes: list[BoardNode], old: Mapping[str, Known], source: str | None

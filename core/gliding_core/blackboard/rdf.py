@@ -42,12 +42,24 @@ def rdf_of(
     ``NamedNode(node["@id"])``: the term is then not built again. A flat node (see
     ``flat_triples``) is translated directly, to the quads the processor would give.
     """
-    name = _graph_node(graph)
+    name = graph_node(graph)
     if "@context" not in node:
         flat = flat_triples(node, name, subject)
         if flat is not None:
             return tuple(flat)
     return processed_rdf(node, name, content)
+
+
+def may_skolemise(content: str) -> bool:
+    """Return whether the node whose canonical JSON is ``content`` may have blank nodes in its
+    RDF (which ``rdf_of`` skolemises): a cheap test of its text that never answers no wrongly.
+
+    ``CONTEXT`` defines no list container and coerces no value, so a blank node comes only
+    from a JSON object nested in the node (a node without ``@id``, a list or value object, a
+    reverse property...), from a blank node label (``_:``) or from a context of the node's
+    own; a text with no ``{`` past its opening brace, no ``_:`` and no ``@context`` has none.
+    """
+    return content.find("{", 1) >= 0 or "_:" in content or "@context" in content
 
 
 def processed_rdf(
@@ -80,7 +92,8 @@ def processed_rdf(
 
 
 @functools.lru_cache(maxsize=4096)  # a few graphs take every write: their terms are kept
-def _graph_node(graph: str) -> ox.NamedNode:
+def graph_node(graph: str) -> ox.NamedNode:
+    """Return the term of ``graph`` (an IRI checked already), built once per graph."""
     return ox.NamedNode(graph)
 
 

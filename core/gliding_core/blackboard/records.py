@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import pyoxigraph as ox
 
 from gliding_core.blackboard.graph import Dataset, GraphBackend, quads_text, term_value
-from gliding_core.blackboard.rdf import rdf_of
+from gliding_core.blackboard.rdf import graph_node, may_skolemise, rdf_of
 from gliding_core.blackboard.vocabulary import (
     BOOKKEEPING_PREFIX,
     META_GRAPH,
@@ -243,15 +243,15 @@ def removal(old: Mapping[str, Known]) -> str:
     for iri, known in old.items():
         subject = ox.NamedNode(iri)
         if isinstance(known, BoardNode):
-            parts.append(
-                f"DELETE WHERE {{ GRAPH {ox.NamedNode(known.graph)} {{ {subject} ?p ?o }} }}"
-            )
-            skolems += [
-                q
-                for q in rdf_of(known.node, known.graph)
-                if term_value(q.subject).startswith(SKOLEM_PREFIX)
-            ]
-            where = ox.NamedNode(bookkeeping_graph(known.graph))
+            graph = graph_node(known.graph)  # (the graphs' terms are built once, kept)
+            parts.append(f"DELETE WHERE {{ GRAPH {graph} {{ {subject} ?p ?o }} }}")
+            if may_skolemise(known.content):  # (else its RDF is not worked out again)
+                skolems += [
+                    q
+                    for q in rdf_of(known.node, known.graph)
+                    if term_value(q.subject).startswith(SKOLEM_PREFIX)
+                ]
+            where = _bookkeeping_node(known.graph)
             parts.append(f"DELETE WHERE {{ GRAPH {where} {{ {subject} ?state ?record }} }}")
         else:
             parts.append(f"DELETE WHERE {{ GRAPH {_META} {{ {subject} ?p ?o }} }}")

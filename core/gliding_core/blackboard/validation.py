@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import pyoxigraph as ox
 
 from gliding_core.blackboard.rdf import rdf_of
+from gliding_core.checks import check_list
 from gliding_core.errors import ContentTooLargeError, InvalidInputError, InvalidNodeError
 from gliding_core.jsonld import (
     DEFAULT_MAX_DEPTH,
@@ -128,16 +129,14 @@ def _iri_term(value: object, what: str) -> ox.NamedNode:
 
 
 def check_tags(tags: object) -> tuple[str, ...]:
-    """Return the tags, de-duplicated in order, if each is a non-empty printable string."""
-    if tags == () and type(tags) is tuple:  # most writes: no tags (no abstract-type check)
+    """Return the tags, de-duplicated in order, if they are a list (``check_list``: a tuple or
+    a set too) of non-empty printable strings."""
+    checked = check_list(tags, what="tags")
+    if not checked:  # most writes: no tags
         return ()
-    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
-        raise InvalidInputError(f"tags must be a list of strings, got {preview(tags)}")
-    checked = []
-    for tag in tags:
+    for tag in checked:
         if not is_label(tag):
             raise InvalidInputError(f"each tag must be a non-empty string, got {preview(tag)}")
-        checked.append(tag)
     return tuple(dict.fromkeys(checked))
 
 

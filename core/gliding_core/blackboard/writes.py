@@ -69,7 +69,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
-from gliding_core.blackboard.nodes import Announce, NodeStore, node_states
+from gliding_core.blackboard.nodes import Announce, NodeStore
 from gliding_core.blackboard.permissions import Operation
 from gliding_core.blackboard.records import BoardNode, Known
 from gliding_core.blackboard.shared_cache import BoardSource, SharedCache
@@ -85,7 +85,6 @@ from gliding_core.blackboard.writeids import (
     outcome_unknown,
 )
 from gliding_core.bus import Event, EventBus, EventType, Subscription
-from gliding_core.checks import check_list
 from gliding_core.coherence.commits import Change
 from gliding_core.coherence.coordinator import Coherence
 from gliding_core.coherence.directory import Directory, NodeRecord
@@ -297,9 +296,7 @@ class WritePath:
             raise InvalidInputError("the system's write needs a graph")
         retry = write_id is not None
         wid = new_write_id() if write_id is None else check_write_id(write_id)
-        requests = self.nodes.prepare(
-            check_list(nodes, what="nodes"), graph, check_list(tags, what="tags"), write_id=wid
-        )
+        requests = self.nodes.prepare(nodes, graph, tags, write_id=wid)  # (it checks them)
         bases = {} if based_on is None else _bases(based_on, requests)
         wanted: dict[str, int | None] = {}
         for request in requests:
@@ -405,7 +402,6 @@ class WritePath:
         nodes = self.nodes
         with nodes.writer:
             known = nodes.known(list(records))
-            found = node_states(known)  # (from the same read: the retry needs ``known``)
             for change in changes:
                 job = change.owner
                 if job.retry and _landed(change, known):  # step 4
@@ -415,23 +411,23 @@ class WritePath:
                     continue
                 try:
                     for request in job.requests:
-                        old = found[request.iri][0]
+                        old = _existing(known[request.iri])
                         self._rights(writer, job.area, old)  # step 5
                         self._fences(writer, request.iri, job.lease_token, job.area, old)  # 6
                 except Exception as exc:  # this write's own refusal
                     change.refusal = exc
         # Each node's value and generation for the coordinator: the record's own value when
         # the record is at the node's generation (the same write's value: no second parse of
-        # its JSON), and an absent node's pair as the store gave it.
+        # its JSON), and ``None`` for an absent or deleted node.
         states: dict[str, tuple[Node | None, int]] = {}
-        for iri, pair in found.items():
-            node, generation = pair
-            if node is None:
-                states[iri] = pair  # type: ignore[assignment]  # (None, generation)
-                continue
-            value = records[iri].value
-            same = value is not None and records[iri].generation == generation
-            states[iri] = (value if same else node.node, generation)
+        for iri, state in known.items():
+            record = records[iri]
+            if not isinstance(state, BoardNode):
+                states[iri] = (None, state.generation)
+            elif record.value is not None and record.generation == state.generation:
+                states[iri] = (record.value, state.generation)
+            else:
+                states[iri] = (state.node, state.generation)
         return states
 
     def apply(
@@ -731,6 +727,11 @@ def _states(
         node.iri: (request.node, node.generation)
         for request, node in zip(requests, written, strict=True)
     }
+
+
+def _existing(state: Known) -> BoardNode | None:
+    """Return the node the store holds (``None``: absent or deleted: a tombstone)."""
+    return state if isinstance(state, BoardNode) else None
 
 
 def _in_doubt(error: BaseException, jobs: Sequence[_Write]) -> bool:

@@ -26,11 +26,11 @@ from typing import Generic, Protocol, TypeVar
 
 from gliding_core.bus import EventBus, EventType
 from gliding_core.coherence.copies import HeldCopies, check_agent
-from gliding_core.coherence.directory import Directory, NodeRecord
+from gliding_core.coherence.directory import Copy, Directory, NodeRecord
 from gliding_core.coherence.moves import RecordMoves
 from gliding_core.coherence.node_sources import check_generation, refused
 from gliding_core.coherence.own_changes import OwnChanges, touched_nodes
-from gliding_core.coherence.protocol import Action, CopyEvent, transition
+from gliding_core.coherence.protocol import TRANSITIONS, Action, CopyEvent
 from gliding_core.errors import InvalidInputError, StaleWriteError
 from gliding_core.jsonld import Node, validate_iri
 from gliding_core.store.entry import MesiState
@@ -377,10 +377,12 @@ class GroupCommits:
             return record.at(generation, value), others
         if value is None:  # deleted: the deleter's copy goes too (it chose to drop the value)
             assert mine is not None
-            return record.at(generation, None).with_copy(
-                agent, MesiState.INVALID, mine.generation
+            return record.at(
+                generation, None, Copy(agent, MesiState.INVALID, mine.generation)
             ), others
         state = MesiState.INVALID if mine is None else mine.state
-        row = transition(state, CopyEvent.LOCAL_WRITE, others_hold=bool(others))
-        new = record.at(generation, value).with_copy(agent, row.state, generation)
+        # The table itself, as ``RecordMoves.step`` reads it: ``transition`` validates a
+        # caller's state and event, and these are the record's own.
+        row = TRANSITIONS[state, CopyEvent.LOCAL_WRITE, bool(others)]
+        new = record.at(generation, value, Copy(agent, row.state, generation))
         return new, (others if Action.ANNOUNCE_INVALIDATION in row.actions else [])

@@ -105,18 +105,21 @@ class NodeRecord(_RecordFields):
 
     def with_copy(self, agent: str, state: MesiState, generation: int) -> NodeRecord:
         """Return this record with ``agent``'s copy set."""
-        copies = dict(self.copies)
-        copies[agent] = Copy(agent, state, generation)
-        return NodeRecord(self.iri, self.generation, self.value, copies)
+        return self.at(self.generation, self.value, Copy(agent, state, generation))
 
     def without_copy(self, agent: str) -> NodeRecord:
         """Return this record with ``agent``'s copy removed."""
         copies = {a: c for a, c in self.copies.items() if a != agent}
         return NodeRecord(self.iri, self.generation, self.value, copies)
 
-    def at(self, generation: int, value: Node | None) -> NodeRecord:
-        """Return this record moved to ``generation`` holding ``value`` (copies unchanged)."""
-        return NodeRecord(self.iri, generation, value, self.copies)
+    def at(self, generation: int, value: Node | None, copy: Copy | None = None) -> NodeRecord:
+        """Return this record moved to ``generation`` holding ``value``, with ``copy`` set if
+        given (its agent's; the other copies unchanged): a write's record, built once."""
+        copies = self.copies
+        if copy is not None:
+            copies = dict(copies)
+            copies[copy.agent] = copy
+        return NodeRecord(self.iri, generation, value, copies)
 
 
 class Directory(Protocol):
@@ -343,8 +346,12 @@ class LocalDirectory:
         """Return a snapshot of ``iri``'s record."""
         with self._lock:
             self._check_open()
-            kept = self._records.get(iri)
-            return NodeRecord(iri) if kept is None else _record(iri, kept, self._values.get(iri))
+            return self._read(iri)
+
+    def _read(self, iri: str) -> NodeRecord:
+        """Return ``iri``'s record as kept (a new one); the lock is held, the directory open."""
+        kept = self._records.get(iri)
+        return NodeRecord(iri) if kept is None else _record(iri, kept, self._values.get(iri))
 
     def snapshot(self, iri: str) -> tuple[NodeRecord, Hashable]:
         """Return a snapshot of ``iri``'s record and the counter, taken together."""
@@ -356,7 +363,8 @@ class LocalDirectory:
     ) -> tuple[T, Hashable]:
         """Apply ``change`` to ``iri``'s record under the lock; return its result and token."""
         with self._lock:
-            old = self.record(iri)
+            self._check_open()
+            old = self._read(iri)
             new, result = change(old)
             check_new_record(old, new)
             if new != old:
@@ -371,7 +379,8 @@ class LocalDirectory:
     ) -> tuple[T, Hashable]:
         """Apply ``change`` to several records under the lock; return its result and token."""
         with self._lock:
-            old = {iri: self.record(iri) for iri in iris}  # by IRI: a repeated one read once
+            self._check_open()
+            old = {iri: self._read(iri) for iri in iris}  # by IRI: a repeated one read once
             new, result = change(dict(old))
             changed = changed_records(old, new)
             for record in changed:
@@ -381,14 +390,21 @@ class LocalDirectory:
             return result, self._token
 
     def _store(self, old: NodeRecord, new: NodeRecord) -> None:
-        versions = self._versions.get(new.iri)
-        if old.value is not None and old.generation < new.generation:
-            versions = self._versions.setdefault(new.iri, {})
-            versions[old.generation] = _version_text(old.value)
-        if versions:  # a node first written here has none: nothing to prune
-            keep = versions_to_keep(new, list(versions), self._keep)
+        versions = self._versions.get(new.iri, {})
+        past = list(versions)
+        passed = old.value if old.generation < new.generation else None  # now a past value
+        if passed is not None:
+            past.append(old.generation)
+        if past:  # a node first written here has none: nothing to keep or prune
+            keep = versions_to_keep(new, past, self._keep)
+            if passed is not None and old.generation in keep:  # (else no copy reads it)
+                versions[old.generation] = _version_text(passed)
             for generation in [g for g in versions if g not in keep]:
                 del versions[generation]
+            if versions:
+                self._versions[new.iri] = versions
+            else:
+                self._versions.pop(new.iri, None)
         self._records[new.iri] = _kept(new)
         if new.value is None:
             self._values.pop(new.iri, None)

@@ -16,8 +16,14 @@ from gliding_core import InvalidInputError, InvalidNodeError, StorageError
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.flat import flat_triples
 from gliding_core.blackboard.graph import EmbeddedGraph, GraphBackend, SparqlEndpoint
-from gliding_core.blackboard.rdf import processed_rdf, rdf_of
-from gliding_core.blackboard.vocabulary import META, META_GRAPH, area_graph, meta
+from gliding_core.blackboard.rdf import may_skolemise, processed_rdf, rdf_of
+from gliding_core.blackboard.vocabulary import (
+    META,
+    META_GRAPH,
+    SKOLEM_PREFIX,
+    area_graph,
+    meta,
+)
 from gliding_core.config import BlackboardConfig
 from gliding_core.jsonld import parse_node
 
@@ -85,6 +91,41 @@ def test_the_direct_path_gives_exactly_the_processors_quads(node: dict[str, Any]
         return
     if direct is not None:
         assert direct == processed, parsed
+
+
+@settings(max_examples=400, deadline=None)
+@given(nodes())
+def test_a_node_whose_text_may_not_skolemise_has_no_blank_node(node: dict[str, Any]) -> None:
+    # A rewrite removes the old node's skolemised quads only when ``may_skolemise`` says it
+    # may have some: a wrong "no" would leave them behind.
+    try:
+        parsed, content, _, _ = parse_node(node)
+        processed = processed_rdf(parsed, GRAPH, content)
+    except (InvalidNodeError, InvalidInputError):
+        return  # refused: never stored
+    skolemised = any(
+        isinstance(term, ox.NamedNode) and term.value.startswith(SKOLEM_PREFIX)
+        for quad in processed
+        for term in (quad.subject, quad.object)
+    )
+    event("skolemised" if skolemised else "plain")
+    if skolemised:
+        assert may_skolemise(content), parsed
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"@id": "urn:n:1", "part": {"name": "a blank node"}},
+        {"@id": "urn:n:1", "link": {"@id": "_:b0"}},
+        {"@id": "urn:n:1", "@type": "_:b0"},
+        {"@id": "urn:n:1", "@context": {"@vocab": "urn:v:"}, "summary": "s"},
+    ],
+)
+def test_nodes_with_blank_nodes_may_skolemise(node: dict[str, Any]) -> None:
+    _, content, _, _ = parse_node(node)
+    assert may_skolemise(content)
+    assert not may_skolemise(parse_node({"@id": "urn:n:1", "@type": "Step", "n": 1})[1])
 
 
 @pytest.mark.parametrize(

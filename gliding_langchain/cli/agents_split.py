@@ -90,7 +90,7 @@ class WorkerRecorder(Recorder):
 class Shared:
     """Where the shared memory is: the database, its schema, the SPARQL endpoint."""
 
-    url: str
+    url: str = field(repr=False)  # a password in it stays out of every repr
     schema: str
     endpoint: str
     budget: int

@@ -39,11 +39,12 @@ def test_a_cached_view_shows_a_node_another_memory_created_and_changed(
         writer = there.agent("doer", role="do", task=task.iri)
         first = reader.read(task.iri, "act", budget=2_000)
         assert first.level == "l3"  # the frame's view, now cached
-        assert review["@id"] in first.iris and artifact["@id"] not in first.iris
+        assert review["@id"] in first.iris
+        assert artifact["@id"] not in first.iris
         assert here.scheduler.projector.cache.stats().valid >= 1
         writer.write([{**artifact, "content": "v1"}], area="execution")
         seen = reader.read(task.iri, "act", budget=2_000)
         assert artifact["@id"] in seen.iris
         writer.write([{**artifact, "version": 2, "content": "v2"}], area="execution", based_on=1)
         again = reader.read(task.iri, "act", budget=2_000)
-        assert '"version": 2' in again.text or '"version":2' in again.text
+        assert '"version":2' in again.text

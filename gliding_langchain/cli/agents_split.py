@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from langchain_core.messages import HumanMessage
 
 from gliding_core.cli.benchmarks import agents as work
 from gliding_core.cli.benchmarks.agents import TaskSpec
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import GlidingError, InvalidInputError
 from gliding_core.framing import ChatFraming
 from gliding_core.hyperspace.embedders import HashEmbedder
 from gliding_core.memory import Memory
@@ -98,58 +99,89 @@ class Shared:
     economy: bool
 
 
+class BenchWorkerError(GlidingError, RuntimeError):
+    """A worker process of the split benchmark failed or exited (its traceback is the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """A worker's answer when its command raised: the traceback."""
+
+    trace: str
+
+
+class _Agents:
+    """A worker's agents on the shared memory: the roles it hosts, their graphs and runs."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.clock, self.recorder = TurnClock(), WorkerRecorder()
+        config = bench_config(
+            database_url=shared.url, database_schema=shared.schema, endpoint=shared.endpoint
+        )
+        memory = Memory(config=config, embedder=HashEmbedder(), clock=self.clock)
+        self.method = GlidingMethod(
+            self.recorder,
+            budget=shared.budget,
+            window_share=shared.window_share,
+            economy=shared.economy,
+            memory=memory,
+        )
+        self.framing = ChatFraming(TokenCounter())
+        self.graphs: dict[str, Any] = {}
+        self.runs: dict[str, Iterator[Any]] = {}
+
+    def start(self, task: TaskSpec, role: str) -> None:
+        """Build the agent of ``role`` on ``task``."""
+        self.method.start(task)
+        self.graphs[role] = _agent(self.method, task, role, self.recorder, self.framing)
+        self.runs.pop(role, None)
+
+    def turn(self, role: str, new: bool, clock: int) -> tuple[Any, ...]:
+        """Run one turn of ``role``'s agent (a new run when ``new``) from the clock ``clock``.
+
+        Returns whether the run goes on, the calls' tokens, the committed writes, the roles
+        woken, the writes refused and the clock after the turn.
+        """
+        task, recorder = self.method.task, self.recorder
+        assert task is not None
+        self.clock.value = clock
+        if new:
+            self.method.new_run(role)
+            state: Any = {"messages": [HumanMessage(task.brief(role))]}
+            stream = self.graphs[role].stream(state, _RUN_CONFIG, stream_mode="updates")
+            self.runs[role] = iter(stream)
+        calls, refused = len(recorder.calls), recorder.refused
+        goes_on = _turn(self.runs[role], None)
+        if not goes_on:
+            del self.runs[role]
+        report = (goes_on, recorder.calls[calls:], recorder.committed, recorder.woken)
+        recorder.committed, recorder.woken = [], set()
+        return (*report, recorder.refused - refused, self.clock.value)
+
+    def final(self, tasks: list[TaskSpec]) -> dict[str, list[str]]:
+        """Return what is wrong with each task's final state on the blackboard."""
+        return {t.iri: work.check_task(t, self.method.final_state(t)) for t in tasks}
+
+
 def _worker(connection: Connection, shared: Shared, roles: tuple[str, ...]) -> None:
-    """A worker process: open the shared memory, then run the parent's commands until ``stop``."""
-    clock = TurnClock()
-    recorder = WorkerRecorder()
-    config = bench_config(
-        database_url=shared.url, database_schema=shared.schema, endpoint=shared.endpoint
-    )
-    memory = Memory(config=config, embedder=HashEmbedder(), clock=clock)
-    method = GlidingMethod(
-        recorder,
-        budget=shared.budget,
-        window_share=shared.window_share,
-        economy=shared.economy,
-        memory=memory,
-    )
-    framing = ChatFraming(TokenCounter())
-    graphs: dict[str, Any] = {}
-    runs: dict[str, Iterator[Any]] = {}
+    """A worker process: open the shared memory, then run the parent's commands until ``stop``.
+
+    A command that raises is answered with its traceback (``_Failed``) and ends the worker.
+    """
+    agents = _Agents(shared)
     try:
         connection.send(("ready", roles))
         while True:
             command, *args = connection.recv()
             if command == "stop":
                 break
-            if command == "start":  # (task, role): build the role's agent on the task
-                task, role = args
-                method.start(task)
-                graphs[role] = _agent(method, task, role, recorder, framing)
-                runs.pop(role, None)
-                connection.send(None)
-            elif command == "turn":  # (role, new run, clock): one turn of the role's agent
-                role, new, clock.value = args
-                task = method.task
-                assert task is not None
-                if new:
-                    method.new_run(role)
-                    state: Any = {"messages": [HumanMessage(task.brief(role))]}
-                    stream = graphs[role].stream(state, _RUN_CONFIG, stream_mode="updates")
-                    runs[role] = iter(stream)
-                calls, refused = len(recorder.calls), recorder.refused
-                goes_on = _turn(runs[role], None)
-                if not goes_on:
-                    del runs[role]
-                report = (goes_on, recorder.calls[calls:], recorder.committed, recorder.woken)
-                connection.send((*report, recorder.refused - refused, clock.value))
-                recorder.committed, recorder.woken = [], set()
-            elif command == "final":  # (tasks,): what is wrong with each task's final state
-                (tasks,) = args
-                found = {t.iri: work.check_task(t, method.final_state(t)) for t in tasks}
-                connection.send(found)
+            try:
+                connection.send(getattr(agents, command)(*args))
+            except Exception:
+                connection.send(_Failed(traceback.format_exc()))
+                raise
     finally:
-        method.close()
+        agents.method.close()
         connection.close()
 
 
@@ -164,7 +196,7 @@ class Link:
         """Send ``command`` and return the worker's answer.
 
         Raises:
-            RuntimeError: the worker died (its exit code is in the message).
+            BenchWorkerError: the command failed in the worker, or the worker died.
         """
         self.connection.send(command)
         return self.receive()
@@ -173,8 +205,14 @@ class Link:
         """Wait for the worker's next message (see ``call``)."""
         while not self.connection.poll(1.0):
             if not self.process.is_alive():
-                raise RuntimeError(f"a bench agents worker exited ({self.process.exitcode})")
-        return self.connection.recv()
+                raise BenchWorkerError(f"a bench agents worker exited ({self.process.exitcode})")
+        try:
+            answer = self.connection.recv()
+        except EOFError:  # it closed its end on its way out
+            raise BenchWorkerError("a bench agents worker exited mid-command") from None
+        if isinstance(answer, _Failed):
+            raise BenchWorkerError(f"a bench agents worker failed:\n{answer.trace}")
+        return answer
 
 
 def _start(shared: Shared, processes: int, closer: ExitStack) -> dict[str, Link]:

@@ -59,3 +59,23 @@ def test_a_split_the_harness_has_not_is_refused_before_anything_runs() -> None:
 def test_the_database_url_stays_out_of_the_workers_settings_repr() -> None:
     shared = Shared("postgresql://bench:s3cret@localhost/db", "s", "http://x", 1, 0.5, True)
     assert "s3cret" not in repr(shared)
+
+
+def test_a_worker_that_cannot_open_the_memory_is_a_typed_error(postgres_url: str) -> None:
+    from gliding_core.cli.benchmarks import agents as work
+    from gliding_langchain.cli.agents_split import BenchWorkerError, run_split
+
+    if "/postgres?" not in postgres_url:  # a server of the user's: its URL has another form
+        pytest.skip("the URL names no database this test knows how to replace")
+    missing = postgres_url.replace("/postgres?", "/no_such_database?")
+    with pytest.raises(BenchWorkerError, match="exited"):
+        run_split(
+            work.generate(1, seed=0),
+            processes=2,
+            url=missing,
+            endpoint="http://127.0.0.1:9",
+            schema="bench_agents_missing",
+            budget=1_200,
+            window_share=0.5,
+            economy=True,
+        )

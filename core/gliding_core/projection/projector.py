@@ -15,7 +15,7 @@ served to a read allowed fewer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.sparql import TaskRoots
@@ -60,6 +60,10 @@ class Projector:
         self._subscription: Subscription | None = (
             self.cache.listen(source) if source is not None else None
         )
+        # A directory other processes write too (``remote_writers``): their writes reach no bus
+        # of this process, so the views are checked against its token before each read.
+        self._remote = bool(getattr(board.coherence.directory, "remote_writers", False))
+        self._token: Hashable = None
 
     def register(self, frame: Frame, *, replace: bool = False) -> None:
         """Add a frame of your own (see ``FrameSet.register``)."""
@@ -103,6 +107,8 @@ class Projector:
         if not scope:
             return Projection(task, chosen.name, "", 0, (), "empty", 0, limit)
         key = view_key(task, chosen.name, given, scope)
+        if self._remote:
+            self._catch_up()
         view = self.cache.get(key)
         cached = view is not None
         if view is None:
@@ -118,6 +124,30 @@ class Projector:
             if view.valid and nodes is view.nodes:
                 view.fitted[limit] = fitted
         return fitted if not cached else _as_cached(fitted)
+
+    def _catch_up(self) -> None:
+        """Drop every view when another process changed the directory since the last read.
+
+        The directory's token moves with every change of any process; a run of tokens this
+        process's own coordinator committed (``OwnChanges``) was announced on its bus and
+        invalidated exactly the views it touched. Any other move may be a write elsewhere that a
+        cached view does not show (a new node a frame now matches included), and the change
+        does not say which graphs it touched, so no view is trusted.
+        """
+        coherence = self.board.coherence
+        now, seen = coherence.directory.token(), self._token
+        if now == seen:
+            return
+        own = coherence.own
+        mine = (
+            isinstance(now, int)
+            and isinstance(seen, int)
+            and now == own.top
+            and seen + 1 >= own.since
+        )
+        if not mine:
+            self.cache.clear()
+        self._token = now
 
     def _materialise(
         self, frame: Frame, task: str, params: Mapping[str, object], scope: tuple[str, ...]

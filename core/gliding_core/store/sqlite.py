@@ -1470,21 +1470,24 @@ def _ranked(columns: str, condition: str, *, parted: bool) -> str:
     """The full-text query: ``columns`` and the score of the entries matching, best first.
 
     With texts in parts (``parted``) an entry may match on two rows (its node's text, and its
-    whole text under the negated rowid): it is ranked once, by the better of them.
+    whole text under the negated rowid): it is ranked once, by the better of them. A word may
+    match thousands of entries: the expired ones are left out by one list of their ids built
+    for the statement, not by a probe per match as the live view does for a look-up.
     """
     if not parted:
         return (
             f"SELECT {columns}, -bm25(entry_text) AS score FROM entry_text"
-            " JOIN live_entries AS e ON e.id = entry_text.rowid"
-            f" WHERE entry_text MATCH ? AND {condition} ORDER BY bm25(entry_text) LIMIT ?"
+            " JOIN entries AS e ON e.id = entry_text.rowid"
+            f" WHERE entry_text MATCH ? AND e.id NOT IN ({_EXPIRED}) AND {condition}"
+            " ORDER BY bm25(entry_text) LIMIT ?"
         )
     return (
         # Materialised: bm25() is refused in a query SQLite would flatten into the aggregate.
         "WITH hits AS MATERIALIZED (SELECT rowid AS id, -bm25(entry_text) AS score"
         " FROM entry_text WHERE entry_text MATCH ?),"
         " m AS (SELECT abs(id) AS id, max(score) AS score FROM hits GROUP BY abs(id))"
-        f" SELECT {columns}, m.score FROM m JOIN live_entries AS e ON e.id = m.id"
-        f" WHERE {condition} ORDER BY m.score DESC LIMIT ?"
+        f" SELECT {columns}, m.score FROM m JOIN entries AS e ON e.id = m.id"
+        f" WHERE e.id NOT IN ({_EXPIRED}) AND {condition} ORDER BY m.score DESC LIMIT ?"
     )
 
 

@@ -39,7 +39,8 @@ def test_what_l0_cannot_express_is_a_typed_error(spec: Any, named: str) -> None:
 
 
 def test_knowledge_leaves_out_conversation_and_inputs() -> None:
-    kept = {INPUT_TYPE, "ChatMarks"}  # a chat log's kept record of a large message
+    # A chat log's kept record of a large message, and an L1 session's state (no text).
+    kept = {INPUT_TYPE, "ChatMarks", "SessionState"}
     assert set(knowledge_filters().exclude_types) == {"Turn", "ChatMessage", *kept}
     assert set(knowledge_filters(include_turns=True).exclude_types) == kept
     assert DEFAULT_K == 4

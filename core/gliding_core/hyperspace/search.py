@@ -23,7 +23,7 @@ from typing_extensions import Unpack
 from gliding_core.config import SearchConfig, SearchOptions
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.index import VectorIndex
-from gliding_core.hyperspace.vectors import Vector
+from gliding_core.hyperspace.vectors import Vector, one_blas_thread
 from gliding_core.jsonld import check_text, node_text, preview
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import MAX_RESULTS, SearchFilters
@@ -158,19 +158,20 @@ class HybridSearch:
         # One query vector for the dense arm and the re-rank: the query is embedded once.
         probe = self._probe(query)
         n = max(k, settings.candidates)
-        if self.dense is not None and probe is None:
-            ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
-        else:
-            ranked = self.arms(query, n, limits, vector=probe)
-        fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
-        best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
-        # The candidates' entries, when the re-rank reads them for their graphs (the best k
-        # are among them: one read serves both); otherwise the best k are read at the end.
-        entries: dict[str, Entry] | None = None
-        if settings.rerank:
-            final, entries = self._rerank(probe, best, ranked, detail, settings, limits)
-        else:
-            final = {iri: fused[iri] for iri in best}
+        with one_blas_thread():  # the arms' and the re-rank's products are small
+            if self.dense is not None and probe is None:
+                ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
+            else:
+                ranked = self.arms(query, n, limits, vector=probe)
+            fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
+            best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
+            # The candidates' entries, when the re-rank reads them for their graphs (the best
+            # k are among them: one read serves both); otherwise the best k are read at the end.
+            entries: dict[str, Entry] | None = None
+            if settings.rerank:
+                final, entries = self._rerank(probe, best, ranked, detail, settings, limits)
+            else:
+                final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
         if entries is None:
             entries = self.store.get_many(top)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
+from threadpoolctl import ThreadpoolController
 
 Vector = npt.NDArray[np.float32]
 
@@ -29,3 +32,20 @@ def cosine(a: Sequence[float] | Vector | None, b: Sequence[float] | Vector | Non
     if norm == 0.0:
         return None
     return max(-1.0, min(1.0, float(np.dot(x, y)) / norm))
+
+
+def one_blas_thread() -> AbstractContextManager[object]:
+    """Run the enclosed numpy products on one BLAS thread, process-wide while inside.
+
+    A search multiplies matrices of a few hundred rows at most. OpenBLAS splits even those
+    over its own threads, which then spin for a while after each product and take the CPU
+    from the embedding model's threads: with a local model, the next query's embedding took
+    two to four times as long. One thread is as fast for products this small.
+    """
+    return _blas().limit(limits=1, user_api="blas")
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    """The process's BLAS libraries, found once (finding them walks the loaded libraries)."""
+    return ThreadpoolController()

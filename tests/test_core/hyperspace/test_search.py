@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
 from gliding_core.config import DenseConfig, MemoryConfig, SearchConfig, SearchOptions
@@ -273,3 +274,26 @@ def test_hubness_correction_keeps_a_crowd_of_alike_entries_from_winning_by_numbe
     assert [h.iri for h in plain].index("urn:answer") == 10
     assert corrected[0].iri == "urn:answer"
     assert corrected[0].arms["dense"].score == plain[10].arms["dense"].score  # raw, explained
+
+
+def test_a_search_multiplies_its_vectors_on_one_blas_thread(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenBLAS threads spin after a product and starve a local model's next embedding: the
+    re-rank's products (the candidates' mutual cosines) run on one thread, and the caller's
+    setting is back afterwards."""
+    _knowledge(memory)
+    seen: list[int] = []
+    products = HybridSearch._hubness_corrected
+
+    def spying(self: HybridSearch, scores: dict[str, float], pool: list[str]) -> Any:
+        seen.extend(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+        return products(self, scores, pool)
+
+    monkeypatch.setattr(HybridSearch, "_hubness_corrected", spying)
+    with threadpool_limits(limits=2, user_api="blas"):
+        memory.search("JWT signing keys", 3)
+        after = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    assert seen
+    assert set(seen) == {1}
+    assert set(after) == {2}

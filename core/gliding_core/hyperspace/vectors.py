@@ -42,7 +42,8 @@ def one_blas_thread() -> AbstractContextManager[object]:
     from the embedding model's threads: with a local model, the next query's embedding took
     two to four times as long. One thread is as fast for products this small.
     """
-    return _blas().limit(limits=1, user_api="blas")
+    limited: AbstractContextManager[object] = _blas().limit(limits=1, user_api="blas")
+    return limited
 
 
 @cache

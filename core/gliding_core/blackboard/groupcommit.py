@@ -11,12 +11,13 @@ writes of many threads. A new leader whose predecessor's last group held other t
 pauses ``linger_s`` (50 us) before it takes the queue, so that they can queue again; a lone
 writer never pauses.
 
-Who runs while a group commits (measured: docs/benchmarks-history.md, "leanwake"): the store's
-write releases the GIL, so on a second core another thread's Python can run beside it, and
-every thread that wakes while another holds the GIL costs context switches (it sleeps again
-on the GIL, and is woken in vain by every short release of it). So the threads of committed
-jobs are not woken with their group: they sleep on in a queue of their own (``_asleep``,
-oldest first) and are woken one at a time, each when the GIL is about to be free:
+Who runs while a group commits (measured: docs/benchmarks-history.md, "fewer wake-ups at 4 and
+16 agents"): the store's write releases the GIL, so on a second core another thread's Python
+can run beside it, and every thread that wakes while another holds the GIL costs context
+switches (it sleeps again on the GIL, and is woken in vain by every short release of it). So
+the threads of committed jobs are not woken with their group: they sleep on in a queue of their
+own (``_asleep``, oldest first) and are woken one at a time, each when the GIL is about to be
+free:
 
 - by the leader as its next store write begins (``storing``, which ``commit`` calls right
   before it; the woken thread then runs beside the store write), and likewise by a store
@@ -96,7 +97,7 @@ to an interrupt (see the module's invariants): the most such a loss delays it.""
 DEFAULT_KEEP = 2
 """How many more groups a leader commits, once its own job is done, while jobs are queued (2:
 their writers then run beside its store writes; measured in docs/benchmarks-history.md,
-"leanwake")."""
+"fewer wake-ups at 4 and 16 agents")."""
 
 
 class Job:

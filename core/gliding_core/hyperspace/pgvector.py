@@ -14,10 +14,9 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
 - A query without an allowed set walks the HNSW graph with a beam of at least ``SEARCH_BEAM``
   (``hnsw.ef_search``), never fewer than the hits asked for. The beam is a setting of the
   connection's session, set only when it changes (``session_setting``): the query is then one
-  statement, one round trip, with no transaction around it. Its limit is part of the
-  statement's text, so the pool's generic plan knows it and walks the index. With an allowed
-  set, the allowed rows are scored exactly (their primary key, then the distance of each),
-  since an approximate walk would drop the allowed rows it never meets.
+  statement, one round trip, with no transaction around it. With an allowed set, the allowed
+  rows are scored exactly (their primary key, then the distance of each), since an approximate
+  walk would drop the allowed rows it never meets.
 - pgvector is an extension a superuser installs (it is not trusted): on opening, the index
   installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
   run. Its type and operators are named qualified by the schema that holds them.
@@ -264,14 +263,10 @@ class PgVectorIndex(FollowingIndex):
         doing = f"querying the dense index {self.name!r}"
         with self._db.translated(doing), self._db.connection() as conn:
             session_setting(conn, "hnsw.ef_search", str(max(SEARCH_BEAM, n)))
-            # The limit is written into the statement, not sent as a parameter: the pool's
-            # statements keep one generic plan, whose planner takes an unknown limit for a
-            # tenth of the table; asked for more rows than the beam gives, pgvector prices
-            # its index out, and every query then scored the whole table.
             rows = conn.execute(
                 f"SELECT iri, embedding {self._distance} %s::{self._vector} AS d"
-                f" FROM {self.table} ORDER BY d LIMIT {_count(n)}",
-                (_literal(vector),),
+                f" FROM {self.table} ORDER BY d LIMIT %s",
+                (_literal(vector), n),
             ).fetchall()
         return [(iri, 1.0 - float(distance)) for iri, distance in rows]
 
@@ -292,13 +287,6 @@ def _dimension(embedder: Embedder) -> int:
     if isinstance(dimension, int) and not isinstance(dimension, bool) and dimension > 0:
         return dimension
     return len(embedder.embed_query("dimension"))
-
-
-def _count(n: int) -> int:
-    """Return ``n`` if it is an int >= 1 (it is written into a statement)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidInputError(f"a number of neighbours must be an int >= 1, got {preview(n)}")
-    return n
 
 
 def _literal(vector: Any) -> str:

@@ -32,7 +32,12 @@ coordinator's write-back of a dirty copy flushes that node here, and every flush
 
 Invariants: flushes are serialised (one at a time), so L0 never receives an older generation of
 a node after a newer one; a failed L0 batch leaves its nodes dirty; a store shared by processes
-is read from the store, not the cache, for a flush.
+is read from the store, not the cache, for a flush. With a store shared by processes a flush's
+read, L0 write and clean marks are also one step among every process's writes (``exclusive``:
+the coherence directory's transaction, which every write of the store runs in): clearing a
+dirty mark reads the node's record and writes it back clean, so another process's write
+landing between the two would be undone (its record replaced by the older one, which the
+directory has moved past), and its write-back would be overtaken in L0 by the older value.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ from gliding_core.store.protocol import EntryStore
 logger = logging.getLogger(__name__)
 
 DEFAULT_CRITICAL_TAGS = frozenset({"emphasis", "user_intent", "confirmed_fact"})
+
+Exclusive = Callable[[Sequence[str], Callable[[], list[BoardNode]]], list[BoardNode]]
+"""Run a flush of the nodes ``iris`` (the callable) where no process writes them meanwhile;
+return what it returns."""
 
 
 class WriteBack:
@@ -80,6 +89,9 @@ class WriteBack:
         self._stop = threading.Event()
         self.on_flushed: Callable[[Sequence[BoardNode]], None] | None = None
         """Called with the nodes of each flush after it (the coherence's ``written_back``)."""
+        self.exclusive: Exclusive | None = None
+        """Where a flush runs when other processes write the store too (the write path's
+        ``flush_exclusive``: inside the coherence directory's transaction); ``None``: here."""
 
     def is_critical(self, node: BoardNode) -> bool:
         """Return whether the node's tags ask for write-through."""
@@ -96,28 +108,37 @@ class WriteBack:
 
     def flush_nodes(self, nodes: Sequence[BoardNode]) -> int:
         """Write ``nodes`` to L0 as exact entries, batch by batch; return how many."""
-        count = 0
+        if not nodes:
+            return 0
+        iris = [n.iri for n in nodes]
+        if self.exclusive is None:
+            pending = self._flush(iris)
+        else:
+            pending = self.exclusive(iris, lambda: self._flush(iris))
+        if self.bus is not None:
+            for start in range(0, len(pending), self.batch):
+                chunk = pending[start : start + self.batch]
+                self.bus.publish(
+                    EventType.MEMORY_WRITE_BACK,
+                    {"iris": [n.iri for n in chunk], "count": len(chunk)},
+                    source="blackboard",
+                )
+        if pending and self.on_flushed is not None:
+            self.on_flushed(pending)
+        return len(pending)
+
+    def _flush(self, iris: Sequence[str]) -> list[BoardNode]:
+        """Flush the dirty nodes among ``iris`` as the store holds them now; return them."""
         with self._lock:
             # Re-read under the lock: a flush that ran meanwhile may have written them. A store
             # shared by processes is read from the store itself (see ``NodeStore.mark_clean``).
-            current = self.nodes.get_many(
-                [n.iri for n in nodes], fresh=self.nodes.check is not None
-            )
-            pending = [current[n.iri] for n in nodes if n.iri in current and current[n.iri].dirty]
+            current = self.nodes.get_many(iris, fresh=self.nodes.check is not None)
+            pending = [current[iri] for iri in iris if iri in current and current[iri].dirty]
             for start in range(0, len(pending), self.batch):
                 chunk = pending[start : start + self.batch]
                 self._write_entries(chunk)
                 self.nodes.mark_clean(chunk)
-                count += len(chunk)
-                if self.bus is not None:
-                    self.bus.publish(
-                        EventType.MEMORY_WRITE_BACK,
-                        {"iris": [n.iri for n in chunk], "count": len(chunk)},
-                        source="blackboard",
-                    )
-        if pending and self.on_flushed is not None:
-            self.on_flushed(pending)
-        return count
+        return pending
 
     def _write_entries(self, chunk: Sequence[BoardNode]) -> None:
         records = [

@@ -65,7 +65,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
@@ -235,6 +235,8 @@ class WritePath:
         self._subscriptions: list[Subscription] = []
         if writeback is not None:
             writeback.on_flushed = self.written_back
+            if shared:
+                writeback.exclusive = self.flush_exclusive
         # A committed writer is woken as the next group's store write begins (the GIL free).
         nodes.before_store = self.queue.storing
 
@@ -590,6 +592,21 @@ class WritePath:
             node = self.nodes.get_many([iri]).get(iri)
             if node is not None and node.dirty:
                 self.writeback.flush_nodes([node])
+
+    def flush_exclusive(
+        self, iris: Sequence[str], flush: Callable[[], list[BoardNode]]
+    ) -> list[BoardNode]:
+        """Run a flush of ``iris`` inside the directory's transaction (changing no record), so
+        no process writes them between its read and its clean marks (``WriteBack``); inside
+        one already (the coordinator's write-back), run it there."""
+        if self.cache.is_inside():
+            return flush()
+
+        def step(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], list[BoardNode]]:
+            with self.cache.inside:
+                return records, flush()
+
+        return self.coordinator.directory.update_many(sorted(set(iris)), step)[0]
 
     def holds_write_lease(self, agent: str, iri: str) -> bool:
         """Return whether ``agent`` holds a Write lease on ``iri`` (the coordinator's call)."""

@@ -13,12 +13,15 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from gliding_core import EventBus, EventType, L0Store, Memory, MemoryConfig
 from gliding_core.blackboard.board import Blackboard
-from gliding_core.blackboard.graph import GraphBackend
-from gliding_core.blackboard.vocabulary import area_graph
+from gliding_core.blackboard.graph import GraphBackend, SparqlEndpoint
+from gliding_core.blackboard.records import BoardNode
+from gliding_core.blackboard.vocabulary import area_graph, meta
+from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.config import BlackboardConfig
 from tests.test_core.blackboard.test_blackboard_graph import make_backend
 
@@ -229,3 +232,88 @@ def test_a_crash_of_an_in_memory_blackboard_loses_only_unflushed_write_backs(
     with L0Store(l0) as store:
         assert store.get("urn:n:through") is not None
         assert store.get("urn:n:back") is None
+
+
+def test_a_flush_in_one_process_never_undoes_another_processs_write(
+    oxigraph_server: str,
+    postgres_url: str,
+    postgres_schema: str,
+    store: L0Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two boards on one server and one directory stand in for two processes. The flushing
+    board is stopped right before it writes its clean mark, and the other writes the node
+    meanwhile: that write must survive the clean mark (the record then says generation 2),
+    and the next write on it must find the store where the directory is."""
+    iri, task = f"urn:test:flush-race:{postgres_schema}", f"urn:task:{postgres_schema}"
+    here = Blackboard(
+        SparqlEndpoint(oxigraph_server),
+        store=store,
+        config=QUIET,
+        directory=PostgresDirectory.open(postgres_url, schema=postgres_schema),
+    )
+    there = Blackboard(
+        SparqlEndpoint(oxigraph_server),
+        config=QUIET,
+        directory=PostgresDirectory.open(postgres_url, schema=postgres_schema),
+    )
+    with here, there:
+        theirs = there.agent("theirs", role="do", task=task)
+        assert theirs.write([{"@id": iri, "n": "1"}], area="execution")[0].generation == 1
+        outcome: list[object] = []
+
+        def write_two() -> None:
+            try:
+                outcome.append(theirs.write([{"@id": iri, "n": "2"}], area="execution", based_on=1))
+            except Exception as exc:
+                outcome.append(exc)
+
+        other = threading.Thread(target=write_two)
+        backend = here.nodes.backend
+        update = backend.update
+
+        def paused(text: str) -> None:
+            if CLEAN_MARK in text and not other.is_alive() and not outcome:
+                other.start()  # the other process writes between the read and the clean mark
+                _until_done_or_waiting(other, postgres_url)
+            update(text)
+
+        monkeypatch.setattr(backend, "update", paused)
+        assert here.flush(task=task) == 1
+        other.join()
+        [written] = outcome
+        assert isinstance(written, list), written
+        assert written[0].generation == 2
+        [stored] = here.nodes.known([iri], fresh=True).values()
+        assert isinstance(stored, BoardNode)
+        assert (stored.generation, stored.node["n"]) == (2, "2")
+        if not stored.dirty:  # written back since (the flush wrote back the writer's copy)
+            entry = store.get(iri)
+            assert entry is not None
+            assert entry.node["n"] == "2"
+        third = theirs.write([{"@id": iri, "n": "3"}], area="execution", based_on=2)
+        assert third[0].generation == 3
+        assert here.flush(task=task) == 1
+        entry = store.get(iri)
+        assert entry is not None
+        assert entry.node["n"] == "3"
+
+
+CLEAN_MARK = f"<{meta('clean')}>"
+
+
+def _until_done_or_waiting(thread: threading.Thread, url: str) -> None:
+    """Return once ``thread`` has finished, or a session waits for the coherence directory's
+    lock (the write it makes is held back until the flush's transaction ends)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(60_000):
+            if not thread.is_alive():
+                return
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND query LIKE '%coherence_epoch%FOR UPDATE%'"
+            ).fetchone()
+            if waiting is not None and waiting[0] > 0:
+                return
+            thread.join(0.01)
+    raise AssertionError("the other board's write neither finished nor waited")

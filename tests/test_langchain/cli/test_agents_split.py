@@ -1,4 +1,4 @@
-"""``bench agents --processes``: gliding's agents over one PostgreSQL memory in 2 processes."""
+"""``bench agents --processes``: gliding's agents on one PostgreSQL memory in 2 and 4 processes."""
 
 from __future__ import annotations
 
@@ -18,36 +18,39 @@ SAME = ("tokens_per_task", "tokens_per_call_mean", "tokens_per_call_p95", "model
 
 @pytest.fixture(scope="module")
 def figures(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One tiny run through the command: the embedded baseline, 1 and 2 processes."""
+    """One tiny run through the command: the embedded baseline, 1, 2 and 4 processes."""
     target = tmp_path_factory.mktemp("agents") / "agents.json"
     out = io.StringIO()
     code = main(
         ["bench", "agents", "--tasks", "1", "--seed", "0", "--methods", "gliding",
-         "--processes", "1,2", "--database-url", postgres_url, "--json", str(target)],
+         "--processes", "1,2,4", "--database-url", postgres_url, "--json", str(target)],
         out=out,
     )  # fmt: skip
     assert code == 0, out.getvalue()
-    assert "gliding/pg/2p" in out.getvalue()
+    assert "gliding/pg/4p" in out.getvalue()
     found: dict[str, Any] = json.loads(target.read_text())
     return found
 
 
-def test_two_processes_take_the_tokens_and_reach_the_correctness_of_one(
+def test_two_and_four_processes_take_the_tokens_and_reach_the_correctness_of_one(
     figures: dict[str, Any],
 ) -> None:
     methods = figures["methods"]
-    one, two, embedded = methods["gliding/pg/1p"], methods["gliding/pg/2p"], methods["gliding"]
-    assert (one["processes"], two["processes"]) == (1, 2)
-    for name in ("gliding/pg/1p", "gliding/pg/2p"):
+    names = ("gliding/pg/1p", "gliding/pg/2p", "gliding/pg/4p")
+    one, two, four = (methods[name] for name in names)
+    assert (one["processes"], two["processes"], four["processes"]) == (1, 2, 4)
+    for name in names:
         found = methods[name]
         assert found["tasks_correct"] == 1, figures["problems"][name]
         assert found["stale_reads"] == 0
         assert found["refused_writes"] == 0
-    # The same views call for call: a process sees the other's writes before its next turn.
+    # The same views call for call: a process sees the others' writes before its next turn
+    # (with 4, every agent's writes reach three other processes).
     assert {k: two[k] for k in SAME} == {k: one[k] for k in SAME}
-    assert {k: one[k] for k in SAME} == {k: embedded[k] for k in SAME}
-    assert figures["processes"] == [1, 2]
-    assert "gliding/pg/2p" not in figures["gliding_vs_best_other"]
+    assert {k: four[k] for k in SAME} == {k: one[k] for k in SAME}
+    assert {k: one[k] for k in SAME} == {k: methods["gliding"][k] for k in SAME}
+    assert figures["processes"] == [1, 2, 4]
+    assert not {"gliding/pg/2p", "gliding/pg/4p"} & set(figures["gliding_vs_best_other"])
 
 
 def test_a_split_the_harness_has_not_is_refused_before_anything_runs() -> None:

@@ -60,7 +60,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -73,11 +72,21 @@ from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
     Lease,
-    LeaseMode,
     Message,
     Task,
     TaskStatus,
 )
+from gliding_core.blackboard.coordination.rows import (
+    AGENT_COLUMNS,
+    MESSAGE_COLUMNS,
+    TASK_COLUMNS,
+    agent_of,
+    agent_row,
+    message_of,
+    task_of,
+)
+from gliding_core.blackboard.coordination.rows import LEASE_COLUMNS as _LEASE_COLUMNS
+from gliding_core.blackboard.coordination.rows import lease_of as _lease
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import preview
@@ -422,13 +431,6 @@ class PostgresTx:
 
 # -- leases ------------------------------------------------------------------------------------
 
-_LEASE_COLUMNS = "resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at"
-
-
-def _lease(row: tuple[Any, ...]) -> Lease:
-    resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at = row
-    return Lease(resource, holder, LeaseMode(mode), token, depth, ttl_s, acquired_at, expires_at)
-
 
 class PostgresLeases:
     """The ``LeaseRecords`` of a transaction (``coordination_leases``, ``coordination_fences``)."""
@@ -580,8 +582,6 @@ def _order(lease: Lease) -> tuple[bytes, bytes]:
 
 # -- tasks -------------------------------------------------------------------------------------
 
-_TASK_COLUMNS = "iri, parent, root, status, created_at, updated_at, revision"
-
 
 class PostgresTasks:
     """The ``TaskRecords`` of a transaction (``coordination_tasks`` and their dependencies)."""
@@ -603,10 +603,7 @@ class PostgresTasks:
             f" FROM coordination_tasks AS t {where} ORDER BY t.iri",
             values,
         ).fetchall()
-        return [
-            Task(iri, TaskStatus(status), parent, root, tuple(deps), created, updated, revision)
-            for iri, parent, root, status, created, updated, revision, deps in rows
-        ]
+        return [task_of(row[:-1], row[-1]) for row in rows]
 
     def get(self, iri: str) -> Task | None:
         """Return the task ``iri``, if it is registered."""
@@ -616,7 +613,7 @@ class PostgresTasks:
     def insert(self, iri: str, *, parent: str | None, root: str, now: float) -> None:
         """Store a new pending task."""
         self._conn.execute(
-            f"INSERT INTO coordination_tasks ({_TASK_COLUMNS})"
+            f"INSERT INTO coordination_tasks ({TASK_COLUMNS})"
             " VALUES (%s, %s, %s, 'pending', %s, %s, 1)",
             (iri, parent, root, now, now),
         )
@@ -723,27 +720,6 @@ class PostgresTasks:
 
 # -- agents ------------------------------------------------------------------------------------
 
-_AGENT_COLUMNS = (
-    "name, role, task, status, operation, registered_at, last_heartbeat, timeout_s, "
-    "incarnation, revision"
-)
-
-
-def _agent(row: tuple[Any, ...]) -> Agent:
-    name, role, task, status, operation, registered, beat, timeout, incarnation, revision = row
-    return Agent(
-        name,
-        role,
-        task,
-        AgentStatus(status),
-        operation,
-        registered,
-        beat,
-        timeout,
-        incarnation,
-        revision,
-    )
-
 
 class PostgresAgents:
     """The ``AgentRecords`` of a transaction (``coordination_agents``)."""
@@ -755,35 +731,24 @@ class PostgresAgents:
 
     def _one(self, query: str, values: tuple[object, ...]) -> Agent | None:
         row = self._conn.execute(query, values).fetchone()
-        return None if row is None else _agent(row)
+        return None if row is None else agent_of(row)
 
     def find(self, name: str) -> Agent | None:
         """Return the agent ``name``, if it is registered."""
         return self._one(
-            f"SELECT {_AGENT_COLUMNS} FROM coordination_agents WHERE name = %s", (name,)
+            f"SELECT {AGENT_COLUMNS} FROM coordination_agents WHERE name = %s", (name,)
         )
 
     def insert(self, agent: Agent) -> None:
         """Store ``agent``, replacing a row of the same name."""
         self._conn.execute(
-            f"INSERT INTO coordination_agents ({_AGENT_COLUMNS})"
+            f"INSERT INTO coordination_agents ({AGENT_COLUMNS})"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE"
             " SET role = excluded.role, task = excluded.task, status = excluded.status,"
             " operation = excluded.operation, registered_at = excluded.registered_at,"
             " last_heartbeat = excluded.last_heartbeat, timeout_s = excluded.timeout_s,"
             " incarnation = excluded.incarnation, revision = excluded.revision",
-            (
-                agent.name,
-                agent.role,
-                agent.task,
-                agent.status.value,
-                agent.operation,
-                agent.registered_at,
-                agent.last_heartbeat,
-                agent.timeout_s,
-                agent.incarnation,
-                agent.revision,
-            ),
+            agent_row(agent),
         )
 
     def beat(
@@ -793,7 +758,7 @@ class PostgresAgents:
         return self._one(
             "UPDATE coordination_agents SET status = %s,"
             " operation = COALESCE(%s, operation), last_heartbeat = %s,"
-            f" revision = revision + 1 WHERE name = %s RETURNING {_AGENT_COLUMNS}",
+            f" revision = revision + 1 WHERE name = %s RETURNING {AGENT_COLUMNS}",
             (status.value, operation, now, name),
         )
 
@@ -801,7 +766,7 @@ class PostgresAgents:
         """Set the status of ``name``; return the agent as it is now."""
         return self._one(
             "UPDATE coordination_agents SET status = %s, revision = revision + 1"
-            f" WHERE name = %s RETURNING {_AGENT_COLUMNS}",
+            f" WHERE name = %s RETURNING {AGENT_COLUMNS}",
             (status.value, name),
         )
 
@@ -812,18 +777,11 @@ class PostgresAgents:
 
     def all(self) -> list[Agent]:
         """Return every registered agent, by name."""
-        rows = self._conn.execute(f"SELECT {_AGENT_COLUMNS} FROM coordination_agents ORDER BY name")
-        return [_agent(row) for row in rows]
+        rows = self._conn.execute(f"SELECT {AGENT_COLUMNS} FROM coordination_agents ORDER BY name")
+        return [agent_of(row) for row in rows]
 
 
 # -- messages ----------------------------------------------------------------------------------
-
-_MESSAGE_COLUMNS = "sequence, iri, topic, task, sender, payload, created_at"
-
-
-def _message(row: tuple[Any, ...]) -> Message:
-    sequence, iri, topic, task, sender, payload, created_at = row
-    return Message(sequence, iri, topic, task, sender, json.loads(payload), created_at)
 
 
 class PostgresMessages:
@@ -846,7 +804,7 @@ class PostgresMessages:
     ) -> int:
         """Store a message; return its sequence (from a sequence, never handed out twice)."""
         row = self._conn.execute(
-            f"INSERT INTO coordination_messages ({_MESSAGE_COLUMNS})"
+            f"INSERT INTO coordination_messages ({MESSAGE_COLUMNS})"
             " VALUES (nextval('coordination_sequences'), %s, %s, %s, %s, %s, %s)"
             " RETURNING sequence",
             (iri, topic, task, sender, payload, now),
@@ -871,11 +829,11 @@ class PostgresMessages:
         if task is not None:
             where.append("task = %s")
             values.append(task)
-        query = f"SELECT {_MESSAGE_COLUMNS} FROM coordination_messages"
+        query = f"SELECT {MESSAGE_COLUMNS} FROM coordination_messages"
         query += f" WHERE {' AND '.join(where)} ORDER BY sequence"
         if limit is not None:
             query += f" LIMIT {int(limit)}"
-        return [_message(row) for row in self._conn.execute(query, values)]
+        return [message_of(row) for row in self._conn.execute(query, values)]
 
     def latest(self) -> int:
         """Return the newest sequence stored (0 when there is none)."""

@@ -27,7 +27,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -41,10 +40,21 @@ from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
     Lease,
-    LeaseMode,
     Message,
     Task,
     TaskStatus,
+)
+from gliding_core.blackboard.coordination.rows import (
+    AGENT_COLUMNS,
+    LEASE_COLUMNS,
+    MESSAGE_COLUMNS,
+    TASK_COLUMNS,
+    agent_of,
+    agent_row,
+    granted,
+    lease_of,
+    message_of,
+    task_of,
 )
 from gliding_core.boundary import translated
 from gliding_core.config import CoordinationConfig
@@ -304,14 +314,6 @@ class SQLiteTx:
 
 # -- leases ------------------------------------------------------------------------------------
 
-_LEASE_COLUMNS = "resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at"
-_LEASE_ROW = tuple[str, str, str, int, int, float, float, float]
-
-
-def _lease(row: _LEASE_ROW) -> Lease:
-    resource, holder, mode, token, depth, ttl_s, acquired_at, expires_at = row
-    return Lease(resource, holder, LeaseMode(mode), token, depth, ttl_s, acquired_at, expires_at)
-
 
 class SQLiteLeases:
     """The ``LeaseRecords`` of a ``CoordinationDB`` (tables ``leases`` and ``lease_grants``)."""
@@ -322,8 +324,8 @@ class SQLiteLeases:
         self._conn = conn
 
     def _leases(self, where: str, values: tuple[object, ...]) -> list[Lease]:
-        query = f"SELECT {_LEASE_COLUMNS} FROM leases WHERE {where}"
-        return [_lease(row) for row in self._conn.execute(query, values)]
+        query = f"SELECT {LEASE_COLUMNS} FROM leases WHERE {where}"
+        return [lease_of(row) for row in self._conn.execute(query, values)]
 
     def on(self, resource: str) -> list[Lease]:
         """Return every lease row on ``resource``, by holder."""
@@ -332,11 +334,11 @@ class SQLiteLeases:
     def live(self, resource: str, holder: str, now: float) -> Lease | None:
         """Return ``holder``'s live lease on ``resource``, if any."""
         row = self._conn.execute(
-            f"SELECT {_LEASE_COLUMNS} FROM leases"
+            f"SELECT {LEASE_COLUMNS} FROM leases"
             " WHERE resource = ? AND holder = ? AND expires_at > ?",
             (resource, holder, now),
         ).fetchone()
-        return None if row is None else _lease(row)
+        return None if row is None else lease_of(row)
 
     def live_on(self, resource: str, now: float) -> list[Lease]:
         """Return the live leases on ``resource``, by token."""
@@ -365,7 +367,7 @@ class SQLiteLeases:
         )
         token = int(cursor.lastrowid or 0)
         self._conn.execute(
-            f"INSERT OR REPLACE INTO leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO leases ({LEASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 lease.resource,
                 lease.holder,
@@ -377,16 +379,7 @@ class SQLiteLeases:
                 lease.expires_at,
             ),
         )
-        return Lease(
-            lease.resource,
-            lease.holder,
-            lease.mode,
-            token,
-            lease.depth,
-            lease.ttl_s,
-            lease.acquired_at,
-            lease.expires_at,
-        )
+        return granted(lease, token)
 
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""
@@ -446,8 +439,6 @@ class SQLiteLeases:
 
 # -- tasks -------------------------------------------------------------------------------------
 
-_TASK_COLUMNS = "iri, parent, root, status, created_at, updated_at, revision"
-
 
 class SQLiteTasks:
     """The ``TaskRecords`` of a ``CoordinationDB`` (tables ``tasks``, ``task_dependencies``)."""
@@ -461,17 +452,7 @@ class SQLiteTasks:
         return sorted(str(row[0]) for row in self._conn.execute(query, values))
 
     def _task(self, row: tuple[Any, ...]) -> Task:
-        iri, parent, root, status, created_at, updated_at, revision = row
-        return Task(
-            iri,
-            TaskStatus(status),
-            parent,
-            root,
-            tuple(self.dependencies(iri)),
-            created_at,
-            updated_at,
-            revision,
-        )
+        return task_of(row, self.dependencies(row[0]))
 
     def _tasks(self, query: str, *values: object) -> list[Task]:
         rows = self._conn.execute(query, values).fetchall()
@@ -480,20 +461,20 @@ class SQLiteTasks:
     def get(self, iri: str) -> Task | None:
         """Return the task ``iri``, if it is registered."""
         row = self._conn.execute(
-            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE iri = ?", (iri,)
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE iri = ?", (iri,)
         ).fetchone()
         return None if row is None else self._task(row)
 
     def insert(self, iri: str, *, parent: str | None, root: str, now: float) -> None:
         """Store a new pending task."""
         self._conn.execute(
-            f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES (?, ?, ?, 'pending', ?, ?, 1)",
+            f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES (?, ?, ?, 'pending', ?, ?, 1)",
             (iri, parent, root, now, now),
         )
 
     def all(self, status: TaskStatus | None = None) -> list[Task]:
         """Return every task (of ``status``), by IRI."""
-        query = f"SELECT {_TASK_COLUMNS} FROM tasks"
+        query = f"SELECT {TASK_COLUMNS} FROM tasks"
         if status is None:
             return self._tasks(f"{query} ORDER BY iri")
         return self._tasks(f"{query} WHERE status = ? ORDER BY iri", status.value)
@@ -527,7 +508,7 @@ class SQLiteTasks:
     def ready(self) -> list[Task]:
         """Return the pending tasks whose dependencies are all completed, by IRI."""
         return self._tasks(
-            f"SELECT {_TASK_COLUMNS} FROM tasks AS t WHERE status = 'pending' AND NOT EXISTS ("
+            f"SELECT {TASK_COLUMNS} FROM tasks AS t WHERE status = 'pending' AND NOT EXISTS ("
             "SELECT 1 FROM task_dependencies AS d JOIN tasks AS u ON u.iri = d.depends_on "
             "WHERE d.task = t.iri AND u.status != 'completed') ORDER BY iri"
         )
@@ -577,27 +558,6 @@ class SQLiteTasks:
 
 # -- agents ------------------------------------------------------------------------------------
 
-_AGENT_COLUMNS = (
-    "name, role, task, status, operation, registered_at, last_heartbeat, timeout_s, "
-    "incarnation, revision"
-)
-
-
-def _agent(row: tuple[Any, ...]) -> Agent:
-    name, role, task, status, operation, registered, beat, timeout, incarnation, revision = row
-    return Agent(
-        name,
-        role,
-        task,
-        AgentStatus(status),
-        operation,
-        registered,
-        beat,
-        timeout,
-        incarnation,
-        revision,
-    )
-
 
 class SQLiteAgents:
     """The ``AgentRecords`` of a ``CoordinationDB`` (table ``agents``)."""
@@ -610,27 +570,16 @@ class SQLiteAgents:
     def find(self, name: str) -> Agent | None:
         """Return the agent ``name``, if it is registered."""
         row = self._conn.execute(
-            f"SELECT {_AGENT_COLUMNS} FROM agents WHERE name = ?", (name,)
+            f"SELECT {AGENT_COLUMNS} FROM agents WHERE name = ?", (name,)
         ).fetchone()
-        return None if row is None else _agent(row)
+        return None if row is None else agent_of(row)
 
     def insert(self, agent: Agent) -> None:
         """Store ``agent``, replacing a row of the same name."""
         self._conn.execute(
-            f"INSERT OR REPLACE INTO agents ({_AGENT_COLUMNS})"
+            f"INSERT OR REPLACE INTO agents ({AGENT_COLUMNS})"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                agent.name,
-                agent.role,
-                agent.task,
-                agent.status.value,
-                agent.operation,
-                agent.registered_at,
-                agent.last_heartbeat,
-                agent.timeout_s,
-                agent.incarnation,
-                agent.revision,
-            ),
+            agent_row(agent),
         )
 
     def beat(
@@ -658,18 +607,11 @@ class SQLiteAgents:
 
     def all(self) -> list[Agent]:
         """Return every registered agent, by name."""
-        rows = self._conn.execute(f"SELECT {_AGENT_COLUMNS} FROM agents ORDER BY name")
-        return [_agent(row) for row in rows]
+        rows = self._conn.execute(f"SELECT {AGENT_COLUMNS} FROM agents ORDER BY name")
+        return [agent_of(row) for row in rows]
 
 
 # -- messages ----------------------------------------------------------------------------------
-
-_MESSAGE_COLUMNS = "sequence, iri, topic, task, sender, payload, created_at"
-
-
-def _message(row: tuple[Any, ...]) -> Message:
-    sequence, iri, topic, task, sender, payload, created_at = row
-    return Message(sequence, iri, topic, task, sender, json.loads(payload), created_at)
 
 
 class SQLiteMessages:
@@ -692,7 +634,7 @@ class SQLiteMessages:
     ) -> int:
         """Store a message; return its sequence (an ``AUTOINCREMENT`` key, never reused)."""
         cursor = self._conn.execute(
-            f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?)",
             (iri, topic, task, sender, payload, now),
         )
         return int(cursor.lastrowid or 0)
@@ -714,11 +656,11 @@ class SQLiteMessages:
         if task is not None:
             where.append("task = ?")
             values.append(task)
-        query = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(where)}"
+        query = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE {' AND '.join(where)}"
         query += " ORDER BY sequence"
         if limit is not None:
             query += f" LIMIT {int(limit)}"
-        return [_message(row) for row in self._conn.execute(query, values)]
+        return [message_of(row) for row in self._conn.execute(query, values)]
 
     def latest(self) -> int:
         """Return the newest sequence stored (0 when there is none)."""

@@ -3,9 +3,10 @@
 Per node the directory records its generation, its value at that generation, which agents hold
 a copy and, per copy, its MESI state and the generation it was read or written at; it keeps a
 few past values so a reader can be sent the change instead of the whole node. This module holds
-the ``Directory`` protocol, the records it speaks (``NodeRecord``, ``Copy``), the checks every
-backend shares (``check_new_record``, ``changed_records``, ``versions_to_keep``) and the
-in-process backend, ``LocalDirectory`` (a dict under a lock). ``SQLiteDirectory``
+the ``Directory`` protocol, the records it speaks (``NodeRecord``, ``Copy``), the checks and
+steps every backend shares (``check_keep``, ``check_new_record``, ``changed_records``,
+``one_record``, ``versions_to_keep``, ``versions_to_drop``, ``UNVOUCHED``, ``STATE_OF_LETTER``)
+and the in-process backend, ``LocalDirectory`` (a dict under a lock). ``SQLiteDirectory``
 (``coherence.sqlite_directory``) is the backend shared by the processes of one machine; a
 server database is another class of the same protocol, run through the same contract suite
 (``tests/test_core/contracts/test_directory.py``).
@@ -53,6 +54,24 @@ from gliding_core.store.entry import MesiState
 T = TypeVar("T")
 
 DEFAULT_KEEP_VERSIONS = 8
+
+STATE_OF_LETTER = {state.value: state for state in MesiState}
+"""Each MESI state by the letter a backend stores it as (``MesiState.value``)."""
+
+
+class _Unvouched:
+    """A token equal to nothing: no cached copy may be trusted on it."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 0
+
+
+UNVOUCHED: Hashable = _Unvouched()
+"""The token of a backend that cannot vouch for a state (a change in flight, pushes not
+arriving): it equals nothing, so a copy checked against it is read again, never served stale."""
 
 
 class Copy(NamedTuple):
@@ -291,6 +310,26 @@ def versions_to_keep(record: NodeRecord, kept: list[int], keep_versions: int) ->
     return set(wanted[-keep_versions:])
 
 
+def versions_to_drop(record: NodeRecord, kept: list[int], keep_versions: int) -> list[int]:
+    """Return which of the past generations ``kept`` a backend deletes after ``record`` was
+    written (those ``versions_to_keep`` leaves out), in the order of ``kept``."""
+    keep = versions_to_keep(record, kept, keep_versions)
+    return [g for g in kept if g not in keep]
+
+
+def one_record(
+    iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
+) -> Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]]:
+    """Return ``change`` of ``iri``'s record as a change of ``update_many`` (by IRI), so a
+    backend's ``update`` is its ``update_many`` of one node."""
+
+    def one(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
+        new, result = change(records[iri])
+        return {new.iri: new}, result
+
+    return one
+
+
 _Kept = tuple[Any, ...]  # (int, then str, str, int per copy: no closer type says so)
 """A record as ``LocalDirectory`` keeps it, its value aside: its generation, then each copy's
 agent, state letter and generation, in one flat tuple of atoms. Not the record: the collector
@@ -300,7 +339,6 @@ the values kept apart), so a directory of many nodes costs no collection work, w
 its copies' dict and each copy would each be tracked for good."""
 
 _LETTERS = {state: state.value for state in MesiState}
-_BY_LETTER = {state.value: state for state in MesiState}
 
 
 def _kept(record: NodeRecord) -> _Kept:
@@ -316,7 +354,7 @@ def _record(iri: str, kept: _Kept, value: Node | None) -> NodeRecord:
     copies: dict[str, Copy] = {}
     for index in range(1, len(kept), 3):
         agent, letter, generation = kept[index : index + 3]
-        copies[agent] = Copy(agent, _BY_LETTER[letter], generation)
+        copies[agent] = Copy(agent, STATE_OF_LETTER[letter], generation)
     return NodeRecord(iri, kept[0], value, copies)
 
 

@@ -61,17 +61,19 @@ import psycopg
 
 from gliding_core.coherence.directory import (
     DEFAULT_KEEP_VERSIONS,
+    STATE_OF_LETTER,
+    UNVOUCHED,
     Copy,
     DirectoryChange,
     NodeRecord,
     changed_records,
     check_keep,
     copies_ended,
-    versions_to_keep,
+    one_record,
+    versions_to_drop,
 )
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
-from gliding_core.store.entry import MesiState
 from gliding_core.store.postgres.database import Database, DatabaseSettings, Migration, lock_key
 
 T = TypeVar("T")
@@ -138,21 +140,6 @@ def _create_tables(conn: psycopg.Connection[Any]) -> None:
 
 MIGRATIONS: list[Migration] = [(1, "create the coherence tables", _create_tables)]
 """The coherence tables' versions; ``Database.prepare`` runs the ones a schema lacks."""
-
-_STATES = {state.value: state for state in MesiState}
-
-
-class _Unvouched:
-    """A token equal to nothing: no cached copy may be trusted on it."""
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return 0
-
-
-_UNVOUCHED = _Unvouched()
 
 
 def channel_of(schema: str) -> str:
@@ -291,12 +278,7 @@ class PostgresDirectory:
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
     ) -> tuple[T, int]:
         """Apply ``change`` to ``iri``'s record in one transaction under the epoch's lock."""
-
-        def one(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
-            new, result = change(records[iri])
-            return {new.iri: new}, result
-
-        return self.update_many([iri], one)
+        return self.update_many([iri], one_record(iri, change))
 
     def update_many(
         self,
@@ -408,8 +390,7 @@ class PostgresDirectory:
                 "SELECT generation FROM coherence_versions WHERE iri = %s", (iri,)
             )
         ]
-        keep = versions_to_keep(new, kept, self._keep)
-        dropped = [g for g in kept if g not in keep]
+        dropped = versions_to_drop(new, kept, self._keep)
         if dropped:
             conn.execute(
                 "DELETE FROM coherence_versions WHERE iri = %s AND generation = ANY(%s)",
@@ -536,7 +517,7 @@ def _read(
             parsed = None if value is None else parse_canonical(value)
             entry = found[iri] = (int(generation), parsed, {})
         if agent is not None:
-            entry[2][agent] = Copy(agent, _STATES[state], int(copied_at))
+            entry[2][agent] = Copy(agent, STATE_OF_LETTER[state], int(copied_at))
     records = {}
     for iri in iris:
         entry = found.get(iri)
@@ -592,7 +573,7 @@ class _Listener:
     def token(self) -> Hashable:
         """Return the pushed counter, or a token equal to nothing while not listening."""
         with self._lock:
-            return self._top if self._listening else _UNVOUCHED
+            return self._top if self._listening else UNVOUCHED
 
     def saw(self, epoch: int) -> None:
         """Move the counter to ``epoch`` if it is ahead (read or committed by this handle)."""

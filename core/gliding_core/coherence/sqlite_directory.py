@@ -11,7 +11,7 @@ Invariants (beyond the protocol's):
 - The token is the shared counter, paired with the epoch the last commit wrote in the
   database: a commit raises the counter before it commits, so no process takes the old counter
   for the new state, and a counter left raised by a failed commit vouches for nothing until the
-  next change (``_UNVOUCHED``).
+  next change (``UNVOUCHED``).
 - A transition's ``COMMIT`` never checkpoints the WAL (``wal_autocheckpoint = 0``): a thread of
   the directory's own does it every ``CHECKPOINT_EVERY`` commits (``WalCheckpoints``), so a
   checkpoint's sync no longer stalls every writer of the process behind the directory's lock.
@@ -29,17 +29,19 @@ from gliding_core.boundary import translated
 from gliding_core.coherence.checkpoint import WalCheckpoints
 from gliding_core.coherence.directory import (
     DEFAULT_KEEP_VERSIONS,
+    STATE_OF_LETTER,
+    UNVOUCHED,
     Copy,
     NodeRecord,
     changed_records,
     check_keep,
-    versions_to_keep,
+    one_record,
+    versions_to_drop,
 )
 from gliding_core.coherence.epoch import SharedCounter
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
 from gliding_core.store.connections import set_wal
-from gliding_core.store.entry import MesiState
 
 T = TypeVar("T")
 
@@ -72,21 +74,6 @@ CREATE TRIGGER IF NOT EXISTS coherence_generation_never_decreases
 BEFORE UPDATE OF generation ON coherence_nodes WHEN NEW.generation < OLD.generation
 BEGIN SELECT RAISE(ABORT, 'a node generation never decreases'); END;
 """
-
-_STATES = {state.value: state for state in MesiState}
-
-
-class _Unvouched:
-    """A token equal to nothing: no cached copy may be trusted on it."""
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return 0
-
-
-_UNVOUCHED = _Unvouched()
 
 
 class SQLiteDirectory:
@@ -158,7 +145,7 @@ class SQLiteDirectory:
                 record = self._read(iri)
             finally:
                 self._conn.execute("COMMIT")
-        return record, (seen if committed == seen else _UNVOUCHED)
+        return record, (seen if committed == seen else UNVOUCHED)
 
     def update(
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
@@ -169,12 +156,7 @@ class SQLiteDirectory:
         transaction), so no process can take the old counter for the new state. The token
         returned is that epoch: while this transaction holds the write lock nobody else commits.
         """
-
-        def one(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], T]:
-            new, result = change(records[iri])
-            return {new.iri: new}, result
-
-        return self.update_many([iri], one)
+        return self.update_many([iri], one_record(iri, change))
 
     def update_many(
         self,
@@ -191,7 +173,7 @@ class SQLiteDirectory:
                 old = {iri: self._read(iri) for iri in wanted}
                 new, result = change(dict(old))
                 changed = changed_records(old, new)
-                token: Hashable = committed if shared == committed else _UNVOUCHED
+                token: Hashable = committed if shared == committed else UNVOUCHED
                 if changed:
                     token = max(committed, shared) + 1
                     self._epoch.set(token)
@@ -240,7 +222,7 @@ class SQLiteDirectory:
         if row is None:
             return NodeRecord(iri)
         copies = {
-            agent: Copy(agent, _STATES[state], generation)
+            agent: Copy(agent, STATE_OF_LETTER[state], generation)
             for agent, state, generation in self._conn.execute(
                 "SELECT agent, state, generation FROM coherence_copies WHERE iri = ?", (iri,)
             )
@@ -290,8 +272,7 @@ class SQLiteDirectory:
                 "SELECT generation FROM coherence_versions WHERE iri = ?", (iri,)
             )
         ]
-        keep = versions_to_keep(new, kept, self._keep)
-        dropped = [(iri, g) for g in kept if g not in keep]
+        dropped = [(iri, g) for g in versions_to_drop(new, kept, self._keep)]
         if dropped:
             conn.executemany(
                 "DELETE FROM coherence_versions WHERE iri = ? AND generation = ?", dropped

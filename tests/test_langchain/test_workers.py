@@ -18,47 +18,21 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from gliding_core import HashEmbedder, Memory, MemoryConfig, SessionConfig, TopicConfig
+from gliding_core import Memory
 from gliding_core.store.scope import Scope
 from gliding_core.store.session_state import session_id
 from gliding_langchain import GlidingMemoryMiddleware
 from gliding_langchain import ScriptedChatModel as Model
+from tests.workers import LINES, worker_memories
 
 TASK = "urn:task:desk"
 RUNS = 10
-LINES = [
-    "The payments release needs a rollback plan before Friday.",
-    "Login tests on mobile fail behind the CDN since Tuesday.",
-    "Size the reporting replicas' connection pool for the night jobs.",
-    "The data team's cloud spend doubled this quarter.",
-    "Rotate the JWT signing keys without downtime.",
-]
-
-
-def _memory(directory: Path) -> Memory:
-    config = MemoryConfig(
-        session=SessionConfig(budget=120, max_summary_tokens=30),
-        topics=TopicConfig(interval_s=0),
-    )
-    return Memory(
-        config=config,
-        embedder=HashEmbedder(),
-        directory=directory,
-        engines=False,
-        clock=lambda: 1_000_000.0,
-    )
 
 
 @pytest.fixture
 def memories(tmp_path: Path) -> Iterator[tuple[Memory, Memory, Memory]]:
-    (tmp_path / "shared").mkdir()
-    (tmp_path / "alone").mkdir()
-    made = [_memory(tmp_path / "shared"), _memory(tmp_path / "shared"), _memory(tmp_path / "alone")]
-    try:
-        yield made[0], made[1], made[2]
-    finally:
-        for memory in made:
-            memory.close()
+    with worker_memories(tmp_path) as made:
+        yield made
 
 
 def _agent(memory: Memory, model: Model, saver: InMemorySaver) -> Any:

@@ -1511,7 +1511,7 @@ def _top_ranked(columns: str, *, parted: bool) -> str:
         return (
             "WITH top AS MATERIALIZED (SELECT rowid AS id, -bm25(entry_text) AS score"
             f" FROM entry_text WHERE entry_text MATCH ? AND rowid NOT IN ({_EXPIRED})"
-            " ORDER BY bm25(entry_text) LIMIT ?)"
+            " ORDER BY score DESC LIMIT ?)"
             f" SELECT {columns}, top.score FROM top JOIN entries AS e ON e.id = top.id"
             " ORDER BY top.score DESC"
         )

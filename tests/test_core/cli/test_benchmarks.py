@@ -274,12 +274,9 @@ class _Lossy:
 def test_the_dense_recall_counts_what_an_index_misses() -> None:
     words = [f"word{i}" for i in range(40)]
     with Memory(embedder=HashEmbedder()) as memory:
-        memory.put_many(
-            [
-                {"@id": f"urn:d:{i}", "text": " ".join(words[i % 40 : i % 40 + 5])}
-                for i in range(200)
-            ]
-        )
+        # Each text its own (a word of its own): no two entries tie with a query.
+        texts = [" ".join([*words[i % 40 : i % 40 + 5], f"item{i}"]) for i in range(200)]
+        memory.put_many([{"@id": f"urn:d:{i}", "text": t} for i, t in enumerate(texts)])
         queries = ["word3 word4", "word17 word20", "word33"]
         whole = search.dense_recall(memory.store, memory.index, queries, batch=50)
         halved: Any = _Lossy(memory.index)  # as much of a VectorIndex as dense_recall uses

@@ -849,7 +849,14 @@ def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
         for name in args.embedders:
             embedder = _embedder(name)
             pair = [
-                search.run(args.entries, embedder, queries=args.queries, url=u) for u in (None, url)
+                search.run(
+                    args.entries,
+                    embedder,
+                    queries=args.queries,
+                    url=u,
+                    exact_sample=args.exact_sample,
+                )
+                for u in (None, url)
             ]
             results += pair
             rows += [

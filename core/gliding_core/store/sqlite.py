@@ -1219,11 +1219,10 @@ class L0Store:
         limits = filters or SearchFilters()
         condition, params = limits.sql()
         columns = "e.iri" if ids_only else _QUALIFIED
-        args = (expression, *params, _check_limit(limit))
         # Unfiltered, the best ``limit`` are chosen from the full-text index alone and only
         # they are joined with their entries (see ``_top_ranked``).
-        if limits.empty:
-            args = (expression, _check_limit(limit))
+        bound = _check_limit(limit)
+        args = (expression, bound) if limits.empty else (expression, *params, bound)
 
         def read(conn: sqlite3.Connection) -> list[Any]:
             parted = has_parts(conn)

@@ -272,12 +272,13 @@ class _Lossy:
 
 
 def test_the_dense_recall_counts_what_an_index_misses() -> None:
-    words = [f"word{i}" for i in range(40)]
+    # Each text mixes three words in counts of its own proportions: no two entries are equally
+    # near a query, so the exact ten best are one set.
+    counts = [(a, c) for a in range(1, 51) for c in range(1, 5)]
+    texts = [" ".join(["alpha"] * a + ["beta"] + ["gamma"] * c) for a, c in counts]
     with Memory(embedder=HashEmbedder()) as memory:
-        # Each text its own (a word of its own): no two entries tie with a query.
-        texts = [" ".join([*words[i % 40 : i % 40 + 5], f"item{i}"]) for i in range(200)]
         memory.put_many([{"@id": f"urn:d:{i}", "text": t} for i, t in enumerate(texts)])
-        queries = ["word3 word4", "word17 word20", "word33"]
+        queries = ["alpha", "beta gamma", "alpha gamma gamma"]
         whole = search.dense_recall(memory.store, memory.index, queries, batch=50)
         halved: Any = _Lossy(memory.index)  # as much of a VectorIndex as dense_recall uses
         lossy = search.dense_recall(memory.store, halved, queries, batch=50)

@@ -181,6 +181,13 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument(
         "--embedders", type=_names, default=["hash", "local"], help="backends, comma-separated"
     )
+    speed.add_argument(
+        "--exact-sample",
+        type=_natural,
+        default=0,
+        help="also check the dense index against an exact search on this many of the timed "
+        "queries (its recall@10; at most --queries; 0, the default: no check)",
+    )
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     _backend_arguments(speed)
     speed.add_argument(
@@ -346,6 +353,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _natural(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return value
 
 
@@ -787,7 +804,10 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     if args.backend == "postgresql":
         return _bench_search_postgres(args, out)
     results = [
-        search.run(args.entries, _embedder(name), queries=args.queries) for name in args.embedders
+        search.run(
+            args.entries, _embedder(name), queries=args.queries, exact_sample=args.exact_sample
+        )
+        for name in args.embedders
     ]
     rows = [
         (r["embedder"], r["ingest_per_s"], r["search_p50_ms"], r["search_p95_ms"]) for r in results
@@ -796,8 +816,26 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         render(["embedder", "ingest/s", "search p50 ms", "search p95 ms"], rows, title=title) + "\n"
     )
+    for r in results:
+        out.write("\n" + _stage_table(r) + "\n")
     _write_json(args.json, results)
     return 0
+
+
+def _stage_table(figures: dict[str, Any]) -> str:
+    """Where one embedder's search time went, per stage, and the dense index's recall."""
+    from gliding_core.cli.benchmarks import stages
+
+    headers = ["stage", "mean ms", "p50 ms", "p95 ms", "slowest 5 %: mean ms"]
+    title = f"Stages of the search, {figures['embedder']}"
+    recall = figures.get("dense_recall")
+    if recall is not None:
+        title += (
+            f"; dense index recall@10 {recall['recall@10']:.3f} against an exact search"
+            f" ({recall['queries']} queries; exact ten in its hundred: "
+            f"{recall['recall@10_in_100']:.3f})"
+        )
+    return render(headers, stages.rows(figures["stages"]), title=title)
 
 
 def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
@@ -811,7 +849,14 @@ def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
         for name in args.embedders:
             embedder = _embedder(name)
             pair = [
-                search.run(args.entries, embedder, queries=args.queries, url=u) for u in (None, url)
+                search.run(
+                    args.entries,
+                    embedder,
+                    queries=args.queries,
+                    url=u,
+                    exact_sample=args.exact_sample,
+                )
+                for u in (None, url)
             ]
             results += pair
             rows += [

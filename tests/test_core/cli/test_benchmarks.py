@@ -10,10 +10,14 @@ from typing import Any, ClassVar
 
 import pytest
 
+from gliding_core import Memory
 from gliding_core.cli import main
-from gliding_core.cli.benchmarks import recall
+from gliding_core.cli.benchmarks import recall, search
 from gliding_core.cli.benchmarks.conversations import Turn
+from gliding_core.cli.benchmarks.stages import STAGES
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
+from gliding_core.hyperspace.index import VectorIndex
+from gliding_core.hyperspace.vectors import Vector
 from gliding_core.tokens import TokenCounter
 
 TOPICS = [
@@ -232,6 +236,8 @@ def test_bench_search(tmp_path: Path) -> None:
         "20",
         "--embedders",
         "hash",
+        "--exact-sample",
+        "5",
         "--json",
         str(out),
     )
@@ -240,6 +246,46 @@ def test_bench_search(tmp_path: Path) -> None:
     assert figures["embedder"] == "hash-256"
     assert figures["ingest_per_s"] > 0
     assert figures["search_p95_ms"] >= figures["search_p50_ms"] > 0
+    # Every stage is reported, and the stages account for the whole of each search.
+    stages = figures["stages"]
+    assert set(stages) == {key for key, _ in STAGES}
+    assert all(stages[key]["mean"] > 0 for key in ("embed", "lexical", "dense", "fetch"))
+    assert sum(s["mean"] for s in stages.values()) == pytest.approx(figures["search_mean_ms"])
+    # 300 entries: the approximate index finds the exact ten best.
+    assert figures["dense_recall"] == {"queries": 5, "recall@10": 1.0, "recall@10_in_100": 1.0}
+
+
+class _Lossy:
+    """A dense index that loses every other hit of its nearest-neighbour answers."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        self.index = index
+
+    def vector(self, text: str | Vector) -> Vector:
+        return self.index.vector(text)
+
+    def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
+        return self.index.vectors(iris)
+
+    def query(self, text: str | Vector, n: int) -> list[tuple[str, float]]:
+        return self.index.query(text, n)[::2]
+
+
+def test_the_dense_recall_counts_what_an_index_misses() -> None:
+    # Each text mixes three words in counts of its own proportions: no two entries are equally
+    # near a query, so the exact ten best are one set.
+    counts = [(a, c) for a in range(1, 51) for c in range(1, 5)]
+    texts = [" ".join(["alpha"] * a + ["beta"] + ["gamma"] * c) for a, c in counts]
+    with Memory(embedder=HashEmbedder()) as memory:
+        memory.put_many([{"@id": f"urn:d:{i}", "text": t} for i, t in enumerate(texts)])
+        queries = ["alpha", "beta gamma", "alpha gamma gamma"]
+        whole = search.dense_recall(memory.store, memory.index, queries, batch=50)
+        halved: Any = _Lossy(memory.index)  # as much of a VectorIndex as dense_recall uses
+        lossy = search.dense_recall(memory.store, halved, queries, batch=50)
+    assert whole == {"queries": 3, "recall@10": 1.0, "recall@10_in_100": 1.0}
+    assert lossy is not None
+    assert lossy["recall@10"] <= 0.6
+    assert search.dense_recall(memory.store, memory.index, []) is None
 
 
 def test_missing_data_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -389,6 +389,29 @@ def test_text_search_ranks_by_bm25(entry_store: EntryStore) -> None:
     assert entry_store.search_text("billing", limit=1)[0].entry.iri in {"urn:3", "urn:4"}
 
 
+def test_a_text_search_without_filters_ranks_as_one_that_passes_everything(
+    entry_store: EntryStore,
+) -> None:
+    # Many more matches than the limit, each of its own length (so of its own score): the
+    # best few must be the same whether or not a filter is given that every entry passes.
+    entry_store.put_many(
+        [
+            Record({"@id": f"urn:m:{i}", "text": "common " + "filler " * i}, importance=0.5)
+            for i in range(120)
+        ]
+    )
+    entry_store.put({"@id": "urn:m:rare", "text": "rare common words"}, importance=0.5)
+    everything = SearchFilters(min_importance=0.0)
+    for query, limit in (("common", 7), ("common rare", 5), ("filler", 30)):
+        plain = entry_store.search_ids(query, limit=limit)
+        assert plain == entry_store.search_ids(query, limit=limit, filters=everything)
+        assert [h.entry.iri for h in entry_store.search_text(query, limit=limit)] == [
+            iri for iri, _ in plain
+        ]
+        assert len(plain) == limit
+    assert entry_store.search_ids("common rare", limit=1)[0][0] == "urn:m:rare"
+
+
 def test_text_search_matches_word_forms_and_skips_stop_words(entry_store: EntryStore) -> None:
     entry_store.put({"@id": "urn:paint", "text": "Melanie painted a sunrise last year"})
     entry_store.put({"@id": "urn:other", "text": "What is the plan for the weekend?"})

@@ -95,6 +95,26 @@ def test_an_expired_entry_is_invisible_to_every_read(entry_store: EntryStore) ->
         store.retag(old, add=["more"])
 
 
+def test_expired_best_matches_leave_their_places_to_the_next(entry_store: EntryStore) -> None:
+    # The best-scored matches (the shortest texts) expire: a search still gives its limit of
+    # live entries, the next best, as a filtered search does.
+    entry_store.put_many(
+        [
+            Record({"@id": f"urn:e:{i}", "text": "Qzcommon " + "pad " * i}, ttl=SHORT)
+            for i in range(5)
+        ]
+    )
+    entry_store.put_many(
+        [Record({"@id": f"urn:k:{i}", "text": "Qzcommon " + "pad " * (10 + i)}) for i in range(20)]
+    )
+    _expire()
+    found = entry_store.search_ids("Qzcommon", limit=6)
+    assert [iri for iri, _ in found] == [f"urn:k:{i}" for i in range(6)]
+    assert found == entry_store.search_ids(
+        "Qzcommon", limit=6, filters=SearchFilters(min_importance=0.0)
+    )
+
+
 def test_include_expired_reads_show_expired_entries_until_the_sweep(
     entry_store: EntryStore,
 ) -> None:

@@ -134,9 +134,9 @@ class StoreConfig(Settings):
             (LangGraph's field paths, ``gliding_core.fields``), or ``False`` for a type never
             searched. A node of a type not listed is searched by its text-like values (not
             IRIs, identifiers, numbers or dates in digits); ``put(..., index=...)`` overrides
-            this for one node. The other properties stay retrievable and filterable. Applied
-            when an entry is written: entries keep what they were indexed with until written
-            again.
+            this for one node (and later merges keep it). The other properties stay retrievable
+            and filterable. Applied when an entry is written: entries keep what they were
+            indexed with until written again.
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)

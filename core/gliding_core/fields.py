@@ -273,12 +273,23 @@ def for_types(
 
 # -- stored form ---------------------------------------------------------------------------------
 
+DERIVED = "~"
+"""Marks stored index fields that the entry's types gave (or ``LEGACY``), not a write: a later
+write without ``index`` decides them again, where it keeps those a write gave."""
 
-def encode(fields: IndexFields) -> str | None:
-    """Return index fields as stored beside an entry: ``None`` for the default, else JSON."""
+
+def encode(fields: IndexFields, *, derived: bool = False) -> str | None:
+    """Return index fields as stored beside an entry: ``None`` for the default, else JSON
+    (after ``DERIVED`` when they were not given by a write)."""
     if fields is None:
         return None
-    return json.dumps(fields if fields is False else list(fields), separators=(",", ":"))
+    text = json.dumps(fields if fields is False else list(fields), separators=(",", ":"))
+    return DERIVED + text if derived else text
+
+
+def given(stored: str | None) -> bool:
+    """Whether stored index fields were given by a write (see ``DERIVED``)."""
+    return stored is not None and not stored.startswith(DERIVED)
 
 
 @lru_cache(maxsize=1_024)
@@ -291,7 +302,7 @@ def decode(stored: str | None) -> IndexFields:
     if stored is None:
         return None
     try:
-        value = json.loads(stored)
+        value = json.loads(stored.removeprefix(DERIVED))
     except ValueError:
         value = stored
     return check_index(value, what="the stored index fields")

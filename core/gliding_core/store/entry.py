@@ -123,10 +123,11 @@ class Record:
     ``None`` means "not given": a new entry takes the default, a merge keeps the existing value.
     ``depth`` is how deep the node or the metadata nests, whichever is deeper. ``ttl`` is how
     many seconds from the write the entry lives (``math.inf``: it no longer expires).
-    ``index`` says which properties feed search (``gliding_core.fields``): a list of field paths,
-    ``False`` for none, ``None`` for what ``StoreConfig.index_fields`` gives the node's types,
-    else its text-like values. It is not merged: every write decides it anew, as LangGraph's
-    ``put(index=...)`` does.
+    ``index`` says which properties feed search (``gliding_core.fields``): a list of field paths
+    or ``False`` for none, kept by later merges that give none (as LangGraph's
+    ``put(index=...)``); ``None``: those an earlier write gave, else what
+    ``StoreConfig.index_fields`` gives the node's types, else its text-like values (``replace``
+    forgets an earlier write's).
 
     Raises:
         InvalidNodeError: the node is not a valid JSON-LD object.

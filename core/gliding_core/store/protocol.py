@@ -36,12 +36,13 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   as the rest, so no entry outside the filters is ever fetched.
 - Index fields: an entry's searchable text is its values under its index fields
   (``gliding_core.fields.indexed_text``), the same for the full-text search, the change log,
-  ``scan_texts`` and ``searchable_texts``. A write's ``index`` (``Record.index``) decides them,
-  else ``StoreConfig.index_fields`` for the node's types, else the default (text-like values);
-  they are stored with the entry (``indexed_with``), so its text can be recomputed exactly. A
-  path of a write's ``index`` that selects nothing in the node written is refused
-  (``InvalidInputError``), nothing written. Entries written before index fields existed keep
-  ``("$",)``, every string and number, until written again.
+  ``scan_texts`` and ``searchable_texts``. A write's ``index`` (``Record.index``) sets them
+  (a later ``put`` without one keeps them, a ``replace`` without one does not); otherwise
+  ``StoreConfig.index_fields`` gives them for the node's types at each write, else the default
+  (the text-like values). They are stored with the entry (``indexed_with``), so its text can be
+  recomputed exactly. A path of a write's ``index`` that selects nothing in the node written
+  is refused (``InvalidInputError``), nothing written. Entries written before index fields
+  existed keep ``("$",)``, every string and number, until written again.
 - The change log: every committed change of an entry's text (written with a different text, or
   deleted) takes the next sequence number, in the same transaction as the write; the log keeps
   each IRI's latest change only, so ``change_sequence`` only grows and ``changes_since(n)``

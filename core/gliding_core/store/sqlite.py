@@ -1501,7 +1501,7 @@ def _upgrade(conn: sqlite3.Connection) -> None:
             # value; they keep that text (and their embeddings) until written again.
             if "index_fields" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
                 conn.execute("ALTER TABLE entries ADD COLUMN index_fields TEXT")
-            conn.execute("UPDATE entries SET index_fields = ?", (encode(LEGACY),))
+            conn.execute("UPDATE entries SET index_fields = ?", (encode(LEGACY, derived=True),))
         # 4: the expiry table and the live view are made by the schema script itself.
         if version == 4:  # the view of version 4 built the list of expired ids per statement
             conn.execute("DROP VIEW live_entries")

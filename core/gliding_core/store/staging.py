@@ -5,8 +5,9 @@ request to it by the merge rules, and ``Rows`` lists what the batch writes, tabl
 - tags united (existing first), types united, properties merged key by key (see ``jsonld``);
 - importance averaged with the stored one when the request gives one, kept otherwise;
 - metadata merged key by key (new wins); graph and MESI state replaced when given;
-- the index fields (``gliding_core.fields``) decided by each request anew: its own, else what
-  ``StoreConfig.index_fields`` gives the entry's types, else the default;
+- the index fields (``gliding_core.fields``): the request's own when it gives them; else those
+  an earlier request gave (a merge keeps them; ``restage`` does not); else what
+  ``StoreConfig.index_fields`` gives the entry's types now, else the default;
 - ``generation`` increases by one on each request that changes anything.
 
 ``restage`` is the other rule, for ``L0Store.replace``: the entry becomes exactly the request
@@ -27,7 +28,15 @@ from typing import Literal
 
 from gliding_core.config import ExpiryConfig, StoreConfig
 from gliding_core.errors import ContentTooLargeError, InvalidInputError, NodeTooDeepError
-from gliding_core.fields import LEGACY, decode, encode, for_types, indexed_text, unselected
+from gliding_core.fields import (
+    LEGACY,
+    decode,
+    encode,
+    for_types,
+    given,
+    indexed_text,
+    unselected,
+)
 from gliding_core.jsonld import (
     MAX_DEPTH_CEILING,
     Node,
@@ -160,7 +169,8 @@ def index_of(
     if fields is None:
         if not by_type:
             return None
-        return encode(for_types(types() if callable(types) else types, by_type))
+        found = for_types(types() if callable(types) else types, by_type)
+        return encode(found, derived=True)
     missing = unselected(node, fields)
     if missing:
         raise InvalidInputError(
@@ -239,7 +249,10 @@ def stage(
     graph = record.named_graph or entry.named_graph
     state = record.mesi_state or entry.mesi_state
     types = lambda: tuple(node_types(merged))  # noqa: E731 (called only when needed)
-    index = index_of(record, merged, types, by_type or {})
+    if record.index is None and given(entry.index_fields):
+        index = entry.index_fields  # a write's own index fields stay until another gives some
+    else:
+        index = index_of(record, merged, types, by_type or {})
     fields = (digest, tags, importance, metadata, graph, state, index)
     _become(entry, merged, content, fields, types)
 

@@ -219,7 +219,7 @@ def _add_index_fields(conn: psycopg.Connection[Any]) -> None:
     """The column of the index fields: the rows already there get ``LEGACY`` (a default that
     PostgreSQL records once, rewriting no row), the rows to come ``NULL``. The live view is
     made again to show the column (a view's ``*`` is expanded when it is made)."""
-    legacy = encode(LEGACY)
+    legacy = encode(LEGACY, derived=True)
     # A constant, so a literal: DDL takes no parameters.
     assert legacy is not None
     assert "'" not in legacy

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from gliding_core.errors import GlidingError, InvalidInputError, MalformedImportError
-from gliding_core.fields import IndexFields, indexed_text
+from gliding_core.fields import IndexFields, indexed_text, unselected
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.jsonld import preview
 from gliding_core.retention.erasure import scope_entries
@@ -501,6 +501,9 @@ def read_record(
         mesi_state=state,
         index=value.get("index"),
     )
+    missing = unselected(record.node, record.index)
+    if missing:
+        raise InvalidInputError(f"index field {missing[0]!r} selects nothing in the entry")
     config = store.config
     if record.depth > config.max_depth:
         raise InvalidInputError(f"the entry nests {record.depth} deep, over {config.max_depth}")

@@ -419,7 +419,7 @@ def test_an_import_refuses_bad_index_fields(tmp_path: Path) -> None:
         memory.store.put({"@id": "urn:ex:d", "title": "Harbour"}, index=["title"])
         memory.export_jsonl(path)
     header, line = path.read_text(encoding="utf-8").splitlines()
-    for bad in ('"title"', '["a..b"]', "[1]", 'true, "x": 1'):
+    for bad in ('"title"', '["a..b"]', "[1]", '["nope"]', 'true, "x": 1'):
         hostile = tmp_path / "hostile.jsonl"
         hostile.write_text(header + "\n" + line.replace('["title"]', bad) + "\n", "utf-8")
         with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:

@@ -34,9 +34,10 @@ def _ids(store: EntryStore, query: str) -> list[str]:
 
 
 def _logged(store: EntryStore, iri: str) -> str | None:
-    """The text the change log gives the dense index for ``iri``."""
+    """The text the change log gives the dense index for ``iri`` (``None``: none; an entry
+    written without text is no change of text)."""
     texts = {i: text for _, i, text in store.changes_since(0, limit=1_000)}
-    return texts[iri]
+    return texts.get(iri)
 
 
 # -- the default: the text-like values -------------------------------------------------------

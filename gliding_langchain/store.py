@@ -8,8 +8,9 @@ Invariants:
   the item's place, and bumps ``updated_at``); ``get`` returns a value equal to the one put
   (values must survive JSON). The entry's text is the texts of the indexed fields alone
   (``store_index``: the ``index`` argument of ``put``, else the ``IndexConfig`` fields, else the
-  whole value); ``index=False`` leaves it without text: found by ``get`` and filters, never
-  ranked by a query.
+  whole value), every one of them (the entry's own index fields, ``Record.index``, name them
+  all, so the memory's default of text-like values does not apply); ``index=False`` leaves it
+  without text: found by ``get`` and filters, never ranked by a query.
 - TTL as LangGraph's stores: ``ttl`` minutes on ``put`` (``TTLConfig.default_ttl`` when not
   given) sets when the item expires; a ``get`` or ``search`` that returns it pushes that back by
   its TTL when ``refresh_ttl`` (``TTLConfig.refresh_on_read``, by default on). Its L0 entry
@@ -414,6 +415,8 @@ class GlidingStore(BaseStore):
                 seconds = math.inf if ttl is None and old is not None else None
                 store.put(
                     {"@id": iri, "@type": ITEM_TYPE, TEXTS: texts[(op.namespace, op.key)]},
+                    # Every text of the indexed fields, text-like or not: the caller chose them.
+                    index=[TEXTS],
                     tags=[scope.tag] if scope is not None else [],
                     named_graph=graph,
                     metadata={

@@ -10,7 +10,8 @@ an item making its score, so a score is the same whatever else the store holds.
 
 Invariants: the texts of a field path are LangGraph's (``get_text_at_path``), except that the
 whole value (``"$"``) searched by the hybrid search is its string and number values rather than
-its JSON; every text is embedded once per process (an in-memory cache by text).
+its JSON (``gliding_core.fields.indexed_text``, as the memory's own search makes an entry's
+text); every text is embedded once per process (an in-memory cache by text).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import numpy as np
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
 from gliding_core import CachedEmbedder, Embedder, InvalidInputError
-from gliding_core.jsonld import node_text, preview
+from gliding_core.fields import WHOLE, indexed_text
+from gliding_core.jsonld import preview
 
-WHOLE = "$"
 _CONFIG_KEYS = frozenset({"dims", "embed", "fields"})
 
 
@@ -70,7 +71,7 @@ class ItemIndex:
         out: list[str] = []
         for path in paths:
             if path == WHOLE and not self.semantic:
-                text = node_text(value)
+                text = indexed_text(value, (WHOLE,))
                 out += [text] if text else []
             else:
                 out += [t for t in get_text_at_path(dict(value), path) if t]

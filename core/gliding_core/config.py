@@ -25,6 +25,7 @@ from typing_extensions import Unpack
 
 from gliding_core.checks import check_count
 from gliding_core.errors import ConfigError, InvalidInputError
+from gliding_core.fields import check_by_type
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, preview
 from gliding_core.tokens import DEFAULT_ENCODING
 
@@ -128,6 +129,14 @@ class StoreConfig(Settings):
             ``max_content_bytes``) the entry's node keeps under ``"text"``, in UTF-8 bytes: what
             reads of the node, recall and the dense index see of it; the full-text index and
             ``full_text`` have all of it.
+        index_fields: which properties of a node feed search (the full-text and the dense
+            index), by ``@type``: ``{"Turn": ["text"], "Profile": ["fact", "about.name"]}``
+            (LangGraph's field paths, ``gliding_core.fields``), or ``False`` for a type never
+            searched. A node of a type not listed is searched by its text-like values (not
+            IRIs, identifiers, numbers or dates in digits); ``put(..., index=...)`` overrides
+            this for one node (and later merges keep it). The other properties stay retrievable
+            and filterable. Applied when an entry is written: entries keep what they were
+            indexed with until written again.
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -142,6 +151,15 @@ class StoreConfig(Settings):
     max_label_bytes: int = Field(default=2_048, ge=1)
     expiry: ExpiryConfig = ExpiryConfig()
     text_head_bytes: int = Field(default=8_192, ge=256)
+    index_fields: dict[str, Literal[False] | tuple[str, ...]] = {}
+
+    @field_validator("index_fields", mode="before")
+    @classmethod
+    def _check_index_fields(cls, value: object) -> dict[str, Literal[False] | tuple[str, ...]]:
+        try:
+            return check_by_type(value)
+        except InvalidInputError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class SearchConfig(Settings):

@@ -329,8 +329,9 @@ class Memory:
         """Store many nodes in one L0 transaction; return their IRIs, in order.
 
         Each item is a node (a mapping or JSON text) or a ``Record`` carrying its own tags,
-        named graph, importance and metadata: ``Record(node, tags=[...], named_graph=...,
-        importance=0.8)``. Every item is validated before anything is written.
+        named graph, importance, metadata and index fields: ``Record(node, tags=[...],
+        named_graph=..., importance=0.8, index=["text"])``. Every item is validated before
+        anything is written.
 
         Args:
             records: the nodes or records.

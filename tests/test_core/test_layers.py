@@ -25,7 +25,10 @@ ADAPTERS = ("gliding_langchain", "gliding_llamaindex")
 
 # Lowest first: a module may import a module of its own layer or of a layer before it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("errors", "checks", "jsonld", "boundary", "tokens", "bus", "config", "framing")),
+    (
+        "base",
+        ("errors", "checks", "jsonld", "fields", "boundary", "tokens", "bus", "config", "framing"),
+    ),
     ("L0", ("store",)),
     ("hyperspace", ("hyperspace",)),
     ("L1", ("attention", "session", "summarize", "topics")),

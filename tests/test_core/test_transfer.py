@@ -381,3 +381,48 @@ def test_broken_part_lines_write_nothing(tmp_path: Path, how: str) -> None:
             text = entry.node.get("text")
             if isinstance(text, str) and "kept in parts" in text:
                 assert memory.store.full_text(iri) == BIG + TAIL_WORD
+
+
+def test_index_fields_travel_with_their_entries(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        node = {"@id": "urn:ex:d", "title": "Harbour", "body": "ferries"}
+        memory.store.put(node, index=["title"])
+        memory.store.put({"@id": "urn:ex:h", "text": "hidden words"}, index=False)
+        memory.store.put({"@id": "urn:ex:p", "text": "plain words", "ref": "P-17"})
+        memory.export_jsonl(path)
+    lines = {
+        line["entry"]["@id"]: line
+        for line in map(json.loads, path.read_text(encoding="utf-8").splitlines()[1:])
+    }
+    assert lines["urn:ex:d"]["index"] == ["title"]
+    assert lines["urn:ex:h"]["index"] is False
+    assert "index" not in lines["urn:ex:p"]
+    assert "embedding" not in lines["urn:ex:h"]  # no text, no vector
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.import_jsonl(path)
+        store = memory.store
+        assert store.indexed_with(["urn:ex:d", "urn:ex:h", "urn:ex:p"]) == {
+            "urn:ex:d": ("title",),
+            "urn:ex:h": False,
+            "urn:ex:p": None,
+        }
+        assert [iri for iri, _ in store.search_ids("harbour")] == ["urn:ex:d"]
+        assert store.search_ids("ferries") == []
+        assert store.search_ids("hidden") == []
+        assert memory.index.count() == 2  # the hidden entry has no vector
+
+
+def test_an_import_refuses_bad_index_fields(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:d", "title": "Harbour"}, index=["title"])
+        memory.export_jsonl(path)
+    header, line = path.read_text(encoding="utf-8").splitlines()
+    for bad in ('"title"', '["a..b"]', "[1]", '["nope"]', 'true, "x": 1'):
+        hostile = tmp_path / "hostile.jsonl"
+        hostile.write_text(header + "\n" + line.replace('["title"]', bad) + "\n", "utf-8")
+        with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+            with pytest.raises(MalformedImportError):
+                memory.import_jsonl(hostile)
+            assert memory.store.get("urn:ex:d") is None

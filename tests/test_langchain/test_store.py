@@ -231,6 +231,24 @@ def test_index_false_and_index_fields_decide_what_a_query_searches(
     assert memory.store.search_ids("painting", limit=5) == []
 
 
+def test_a_field_named_by_index_is_searched_even_when_not_text_like(
+    store: GlidingStore, memory: Memory
+) -> None:
+    # The memory's default leaves identifiers and dates out; the fields a caller names are in.
+    store.put(("docs",), "a", {"code": "INV-2023-0042", "date": "1999-12-31"}, index=["code"])
+    store.put(("docs",), "b", {"code": "INV-2023-0042", "body": "an invoice"}, index=["body"])
+    store.put(("docs",), "c", {"code": "ZX-81"})  # the whole value: LangGraph's default
+    iri = item_iri(("docs",), "a")
+    assert [i for i, _ in memory.store.search_ids("INV-2023-0042", limit=5)] == [iri]
+    assert memory.store.search_ids("1999-12-31", limit=5) == []
+    assert [i for i, _ in memory.store.search_ids("ZX-81", limit=5)] == [item_iri(("docs",), "c")]
+    assert [item.key for item in store.search(("docs",), query="INV-2023-0042", limit=1)] == ["a"]
+    # A merge without index fields (as a TTL refresh) keeps those the put gave.
+    memory.store.put({"@id": iri}, metadata={"seen": True})
+    assert memory.store.indexed_with([iri]) == {iri: ("indexed",)}
+    assert [i for i, _ in memory.store.search_ids("INV-2023-0042", limit=5)] == [iri]
+
+
 def test_query_search_widens_until_it_has_the_page(store: GlidingStore) -> None:
     for i in range(30):
         store.put(("noise",), f"n{i}", {"text": f"painting number {i}"})

@@ -34,7 +34,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -52,7 +51,7 @@ from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.hyperspace.windows import best_per_entry, entry_of, text_windows, window_ids
-from gliding_core.jsonld import node_text, preview
+from gliding_core.jsonld import preview
 from gliding_core.store.protocol import Change, EntryStore
 
 logger = logging.getLogger(__name__)
@@ -491,8 +490,7 @@ class FollowingIndex:
         if isinstance(self.embedder, CachedEmbedder):
             pieces = [
                 (iri, window)
-                for iri, content in self.store.contents(iris).items()
-                if (body := node_text(json.loads(content)))
+                for iri, body in self.store.searchable_texts(iris).items()
                 for window in text_windows(body, self.windows)
             ]
             if pieces:

@@ -11,7 +11,6 @@ by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping
@@ -24,7 +23,7 @@ from gliding_core.config import SearchConfig, SearchOptions
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.vectors import Vector, one_blas_thread
-from gliding_core.jsonld import check_text, node_text, preview
+from gliding_core.jsonld import check_text, preview
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import MAX_RESULTS, SearchFilters
 from gliding_core.store.protocol import EntryStore
@@ -350,7 +349,7 @@ class HybridSearch:
         length in words; each cosine then loses the slope times its length's distance from the
         mean, so a text ranks no higher (nor lower) for being short (or long) alone.
         """
-        lengths = _lengths(self.store.contents([iri for iri in pool if iri in scores]))
+        lengths = _lengths(self.store.searchable_texts([iri for iri in pool if iri in scores]))
         known = [iri for iri in pool if iri in scores and iri in lengths]
         if len(known) < 3:
             return scores
@@ -395,9 +394,9 @@ class HybridSearch:
         return entries
 
 
-def _lengths(contents: Mapping[str, str]) -> dict[str, int]:
+def _lengths(texts: Mapping[str, str]) -> dict[str, int]:
     """The length in words of each entry's searchable text."""
-    return {iri: len(node_text(json.loads(content)).split()) for iri, content in contents.items()}
+    return {iri: len(text.split()) for iri, text in texts.items()}
 
 
 def _normalised(scores: Mapping[str, float], arm: str, how: str) -> dict[str, float]:

@@ -435,12 +435,14 @@ def _batches(
     position = 0
     for batch in _scan(source):
         expiry = source.expires_at([entry.iri for entry in batch])
+        fields = source.indexed_with([entry.iri for entry in batch])
         items: list[Restored] = []
         wholes: list[tuple[Restored, str]] = []
         for entry in batch:
             position += 1
             try:
-                item, _, _ = read_record(entry_record(entry, expiry.get(entry.iri)), target)
+                record = entry_record(entry, expiry.get(entry.iri), index=fields.get(entry.iri))
+                item, _, _ = read_record(record, target)
                 if is_head(item.record.node.get("text")):
                     wholes.append((item, _whole_text(source, entry.iri)))
             except (GlidingError, ValueError, TypeError, RecursionError) as exc:

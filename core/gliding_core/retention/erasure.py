@@ -37,16 +37,18 @@ from gliding_core.attention.supplementary import SupplementaryQueue
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.sparql import task_graphs
 from gliding_core.errors import InvalidInputError
+from gliding_core.fields import LEGACY, for_types, indexed_text
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.structure import StructureIndex
-from gliding_core.jsonld import check_iris, node_text, preview
+from gliding_core.jsonld import check_iris, preview
 from gliding_core.session import SESSION_PREFIX, Session
 from gliding_core.store.entry import Entry
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import Scope
 from gliding_core.store.session_state import prune_states
+from gliding_core.store.staging import ByType
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +181,10 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
     store = parts.store
     nodes = _forget_board(plan)
     existing = store.get_many(plan.iris)
-    texts = _texts(existing.values())
+    # The text each entry is embedded by, as its index fields make it, and the other texts
+    # it may have had (a write may have changed its fields since it was embedded).
+    texts = _texts(existing.values(), store.config.index_fields)
+    texts = list(dict.fromkeys([*store.searchable_texts(list(existing)).values(), *texts]))
     # Before L0: once the entries are gone, the index drops their vectors through the change
     # log by itself, and there would be nothing left to count.
     vectors = plan.index.remove(list(existing)) if plan.index is not None else 0
@@ -226,7 +231,7 @@ def expire(
         return ForgetReport(target=EXPIRED)
     gone = {entry.iri for entry in entries}
     prune_states(parts.store, gone, _summaries(entries))
-    texts = _texts(entries)
+    texts = _texts(entries, parts.store.config.index_fields)
     return ForgetReport(
         target=EXPIRED,
         entries=tuple(entry.iri for entry in entries),
@@ -297,14 +302,20 @@ class ExpirySweeper:
             thread.join()
 
 
-def _texts(entries: Collection[object]) -> list[str]:
-    """The texts whose embeddings an entry may have left in the cache: its text, its summary."""
+def _texts(entries: Collection[object], by_type: ByType) -> list[str]:
+    """The texts whose embeddings an entry may have left in the cache: its text under the
+    default index fields, under its types' (``by_type``), under every value (as entries were
+    embedded before index fields), and its summary."""
     texts: list[str] = []
     for entry in entries:
         node = getattr(entry, "node", None)
         if not isinstance(node, dict):
             continue
-        texts += [t for t in (node_text(node), node.get("summary")) if isinstance(t, str) and t]
+        types = getattr(entry, "jsonld_types", ())
+        made = [indexed_text(node, fields) for fields in (None, LEGACY)]
+        if by_type and types:
+            made.append(indexed_text(node, for_types(types, by_type)))
+        texts += [t for t in (*made, node.get("summary")) if isinstance(t, str) and t]
     return list(dict.fromkeys(texts))
 
 

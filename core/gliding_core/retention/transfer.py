@@ -2,7 +2,7 @@
 
 The file: a header line, then one line per L0 entry, oldest first::
 
-    {"format": "gliding-horse-memory", "version": 2, "embedder": "hash-256",
+    {"format": "gliding-horse-memory", "version": 3, "embedder": "hash-256",
      "dimension": 256, "scope": null, "entries": 42}
     {"entry": {"@id": "urn:...", "@type": "Turn", "text": "..."}, "tags": ["turn", ...],
      "graph": "urn:gliding:session:...", "importance": 0.5, "created": 1796540000.25,
@@ -16,7 +16,9 @@ The file: a header line, then one line per L0 entry, oldest first::
 Sessions (their turns), chat logs, supplementary inputs, LangGraph store items and the
 blackboard nodes flushed to L0 are entries like any other, so they travel too; ``scope`` names
 the scope an entry belongs to (informative: its tags carry it). ``embedding`` is the vector
-the header's embedder gives the entry's text.
+the header's embedder gives the entry's text: its values under its index fields
+(``gliding_core.fields``), which ``index`` gives when they are not the default (a list of
+field paths, or ``false``); import gives them back as the entry's own.
 
 Import treats the file as hostile: each line is at most ``MAX_LINE_BYTES`` and parsed JSON
 nesting is bounded (``Record``'s checks, a ``RecursionError`` caught), every field is checked
@@ -40,8 +42,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from gliding_core.errors import GlidingError, InvalidInputError, MalformedImportError
+from gliding_core.fields import IndexFields, indexed_text, unselected
 from gliding_core.hyperspace.backends import CachedEmbedder
-from gliding_core.jsonld import node_text, preview
+from gliding_core.jsonld import preview
 from gliding_core.retention.erasure import scope_entries
 from gliding_core.store.entry import Entry, MesiState, Record, Restored
 from gliding_core.store.parts import is_head, split_text
@@ -49,8 +52,8 @@ from gliding_core.store.protocol import EntryStore
 from gliding_core.store.scope import TAG_PREFIX, Scope
 
 FORMAT = "gliding-horse-memory"
-VERSION = 2  # 2: texts kept in parts travel whole, on part lines after their entry
-READABLE_VERSIONS = (1, 2)
+VERSION = 3  # 2: texts kept in parts travel whole, on part lines after their entry; 3: index
+READABLE_VERSIONS = (1, 2, 3)
 PART_BYTES = 1_048_576  # a part line's text, in UTF-8 bytes (JSON escaping stays in a line)
 MAX_LINE_BYTES = 8 * 1_048_576  # a node and its metadata at their limits, with a vector
 _HEADER_KEYS = {"format", "version", "embedder", "dimension", "scope", "entries"}
@@ -66,6 +69,7 @@ _ENTRY_KEYS = {
     "scope",
     "embedding",
     "text_parts",
+    "index",
 }
 _PART_KEYS = {"part", "text"}
 
@@ -172,12 +176,14 @@ def _batches(store: EntryStore, scope: Scope | None) -> Iterator[list[Entry]]:
 
 
 def _lines(store: EntryStore, entries: list[Entry], cache: CachedEmbedder) -> Iterator[str]:
-    texts = [node_text(entry.node) for entry in entries]
+    fields = store.indexed_with([entry.iri for entry in entries])
+    texts = [indexed_text(entry.node, fields.get(entry.iri)) for entry in entries]
     with_text = [t for t in texts if t]
     matrix = iter(cache.matrix(with_text).tolist()) if with_text else iter(())
     expiry = store.expires_at([entry.iri for entry in entries])
     for entry, text in zip(entries, texts, strict=True):
-        line = entry_record(entry, expiry.get(entry.iri), next(matrix) if text else None)
+        vector = next(matrix) if text else None
+        line = entry_record(entry, expiry.get(entry.iri), vector, index=fields.get(entry.iri))
         whole = store.full_text(entry.iri) if is_head(entry.node.get("text")) else None
         parts = split_text(whole, PART_BYTES) if whole is not None and whole != text else []
         if parts:
@@ -188,7 +194,11 @@ def _lines(store: EntryStore, entries: list[Entry], cache: CachedEmbedder) -> It
 
 
 def entry_record(
-    entry: Entry, expires: float | None, embedding: list[float] | None = None
+    entry: Entry,
+    expires: float | None,
+    embedding: list[float] | None = None,
+    *,
+    index: IndexFields = None,
 ) -> dict[str, Any]:
     """Return the export record of one entry (a line of the file, before JSON).
 
@@ -196,6 +206,8 @@ def entry_record(
         entry: the entry as the store gave it.
         expires: when it expires (``EntryStore.expires_at``), or ``None``.
         embedding: its vector, when it has text and one goes with it.
+        index: its index fields (``EntryStore.indexed_with``); ``None``, the default, is left
+            out of the record.
     """
     scopes = [t[len(TAG_PREFIX) :] for t in entry.tags if t.startswith(TAG_PREFIX)]
     record: dict[str, Any] = {
@@ -211,6 +223,8 @@ def entry_record(
     }
     if embedding is not None:
         record["embedding"] = embedding
+    if index is not None:
+        record["index"] = index if index is False else list(index)
     return record
 
 
@@ -485,7 +499,11 @@ def read_record(
         named_graph=value.get("graph"),
         metadata=_mapping(value.get("metadata", {})),
         mesi_state=state,
+        index=value.get("index"),
     )
+    missing = unselected(record.node, record.index)
+    if missing:
+        raise InvalidInputError(f"index field {missing[0]!r} selects nothing in the entry")
     config = store.config
     if record.depth > config.max_depth:
         raise InvalidInputError(f"the entry nests {record.depth} deep, over {config.max_depth}")
@@ -494,7 +512,7 @@ def read_record(
     created = _number(value.get("created"), "created")
     expires = value.get("expires")
     expires = None if expires is None else _number(expires, "expires")
-    text = node_text(record.node)
+    text = indexed_text(record.node, record.index)
     vector = _vector(value.get("embedding"), dimension) if text else None
     return Restored(record, created, expires), text, vector
 

@@ -14,10 +14,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from gliding_core.checks import check_real
 from gliding_core.errors import InvalidInputError
+from gliding_core.fields import IndexFields, check_index
 from gliding_core.jsonld import (
     MAX_DEPTH_CEILING,
     Node,
@@ -122,11 +123,17 @@ class Record:
     ``None`` means "not given": a new entry takes the default, a merge keeps the existing value.
     ``depth`` is how deep the node or the metadata nests, whichever is deeper. ``ttl`` is how
     many seconds from the write the entry lives (``math.inf``: it no longer expires).
+    ``index`` says which properties feed search (``gliding_core.fields``): a list of field paths
+    or ``False`` for none, kept by later merges that give none (as LangGraph's
+    ``put(index=...)``); ``None``: those an earlier write gave, else what
+    ``StoreConfig.index_fields`` gives the node's types, else its text-like values (``replace``
+    forgets an earlier write's).
 
     Raises:
         InvalidNodeError: the node is not a valid JSON-LD object.
         NodeTooDeepError: the node or the metadata nests deeper than ``MAX_DEPTH_CEILING``.
-        InvalidInputError: a tag, the importance, the graph, the metadata or the state is invalid.
+        InvalidInputError: a tag, the importance, the graph, the metadata, the state or the
+            index fields are invalid.
     """
 
     node: Node
@@ -139,6 +146,7 @@ class Record:
     mesi_state: MesiState | None = None
     depth: int = 1
     ttl: float | None = None
+    index: IndexFields = None
 
     def __init__(
         self,
@@ -150,6 +158,7 @@ class Record:
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> None:
         set_ = object.__setattr__
         parsed, content, types, depth = parse_node(node)
@@ -167,6 +176,7 @@ class Record:
         set_(self, "mesi_state", None if mesi_state is None else MesiState.parse(mesi_state))
         set_(self, "depth", max(depth, metadata_depth))
         set_(self, "ttl", None if ttl is None else check_ttl(ttl))
+        set_(self, "index", None if index is None else check_index(index))
 
 
 def check_ttl(value: object) -> float:

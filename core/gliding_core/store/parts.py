@@ -168,7 +168,8 @@ def headed(record: Record, text: str, head_bytes: int, limit: int) -> Record:
 
 
 def with_node(record: Record, node: Node) -> Record:
-    """``record`` with another node (its tags, importance, graph and metadata kept)."""
+    """``record`` with another node (its tags, importance, graph, metadata, TTL and index
+    fields kept)."""
     return Record(
         node,
         tags=record.tags,
@@ -176,4 +177,5 @@ def with_node(record: Record, node: Node) -> Record:
         named_graph=record.named_graph,
         metadata=record.metadata,
         ttl=record.ttl,
+        index=record.index,
     )

@@ -34,6 +34,15 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   come in a stated order (oldest first unless the method says otherwise).
 - Scope: every read that takes ``SearchFilters`` applies them in the store, in the same query
   as the rest, so no entry outside the filters is ever fetched.
+- Index fields: an entry's searchable text is its values under its index fields
+  (``gliding_core.fields.indexed_text``), the same for the full-text search, the change log,
+  ``scan_texts`` and ``searchable_texts``. A write's ``index`` (``Record.index``) sets them
+  (a later ``put`` without one keeps them, a ``replace`` without one does not); otherwise
+  ``StoreConfig.index_fields`` gives them for the node's types at each write, else the default
+  (the text-like values). They are stored with the entry (``indexed_with``), so its text can be
+  recomputed exactly. A path of a write's ``index`` that selects nothing in the node written
+  is refused (``InvalidInputError``), nothing written. Entries written before index fields
+  existed keep ``("$",)``, every string and number, until written again.
 - The change log: every committed change of an entry's text (written with a different text, or
   deleted) takes the next sequence number, in the same transaction as the write; the log keeps
   each IRI's latest change only, so ``change_sequence`` only grows and ``changes_since(n)``
@@ -65,6 +74,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from gliding_core.config import StoreConfig
+from gliding_core.fields import IndexFields
 from gliding_core.jsonld import Node
 from gliding_core.store.entry import Edge, Entry, Record, Restored, TextHit
 from gliding_core.store.filters import SearchFilters
@@ -123,9 +133,11 @@ class EntryStore(Protocol):
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store a node (a mapping or JSON text), merged into the entry of its ``@id``; with
-        ``ttl``, the entry expires that many seconds from now (``math.inf``: never)."""
+        ``ttl``, the entry expires that many seconds from now (``math.inf``: never); ``index``
+        says which properties feed search (``Record.index``)."""
         ...
 
     def put_text(
@@ -156,9 +168,10 @@ class EntryStore(Protocol):
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
-        """Store a node as exactly the entry of its ``@id``; return its IRI (``ttl`` as
-        ``put``'s; without one the entry keeps its expiry)."""
+        """Store a node as exactly the entry of its ``@id``; return its IRI (``ttl`` and
+        ``index`` as ``put``'s; without a TTL the entry keeps its expiry)."""
         ...
 
     def replace_many(self, records: Records) -> list[str]:
@@ -262,6 +275,16 @@ class EntryStore(Protocol):
 
     def contents(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the stored JSON-LD text of the existing entries among ``iris``, by IRI."""
+        ...
+
+    def searchable_texts(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the searchable text of the existing entries among ``iris`` that have one
+        (their values under their index fields: what both search arms see), by IRI."""
+        ...
+
+    def indexed_with(self, iris: Sequence[str]) -> dict[str, IndexFields]:
+        """Return the index fields each existing entry among ``iris`` was written with, by IRI
+        (``None``: the default)."""
         ...
 
     def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:

@@ -76,6 +76,7 @@ from gliding_core.errors import (
     InvalidInputError,
     StorageError,
 )
+from gliding_core.fields import LEGACY, IndexFields, decode, encode, indexed_text
 from gliding_core.jsonld import (
     Node,
     canonical_json,
@@ -129,6 +130,7 @@ from gliding_core.store.staging import (
     Staged,
     check_record,
     check_tags,
+    index_of,
     new_entry,
     restage,
     stage,
@@ -137,8 +139,8 @@ from gliding_core.store.staging import default_ttl as _default_ttl
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5  # 2: contentless full-text index; 3: change log, watermarks; 4: expiry;
-# 5: the live view probes the expiry table per row
+SCHEMA_VERSION = 6  # 2: contentless full-text index; 3: change log, watermarks; 4: expiry;
+# 5: the live view probes the expiry table per row; 6: index fields
 
 _LIVE_VIEW = """
 CREATE VIEW IF NOT EXISTS live_entries AS SELECT * FROM entries AS e WHERE NOT EXISTS (
@@ -163,7 +165,8 @@ CREATE TABLE IF NOT EXISTS entries (
     named_graph TEXT,
     jsonld_context TEXT,
     jsonld_types TEXT NOT NULL,
-    generation INTEGER NOT NULL
+    generation INTEGER NOT NULL,
+    index_fields TEXT
 );
 CREATE INDEX IF NOT EXISTS entries_by_graph ON entries (named_graph) WHERE named_graph IS NOT NULL;
 CREATE INDEX IF NOT EXISTS entries_by_importance ON entries (importance);
@@ -463,14 +466,14 @@ class L0Store:
         start, count = _check_sequence(sequence, "sequence"), _check_limit(limit)
         with self._reading() as conn:
             rows = conn.execute(
-                "SELECT c.seq, c.iri, e.content FROM changes AS c"
+                "SELECT c.seq, c.iri, e.content, e.index_fields FROM changes AS c"
                 " LEFT JOIN live_entries AS e ON e.iri = c.iri"
                 " WHERE c.seq > ? ORDER BY c.seq LIMIT ?",
                 (start, count),
             ).fetchall()
         return [
-            (seq, iri, None if content is None else node_text(parse_canonical(content)) or None)
-            for seq, iri, content in rows
+            (seq, iri, None if content is None else _text(content, fields) or None)
+            for seq, iri, content, fields in rows
         ]
 
     def watermark(self, name: str) -> int:
@@ -549,15 +552,19 @@ class L0Store:
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store a JSON-LD node (a mapping or JSON text) and return its IRI.
 
         A node without ``@id`` gets a minted ``urn:uuid:`` IRI. A node whose ``@id`` exists is
-        merged into the entry; ``importance`` is then averaged with the stored one.
+        merged into the entry; ``importance`` is then averaged with the stored one. ``index``
+        says which properties feed search (``Record.index``; by default those
+        ``StoreConfig.index_fields`` gives the node's types, else its text-like values).
 
         Raises:
             InvalidNodeError: the node is not a JSON object or its ``@id``/``@type`` is malformed.
-            InvalidInputError: an option is invalid.
+            InvalidInputError: an option is invalid, or a path of ``index`` selects nothing in
+                the (merged) node.
             ContentTooLargeError: the (merged) node exceeds ``max_content_bytes``.
         """
         record = Record(
@@ -568,6 +575,7 @@ class L0Store:
             metadata=metadata,
             mesi_state=mesi_state,
             ttl=ttl,
+            index=index,
         )
         return self._checked_many([record], "put", merge=True)[0]
 
@@ -589,6 +597,7 @@ class L0Store:
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store a JSON-LD node as exactly the entry of its ``@id``; return its IRI.
 
@@ -608,6 +617,7 @@ class L0Store:
             metadata=metadata,
             mesi_state=mesi_state,
             ttl=ttl,
+            index=index,
         )
         return self._checked_many([record], "replace", merge=False)[0]
 
@@ -655,12 +665,14 @@ class L0Store:
         """Return the whole text of the entry of ``iri``, or ``None`` when there is no entry.
 
         The text written under ``"text"``, joined from its parts when it was stored in parts
-        (``put_text``); for a node without a string ``"text"``, its searchable text (every
-        string and number value). Counts no read.
+        (``put_text``); for a node without a string ``"text"``, its searchable text (under its
+        index fields). Counts no read.
         """
         validate_iri(iri)
         with self._reading() as conn:
-            row = conn.execute("SELECT id, content FROM entries WHERE iri = ?", (iri,)).fetchone()
+            row = conn.execute(
+                "SELECT id, content, index_fields FROM entries WHERE iri = ?", (iri,)
+            ).fetchone()
             if row is None:
                 return None
             text = read_parts(conn, row[0])
@@ -668,7 +680,7 @@ class L0Store:
             return text
         node = parse_canonical(row[1])
         value = node.get("text")
-        return value if isinstance(value, str) else node_text(node)
+        return value if isinstance(value, str) else indexed_text(node, decode(row[2]))
 
     def _checked_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
@@ -705,22 +717,41 @@ class L0Store:
             ]
             rows = Rows()
             default = self.config.default_importance
+            by_type = self.config.index_fields
             if not staged and len(set(iris)) == len(iris):
                 # All new and distinct: nothing merges, so rows come straight from the requests.
                 for entry_id, (node, content, record) in enumerate(requests, next_id):
                     importance = default if record.importance is None else record.importance
-                    rows.add_new(entry_id, node, content, record, importance=importance, now=now)
+                    fields = None
+                    if record.index is not None or by_type:
+                        fields = index_of(record, node, record.types, by_type)
+                    rows.add_new(
+                        entry_id,
+                        node,
+                        content,
+                        record,
+                        importance=importance,
+                        now=now,
+                        index_fields=fields,
+                    )
             else:
                 for node, content, record in requests:
                     entry = staged.get(node["@id"])
                     if entry is None:
+                        fields = index_of(record, node, record.types, by_type)
                         entry = new_entry(
-                            next_id, node, content, record, default_importance=default, now=now
+                            next_id,
+                            node,
+                            content,
+                            record,
+                            default_importance=default,
+                            now=now,
+                            index_fields=fields,
                         )
                         staged[node["@id"]] = entry
                         next_id += 1
                     elif not merge:
-                        restage(entry, node, content, record)
+                        restage(entry, node, content, record, by_type=by_type)
                     else:
                         stage(
                             entry,
@@ -729,6 +760,7 @@ class L0Store:
                             text_keys=self.config.text_keys,
                             max_bytes=limit,
                             max_depth=self.config.max_depth,
+                            by_type=by_type,
                         )
                 for entry in staged.values():
                     if entry.changed:
@@ -793,7 +825,7 @@ class L0Store:
             chunk = unique[start : start + _CHUNK]
             rows = conn.execute(
                 "SELECT id, iri, content, content_hash, importance, created_at, tags, metadata,"
-                " mesi_state, named_graph, generation, jsonld_types FROM entries"
+                " mesi_state, named_graph, generation, jsonld_types, index_fields FROM entries"
                 f" WHERE iri IN ({', '.join('?' * len(chunk))})",
                 chunk,
             ).fetchall()
@@ -819,6 +851,8 @@ class L0Store:
                     indexed_node=node,
                     indexed_tags=tags,
                     indexed_types=_split(row[11]),
+                    index_fields=row[12],
+                    indexed_fields=row[12],
                 )
         return found
 
@@ -837,6 +871,7 @@ class L0Store:
             " jsonld_context = ?, jsonld_types = ?, generation = ? WHERE id = ?",
             rows.updated,
         )
+        conn.executemany("UPDATE entries SET index_fields = ? WHERE id = ?", rows.fields)
         _insert(conn, "INSERT OR IGNORE INTO entry_tags (tag, entry_id)", rows.tags)
         conn.executemany("DELETE FROM entry_tags WHERE tag = ? AND entry_id = ?", rows.old_tags)
         conn.executemany("DELETE FROM edges WHERE source_id = ?", rows.unindexed)
@@ -927,13 +962,14 @@ class L0Store:
         """Delete the entries of ``iris`` (at most ``_CHUNK``) inside the writer's transaction."""
         holes = ", ".join("?" * len(iris))
         rows = conn.execute(
-            f"SELECT id, iri, tags, jsonld_types, content FROM entries WHERE iri IN ({holes})",
+            "SELECT id, iri, tags, jsonld_types, content, index_fields FROM entries"
+            f" WHERE iri IN ({holes})",
             list(iris),
         ).fetchall()
         order = {iri: position for position, iri in enumerate(iris)}
         rows.sort(key=lambda row: order[row[1]])
-        for entry_id, iri, tags, types, content in rows:
-            text = node_text(parse_canonical(content))
+        for entry_id, iri, tags, types, content, fields in rows:
+            text = _text(content, fields)
             if text:
                 conn.execute(_DELETE_TEXT, (entry_id, text))
             drop_parts(conn, [entry_id])
@@ -1194,6 +1230,19 @@ class L0Store:
             self._over(iris, "SELECT iri, content FROM live_entries WHERE iri IN ({holes})")
         )
 
+    def searchable_texts(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the searchable text (under its index fields) of the existing entries among
+        ``iris`` that have one, by IRI: what the full-text and the dense index hold."""
+        sql = "SELECT iri, content, index_fields FROM live_entries WHERE iri IN ({holes})"
+        texts = {iri: _text(content, fields) for iri, content, fields in self._over(iris, sql)}
+        return {iri: text for iri, text in texts.items() if text}
+
+    def indexed_with(self, iris: Sequence[str]) -> dict[str, IndexFields]:
+        """Return the index fields of the existing entries among ``iris``, by IRI (``None``:
+        the default, the text-like values)."""
+        sql = "SELECT iri, index_fields FROM live_entries WHERE iri IN ({holes})"
+        return {iri: decode(fields) for iri, fields in self._over(iris, sql)}
+
     def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the named graph of each entry among ``iris`` that has one, by IRI."""
         sql = "SELECT iri, named_graph FROM live_entries WHERE iri IN ({holes})"
@@ -1262,13 +1311,14 @@ class L0Store:
         while True:
             with self._reading() as conn:
                 rows = conn.execute(
-                    "SELECT id, iri, content FROM live_entries WHERE id > ? ORDER BY id LIMIT ?",
+                    "SELECT id, iri, content, index_fields FROM live_entries"
+                    " WHERE id > ? ORDER BY id LIMIT ?",
                     (last, batch),
                 ).fetchall()
             if not rows:
                 return
             last = rows[-1][0]
-            texts = [(iri, node_text(parse_canonical(content))) for _, iri, content in rows]
+            texts = [(iri, _text(content, fields)) for _, iri, content, fields in rows]
             yield [(iri, text) for iri, text in texts if text]
 
     def neighbours(self, iri: str, *, direction: Direction = "both") -> list[Edge]:
@@ -1452,6 +1502,12 @@ def _upgrade(conn: sqlite3.Connection) -> None:
                 (entry_id, node_text(parse_canonical(content))) for entry_id, content in stored
             )
             conn.executemany(_INSERT_TEXT, ((entry_id, text) for entry_id, text in texts if text))
+        if version < 6:
+            # Entries written before index fields were searched by every string and number
+            # value; they keep that text (and their embeddings) until written again.
+            if "index_fields" not in {row[1] for row in conn.execute("PRAGMA table_info(entries)")}:
+                conn.execute("ALTER TABLE entries ADD COLUMN index_fields TEXT")
+            conn.execute("UPDATE entries SET index_fields = ?", (encode(LEGACY, derived=True),))
         # 4: the expiry table and the live view are made by the schema script itself.
         if version == 4:  # the view of version 4 built the list of expired ids per statement
             conn.execute("DROP VIEW live_entries")
@@ -1466,6 +1522,11 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _text(content: str, fields: str | None) -> str:
+    """The searchable text of a stored entry: its content under its stored index fields."""
+    return indexed_text(parse_canonical(content), decode(fields))
 
 
 def _finite(value: object) -> bool:

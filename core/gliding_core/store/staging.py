@@ -5,6 +5,9 @@ request to it by the merge rules, and ``Rows`` lists what the batch writes, tabl
 - tags united (existing first), types united, properties merged key by key (see ``jsonld``);
 - importance averaged with the stored one when the request gives one, kept otherwise;
 - metadata merged key by key (new wins); graph and MESI state replaced when given;
+- the index fields (``gliding_core.fields``): the request's own when it gives them; else those
+  an earlier request gave (a merge keeps them; ``restage`` does not); else what
+  ``StoreConfig.index_fields`` gives the entry's types now, else the default;
 - ``generation`` increases by one on each request that changes anything.
 
 ``restage`` is the other rule, for ``L0Store.replace``: the entry becomes exactly the request
@@ -19,11 +22,21 @@ result to them again, so no entry is ever written over a limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gliding_core.config import ExpiryConfig, StoreConfig
-from gliding_core.errors import ContentTooLargeError, NodeTooDeepError
+from gliding_core.errors import ContentTooLargeError, InvalidInputError, NodeTooDeepError
+from gliding_core.fields import (
+    LEGACY,
+    decode,
+    encode,
+    for_types,
+    given,
+    indexed_text,
+    unselected,
+)
 from gliding_core.jsonld import (
     MAX_DEPTH_CEILING,
     Node,
@@ -66,6 +79,8 @@ class Staged:
     indexed_tags: tuple[str, ...]
     indexed_types: tuple[str, ...]
     changed: bool = False
+    index_fields: str | None = None  # the index fields, as stored (``fields.encode``)
+    indexed_fields: str | None = None  # those the text index holds the entry's text under
 
 
 def check_size(iri: object, content: str, limit: int) -> None:
@@ -134,6 +149,37 @@ def check_label_size(label: str, limit: int, *, what: str) -> None:
         )
 
 
+ByType = Mapping[str, Literal[False] | tuple[str, ...]]
+"""``StoreConfig.index_fields``: the index fields of each listed ``@type``."""
+
+
+def index_of(
+    record: Record,
+    node: Node,
+    types: Sequence[str] | Callable[[], Sequence[str]],
+    by_type: ByType,
+) -> str | None:
+    """Return the index fields (stored form) a write request gives its entry, ``node`` as it
+    will be written: the request's own, else those of its types, else the default (``None``).
+
+    Raises:
+        InvalidInputError: a field path of the request selects nothing in ``node``.
+    """
+    fields = record.index
+    if fields is None:
+        if not by_type:
+            return None
+        found = for_types(types() if callable(types) else types, by_type)
+        return encode(found, derived=True)
+    missing = unselected(node, fields)
+    if missing:
+        raise InvalidInputError(
+            f"index field {missing[0]!r} selects nothing in node {preview(node.get('@id'))}"
+            f" (its keys: {preview(sorted(node))})"
+        )
+    return encode(fields)
+
+
 def new_entry(
     entry_id: int,
     node: Node,
@@ -142,8 +188,10 @@ def new_entry(
     *,
     default_importance: float,
     now: float,
+    index_fields: str | None = None,
 ) -> Staged:
-    """Return the staged state of a new entry written by ``record``."""
+    """Return the staged state of a new entry written by ``record`` (``index_fields``: see
+    ``index_of``)."""
     return Staged(
         id=entry_id,
         iri=node["@id"],
@@ -164,6 +212,7 @@ def new_entry(
         indexed_tags=(),
         indexed_types=(),
         changed=True,
+        index_fields=index_fields,
     )
 
 
@@ -175,13 +224,17 @@ def stage(
     text_keys: frozenset[str],
     max_bytes: int,
     max_depth: int = MAX_DEPTH_CEILING,
+    by_type: ByType | None = None,
 ) -> None:
     """Merge the write request (``node`` with ``record``'s options) into ``entry`` in place.
+
+    ``by_type`` is ``StoreConfig.index_fields``.
 
     Raises:
         ContentTooLargeError: the merged node is over ``max_bytes``.
         NodeTooDeepError: the merged node nests deeper than ``max_depth`` (an entry written
             under a higher limit, merged after the limit was lowered).
+        InvalidInputError: a field path of the request selects nothing in the merged node.
     """
     merged = merge_nodes(entry.node, node, text_keys=text_keys)
     nesting_depth(merged, max_depth, what=f"the merge into {preview(entry.iri)}")
@@ -195,31 +248,50 @@ def stage(
     metadata = {**entry.metadata, **record.metadata}
     graph = record.named_graph or entry.named_graph
     state = record.mesi_state or entry.mesi_state
-    fields = (digest, tags, importance, metadata, graph, state)
-    _become(entry, merged, content, fields, lambda: tuple(node_types(merged)))
+    types = lambda: tuple(node_types(merged))  # noqa: E731 (called only when needed)
+    if record.index is None and given(entry.index_fields):
+        index = entry.index_fields  # a write's own index fields stay until another gives some
+    else:
+        index = index_of(record, merged, types, by_type or {})
+    fields = (digest, tags, importance, metadata, graph, state, index)
+    _become(entry, merged, content, fields, types)
 
 
-def restage(entry: Staged, node: Node, content: str, record: Record) -> None:
+def restage(
+    entry: Staged, node: Node, content: str, record: Record, *, by_type: ByType | None = None
+) -> None:
     """Make ``entry`` exactly the write request (``node`` with ``record``'s fields), in place.
 
     Nothing merges: properties and tags the request lacks are gone. The generation increases
-    by one if anything changed; the creation time stays.
+    by one if anything changed; the creation time stays. ``by_type`` is
+    ``StoreConfig.index_fields``.
     """
     digest = content_hash(content) if content != entry.content else entry.content_hash
     importance = entry.importance if record.importance is None else record.importance
     state = record.mesi_state or entry.mesi_state
-    fields = (digest, record.tags, importance, dict(record.metadata), record.named_graph, state)
+    index = index_of(record, node, record.types, by_type or {})
+    fields = (
+        digest,
+        record.tags,
+        importance,
+        dict(record.metadata),
+        record.named_graph,
+        state,
+        index,
+    )
     _become(entry, node, content, fields, lambda: record.types)
 
 
-_Fields = tuple[str, tuple[str, ...], float, dict[str, object], str | None, MesiState]
-"""An entry's stored fields: content hash, tags, importance, metadata, graph, MESI state."""
+_Fields = tuple[str, tuple[str, ...], float, dict[str, object], str | None, MesiState, str | None]
+"""An entry's stored fields: content hash, tags, importance, metadata, graph, MESI state,
+index fields."""
 
 
 def _become(
     entry: Staged, node: Node, content: str, fields: _Fields, types: Callable[[], tuple[str, ...]]
 ) -> None:
-    """Give ``entry`` ``node`` and ``fields`` (hash, tags, importance, metadata, graph, state).
+    """Give ``entry`` ``node`` and ``fields`` (hash, tags, importance, metadata, graph, state,
+    index fields).
 
     Nothing happens when the fields equal the entry's; else its generation increases by one and
     it is marked changed (``types`` is called only then).
@@ -231,6 +303,7 @@ def _become(
         entry.metadata,
         entry.named_graph,
         entry.mesi_state,
+        entry.index_fields,
     )
     if fields == current:
         return
@@ -242,6 +315,7 @@ def _become(
         entry.metadata,
         entry.named_graph,
         entry.mesi_state,
+        entry.index_fields,
     ) = fields
     entry.generation += 1
     entry.changed = True
@@ -254,7 +328,9 @@ class Rows:
     ``changes`` are the ``(iri, text)`` pairs of the entries whose text was (re)indexed;
     ``relogged`` the IRIs among them whose text differs from what it was (for the change log);
     ``retexted`` the ids of stored entries whose ``"text"`` changed (their parts, if any, no
-    longer complete it: ``gliding_core.store.parts``).
+    longer complete it: ``gliding_core.store.parts``); ``fields`` the ``(index fields, id)``
+    of the entries whose stored index fields change (a new entry with the default has none:
+    the column's default, ``NULL``, is the default).
     """
 
     created: list[tuple[object, ...]] = field(default_factory=list)
@@ -270,6 +346,7 @@ class Rows:
     changes: list[tuple[str, str | None]] = field(default_factory=list)
     relogged: list[str] = field(default_factory=list)
     retexted: list[int] = field(default_factory=list)
+    fields: list[tuple[str | None, int]] = field(default_factory=list)
 
     def add(self, entry: Staged, now: float) -> None:
         """Add the rows that write ``entry`` as staged."""
@@ -298,7 +375,9 @@ class Rows:
         else:
             self.created.append((*values, entry.iri, entry.created_at, now))
             self.tags += [(tag, entry_id) for tag in entry.tags]
-        if entry.indexed_hash != entry.content_hash:
+        if entry.index_fields != (entry.indexed_fields if entry.in_database else None):
+            self.fields.append((entry.index_fields, entry_id))
+        if entry.indexed_hash != entry.content_hash or entry.indexed_fields != entry.index_fields:
             self._reindex(entry, types)
 
     def _reindex(self, entry: Staged, types: tuple[str, ...]) -> None:
@@ -309,12 +388,14 @@ class Rows:
             self.unindexed.append((entry_id,))
             self.old_types += [(t, entry_id) for t in entry.indexed_types]
             # The full-text index keeps no copy of the text: taking it out needs it given back.
-            old_text = node_facets(entry.indexed_node)[1]
+            old_text = indexed_text(entry.indexed_node, decode(entry.indexed_fields))
             if old_text:
                 self.old_texts.append((entry_id, old_text))
             if entry.indexed_node.get("text") != entry.node.get("text"):
                 self.retexted.append(entry_id)
-        self._index(entry_id, entry.iri, entry.node, types, old_text=old_text)
+        self._index(
+            entry_id, entry.iri, entry.node, types, old_text=old_text, fields=entry.index_fields
+        )
 
     def add_new(
         self,
@@ -325,11 +406,13 @@ class Rows:
         *,
         importance: float,
         now: float,
+        index_fields: str | None = None,
     ) -> None:
         """Add the rows that write a new entry straight from its write request.
 
         The rows ``add(new_entry(...))`` gives, without staging the entry first: for a batch of
-        new, distinct entries, where nothing merges into anything.
+        new, distinct entries, where nothing merges into anything. ``index_fields``: see
+        ``index_of``.
         """
         iri = node["@id"]
         tags = record.tags
@@ -354,16 +437,28 @@ class Rows:
         )
         for tag in tags:  # a loop, not a comprehension: a frame fewer for the usual few
             self.tags.append((tag, entry_id))
-        self._index(entry_id, iri, node, record.types, old_text="")
+        if index_fields is not None:
+            self.fields.append((index_fields, entry_id))
+        self._index(entry_id, iri, node, record.types, old_text="", fields=index_fields)
 
     def _index(
-        self, entry_id: int, iri: str, node: Node, types: tuple[str, ...], *, old_text: str
+        self,
+        entry_id: int,
+        iri: str,
+        node: Node,
+        types: tuple[str, ...],
+        *,
+        old_text: str,
+        fields: str | None,
     ) -> None:
         """Add the rows that put a node's types, references and text in their indexes.
 
-        ``old_text`` is the text the entry had before this write ("" for none).
+        ``old_text`` is the text the entry had before this write ("" for none); ``fields`` the
+        index fields its text is made under (stored form).
         """
-        references, text = node_facets(node)
+        references, whole = node_facets(node)
+        index = decode(fields)
+        text = whole if index == LEGACY else indexed_text(node, index)
         for t in types:
             self.types.append((t, entry_id))
         for predicate, target in references:

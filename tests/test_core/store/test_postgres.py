@@ -148,8 +148,9 @@ def test_an_old_schema_is_upgraded_in_place(postgres_url: str, postgres_schema: 
     with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
         store.put_many(_corpus(50, seed=1))
         before = store.search_ids("painting lease", limit=10)
-    with _admin(postgres_url) as conn:  # version 1: no lexical index, expiry, or parts
+    with _admin(postgres_url) as conn:  # version 1: no lexical index, expiry, parts or fields
         conn.execute(f'DROP VIEW "{postgres_schema}".live_entries')
+        conn.execute(f'ALTER TABLE "{postgres_schema}".entries DROP COLUMN index_fields')
         conn.execute(
             f'DROP TABLE "{postgres_schema}".postings, "{postgres_schema}".text_stats,'
             f' "{postgres_schema}".entry_expiry, "{postgres_schema}".entry_parts'
@@ -172,6 +173,31 @@ def test_an_old_schema_is_upgraded_in_place(postgres_url: str, postgres_schema: 
             ("l0",),
         ).fetchone()
     assert found == (SCHEMA_VERSION,)
+
+
+def test_entries_of_a_schema_before_index_fields_keep_every_value(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:  # as before
+        store.put({"@id": "urn:a", "text": "plain words", "source": "urn:src:zebra"}, index=["$"])
+        store.put({"@id": "urn:b", "text": "other words", "n": 1234}, index=["$"])
+    with _admin(postgres_url) as conn:  # version 4: no index fields
+        conn.execute(f'DROP VIEW "{postgres_schema}".live_entries')
+        conn.execute(f'ALTER TABLE "{postgres_schema}".entries DROP COLUMN index_fields')
+        conn.execute(
+            f"UPDATE \"{postgres_schema}\".schema_versions SET version = 4 WHERE component = 'l0'"
+        )
+    with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
+        assert store.indexed_with(["urn:a", "urn:b"]) == {"urn:a": ("$",), "urn:b": ("$",)}
+        assert [iri for iri, _ in store.search_ids("zebra")] == ["urn:a"]
+        store.put({"@id": "urn:a", "note": "seen"})  # now the default: the old text goes out
+        assert store.search_ids("zebra") == []
+        assert [iri for iri, _ in store.search_ids("plain")] == ["urn:a"]
+        assert store.delete("urn:b")
+        assert store.search_ids("1234") == []
+        assert store.integrity_check() == "ok"
+        store.put({"@id": "urn:c", "text": "new words", "ref": "R-9"})
+        assert store.indexed_with(["urn:c"]) == {"urn:c": None}  # a new row: NULL, the default
 
 
 def test_a_schema_of_a_newer_version_is_refused(postgres_url: str, postgres_schema: str) -> None:

@@ -56,6 +56,7 @@ from psycopg import errors as pg_errors
 
 from gliding_core.config import StoreConfig
 from gliding_core.errors import ClosedError, EntryNotFoundError, GlidingError, InvalidInputError
+from gliding_core.fields import IndexFields, decode, indexed_text
 from gliding_core.jsonld import (
     Node,
     canonical_json,
@@ -63,7 +64,6 @@ from gliding_core.jsonld import (
     check_label,
     check_text,
     encodes_as_utf8,
-    node_text,
     parse_canonical,
     preview,
     validate_iri,
@@ -113,6 +113,7 @@ from gliding_core.store.staging import (
     check_record,
     check_tags,
     default_ttl,
+    index_of,
     new_entry,
     restage,
     stage,
@@ -127,8 +128,8 @@ _ACCESS_LOCK_TIMEOUT = "250ms"  # how long a flush of access counts waits for a 
 
 _LOAD = (
     "SELECT id, iri, content, content_hash, importance, created_at, tags, metadata, mesi_state,"
-    " named_graph, generation, jsonld_types FROM entries WHERE iri = ANY(%s::text[])"
-    " ORDER BY iri FOR UPDATE"
+    " named_graph, generation, jsonld_types, index_fields FROM entries"
+    " WHERE iri = ANY(%s::text[]) ORDER BY iri FOR UPDATE"
 )
 _COPY_ENTRIES = (
     "entries (content, importance, updated_at, tags, metadata, mesi_state, content_hash,"
@@ -419,10 +420,11 @@ class PostgresEntryStore:
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store a JSON-LD node (a mapping or JSON text), merged into the entry of its ``@id``;
         with ``ttl``, the entry expires that many seconds from now by the server's clock
-        (``math.inf``: never; without, it keeps its expiry)."""
+        (``math.inf``: never; without, it keeps its expiry); ``index`` as ``Record.index``."""
         record = Record(
             node,
             tags=tags,
@@ -431,6 +433,7 @@ class PostgresEntryStore:
             metadata=metadata,
             mesi_state=mesi_state,
             ttl=ttl,
+            index=index,
         )
         return self._checked_many([record], "put", merge=True)[0]
 
@@ -448,9 +451,10 @@ class PostgresEntryStore:
         metadata: Mapping[str, Any] | None = None,
         mesi_state: MesiState | str | None = None,
         ttl: float | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store a node as exactly the entry of its ``@id`` (nothing merges); return its IRI
-        (``ttl`` as ``put``'s)."""
+        (``ttl`` and ``index`` as ``put``'s)."""
         record = Record(
             node,
             tags=tags,
@@ -459,6 +463,7 @@ class PostgresEntryStore:
             metadata=metadata,
             mesi_state=mesi_state,
             ttl=ttl,
+            index=index,
         )
         return self._checked_many([record], "replace", merge=False)[0]
 
@@ -510,13 +515,15 @@ class PostgresEntryStore:
         """Return the whole text of the entry of ``iri``, or ``None`` when there is no entry.
 
         The text written under ``"text"``, joined from its parts when it was stored in parts
-        (``put_text``); for a node without a string ``"text"``, its searchable text (every
-        string and number value). Counts no read.
+        (``put_text``); for a node without a string ``"text"``, its searchable text (under its
+        index fields). Counts no read.
         """
         validate_iri(iri)
         with self._reading() as conn:
             row = conn.execute(
-                f"SELECT id, content FROM entries AS e WHERE iri = %s AND {live('e.id')}", (iri,)
+                f"SELECT id, content, index_fields FROM entries AS e WHERE iri = %s"
+                f" AND {live('e.id')}",
+                (iri,),
             ).fetchone()
             if row is None:
                 return None
@@ -525,7 +532,7 @@ class PostgresEntryStore:
             return text
         node = parse_canonical(row[1])
         value = node.get("text")
-        return value if isinstance(value, str) else node_text(node)
+        return value if isinstance(value, str) else indexed_text(node, decode(row[2]))
 
     def _checked_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
@@ -583,10 +590,22 @@ class PostgresEntryStore:
         enabled = gc.isenabled()
         gc.disable()  # a batch makes many small objects and no cycles (see the SQLite store)
         try:
+            by_type = self.config.index_fields
             if not staged and new == len(iris):
                 for node, content, record in requests:
                     importance = default if record.importance is None else record.importance
-                    rows.add_new(next(ids), node, content, record, importance=importance, now=now)
+                    fields = None
+                    if record.index is not None or by_type:
+                        fields = index_of(record, node, record.types, by_type)
+                    rows.add_new(
+                        next(ids),
+                        node,
+                        content,
+                        record,
+                        importance=importance,
+                        now=now,
+                        index_fields=fields,
+                    )
             else:
                 self._stage(staged, requests, ids, merge, now)
                 for entry in staged.values():
@@ -625,6 +644,7 @@ class PostgresEntryStore:
         merge: bool,
         now: float,
     ) -> None:
+        by_type = self.config.index_fields
         for node, content, record in requests:
             entry = staged.get(node["@id"])
             if entry is None:
@@ -635,9 +655,10 @@ class PostgresEntryStore:
                     record,
                     default_importance=self.config.default_importance,
                     now=now,
+                    index_fields=index_of(record, node, record.types, by_type),
                 )
             elif not merge:
-                restage(entry, node, content, record)
+                restage(entry, node, content, record, by_type=by_type)
             else:
                 stage(
                     entry,
@@ -646,6 +667,7 @@ class PostgresEntryStore:
                     text_keys=self.config.text_keys,
                     max_bytes=self.config.max_content_bytes,
                     max_depth=self.config.max_depth,
+                    by_type=by_type,
                 )
 
     @staticmethod
@@ -695,6 +717,12 @@ class PostgresEntryStore:
             (f"{i}\t{_text(p)}\t{_text(t)}\n" for i, p, t in new_edges),
         )
         added.insert(conn)
+        if rows.fields:  # after the COPY: some of them are entries created here
+            conn.execute(
+                "UPDATE entries AS e SET index_fields = f.fields"
+                " FROM unnest(%s::text[], %s::bigint[]) AS f(fields, id) WHERE e.id = f.id",
+                ([fields for fields, _ in rows.fields], [entry_id for _, entry_id in rows.fields]),
+            )
         tx.relogged += rows.relogged
         tx.changes += rows.changes
 
@@ -760,7 +788,7 @@ class PostgresEntryStore:
         lock them."""
         conn = tx.conn
         rows = conn.execute(
-            "SELECT id, iri, tags, jsonld_types, content FROM entries"
+            "SELECT id, iri, tags, jsonld_types, content, index_fields FROM entries"
             " WHERE iri = ANY(%s::text[]) ORDER BY iri FOR UPDATE",
             (list(iris),),
         ).fetchall()
@@ -771,8 +799,8 @@ class PostgresEntryStore:
         removed = Postings()
         tags: list[tuple[str, int]] = []
         types: list[tuple[str, int]] = []
-        for entry_id, _, tag_text, type_text, content in rows:
-            text = node_text(parse_canonical(content))
+        for entry_id, _, tag_text, type_text, content, fields in rows:
+            text = _searchable(content, fields)
             if text:
                 tx.tokens -= removed.add(entry_id, text)
                 tx.documents -= 1
@@ -919,14 +947,14 @@ class PostgresEntryStore:
         start, count = check_sequence(sequence, "sequence"), check_limit(limit)
         with self._reading("reading the L0 change log") as conn:
             rows = conn.execute(
-                "SELECT c.seq, c.iri, e.content FROM changes AS c"
+                "SELECT c.seq, c.iri, e.content, e.index_fields FROM changes AS c"
                 " LEFT JOIN live_entries AS e ON e.iri = c.iri WHERE c.seq > %s ORDER BY c.seq"
                 " LIMIT %s",
                 (start, count),
             ).fetchall()
         return [
-            (seq, iri, None if content is None else node_text(parse_canonical(content)) or None)
-            for seq, iri, content in rows
+            (seq, iri, None if content is None else _searchable(content, fields) or None)
+            for seq, iri, content, fields in rows
         ]
 
     def watermark(self, name: str) -> int:
@@ -1116,6 +1144,19 @@ class PostgresEntryStore:
         rows = self._over(iris, "SELECT iri, content FROM live_entries WHERE iri = ANY(%s::text[])")
         return dict(rows)
 
+    def searchable_texts(self, iris: Sequence[str]) -> dict[str, str]:
+        """Return the searchable text (under its index fields) of the existing entries among
+        ``iris`` that have one, by IRI: what the lexical and the dense index hold."""
+        sql = "SELECT iri, content, index_fields FROM live_entries WHERE iri = ANY(%s::text[])"
+        texts = {iri: _searchable(content, f) for iri, content, f in self._over(iris, sql)}
+        return {iri: text for iri, text in texts.items() if text}
+
+    def indexed_with(self, iris: Sequence[str]) -> dict[str, IndexFields]:
+        """Return the index fields of the existing entries among ``iris``, by IRI (``None``:
+        the default, the text-like values)."""
+        sql = "SELECT iri, index_fields FROM live_entries WHERE iri = ANY(%s::text[])"
+        return {iri: decode(fields) for iri, fields in self._over(iris, sql)}
+
     def graphs_of(self, iris: Sequence[str]) -> dict[str, str]:
         """Return the named graph of each entry among ``iris`` that has one, by IRI."""
         sql = "SELECT iri, named_graph FROM live_entries WHERE iri = ANY(%s::text[])"
@@ -1229,13 +1270,14 @@ class PostgresEntryStore:
         while True:
             with self._reading() as conn:
                 rows = conn.execute(
-                    "SELECT id, iri, content FROM live_entries WHERE id > %s ORDER BY id LIMIT %s",
+                    "SELECT id, iri, content, index_fields FROM live_entries"
+                    " WHERE id > %s ORDER BY id LIMIT %s",
                     (last, size),
                 ).fetchall()
             if not rows:
                 return
             last = rows[-1][0]
-            texts = [(iri, node_text(parse_canonical(content))) for _, iri, content in rows]
+            texts = [(iri, _searchable(content, fields)) for _, iri, content, fields in rows]
             yield [(iri, text) for iri, text in texts if text]
 
     # -- search --------------------------------------------------------------------------------
@@ -1345,6 +1387,11 @@ class PostgresEntryStore:
 # -- module helpers --------------------------------------------------------------------------------
 
 
+def _searchable(content: str, fields: str | None) -> str:
+    """The searchable text of a stored entry: its content under its stored index fields."""
+    return indexed_text(parse_canonical(content), decode(fields))
+
+
 def _load(conn: psycopg.Connection[Any], iris: list[str]) -> dict[str, Staged]:
     """Return the stored entries among ``iris``, locked and staged for merging."""
     found: dict[str, Staged] = {}
@@ -1369,6 +1416,8 @@ def _load(conn: psycopg.Connection[Any], iris: list[str]) -> dict[str, Staged]:
             indexed_node=node,
             indexed_tags=tags,
             indexed_types=split(row[11]),
+            index_fields=row[12],
+            indexed_fields=row[12],
         )
     return found
 
@@ -1536,12 +1585,12 @@ def _integrity(conn: psycopg.Connection[Any]) -> str:
     want_types: set[tuple[Any, ...]] = set()
     want_postings: set[tuple[Any, ...]] = set()
     documents = tokens = 0
-    for entry_id, content, tags, types in conn.execute(
-        "SELECT id, content, tags, jsonld_types FROM entries"
+    for entry_id, content, tags, types, fields in conn.execute(
+        "SELECT id, content, tags, jsonld_types, index_fields FROM entries"
     ):
         want_tags.update((tag, entry_id) for tag in split(tags))
         want_types.update((kind, entry_id) for kind in split(types))
-        text = node_text(parse_canonical(content))
+        text = _searchable(content, fields)
         if text:
             postings = Postings()
             length = postings.add(entry_id, text)

@@ -23,7 +23,10 @@ most entries never expire, and the view's anti-join probes an index holding only
 
 ``MIGRATIONS`` lists the schema's versions; ``Database.prepare`` runs the ones a schema lacks.
 Version 2 added the lexical index and fills it from the entries already stored; version 3 the
-expiry table and the live view; version 4 the table of texts kept in parts (``entry_parts``).
+expiry table and the live view; version 4 the table of texts kept in parts (``entry_parts``);
+version 5 the index fields of each entry (``gliding_core.fields``): the entries stored before
+keep ``["$"]``, every string and number value, the text they were indexed with, until they are
+written again; a new entry with the default has none (``NULL``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 import psycopg
 
+from gliding_core.fields import LEGACY, encode
 from gliding_core.jsonld import node_text, parse_canonical
 from gliding_core.store.lexical import term_counts
 from gliding_core.store.postgres.database import Migration
@@ -211,10 +215,26 @@ def _create_parts(conn: psycopg.Connection[Any]) -> None:
     )
 
 
+def _add_index_fields(conn: psycopg.Connection[Any]) -> None:
+    """The column of the index fields: the rows already there get ``LEGACY`` (a default that
+    PostgreSQL records once, rewriting no row), the rows to come ``NULL``. The live view is
+    made again to show the column (a view's ``*`` is expanded when it is made)."""
+    legacy = encode(LEGACY, derived=True)
+    # A constant, so a literal: DDL takes no parameters.
+    assert legacy is not None
+    assert "'" not in legacy
+    conn.execute(f"ALTER TABLE entries ADD COLUMN index_fields text DEFAULT '{legacy}'")
+    conn.execute("ALTER TABLE entries ALTER COLUMN index_fields DROP DEFAULT")
+    conn.execute(
+        f"CREATE OR REPLACE VIEW live_entries AS SELECT * FROM entries AS e WHERE {live('e.id')}"
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (1, "create the entry tables", _create_entries),
     (2, "create the lexical index", _create_lexical_index),
     (3, "create the expiry table", _create_expiry),
     (4, "create the table of texts in parts", _create_parts),
+    (5, "add the index fields of entries", _add_index_fields),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

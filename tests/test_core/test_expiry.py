@@ -3,12 +3,17 @@ itself, deletes them from every index; the LangGraph store's items go the same w
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from gliding_core import Conversation, HashEmbedder, Memory, MemoryConfig, Scope, TopicConfig
 from gliding_core.config import ExpiryConfig, StoreConfig
+from gliding_core.errors import ClosedError
+from gliding_core.retention.erasure import ExpirySweeper
 
 WAIT_S = 60.0  # the most a test waits for the background sweep: long on a loaded machine
 
@@ -71,3 +76,24 @@ def test_no_sweep_runs_with_an_interval_of_zero() -> None:
         memory.store.put({"@id": "urn:brief"}, ttl=0.01)
         time.sleep(0.05)
         assert [e.iri for e in memory.store.sweep_expired()] == ["urn:brief"]
+
+
+def test_a_sweep_that_finds_the_memory_closed_ends_the_sweeper_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A memory closes between the sweeper's wake-up and its stop: the sweep's ClosedError
+    ends the thread without an error in the log (a worker closing its memory logged a
+    traceback)."""
+    calls: list[int] = []
+
+    def closed() -> None:
+        calls.append(1)
+        raise ClosedError("closed")
+
+    sweeper = ExpirySweeper(closed, 0.01)
+    with caplog.at_level(logging.ERROR):
+        sweeper.start()
+        assert eventually(lambda: bool(calls))
+        sweeper.stop()
+    assert calls == [1]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

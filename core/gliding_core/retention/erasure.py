@@ -36,7 +36,7 @@ from gliding_core.attention.supplementary import IRI_PREFIX as INPUT_PREFIX
 from gliding_core.attention.supplementary import SupplementaryQueue
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.sparql import task_graphs
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.fields import LEGACY, for_types, indexed_text
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.index import VectorIndex
@@ -290,6 +290,8 @@ class ExpirySweeper:
                 return
             try:
                 sweep()
+            except ClosedError:  # the memory closed between the wake-up and ``stop``
+                return
             except Exception:
                 logger.exception("the expiry sweep failed; it runs again in %s s", self.interval_s)
             del sweep

@@ -60,7 +60,6 @@ import sqlite3
 import tempfile
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -78,7 +77,6 @@ from gliding_core.errors import (
 )
 from gliding_core.jsonld import (
     Node,
-    canonical_json,
     check_iris,
     check_label,
     check_text,
@@ -107,6 +105,7 @@ from gliding_core.store.entry import (
     Restored,
     TextHit,
     check_importance,
+    records_of,
 )
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.lexical import query_words
@@ -122,16 +121,17 @@ from gliding_core.store.parts import (
 from gliding_core.store.parts import (
     headed as head_record,
 )
-from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
+from gliding_core.store.protocol import Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
+    Request,
     Rows,
     Staged,
-    check_record,
     check_tags,
     new_entry,
     restage,
     stage,
+    write_requests,
 )
 from gliding_core.store.staging import default_ttl as _default_ttl
 
@@ -674,27 +674,13 @@ class L0Store:
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
     ) -> list[str]:
         """Check that ``records`` is an iterable of records, then store them (``_put_many``)."""
-        if isinstance(records, (str, bytes, Mapping)):
-            raise InvalidInputError(f"{what} takes an iterable of records, got {preview(records)}")
         with _collector_paused():
-            return self._put_many(records, merge=merge)
+            return self._put_many(records_of(records, what=what), merge=merge)
 
-    def _put_many(
-        self, records: Iterable[Record | Mapping[str, Any] | str], *, merge: bool = True
-    ) -> list[str]:
-        limit = self.config.max_content_bytes
-        requests: list[tuple[Node, str, Record]] = []
-        iris: list[str] = []
+    def _put_many(self, records: list[Record], *, merge: bool = True) -> list[str]:
         # Every item is validated, then every size checked, before anything is written.
-        batch = [item if isinstance(item, Record) else Record(item) for item in records]
-        for record in batch:
-            node, content = record.node, record.content
-            if "@id" not in node:
-                node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
-                content = canonical_json(node)
-            check_record(record, node["@id"], content, self.config)
-            requests.append((node, content, record))
-            iris.append(node["@id"])
+        requests = write_requests(records, self.config)
+        iris = [node["@id"] for node, _, _ in requests]
         now = time.time()
         with self._session() as conn:
             self._purge_expired(conn, iris)
@@ -727,7 +713,7 @@ class L0Store:
                             node,
                             record,
                             text_keys=self.config.text_keys,
-                            max_bytes=limit,
+                            max_bytes=self.config.max_content_bytes,
                             max_depth=self.config.max_depth,
                         )
                 for entry in staged.values():
@@ -738,7 +724,7 @@ class L0Store:
         return iris
 
     def _expiries(
-        self, requests: list[tuple[Node, str, Record]], known: set[str], now: float
+        self, requests: list[Request], known: set[str], now: float
     ) -> dict[str, float | None]:
         """The expiry each request sets (``None``: none any more), by IRI; the last one wins.
 

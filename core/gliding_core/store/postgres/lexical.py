@@ -139,9 +139,6 @@ class Postings:
     def __init__(self) -> None:
         self.by_term: dict[str, list[Posting]] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.by_term)
-
     def add(self, entry_id: int, text: str) -> int:
         """Add the postings of document ``entry_id``'s text; return its length in tokens."""
         counts, length = term_counts(text)

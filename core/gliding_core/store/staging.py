@@ -21,8 +21,10 @@ batch's records (``store.entry.records_of``) before their transaction.
 
 from __future__ import annotations
 
+import gc
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gliding_core.config import ExpiryConfig, StoreConfig
@@ -131,6 +133,25 @@ def write_requests(records: list[Record], config: StoreConfig) -> list[Request]:
         check_record(record, node["@id"], content, config)
         out.append((node, content, record))
     return out
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch is validated, staged and written.
+
+    A batch allocates many small objects and no reference cycles; the collector would walk
+    them again and again, and, as they survive, the caller's own objects too (about 5 us per
+    entry at 5,000 entries a batch in the SQLite store, more on PostgreSQL, whose batch also
+    lays out its lexical postings). Reference counting still frees everything; the collector
+    resumes, as it was, when the batch is done.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _check_metadata_size(iri: str, metadata: dict[str, object], limit: int) -> None:

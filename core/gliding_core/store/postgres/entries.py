@@ -38,7 +38,6 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 import math
@@ -104,6 +103,7 @@ from gliding_core.store.staging import (
     Rows,
     Staged,
     check_tags,
+    collector_paused,
     default_ttl,
     new_entry,
     restage,
@@ -523,10 +523,13 @@ class PostgresEntryStore:
     def _checked_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
     ) -> list[str]:
-        batch = write_requests(records_of(records, what=what), self.config)
-        self._check_open()
-        now = time.time()
-        self._write("writing to the L0 store", lambda tx: self._write_batch(tx, batch, merge, now))
+        with collector_paused():  # a batch makes many small objects and no cycles
+            batch = write_requests(records_of(records, what=what), self.config)
+            self._check_open()
+            now = time.time()
+            self._write(
+                "writing to the L0 store", lambda tx: self._write_batch(tx, batch, merge, now)
+            )
         return [node["@id"] for node, _, _ in batch]
 
     def _write_batch(
@@ -553,21 +556,15 @@ class PostgresEntryStore:
         ids = iter(_new_ids(conn, new))
         rows = Rows()
         default = self.config.default_importance
-        enabled = gc.isenabled()
-        gc.disable()  # a batch makes many small objects and no cycles (see the SQLite store)
-        try:
-            if not staged and new == len(iris):
-                for node, content, record in requests:
-                    importance = default if record.importance is None else record.importance
-                    rows.add_new(next(ids), node, content, record, importance=importance, now=now)
-            else:
-                self._stage(staged, requests, ids, merge, now)
-                for entry in staged.values():
-                    if entry.changed:
-                        rows.add(entry, now)
-        finally:
-            if enabled:
-                gc.enable()
+        if not staged and new == len(iris):
+            for node, content, record in requests:
+                importance = default if record.importance is None else record.importance
+                rows.add_new(next(ids), node, content, record, importance=importance, now=now)
+        else:
+            self._stage(staged, requests, ids, merge, now)
+            for entry in staged.values():
+                if entry.changed:
+                    rows.add(entry, now)
         self._write_rows(tx, rows)
         _set_expiry(conn, self._expiries(requests, known), relative=True)
 

@@ -251,6 +251,11 @@ def _blocks(
     for term, group in groupby(order, key=terms.__getitem__):
         positions = list(group)
         escaped = term.translate(COPY_ESCAPES)
+        if len(positions) == 1:  # most terms of a batch: written without the joins
+            (n,) = positions
+            entry, frequency, length = ids[n], frequencies[n], lengths[n]
+            yield f"{escaped}\t{entry}\t{entry}\t{{{entry}}}\t{{{frequency}}}\t{{{length}}}\n"
+            continue
         for start in range(0, len(positions), BLOCK):
             chunk = positions[start : start + BLOCK]
             block = list(map(ids.__getitem__, chunk))

@@ -66,7 +66,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from gliding_core.config import StoreConfig
 from gliding_core.jsonld import Node
-from gliding_core.store.entry import Edge, Entry, Records, Restored, TextHit
+from gliding_core.store.entry import Edge, Entry, Restored, TextHit
+from gliding_core.store.entry import Records as Records  # what a batch write takes
 from gliding_core.store.filters import SearchFilters
 
 MINTED_IRI_PREFIX = "urn:uuid:"

@@ -195,7 +195,7 @@ def _waiting_for_a_block(url: str) -> bool:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
             " AND query LIKE %s",
-            ("%FROM postings%",),
+            ("%postings%",),
         ).fetchone()
     return row is not None and row != (0,)
 

@@ -11,7 +11,7 @@ Timestamps are UNIX seconds (UTC).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, NamedTuple
@@ -177,6 +177,25 @@ class Record:
         set_(self, "depth", max(depth, metadata_depth))
         set_(self, "ttl", None if ttl is None else check_ttl(ttl))
         set_(self, "index", None if index is None else check_index(index))
+
+
+Records = Iterable[Record | Mapping[str, Any] | str]
+"""What a batch write takes: records, or nodes as mappings or JSON text."""
+
+
+def records_of(items: Records, *, what: str) -> list[Record]:
+    """Return the items of a batch write as records, each validated (a ``Record`` as it is).
+
+    The one step by which every store turns ``put_many``'s and ``replace_many``'s items into
+    records before anything is written; ``what`` names the call in the error.
+
+    Raises:
+        InvalidInputError: ``items`` is one node (a mapping, a string or bytes), not a batch;
+            or an item is not a valid node (``InvalidNodeError``).
+    """
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InvalidInputError(f"{what} takes an iterable of records, got {preview(items)}")
+    return [item if isinstance(item, Record) else Record(item) for item in items]
 
 
 def check_ttl(value: object) -> float:

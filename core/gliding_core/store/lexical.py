@@ -66,17 +66,21 @@ def query_terms(query: str, stop_words: frozenset[str]) -> Counter[str]:
 
 def term_counts(text: str) -> tuple[Counter[str], int]:
     """Return the terms of ``text`` with their frequencies, and its length in tokens."""
-    found = tokens(text)
-    return Counter(found), len(found)
+    words = _words(text)
+    return Counter(map(stem, words)), len(words)  # counted in C, no list of stems between
 
 
 def tokens(text: str) -> list[str]:
     """Return the terms of ``text`` in order, as FTS5's ``porter unicode61`` tokenizer gives."""
+    return list(map(stem, _words(text)))
+
+
+def _words(text: str) -> list[str]:
+    """Return the folded tokens of ``text`` in order, before stemming."""
     if text.isascii():
-        words = _ASCII_TOKEN.findall(text.lower())
-    else:
-        words = [word for word in _CHARACTERS.folded(text).split(" ") if word]
-    return [stem(word) for word in words]
+        words: list[str] = _ASCII_TOKEN.findall(text.lower())
+        return words
+    return [word for word in _CHARACTERS.folded(text).split(" ") if word]
 
 
 # -- characters ----------------------------------------------------------------------------------

@@ -69,25 +69,24 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from gliding_core.config import StoreConfig
 from gliding_core.fields import IndexFields
 from gliding_core.jsonld import Node
-from gliding_core.store.entry import Edge, Entry, Record, Restored, TextHit
+from gliding_core.store.entry import Edge, Entry, Restored, TextHit
+from gliding_core.store.entry import Records as Records  # what a batch write takes
 from gliding_core.store.filters import SearchFilters
 
 MINTED_IRI_PREFIX = "urn:uuid:"
+
 
 Change = tuple[str, "str | None"]
 """A committed change of text: ``(iri, text)``, or ``(iri, None)`` for a deleted entry."""
 
 Direction = Literal["out", "in", "both"]
-
-Records = Iterable[Record | Mapping[str, Any] | str]
-"""What a batch write takes: records, or nodes as mappings or JSON text."""
 
 
 @runtime_checkable

@@ -50,7 +50,6 @@ CPU time either way).
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import logging
 import math
@@ -60,7 +59,6 @@ import sqlite3
 import tempfile
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -79,7 +77,6 @@ from gliding_core.errors import (
 from gliding_core.fields import LEGACY, IndexFields, decode, encode, indexed_text
 from gliding_core.jsonld import (
     Node,
-    canonical_json,
     check_iris,
     check_label,
     check_text,
@@ -108,6 +105,7 @@ from gliding_core.store.entry import (
     Restored,
     TextHit,
     check_importance,
+    records_of,
 )
 from gliding_core.store.filters import SearchFilters
 from gliding_core.store.lexical import query_words
@@ -123,17 +121,19 @@ from gliding_core.store.parts import (
 from gliding_core.store.parts import (
     headed as head_record,
 )
-from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
+from gliding_core.store.protocol import Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
+    Request,
     Rows,
     Staged,
-    check_record,
     check_tags,
+    collector_paused,
     index_of,
     new_entry,
     restage,
     stage,
+    write_requests,
 )
 from gliding_core.store.staging import default_ttl as _default_ttl
 
@@ -686,27 +686,13 @@ class L0Store:
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
     ) -> list[str]:
         """Check that ``records`` is an iterable of records, then store them (``_put_many``)."""
-        if isinstance(records, (str, bytes, Mapping)):
-            raise InvalidInputError(f"{what} takes an iterable of records, got {preview(records)}")
-        with _collector_paused():
-            return self._put_many(records, merge=merge)
+        with collector_paused():
+            return self._put_many(records_of(records, what=what), merge=merge)
 
-    def _put_many(
-        self, records: Iterable[Record | Mapping[str, Any] | str], *, merge: bool = True
-    ) -> list[str]:
-        limit = self.config.max_content_bytes
-        requests: list[tuple[Node, str, Record]] = []
-        iris: list[str] = []
+    def _put_many(self, records: list[Record], *, merge: bool = True) -> list[str]:
         # Every item is validated, then every size checked, before anything is written.
-        batch = [item if isinstance(item, Record) else Record(item) for item in records]
-        for record in batch:
-            node, content = record.node, record.content
-            if "@id" not in node:
-                node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
-                content = canonical_json(node)
-            check_record(record, node["@id"], content, self.config)
-            requests.append((node, content, record))
-            iris.append(node["@id"])
+        requests = write_requests(records, self.config)
+        iris = [node["@id"] for node, _, _ in requests]
         now = time.time()
         with self._session() as conn:
             self._purge_expired(conn, iris)
@@ -758,7 +744,7 @@ class L0Store:
                             node,
                             record,
                             text_keys=self.config.text_keys,
-                            max_bytes=limit,
+                            max_bytes=self.config.max_content_bytes,
                             max_depth=self.config.max_depth,
                             by_type=by_type,
                         )
@@ -770,7 +756,7 @@ class L0Store:
         return iris
 
     def _expiries(
-        self, requests: list[tuple[Node, str, Record]], known: set[str], now: float
+        self, requests: list[Request], known: set[str], now: float
     ) -> dict[str, float | None]:
         """The expiry each request sets (``None``: none any more), by IRI; the last one wins.
 
@@ -1006,7 +992,7 @@ class L0Store:
             for value in (item.created_at, item.expires_at):
                 if value is not None and not _finite(value):
                     raise InvalidInputError(f"a time must be a finite number, got {preview(value)}")
-        with self._session() as conn, _collector_paused():
+        with self._session() as conn, collector_paused():
             iris = self._put_many([item.record for item in checked], merge=False)
             conn.executemany(
                 "UPDATE entries SET created_at = ?, last_accessed = max(last_accessed, ?)"
@@ -1621,20 +1607,3 @@ def _insert(conn: sqlite3.Connection, head: str, rows: Sequence[tuple[object, ..
             conn.execute(statement, list(chain.from_iterable(rows[start : start + per])))
     if whole < len(rows):
         conn.executemany(f"{head} VALUES {single}", rows[whole:])
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a batch is staged.
-
-    A batch allocates many small objects and no reference cycles; the collector would walk
-    them again and again (about 5 us per entry at 5,000 entries a batch). Reference counting
-    still frees everything; the collector resumes, as it was, when the batch is done.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -17,12 +17,17 @@ takes removed tags out of the tag index too.
 
 ``check_record`` holds each request to the store's own limits before the transaction starts
 (content and metadata size, nesting depth, tag and graph name size); ``stage`` holds the merge
-result to them again, so no entry is ever written over a limit.
+result to them again, so no entry is ever written over a limit. ``write_requests`` does that for a
+whole batch, giving a node without ``@id`` its minted IRI first: what both stores run on a
+batch's records (``store.entry.records_of``) before their transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import gc
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -50,6 +55,10 @@ from gliding_core.jsonld import (
     preview,
 )
 from gliding_core.store.entry import MesiState, Record
+from gliding_core.store.protocol import MINTED_IRI_PREFIX
+
+Request = tuple[Node, str, Record]
+"""A checked write request: the node as written (with its ``@id``), its JSON, its record."""
 
 # Tags and types are stored joined by the ASCII unit separator, which validation keeps out of
 # them: splitting is several times faster than parsing JSON on every row read.
@@ -119,6 +128,45 @@ def check_record(record: Record, iri: str, content: str, config: StoreConfig) ->
         check_label_size(graph, config.max_label_bytes, what="named_graph")
     if record.metadata:
         _check_metadata_size(iri, record.metadata, config.max_content_bytes)
+
+
+def write_requests(records: list[Record], config: StoreConfig) -> list[Request]:
+    """Return the write requests of ``records``, each held to ``config``'s limits, in order.
+
+    A node without ``@id`` gets ``MINTED_IRI_PREFIX`` and a random UUID. Every record is
+    checked before the caller writes anything.
+
+    Raises:
+        ContentTooLargeError, NodeTooDeepError: as ``check_record``.
+    """
+    out: list[Request] = []
+    for record in records:
+        node, content = record.node, record.content
+        if "@id" not in node:
+            node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
+            content = canonical_json(node)
+        check_record(record, node["@id"], content, config)
+        out.append((node, content, record))
+    return out
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch is validated, staged and written.
+
+    A batch allocates many small objects and no reference cycles; the collector would walk
+    them again and again, and, as they survive, the caller's own objects too (about 5 us per
+    entry at 5,000 entries a batch in the SQLite store, more on PostgreSQL, whose batch also
+    lays out its lexical postings). Reference counting still frees everything; the collector
+    resumes, as it was, when the batch is done.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _check_metadata_size(iri: str, metadata: dict[str, object], limit: int) -> None:

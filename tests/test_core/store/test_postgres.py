@@ -1,7 +1,8 @@
 """What the PostgreSQL L0 store keeps beyond the EntryStore contract: full-text search ranked
-exactly as the SQLite store's FTS5 ranks, memories in schemas of their own, a schema version
-upgraded in place, an ordinary role (no superuser) told which statement to have run, and no
-password in any repr, message or log line.
+exactly as the SQLite store's FTS5 ranks, its index kept in blocks that documents leave without
+a trace or a lost removal, memories in schemas of their own, a schema version upgraded in place,
+an ordinary role (no superuser) told which statement to have run, and no password in any repr,
+message or log line.
 
 The contract itself runs on PostgreSQL in ``tests/test_core/contracts/``.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -28,7 +31,7 @@ from gliding_core import (
 )
 from gliding_core.hyperspace.pgvector import PgVectorIndex
 from gliding_core.store.postgres import Database, DatabaseSettings, PostgresEntryStore
-from gliding_core.store.postgres.schema import SCHEMA_VERSION
+from gliding_core.store.postgres.schema import BLOCK, SCHEMA_VERSION
 
 PASSWORD = "Tr0ub4dor-and-3-very-secret"
 
@@ -114,6 +117,171 @@ def _by_score(hits: list[tuple[str, float]]) -> dict[float, set[str]]:
     return grouped
 
 
+# -- the index's blocks --------------------------------------------------------------------------
+
+
+def _blocks(url: str, schema: str, term: str) -> list[tuple[int, int, list[int]]]:
+    """The blocks of ``term``: ``(low, high, ids)``, in key order."""
+    with _admin(url) as conn:
+        rows = conn.execute(
+            f'SELECT low, high, ids FROM "{schema}".postings WHERE term = %s ORDER BY low',
+            (term,),
+        ).fetchall()
+    return [(int(low), int(high), [int(i) for i in ids]) for low, high, ids in rows]  # type: ignore[call-overload, attr-defined]
+
+
+def _ids(store: PostgresEntryStore, iris: list[str]) -> list[int]:
+    with store.db.connection() as conn:
+        found = dict(
+            conn.execute("SELECT iri, id FROM entries WHERE iri = ANY(%s)", (iris,)).fetchall()
+        )
+    return [found[iri] for iri in iris]
+
+
+def test_a_batch_writes_a_block_per_term_of_at_most_block_documents(
+    pg: PostgresEntryStore, postgres_url: str, postgres_schema: str
+) -> None:
+    count = 2 * BLOCK + 50
+    pg.put_many([{"@id": f"urn:b:{i}", "text": f"shared word{i}"} for i in range(count)])
+    ids = _ids(pg, [f"urn:b:{i}" for i in range(count)])
+    blocks = _blocks(postgres_url, postgres_schema, "share")  # the Porter stem of "shared"
+    assert [len(found) for _, _, found in blocks] == [BLOCK, BLOCK, 50]
+    assert [i for _, _, found in blocks for i in found] == sorted(ids)
+    assert all((low, high) == (found[0], found[-1]) for low, high, found in blocks)
+    assert _blocks(postgres_url, postgres_schema, "word7") == [(ids[7], ids[7], [ids[7]])]
+    assert pg.integrity_check() == "ok"
+
+
+def test_documents_leave_their_blocks_and_the_ranking_stays_the_sqlite_stores(
+    pg: PostgresEntryStore, postgres_url: str, postgres_schema: str
+) -> None:
+    """Deleting the first, a middle and the last document of a block rewrites it around them
+    (its key moves to the new first); deleting every document of a block deletes it; a
+    document whose text changes leaves its block and joins a new one, even when it was the
+    first of its old block and is the first of the new one (a key taken again)."""
+    nodes = [{"@id": f"urn:d:{i}", "text": f"common painting lease {i}"} for i in range(BLOCK + 5)]
+    with L0Store() as lite:
+        for store in (pg, lite):
+            store.put_many(nodes)
+        ids = _ids(pg, [node["@id"] for node in nodes])
+        for store in (pg, lite):
+            store.delete_many(["urn:d:0", "urn:d:50", f"urn:d:{BLOCK - 1}"])
+        first, _ = _blocks(postgres_url, postgres_schema, "common")
+        assert (first[0], first[1], len(first[2])) == (ids[1], ids[BLOCK - 2], BLOCK - 3)
+        assert ids[50] not in first[2]
+        for store in (pg, lite):
+            store.delete_many([f"urn:d:{i}" for i in range(BLOCK, BLOCK + 5)])
+        assert [block[2] for block in _blocks(postgres_url, postgres_schema, "common")] == [
+            first[2]
+        ]
+        for store in (pg, lite):  # urn:d:1 is now the first of the block: a new text for it
+            store.replace({"@id": "urn:d:1", "text": "common painting painting archive"})
+        blocks = _blocks(postgres_url, postgres_schema, "common")
+        assert [block[0] for block in blocks] == [ids[1], ids[2]]  # its own block, its old key
+        assert blocks[0][2] == [ids[1]]
+        assert ids[1] not in blocks[1][2]
+        for store in (pg, lite):
+            store.put({"@id": "urn:d:1", "text": "common painting painting archive again"})
+        assert pg.integrity_check() == "ok"
+        for query in ("common", "painting lease", "archive", "painting 7", "absent"):
+            want, got = lite.search_ids(query, limit=200), pg.search_ids(query, limit=200)
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want], query
+            assert _by_score(got) == _by_score(want), query
+
+
+def _waiting_for_a_block(url: str) -> bool:
+    """Whether a session waits for a lock in a statement on the lexical index."""
+    with _admin(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE %s",
+            ("%postings%",),
+        ).fetchone()
+    return row is not None and row != (0,)
+
+
+def test_two_writers_taking_documents_out_of_one_block_at_once_lose_neither_removal(
+    pg: PostgresEntryStore, postgres_url: str, postgres_schema: str
+) -> None:
+    """The second remover waits for the block the first holds, then reads it as the first left
+    it: a rewrite from its own older snapshot would put the first one's document back."""
+    pg.put_many([{"@id": f"urn:r:{i}", "text": f"together alone{i}"} for i in range(10)])
+    done: list[object] = []
+    with PostgresEntryStore(postgres_url, schema=postgres_schema) as other:
+        with pg.transaction():
+            assert pg.delete("urn:r:0")  # the first of the block: its key moves
+            thread = threading.Thread(target=lambda: done.append(other.delete("urn:r:1")))
+            thread.start()
+            deadline = time.monotonic() + 30
+            while not _waiting_for_a_block(postgres_url):
+                assert time.monotonic() < deadline, "the second remover never waited"
+                time.sleep(0.01)
+        thread.join()
+    assert done == [True]
+    ((_, _, left),) = _blocks(postgres_url, postgres_schema, "togeth")
+    assert len(left) == 8
+    assert pg.integrity_check() == "ok"
+    assert {iri for iri, _ in pg.search_ids("together", limit=20)} == {
+        f"urn:r:{i}" for i in range(2, 10)
+    }
+
+
+def test_an_index_of_one_row_per_term_and_entry_is_gathered_into_blocks(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A schema of version 5 (its lexical index a row per term and entry, documents of texts
+    in parts among them) comes up as blocks, ranking as before."""
+    long = "lease archive " * 100_000  # over max_content_bytes: kept in parts
+    with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
+        store.put_many(_corpus(3 * BLOCK, seed=3))
+        store.delete_many(["urn:doc:5", "urn:doc:150"])
+        store.put_text({"@id": "urn:long"}, long)
+        before = {query: store.search_ids(query, limit=50) for query in QUERIES}
+    with _admin(postgres_url) as conn:  # back to version 5's layout
+        conn.execute(f'SET search_path = "{postgres_schema}"')
+        rows = _postings_by_entry(conn)
+        conn.execute("UPDATE schema_versions SET version = 5 WHERE component = 'l0'")
+    with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
+        assert store.integrity_check() == "ok"
+        for query, want in before.items():
+            got = store.search_ids(query, limit=50)
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want], query
+            assert _by_score(got) == _by_score(want), query
+        store.delete("urn:doc:7")
+        assert store.full_text("urn:long") == long
+        assert store.integrity_check() == "ok"
+    with _admin(postgres_url) as conn:
+        blocks = conn.execute(
+            f'SELECT count(*), max(cardinality(ids)) FROM "{postgres_schema}".postings'
+        ).fetchone()
+        negative = conn.execute(
+            f'SELECT count(*) FROM "{postgres_schema}".postings WHERE low < 0'
+        ).fetchone()
+    assert rows is not None
+    assert blocks is not None
+    assert int(blocks[0]) < int(rows[0]) / 3  # type: ignore[call-overload]  # gathered
+    assert blocks[1] == BLOCK  # and no block too long
+    assert negative != (0,)  # the text in parts is there as its own document
+
+
+def _postings_by_entry(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[object, ...] | None:
+    """Lay the lexical index out as versions 2 to 5 had it, a row per term and entry (in the
+    schema of ``conn``'s search path); return the count of its rows."""
+    conn.execute("ALTER TABLE postings RENAME TO postings_blocks")
+    conn.execute("ALTER INDEX postings_pkey RENAME TO postings_blocks_pkey")
+    conn.execute(
+        'CREATE TABLE postings (term text COLLATE "C" NOT NULL, entry_id bigint NOT NULL,'
+        " frequency integer NOT NULL, length integer NOT NULL,"
+        " PRIMARY KEY (term, entry_id) INCLUDE (frequency, length))"
+    )
+    conn.execute(
+        "INSERT INTO postings SELECT p.term, u.id, u.f, u.l FROM postings_blocks AS p,"
+        " unnest(p.ids, p.frequencies, p.lengths) AS u(id, f, l)"
+    )
+    conn.execute("DROP TABLE postings_blocks")
+    return conn.execute("SELECT count(*) FROM postings").fetchone()
+
+
 # -- schemas -------------------------------------------------------------------------------------
 
 
@@ -181,12 +349,12 @@ def test_entries_of_a_schema_before_index_fields_keep_every_value(
     with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:  # as before
         store.put({"@id": "urn:a", "text": "plain words", "source": "urn:src:zebra"}, index=["$"])
         store.put({"@id": "urn:b", "text": "other words", "n": 1234}, index=["$"])
-    with _admin(postgres_url) as conn:  # version 4: no index fields
-        conn.execute(f'DROP VIEW "{postgres_schema}".live_entries')
-        conn.execute(f'ALTER TABLE "{postgres_schema}".entries DROP COLUMN index_fields')
-        conn.execute(
-            f"UPDATE \"{postgres_schema}\".schema_versions SET version = 4 WHERE component = 'l0'"
-        )
+    with _admin(postgres_url) as conn:  # version 4: no index fields, a row per term and entry
+        conn.execute(f'SET search_path = "{postgres_schema}"')
+        conn.execute("DROP VIEW live_entries")
+        conn.execute("ALTER TABLE entries DROP COLUMN index_fields")
+        _postings_by_entry(conn)
+        conn.execute("UPDATE schema_versions SET version = 4 WHERE component = 'l0'")
     with PostgresEntryStore(postgres_url, schema=postgres_schema) as store:
         assert store.indexed_with(["urn:a", "urn:b"]) == {"urn:a": ("$",), "urn:b": ("$",)}
         assert [iri for iri, _ in store.search_ids("zebra")] == ["urn:a"]

@@ -38,13 +38,11 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 import math
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -59,7 +57,6 @@ from gliding_core.errors import ClosedError, EntryNotFoundError, GlidingError, I
 from gliding_core.fields import IndexFields, decode, indexed_text
 from gliding_core.jsonld import (
     Node,
-    canonical_json,
     check_iris,
     check_label,
     check_text,
@@ -90,33 +87,29 @@ from gliding_core.store.entry import (
     Restored,
     TextHit,
     check_importance,
+    records_of,
 )
 from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.lexical import query_terms
 from gliding_core.store.parts import fits_whole, headed, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
-from gliding_core.store.postgres.lexical import ranked_sql
+from gliding_core.store.postgres.lexical import Postings, ranked_sql
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
-from gliding_core.store.postgres.schema import (
-    COMPONENT,
-    COPY_ESCAPES,
-    MIGRATIONS,
-    NOW,
-    Postings,
-    live,
-)
-from gliding_core.store.protocol import MINTED_IRI_PREFIX, Change, Direction
+from gliding_core.store.postgres.schema import BLOCK, COMPONENT, COPY_ESCAPES, MIGRATIONS, NOW, live
+from gliding_core.store.protocol import Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
+    Request,
     Rows,
     Staged,
-    check_record,
     check_tags,
+    collector_paused,
     default_ttl,
     index_of,
     new_entry,
     restage,
     stage,
+    write_requests,
 )
 
 logger = logging.getLogger(__name__)
@@ -537,34 +530,17 @@ class PostgresEntryStore:
     def _checked_many(
         self, records: Iterable[Record | Mapping[str, Any] | str], what: str, *, merge: bool
     ) -> list[str]:
-        if isinstance(records, (str, bytes, Mapping)):
-            raise InvalidInputError(f"{what} takes an iterable of records, got {preview(records)}")
-        requests = self._requests(records)
-        self._check_open()
-        now = time.time()
-        self._write(
-            "writing to the L0 store", lambda tx: self._write_batch(tx, requests, merge, now)
-        )
-        return [node["@id"] for node, _, _ in requests]
-
-    def _requests(
-        self, records: Iterable[Record | Mapping[str, Any] | str]
-    ) -> list[tuple[Node, str, Record]]:
-        """Validate every item, then check every size, before anything is written; give each
-        node without ``@id`` a minted IRI."""
-        requests: list[tuple[Node, str, Record]] = []
-        batch = [item if isinstance(item, Record) else Record(item) for item in records]
-        for record in batch:
-            node, content = record.node, record.content
-            if "@id" not in node:
-                node = {"@id": MINTED_IRI_PREFIX + str(uuid.uuid4()), **node}
-                content = canonical_json(node)
-            check_record(record, node["@id"], content, self.config)
-            requests.append((node, content, record))
-        return requests
+        with collector_paused():  # a batch makes many small objects and no cycles
+            batch = write_requests(records_of(records, what=what), self.config)
+            self._check_open()
+            now = time.time()
+            self._write(
+                "writing to the L0 store", lambda tx: self._write_batch(tx, batch, merge, now)
+            )
+        return [node["@id"] for node, _, _ in batch]
 
     def _write_batch(
-        self, tx: _Transaction, requests: list[tuple[Node, str, Record]], merge: bool, now: float
+        self, tx: _Transaction, requests: list[Request], merge: bool, now: float
     ) -> None:
         """Stage a batch against the stored entries and write it (see ``store.staging``).
 
@@ -587,39 +563,31 @@ class PostgresEntryStore:
         ids = iter(_new_ids(conn, new))
         rows = Rows()
         default = self.config.default_importance
-        enabled = gc.isenabled()
-        gc.disable()  # a batch makes many small objects and no cycles (see the SQLite store)
-        try:
-            by_type = self.config.index_fields
-            if not staged and new == len(iris):
-                for node, content, record in requests:
-                    importance = default if record.importance is None else record.importance
-                    fields = None
-                    if record.index is not None or by_type:
-                        fields = index_of(record, node, record.types, by_type)
-                    rows.add_new(
-                        next(ids),
-                        node,
-                        content,
-                        record,
-                        importance=importance,
-                        now=now,
-                        index_fields=fields,
-                    )
-            else:
-                self._stage(staged, requests, ids, merge, now)
-                for entry in staged.values():
-                    if entry.changed:
-                        rows.add(entry, now)
-        finally:
-            if enabled:
-                gc.enable()
+        by_type = self.config.index_fields
+        if not staged and new == len(iris):
+            for node, content, record in requests:
+                importance = default if record.importance is None else record.importance
+                fields = None
+                if record.index is not None or by_type:
+                    fields = index_of(record, node, record.types, by_type)
+                rows.add_new(
+                    next(ids),
+                    node,
+                    content,
+                    record,
+                    importance=importance,
+                    now=now,
+                    index_fields=fields,
+                )
+        else:
+            self._stage(staged, requests, ids, merge, now)
+            for entry in staged.values():
+                if entry.changed:
+                    rows.add(entry, now)
         self._write_rows(tx, rows)
         _set_expiry(conn, self._expiries(requests, known), relative=True)
 
-    def _expiries(
-        self, requests: list[tuple[Node, str, Record]], known: set[str]
-    ) -> dict[str, float | None]:
+    def _expiries(self, requests: list[Request], known: set[str]) -> dict[str, float | None]:
         """The TTL each request sets (``None``: none any more), by IRI; the last one wins.
 
         A request with a TTL sets it; a new entry without one gets the configured default.
@@ -639,7 +607,7 @@ class PostgresEntryStore:
     def _stage(
         self,
         staged: dict[str, Staged],
-        requests: list[tuple[Node, str, Record]],
+        requests: list[Request],
         ids: Iterator[int],
         merge: bool,
         now: float,
@@ -682,6 +650,7 @@ class PostgresEntryStore:
             tx.tokens += added.add(entry_id, text)
         tx.documents += len(rows.texts)
         drop_parts(conn, tx, rows.retexted)  # a text changed: its parts no longer complete it
+        removed.delete(conn)  # before the new postings: a document is in one block at most
         # The types and edges of the entries created here are new rows (once each: a node may
         # name one twice); those of stored entries may meet rows already there.
         created = {row[11] for row in rows.created}
@@ -698,7 +667,6 @@ class PostgresEntryStore:
                     "DELETE FROM edges WHERE source_id = ANY(%s::bigint[])",
                     ([entry_id for (entry_id,) in rows.unindexed],),
                 )
-            removed.delete(conn)
             _labels(conn, _DELETE_LABELS, "entry_types", "type", rows.old_types)
             _labels(conn, _INSERT_LABELS, "entry_types", "type", types)
             if edges:
@@ -837,13 +805,13 @@ class PostgresEntryStore:
             for value in (item.created_at, item.expires_at):
                 if value is not None and not _finite(value):
                     raise InvalidInputError(f"a time must be a finite number, got {preview(value)}")
-        requests = self._requests([item.record for item in checked])
-        iris = [node["@id"] for node, _, _ in requests]
+        batch = write_requests([item.record for item in checked], self.config)
+        iris = [node["@id"] for node, _, _ in batch]
         self._check_open()
         now = time.time()
 
         def work(tx: _Transaction) -> None:
-            self._write_batch(tx, requests, False, now)
+            self._write_batch(tx, batch, False, now)
             times = {iri: item for iri, item in zip(iris, checked, strict=True)}  # the last wins
             tx.conn.execute(
                 "UPDATE entries AS e SET created_at = u.created,"
@@ -1583,7 +1551,7 @@ def _integrity(conn: psycopg.Connection[Any]) -> str:
     """Compare every index with what the entries say it should hold."""
     want_tags: set[tuple[Any, ...]] = set()
     want_types: set[tuple[Any, ...]] = set()
-    want_postings: set[tuple[Any, ...]] = set()
+    postings = Postings()
     documents = tokens = 0
     for entry_id, content, tags, types, fields in conn.execute(
         "SELECT id, content, tags, jsonld_types, index_fields FROM entries"
@@ -1592,28 +1560,56 @@ def _integrity(conn: psycopg.Connection[Any]) -> str:
         want_types.update((kind, entry_id) for kind in split(types))
         text = _searchable(content, fields)
         if text:
-            postings = Postings()
             length = postings.add(entry_id, text)
             documents, tokens = documents + 1, tokens + length
-            want_postings.update(
-                zip(
-                    postings.terms,
-                    postings.entries,
-                    postings.frequencies,
-                    postings.lengths,
-                    strict=True,
-                )
-            )
+    for entry_id, text in conn.execute(
+        "SELECT entry_id, string_agg(text, '' ORDER BY part) FROM entry_parts GROUP BY entry_id"
+    ):
+        length = postings.add(-entry_id, text)
+        documents, tokens = documents + 1, tokens + length
     problems = []
     for name, want, sql in (
         ("tag index", want_tags, "SELECT tag, entry_id FROM entry_tags"),
         ("type index", want_types, "SELECT type, entry_id FROM entry_types"),
-        ("postings", want_postings, "SELECT term, entry_id, frequency, length FROM postings"),
     ):
         have = {tuple(row) for row in conn.execute(sql)}
         if have != want:
             problems.append(f"{name}: {len(want - have)} missing, {len(have - want)} extra")
+    problems += _blocks_problems(conn, postings.rows())
     stats = conn.execute("SELECT documents, tokens FROM text_stats").fetchall()
     if stats != [(documents, tokens)]:
         problems.append(f"text_stats {stats} != {[(documents, tokens)]}")
     return "ok" if not problems else "; ".join(problems)
+
+
+def _blocks_problems(
+    conn: psycopg.Connection[Any], want: list[tuple[str, int, int, int]]
+) -> list[str]:
+    """Compare the lexical index with the postings ``want`` (by term and id); check that each
+    block is well formed: its arrays of one length, from 1 to ``BLOCK``, its ids ascending,
+    ``low`` and ``high`` its first and last."""
+    have = conn.execute(
+        "SELECT p.term, u.id, u.frequency, u.length FROM postings AS p"
+        " CROSS JOIN LATERAL unnest(p.ids, p.frequencies, p.lengths) AS u(id, frequency, length)"
+        " ORDER BY 1, 2"
+    ).fetchall()
+    problems = []
+    if have != want:
+        missing, extra = set(want) - set(have), set(have) - set(want)
+        problems.append(
+            f"postings: {len(missing)} missing, {len(extra)} extra,"
+            f" {len(have) - len(set(have))} repeated"
+        )
+    malformed = _one(
+        conn.execute(
+            "SELECT count(*) FROM postings WHERE NOT (cardinality(ids) BETWEEN 1 AND %s"
+            " AND cardinality(frequencies) = cardinality(ids)"
+            " AND cardinality(lengths) = cardinality(ids)"
+            " AND low = ids[1] AND high = ids[cardinality(ids)]"
+            " AND ids = ARRAY(SELECT DISTINCT i FROM unnest(ids) AS i ORDER BY i))",
+            (BLOCK,),
+        )
+    )
+    if malformed:
+        problems.append(f"postings: {malformed} malformed blocks")
+    return problems

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import psycopg
 
 from gliding_core.store.parts import split_text
-from gliding_core.store.postgres.schema import Postings
+from gliding_core.store.postgres.lexical import Postings
 
 
 class Counts(Protocol):

@@ -7,10 +7,11 @@ shared row code (``store.columns``) and the filters' SQL (``store.filters``) ser
   first" is the order in which entries were first written.
 - ``entry_tags``, ``entry_types``, ``edges``: the label and reference indexes.
 - ``changes``: the change log, one row per IRI (its latest change of text); ``watermarks``.
-- ``postings``: the lexical index, one row per term and entry with the term's frequency and the
-  entry's length in tokens, so BM25 is computed from one index scan per term (see
-  ``store.postgres.lexical``); ``text_stats``: one row, the number of entries with text and
-  their total length, BM25's N and average length.
+- ``postings``: the lexical index, one row per term and block of up to ``BLOCK`` documents
+  written together, with arrays of their ids, the term's frequency in each and each one's length
+  in tokens, so BM25 is computed from one index scan per term (see ``store.postgres.lexical``);
+  ``text_stats``: one row, the number of entries with text and their total length, BM25's N and
+  average length.
 
 Labels, IRIs and terms are compared byte by byte (``COLLATE "C"``): the order of code points,
 as SQLite compares, which the prefix filters rely on, and faster than a language's collation.
@@ -22,11 +23,14 @@ moment it expires, whichever process reads. A table beside the entries rather th
 most entries never expire, and the view's anti-join probes an index holding only those that do.
 
 ``MIGRATIONS`` lists the schema's versions; ``Database.prepare`` runs the ones a schema lacks.
-Version 2 added the lexical index and fills it from the entries already stored; version 3 the
-expiry table and the live view; version 4 the table of texts kept in parts (``entry_parts``);
-version 5 the index fields of each entry (``gliding_core.fields``): the entries stored before
-keep ``["$"]``, every string and number value, the text they were indexed with, until they are
-written again; a new entry with the default has none (``NULL``).
+Version 2 added the lexical index and fills it from the entries already stored (one row per
+term and entry, as it was then); version 3 the expiry table and the live view; version 4 the
+table of texts kept in parts (``entry_parts``); version 5 the index fields of each entry
+(``gliding_core.fields``): the entries stored before keep ``["$"]``, every string and number
+value, the text they were indexed with, until they are written again; a new entry with the
+default has none (``NULL``); version 6 gathers the lexical index's rows into blocks. A step keeps
+the tables as they were at its version, so a schema of any version comes up through the same
+steps.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ CREATE TABLE changes (seq bigint PRIMARY KEY, iri text COLLATE "C" NOT NULL UNIQ
 CREATE TABLE watermarks (name text COLLATE "C" PRIMARY KEY, sequence bigint NOT NULL);
 """
 
+# The lexical index as version 2 made it: one row per term and entry (version 6 converts it).
 _LEXICAL = """
 CREATE TABLE postings (
     term text COLLATE "C" NOT NULL,
@@ -116,6 +121,33 @@ CREATE VIEW live_entries AS SELECT * FROM entries AS e WHERE {live("e.id")};
 _BATCH = 1_000
 # What COPY's text form escapes in a value (a term holds none of them, but may one day).
 COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+BLOCK = 100
+"""The most documents a row of the lexical index holds: 100 ids, frequencies and lengths are
+about 1.7 kB, under PostgreSQL's TOAST threshold (about 2 kB), so a row stays inline."""
+
+_BLOCKS = f"""
+ALTER TABLE postings RENAME TO postings_by_entry;
+ALTER INDEX postings_pkey RENAME TO postings_by_entry_pkey;
+CREATE TABLE postings (
+    term text COLLATE "C" NOT NULL,
+    low bigint NOT NULL,
+    high bigint NOT NULL,
+    ids bigint[] NOT NULL,
+    frequencies integer[] NOT NULL,
+    lengths integer[] NOT NULL,
+    PRIMARY KEY (term, low, high)
+);
+INSERT INTO postings (term, low, high, ids, frequencies, lengths)
+SELECT term, min(entry_id), max(entry_id), array_agg(entry_id ORDER BY entry_id),
+    array_agg(frequency ORDER BY entry_id), array_agg(length ORDER BY entry_id)
+FROM (
+    SELECT *, (row_number() OVER (PARTITION BY term ORDER BY entry_id) - 1) / {BLOCK} AS block
+    FROM postings_by_entry
+) AS numbered
+GROUP BY term, block
+ORDER BY term, 2;
+DROP TABLE postings_by_entry;
+"""
 
 
 def _create_entries(conn: psycopg.Connection[Any]) -> None:
@@ -123,7 +155,8 @@ def _create_entries(conn: psycopg.Connection[Any]) -> None:
 
 
 def _create_lexical_index(conn: psycopg.Connection[Any]) -> None:
-    """Create the lexical index and fill it from the stored entries, a batch at a time."""
+    """Create the lexical index as version 2 had it and fill it from the stored entries, a
+    batch at a time: a row per term and entry (``_blocks`` gathers them afterwards)."""
     conn.execute(_LEXICAL)
     last, documents, tokens = 0, 0, 0
     while True:
@@ -133,74 +166,28 @@ def _create_lexical_index(conn: psycopg.Connection[Any]) -> None:
         if not rows:
             break
         last = rows[-1][0]
-        postings = Postings()
+        lines: list[str] = []
         for entry_id, content in rows:
             text = node_text(parse_canonical(content))
             if text:
-                documents += 1
-                tokens += postings.add(entry_id, text)
-        postings.insert(conn)
+                counts, length = term_counts(text)
+                documents, tokens = documents + 1, tokens + length
+                lines += (
+                    f"{term.translate(COPY_ESCAPES)}\t{entry_id}\t{frequency}\t{length}\n"
+                    for term, frequency in counts.items()
+                )
+        if lines:
+            with (
+                conn.cursor() as cursor,
+                cursor.copy("COPY postings (term, entry_id, frequency, length) FROM STDIN") as copy,
+            ):
+                copy.write("".join(lines))
     conn.execute("UPDATE text_stats SET documents = %s, tokens = %s", (documents, tokens))
 
 
-class Postings:
-    """Rows of the ``postings`` table, collected column by column for one statement."""
-
-    def __init__(self) -> None:
-        self.terms: list[str] = []
-        self.entries: list[int] = []
-        self.frequencies: list[int] = []
-        self.lengths: list[int] = []
-
-    def add(self, entry_id: int, text: str) -> int:
-        """Add the postings of an entry's text; return its length in tokens."""
-        counts, length = term_counts(text)
-        self.terms += counts
-        self.entries += [entry_id] * len(counts)
-        self.frequencies += counts.values()
-        self.lengths += [length] * len(counts)
-        return length
-
-    def insert(self, conn: psycopg.Connection[Any]) -> None:
-        """Insert the rows collected (they are new: an entry's old postings go first).
-
-        ``COPY`` in its text form, written whole: a batch holds about twenty postings per
-        entry, and this is several times faster than binding arrays. The rows go in the
-        index's order (by term, then entry): each leaf page of the primary key then takes its
-        new rows together, which cuts the server's time for the statement by about a third
-        against rows in the order of the entries (the same WAL).
-        """
-        if not self.terms:
-            return
-        by_term: dict[str, list[tuple[int, int, int]]] = {}
-        for term, entry, frequency, length in zip(
-            self.terms, self.entries, self.frequencies, self.lengths, strict=True
-        ):
-            found = by_term.get(term)
-            if found is None:
-                by_term[term] = [(entry, frequency, length)]
-            else:
-                found.append((entry, frequency, length))
-        lines = "".join(
-            f"{escaped}\t{entry}\t{frequency}\t{length}\n"
-            for term in sorted(by_term)  # Python orders strings by code point, as "C" does
-            for escaped in (term.translate(COPY_ESCAPES),)
-            for entry, frequency, length in sorted(by_term[term])
-        )
-        with (
-            conn.cursor() as cursor,
-            cursor.copy("COPY postings (term, entry_id, frequency, length) FROM STDIN") as copy,
-        ):
-            copy.write(lines)
-
-    def delete(self, conn: psycopg.Connection[Any]) -> None:
-        """Delete the rows collected (their frequencies and lengths are not compared)."""
-        if self.terms:
-            conn.execute(
-                "DELETE FROM postings AS p USING unnest(%s::text[], %s::bigint[]) AS d(term, id)"
-                " WHERE p.term = d.term AND p.entry_id = d.id",
-                (self.terms, self.entries),
-            )
+def _blocks(conn: psycopg.Connection[Any]) -> None:
+    """Gather the lexical index's rows into blocks of up to ``BLOCK`` documents (by id)."""
+    conn.execute(_BLOCKS)
 
 
 def _create_expiry(conn: psycopg.Connection[Any]) -> None:
@@ -236,5 +223,6 @@ MIGRATIONS: list[Migration] = [
     (3, "create the expiry table", _create_expiry),
     (4, "create the table of texts in parts", _create_parts),
     (5, "add the index fields of entries", _add_index_fields),
+    (6, "gather the lexical index into blocks", _blocks),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

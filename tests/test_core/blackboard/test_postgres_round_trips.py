@@ -25,6 +25,7 @@ from gliding_core import BlackboardConfig, Memory, MemoryConfig
 from gliding_core.blackboard.board import AgentHandle
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.blackboard.graph import SparqlEndpoint
+from gliding_core.config import CoordinationConfig
 from gliding_core.errors import FencingTokenError, LeaseConflictError
 from gliding_core.store.postgres import Database
 
@@ -50,7 +51,12 @@ def memory(postgres_url: str, postgres_schema: str, oxigraph_server: str) -> Ite
     config = MemoryConfig(
         embedder="hash",
         database_schema=postgres_schema,
-        blackboard=BlackboardConfig(endpoint=oxigraph_server, flush_interval_s=0.0),
+        blackboard=BlackboardConfig(
+            endpoint=oxigraph_server,
+            flush_interval_s=0.0,
+            # No sweeper: its statements would land in the counts at random.
+            coordination=CoordinationConfig(sweep_interval_s=0.0),
+        ),
     )
     with Memory.open(postgres_url, config=config) as value:
         yield value

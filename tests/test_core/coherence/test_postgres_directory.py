@@ -220,13 +220,14 @@ def test_a_push_says_which_nodes_moved_and_which_copies_ended(
 
 
 def _moved(records: dict[str, NodeRecord], text: str) -> dict[str, NodeRecord]:
-    """Each record one generation on, with ``text`` and the copy of agent ``a`` at it."""
+    """Each record one generation on, with ``text`` (quotes, a backslash, braces: values bound
+    on the client) and the copy of agent ``NULL`` (a name an array literal must quote) at it."""
     moved = {}
     for iri, record in records.items():
         generation = record.generation + 1
         value = {"@id": iri, "@type": "Note", "text": f"{text} \"{{'\\,"}
-        copy = Copy("a", MesiState.MODIFIED, generation)
-        moved[iri] = NodeRecord(iri, generation, value, {"a": copy})
+        copy = Copy("NULL", MesiState.MODIFIED, generation)
+        moved[iri] = NodeRecord(iri, generation, value, {"NULL": copy})
     return moved
 
 
@@ -258,7 +259,9 @@ def test_an_update_is_two_round_trips_whatever_it_changes(postgres_url: str, sch
         assert directory.token() == token
         for iri in iris:  # the newest generations but the current kept, as the contract says
             assert directory.record(iri).generation == 4
-            assert directory.record(iri).copies == {"a": Copy("a", MesiState.MODIFIED, 4)}
+            record = directory.record(iri)
+            assert record.copies == {"NULL": Copy("NULL", MesiState.MODIFIED, 4)}
+            assert record.value == _moved({iri: NodeRecord(iri, 3)}, "round 3")[iri].value
             kept = [g for g in range(1, 5) if directory.version(iri, g) is not None]
             assert kept == [4]  # the only copy is at 4: nothing older is kept
     finally:

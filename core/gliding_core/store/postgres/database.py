@@ -364,12 +364,14 @@ class Transaction:
         return cursor
 
     def commit(self) -> None:
-        """Send the deferred statements and ``COMMIT`` as one round trip (nothing if the
-        transaction never opened); on a failure, roll back and raise it."""
-        if not self.opened:
+        """Send the deferred statements and ``COMMIT`` as one round trip (with the opening if
+        only deferred statements were made; nothing if none was); on a failure, roll back and
+        raise it."""
+        if not self.opened and not self._deferred:
             return
-        parts = [*self._deferred, "COMMIT"]
+        parts = [*([] if self.opened else self._opening), *self._deferred, "COMMIT"]
         self._deferred = []
+        self.opened = True
         try:
             self.conn.execute("; ".join(parts))
         except BaseException:

@@ -5,13 +5,21 @@ with every change pushed to the other processes (LISTEN/NOTIFY).
 prefixed ``coherence_`` in a memory's schema (``store.postgres.database``), beside the
 coordination store's.
 
-How an update is serialised: it begins ``READ COMMITTED`` and first locks the one row of
-``coherence_epoch`` (``SELECT ... FOR UPDATE``), which every update of every process locks
-first, so updates run one at a time, whole; as the lock is taken before any record is read, and
-each statement of a ``READ COMMITTED`` transaction sees what was committed before it started,
-the change function sees the records as the previous update left them. An update that changes
-a record raises the epoch by one in the same transaction and sends ``NOTIFY`` on the schema's
-channel, which PostgreSQL delivers when (and only if) the transaction commits, in commit order.
+How an update is serialised: it is a ``locked`` transaction (``store.postgres.database``): it
+begins ``READ COMMITTED`` and first takes the directory's advisory lock (its key derived from
+the schema), which every update of every process takes first, so updates run one at a time,
+whole; as the lock is taken before any record is read, and each statement of a ``READ
+COMMITTED`` transaction sees what was committed before it started, the change function sees
+the records as the previous update left them. An update that changes a record raises the epoch
+by one in the same transaction and sends ``NOTIFY`` on the schema's channel, which PostgreSQL
+delivers when (and only if) the transaction commits, in commit order.
+
+An update is two round trips to the database whatever it changes: the opening (limits, lock,
+clock) with the read of its records and the epoch, and every write of the changed records with
+the epoch's move, the notification and the ``COMMIT``. While the change function runs, the
+thread's reads of the token are the epoch the update holds (no other process can move it), and
+the transaction is lent to the reads of the database's other stores (``Database.joining``), so a
+check the change makes (the blackboard's of a node's leases) is one statement in it.
 
 The token: the epoch, an integer that moves by one on every change, so ``OwnChanges`` can
 tell a coordinator's own runs of changes from another's. ``consistency`` says where
@@ -54,8 +62,8 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from typing import Any, Literal, TypeVar
+from contextlib import AbstractContextManager, contextmanager, suppress
+from typing import Any, Literal, Protocol, TypeVar
 
 import psycopg
 
@@ -70,11 +78,17 @@ from gliding_core.coherence.directory import (
     check_keep,
     copies_ended,
     one_record,
-    versions_to_drop,
 )
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import Node, canonical_json, parse_canonical, preview
-from gliding_core.store.postgres.database import Database, DatabaseSettings, Migration, lock_key
+from gliding_core.store.postgres.database import (
+    Database,
+    DatabaseSettings,
+    Migration,
+    Transaction,
+    lock_key,
+    locked,
+)
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -85,7 +99,7 @@ MAX_PAYLOAD = 7_000
 
 IDLE_LIMIT_MS = 30_000
 """How long an update may stop between two statements before the server ends its session (and
-frees the epoch's lock for every other process): a change function that fetches a node from a
+frees the directory's lock for every other process): a change function that fetches a node from a
 slow source stays well inside it; a process paused inside an update does not stall the fleet."""
 
 LISTENER_NAME = "gliding-horse coherence listener"
@@ -138,8 +152,22 @@ def _create_tables(conn: psycopg.Connection[Any]) -> None:
     conn.execute(_TABLES)
 
 
-MIGRATIONS: list[Migration] = [(1, "create the coherence tables", _create_tables)]
+def _lock_by_key(conn: psycopg.Connection[Any]) -> None:
+    """Nothing to change in the tables: the version says that updates take the advisory lock
+    (no longer the epoch row's), so that a gliding-horse that locks the row refuses the schema."""
+
+
+MIGRATIONS: list[Migration] = [
+    (1, "create the coherence tables", _create_tables),
+    (2, "serialise updates under an advisory lock", _lock_by_key),
+]
 """The coherence tables' versions; ``Database.prepare`` runs the ones a schema lacks."""
+
+
+class _Held(threading.local):
+    """The epoch this thread's update holds the lock at (``None``: no update open here)."""
+
+    epoch: int | None = None
 
 
 def channel_of(schema: str) -> str:
@@ -176,6 +204,7 @@ class PostgresDirectory:
         self._closed = False
         self._subscribers: list[Callable[[DirectoryChange], None]] = []
         self._subscribers_lock = threading.Lock()
+        self._held = _Held()
         try:
             if consistency not in ("strict", "pushed"):
                 raise InvalidInputError(
@@ -184,6 +213,7 @@ class PostgresDirectory:
             self._keep = check_keep(keep_versions)
             self.consistency: Consistency = consistency
             self.channel = channel_of(database.schema)
+            self._lock_key = lock_key(database.schema, COMPONENT)
             self.origin = uuid.uuid4().hex
             """This handle's name in its notifications, so its listener skips its own."""
             database.prepare(COMPONENT, MIGRATIONS)
@@ -213,10 +243,15 @@ class PostgresDirectory:
     # -- the token ----------------------------------------------------------------------------
 
     def token(self) -> Hashable:
-        """Return the epoch: the database's (strict) or the listener's (pushed)."""
+        """Return the epoch: the database's (strict) or the listener's (pushed); inside an
+        update of this thread, the epoch it holds the lock at (the database's, as nobody else
+        may change it meanwhile)."""
         self._check_open()
         if self.consistency == "pushed":
             return self._listener.token()
+        held = self._held.epoch
+        if held is not None:
+            return held
         with (
             self.database.translated("reading the coherence token"),
             self.database.connection() as conn,
@@ -277,7 +312,8 @@ class PostgresDirectory:
     def update(
         self, iri: str, change: Callable[[NodeRecord], tuple[NodeRecord, T]]
     ) -> tuple[T, int]:
-        """Apply ``change`` to ``iri``'s record in one transaction under the epoch's lock."""
+        """Apply ``change`` to ``iri``'s record in one transaction under the directory's lock."""
+
         return self.update_many([iri], one_record(iri, change))
 
     def update_many(
@@ -285,26 +321,41 @@ class PostgresDirectory:
         iris: Sequence[str],
         change: Callable[[dict[str, NodeRecord]], tuple[dict[str, NodeRecord], T]],
     ) -> tuple[T, int]:
-        """Apply ``change`` to several records in one transaction under the epoch's lock.
+        """Apply ``change`` to several records in one transaction under the directory's lock.
 
         The token returned is the epoch this transaction left: while it holds the lock nobody
-        else commits a change.
+        else commits a change. Two round trips (see the module).
         """
         wanted = list(dict.fromkeys(iris))
         self._check_open()
         with (
             self.database.translated(f"updating the coherence records of {wanted[:3]}"),
             self.database.connection() as conn,
-            _locked(conn) as epoch,
+            self._locked(conn) as tx,
         ):
-            old, _ = _read(conn, wanted, with_epoch=False)
-            new, result = change(dict(old))
+            old, epoch = _read(tx, wanted, with_epoch=True)
+            with self._holding(epoch), self.database.joining(tx):
+                new, result = change(dict(old))
             changed = changed_records(old, new)
             if changed:
-                epoch = self._commit_change(conn, epoch, old, changed)
+                epoch = self._commit_change(tx, epoch, old, changed)
         if changed:
             self._listener.saw(epoch)
         return result, epoch
+
+    def _locked(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Transaction]:
+        """An update's transaction: under the directory's lock, its opening reading the clock
+        (for the reads lent it)."""
+        return locked(conn, self._lock_key, idle_ms=IDLE_LIMIT_MS, clock=True)
+
+    @contextmanager
+    def _holding(self, epoch: int) -> Iterator[None]:
+        """Answer this thread's ``token()`` with ``epoch`` in the block."""
+        before, self._held.epoch = self._held.epoch, epoch
+        try:
+            yield
+        finally:
+            self._held.epoch = before
 
     def touch(self) -> int:
         """Move the epoch as a change would, changing no record; tell every other handle."""
@@ -312,22 +363,24 @@ class PostgresDirectory:
         with (
             self.database.translated("moving the coherence token"),
             self.database.connection() as conn,
-            _locked(conn) as epoch,
+            self._locked(conn) as tx,
         ):
-            epoch = self._commit_change(conn, epoch, {}, [])
+            epoch = _epoch(tx, "SELECT epoch FROM coherence_epoch WHERE id = 0")
+            epoch = self._commit_change(tx, epoch, {}, [])
         self._listener.saw(epoch)
         return epoch
 
     def _commit_change(
         self,
-        conn: psycopg.Connection[Any],
+        tx: Transaction,
         epoch: int,
         old: dict[str, NodeRecord],
         changed: list[NodeRecord],
     ) -> int:
-        """Write ``changed``, raise the epoch and queue the notification (sent at commit)."""
-        for record in changed:
-            self._write(conn, old[record.iri], record)
+        """Write ``changed``, raise the epoch and queue the notification (sent at commit): all
+        deferred, to go with the ``COMMIT``."""
+        if changed:
+            _write(tx, old, changed, self._keep)
         epoch += 1
         iris = [record.iri for record in changed]
         moved, lost = _what_ended(old, changed)
@@ -335,67 +388,12 @@ class PostgresDirectory:
         payload = json.dumps(message, ensure_ascii=False)
         if len(payload.encode("utf-8", "surrogatepass")) > MAX_PAYLOAD:
             payload = json.dumps({"t": epoch, "o": self.origin, "n": None})
-        conn.execute(
+        tx.defer(
             "WITH moved AS (UPDATE coherence_epoch SET epoch = %s WHERE id = 0 RETURNING 1)"
             " SELECT pg_notify(%s, %s) FROM moved",
             (epoch, self.channel, payload),
         )
         return epoch
-
-    def _write(self, conn: psycopg.Connection[Any], old: NodeRecord, new: NodeRecord) -> None:
-        iri = new.iri
-        value = None if new.value is None else canonical_json(new.value)
-        conn.execute(
-            "INSERT INTO coherence_nodes (iri, generation, value) VALUES (%s, %s, %s)"
-            " ON CONFLICT (iri) DO UPDATE SET generation = excluded.generation,"
-            " value = excluded.value",
-            (iri, new.generation, value),
-        )
-        gone = [agent for agent in old.copies if agent not in new.copies]
-        if gone:
-            conn.execute(
-                "DELETE FROM coherence_copies WHERE iri = %s AND agent = ANY(%s)", (iri, gone)
-            )
-        changed = [c for c in new.copies.values() if old.copies.get(c.agent) != c]
-        if changed:
-            conn.execute(
-                "INSERT INTO coherence_copies (iri, agent, state, generation)"
-                " SELECT %s, agent, state, generation"
-                " FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS c(agent, state, generation)"
-                " ON CONFLICT (iri, agent) DO UPDATE SET state = excluded.state,"
-                " generation = excluded.generation",
-                (
-                    iri,
-                    [c.agent for c in changed],
-                    [c.state.value for c in changed],
-                    [c.generation for c in changed],
-                ),
-            )
-        if new.generation != old.generation and old.generation > 0:
-            self._keep_versions(conn, old, new)
-
-    def _keep_versions(
-        self, conn: psycopg.Connection[Any], old: NodeRecord, new: NodeRecord
-    ) -> None:
-        iri = new.iri
-        if old.value is not None:
-            conn.execute(
-                "INSERT INTO coherence_versions (iri, generation, value) VALUES (%s, %s, %s)"
-                " ON CONFLICT (iri, generation) DO UPDATE SET value = excluded.value",
-                (iri, old.generation, canonical_json(old.value)),
-            )
-        kept = [
-            int(g)
-            for (g,) in conn.execute(
-                "SELECT generation FROM coherence_versions WHERE iri = %s", (iri,)
-            )
-        ]
-        dropped = versions_to_drop(new, kept, self._keep)
-        if dropped:
-            conn.execute(
-                "DELETE FROM coherence_versions WHERE iri = %s AND generation = ANY(%s)",
-                (iri, dropped),
-            )
 
     def version(self, iri: str, generation: int) -> Node | None:
         """Return ``iri``'s value at ``generation`` if it is still kept."""
@@ -465,41 +463,100 @@ def _what_ended(
     return moved, lost
 
 
-def _epoch(conn: psycopg.Connection[Any], query: str) -> int:
+def _epoch(conn: _Executes, query: str) -> int:
     row = conn.execute(query).fetchone()
     if row is None:
         raise ClosedError("the coherence epoch row is missing: the schema was dropped")
     return int(row[0])
 
 
-@contextmanager
-def _locked(conn: psycopg.Connection[Any]) -> Iterator[int]:
-    """Run the block in a ``READ COMMITTED`` transaction that first locks the epoch row (one
-    round trip); yield the epoch. The level is set here, not left to the server's default: a
-    snapshot taken before the lock wait would not see the previous update."""
-    cursor = conn.execute(
-        "BEGIN ISOLATION LEVEL READ COMMITTED;"
-        f" SET LOCAL idle_in_transaction_session_timeout = {IDLE_LIMIT_MS};"
-        " SELECT epoch FROM coherence_epoch WHERE id = 0 FOR UPDATE"
+def _write(
+    tx: Transaction, old: dict[str, NodeRecord], changed: list[NodeRecord], keep: int
+) -> None:
+    """Defer the writes of the changed records, set-based (a few statements for any number of
+    records): their rows, their copies gone and changed, and the past values they keep."""
+    tx.defer(
+        "INSERT INTO coherence_nodes (iri, generation, value)"
+        " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[])"
+        " ON CONFLICT (iri) DO UPDATE SET generation = excluded.generation,"
+        " value = excluded.value",
+        (
+            [r.iri for r in changed],
+            [r.generation for r in changed],
+            [None if r.value is None else canonical_json(r.value) for r in changed],
+        ),
     )
-    try:
-        cursor.nextset()
-        cursor.nextset()
-        row = cursor.fetchone()
-        if row is None:
-            raise ClosedError("the coherence epoch row is missing: the schema was dropped")
-        yield int(row[0])
-    except BaseException:
-        with suppress(psycopg.Error):
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+    gone = [(r.iri, agent) for r in changed for agent in old[r.iri].copies if agent not in r.copies]
+    if gone:
+        tx.defer(
+            "DELETE FROM coherence_copies AS c USING unnest(%s::text[], %s::text[]) AS g(iri,"
+            " agent) WHERE c.iri = g.iri AND c.agent = g.agent",
+            ([iri for iri, _ in gone], [agent for _, agent in gone]),
+        )
+    copies = [
+        (r.iri, c)
+        for r in changed
+        for c in r.copies.values()
+        if old[r.iri].copies.get(c.agent) != c
+    ]
+    if copies:
+        tx.defer(
+            "INSERT INTO coherence_copies (iri, agent, state, generation)"
+            " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[])"
+            " ON CONFLICT (iri, agent) DO UPDATE SET state = excluded.state,"
+            " generation = excluded.generation",
+            (
+                [iri for iri, _ in copies],
+                [c.agent for _, c in copies],
+                [c.state.value for _, c in copies],
+                [c.generation for _, c in copies],
+            ),
+        )
+    moved = [r for r in changed if r.generation != old[r.iri].generation > 0]
+    if moved:
+        _keep_versions(tx, old, moved, keep)
+
+
+def _keep_versions(
+    tx: Transaction, old: dict[str, NodeRecord], moved: list[NodeRecord], keep: int
+) -> None:
+    """Defer keeping the past values of nodes whose generation moved: the value each left, and
+    of the values kept the ``keep`` newest from the oldest generation a copy still holds
+    (``versions_to_keep``, in SQL)."""
+    left = [
+        (r.iri, r.generation, canonical_json(r.value))
+        for r in (old[m.iri] for m in moved)
+        if r.value is not None
+    ]
+    if left:
+        tx.defer(
+            "INSERT INTO coherence_versions (iri, generation, value)"
+            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[])"
+            " ON CONFLICT (iri, generation) DO UPDATE SET value = excluded.value",
+            tuple(list(column) for column in zip(*left, strict=True)),
+        )
+    oldest = [min((c.generation for c in r.copies.values()), default=r.generation) for r in moved]
+    tx.defer(
+        "DELETE FROM coherence_versions AS v"
+        " USING unnest(%s::text[], %s::bigint[], %s::bigint[]) AS w(iri, oldest, generation)"
+        " WHERE v.iri = w.iri AND (v.generation < w.oldest OR v.generation >= w.generation"
+        " OR v.generation NOT IN (SELECT k.generation FROM coherence_versions AS k"
+        " WHERE k.iri = w.iri AND k.generation >= w.oldest AND k.generation < w.generation"
+        " ORDER BY k.generation DESC LIMIT %s))",
+        ([r.iri for r in moved], oldest, [r.generation for r in moved], keep),
+    )
+
+
+class _Executes(Protocol):
+    def execute(self, query: str, params: Any = ...) -> psycopg.Cursor[Any]: ...
 
 
 def _read(
-    conn: psycopg.Connection[Any], iris: list[str], *, with_epoch: bool
+    conn: _Executes, iris: list[str], *, with_epoch: bool
 ) -> tuple[dict[str, NodeRecord], int]:
     """Read the records of ``iris`` (and the epoch) in one statement, on one snapshot."""
+    if not iris and with_epoch:
+        return {}, _epoch(conn, "SELECT epoch FROM coherence_epoch WHERE id = 0")
     rows = conn.execute(
         "SELECT n.iri, n.generation, n.value, c.agent, c.state, c.generation,"
         + (" (SELECT epoch FROM coherence_epoch WHERE id = 0)" if with_epoch else " 0")

@@ -21,15 +21,16 @@ import psycopg
 import pytest
 
 from gliding_core.coherence import CoherenceCoordinator, SQLiteNodeSource
-from gliding_core.coherence.directory import NodeRecord
+from gliding_core.coherence.directory import Copy, NodeRecord
 from gliding_core.coherence.postgres_directory import (
     LISTENER_NAME,
     Consistency,
     DirectoryChange,
     PostgresDirectory,
 )
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import GlidingError, InvalidInputError
 from gliding_core.store.entry import MesiState
+from gliding_core.store.postgres import Database
 from tests.test_core.contracts.conftest import TEST_DATABASE_URL
 
 X = "urn:node:x"
@@ -213,3 +214,82 @@ def test_a_push_says_which_nodes_moved_and_which_copies_ended(
         source.close()
         one.close()
         two.close()
+
+
+# -- round trips ----------------------------------------------------------------------------------
+
+
+def _moved(records: dict[str, NodeRecord], text: str) -> dict[str, NodeRecord]:
+    """Each record one generation on, with ``text`` (quotes, a backslash, braces: values bound
+    on the client) and the copy of agent ``NULL`` (a name an array literal must quote) at it."""
+    moved = {}
+    for iri, record in records.items():
+        generation = record.generation + 1
+        value = {"@id": iri, "@type": "Note", "text": f"{text} \"{{'\\,"}
+        copy = Copy("NULL", MesiState.MODIFIED, generation)
+        moved[iri] = NodeRecord(iri, generation, value, {"NULL": copy})
+    return moved
+
+
+def test_an_update_is_two_round_trips_whatever_it_changes(postgres_url: str, schema: str) -> None:
+    """The opening (lock, clock) goes with the read of the records, and every write (nodes,
+    copies, kept versions, the epoch, the notification) with the COMMIT; the token read inside
+    the update is the epoch it holds, read from nowhere."""
+    database = Database(postgres_url, schema=schema)
+    directory = PostgresDirectory(database, keep_versions=2, owns_database=True)
+    try:
+        iris = [f"urn:node:{n}" for n in range(5)]
+        tokens: list[object] = []
+
+        def change(text: str) -> Any:
+            def step(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], None]:
+                tokens.append(directory.token())
+                return _moved(records, text), None
+
+            return step
+
+        for round_ in range(4):
+            before = database.statements
+            _, token = directory.update_many(iris, change(f"round {round_}"))
+            assert database.statements - before == 2
+            assert tokens[-1] == token - 1  # the epoch held, before this update's move
+        before = database.statements
+        assert directory.update_many(iris, lambda records: (records, None))[1] == token
+        assert database.statements - before == 2  # nothing changed: the read and the COMMIT
+        assert directory.token() == token
+        for iri in iris:  # the newest generations but the current kept, as the contract says
+            assert directory.record(iri).generation == 4
+            record = directory.record(iri)
+            assert record.copies == {"NULL": Copy("NULL", MesiState.MODIFIED, 4)}
+            assert record.value == _moved({iri: NodeRecord(iri, 3)}, "round 3")[iri].value
+            kept = [g for g in range(1, 5) if directory.version(iri, g) is not None]
+            assert kept == [4]  # the only copy is at 4: nothing older is kept
+    finally:
+        directory.close()
+
+
+def test_an_update_that_fails_in_its_commit_leaves_nothing(postgres_url: str, schema: str) -> None:
+    """The writes go with the COMMIT: one the database refuses there (a generation moved back,
+    which the table's trigger refuses) fails the update, which leaves every record, the epoch
+    and the next update as they were."""
+    database = Database(postgres_url, schema=schema)
+    directory = PostgresDirectory(database, owns_database=True)
+    y = "urn:node:y"
+    try:
+        directory.update_many([X, y], lambda records: (_moved(records, "one"), None))
+        token = directory.token()
+
+        def behind(records: dict[str, NodeRecord]) -> tuple[dict[str, NodeRecord], None]:
+            with database.connection() as conn:  # moved past this update by someone else
+                conn.execute("UPDATE coherence_nodes SET generation = 9 WHERE iri = %s", (X,))
+            return _moved(records, "two"), None
+
+        with pytest.raises(GlidingError, match="never decreases"):
+            directory.update_many([X, y], behind)
+        assert directory.token() == token
+        assert directory.record(y).generation == 1
+        assert directory.record(X).generation == 9
+        _, after = directory.update_many([y], lambda records: (_moved(records, "three"), None))
+        assert (after, directory.record(y).generation) == (token + 1, 2)
+    finally:
+        directory.close()

@@ -281,8 +281,9 @@ class LeaseTable:
         """Grant if no live lease of another holder is incompatible with ``mode`` (but those
         ``void`` ends, which the grant deletes)."""
         with self.db.write(f"granting a lease on {resource!r}") as tx:
-            now, records = tx.now(), tx.leases
-            leases = records.on(resource)
+            records = tx.leases
+            leases = records.on(resource)  # first: a store may send it with the opening
+            now = tx.now()
             expired = [lease for lease in leases if lease.expires_at <= now]
             if expired:
                 records.delete_expired_on(resource, now)
@@ -354,7 +355,7 @@ class LeaseTable:
         """
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
         with self.db.write(f"releasing the lease on {resource!r}") as tx:
-            own = tx.leases.live(resource, holder, tx.now())
+            own = _live(tx.leases.on(resource), holder, tx.now())
             if own is not None and own.depth > 1:
                 tx.leases.decrement(resource, holder)
                 return True
@@ -393,7 +394,9 @@ class LeaseTable:
         """Return the live leases on ``resource``, oldest grant first."""
         resource = check_name(resource, "resource")
         with self.db.read(f"reading the leases on {resource!r}") as tx:
-            return tx.leases.live_on(resource, tx.now())
+            leases = tx.leases.on(resource)
+            now = tx.now()
+        return sorted((lease for lease in leases if lease.expires_at > now), key=_by_token)
 
     def leases(self, holder: str | None = None) -> list[Lease]:
         """Return the live leases (of ``holder`` when given), by resource then holder."""
@@ -405,7 +408,7 @@ class LeaseTable:
         """Return whether ``holder`` has a live Write or Exclusive lease on ``resource``."""
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
         with self.db.read(f"reading the lease of {holder!r} on {resource!r}") as tx:
-            own = tx.leases.live(resource, holder, tx.now())
+            own = _live(tx.leases.on(resource), holder, tx.now())
         return own is not None and own.mode is not LeaseMode.READ
 
     def newest_token(self, resource: str) -> int | None:
@@ -426,8 +429,8 @@ class LeaseTable:
         if isinstance(token, bool) or not isinstance(token, int):
             raise InvalidInputError(f"token must be an int, got {preview(token)}")
         with self.db.read(f"checking the fence of {resource!r}") as tx:
-            own = tx.leases.live(resource, holder, tx.now())
             newest = tx.leases.newest_token(resource)
+            own = tx.leases.live(resource, holder, tx.now())
         problem = _fence_problem(own, token, newest)
         if problem:
             raise FencingTokenError(
@@ -476,6 +479,20 @@ class LeaseTable:
     def _publish(self, kind: EventType, lease: Lease, **extra: object) -> None:
         if self.bus is not None:
             self.bus.publish(kind, {**lease.payload(), **extra}, source=lease.holder)
+
+
+def _live(leases: Iterable[Lease], holder: str, now: float) -> Lease | None:
+    """Return ``holder``'s live lease among ``leases`` (a resource's), if any.
+
+    The callers read the resource's rows before the clock: a store may send that read with
+    its transaction's opening, which reads the clock too."""
+    return next(
+        (lease for lease in leases if lease.holder == holder and lease.expires_at > now), None
+    )
+
+
+def _by_token(lease: Lease) -> int:
+    return lease.token
 
 
 def _fence_problem(own: Lease | None, token: int, newest: int | None) -> str:

@@ -7,9 +7,10 @@ one named schema, errors translated with no password in them). The registries de
 its rows exactly as over SQLite's; what this module adds is how the rules hold between
 processes that share nothing but the database.
 
-Why writes are serialisable across processes: every ``write()`` begins ``READ COMMITTED`` and,
-before its first read, takes a transaction-level advisory lock that is the storage's own (its
-key is derived from the schema), held until ``COMMIT`` or ``ROLLBACK``. So the writes of every
+Why writes are serialisable across processes: every ``write()`` is a ``locked`` transaction
+(``store.postgres.database``): it begins ``READ COMMITTED`` and, before its first read, takes a
+transaction-level advisory lock that is the storage's own (its key is derived from the schema),
+held until ``COMMIT`` or ``ROLLBACK``. So the writes of every
 handle and process on one schema run one at a time, whole: a grant reads the holders and
 inserts its lease with no other write in between, and at most one Write or Exclusive lease on
 a node is ever live. ``READ COMMITTED`` matters: each statement takes its snapshot when it
@@ -32,7 +33,16 @@ Reads do not take the lock: a ``read()`` outside a write is one ``REPEATABLE REA
 transaction, a consistent snapshot that never waits for a writer. Inside a ``write()`` of the
 same thread it joins the write (its connection); a nested ``write()`` is a savepoint. A
 ``write()`` opened inside a ``read()`` of the same thread runs on a connection of its own
-(the read's snapshot could not take the lock soundly).
+(the read's snapshot could not take the lock soundly). A ``read()`` on a thread to which the
+database lends a transaction (``Database.joining``: the coherence directory's update, while the
+blackboard checks a write's leases in it) reads in that transaction, each statement on its own
+snapshot: the reads made there are one statement each, or the fence check's two, which read a
+token that only grows and a lease that names it.
+
+Round trips: a transaction's opening (its level, limits, lock and clock) goes to the server
+with its first statement, and the lease writes whose answer is not read go with the next
+statement or the ``COMMIT`` (``store.postgres.database.Transaction``): a lease's grant is three
+round trips (the opening with the resource's leases, the grant, the ``COMMIT``), its release two.
 
 The clock: ``clock=None`` (the default) reads the database server's clock, once per
 transaction (with its first query, once a write holds the lock), so workers on several
@@ -55,7 +65,8 @@ Invariants:
 - A lock wait longer than ``CoordinationConfig.busy_timeout_ms`` fails with ``StorageError``
   (PostgreSQL's ``lock_timeout``), never waits for ever.
 - SQL is built from constants (and integers computed here); every value travels as a
-  parameter; the schema is the connection's ``search_path``.
+  parameter (bound on the client by psycopg when it goes with other statements); the schema
+  is the connection's ``search_path``.
 """
 
 from __future__ import annotations
@@ -90,7 +101,16 @@ from gliding_core.blackboard.coordination.rows import lease_of as _lease
 from gliding_core.config import CoordinationConfig
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.jsonld import preview
-from gliding_core.store.postgres.database import Database, DatabaseSettings, Migration, lock_key
+from gliding_core.store.postgres.database import (
+    SERVER_CLOCK,
+    Database,
+    DatabaseSettings,
+    Migration,
+    Transaction,
+    lock_key,
+    locked,
+    transaction,
+)
 
 COMPONENT = "coordination"
 
@@ -182,7 +202,7 @@ MIGRATIONS: list[Migration] = [(1, "create the coordination tables", _create_tab
 class _Frame:
     """One transaction open on a thread: its connection, kind and savepoint depth."""
 
-    conn: psycopg.Connection[Any]
+    conn: Transaction
     writing: bool
     tx: PostgresTx
     savepoints: int = 0
@@ -233,12 +253,11 @@ class PostgresCoordinationStore:
             self.config = config or CoordinationConfig()
             self.clock = clock
             # lock_timeout 0 would wait for ever: a zero busy timeout waits the least it can.
-            busy_ms = max(1, int(self.config.busy_timeout_ms))
-            self._lock_timeout = f"{busy_ms}ms"
+            self._lock_timeout_ms = max(1, int(self.config.busy_timeout_ms))
             # A writer that stops between two statements (paused, stopped, hung) is ended by the
             # server after half the busy timeout, so the lock it holds comes free before the
             # other writers' waits run out.
-            self._idle_limit = f"{max(1_000, busy_ms // 2)}ms"
+            self._idle_limit_ms = max(1_000, self._lock_timeout_ms // 2)
             database.prepare(COMPONENT, MIGRATIONS)
         except BaseException:
             if owns_database:
@@ -295,56 +314,63 @@ class PostgresCoordinationStore:
         with self.database.translated(doing):
             if stack:
                 yield stack[-1].tx
+                return
+            joined = self.database.joined()
+            if joined is not None:
+                with self._framed(joined, writing=False) as tx:
+                    yield tx
             else:
                 with self._transaction(writing=False) as tx:
                     yield tx
 
     @contextmanager
     def _transaction(self, *, writing: bool) -> Iterator[PostgresTx]:
-        # One round trip: BEGIN, this write's limits and the lock, and the server's clock as
-        # the transaction starts (once it holds the lock) when it is the coordination clock.
-        clock = "" if self.clock is not None else _SERVER_CLOCK
-        if writing:
-            statement = (
-                "BEGIN ISOLATION LEVEL READ COMMITTED;"
-                f" SELECT set_config('lock_timeout', '{self._lock_timeout}', true),"
-                f" set_config('idle_in_transaction_session_timeout', '{self._idle_limit}',"
-                f" true), pg_advisory_xact_lock({int(self._lock_key)}){clock}"
-            )
-        else:
-            statement = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-            statement += f"; SELECT 1{clock}" if clock else ""
+        # The opening (BEGIN, a write's limits and the lock, and the server's clock as the
+        # transaction starts, once it holds the lock, when it is the coordination clock) goes
+        # with the transaction's first statement.
+        clock = self.clock is None
         with self.database.connection() as conn:
-            cursor = conn.execute(statement)
-            now = None
-            if clock and cursor.nextset():
-                row = cursor.fetchone()
-                now = None if row is None else float(row[-1])
-            frame = _Frame(conn, writing, PostgresTx(conn, self.clock, now))
-            stack = self._frames.stack
-            stack.append(frame)
-            try:
-                yield frame.tx
-            except BaseException:
-                stack.pop()
-                _quietly(conn, "ROLLBACK")
-                raise
+            if writing:
+                opened = locked(
+                    conn,
+                    self._lock_key,
+                    idle_ms=self._idle_limit_ms,
+                    lock_timeout_ms=self._lock_timeout_ms,
+                    clock=clock,
+                )
+            else:
+                opened = transaction(
+                    conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", clock=clock
+                )
+            with opened as txn, self._framed(txn, writing=writing) as tx:
+                yield tx
+
+    @contextmanager
+    def _framed(self, txn: Transaction, *, writing: bool) -> Iterator[PostgresTx]:
+        """The block as the thread's innermost transaction, in ``txn``."""
+        frame = _Frame(txn, writing, PostgresTx(txn, self.clock))
+        stack = self._frames.stack
+        stack.append(frame)
+        try:
+            yield frame.tx
+        finally:
             stack.pop()
-            conn.execute("COMMIT")
 
     @contextmanager
     def _savepoint(self, frame: _Frame) -> Iterator[PostgresTx]:
         frame.savepoints += 1
         name = f"nested_{frame.savepoints}"
-        frame.conn.execute(f"SAVEPOINT {name}")
+        txn = frame.conn
+        txn.execute(f"SAVEPOINT {name}")  # (with what waited: none of it is the block's)
         try:
             yield frame.tx
         except BaseException:
-            _quietly(frame.conn, f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+            txn.discard()  # the block's writes not sent yet
+            _quietly(txn, f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
             raise
         finally:
             frame.savepoints -= 1
-        frame.conn.execute(f"RELEASE SAVEPOINT {name}")
+        txn.defer(f"RELEASE SAVEPOINT {name}")
 
     def scrub(self) -> None:
         """Make deleted records unrecoverable from the store's tables.
@@ -383,11 +409,7 @@ class PostgresCoordinationStore:
         return f"PostgresCoordinationStore({self.database!r})"
 
 
-_SERVER_CLOCK = ", extract(epoch FROM clock_timestamp())::double precision"
-"""The server's clock, in seconds since the epoch, as a column of a transaction's first query."""
-
-
-def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
+def _quietly(conn: Transaction, statement: str) -> None:
     """Roll back after a failure, keeping the failure: a connection that broke cannot roll
     back, and the pool discards it when it comes back."""
     with suppress(psycopg.Error):
@@ -395,35 +417,36 @@ def _quietly(conn: psycopg.Connection[Any], statement: str) -> None:
 
 
 class PostgresTx:
-    """A transaction of a ``PostgresCoordinationStore``: its record stores over one connection.
+    """A transaction of a ``PostgresCoordinationStore``: its record stores over one
+    ``Transaction`` (one connection)."""
 
-    ``connection`` is psycopg's own, for tests and tools.
-    """
+    __slots__ = ("_clock", "_now", "_txn", "agents", "leases", "messages", "tasks")
 
-    __slots__ = ("_clock", "_now", "agents", "connection", "leases", "messages", "tasks")
-
-    def __init__(
-        self,
-        conn: psycopg.Connection[Any],
-        clock: Callable[[], float] | None,
-        now: float | None = None,
-    ) -> None:
-        self.connection = conn
+    def __init__(self, txn: Transaction, clock: Callable[[], float] | None) -> None:
+        self._txn = txn
         self._clock = clock
-        self._now = now
-        self.leases = PostgresLeases(conn)
-        self.tasks = PostgresTasks(conn)
-        self.agents = PostgresAgents(conn)
-        self.messages = PostgresMessages(conn)
+        self._now: float | None = None
+        self.leases = PostgresLeases(txn)
+        self.tasks = PostgresTasks(txn)
+        self.agents = PostgresAgents(txn)
+        self.messages = PostgresMessages(txn)
+
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """psycopg's own connection, inside the transaction (for tests and tools)."""
+        self._txn.open()
+        return self._txn.conn
 
     def now(self) -> float:
-        """Return the coordination clock (by default the server's, as the transaction began)."""
+        """Return the coordination clock (by default the server's, as the transaction began:
+        read by its opening, sent now if it was not)."""
         if self._clock is not None:
             return self._clock()
-        if self._now is None:  # not read with the transaction's first query
-            row = self.connection.execute(
-                "SELECT extract(epoch FROM clock_timestamp())::double precision"
-            ).fetchone()
+        if self._now is None:
+            self._txn.open()
+            self._now = self._txn.clock
+        if self._now is None:  # a transaction whose opening did not read it
+            row = self._txn.execute(f"SELECT {SERVER_CLOCK}").fetchone()
             assert row is not None
             self._now = float(row[0])
         return self._now
@@ -437,7 +460,7 @@ class PostgresLeases:
 
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: Transaction) -> None:
         self._conn = conn
 
     def _leases(self, where: str, values: tuple[object, ...]) -> list[Lease]:
@@ -514,7 +537,7 @@ class PostgresLeases:
 
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""
-        self._conn.execute(
+        self._conn.defer(
             "UPDATE coordination_leases SET depth = depth + 1, expires_at = %s"
             " WHERE resource = %s AND holder = %s",
             (expires_at, resource, holder),
@@ -522,7 +545,7 @@ class PostgresLeases:
 
     def set_expiry(self, resource: str, holder: str, expires_at: float) -> None:
         """Set the expiry of the lease row."""
-        self._conn.execute(
+        self._conn.defer(
             "UPDATE coordination_leases SET expires_at = %s WHERE resource = %s AND holder = %s",
             (expires_at, resource, holder),
         )
@@ -538,21 +561,21 @@ class PostgresLeases:
 
     def decrement(self, resource: str, holder: str) -> None:
         """Take one acquisition off the lease row."""
-        self._conn.execute(
+        self._conn.defer(
             "UPDATE coordination_leases SET depth = depth - 1 WHERE resource = %s AND holder = %s",
             (resource, holder),
         )
 
     def delete(self, resource: str, holder: str) -> None:
         """Delete the lease row, if any."""
-        self._conn.execute(
+        self._conn.defer(
             "DELETE FROM coordination_leases WHERE resource = %s AND holder = %s",
             (resource, holder),
         )
 
     def delete_expired_on(self, resource: str, now: float) -> None:
         """Delete the expired lease rows on ``resource``."""
-        self._conn.execute(
+        self._conn.defer(
             "DELETE FROM coordination_leases WHERE resource = %s AND expires_at <= %s",
             (resource, now),
         )
@@ -588,7 +611,7 @@ class PostgresTasks:
 
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: Transaction) -> None:
         self._conn = conn
 
     def _column(self, query: str, *values: object) -> list[str]:
@@ -726,7 +749,7 @@ class PostgresAgents:
 
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: Transaction) -> None:
         self._conn = conn
 
     def _one(self, query: str, values: tuple[object, ...]) -> Agent | None:
@@ -789,7 +812,7 @@ class PostgresMessages:
 
     __slots__ = ("_conn",)
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: Transaction) -> None:
         self._conn = conn
 
     def append(

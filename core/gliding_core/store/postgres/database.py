@@ -9,8 +9,11 @@ connection string the pool keeps: it goes to libpq as a separate argument, ``dis
 the rest, and ``translated`` removes it from any message that would still carry it.
 
 ``statements`` counts the statements the pool's connections have sent (each ``execute``,
-``executemany`` and ``COPY``): a figure that load does not move, by which tests and benchmarks
-pin how many times an operation goes to the server.
+``executemany`` and ``COPY``; several statements sent as one string, one round trip, count
+once): a figure that load does not move, by which tests and benchmarks pin how many times an
+operation goes to the server. ``Transaction`` sends a transaction's opening with its first
+statement and its trailing writes with its ``COMMIT``; ``locked`` is such a transaction under
+an advisory lock, and ``Database.joining`` lends one to the reads of another store.
 
 ``prepare`` creates the schema and a component's tables, or upgrades them in place, in one
 transaction under an advisory lock, so processes that open a new schema at once create it once.
@@ -48,7 +51,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
@@ -272,6 +275,175 @@ def lock_key(schema: str, purpose: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+SERVER_CLOCK = "extract(epoch FROM clock_timestamp())::double precision"
+"""The server's clock, in seconds since the epoch, as a column of a query."""
+
+
+def bind(conn: psycopg.Connection[Any], query: str, params: Any = None) -> str:
+    """Return ``query`` with ``params`` bound into it on the client (psycopg's client-side
+    binding: each value adapted and quoted by libpq's rules for the connection), so that it
+    can travel in one string with other statements."""
+    if params is None:
+        return query
+    return psycopg.ClientCursor(conn).mogrify(query, params)
+
+
+class Transaction:
+    """A transaction on one connection that goes to the server as few times as it can.
+
+    Its opening (``BEGIN``, then one ``SELECT`` of the transaction's limits, lock and clock)
+    is not sent alone: it goes with the first statement (``execute``), and the statements
+    whose answer nobody reads (``defer``) go with the next statement or the ``COMMIT``. Such a
+    string of statements is one round trip, its values bound on the client (``bind``); a
+    statement failing in it fails the ones after it, and the transaction. Nothing is sent for
+    a transaction that ran no statement.
+
+    Args:
+        conn: an idle autocommit connection, the transaction's for its whole life.
+        begin: the ``BEGIN`` statement.
+        columns: the columns of the opening ``SELECT`` (limits, a lock), in order.
+        clock: whether the opening also reads the server's clock (``clock``).
+    """
+
+    __slots__ = ("_clock_wanted", "_deferred", "_opening", "clock", "conn", "opened")
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        begin: str,
+        columns: Sequence[str] = (),
+        *,
+        clock: bool = False,
+    ) -> None:
+        selected = [*columns, SERVER_CLOCK] if clock else [*columns] or ["1"]
+        self.conn = conn
+        self._opening = [begin, "SELECT " + ", ".join(selected)]
+        self._clock_wanted = clock
+        self._deferred: list[str] = []
+        self.opened = False
+        """Whether the opening was sent (the transaction is open on the server)."""
+        self.clock: float | None = None
+        """The server's clock as the opening ran (``clock=True``, once opened)."""
+
+    def execute(self, query: str, params: Any = None) -> psycopg.Cursor[Any]:
+        """Run ``query`` in the transaction (with whatever waits to be sent); return its
+        cursor, on the query's result."""
+        if self.opened and not self._deferred:
+            return self.conn.execute(query, params)
+        return self._send(bind(self.conn, query, params))
+
+    def defer(self, query: str, params: Any = None) -> None:
+        """Send ``query`` with the transaction's next statement or its ``COMMIT``: for a
+        statement whose answer (rows, count) nobody reads. It fails the transaction there."""
+        self._deferred.append(bind(self.conn, query, params))
+
+    def discard(self) -> None:
+        """Drop the deferred statements not sent yet (a savepoint's block, rolled back)."""
+        self._deferred = []
+
+    def open(self) -> None:
+        """Send the opening now (with what waits) if it was not sent."""
+        if not self.opened:
+            self._send(None)
+
+    def _send(self, last: str | None) -> psycopg.Cursor[Any]:
+        opening = [] if self.opened else self._opening
+        parts = [*opening, *self._deferred]
+        if last is not None:
+            parts.append(last)
+        self._deferred = []
+        self.opened = True
+        cursor = self.conn.execute("; ".join(parts))
+        if opening:
+            cursor.nextset()  # past the BEGIN, to the opening's SELECT
+            row = cursor.fetchone()
+            if self._clock_wanted and row is not None:
+                self.clock = float(row[-1])
+        while cursor.nextset():  # to the last statement's result
+            pass
+        return cursor
+
+    def commit(self) -> None:
+        """Send the deferred statements and ``COMMIT`` as one round trip (with the opening if
+        only deferred statements were made; nothing if none was); on a failure, roll back and
+        raise it."""
+        if not self.opened and not self._deferred:
+            return
+        parts = [*([] if self.opened else self._opening), *self._deferred, "COMMIT"]
+        self._deferred = []
+        self.opened = True
+        try:
+            self.conn.execute("; ".join(parts))
+        except BaseException:
+            self.rollback()
+            raise
+
+    def rollback(self) -> None:
+        """Roll back (nothing if the transaction never opened), keeping the failure that
+        called for it: a connection that broke cannot roll back, and the pool drops it."""
+        self._deferred = []
+        if self.opened:
+            self.opened = False
+            with suppress(psycopg.Error):
+                self.conn.execute("ROLLBACK")
+
+
+@contextmanager
+def transaction(
+    conn: psycopg.Connection[Any],
+    begin: str,
+    columns: Sequence[str] = (),
+    *,
+    clock: bool = False,
+) -> Iterator[Transaction]:
+    """Run the block as one ``Transaction`` on ``conn``: committed when it ends, rolled back
+    when it raises."""
+    tx = Transaction(conn, begin, columns, clock=clock)
+    try:
+        yield tx
+    except BaseException:
+        tx.rollback()
+        raise
+    tx.commit()
+
+
+def locked(
+    conn: psycopg.Connection[Any],
+    key: int,
+    *,
+    idle_ms: int,
+    lock_timeout_ms: int | None = None,
+    clock: bool = False,
+) -> AbstractContextManager[Transaction]:
+    """Return a ``transaction`` on ``conn`` that holds the advisory lock ``key`` until its end.
+
+    It begins ``READ COMMITTED`` (set here, not left to the server's default: each statement
+    then takes its snapshot after the lock was granted, and so sees everything the lock's
+    previous holder committed; a ``REPEATABLE READ`` snapshot would be taken at the lock
+    statement, before its wait), and its opening sets its limits and takes the lock before any
+    statement of the block runs.
+
+    Args:
+        conn: an idle autocommit connection.
+        key: the lock (``lock_key``).
+        idle_ms: how long the transaction may stop between two statements before the server
+            ends its session, freeing the lock for the others.
+        lock_timeout_ms: how long a statement waits for a lock (``None``: the connection's).
+        clock: whether the opening reads the server's clock (``Transaction.clock``).
+    """
+    columns = [f"set_config('idle_in_transaction_session_timeout', '{int(idle_ms)}ms', true)"]
+    if lock_timeout_ms is not None:
+        columns.append(f"set_config('lock_timeout', '{int(lock_timeout_ms)}ms', true)")
+    columns.append(f"pg_advisory_xact_lock({int(key)})")
+    return transaction(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", columns, clock=clock)
+
+
+class _Lent(threading.local):
+    """The transaction a thread lends to the stores of its database (``Database.joining``)."""
+
+    tx: Transaction | None = None
+
+
 class Database:
     """A PostgreSQL database reached through a pool, in one named schema.
 
@@ -300,6 +472,7 @@ class Database:
             "application_name": "gliding-horse",
         }
         self._tally = _Tally()
+        self._lent = _Lent()
         self.pool: psycopg_pool.ConnectionPool[_Connection] = psycopg_pool.ConnectionPool(
             self._conninfo,
             connection_class=_Connection,
@@ -374,6 +547,23 @@ class Database:
         """Lend a connection of the pool for the block (idle, autocommit)."""
         with self.pool.connection() as conn:
             yield conn
+
+    def joined(self) -> Transaction | None:
+        """Return the transaction this thread lends to the stores of the database, if any."""
+        return self._lent.tx
+
+    @contextmanager
+    def joining(self, tx: Transaction) -> Iterator[None]:
+        """Lend ``tx`` to the reads this thread makes in the block through the stores of this
+        database (``joined``): a store that reads in one statement asks in ``tx``, saving the
+        round trips of a transaction of its own (and a second connection). Such a read sees
+        what ``tx`` sees: each statement its own snapshot (``READ COMMITTED``), taken as it
+        starts; a failing read fails ``tx``."""
+        before, self._lent.tx = self._lent.tx, tx
+        try:
+            yield
+        finally:
+            self._lent.tx = before
 
     def connect(self, application_name: str) -> BoundedConnection:
         """Open a connection of the caller's own, outside the pool, set up as the pool's are

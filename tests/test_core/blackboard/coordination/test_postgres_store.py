@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from gliding_core.blackboard.coordination.leases import LeaseTable
+from gliding_core.blackboard.coordination.leases import Lease, LeaseMode, LeaseTable
 from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
 from gliding_core.coherence.postgres_directory import PostgresDirectory
 from gliding_core.errors import InvalidInputError, StorageError
@@ -58,7 +58,7 @@ def test_the_stores_of_a_memory_share_one_database_and_schema(
         directory.close()  # neither owns the database: it stays open
         with database.connection() as conn:
             versions = dict(conn.execute("SELECT component, version FROM schema_versions"))
-        assert versions == {"coordination": 1, "coherence": 1}
+        assert versions == {"coordination": 1, "coherence": 2}
         again = PostgresCoordinationStore(database)  # tables found, not made again
         assert LeaseTable(again).try_acquire("urn:s", "a", "write").token > token
         again.close()
@@ -98,3 +98,69 @@ def test_a_password_is_in_no_repr_and_no_error(postgres_url: str, schema: str) -
         assert not password or str(password) not in repr(store)
     with PostgresDirectory.open(postgres_url, schema=schema) as directory:
         assert not password or str(password) not in repr(directory)
+
+
+def test_a_grant_is_three_round_trips_and_a_release_two(postgres_url: str, schema: str) -> None:
+    """A write's opening (level, limits, lock, clock) goes with its first statement, and the
+    lease writes whose answer nobody reads go with the COMMIT: a grant is the opening with the
+    resource's leases, the grant, the COMMIT; a release the opening with the leases, then the
+    deletion with the COMMIT. A write that sent nothing sends nothing to end."""
+    database = Database(postgres_url, schema=schema)
+    store = PostgresCoordinationStore(database, owns_database=True)
+    leases = LeaseTable(store)
+    try:
+        leases.try_acquire("urn:warm", "a", "write")
+        before = database.statements
+        token = leases.try_acquire("urn:r", "a", "write", ttl_s=5).token
+        assert database.statements - before == 3
+        before = database.statements
+        assert leases.release("urn:r", "a")
+        assert database.statements - before == 2
+        assert leases.holders("urn:r") == []
+        assert leases.try_acquire("urn:r", "b", "write").token > token  # released for good
+        before = database.statements
+        with pytest.raises(KeyError), store.write("nothing at all"):
+            raise KeyError("before any statement")
+        assert database.statements == before
+    finally:
+        store.close()
+
+
+def _delete_then_fail(store: PostgresCoordinationStore) -> None:
+    with store.write("inner") as inner:
+        inner.leases.delete("urn:r", "a")  # deferred: not sent yet
+        raise KeyError("the inner write fails")
+
+
+def _grant_then_refused(store: PostgresCoordinationStore) -> None:
+    with store.write("a grant, then a refused write") as tx:
+        now = tx.now()
+        tx.leases.grant(Lease("urn:s", "b", LeaseMode.WRITE, 0, 1, 20, now, now + 20), fenced=True)
+        tx.leases.decrement("urn:r", "a")  # depth 1 -> 0: the table's CHECK refuses it
+
+
+def test_deferred_lease_writes_are_all_or_nothing_with_their_transaction(
+    postgres_url: str, schema: str
+) -> None:
+    database = Database(postgres_url, schema=schema)
+    store = PostgresCoordinationStore(database, owns_database=True)
+    leases = LeaseTable(store)
+    try:
+        leases.try_acquire("urn:r", "a", "write")
+        # A nested write's deferred deletion goes with its savepoint's rollback.
+        with store.write("outer") as tx:
+            with pytest.raises(KeyError):
+                _delete_then_fail(store)
+            assert [lease.holder for lease in tx.leases.on("urn:r")] == ["a"]
+        assert [lease.holder for lease in leases.holders("urn:r")] == ["a"]
+        # A deferred write the table refuses at the COMMIT fails the whole transaction.
+        with pytest.raises(StorageError):
+            _grant_then_refused(store)
+        assert leases.holders("urn:s") == []
+        assert [(lease.holder, lease.depth) for lease in leases.holders("urn:r")] == [("a", 1)]
+        # And one that commits is there.
+        with store.write("a deletion") as tx:
+            tx.leases.delete("urn:r", "a")
+        assert leases.holders("urn:r") == []
+    finally:
+        store.close()

@@ -309,9 +309,9 @@ def _until_done_or_waiting(thread: threading.Thread, url: str) -> None:
         for _ in range(60_000):
             if not thread.is_alive():
                 return
-            waiting = conn.execute(
+            waiting = conn.execute(  # the directory serialises its updates on an advisory lock
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND query LIKE '%coherence_epoch%FOR UPDATE%'"
+                " AND wait_event = 'advisory' AND datname = current_database()"
             ).fetchone()
             if waiting is not None and waiting[0] > 0:
                 return

@@ -30,7 +30,7 @@ import json.scanner
 import re
 import reprlib
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -474,7 +474,9 @@ def node_context(node: Mapping[str, Any]) -> str | None:
     return canonical_json({"@context": node["@context"]})[len('{"@context":') : -1]
 
 
-def node_facets(node: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
+def node_facets(
+    node: Mapping[str, Any], keep: Callable[[str], bool] | None = None
+) -> tuple[list[tuple[str, str]], str]:
     """Return the node's references and searchable text, walking the node once.
 
     A plain tuple, not a named one: the store calls this for every node it writes.
@@ -482,7 +484,9 @@ def node_facets(node: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
     ``references`` are the sorted ``(predicate, target IRI)`` pairs for every ``{"@id": ...}``
     the node refers to, in lists and embedded objects too; the predicate is the key the
     reference sits under, and self-references are left out. ``text`` is the node's string and
-    number values joined by newlines, in key order.
+    number values joined by newlines, in key order. With ``keep``, the text is the strings
+    ``keep`` accepts instead, numbers left out, and nothing under a keyword other than
+    ``@value`` (``gliding_core.fields``' text-like text, in the same walk as the references).
     """
     own = node.get("@id")
     found: dict[tuple[str, str], None] = {}
@@ -493,7 +497,7 @@ def node_facets(node: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
         # Top-level strings are most of the values of most nodes: no call for them.
         kind = type(value)
         if kind is str:
-            if value:
+            if value and (keep is None or (_texty(key) and keep(value))):
                 parts.append(value)
         elif kind is dict and len(value) == 1 and "@id" in value:
             # A bare reference, {"@id": ...}: the other common value, also without a call.
@@ -501,31 +505,54 @@ def node_facets(node: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
             if isinstance(target, str) and target and target != own:
                 found[(key, target)] = None
         else:
-            _walk(key, value, own, found, parts)
+            into = parts if keep is None or _texty(key) else None
+            _walk(key, value, own, found, into, keep)
     references = sorted(found) if len(found) > 1 else list(found)
     return references, "\n".join(parts)
 
 
+def _texty(key: str) -> bool:
+    """Whether a value under ``key`` can be text-like (not under a keyword but ``@value``)."""
+    return not key.startswith("@") or key == "@value"
+
+
 def _walk(
-    key: str, value: Any, own: object, found: dict[tuple[str, str], None], parts: list[str]
+    key: str,
+    value: Any,
+    own: object,
+    found: dict[tuple[str, str], None],
+    parts: list[str] | None,
+    keep: Callable[[str], bool] | None,
 ) -> None:
-    """Collect the references and text under ``value`` depth first, in key order, iteratively."""
-    stack: list[tuple[str, Any]] = [(key, value)]
+    """Collect the references and text under ``value`` depth first, in key order, iteratively.
+
+    ``parts`` is ``None`` under a key whose values are not text (see ``node_facets``).
+    """
+    stack: list[tuple[str, Any, list[str] | None]] = [(key, value, parts)]
     while stack:
-        key, value = stack.pop()
+        key, value, into = stack.pop()
         if isinstance(value, str):
-            if value:
-                parts.append(value)
+            if value and into is not None and (keep is None or keep(value)):
+                into.append(value)
         elif isinstance(value, dict):
             target = value.get("@id")
             if isinstance(target, str) and target and target != own:
                 found[(key, target)] = None
-            inner = [(k, v) for k, v in value.items() if k not in _RESERVED_TEXT_KEYS]
+            inner = [
+                (k, v, into if keep is None or _texty(k) else None)
+                for k, v in value.items()
+                if k not in _RESERVED_TEXT_KEYS
+            ]
             stack += reversed(inner)
         elif isinstance(value, list):
-            stack += reversed([(key, item) for item in value])
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            parts.append(str(value))
+            stack += reversed([(key, item, into) for item in value])
+        elif (
+            keep is None
+            and into is not None
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+        ):
+            into.append(str(value))
 
 
 def node_references(node: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from gliding_core.fields import (
     decode,
     encode,
     for_types,
+    indexed_facets,
     indexed_text,
     is_text_like,
     select,
@@ -24,7 +25,7 @@ from gliding_core.fields import (
 from gliding_core.fields import (
     given as given_by_write,
 )
-from gliding_core.jsonld import node_text
+from gliding_core.jsonld import node_references, node_text
 
 
 @pytest.mark.parametrize(
@@ -107,6 +108,52 @@ def test_text_is_a_pure_function_of_node_and_fields(value: Any) -> None:
     for fields in (None, False, LEGACY, ("v",)):
         assert indexed_text(node, fields) == indexed_text(dict(node), fields)
     assert indexed_text(node, ("v",)) == indexed_text(node, LEGACY)
+
+
+def _spec_text_like(value: Any) -> list[str]:
+    """The default text, as the module docstring states it: text-like strings in document
+    order, nothing under a keyword but ``@value``."""
+    if isinstance(value, str):
+        return [value] if value and is_text_like(value) else []
+    if isinstance(value, list):
+        return [text for item in value for text in _spec_text_like(item)]
+    if isinstance(value, dict):
+        return [
+            text
+            for key, item in value.items()
+            if not key.startswith("@") or key == "@value"
+            for text in _spec_text_like(item)
+        ]
+    return []
+
+
+_KEYS = st.sampled_from(["text", "name", "@value", "@language", "@reverse", "@list", "@id", "k"])
+_VALUES = st.recursive(
+    st.text(max_size=12)
+    | st.sampled_from(["two words", "urn:a", "D1:3", "en", "2023-05-07"])
+    | st.integers()
+    | st.booleans()
+    | st.builds(lambda t: {"@id": t}, st.sampled_from(["urn:a", "urn:self", ""])),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5))
+def test_one_walk_gives_the_references_and_the_text_of_each_rule(node: dict[str, Any]) -> None:
+    # The store takes a node's references and its text from one walk (indexed_facets); it must
+    # give what the two separate definitions give, or the full-text index could not take an
+    # entry's text out again.
+    node["@id"] = "urn:self"
+    assert indexed_text(node, None) == "\n".join(_spec_text_like(node))
+    for fields in (None, LEGACY, ("text", "k")):
+        assert indexed_facets(node, fields) == (node_references(node), indexed_text(node, fields))
+
+
+def test_keywords_hold_references_but_no_default_text() -> None:
+    node = {"@id": "urn:n", "@reverse": {"cites": {"@id": "urn:m"}, "note": "hidden words"}}
+    assert indexed_facets(node, None) == ([("cites", "urn:m")], "")
+    assert indexed_facets(node, LEGACY) == ([("cites", "urn:m")], "hidden words")
 
 
 def test_check_index() -> None:

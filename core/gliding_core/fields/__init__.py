@@ -41,7 +41,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from gliding_core.errors import InvalidInputError
-from gliding_core.jsonld import label_problem, node_text, preview
+from gliding_core.jsonld import label_problem, node_facets, node_text, preview
 
 IndexFields = Literal[False] | tuple[str, ...] | None
 """What an entry's text is made of: ``None`` the text-like values, ``False`` nothing, or the
@@ -76,9 +76,9 @@ def is_text_like(value: str) -> bool:
         return True  # one word of letters: the common case, without a search
     if _LETTER.search(value) is None:
         return False
-    if _SPACE.search(value) is None:  # one word
-        return _IRI.match(value) is None and _ID_MARK.search(value) is None
-    return True
+    if " " in value or _SPACE.search(value) is not None:  # words: most text, without a search
+        return True
+    return _IRI.match(value) is None and _ID_MARK.search(value) is None  # one word
 
 
 def indexed_text(node: Mapping[str, Any], fields: IndexFields) -> str:
@@ -87,9 +87,7 @@ def indexed_text(node: Mapping[str, Any], fields: IndexFields) -> str:
     Texts are joined by newlines. ``fields`` must have been checked (``check_index``).
     """
     if fields is None:
-        parts: list[str] = []
-        _text_like(node, parts)
-        return "\n".join(parts)
+        return node_facets(node, is_text_like)[1]
     if fields is False:
         return ""
     if fields == LEGACY:
@@ -99,6 +97,20 @@ def indexed_text(node: Mapping[str, Any], fields: IndexFields) -> str:
         for value in select(node, path):
             _every(value, out)
     return "\n".join(out)
+
+
+def indexed_facets(
+    node: Mapping[str, Any], fields: IndexFields
+) -> tuple[list[tuple[str, str]], str]:
+    """Return the node's references (``node_facets``) and its ``indexed_text``.
+
+    One walk of the node for the default and the legacy fields: the store calls this for
+    every node it writes.
+    """
+    if fields is None:
+        return node_facets(node, is_text_like)
+    references, whole = node_facets(node)
+    return references, whole if fields == LEGACY else indexed_text(node, fields)
 
 
 def select(node: Mapping[str, Any], path: str) -> list[Any]:
@@ -123,22 +135,6 @@ def _step(value: Any, step: Step) -> list[Any]:
     if step is None:
         return list(value)
     return [value[step]] if -len(value) <= step < len(value) else []
-
-
-def _text_like(value: Any, parts: list[str]) -> None:
-    """Append the text-like strings under ``value`` to ``parts``, depth first, iteratively."""
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if item and is_text_like(item):
-                parts.append(item)
-        elif isinstance(item, dict):
-            stack += reversed(
-                [v for k, v in item.items() if not k.startswith("@") or k == "@value"]
-            )
-        elif isinstance(item, list):
-            stack += reversed(item)
 
 
 def _every(value: Any, parts: list[str]) -> None:

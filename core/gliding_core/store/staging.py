@@ -34,11 +34,11 @@ from typing import Literal
 from gliding_core.config import ExpiryConfig, StoreConfig
 from gliding_core.errors import ContentTooLargeError, InvalidInputError, NodeTooDeepError
 from gliding_core.fields import (
-    LEGACY,
     decode,
     encode,
     for_types,
     given,
+    indexed_facets,
     indexed_text,
     unselected,
 )
@@ -50,7 +50,6 @@ from gliding_core.jsonld import (
     merge_nodes,
     nesting_depth,
     node_context,
-    node_facets,
     node_types,
     preview,
 )
@@ -504,9 +503,7 @@ class Rows:
         ``old_text`` is the text the entry had before this write ("" for none); ``fields`` the
         index fields its text is made under (stored form).
         """
-        references, whole = node_facets(node)
-        index = decode(fields)
-        text = whole if index == LEGACY else indexed_text(node, index)
+        references, text = indexed_facets(node, decode(fields))
         for t in types:
             self.types.append((t, entry_id))
         for predicate, target in references:

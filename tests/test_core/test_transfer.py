@@ -7,7 +7,7 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -426,3 +426,28 @@ def test_an_import_refuses_bad_index_fields(tmp_path: Path) -> None:
             with pytest.raises(MalformedImportError):
                 memory.import_jsonl(hostile)
             assert memory.store.get("urn:ex:d") is None
+
+
+def test_a_text_kept_in_parts_travels_with_its_own_index_fields(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    fields: dict[str, tuple[str, ...] | Literal[False]] = {
+        "urn:ex:titled": ("title",),
+        "urn:ex:hidden": False,
+    }
+    with Memory.open(tmp_path / "source", config=CONFIG, embedder=HashEmbedder()) as memory:
+        for iri, index in fields.items():
+            node = {"@id": iri, "@type": "ToolResult", "title": f"Harbour {iri[7:]}"}
+            memory.store.put_text(node, BIG + TAIL_WORD, index=index)
+        memory.export_jsonl(path)
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[1:]]
+    exported = {x["entry"]["@id"]: x for x in lines if "entry" in x}
+    assert exported["urn:ex:titled"]["index"] == ["title"]
+    assert exported["urn:ex:hidden"]["index"] is False
+    assert all(exported[iri]["text_parts"] >= 3 for iri in fields)
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.import_jsonl(path)
+        store = memory.store
+        assert store.indexed_with(list(fields)) == fields
+        assert store.search_ids(TAIL_WORD) == []  # neither is searched by its text
+        assert [iri for iri, _ in store.search_ids("harbour")] == ["urn:ex:titled"]
+        assert store.full_text("urn:ex:hidden") == BIG + TAIL_WORD

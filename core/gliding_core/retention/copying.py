@@ -2,9 +2,9 @@
 
 ``copy_memory(source, target)`` moves a memory up (a directory to a database shared by a fleet
 of workers) or back down. What it carries is L0, whole: every live entry, exactly (IRI, node,
-tags, graph, importance, metadata, MESI state, creation time, expiry), and the whole text of an
-entry kept in parts (``EntryStore.put_text``). That is every durable thing a user would lose,
-because the layers above keep their durable state as L0 entries:
+tags, graph, importance, metadata, MESI state, creation time, expiry, index fields), and the
+whole text of an entry kept in parts (``EntryStore.put_text``). That is every durable thing a
+user would lose, because the layers above keep their durable state as L0 entries:
 
 =========================  =====================================================================
 carried (L0 entries)       session turns and summaries, the adapters' chat logs (and their
@@ -63,6 +63,7 @@ from gliding_core.errors import (
     MalformedImportError,
     TargetNotEmptyError,
 )
+from gliding_core.fields import IndexFields
 from gliding_core.jsonld import canonical_json, preview
 from gliding_core.retention.transfer import entry_record, read_record, restore_whole
 from gliding_core.storage import STORE_FILE, storage_for
@@ -497,15 +498,18 @@ def census(store: EntryStore, *, tell: Progress | None = None, phase: str = "cen
     """Read every live entry of ``store`` and digest it, the same way on any backend.
 
     An entry's digest is a SHA-256 of its IRI, node (with its whole text in place of a head
-    kept in parts), tags (as a set), graph, importance, metadata, MESI state, creation time
-    and expiry: what a copy carries, and nothing a copy renews (read counts, generation).
+    kept in parts), tags (as a set), graph, importance, metadata, MESI state, creation time,
+    expiry and index fields: what a copy carries, and nothing a copy renews (read counts,
+    generation).
     """
     found = Census()
     total = store.count()
     for batch in store.scan_entries(BATCH):
-        expiry = store.expires_at([entry.iri for entry in batch])
+        iris = [entry.iri for entry in batch]
+        expiry, fields = store.expires_at(iris), store.indexed_with(iris)
         for entry in batch:
-            found.entries[entry.iri] = (_kind(entry), _digest(store, entry, expiry.get(entry.iri)))
+            digest = _digest(store, entry, expiry.get(entry.iri), fields.get(entry.iri))
+            found.entries[entry.iri] = (_kind(entry), digest)
         if tell is not None:
             tell(phase, min(len(found.entries), total), total)
     return found
@@ -515,7 +519,9 @@ def _kind(entry: Entry) -> str:
     return next(name for name, test in KINDS if test(entry))
 
 
-def _digest(store: EntryStore, entry: Entry, expires: float | None) -> str:
+def _digest(
+    store: EntryStore, entry: Entry, expires: float | None, index: IndexFields = None
+) -> str:
     node = entry.node
     if is_head(node.get("text")):
         node = {**node, "text": store.full_text(entry.iri)}
@@ -529,6 +535,7 @@ def _digest(store: EntryStore, entry: Entry, expires: float | None) -> str:
         entry.mesi_state.value,
         entry.created_at,
         expires,
+        index,
     ]
     return hashlib.sha256(canonical_json({"entry": fields}).encode("utf-8")).hexdigest()
 

@@ -452,7 +452,9 @@ def _close(parsed: _Parsed) -> None:
 
 
 def restore_whole(store: EntryStore, item: Restored, text: str) -> None:
-    """Give a restored entry its whole text back, in parts as it was kept."""
+    """Give a restored entry its whole text back, in parts as it was kept, with its own index
+    fields (the write makes the entry exactly this node, as ``replace`` does: without them it
+    would take the configured ones, or the default)."""
     record = item.record
     store.put_text(
         record.node,
@@ -461,6 +463,7 @@ def restore_whole(store: EntryStore, item: Restored, text: str) -> None:
         importance=record.importance,
         named_graph=record.named_graph,
         metadata=record.metadata,
+        index=record.index,
     )
 
 

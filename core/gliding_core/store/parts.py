@@ -11,6 +11,11 @@ such a text in two places, in one transaction:
 - the whole text, in parts of at most ``max_content_bytes`` each, in the ``entry_parts`` table,
   and in the full-text index as a second row of the entry (its rowid negated), so a word
   anywhere in the text finds the entry. Search ranks an entry by the better of its two rows.
+  The second row is there only when the entry's index fields take its ``"text"``
+  (``searches_text``): an entry written with ``index=False``, or with fields that leave its text
+  out, is not found by a word of it. Such an entry's parts carry a marker row
+  (``UNSEARCHED``, no text), so that taking them out later takes no row out of the index that
+  was never put in (the full-text index cannot tell: it keeps no copy of the text).
 
 The parts live exactly as long as the text they complete: a later write that changes the
 entry's ``"text"`` (``put``, ``replace``, ``put_text``) or deletes the entry takes them out, of
@@ -27,9 +32,10 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from gliding_core.errors import InvalidInputError
+from gliding_core.fields import IndexFields, indexed_text
 from gliding_core.jsonld import Node, canonical_json, check_text, preview
 from gliding_core.store.entry import Record
 
@@ -42,6 +48,8 @@ CREATE TABLE IF NOT EXISTS entry_parts (
 # An ordinary rowid table: its parts run to a megabyte each, which a WITHOUT ROWID table
 # would copy into its B-tree's interior pages.
 
+UNSEARCHED = -1
+"""The part number of the marker row of a text in parts that is not in the full-text index."""
 HEAD_NOTE = "\n[... {left} more characters of this text are kept in parts: store.full_text]"
 _HEAD_END = re.compile(
     r"\n\[\.\.\. \d+ more characters of this text are kept in parts: store\.full_text\]\Z"
@@ -79,14 +87,25 @@ def is_head(text: object) -> bool:
     return isinstance(text, str) and _HEAD_END.search(text) is not None
 
 
-def write_parts(conn: sqlite3.Connection, entry_id: int, text: str, part_bytes: int) -> None:
-    """Make ``text`` the parts of entry ``entry_id`` and its second full-text row."""
+def searches_text(node: Mapping[str, Any], fields: IndexFields) -> bool:
+    """Whether the index fields ``fields`` put ``node``'s ``"text"`` in its searchable text
+    (then the whole text of a text kept in parts is searched too)."""
+    without = {key: value for key, value in node.items() if key != "text"}
+    return indexed_text(node, fields) != indexed_text(without, fields)
+
+
+def write_parts(
+    conn: sqlite3.Connection, entry_id: int, text: str, part_bytes: int, *, searched: bool = True
+) -> None:
+    """Make ``text`` the parts of entry ``entry_id``, and its second full-text row when
+    ``searched`` (else the ``UNSEARCHED`` marker)."""
     drop_parts(conn, [entry_id])
-    conn.executemany(
-        "INSERT INTO entry_parts (entry_id, part, text) VALUES (?, ?, ?)",
-        [(entry_id, number, part) for number, part in enumerate(split_text(text, part_bytes))],
-    )
-    conn.execute(_INSERT_TEXT, (-entry_id, text))
+    rows = [(entry_id, number, part) for number, part in enumerate(split_text(text, part_bytes))]
+    if not searched:
+        rows.append((entry_id, UNSEARCHED, ""))
+    conn.executemany("INSERT INTO entry_parts (entry_id, part, text) VALUES (?, ?, ?)", rows)
+    if searched:
+        conn.execute(_INSERT_TEXT, (-entry_id, text))
 
 
 def drop_parts(conn: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
@@ -99,7 +118,11 @@ def drop_parts(conn: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
         ).fetchall()
         for (entry_id,) in found:
             text = read_parts(conn, entry_id)
-            if text is not None:
+            searched = not conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM entry_parts WHERE entry_id = ? AND part = ?)",
+                (entry_id, UNSEARCHED),
+            ).fetchone()[0]
+            if text is not None and searched:
                 # The full-text index keeps no copy of the text: taking it out needs it back.
                 conn.execute(_DELETE_TEXT, (-entry_id, text))
             conn.execute("DELETE FROM entry_parts WHERE entry_id = ?", (entry_id,))
@@ -108,7 +131,7 @@ def drop_parts(conn: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
 def read_parts(conn: sqlite3.Connection, entry_id: int) -> str | None:
     """Return the text stored in parts for entry ``entry_id``, or ``None`` when it has none."""
     rows = conn.execute(
-        "SELECT text FROM entry_parts WHERE entry_id = ? ORDER BY part", (entry_id,)
+        "SELECT text FROM entry_parts WHERE entry_id = ? AND part >= 0 ORDER BY part", (entry_id,)
     ).fetchall()
     return "".join(row[0] for row in rows) if rows else None
 
@@ -127,12 +150,14 @@ def text_record(
     importance: float | None,
     named_graph: str | None,
     metadata: Mapping[str, Any] | None,
+    index: Literal[False] | Sequence[str] | None = None,
 ) -> Record:
     """Check ``put_text``'s arguments; return the record of ``node`` without ``text``.
 
     Raises:
-        InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
-            invalid; InvalidNodeError: ``node`` is not a JSON-LD object.
+        InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option (the
+            index fields among them) is invalid; InvalidNodeError: ``node`` is not a JSON-LD
+            object.
     """
     if not isinstance(text, str):
         raise InvalidInputError(f"text must be a string, got {preview(text)}")
@@ -143,6 +168,7 @@ def text_record(
         importance=importance,
         named_graph=named_graph,
         metadata=metadata,
+        index=index,
     )
 
 

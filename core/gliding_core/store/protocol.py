@@ -12,8 +12,9 @@ The contract every implementation keeps (its suite is ``tests/test_core/contract
   (``put_many``, ``replace_many``) is one transaction: a failure anywhere writes nothing.
   ``put`` (and ``put_many``, ``replace``) refuses a node over ``max_content_bytes`` with
   ``ContentTooLargeError``; ``put_text`` takes a text of any size: a head of it in the node,
-  every byte of it beside the entry, all of it in the full-text search, ``full_text`` giving
-  it back whole; a later write that changes the entry's ``"text"``, or a delete, drops it.
+  every byte of it beside the entry, all of it in the full-text search (when the entry's index
+  fields take its ``"text"``: the default does), ``full_text`` giving it back whole; a later
+  write that changes the entry's ``"text"``, or a delete, drops it.
   ``put`` merges a node into the entry of its ``@id`` (``gliding_core.jsonld``'s merge laws:
   tags and types united, importance averaged, the longer ``text`` kept, other keys replaced);
   ``replace`` makes the entry exactly the node given, keeping its creation time and going on
@@ -148,10 +149,12 @@ class EntryStore(Protocol):
         importance: float | None = None,
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store ``node`` with ``text`` under ``"text"``, whatever its size: ``put`` when it
         fits ``max_content_bytes``; else the node keeps a head of ``text_head_bytes`` and the
-        whole text is kept beside the entry (and the entry becomes exactly this node)."""
+        whole text is kept beside the entry (and the entry becomes exactly this node);
+        ``index`` as ``put``'s (the whole text is searched when the fields take ``"text"``)."""
         ...
 
     def put_many(self, records: Records) -> list[str]:

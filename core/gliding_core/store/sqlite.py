@@ -28,9 +28,9 @@ Invariants:
   never an entry or any other write. Other stores on the same file see the counts once
   written.
 - A text over ``max_content_bytes`` written with ``put_text`` is kept whole beside its entry
-  (``gliding_core.store.parts``): the node holds a head, the full-text index all of it, and the
-  parts go when the entry's ``"text"`` changes or the entry is deleted. ``put`` refuses a node
-  over the limit.
+  (``gliding_core.store.parts``): the node holds a head, the full-text index all of it (when
+  the entry's index fields take its text), and the parts go when the entry's ``"text"``
+  changes or the entry is deleted. ``put`` refuses a node over the limit.
 - SQL is built from constants only; every value travels as a parameter.
 
 In memory: ``L0Store()`` keeps its database in a private temporary file (WAL, never synced,
@@ -115,6 +115,7 @@ from gliding_core.store.parts import (
     fits_whole,
     has_parts,
     read_parts,
+    searches_text,
     text_record,
     write_parts,
 )
@@ -634,6 +635,7 @@ class L0Store:
         importance: float | None = None,
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store ``node`` with ``text`` under its ``"text"`` key, whatever the size of ``text``.
 
@@ -641,14 +643,22 @@ class L0Store:
         the node keeps a head of the text (``text_head_bytes``) and the whole text is stored in
         parts beside the entry (``gliding_core.store.parts``), in one transaction; the entry
         then becomes exactly this node (as ``replace``). ``full_text`` gives the text back.
+        ``index`` is ``put``'s, checked against the node as stored (with the head); a search
+        finds the whole text only when the index fields take ``"text"``.
 
         Raises:
             InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
-                invalid; InvalidNodeError, ContentTooLargeError: as ``put`` for the node
-                without its text.
+                invalid (a path of ``index`` selecting nothing among them); InvalidNodeError,
+                ContentTooLargeError: as ``put`` for the node without its text.
         """
         record = text_record(
-            node, text, tags=tags, importance=importance, named_graph=named_graph, metadata=metadata
+            node,
+            text,
+            tags=tags,
+            importance=importance,
+            named_graph=named_graph,
+            metadata=metadata,
+            index=index,
         )
         limit = self.config.max_content_bytes
         whole = fits_whole(record, text, limit)
@@ -657,8 +667,11 @@ class L0Store:
         headed = head_record(record, text, self.config.text_head_bytes, limit)
         with self._session() as conn:
             (iri,) = self._checked_many([headed], "put_text", merge=False)
-            entry_id = conn.execute("SELECT id FROM entries WHERE iri = ?", (iri,)).fetchone()[0]
-            write_parts(conn, entry_id, text, limit)
+            entry_id, stored = conn.execute(
+                "SELECT id, index_fields FROM entries WHERE iri = ?", (iri,)
+            ).fetchone()
+            searched = searches_text(headed.node, decode(stored))
+            write_parts(conn, entry_id, text, limit, searched=searched)
         return iri
 
     def full_text(self, iri: str) -> str | None:

@@ -13,7 +13,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -265,6 +265,61 @@ def test_a_text_in_parts_cut_short_fails_the_copy(source: Path, tmp_path: Path) 
     with pytest.raises(CopyVerificationError) as caught:
         copy_memory(Place.parse(source), Place.parse(tmp_path / "t"), before_verify=cut)
     assert caught.value.differences[0].altered == ("urn:ex:archive",)
+
+
+def test_index_fields_the_target_lost_fail_the_copy(source: Path, tmp_path: Path) -> None:
+    def unindex(store: EntryStore) -> None:  # the same entry in all else, without its fields
+        entry = store.get("urn:ex:note")
+        assert entry is not None
+        store.replace(
+            entry.node,
+            tags=entry.tags,
+            importance=entry.importance,
+            named_graph=entry.named_graph,
+            metadata=entry.metadata,
+            index=False,
+        )
+
+    with pytest.raises(CopyVerificationError) as caught:
+        copy_memory(
+            Place.parse(source), Place.parse(tmp_path / "t"), config=CONFIG, before_verify=unindex
+        )
+    assert caught.value.differences[0].altered == ("urn:ex:note",)
+
+
+@pytest.mark.parametrize("kind", ["directory", "postgresql"])
+def test_a_text_in_parts_keeps_its_own_index_fields_there_and_back(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each entry of the source comes back with the index fields it was written with, a text
+    in parts too: the copy writes its whole text again as the node it is, with its fields."""
+    source = tmp_path / "source"
+    fields: dict[str, list[str] | Literal[False]] = {
+        "urn:ex:titled": ["title"],
+        "urn:ex:hidden": False,
+        "urn:ex:texted": ["text"],
+    }
+    with Memory.open(source, config=CONFIG, embedder=HashEmbedder()) as memory:
+        for iri, index in fields.items():
+            node = {"@id": iri, "@type": "Document", "title": f"title of {iri[7:]}"}
+            memory.store.put_text(node, BIG + f" tail{iri[7:]}", index=index)
+        want = memory.store.indexed_with(list(fields))
+        found = {iri for iri, _ in memory.store.search_ids("archive", limit=10)}
+    assert want == {iri: (False if f is False else tuple(f)) for iri, f in fields.items()}
+    assert found == {"urn:ex:texted"}
+    target = target_place(kind, tmp_path, request)
+    report = copy_memory(Place.parse(source), target, config=CONFIG)
+    assert report.texts_in_parts == 3
+    back = tmp_path / "back"
+    copy_memory(target, Place.parse(back), config=CONFIG)
+    with open_l0(back) as memory:
+        store = memory.store
+        assert store.indexed_with(list(fields)) == want
+        assert {iri for iri, _ in store.search_ids("archive", limit=10)} == {"urn:ex:texted"}
+        assert [iri for iri, _ in store.search_ids("titled", limit=10)] == ["urn:ex:titled"]
+        assert store.search_ids("tailhidden") == []
+        for iri in fields:
+            assert store.full_text(iri) == BIG + f" tail{iri[7:]}"
 
 
 def test_an_entry_added_to_the_target_fails_a_copy_that_does_not_merge(

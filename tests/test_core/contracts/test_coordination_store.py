@@ -211,6 +211,17 @@ def test_a_raising_write_leaves_nothing_half_written(
         assert tx.tasks.get("urn:t:1") is None
 
 
+def test_a_grant_returns_the_lease_as_stored_with_its_new_token(
+    coordination_store: CoordinationStore,
+) -> None:
+    lease = Lease("urn:r:g", "a", LeaseMode.READ, 0, 2, 15.5, 3.25, 18.75)
+    with coordination_store.write("a grant") as tx:
+        got = tx.leases.grant(lease, fenced=False)
+        assert tx.leases.on("urn:r:g") == [got]
+    assert got.token > 0
+    assert got == Lease("urn:r:g", "a", LeaseMode.READ, got.token, 2, 15.5, 3.25, 18.75)
+
+
 def test_tokens_and_sequences_are_never_reused_after_release_and_prune(
     coordination_store: CoordinationStore, leases: LeaseTable
 ) -> None:

@@ -174,3 +174,76 @@ def test_a_node_too_large_without_its_text_is_still_refused(entry_store: EntrySt
         entry_store.put_text({"@id": "urn:t:fat", "notes": "n" * 5_000}, LARGE)
     assert "urn:t:fat" not in entry_store
     assert entry_store.search_ids("zanzibar") == []
+
+
+# -- index fields ------------------------------------------------------------------------------
+
+
+def _found(store: EntryStore, query: str) -> list[str]:
+    return [iri for iri, _ in store.search_ids(query, limit=10)]
+
+
+def test_put_text_takes_index_fields_as_put_does(entry_store: EntryStore) -> None:
+    """The fields name what is searched, in the head and in the parts alike; the text is
+    kept and given back whole either way."""
+    titled = entry_store.put_text(
+        {"@id": "urn:t:titled", "title": "Harbour log"}, LARGE, index=["title"]
+    )
+    hidden = entry_store.put_text({"@id": "urn:t:hidden", "title": "Quay log"}, LARGE, index=False)
+    texted = entry_store.put_text(
+        {"@id": "urn:t:texted", "title": "Pier log"},
+        LARGE.replace("zanzibar", "timbuktu"),
+        index=["text"],
+    )
+    assert entry_store.indexed_with([titled, hidden, texted]) == {
+        titled: ("title",),
+        hidden: False,
+        texted: ("text",),
+    }
+    assert _found(entry_store, "harbour") == [titled]
+    assert _found(entry_store, "zanzibar") == []  # only in the parts of entries not searched by it
+    assert _found(entry_store, "quay") == []
+    assert _found(entry_store, "timbuktu") == [texted]  # past the head: found by the parts
+    assert _found(entry_store, "pier") == []
+    assert entry_store.searchable_texts([titled, hidden]) == {titled: "Harbour log"}
+    for iri in (titled, hidden):
+        assert entry_store.full_text(iri) == LARGE
+
+
+def test_a_small_put_text_takes_index_fields_too(entry_store: EntryStore) -> None:
+    iri = entry_store.put_text(
+        {"@id": "urn:t:small", "title": "Ferry"}, "short words", index=["title"]
+    )
+    assert entry_store.indexed_with([iri]) == {iri: ("title",)}
+    assert _found(entry_store, "short") == []
+    assert _found(entry_store, "ferry") == [iri]
+
+
+@pytest.mark.parametrize("text", [LARGE, "a short text"], ids=["in parts", "whole"])
+@pytest.mark.parametrize("index", ["text", [], [1], ["a..b"], ["@id"], ["nope"], {"text": 1}])
+def test_put_text_refuses_bad_index_fields_and_writes_nothing(
+    entry_store: EntryStore, text: str, index: object
+) -> None:
+    with pytest.raises(InvalidInputError):
+        entry_store.put_text({"@id": "urn:t:bad"}, text, index=index)  # type: ignore[arg-type]
+    assert "urn:t:bad" not in entry_store
+    assert entry_store.search_ids("zanzibar") == []
+
+
+def test_parts_not_searched_leave_the_index_sound_when_they_go(entry_store: EntryStore) -> None:
+    """Parts written without their search document are taken out without touching the
+    index: the other entries' matches and the store's counts stay right."""
+    kept = entry_store.put_text({"@id": "urn:t:kept"}, LARGE.replace("zanzibar", "timbuktu"))
+    iri = entry_store.put_text({"@id": "urn:t:quiet", "title": "Quiet"}, LARGE, index=["title"])
+    entry_store.put_text({"@id": iri, "title": "Quiet"}, LARGE + " again", index=False)
+    entry_store.replace({"@id": iri, "text": "now short and searched"})
+    assert entry_store.full_text(iri) == "now short and searched"
+    assert _found(entry_store, "searched") == [iri]
+    entry_store.put_text({"@id": iri}, LARGE, index=False)
+    assert entry_store.delete(iri)
+    assert _found(entry_store, "timbuktu") == [kept]
+    assert entry_store.search_ids("zanzibar") == []
+    assert entry_store.full_text(kept) == LARGE.replace("zanzibar", "timbuktu")
+    check = getattr(entry_store, "integrity_check", None)
+    if check is not None:
+        assert check() == "ok"

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from gliding_core import EntryStore, InvalidInputError, MesiState, Record
+from gliding_core.retention.transfer import restore_whole
 from gliding_core.store.entry import Restored
 
 
@@ -80,3 +81,33 @@ def test_restore_many_refuses_bad_times_and_writes_nothing(
     with pytest.raises(InvalidInputError):
         entry_store.restore_many([_restored(0), _restored(1, created_at=when)])
     assert entry_store.count() == 0
+
+
+@pytest.mark.store_config(max_content_bytes=4_096, text_head_bytes=512)
+@pytest.mark.parametrize("index", [("title",), False, ("text",)], ids=["title", "none", "text"])
+def test_a_text_in_parts_is_restored_with_its_own_index_fields(
+    entry_store: EntryStore, index: object
+) -> None:
+    """Import and copy write an entry back (``restore_many``), then its whole text in parts
+    (``restore_whole``): the entry keeps the index fields it was exported with."""
+    text = "harbour tide tables, line by line. " * 400 + "zanzibar"
+    node = {"@id": "urn:r:long", "@type": "Note", "title": "Brest"}
+    entry_store.put_text(node, text, index=index)  # type: ignore[arg-type]  # parametrized
+    entry = entry_store.get("urn:r:long")
+    fields = entry_store.indexed_with(["urn:r:long"])["urn:r:long"]
+    assert entry is not None
+    assert fields == index
+    item = Restored(
+        Record(entry.node, tags=entry.tags, named_graph=entry.named_graph, index=fields),
+        created_at=entry.created_at,
+    )
+    assert entry_store.delete("urn:r:long")
+    with entry_store.transaction():
+        entry_store.restore_many([item])
+        restore_whole(entry_store, item, text)
+    assert entry_store.indexed_with(["urn:r:long"]) == {"urn:r:long": index}
+    assert entry_store.full_text("urn:r:long") == text
+    found = [iri for iri, _ in entry_store.search_ids("zanzibar")]
+    assert found == (["urn:r:long"] if index == ("text",) else [])
+    found = [iri for iri, _ in entry_store.search_ids("brest")]
+    assert found == (["urn:r:long"] if index == ("title",) else [])

@@ -93,6 +93,7 @@ from gliding_core.blackboard.coordination.rows import (
     TASK_COLUMNS,
     agent_of,
     agent_row,
+    granted,
     message_of,
     task_of,
 )
@@ -524,16 +525,7 @@ class PostgresLeases:
             ),
         ).fetchone()
         assert row is not None
-        return Lease(
-            lease.resource,
-            lease.holder,
-            lease.mode,
-            int(row[0]),
-            lease.depth,
-            lease.ttl_s,
-            lease.acquired_at,
-            lease.expires_at,
-        )
+        return granted(lease, int(row[0]))
 
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""

@@ -91,7 +91,7 @@ from gliding_core.store.entry import (
 )
 from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.lexical import query_terms
-from gliding_core.store.parts import fits_whole, headed, text_record
+from gliding_core.store.parts import fits_whole, headed, searches_text, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
 from gliding_core.store.postgres.lexical import Postings, ranked_sql
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
@@ -473,6 +473,7 @@ class PostgresEntryStore:
         importance: float | None = None,
         named_graph: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        index: Literal[False] | Sequence[str] | None = None,
     ) -> str:
         """Store ``node`` with ``text`` under its ``"text"`` key, whatever the size of ``text``.
 
@@ -480,14 +481,22 @@ class PostgresEntryStore:
         the node keeps a head of the text (``text_head_bytes``) and the whole text is stored in
         parts beside the entry (``store.postgres.parts``), in one transaction; the entry then
         becomes exactly this node (as ``replace``). ``full_text`` gives the text back.
+        ``index`` is ``put``'s, checked against the node as stored (with the head); a search
+        finds the whole text only when the index fields take ``"text"``.
 
         Raises:
             InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
-                invalid; InvalidNodeError, ContentTooLargeError: as ``put`` for the node
-                without its text.
+                invalid (a path of ``index`` selecting nothing among them); InvalidNodeError,
+                ContentTooLargeError: as ``put`` for the node without its text.
         """
         record = text_record(
-            node, text, tags=tags, importance=importance, named_graph=named_graph, metadata=metadata
+            node,
+            text,
+            tags=tags,
+            importance=importance,
+            named_graph=named_graph,
+            metadata=metadata,
+            index=index,
         )
         limit = self.config.max_content_bytes
         whole = fits_whole(record, text, limit)
@@ -497,8 +506,12 @@ class PostgresEntryStore:
 
         def work(tx: _Transaction) -> str:
             (iri,) = self._checked_many([head], "put_text", merge=False)
-            entry_id = _one(tx.conn.execute("SELECT id FROM entries WHERE iri = %s", (iri,)))
-            write_parts(tx.conn, tx, int(entry_id), text, limit)
+            row = tx.conn.execute(
+                "SELECT id, index_fields FROM entries WHERE iri = %s", (iri,)
+            ).fetchone()
+            assert row is not None  # written just now, in this transaction
+            searched = searches_text(head.node, decode(row[1]))
+            write_parts(tx.conn, tx, int(row[0]), text, limit, searched=searched)
             return iri
 
         self._check_open()
@@ -1564,6 +1577,7 @@ def _integrity(conn: psycopg.Connection[Any]) -> str:
             documents, tokens = documents + 1, tokens + length
     for entry_id, text in conn.execute(
         "SELECT entry_id, string_agg(text, '' ORDER BY part) FROM entry_parts GROUP BY entry_id"
+        " HAVING min(part) >= 0"  # a text kept in parts but not searched has no postings
     ):
         length = postings.add(-entry_id, text)
         documents, tokens = documents + 1, tokens + length

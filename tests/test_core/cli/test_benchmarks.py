@@ -171,8 +171,7 @@ def test_bench_locomo_shape(data: Path, tmp_path: Path) -> None:
 
 def test_a_turn_stored_as_said_is_searched_by_its_words_not_its_date(data: Path) -> None:
     conversation = load(data)[0]
-    turns = [item for item in recall._items(conversation, "urn:t:", "turns", "said")]
-    _, node, _, text, _ = turns[0]
+    _, node, _, text, _ = recall._items(conversation, "urn:t:", "turns", "said")[0]
     # Who said what is the text; the session's date and the speaker are properties.
     assert node["text"] == "Ann: I adopted a puppy named Max"
     assert node["date"] == "1:56 pm on 1 May, 2023"
@@ -184,7 +183,9 @@ def test_a_turn_stored_as_said_is_searched_by_its_words_not_its_date(data: Path)
         memory.store.put(node, index=recall.SAID_FIELDS)
         assert memory.store.searchable_texts([node["@id"]]) == {node["@id"]: node["text"]}
         assert memory.store.search_text("2023") == []
-        assert memory.store.get_node(node["@id"])["date"] == node["date"]  # kept, not searched
+        stored = memory.store.get_node(node["@id"])
+        assert stored is not None
+        assert stored["date"] == node["date"]  # kept, not searched
 
 
 def test_bench_locomo_turn_text(data: Path, tmp_path: Path) -> None:

@@ -264,11 +264,19 @@ class DenseConfig(Settings):
         max_windows: the most windows of one entry (16). A text longer than these windows
             cover gets that many longer windows, spread evenly over it; a model that reads
             fewer words then sees each window's beginning only.
+        context_words: a text of at most this many words is embedded after the end of the
+            text of the entry it follows (the one its ``previous`` link names), as much of
+            that as fits in one window with it, so that a short reply ("Yes, it was great!")
+            is embedded with what it answers. Only its vector changes: its L0 entry and its
+            lexical index keep its own text. The context is read when the text is embedded
+            (a later change of the entry it follows is seen when the reply is written again,
+            or on ``memory.index.reset()``). 0, the default, embeds every text alone.
     """
 
     window_words: int = Field(default=160, ge=8, le=100_000)
     window_overlap: int = Field(default=32, ge=0, le=50_000)
     max_windows: int = Field(default=16, ge=1, le=MAX_WINDOWS)
+    context_words: int = Field(default=0, ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _windows_advance(self) -> DenseConfig:

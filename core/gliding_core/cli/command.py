@@ -164,6 +164,13 @@ def _parser() -> argparse.ArgumentParser:
         default={},
         help='more hybrid searches, as JSON: {"name": {search option: value, ...}, ...}',
     )
+    locomo.add_argument(
+        "--turn-text",
+        choices=["line", "said"],
+        default="line",
+        help="what a turn's entry searches: line ('[date] speaker: text', the default) or said "
+        "('speaker: text', the date a property of the node)",
+    )
     locomo.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     locomo.set_defaults(handler=_bench_locomo)
 
@@ -736,6 +743,7 @@ def _bench_locomo(args: argparse.Namespace, out: TextIO) -> int:
         shapes=args.shapes,
         context_methods={} if args.search_only else None,
         variants=args.variants,
+        turn_text=args.turn_text,
     )
     keys = [
         "recall@5",

@@ -50,7 +50,13 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.vectors import Vector, as_vector
-from gliding_core.hyperspace.windows import best_per_entry, entry_of, text_windows, window_ids
+from gliding_core.hyperspace.windows import (
+    best_per_entry,
+    entry_of,
+    in_context,
+    text_windows,
+    window_ids,
+)
 from gliding_core.jsonld import preview
 from gliding_core.store.protocol import Change, EntryStore
 
@@ -385,7 +391,8 @@ class FollowingIndex:
         backend accepts; windows an entry had beyond its new text's are dropped."""
         pieces: list[tuple[str, str]] = []
         counts: dict[str, int] = {}
-        for iri, text in dict(items).items():  # the last text of an IRI wins
+        latest = in_context(list(dict(items).items()), self.store, self.windows)
+        for iri, text in latest:  # the last text of an IRI wins
             windows = text_windows(text, self.windows)
             counts[iri] = len(windows)
             pieces += zip(window_ids(iri, len(windows)), windows, strict=True)
@@ -488,10 +495,11 @@ class FollowingIndex:
         L0 holds (several times faster than the backend), else from the backend."""
         rows: dict[str, list[Vector]] = {}
         if isinstance(self.embedder, CachedEmbedder):
+            bodies = in_context(
+                list(self.store.searchable_texts(iris).items()), self.store, self.windows
+            )
             pieces = [
-                (iri, window)
-                for iri, body in self.store.searchable_texts(iris).items()
-                for window in text_windows(body, self.windows)
+                (iri, window) for iri, body in bodies for window in text_windows(body, self.windows)
             ]
             if pieces:
                 matrix = self.embedder.matrix([window for _, window in pieces])

@@ -7,16 +7,61 @@ window. Invariants: the windows cover the text from its first word to its last; 
 most ``max_windows`` of them; a text that fits in one window is embedded as it is (its vector,
 and its cache key, are the ones it had without windows). Window 0's vector id is the entry's IRI;
 window ``i`` > 0 is ``"<iri> #<i>"``, which no IRI can be (an IRI holds no space).
+
+A short text can be embedded with context (``DenseConfig.context_words``): the end of the text
+of the entry it follows (its ``previous`` link), then its own, in one window. A reply such as
+"Yes, it was great!" says nothing alone; after the turn it answers, it says what was great.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gliding_core.config import DenseConfig
+from gliding_core.store.protocol import EntryStore
 
 WINDOW_SEPARATOR = " #"
+CONTEXT_LINK = "previous"  # the link to the entry a short text is embedded after
+
+
+def in_context(
+    items: Sequence[tuple[str, str]], store: EntryStore, settings: DenseConfig
+) -> list[tuple[str, str]]:
+    """Return ``(iri, text)`` pairs with each short text preceded by its context, if any.
+
+    A text of at most ``context_words`` words whose entry links under ``CONTEXT_LINK`` to
+    another entry with text gets the last words of that text before it, as many as fit in one
+    window with its own; every other text is returned as it is.
+    """
+    limit = settings.context_words
+    short = [iri for iri, text in items if limit and len(text.split()) <= limit]
+    if not short:
+        return list(items)
+    follows = {
+        iri: target
+        for iri, entry in store.get_many(short).items()
+        if (target := _link(entry.node.get(CONTEXT_LINK))) is not None and target != iri
+    }
+    before = store.searchable_texts(list(dict.fromkeys(follows.values()))) if follows else {}
+    out = []
+    for iri, text in items:
+        words = before.get(follows.get(iri, ""), "").split()
+        room = settings.window_words - len(text.split())
+        if words and room > 0:
+            text = " ".join(words[-room:]) + "\n" + text
+        out.append((iri, text))
+    return out
+
+
+def _link(value: Any) -> str | None:
+    """The IRI a link's value names: ``{"@id": iri}``, the IRI itself, or a list's first."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if isinstance(value, dict):
+        value = value.get("@id")
+    return value if isinstance(value, str) and value else None
 
 
 def text_windows(text: str, settings: DenseConfig) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 from gliding_core import Memory
 from gliding_core.cli import main
 from gliding_core.cli.benchmarks import recall, search
-from gliding_core.cli.benchmarks.conversations import Turn
+from gliding_core.cli.benchmarks.conversations import Turn, load
 from gliding_core.cli.benchmarks.stages import STAGES
 from gliding_core.hyperspace.embedders import Embedder, HashEmbedder
 from gliding_core.hyperspace.index import VectorIndex
@@ -167,6 +167,48 @@ def test_bench_locomo_shape(data: Path, tmp_path: Path) -> None:
     assert set(figures["shapes"]) == {"turns", "mixed"}
     assert set(figures["shapes"]["mixed"]["methods"]) == own
     assert figures["shapes"]["mixed"]["questions"] == 4
+
+
+def test_a_turn_stored_as_said_is_searched_by_its_words_not_its_date(data: Path) -> None:
+    conversation = load(data)[0]
+    _, node, _, text, _ = recall._items(conversation, "urn:t:", "turns", "said")[0]
+    # Who said what is the text; the session's date and the speaker are properties.
+    assert node["text"] == "Ann: I adopted a puppy named Max"
+    assert node["date"] == "1:56 pm on 1 May, 2023"
+    assert node["speaker"] == "Ann"
+    assert text == conversation.turns[0].line  # a hit still costs its whole line, date and all
+    line = recall._items(conversation, "urn:t:", "turns", "line")[0][1]
+    assert line["text"] == "[1:56 pm on 1 May, 2023] Ann: I adopted a puppy named Max"
+    with Memory(embedder=HashEmbedder()) as memory:
+        memory.store.put(node, index=recall.SAID_FIELDS)
+        assert memory.store.searchable_texts([node["@id"]]) == {node["@id"]: node["text"]}
+        assert memory.store.search_text("2023") == []
+        stored = memory.store.get_node(node["@id"])
+        assert stored is not None
+        assert stored["date"] == node["date"]  # kept, not searched
+
+
+def test_bench_locomo_turn_text(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "said.json"
+    code, _ = run(
+        "bench",
+        "locomo",
+        "--data",
+        str(data),
+        "--embedder",
+        "hash",
+        "--search-only",
+        "--turn-text",
+        "said",
+        "--json",
+        str(out),
+    )
+    assert code == 0
+    figures = json.loads(out.read_text())
+    assert figures["turn_text"] == "said"
+    assert figures["methods"]["gliding"]["recall@10"] > 0
+    with pytest.raises(ValueError, match="turn text"):
+        recall.run(data, HashEmbedder(), turn_text="speech")
 
 
 def test_an_item_citing_an_evidence_turn_counts_as_finding_it() -> None:

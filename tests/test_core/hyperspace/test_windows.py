@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from gliding_core import DenseConfig, HashEmbedder, Memory, MemoryConfig
+from gliding_core.errors import ConfigError
 from gliding_core.hyperspace.windows import WINDOW_SEPARATOR, text_windows
 
 READS = 40  # words the embedder reads of each text
@@ -141,3 +142,59 @@ def test_a_memory_on_postgresql_embeds_windows_too(postgres_url: str, postgres_s
         memory.store.replace({"@id": "urn:long:3", "text": "a short note now"})
         memory.search("note", 1)
         assert not [i for i in _vector_ids(memory) if i.startswith("urn:long:3" + WINDOW_SEPARATOR)]
+
+
+CHAT = [
+    ("urn:chat:1", "Did you enjoy the violin concert at the harbour last winter?", None),
+    ("urn:chat:2", "Yes, it was great!", "urn:chat:1"),
+    ("urn:chat:3", "I planted tulips and roses in the garden this morning.", None),
+    ("urn:chat:4", "Nice, that sounds lovely.", "urn:chat:3"),
+]
+
+
+def _chat(memory: Memory) -> None:
+    for iri, text, previous in CHAT:
+        node: dict[str, object] = {"@id": iri, "text": text}
+        if previous is not None:
+            node["previous"] = {"@id": previous}
+        memory.store.put(node)
+
+
+def test_a_short_reply_is_embedded_after_the_turn_it_answers() -> None:
+    question = "how was the violin concert"
+    with _memory(DenseConfig(context_words=6)) as memory:
+        _chat(memory)
+        found = memory.index.similarities(question, ["urn:chat:2", "urn:chat:4"])
+        # The reply is found by what it answers; the other reply, after the garden, is not.
+        assert found["urn:chat:2"] > found["urn:chat:4"]
+        ranked = [iri for iri, _ in memory.index.query(question, 4)]
+        assert ranked.index("urn:chat:2") < ranked.index("urn:chat:4")
+        # Only its vector changes: L0 and the lexical index keep its own text.
+        assert memory.store.searchable_texts(["urn:chat:2"]) == {"urn:chat:2": CHAT[1][1]}
+        assert "urn:chat:2" not in [h.entry.iri for h in memory.store.search_text("violin")]
+        # Read back from the embedding cache by L0's texts, the vectors are the same.
+        memory.index._forget()  # type: ignore[attr-defined]
+        again = memory.index.similarities(question, ["urn:chat:2", "urn:chat:4"])
+        assert again == pytest.approx(found, abs=1e-6)
+    with _memory(DenseConfig()) as memory:  # the default: every text alone
+        _chat(memory)
+        alone = memory.index.similarities(question, ["urn:chat:2"])["urn:chat:2"]
+        assert alone < found["urn:chat:2"]
+
+
+def test_a_longer_text_or_one_without_a_link_is_embedded_alone() -> None:
+    question = "how was the violin concert"
+    with _memory(DenseConfig(context_words=3)) as short, _memory(DenseConfig()) as plain:
+        for memory in (short, plain):
+            _chat(memory)
+            memory.store.put({"@id": "urn:chat:5", "text": "Great!", "previous": "urn:none"})
+        for iri in ("urn:chat:2", "urn:chat:5"):  # four words: over the limit; no such entry
+            assert short.index.similarities(question, [iri]) == pytest.approx(
+                plain.index.similarities(question, [iri]), abs=1e-6
+            )
+
+
+@pytest.mark.parametrize("value", [-1, 100_001, 2.5, "4", True])
+def test_context_words_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match="context_words"):
+        DenseConfig(context_words=value)  # type: ignore[arg-type]

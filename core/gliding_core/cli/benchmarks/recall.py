@@ -8,8 +8,12 @@ Two shapes of memory, each in its own fresh memory per conversation:
   hits. The memory's own methods run on both; the view and framework methods on ``turns``.
 
 For each conversation a fresh in-memory memory takes every turn through the public API
-(``memory.store.put``, one call per turn, as ``[session date] speaker: text``), then each
-question of categories 1-4 is asked of every method in the same run:
+(``memory.store.put``, one call per turn), then each question of categories 1-4 is asked of
+every method in the same run. What a turn's entry holds (``TURN_TEXTS``): ``line``, the turn as
+one text, ``[session date] speaker: text``; ``said``, what a chat memory stores, who said what
+(``speaker: text``) as its searched text, with the session's date and the speaker as properties
+of the node, kept and returned but not searched (``index=["text"]``). Either way a hit costs
+the tokens of its whole line, date included, as a model would be shown it. The methods:
 - ``gliding``: the memory's hybrid search (``memory.search``);
 - ``lexical``: its lexical arm alone (FTS5, BM25);
 - ``dense``: its dense arm alone (the embedder, Chroma);
@@ -56,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 METHODS = ("gliding", "lexical", "dense", "recent")
 SHAPES = ("turns", "mixed")
+TURN_TEXTS = ("line", "said")
 RECALL_AT = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 DEPTH = 100  # hits asked of each method: enough to fill the largest budget
@@ -169,6 +174,7 @@ def run(
     url: str | None = None,
     shapes: Sequence[str] = ("turns",),
     variants: Mapping[str, SearchOptions] | None = None,
+    turn_text: str = "line",
 ) -> dict[str, Any]:
     """Ingest each conversation, ask its questions of every method, and return the figures.
 
@@ -185,10 +191,13 @@ def run(
             ``methods``, those of another shape ``shapes[shape]["methods"]``.
         variants: more hybrid-search methods, by name: the search options each one passes
             to ``memory.search`` (``SearchOptions``).
+        turn_text: what a turn's entry holds and searches (``TURN_TEXTS``, see the module).
     """
     unknown = [shape for shape in shapes if shape not in SHAPES]
     if unknown or not shapes:
         raise ValueError(f"unknown shapes {unknown}; the shapes are {', '.join(SHAPES)}")
+    if turn_text not in TURN_TEXTS:
+        raise ValueError(f"unknown turn text {turn_text!r}; it is one of {', '.join(TURN_TEXTS)}")
     skipped: dict[str, str] = {}
     if context_methods is None:
         found, skipped = discover()
@@ -199,6 +208,7 @@ def run(
     figures: dict[str, Any] = {
         "conversations": [c.sample_id for c in data],
         "embedder": embedder_name(embedder),
+        "turn_text": turn_text,
         "skipped": skipped,
         "shapes": {},
     }
@@ -218,6 +228,7 @@ def run(
                 url,
                 shape=shape,
                 variants=searches,
+                turn_text=turn_text,
             )
             _conversation_contexts(conversation, embedder, contexts, scores, timings)
         result = {
@@ -242,15 +253,22 @@ def _conversation(
     *,
     shape: str = "turns",
     variants: Mapping[str, SearchOptions] | None = None,
+    turn_text: str = "line",
 ) -> int:
     with searcher(embedder, url) as memory:
         prefix = f"urn:locomo:{conversation.sample_id}:"
         tokens: dict[str, int] = {}
         cover: dict[str, frozenset[str]] = {}
-        for key, node, graph, text, cites in _items(conversation, prefix, shape):
+        said = {turn.dia_id for turn in conversation.turns}
+        for key, node, graph, text, cites in _items(conversation, prefix, shape, turn_text):
             start = time.perf_counter()
             # A conversation session is a named graph, as the L1 session archives turns.
-            memory.store.put(node, tags=[f"session:{node['session']}"], named_graph=graph)
+            memory.store.put(
+                node,
+                tags=[f"session:{node['session']}"],
+                named_graph=graph,
+                index=SAID_FIELDS if turn_text == "said" and key in said else None,
+            )
             timings["ingest"].append((time.perf_counter() - start) * 1e3)
             tokens[key] = memory.count_tokens(text)
             cover[key] = cites
@@ -270,19 +288,23 @@ def _conversation(
 
 
 Item = tuple[str, dict[str, Any], str, str, frozenset[str]]
+SAID_FIELDS = ["text"]  # a turn stored as who said what is searched by that text alone
 
 
-def _items(conversation: Conversation, prefix: str, shape: str) -> list[Item]:
-    """The items of one memory: ``(key, node, named graph, text, turns it covers)``."""
+def _items(
+    conversation: Conversation, prefix: str, shape: str, turn_text: str = "line"
+) -> list[Item]:
+    """The items of one memory: ``(key, node, named graph, text, turns it covers)``; the text
+    is what a hit costs (a turn's whole line)."""
     items: list[Item] = []
     previous = None
     for turn in conversation.turns:
-        node: dict[str, Any] = {
-            "@id": prefix + turn.dia_id,
-            "@type": "DialogueTurn",
-            "text": turn.line,
-            "session": turn.session,
-        }
+        node: dict[str, Any] = {"@id": prefix + turn.dia_id, "@type": "DialogueTurn"}
+        if turn_text == "said":
+            node.update(text=f"{turn.speaker}: {turn.text}", speaker=turn.speaker, date=turn.date)
+        else:
+            node["text"] = turn.line
+        node["session"] = turn.session
         if previous is not None and previous.session == turn.session:
             node["previous"] = {"@id": prefix + previous.dia_id}
         previous = turn

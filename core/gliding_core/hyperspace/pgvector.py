@@ -28,16 +28,20 @@ constants and validated names, every value a parameter.
 from __future__ import annotations
 
 import json
+import logging
 import re
+import struct
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import psycopg
 
 from gliding_core.config import DenseConfig
-from gliding_core.errors import IndexMismatchError, InvalidInputError
+from gliding_core.errors import GlidingError, IndexMismatchError, InvalidInputError, StorageError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.following import FollowingIndex, Matrix
 from gliding_core.hyperspace.vectors import Vector
@@ -46,10 +50,25 @@ from gliding_core.jsonld import preview
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import Migration, lock_key, session_setting
 
+logger = logging.getLogger(__name__)
+
 SEARCH_BEAM = 128  # hnsw.ef_search: recall over speed, as the Chroma index does
 BATCH = 1_000  # vectors written per statement
 COMPONENT = "dense"
 _NAME = re.compile(r"[a-z0-9_]{1,40}")
+
+BULK_FROM = 5_000
+"""A catch-up (or rebuild) with at least this many changes to apply, and at least as many as
+the table holds vectors, loads them without the HNSW graph and builds the graph once after."""
+BULK_PROBE = 500  # a write of at least this many vectors asks how large its catch-up is
+BUILD_MEMORY_MAX = 1 << 30  # bytes of maintenance_work_mem a graph build asks for, at most
+GRAPH_BYTES = 1_024  # an element's share of the graph beside its vector (neighbours, header)
+REPAIR_AFTER_S = 60.0  # after a failed graph build, the next try waits this long
+
+# PostgreSQL's binary COPY: the signature, flags and header extension; the end of the data.
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+_COPY_TRAILER = struct.pack("!h", -1)
+_STAGING = "pg_temp.gliding_dense_load"  # the session's staging table of a write
 
 OnMismatch = Literal["rebuild", "raise"]
 
@@ -117,6 +136,11 @@ class PgVectorIndex(FollowingIndex):
         self._distance = f'OPERATOR("{extension}".<=>)'
         self._opclass = f'"{extension}".vector_cosine_ops'
         self.table = f'"dense_{name}"'
+        self._graph = f'"dense_{name}_hnsw"'
+        self._graph_key = lock_key(self._db.schema, f"{self.table} graph")
+        self._load: _Load | None = None
+        self._graph_unsure = True  # whether the graph must be checked (and built) before use
+        self._repair_at = 0.0  # the monotonic time from which a missing graph is built again
         self._db.prepare(COMPONENT, MIGRATIONS)
         self._start(fill=self._open(on_mismatch))
 
@@ -162,16 +186,168 @@ class PgVectorIndex(FollowingIndex):
             f'CREATE TABLE {self.table} (iri text COLLATE "C" PRIMARY KEY,'
             f" embedding {self._vector}({self.dimension}) NOT NULL)"
         )
-        conn.execute(
-            f'CREATE INDEX "dense_{self.name}_hnsw" ON {self.table}'
-            f" USING hnsw (embedding {self._opclass})"
-        )
+        conn.execute(self._graph_ddl(concurrently=False))
         conn.execute(
             "INSERT INTO dense_indexes (name, embedder, dimension) VALUES (%s, %s, %s)"
             " ON CONFLICT (name) DO UPDATE SET embedder = excluded.embedder,"
             " dimension = excluded.dimension",
             (self.name, self.embedder_label, self.dimension),
         )
+
+    def _graph_ddl(self, *, concurrently: bool) -> str:
+        """The statement that builds the HNSW graph over the table's vectors."""
+        how = "CONCURRENTLY " if concurrently else ""
+        return (
+            f"CREATE INDEX {how}IF NOT EXISTS {self._graph} ON {self.table}"
+            f" USING hnsw (embedding {self._opclass})"
+        )
+
+    # -- loading many vectors: without the graph, built once after ------------------------------
+
+    def _catch_up(self) -> int:
+        if self._graph_unsure and time.monotonic() >= self._repair_at:
+            self._repair_graph()
+        with self._loading(rebuilding=False):
+            return super()._catch_up()
+
+    def _rebuild(self, batch: int) -> int:
+        with self._loading(rebuilding=True):
+            return super()._rebuild(batch)
+
+    @contextmanager
+    def _loading(self, *, rebuilding: bool) -> Iterator[None]:
+        """Around a catch-up or a rebuild (under the guard): if its first large write finds
+        it large (``_large``), the graph is dropped for it and built once at its end, even
+        when it fails, so the table is never left without one by this process."""
+        outer = self._load is None
+        if self._load is None:
+            self._load = _Load(rebuilding=rebuilding)
+        elif rebuilding:
+            self._load.rebuilding = True
+        try:
+            yield
+        finally:
+            if outer:
+                load, self._load = self._load, None
+                if load.held is not None:
+                    self._finish_load(load)
+
+    def _bulk_check(self, count: int) -> None:
+        """Called by a write of ``count`` vectors: the first large write of a catch-up decides
+        whether it loads without the graph."""
+        load = self._load
+        if load is None or load.decided or count < BULK_PROBE:
+            return
+        load.decided = True
+        if self._large(load):
+            self._drop_graph(load)
+
+    def _large(self, load: _Load) -> bool:
+        """Whether the catch-up (or rebuild) under way writes at least ``BULK_FROM`` vectors
+        and at least as many as the table holds: then inserting each into the graph costs
+        more than building the graph anew from all of them."""
+        if load.rebuilding:
+            pending = self.store.count()
+        else:
+            pending = self.store.change_sequence() - self._applied
+        if pending < BULK_FROM:
+            return False
+        with self._transaction(f"counting the vectors of {self.name!r}") as conn:
+            row = conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
+        return pending >= (int(row[0]) if row else 0)
+
+    def _drop_graph(self, load: _Load) -> None:
+        """Take the graph lock and drop the graph, keeping the lock's connection in ``load``;
+        nothing when another worker holds the lock (it is loading or building: this one's
+        vectors go into the graph, or the table, as they are).
+
+        The lock is a session lock on a connection kept for the load: a process that dies
+        while loading lets it go, and the next one to open the index builds the graph.
+        ``CONCURRENTLY``: searches and writes of other workers go on meanwhile (a search
+        without the graph scores every vector, exactly).
+        """
+        held = ExitStack()
+        try:
+            conn = held.enter_context(self._db.connection())
+            with self._db.translated(f"loading the dense index {self.name!r}"):
+                if not _try_lock(conn, self._graph_key):
+                    held.close()
+                    return
+                held.callback(_unlock, conn, self._graph_key)
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self._graph}")
+        except BaseException:
+            held.close()
+            raise
+        self._graph_unsure = True
+        load.held, load.conn = held, conn
+
+    def _finish_load(self, load: _Load) -> None:
+        """Build the graph after a load and let the lock go; a failure is logged (searches
+        then score every vector, exactly) and the build is tried again by the next catch-up."""
+        assert load.held is not None
+        assert load.conn is not None
+        with load.held:
+            try:
+                self._build_graph(load.conn)
+            except GlidingError as exc:
+                self._repair_at = time.monotonic() + REPAIR_AFTER_S
+                logger.warning(
+                    "the dense index %r could not build its HNSW graph (%s): its searches score"
+                    " every vector until it is built",
+                    self.name,
+                    exc,
+                )
+
+    def _repair_graph(self) -> None:
+        """Build the graph if it is missing or was left invalid (a worker died building it),
+        unless another worker holds the graph lock (it is loading or building)."""
+        doing = f"checking the HNSW graph of {self.name!r}"
+        try:
+            with self._db.translated(doing), self._db.connection() as conn:
+                if _graph_valid(conn, self._graph) is True:
+                    self._graph_unsure = False
+                    return
+                if not _try_lock(conn, self._graph_key):
+                    return
+                try:
+                    self._build_graph(conn)
+                finally:
+                    _unlock(conn, self._graph_key)
+        except GlidingError as exc:
+            self._repair_at = time.monotonic() + REPAIR_AFTER_S
+            logger.warning("the dense index %r could not build its HNSW graph: %s", self.name, exc)
+
+    def _build_graph(self, conn: psycopg.Connection[Any]) -> None:
+        """Build the graph on ``conn``, which holds the graph lock.
+
+        ``CONCURRENTLY``, so other workers' writes go on while it is built (their vectors are
+        added to it). With ``maintenance_work_mem`` for the whole graph (up to
+        ``BUILD_MEMORY_MAX``), pgvector builds it in memory, with parallel workers when the
+        server allows them. An invalid graph, left by a build that failed, is dropped first.
+
+        Raises:
+            StorageError: PostgreSQL failed, or the graph is not valid after the build.
+        """
+        with self._db.translated(f"building the HNSW graph of {self.name!r}"):
+            if _graph_valid(conn, self._graph) is False:
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self._graph}")
+            row = conn.execute(
+                f"SELECT count(*), pg_size_bytes(current_setting('maintenance_work_mem'))"
+                f" FROM {self.table}"
+            ).fetchone()
+            rows, memory = (int(row[0]), int(row[1])) if row else (0, 0)
+            wanted = min(BUILD_MEMORY_MAX, rows * (4 * self.dimension + GRAPH_BYTES) * 5 // 4)
+            conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, false)",
+                (f"{max(memory, wanted) // 1024}kB",),
+            )
+            try:
+                conn.execute(self._graph_ddl(concurrently=True))
+            finally:
+                conn.execute("RESET maintenance_work_mem")
+            if _graph_valid(conn, self._graph) is not True:
+                raise StorageError(f"the HNSW graph of the dense index {self.name!r} is not valid")
+        self._graph_unsure = False
 
     def reset(self) -> int:
         """Drop every vector and re-embed all of L0; return the number of entries indexed."""
@@ -189,17 +365,28 @@ class PgVectorIndex(FollowingIndex):
     # -- the backend's operations --------------------------------------------------------------
 
     def _write(self, keys: list[str], vectors: Matrix) -> None:
+        """Upsert the vectors: sent in PostgreSQL's binary ``COPY`` form to a staging table of
+        the session (no text to format or parse), then moved in one ``INSERT``, by key order
+        (one lock order for all writers)."""
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise InvalidInputError(
                 f"the embedder gave vectors of shape {vectors.shape}, not (n, {self.dimension})"
             )
-        order = sorted(range(len(keys)), key=keys.__getitem__)  # one lock order for all writers
+        self._bulk_check(len(keys))
         with self._transaction(f"writing {len(keys)} vectors to {self.name!r}") as conn:
             conn.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (iri text, embedding"
+                f" {self._vector}) ON COMMIT DELETE ROWS"
+            )
+            with (
+                conn.cursor() as cursor,
+                cursor.copy(f"COPY {_STAGING} (iri, embedding) FROM STDIN (FORMAT BINARY)") as copy,
+            ):
+                copy.write(_binary_rows(keys, vectors))
+            conn.execute(
                 f"INSERT INTO {self.table} (iri, embedding)"
-                f" SELECT * FROM unnest(%s::text[], %s::text[]::{self._vector}[])"
-                " ON CONFLICT (iri) DO UPDATE SET embedding = excluded.embedding",
-                ([keys[i] for i in order], [_literal(vectors[i]) for i in order]),
+                f" SELECT iri, embedding FROM {_STAGING} ORDER BY iri"
+                " ON CONFLICT (iri) DO UPDATE SET embedding = excluded.embedding"
             )
 
     def _remove(self, keys: list[str]) -> None:
@@ -282,11 +469,54 @@ class PgVectorIndex(FollowingIndex):
         return [(iri, float(score)) for iri, score in rows]
 
 
+@dataclass(slots=True)
+class _Load:
+    """A catch-up or rebuild under way, as the graph sees it."""
+
+    rebuilding: bool
+    decided: bool = False  # whether its first large write has asked how large it is
+    held: ExitStack | None = field(default=None)  # the graph lock's connection, when dropped
+    conn: psycopg.Connection[Any] | None = None
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(row and row[0])
+
+
+def _unlock(conn: psycopg.Connection[Any], key: int) -> None:
+    """Let a session lock go; a broken connection has let it go already."""
+    with suppress(psycopg.Error):
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _graph_valid(conn: psycopg.Connection[Any], graph: str) -> bool | None:
+    """Whether the index ``graph`` (quoted, in the schema) is valid; ``None``: there is none."""
+    row = conn.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (graph,)
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
 def _dimension(embedder: Embedder) -> int:
     dimension = getattr(embedder, "dimension", None)
     if isinstance(dimension, int) and not isinstance(dimension, bool) and dimension > 0:
         return dimension
     return len(embedder.embed_query("dimension"))
+
+
+def _binary_rows(keys: list[str], vectors: Matrix) -> bytes:
+    """The rows ``(iri, vector)`` in ``COPY``'s binary form: a vector is its dimension, a
+    reserved zero and its floats, big-endian, as pgvector's binary input reads it."""
+    dimension = vectors.shape[1]
+    head = struct.pack("!ihh", 4 + 4 * dimension, dimension, 0)
+    body = np.ascontiguousarray(vectors, dtype=">f4")
+    parts = [_COPY_HEADER]
+    for key, row in zip(keys, body, strict=True):
+        raw = key.encode("utf-8")
+        parts += (struct.pack("!hi", 2, len(raw)), raw, head, row.tobytes())
+    parts.append(_COPY_TRAILER)
+    return b"".join(parts)
 
 
 def _literal(vector: Any) -> str:

@@ -157,7 +157,7 @@ def test_a_graph_a_dead_loader_left_missing_or_invalid_is_built_by_the_next_open
     # What a build that failed half-way leaves: an invalid graph, which no query uses (only a
     # superuser can mark one so; a server of the user's may not let the test).
     superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-    if not superuser.fetchone() == (True,):
+    if superuser.fetchone() != (True,):
         return
     admin.execute(
         "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'dense_default_hnsw'::regclass"

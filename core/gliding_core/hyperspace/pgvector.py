@@ -207,8 +207,24 @@ class PgVectorIndex(FollowingIndex):
     def _catch_up(self) -> int:
         if self._graph_unsure and time.monotonic() >= self._repair_at:
             self._repair_graph()
+        if not self._rebuild_pending and self._applied == self._persisted and self._settled():
+            return 0
         with self._loading(rebuilding=False):
             return super()._catch_up()
+
+    def _settled(self) -> bool:
+        """Whether L0 holds no change after the one this index applied and no other worker
+        has moved the shared watermark past it: one statement, where the full catch-up reads
+        the watermark and then the change log (each search catches up first)."""
+        doing = f"reading the L0 change log for {self.name!r}"
+        with self._db.translated(doing), self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM changes WHERE seq > %s)"
+                " AND COALESCE((SELECT sequence FROM watermarks WHERE name = %s), 0) <= %s",
+                (self._applied, self.watermark_name, self._applied),
+                prepare=True,
+            ).fetchone()
+        return bool(row and row[0])
 
     def _rebuild(self, batch: int) -> int:
         with self._loading(rebuilding=True):

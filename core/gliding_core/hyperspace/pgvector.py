@@ -207,7 +207,8 @@ class PgVectorIndex(FollowingIndex):
     def _catch_up(self) -> int:
         if self._graph_unsure and time.monotonic() >= self._repair_at:
             self._repair_graph()
-        if not self._rebuild_pending and self._applied == self._persisted and self._settled():
+        if not self._rebuild_pending and self._settled():
+            self._persist(force=False)  # as a catch-up that found nothing new does
             return 0
         with self._loading(rebuilding=False):
             return super()._catch_up()

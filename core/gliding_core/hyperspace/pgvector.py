@@ -64,6 +64,8 @@ BULK_PROBE = 500  # a write of at least this many vectors asks how large its cat
 BUILD_MEMORY_MAX = 1 << 30  # bytes of maintenance_work_mem a graph build asks for, at most
 GRAPH_BYTES = 1_024  # an element's share of the graph beside its vector (neighbours, header)
 REPAIR_AFTER_S = 60.0  # after a failed graph build, the next try waits this long
+HALF_SINCE = (0, 7)  # the pgvector version that brought half-precision vectors (halfvec)
+HALF_DIMENSIONS = 4_000  # the most dimensions pgvector's HNSW takes in halfvec
 
 # PostgreSQL's binary COPY: the signature, flags and header extension; the end of the data.
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
@@ -134,9 +136,18 @@ class PgVectorIndex(FollowingIndex):
         extension = self._db.require_extension("vector")
         self._vector = f'"{extension}".vector'
         self._distance = f'OPERATOR("{extension}".<=>)'
-        self._opclass = f'"{extension}".vector_cosine_ops'
         self.table = f'"dense_{name}"'
-        self._graph = f'"dense_{name}_hnsw"'
+        graphs = {False: f'"dense_{name}_hnsw"', True: f'"dense_{name}_half"'}
+        half = self.dimension <= HALF_DIMENSIONS and self._version() >= HALF_SINCE
+        self._graph, self._old_graph = graphs[half], graphs[not half]
+        if half:  # the graph holds half-precision copies; the table keeps the vectors whole
+            self._key = f'(embedding::"{extension}".halfvec({self.dimension}))'
+            self._probe = f'"{extension}".halfvec({self.dimension})'
+            self._opclass = f'"{extension}".halfvec_cosine_ops'
+        else:
+            self._key, self._probe = "embedding", self._vector
+            self._opclass = f'"{extension}".vector_cosine_ops'
+        self._element_bytes = (2 if half else 4) * self.dimension + GRAPH_BYTES
         self._graph_key = lock_key(self._db.schema, f"{self.table} graph")
         self._load: _Load | None = None
         self._graph_unsure = True  # whether the graph must be checked (and built) before use
@@ -169,6 +180,8 @@ class PgVectorIndex(FollowingIndex):
                 )
             if row is None or problem is not None:
                 self._create(conn)
+            else:  # a graph of the other precision (an older version's) is built anew
+                conn.execute(f"DROP INDEX IF EXISTS {self._old_graph}")
             empty = conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {self.table})").fetchone()
         return bool(empty and empty[0]) and self.store.count() > 0
 
@@ -199,8 +212,15 @@ class PgVectorIndex(FollowingIndex):
         how = "CONCURRENTLY " if concurrently else ""
         return (
             f"CREATE INDEX {how}IF NOT EXISTS {self._graph} ON {self.table}"
-            f" USING hnsw (embedding {self._opclass})"
+            f" USING hnsw ({self._key} {self._opclass})"
         )
+
+    def _version(self) -> tuple[int, ...]:
+        """pgvector's version in the database, as numbers (``(0, 8, 1)``)."""
+        with self._transaction("reading pgvector's version") as conn:
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            found = row.fetchone()
+        return tuple(int(part) for part in re.findall(r"\d+", str(found[0] if found else "0")))
 
     # -- loading many vectors: without the graph, built once after ------------------------------
 
@@ -353,7 +373,7 @@ class PgVectorIndex(FollowingIndex):
                 f" FROM {self.table}"
             ).fetchone()
             rows, memory = (int(row[0]), int(row[1])) if row else (0, 0)
-            wanted = min(BUILD_MEMORY_MAX, rows * (4 * self.dimension + GRAPH_BYTES) * 5 // 4)
+            wanted = min(BUILD_MEMORY_MAX, rows * self._element_bytes * 5 // 4)
             conn.execute(
                 "SELECT set_config('maintenance_work_mem', %s, false)",
                 (f"{max(memory, wanted) // 1024}kB",),
@@ -468,11 +488,13 @@ class PgVectorIndex(FollowingIndex):
         with self._db.translated(doing), self._db.connection() as conn:
             session_setting(conn, "hnsw.ef_search", str(max(SEARCH_BEAM, n)))
             rows = conn.execute(
-                f"SELECT iri, embedding {self._distance} %s::{self._vector} AS d"
-                f" FROM {self.table} ORDER BY d LIMIT %s",
-                (_literal(vector), n),
+                f"SELECT iri, embedding {self._distance} %(q)s::{self._vector} AS d"
+                f" FROM {self.table} ORDER BY {self._key} {self._distance} %(q)s::{self._probe}"
+                " LIMIT %(n)s",
+                {"q": _literal(vector), "n": n},
             ).fetchall()
-        return [(iri, 1.0 - float(distance)) for iri, distance in rows]
+        # The graph ranks by its copies; the hits are scored, and put in order, whole.
+        return [(iri, 1.0 - float(d)) for iri, d in sorted(rows, key=lambda row: (row[1], row[0]))]
 
     def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
         # Ordered by the similarity, not by the distance operator: the planner then reads the

@@ -24,6 +24,7 @@ from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import lock_key
 
 LOAD = 1_500  # entries of a bulk load: two writes of the catch-up, the first of BATCH
+GRAPH = "dense_default_half"  # the HNSW graph of the index named "default" (halfvec copies)
 
 
 @pytest.fixture(autouse=True)
@@ -53,11 +54,10 @@ def _records(n: int, start: int = 0) -> list[Record]:
     ]
 
 
-def _graph(admin: psycopg.Connection[tuple[object, ...]], name: str = "default") -> bool | None:
+def _graph(admin: psycopg.Connection[tuple[object, ...]]) -> bool | None:
     """Whether the index's HNSW graph is valid; ``None``: there is none."""
     row = admin.execute(
-        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)",
-        (f"dense_{name}_hnsw",),
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (GRAPH,)
     ).fetchone()
     return None if row is None else bool(row[0])
 
@@ -68,10 +68,11 @@ def _uses_graph(admin: psycopg.Connection[tuple[object, ...]], index: PgVectorIn
     probe = "[" + ",".join(["0.1"] * index.dimension) + "]"
     admin.execute("SET enable_seqscan = off")
     plan = admin.execute(
-        f"EXPLAIN SELECT iri FROM dense_default ORDER BY embedding <=> '{probe}'::vector LIMIT 10"
+        f"EXPLAIN SELECT iri FROM dense_default"
+        f" ORDER BY {index._key} <=> '{probe}'::{index._probe} LIMIT 10"
     ).fetchall()
     admin.execute("RESET enable_seqscan")
-    return any("dense_default_hnsw" in str(row[0]) for row in plan)
+    return any(GRAPH in str(row[0]) for row in plan)
 
 
 def _watch_writes(
@@ -147,7 +148,7 @@ def test_a_graph_a_dead_loader_left_missing_or_invalid_is_built_by_the_next_open
     PgVectorIndex(store, HashEmbedder(64)).close()
     store.put_many(_records(300))
     # What a worker killed between the drop and the build leaves: no graph.
-    admin.execute("DROP INDEX dense_default_hnsw")
+    admin.execute(f"DROP INDEX {GRAPH}")
     index = PgVectorIndex(store, HashEmbedder(64))
     try:
         assert _graph(admin) is True
@@ -160,7 +161,7 @@ def test_a_graph_a_dead_loader_left_missing_or_invalid_is_built_by_the_next_open
     if superuser.fetchone() != (True,):
         return
     admin.execute(
-        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'dense_default_hnsw'::regclass"
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (GRAPH,)
     )
     assert _graph(admin) is False
     index = PgVectorIndex(store, HashEmbedder(64))
@@ -232,5 +233,58 @@ def test_vectors_travel_bit_for_bit_under_any_iri(
         vectors = np.asarray([embedder.embed_query(k) for k in keys], dtype=np.float32)
         index._write(keys, vectors)
         assert {key for key, _ in index._fetch(keys)} == set(keys)
+    finally:
+        index.close()
+
+
+def test_the_graph_ranks_by_half_precision_copies_and_the_hits_are_scored_whole(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    embedder = HashEmbedder(64)
+    index = PgVectorIndex(store, embedder)
+    try:
+        records = _records(400)
+        store.put_many(records)
+        column = admin.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = 'dense_default'::regclass AND attname = 'embedding'"
+        ).fetchone()
+        assert column == ("vector(64)",)  # the table keeps each vector whole
+        definition = admin.execute("SELECT pg_get_indexdef(to_regclass(%s))", (GRAPH,)).fetchone()
+        assert definition is not None
+        assert "halfvec(64)" in str(definition[0])
+        assert "halfvec_cosine_ops" in str(definition[0])
+        texts = {str(r.node["@id"]): str(r.node["text"]) for r in records}
+        matrix = np.asarray(embedder.embed_documents(list(texts.values())), dtype=np.float32)
+        probe = np.asarray(embedder.embed_query("w17 v119 u221"), dtype=np.float32)
+        exact = dict(zip(texts, (matrix @ probe).tolist(), strict=True))
+        hits = index.query(probe, 20)
+        assert [score for _, score in hits] == sorted((s for _, s in hits), reverse=True)
+        for iri, score in hits:
+            assert score == pytest.approx(exact[iri], abs=1e-6)
+        best = sorted(exact, key=lambda iri: -exact[iri])[:5]
+        assert hits[0][0] == best[0] == "urn:b:17"
+        assert set(best) <= {iri for iri, _ in hits}  # copies may swap near ties, not lose
+    finally:
+        index.close()
+
+
+def test_an_index_of_an_older_version_gets_its_graph_anew(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """A graph over the whole vectors (as versions before the half-precision graph built it)
+    is dropped on opening and the graph of copies built: the one a query can use."""
+    PgVectorIndex(store, HashEmbedder(64)).close()
+    store.put_many(_records(300))
+    admin.execute(f"DROP INDEX {GRAPH}")
+    admin.execute(
+        "CREATE INDEX dense_default_hnsw ON dense_default USING hnsw (embedding vector_cosine_ops)"
+    )
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        assert admin.execute("SELECT to_regclass('dense_default_hnsw')").fetchone() == (None,)
+        assert _graph(admin) is True
+        assert _uses_graph(admin, index)
+        _finds_itself(index, _records(300)[::30])
     finally:
         index.close()

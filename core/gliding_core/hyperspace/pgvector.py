@@ -6,11 +6,26 @@ connection pool: so every worker of a fleet shares one index, and the index's st
 wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
 
 - The table ``dense_<name>`` holds one row per vector id (an indexed IRI, or one of a long
-  text's further windows, ``"<iri> #<i>"``: see ``following``), its vector of the embedder's
-  dimension, under an HNSW index by cosine distance (``vector_cosine_ops``). ``dense_indexes``
-  records each index's embedder and dimension; an index opened with another embedder raises
-  ``IndexMismatchError`` (``on_mismatch="raise"``, the default on a shared database) or is
-  dropped and rebuilt from L0 (``"rebuild"``).
+  text's further windows, ``"<iri> #<i>"``: see ``following``), its vector whole (float32, of
+  the embedder's dimension). The HNSW graph by cosine distance (``dense_<name>_half``) is built
+  over half-precision copies (``halfvec``; with pgvector before 0.7, or past 4,000 dimensions,
+  over the vectors themselves, ``dense_<name>_hnsw``): half the pages to walk and to keep in
+  the server's buffers. The graph orders the hits; each is scored by its whole vector, and they
+  are returned in that order. ``dense_indexes`` records each index's embedder and dimension;
+  an index opened with another embedder raises ``IndexMismatchError`` (``on_mismatch="raise"``,
+  the default on a shared database) or is dropped and rebuilt from L0 (``"rebuild"``).
+- Vectors travel in ``COPY``'s binary form to a staging table of the session, and move from
+  there in one upsert. A catch-up (or a rebuild) of at least ``BULK_FROM`` vectors, and at
+  least as many as the table holds (a first load, an index filled from L0), drops the graph,
+  writes them to the bare table, and builds the graph once at its end: inserting each vector
+  into a graph costs several times its share of a build, which pgvector does in memory
+  (``maintenance_work_mem`` is raised for it) and in parallel where the server allows. The
+  drop and the build are ``CONCURRENTLY``, so other workers' searches (then exact scans) and
+  writes go on, under a session lock that one worker holds for the whole load (another that
+  finds it taken writes through whatever graph there is). A worker killed mid-load leaves no
+  graph, or an invalid one: the next index opened on the table builds it.
+- A search catches up first; when nothing changed (no change after the applied one, the shared
+  watermark not past it) that is one statement, not the two reads of a catch-up.
 - A query without an allowed set walks the HNSW graph with a beam of at least ``SEARCH_BEAM``
   (``hnsw.ef_search``), never fewer than the hits asked for. The beam is a setting of the
   connection's session, set only when it changes (``session_setting``): the query is then one

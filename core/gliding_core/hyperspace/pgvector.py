@@ -36,8 +36,9 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
   installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
   run. Its type and operators are named qualified by the schema that holds them.
 
-Invariants: those of ``following``; the index writes only its own two tables; SQL is built from
-constants and validated names, every value a parameter.
+Invariants: those of ``following``; the index writes only its own two tables (and its session's
+staging table, emptied at each commit); SQL is built from constants and validated names, every
+value a parameter.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ import re
 import struct
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -314,15 +314,16 @@ class PgVectorIndex(FollowingIndex):
         nothing when another worker holds the lock (it is loading or building: this one's
         vectors go into the graph, or the table, as they are).
 
-        The lock is a session lock on a connection kept for the load: a process that dies
+        The lock is a session lock on a connection of its own kept for the load: a process that dies
         while loading lets it go, and the next one to open the index builds the graph.
         ``CONCURRENTLY``: searches and writes of other workers go on meanwhile (a search
         without the graph scores every vector, exactly).
         """
         held = ExitStack()
         try:
-            conn = held.enter_context(self._db.connection())
             with self._db.translated(f"loading the dense index {self.name!r}"):
+                # Outside the pool, which the load itself needs (it may hold one connection).
+                conn = held.enter_context(closing(self._db.connect("gliding-horse graph")))
                 if not _try_lock(conn, self._graph_key):
                     held.close()
                     return

@@ -20,7 +20,7 @@ from gliding_core import HashEmbedder, Record
 from gliding_core.hyperspace import pgvector
 from gliding_core.hyperspace.following import Matrix
 from gliding_core.hyperspace.pgvector import PgVectorIndex
-from gliding_core.store.postgres import PostgresEntryStore
+from gliding_core.store.postgres import DatabaseSettings, PostgresEntryStore
 from gliding_core.store.postgres.database import lock_key
 
 LOAD = 1_500  # entries of a bulk load: two writes of the catch-up, the first of BATCH
@@ -288,3 +288,21 @@ def test_an_index_of_an_older_version_gets_its_graph_anew(
         _finds_itself(index, _records(300)[::30])
     finally:
         index.close()
+
+
+def test_a_bulk_load_through_a_pool_of_one_connection(
+    postgres_url: str, postgres_schema: str, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """The graph lock's connection is not one of the pool's: a pool of one still loads."""
+    settings = DatabaseSettings(max_connections=1, timeout_s=5.0)
+    with PostgresEntryStore(postgres_url, schema=postgres_schema, settings=settings) as store:
+        index = PgVectorIndex(store, HashEmbedder(64))
+        try:
+            records = _records(LOAD)
+            with index.deferred():
+                store.put_many(records)
+            assert index.refresh(wait=True) == 0
+            assert _graph(admin) is True
+            assert index.count() == LOAD
+        finally:
+            index.close()

@@ -255,8 +255,10 @@ class PgVectorIndex(FollowingIndex):
         the watermark and then the change log (each search catches up first)."""
         doing = f"reading the L0 change log for {self.name!r}"
         with self._db.translated(doing), self._db.connection() as conn:
+            # max(seq), not EXISTS (seq > %s): under the pool's generic plans the latter may
+            # be a scan of the whole log that finds nothing; the former reads one index entry.
             row = conn.execute(
-                "SELECT NOT EXISTS (SELECT 1 FROM changes WHERE seq > %s)"
+                "SELECT COALESCE((SELECT max(seq) FROM changes), 0) <= %s"
                 " AND COALESCE((SELECT sequence FROM watermarks WHERE name = %s), 0) <= %s",
                 (self._applied, self.watermark_name, self._applied),
                 prepare=True,

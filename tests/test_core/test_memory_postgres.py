@@ -110,13 +110,13 @@ def test_put_search_session_and_supplements_go_through_the_database(
 
 
 def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> None:
-    """A hybrid search is six statements, each its own round trip: the dense index's
-    watermark and its read of the change log, the lexical arm, the dense arm (no transaction
-    around it), the context links in both directions at once, and the candidates' entries
-    (their graphs and the hits, in one read; the re-rank takes the candidates' vectors from
-    the index's cache, not their texts from L0). Load does not move this count; a search that
-    fetched the same rows twice, or wrapped the dense arm in a transaction of its own, would
-    raise it."""
+    """A hybrid search is five statements, each its own round trip: the dense index's check
+    that nothing changed (the shared watermark and the change log in one), the lexical arm,
+    the dense arm (no transaction around it), the context links in both directions at once,
+    and the candidates' entries (their graphs and the hits, in one read; the re-rank takes the
+    candidates' vectors from the index's cache, not their texts from L0). Load does not move
+    this count; a search that fetched the same rows twice, read the watermark and the log
+    apart, or wrapped the dense arm in a transaction of its own, would raise it."""
     store = memory.store
     assert isinstance(store, PostgresEntryStore)
     # More entries than either arm ranks (100): some candidates need their texts read.
@@ -133,7 +133,7 @@ def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> 
     memory.search("heron mill")  # the first search gives its connection the HNSW beam
     before = store.db.statements
     results = memory.search("lantern by the mill")
-    assert store.db.statements - before == 6
+    assert store.db.statements - before == 5
     assert results.index_behind == 0
     assert set(results.arms) == {"dense", "lexical"}
     # A write between searches is still caught up with before the next one ranks.

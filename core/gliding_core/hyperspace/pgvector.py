@@ -6,11 +6,26 @@ connection pool: so every worker of a fleet shares one index, and the index's st
 wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
 
 - The table ``dense_<name>`` holds one row per vector id (an indexed IRI, or one of a long
-  text's further windows, ``"<iri> #<i>"``: see ``following``), its vector of the embedder's
-  dimension, under an HNSW index by cosine distance (``vector_cosine_ops``). ``dense_indexes``
-  records each index's embedder and dimension; an index opened with another embedder raises
-  ``IndexMismatchError`` (``on_mismatch="raise"``, the default on a shared database) or is
-  dropped and rebuilt from L0 (``"rebuild"``).
+  text's further windows, ``"<iri> #<i>"``: see ``following``), its vector whole (float32, of
+  the embedder's dimension). The HNSW graph by cosine distance (``dense_<name>_half``) is built
+  over half-precision copies (``halfvec``; with pgvector before 0.7, or past 4,000 dimensions,
+  over the vectors themselves, ``dense_<name>_hnsw``): half the pages to walk and to keep in
+  the server's buffers. The graph orders the hits; each is scored by its whole vector, and they
+  are returned in that order. ``dense_indexes`` records each index's embedder and dimension;
+  an index opened with another embedder raises ``IndexMismatchError`` (``on_mismatch="raise"``,
+  the default on a shared database) or is dropped and rebuilt from L0 (``"rebuild"``).
+- Vectors travel in ``COPY``'s binary form to a staging table of the session, and move from
+  there in one upsert. A catch-up (or a rebuild) of at least ``BULK_FROM`` vectors, and at
+  least as many as the table holds (a first load, an index filled from L0), drops the graph,
+  writes them to the bare table, and builds the graph once at its end: inserting each vector
+  into a graph costs several times its share of a build, which pgvector does in memory
+  (``maintenance_work_mem`` is raised for it) and in parallel where the server allows. The
+  drop and the build are ``CONCURRENTLY``, so other workers' searches (then exact scans) and
+  writes go on, under a session lock that one worker holds for the whole load (another that
+  finds it taken writes through whatever graph there is). A worker killed mid-load leaves no
+  graph, or an invalid one: the next index opened on the table builds it.
+- A search catches up first; when nothing changed (no change after the applied one, the shared
+  watermark not past it) that is one statement, not the two reads of a catch-up.
 - A query without an allowed set walks the HNSW graph with a beam of at least ``SEARCH_BEAM``
   (``hnsw.ef_search``), never fewer than the hits asked for. The beam is a setting of the
   connection's session, set only when it changes (``session_setting``): the query is then one
@@ -21,23 +36,28 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
   installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
   run. Its type and operators are named qualified by the schema that holds them.
 
-Invariants: those of ``following``; the index writes only its own two tables; SQL is built from
-constants and validated names, every value a parameter.
+Invariants: those of ``following``; the index writes only its own two tables (and its session's
+staging table, emptied at each commit); SQL is built from constants and validated names, every
+value a parameter.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import struct
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import psycopg
 
 from gliding_core.config import DenseConfig
-from gliding_core.errors import IndexMismatchError, InvalidInputError
+from gliding_core.errors import GlidingError, IndexMismatchError, InvalidInputError, StorageError
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.following import FollowingIndex, Matrix
 from gliding_core.hyperspace.vectors import Vector
@@ -46,10 +66,27 @@ from gliding_core.jsonld import preview
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import Migration, lock_key, session_setting
 
+logger = logging.getLogger(__name__)
+
 SEARCH_BEAM = 128  # hnsw.ef_search: recall over speed, as the Chroma index does
 BATCH = 1_000  # vectors written per statement
 COMPONENT = "dense"
 _NAME = re.compile(r"[a-z0-9_]{1,40}")
+
+BULK_FROM = 5_000
+"""A catch-up (or rebuild) with at least this many changes to apply, and at least as many as
+the table holds vectors, loads them without the HNSW graph and builds the graph once after."""
+BULK_PROBE = 500  # a write of at least this many vectors asks how large its catch-up is
+BUILD_MEMORY_MAX = 1 << 30  # bytes of maintenance_work_mem a graph build asks for, at most
+GRAPH_BYTES = 1_024  # an element's share of the graph beside its vector (neighbours, header)
+REPAIR_AFTER_S = 60.0  # after a failed graph build, the next try waits this long
+HALF_SINCE = (0, 7)  # the pgvector version that brought half-precision vectors (halfvec)
+HALF_DIMENSIONS = 4_000  # the most dimensions pgvector's HNSW takes in halfvec
+
+# PostgreSQL's binary COPY: the signature, flags and header extension; the end of the data.
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
+_COPY_TRAILER = struct.pack("!h", -1)
+_STAGING = "pg_temp.gliding_dense_load"  # the session's staging table of a write
 
 OnMismatch = Literal["rebuild", "raise"]
 
@@ -115,8 +152,22 @@ class PgVectorIndex(FollowingIndex):
         extension = self._db.require_extension("vector")
         self._vector = f'"{extension}".vector'
         self._distance = f'OPERATOR("{extension}".<=>)'
-        self._opclass = f'"{extension}".vector_cosine_ops'
         self.table = f'"dense_{name}"'
+        graphs = {False: f'"dense_{name}_hnsw"', True: f'"dense_{name}_half"'}
+        half = self.dimension <= HALF_DIMENSIONS and self._version() >= HALF_SINCE
+        self._graph, self._old_graph = graphs[half], graphs[not half]
+        if half:  # the graph holds half-precision copies; the table keeps the vectors whole
+            self._key = f'(embedding::"{extension}".halfvec({self.dimension}))'
+            self._probe = f'"{extension}".halfvec({self.dimension})'
+            self._opclass = f'"{extension}".halfvec_cosine_ops'
+        else:
+            self._key, self._probe = "embedding", self._vector
+            self._opclass = f'"{extension}".vector_cosine_ops'
+        self._element_bytes = (2 if half else 4) * self.dimension + GRAPH_BYTES
+        self._graph_key = lock_key(self._db.schema, f"{self.table} graph")
+        self._load: _Load | None = None
+        self._graph_unsure = True  # whether the graph must be checked (and built) before use
+        self._repair_at = 0.0  # the monotonic time from which a missing graph is built again
         self._db.prepare(COMPONENT, MIGRATIONS)
         self._start(fill=self._open(on_mismatch))
 
@@ -145,6 +196,8 @@ class PgVectorIndex(FollowingIndex):
                 )
             if row is None or problem is not None:
                 self._create(conn)
+            else:  # a graph of the other precision (an older version's) is built anew
+                conn.execute(f"DROP INDEX IF EXISTS {self._old_graph}")
             empty = conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {self.table})").fetchone()
         return bool(empty and empty[0]) and self.store.count() > 0
 
@@ -162,16 +215,195 @@ class PgVectorIndex(FollowingIndex):
             f'CREATE TABLE {self.table} (iri text COLLATE "C" PRIMARY KEY,'
             f" embedding {self._vector}({self.dimension}) NOT NULL)"
         )
-        conn.execute(
-            f'CREATE INDEX "dense_{self.name}_hnsw" ON {self.table}'
-            f" USING hnsw (embedding {self._opclass})"
-        )
+        conn.execute(self._graph_ddl(concurrently=False))
         conn.execute(
             "INSERT INTO dense_indexes (name, embedder, dimension) VALUES (%s, %s, %s)"
             " ON CONFLICT (name) DO UPDATE SET embedder = excluded.embedder,"
             " dimension = excluded.dimension",
             (self.name, self.embedder_label, self.dimension),
         )
+
+    def _graph_ddl(self, *, concurrently: bool) -> str:
+        """The statement that builds the HNSW graph over the table's vectors."""
+        how = "CONCURRENTLY " if concurrently else ""
+        return (
+            f"CREATE INDEX {how}IF NOT EXISTS {self._graph} ON {self.table}"
+            f" USING hnsw ({self._key} {self._opclass})"
+        )
+
+    def _version(self) -> tuple[int, ...]:
+        """pgvector's version in the database, as numbers (``(0, 8, 1)``)."""
+        with self._transaction("reading pgvector's version") as conn:
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            found = row.fetchone()
+        return tuple(int(part) for part in re.findall(r"\d+", str(found[0] if found else "0")))
+
+    # -- loading many vectors: without the graph, built once after ------------------------------
+
+    def _catch_up(self) -> int:
+        if self._graph_unsure and time.monotonic() >= self._repair_at:
+            self._repair_graph()
+        if not self._rebuild_pending and self._settled():
+            self._persist(force=False)  # as a catch-up that found nothing new does
+            return 0
+        with self._loading(rebuilding=False):
+            return super()._catch_up()
+
+    def _settled(self) -> bool:
+        """Whether L0 holds no change after the one this index applied and no other worker
+        has moved the shared watermark past it: one statement, where the full catch-up reads
+        the watermark and then the change log (each search catches up first)."""
+        doing = f"reading the L0 change log for {self.name!r}"
+        with self._db.translated(doing), self._db.connection() as conn:
+            # max(seq), not EXISTS (seq > %s): under the pool's generic plans the latter may
+            # be a scan of the whole log that finds nothing; the former reads one index entry.
+            row = conn.execute(
+                "SELECT COALESCE((SELECT max(seq) FROM changes), 0) <= %s"
+                " AND COALESCE((SELECT sequence FROM watermarks WHERE name = %s), 0) <= %s",
+                (self._applied, self.watermark_name, self._applied),
+                prepare=True,
+            ).fetchone()
+        return bool(row and row[0])
+
+    def _rebuild(self, batch: int) -> int:
+        with self._loading(rebuilding=True):
+            return super()._rebuild(batch)
+
+    @contextmanager
+    def _loading(self, *, rebuilding: bool) -> Iterator[None]:
+        """Around a catch-up or a rebuild (under the guard): if its first large write finds
+        it large (``_large``), the graph is dropped for it and built once at its end, even
+        when it fails, so the table is never left without one by this process."""
+        outer = self._load is None
+        if self._load is None:
+            self._load = _Load(rebuilding=rebuilding)
+        elif rebuilding:
+            self._load.rebuilding = True
+        try:
+            yield
+        finally:
+            if outer:
+                load, self._load = self._load, None
+                if load.held is not None:
+                    self._finish_load(load)
+
+    def _bulk_check(self, count: int) -> None:
+        """Called by a write of ``count`` vectors: the first large write of a catch-up decides
+        whether it loads without the graph."""
+        load = self._load
+        if load is None or load.decided or count < BULK_PROBE:
+            return
+        load.decided = True
+        if self._large(load):
+            self._drop_graph(load)
+
+    def _large(self, load: _Load) -> bool:
+        """Whether the catch-up (or rebuild) under way writes at least ``BULK_FROM`` vectors
+        and at least as many as the table holds: then inserting each into the graph costs
+        more than building the graph anew from all of them."""
+        if load.rebuilding:
+            pending = self.store.count()
+        else:
+            pending = self.store.change_sequence() - self._applied
+        if pending < BULK_FROM:
+            return False
+        with self._transaction(f"counting the vectors of {self.name!r}") as conn:
+            row = conn.execute(f"SELECT count(*) FROM {self.table}").fetchone()
+        return pending >= (int(row[0]) if row else 0)
+
+    def _drop_graph(self, load: _Load) -> None:
+        """Take the graph lock and drop the graph, keeping the lock's connection in ``load``;
+        nothing when another worker holds the lock (it is loading or building: this one's
+        vectors go into the graph, or the table, as they are).
+
+        The lock is a session lock on a connection of its own kept for the load: a process that dies
+        while loading lets it go, and the next one to open the index builds the graph.
+        ``CONCURRENTLY``: searches and writes of other workers go on meanwhile (a search
+        without the graph scores every vector, exactly).
+        """
+        held = ExitStack()
+        try:
+            with self._db.translated(f"loading the dense index {self.name!r}"):
+                # Outside the pool, which the load itself needs (it may hold one connection).
+                conn = held.enter_context(closing(self._db.connect("gliding-horse graph")))
+                if not _try_lock(conn, self._graph_key):
+                    held.close()
+                    return
+                held.callback(_unlock, conn, self._graph_key)
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self._graph}")
+        except BaseException:
+            held.close()
+            raise
+        self._graph_unsure = True
+        load.held, load.conn = held, conn
+
+    def _finish_load(self, load: _Load) -> None:
+        """Build the graph after a load and let the lock go; a failure is logged (searches
+        then score every vector, exactly) and the build is tried again by the next catch-up."""
+        assert load.held is not None
+        assert load.conn is not None
+        with load.held:
+            try:
+                self._build_graph(load.conn)
+            except GlidingError as exc:
+                self._repair_at = time.monotonic() + REPAIR_AFTER_S
+                logger.warning(
+                    "the dense index %r could not build its HNSW graph (%s): its searches score"
+                    " every vector until it is built",
+                    self.name,
+                    exc,
+                )
+
+    def _repair_graph(self) -> None:
+        """Build the graph if it is missing or was left invalid (a worker died building it),
+        unless another worker holds the graph lock (it is loading or building)."""
+        doing = f"checking the HNSW graph of {self.name!r}"
+        try:
+            with self._db.translated(doing), self._db.connection() as conn:
+                if _graph_valid(conn, self._graph) is True:
+                    self._graph_unsure = False
+                    return
+                if not _try_lock(conn, self._graph_key):
+                    return
+                try:
+                    self._build_graph(conn)
+                finally:
+                    _unlock(conn, self._graph_key)
+        except GlidingError as exc:
+            self._repair_at = time.monotonic() + REPAIR_AFTER_S
+            logger.warning("the dense index %r could not build its HNSW graph: %s", self.name, exc)
+
+    def _build_graph(self, conn: psycopg.Connection[Any]) -> None:
+        """Build the graph on ``conn``, which holds the graph lock.
+
+        ``CONCURRENTLY``, so other workers' writes go on while it is built (their vectors are
+        added to it). With ``maintenance_work_mem`` for the whole graph (up to
+        ``BUILD_MEMORY_MAX``), pgvector builds it in memory, with parallel workers when the
+        server allows them. An invalid graph, left by a build that failed, is dropped first.
+
+        Raises:
+            StorageError: PostgreSQL failed, or the graph is not valid after the build.
+        """
+        with self._db.translated(f"building the HNSW graph of {self.name!r}"):
+            if _graph_valid(conn, self._graph) is False:
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {self._graph}")
+            row = conn.execute(
+                f"SELECT count(*), pg_size_bytes(current_setting('maintenance_work_mem'))"
+                f" FROM {self.table}"
+            ).fetchone()
+            rows, memory = (int(row[0]), int(row[1])) if row else (0, 0)
+            wanted = min(BUILD_MEMORY_MAX, rows * self._element_bytes * 5 // 4)
+            conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, false)",
+                (f"{max(memory, wanted) // 1024}kB",),
+            )
+            try:
+                conn.execute(self._graph_ddl(concurrently=True))
+            finally:
+                conn.execute("RESET maintenance_work_mem")
+            if _graph_valid(conn, self._graph) is not True:
+                raise StorageError(f"the HNSW graph of the dense index {self.name!r} is not valid")
+        self._graph_unsure = False
 
     def reset(self) -> int:
         """Drop every vector and re-embed all of L0; return the number of entries indexed."""
@@ -189,17 +421,28 @@ class PgVectorIndex(FollowingIndex):
     # -- the backend's operations --------------------------------------------------------------
 
     def _write(self, keys: list[str], vectors: Matrix) -> None:
+        """Upsert the vectors: sent in PostgreSQL's binary ``COPY`` form to a staging table of
+        the session (no text to format or parse), then moved in one ``INSERT``, by key order
+        (one lock order for all writers)."""
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
             raise InvalidInputError(
                 f"the embedder gave vectors of shape {vectors.shape}, not (n, {self.dimension})"
             )
-        order = sorted(range(len(keys)), key=keys.__getitem__)  # one lock order for all writers
+        self._bulk_check(len(keys))
         with self._transaction(f"writing {len(keys)} vectors to {self.name!r}") as conn:
             conn.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} (iri text, embedding"
+                f" {self._vector}) ON COMMIT DELETE ROWS"
+            )
+            with (
+                conn.cursor() as cursor,
+                cursor.copy(f"COPY {_STAGING} (iri, embedding) FROM STDIN (FORMAT BINARY)") as copy,
+            ):
+                copy.write(_binary_rows(keys, vectors))
+            conn.execute(
                 f"INSERT INTO {self.table} (iri, embedding)"
-                f" SELECT * FROM unnest(%s::text[], %s::text[]::{self._vector}[])"
-                " ON CONFLICT (iri) DO UPDATE SET embedding = excluded.embedding",
-                ([keys[i] for i in order], [_literal(vectors[i]) for i in order]),
+                f" SELECT iri, embedding FROM {_STAGING} ORDER BY iri"
+                " ON CONFLICT (iri) DO UPDATE SET embedding = excluded.embedding"
             )
 
     def _remove(self, keys: list[str]) -> None:
@@ -264,11 +507,13 @@ class PgVectorIndex(FollowingIndex):
         with self._db.translated(doing), self._db.connection() as conn:
             session_setting(conn, "hnsw.ef_search", str(max(SEARCH_BEAM, n)))
             rows = conn.execute(
-                f"SELECT iri, embedding {self._distance} %s::{self._vector} AS d"
-                f" FROM {self.table} ORDER BY d LIMIT %s",
-                (_literal(vector), n),
+                f"SELECT iri, embedding {self._distance} %(q)s::{self._vector} AS d"
+                f" FROM {self.table} ORDER BY {self._key} {self._distance} %(q)s::{self._probe}"
+                " LIMIT %(n)s",
+                {"q": _literal(vector), "n": n},
             ).fetchall()
-        return [(iri, 1.0 - float(distance)) for iri, distance in rows]
+        # The graph ranks by its copies; the hits are scored, and put in order, whole.
+        return [(iri, 1.0 - float(d)) for iri, d in sorted(rows, key=lambda row: (row[1], row[0]))]
 
     def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
         # Ordered by the similarity, not by the distance operator: the planner then reads the
@@ -282,11 +527,54 @@ class PgVectorIndex(FollowingIndex):
         return [(iri, float(score)) for iri, score in rows]
 
 
+@dataclass(slots=True)
+class _Load:
+    """A catch-up or rebuild under way, as the graph sees it."""
+
+    rebuilding: bool
+    decided: bool = False  # whether its first large write has asked how large it is
+    held: ExitStack | None = field(default=None)  # the graph lock's connection, when dropped
+    conn: psycopg.Connection[Any] | None = None
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return bool(row and row[0])
+
+
+def _unlock(conn: psycopg.Connection[Any], key: int) -> None:
+    """Let a session lock go; a broken connection has let it go already."""
+    with suppress(psycopg.Error):
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _graph_valid(conn: psycopg.Connection[Any], graph: str) -> bool | None:
+    """Whether the index ``graph`` (quoted, in the schema) is valid; ``None``: there is none."""
+    row = conn.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (graph,)
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
 def _dimension(embedder: Embedder) -> int:
     dimension = getattr(embedder, "dimension", None)
     if isinstance(dimension, int) and not isinstance(dimension, bool) and dimension > 0:
         return dimension
     return len(embedder.embed_query("dimension"))
+
+
+def _binary_rows(keys: list[str], vectors: Matrix) -> bytes:
+    """The rows ``(iri, vector)`` in ``COPY``'s binary form: a vector is its dimension, a
+    reserved zero and its floats, big-endian, as pgvector's binary input reads it."""
+    dimension = vectors.shape[1]
+    head = struct.pack("!ihh", 4 + 4 * dimension, dimension, 0)
+    body = np.ascontiguousarray(vectors, dtype=">f4")
+    parts = [_COPY_HEADER]
+    for key, row in zip(keys, body, strict=True):
+        raw = key.encode("utf-8")
+        parts += (struct.pack("!hi", 2, len(raw)), raw, head, row.tobytes())
+    parts.append(_COPY_TRAILER)
+    return b"".join(parts)
 
 
 def _literal(vector: Any) -> str:

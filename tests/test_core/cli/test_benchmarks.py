@@ -287,6 +287,7 @@ def test_bench_search(tmp_path: Path) -> None:
     [figures] = json.loads(out.read_text())
     assert figures["embedder"] == "hash-256"
     assert figures["ingest_per_s"] > 0
+    assert figures["online_per_s"] > 0  # the last tenth, embedded as each batch commits
     assert figures["search_p95_ms"] >= figures["search_p50_ms"] > 0
     # Every stage is reported, and the stages account for the whole of each search.
     stages = figures["stages"]

@@ -1,0 +1,308 @@
+"""Hyperspace: pgvector beyond the VectorIndex contract: a bulk load is indexed without the HNSW
+graph, which is built once after it, serves the writes that follow, and is never left missing
+for good, by a worker that died loading or by two workers loading at once; vectors travel in
+COPY's binary form, bit for bit.
+
+The contract itself runs on pgvector in ``tests/test_core/contracts/``. ``BULK_FROM`` is
+lowered here so that a load of a few thousand entries counts as a bulk load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import psycopg
+import pytest
+
+from gliding_core import HashEmbedder, Record
+from gliding_core.hyperspace import pgvector
+from gliding_core.hyperspace.following import Matrix
+from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.store.postgres import DatabaseSettings, PostgresEntryStore
+from gliding_core.store.postgres.database import lock_key
+
+LOAD = 1_500  # entries of a bulk load: two writes of the catch-up, the first of BATCH
+GRAPH = "dense_default_half"  # the HNSW graph of the index named "default" (halfvec copies)
+
+
+@pytest.fixture(autouse=True)
+def _small_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pgvector, "BULK_FROM", 1_000)
+
+
+@pytest.fixture
+def store(postgres_url: str, postgres_schema: str) -> Iterator[PostgresEntryStore]:
+    with PostgresEntryStore(postgres_url, schema=postgres_schema) as value:
+        yield value
+
+
+@pytest.fixture
+def admin(
+    postgres_url: str, postgres_schema: str
+) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'SET search_path = "{postgres_schema}", public')
+        yield conn
+
+
+def _records(n: int, start: int = 0) -> list[Record]:
+    return [
+        Record({"@id": f"urn:b:{i}", "text": f"note {i}: w{i} v{i * 7 % 1009} u{i * 13 % 997}"})
+        for i in range(start, start + n)
+    ]
+
+
+def _graph(admin: psycopg.Connection[tuple[object, ...]]) -> bool | None:
+    """Whether the index's HNSW graph is valid; ``None``: there is none."""
+    row = admin.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (GRAPH,)
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def _uses_graph(admin: psycopg.Connection[tuple[object, ...]], index: PgVectorIndex) -> bool:
+    """Whether the planner can answer the dense arm's query through the graph (a table this
+    small it would rather scan)."""
+    probe = "[" + ",".join(["0.1"] * index.dimension) + "]"
+    admin.execute("SET enable_seqscan = off")
+    plan = admin.execute(
+        f"EXPLAIN SELECT iri FROM dense_default"
+        f" ORDER BY {index._key} <=> '{probe}'::{index._probe} LIMIT 10"
+    ).fetchall()
+    admin.execute("RESET enable_seqscan")
+    return any(GRAPH in str(row[0]) for row in plan)
+
+
+def _watch_writes(
+    index: PgVectorIndex, admin: psycopg.Connection[tuple[object, ...]]
+) -> list[tuple[int, bool | None]]:
+    """Record, at each write of the index, its size and whether the graph was there."""
+    seen: list[tuple[int, bool | None]] = []
+    write = index._write
+
+    def watched(keys: list[str], vectors: Matrix) -> None:
+        write(keys, vectors)
+        seen.append((len(keys), _graph(admin)))
+
+    index._write = watched  # type: ignore[method-assign]
+    return seen
+
+
+def _finds_itself(index: PgVectorIndex, records: list[Record]) -> None:
+    for record in records:
+        text = str(record.node["text"])
+        assert index.query(text, 1)[0][0] == record.node["@id"]
+
+
+def test_a_bulk_load_is_written_without_the_graph_then_built_once_and_finds_everything(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        assert _graph(admin) is True  # a new index has its (empty) graph
+        seen = _watch_writes(index, admin)
+        records = _records(LOAD)
+        with index.deferred():
+            for start in range(0, LOAD, 500):
+                store.put_many(records[start : start + 500])
+        assert index.refresh(wait=True) == 0
+        # Every write of the load went to a table without the graph; it was built after.
+        assert [size for size, _ in seen] == [1_000, 500]
+        assert [graph for _, graph in seen] == [None, None]
+        assert _graph(admin) is True
+        assert _uses_graph(admin, index)
+        assert index.count() == LOAD
+        _finds_itself(index, records[::50])
+    finally:
+        index.close()
+
+
+def test_a_graph_built_after_a_bulk_load_serves_the_writes_after_it(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        with index.deferred():
+            store.put_many(_records(LOAD))
+        index.refresh(wait=True)
+        seen = _watch_writes(index, admin)
+        # A batch smaller than the table is written through the graph, as a memory in use does.
+        later = _records(600, start=LOAD)
+        store.put_many(later)
+        assert seen == [(600, True)]
+        store.put({"@id": "urn:b:one", "text": "a single entry written after the load"})
+        assert index.behind() == 0
+        assert _uses_graph(admin, index)
+        _finds_itself(index, later[::40])
+        assert index.query("a single entry written after the load", 1)[0][0] == "urn:b:one"
+        assert index.count() == LOAD + 601
+    finally:
+        index.close()
+
+
+def test_a_graph_a_dead_loader_left_missing_or_invalid_is_built_by_the_next_opening(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    PgVectorIndex(store, HashEmbedder(64)).close()
+    store.put_many(_records(300))
+    # What a worker killed between the drop and the build leaves: no graph.
+    admin.execute(f"DROP INDEX {GRAPH}")
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        assert _graph(admin) is True
+        _finds_itself(index, _records(300)[::30])
+    finally:
+        index.close()
+    # What a build that failed half-way leaves: an invalid graph, which no query uses (only a
+    # superuser can mark one so; a server of the user's may not let the test).
+    superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    if superuser.fetchone() != (True,):
+        return
+    admin.execute(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (GRAPH,)
+    )
+    assert _graph(admin) is False
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        assert _graph(admin) is True
+        assert _uses_graph(admin, index)
+    finally:
+        index.close()
+
+
+def test_a_worker_loading_while_another_holds_the_graph_lock_keeps_the_graph(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]], postgres_schema: str
+) -> None:
+    """Another worker loading (or building) holds the graph lock: this one neither drops the
+    graph under it nor builds one beside it; its vectors go through the graph as they are."""
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        admin.execute(
+            "SELECT pg_advisory_lock(%s)", (lock_key(postgres_schema, '"dense_default" graph'),)
+        )
+        seen = _watch_writes(index, admin)
+        records = _records(LOAD)
+        with index.deferred():
+            store.put_many(records)
+        index.refresh(wait=True)
+        assert seen
+        assert all(graph is True for _, graph in seen)
+        admin.execute("SELECT pg_advisory_unlock_all()")
+        _finds_itself(index, records[::100])
+    finally:
+        index.close()
+
+
+def test_a_reset_reloads_every_vector_in_bulk(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        store.put_many(_records(LOAD))
+        seen = _watch_writes(index, admin)
+        assert index.reset() == LOAD
+        assert seen
+        assert all(graph is None for _, graph in seen)
+        assert _graph(admin) is True
+        assert index.count() == LOAD
+    finally:
+        index.close()
+
+
+def test_vectors_travel_bit_for_bit_under_any_iri(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """The binary COPY carries each float exactly and an IRI in any script, with the
+    characters COPY's text form would have to escape (a window's id holds a space)."""
+    embedder = HashEmbedder(64)
+    iris = ["urn:plain", "urn:été/ünï/日本", "urn:back\\slash\\t", "urn:quote'\"%s"]
+    index = PgVectorIndex(store, embedder)
+    try:
+        texts = {iri: f"text number {n} of {n * 3}" for n, iri in enumerate(iris)}
+        store.put_many([Record({"@id": iri, "text": text}) for iri, text in texts.items()])
+        found = admin.execute("SELECT iri, embedding::text FROM dense_default").fetchall()
+        rows = {str(iri): str(vector) for iri, vector in found}
+        assert set(rows) == set(iris)
+        for iri, text in texts.items():
+            expected = np.asarray(embedder.embed_query(text), dtype=np.float32)
+            stored = np.asarray(json.loads(rows[iri]), dtype=np.float32)
+            assert stored.tobytes() == expected.tobytes()
+        keys = ["urn:plain #1", "urn:été #2"]  # window ids, as the base class writes them
+        vectors = np.asarray([embedder.embed_query(k) for k in keys], dtype=np.float32)
+        index._write(keys, vectors)
+        assert {key for key, _ in index._fetch(keys)} == set(keys)
+    finally:
+        index.close()
+
+
+def test_the_graph_ranks_by_half_precision_copies_and_the_hits_are_scored_whole(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    embedder = HashEmbedder(64)
+    index = PgVectorIndex(store, embedder)
+    try:
+        records = _records(400)
+        store.put_many(records)
+        column = admin.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = 'dense_default'::regclass AND attname = 'embedding'"
+        ).fetchone()
+        assert column == ("vector(64)",)  # the table keeps each vector whole
+        definition = admin.execute("SELECT pg_get_indexdef(to_regclass(%s))", (GRAPH,)).fetchone()
+        assert definition is not None
+        assert "halfvec(64)" in str(definition[0])
+        assert "halfvec_cosine_ops" in str(definition[0])
+        texts = {str(r.node["@id"]): str(r.node["text"]) for r in records}
+        matrix = np.asarray(embedder.embed_documents(list(texts.values())), dtype=np.float32)
+        probe = np.asarray(embedder.embed_query("w17 v119 u221"), dtype=np.float32)
+        exact = dict(zip(texts, (matrix @ probe).tolist(), strict=True))
+        hits = index.query(probe, 20)
+        assert [score for _, score in hits] == sorted((s for _, s in hits), reverse=True)
+        for iri, score in hits:
+            assert score == pytest.approx(exact[iri], abs=1e-6)
+        best = sorted(exact, key=lambda iri: -exact[iri])[:5]
+        assert hits[0][0] == best[0] == "urn:b:17"
+        assert set(best) <= {iri for iri, _ in hits}  # copies may swap near ties, not lose
+    finally:
+        index.close()
+
+
+def test_an_index_of_an_older_version_gets_its_graph_anew(
+    store: PostgresEntryStore, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """A graph over the whole vectors (as versions before the half-precision graph built it)
+    is dropped on opening and the graph of copies built: the one a query can use."""
+    PgVectorIndex(store, HashEmbedder(64)).close()
+    store.put_many(_records(300))
+    admin.execute(f"DROP INDEX {GRAPH}")
+    admin.execute(
+        "CREATE INDEX dense_default_hnsw ON dense_default USING hnsw (embedding vector_cosine_ops)"
+    )
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        assert admin.execute("SELECT to_regclass('dense_default_hnsw')").fetchone() == (None,)
+        assert _graph(admin) is True
+        assert _uses_graph(admin, index)
+        _finds_itself(index, _records(300)[::30])
+    finally:
+        index.close()
+
+
+def test_a_bulk_load_through_a_pool_of_one_connection(
+    postgres_url: str, postgres_schema: str, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """The graph lock's connection is not one of the pool's: a pool of one still loads."""
+    settings = DatabaseSettings(max_connections=1, timeout_s=5.0)
+    with PostgresEntryStore(postgres_url, schema=postgres_schema, settings=settings) as store:
+        index = PgVectorIndex(store, HashEmbedder(64))
+        try:
+            records = _records(LOAD)
+            with index.deferred():
+                store.put_many(records)
+            assert index.refresh(wait=True) == 0
+            assert _graph(admin) is True
+            assert index.count() == LOAD
+        finally:
+            index.close()

@@ -211,6 +211,39 @@ def test_a_raising_write_leaves_nothing_half_written(
         assert tx.tasks.get("urn:t:1") is None
 
 
+def _insert_then_fail(store: CoordinationStore, commit: Any) -> None:
+    with store.write("failing", commit=commit) as tx:
+        tx.tasks.insert("urn:t:lost", parent=None, root="urn:t:lost", now=1)
+        raise KeyError("the caller failed")
+
+
+@pytest.mark.parametrize("commit", ["sync", "flush", "async"])
+def test_every_commit_of_a_write_commits_it_and_rolls_back_with_it(
+    coordination_store: CoordinationStore, commit: Any
+) -> None:
+    with coordination_store.write(f"publishing, {commit}", commit=commit) as tx:
+        iri = f"urn:uuid:{uuid.uuid4()}"
+        tx.messages.append(iri=iri, topic=commit, task=None, sender=None, payload="{}", now=1)
+    with pytest.raises(KeyError):
+        _insert_then_fail(coordination_store, commit)
+    assert _topics(coordination_store) == [commit]
+    with coordination_store.read("reading") as tx:
+        assert tx.tasks.get("urn:t:lost") is None
+
+
+@pytest.mark.parametrize("commit", ["SYNC", "later", "", None, 1, True])
+def test_a_write_with_an_unknown_commit_is_refused_naming_it(
+    coordination_store: CoordinationStore, commit: Any
+) -> None:
+    with (
+        pytest.raises(InvalidInputError, match="commit must be one of sync, flush, async"),
+        coordination_store.write("refused", commit=commit) as tx,
+    ):
+        tx.tasks.insert("urn:t:never", parent=None, root="urn:t:never", now=1)
+    with coordination_store.read("reading") as tx:
+        assert tx.tasks.get("urn:t:never") is None
+
+
 def test_tokens_and_sequences_are_never_reused_after_release_and_prune(
     coordination_store: CoordinationStore, leases: LeaseTable
 ) -> None:

@@ -42,7 +42,8 @@ token that only grows and a lease that names it.
 Round trips: a transaction's opening (its level, limits, lock and clock) goes to the server
 with its first statement, and the lease writes whose answer is not read go with the next
 statement or the ``COMMIT`` (``store.postgres.database.Transaction``): a lease's grant is three
-round trips (the opening with the resource's leases, the grant, the ``COMMIT``), its release two.
+round trips (the opening with the resource's leases, the grant, the ``COMMIT`` with the flush
+after it), its release two (the opening with the leases, the deletion with the ``COMMIT``).
 
 The clock: ``clock=None`` (the default) reads the database server's clock, once per
 transaction (with its first query, once a write holds the lock), so workers on several
@@ -53,6 +54,30 @@ Durability: a commit is as durable as the database's ``synchronous_commit`` says
 ``"normal"`` may lose the last commits only to a power loss, which ends every process that saw
 them; the clients of a server outlive a crash of the server, and a grant lost with it would
 hand its token (or a message its sequence) out again while its first holder still runs.
+
+A write's ``commit`` (``coordination.protocol.Commit``) changes when that durability comes, not
+whether, where the lease table asks (``coordination.leases`` gives the reasons):
+
+- ``"sync"`` (every write but the lease table's): PostgreSQL's own synchronous commit, which
+  waits for the log's flush before it releases the transaction's locks, the storage's lock
+  with them. Each write then holds every other write of the schema for one flush of the disk.
+- ``"flush"`` (a grant): the commit does not wait for the flush (``synchronous_commit`` off for
+  the transaction), so the lock is free as soon as the commit is in the log; in the same round
+  trip, an empty log message flushed on request (``pg_logical_emit_message(..., flush =>
+  true)``, PostgreSQL 17 and later) flushes the log up to itself, the commit included, and only
+  then does ``write()`` return. The write is durable before its caller learns of it, as with a
+  synchronous commit; what changes is that others may see it a moment before that, and that
+  concurrent writers' flushes are no longer made one after another under the lock (they share
+  flushes, as concurrent commits do). Before PostgreSQL 17, with synchronous standbys, or with
+  a pool whose commits are not synchronous, it is a ``"sync"``.
+- ``"async"`` (a release): the commit does not wait for the flush, which the server makes
+  within three times ``wal_writer_delay`` (0.6 s by default); a crash of the server may lose it.
+
+Why seeing a write before it is durable, or losing an ``"async"`` one, can never undo a later
+write: the log is flushed in order, so a flush that makes any later commit durable makes this
+one durable too. A crash loses a suffix of the commits, never one commit from the middle: no
+transaction that read a lost write (a grant that found a lease released, say) survives without
+it.
 
 A writer that stops inside its transaction (a process paused or stopped between two
 statements) would hold the lock of every other process: the server ends its session after half
@@ -79,6 +104,7 @@ from typing import Any
 
 import psycopg
 
+from gliding_core.blackboard.coordination.protocol import Commit, check_commit
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
@@ -113,6 +139,31 @@ from gliding_core.store.postgres.database import (
 )
 
 COMPONENT = "coordination"
+
+_FLUSH_ON_REQUEST = 170_000
+"""The first server version whose ``pg_logical_emit_message`` flushes the log on request."""
+
+_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
+"""An ``"async"`` write's own setting: its commit does not wait for the log's flush."""
+
+_COMMIT_UNLESS_STANDBYS = (
+    "set_config('synchronous_commit', CASE current_setting('synchronous_standby_names')"
+    " WHEN '' THEN 'off' ELSE current_setting('synchronous_commit') END, true)"
+)
+"""A ``"flush"`` write's own setting: its commit does not wait for the local flush, which
+follows it; with synchronous standbys configured it waits as the session says (a standby's
+acknowledgement cannot be asked for after the commit)."""
+
+_COMMIT_THEN_FLUSH = (
+    "SELECT set_config('gliding.flush_after_commit', (current_setting('synchronous_commit')"
+    " = 'off' AND pg_current_xact_id_if_assigned() IS NOT NULL)::text, false); COMMIT;"
+    " SELECT pg_logical_emit_message(false, 'gliding-horse', ''::text, true)"
+    " WHERE current_setting('gliding.flush_after_commit') = 'true'"
+)
+"""A ``"flush"`` write's ending, one round trip: whether its commit will need a flush (it has
+a transaction id, so it writes a commit record, which nobody waits for), the ``COMMIT``, then
+an empty log message flushed at once (``flush => true``), which flushes the log up to itself
+and so up to the commit before it; a transaction that wrote nothing flushes nothing."""
 
 _TABLES = """
 CREATE SEQUENCE coordination_tokens CACHE 1;
@@ -289,13 +340,16 @@ class PostgresCoordinationStore:
             raise ClosedError("the coordination store is closed")
 
     @contextmanager
-    def write(self, doing: str) -> Iterator[PostgresTx]:
+    def write(self, doing: str, *, commit: Commit = "sync") -> Iterator[PostgresTx]:
         """Run the block as one write transaction under the storage's lock (a savepoint when
         nested in a write of this thread).
 
         Args:
             doing: what the block does, for the message of a translated PostgreSQL error.
+            commit: how durable the commit must be (see the module); a nested write commits
+                with its outer one, as that one says.
         """
+        check_commit(commit)
         self._check_open()
         stack = self._frames.stack
         with self.database.translated(doing):
@@ -303,7 +357,7 @@ class PostgresCoordinationStore:
                 with self._savepoint(stack[-1]) as tx:
                     yield tx
             else:
-                with self._transaction(writing=True) as tx:
+                with self._transaction(writing=True, commit=commit) as tx:
                     yield tx
 
     @contextmanager
@@ -324,19 +378,22 @@ class PostgresCoordinationStore:
                     yield tx
 
     @contextmanager
-    def _transaction(self, *, writing: bool) -> Iterator[PostgresTx]:
+    def _transaction(self, *, writing: bool, commit: Commit = "sync") -> Iterator[PostgresTx]:
         # The opening (BEGIN, a write's limits and the lock, and the server's clock as the
         # transaction starts, once it holds the lock, when it is the coordination clock) goes
         # with the transaction's first statement.
         clock = self.clock is None
         with self.database.connection() as conn:
             if writing:
+                settings, ending = self._commit(conn, commit)
                 opened = locked(
                     conn,
                     self._lock_key,
                     idle_ms=self._idle_limit_ms,
                     lock_timeout_ms=self._lock_timeout_ms,
                     clock=clock,
+                    settings=settings,
+                    ending=ending,
                 )
             else:
                 opened = transaction(
@@ -344,6 +401,20 @@ class PostgresCoordinationStore:
                 )
             with opened as txn, self._framed(txn, writing=writing) as tx:
                 yield tx
+
+    def _commit(self, conn: psycopg.Connection[Any], commit: Commit) -> tuple[list[str], str]:
+        """The opening's settings and the ending of a write committed as ``commit`` says (see
+        the module): a ``"flush"`` is a ``"sync"`` where the server cannot flush on request
+        (before PostgreSQL 17) or the pool's commits are not synchronous anyway."""
+        if commit == "async":
+            return [_ASYNC_COMMIT], "COMMIT"
+        if (
+            commit == "flush"
+            and self.database.settings.synchronous_commit
+            and conn.info.server_version >= _FLUSH_ON_REQUEST
+        ):
+            return [_COMMIT_UNLESS_STANDBYS], _COMMIT_THEN_FLUSH
+        return [], "COMMIT"
 
     @contextmanager
     def _framed(self, txn: Transaction, *, writing: bool) -> Iterator[PostgresTx]:

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gliding_core.blackboard.coordination.protocol import Commit, check_commit
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
@@ -213,12 +214,16 @@ class CoordinationDB:
             self._schemas.add(script)
 
     @contextmanager
-    def write(self, doing: str) -> Iterator[SQLiteTx]:
+    def write(self, doing: str, *, commit: Commit = "sync") -> Iterator[SQLiteTx]:
         """Run the block as one write transaction (a savepoint when nested on this thread).
 
         Args:
             doing: what the block does, for the message of a translated SQLite error.
+            commit: accepted and checked, then ignored: every commit is as durable as the
+                ``synchronous`` pragma (``CoordinationConfig.durability``) says, which a
+                transaction cannot change.
         """
+        check_commit(commit)
         with self._lock:
             self._check_open()
             conn = self._conn

@@ -314,6 +314,45 @@ def test_every_pair_of_modes_is_granted_or_refused_as_the_table_says(
         assert "'a' (" in str(caught.value)
 
 
+def _first(store: CoordinationStore, holder: str, mode: LeaseMode) -> Any:
+    blocking = frozenset(held for held in LeaseMode if not COMPATIBLE[held, mode])
+    with store.write("a first grant") as tx:
+        return tx.leases.grant_if_free(
+            "urn:r", holder, mode, 10.0, blocking=blocking, fenced=mode is not R
+        )
+
+
+def test_a_first_grant_is_made_only_when_no_live_lease_stands_in_its_way(
+    coordination_store: CoordinationStore, leases: LeaseTable, clock: FakeClock
+) -> None:
+    made = _first(coordination_store, "a", W)
+    assert (made.seen, made.now) == ([], clock.now)
+    assert made.lease == Lease(
+        "urn:r", "a", W, made.lease.token, 1, 10.0, clock.now, clock.now + 10
+    )
+    assert leases.holders("urn:r") == [made.lease]
+    assert leases.newest_token("urn:r") == made.lease.token
+    # The holder's own live lease, or a conflicting one, stands in its way: nothing changes.
+    for holder in ("a", "b"):
+        refused = _first(coordination_store, holder, W)
+        assert (refused.lease, refused.seen) == (None, [made.lease])
+    reader = _first(coordination_store, "b", R)  # a compatible mode
+    assert reader.lease is not None
+    assert reader.seen == [made.lease]
+    assert leases.newest_token("urn:r") == made.lease.token  # a Read grant leaves the fence
+    clock.advance(10)
+    late = _first(coordination_store, "c", X)  # both expired: deleted with the grant
+    assert late.lease is not None
+    assert [lease.holder for lease in late.seen] == ["a", "b"]
+    with coordination_store.read("reading the rows") as tx:
+        assert [lease.holder for lease in tx.leases.on("urn:r")] == ["c"]
+    clock.advance(10)
+    again = _first(coordination_store, "c", W)  # its own expired row is replaced
+    assert again.lease is not None
+    assert again.lease.token > late.lease.token
+    assert leases.holders("urn:r") == [again.lease]
+
+
 def test_other_resources_do_not_conflict(leases: LeaseTable) -> None:
     leases.try_acquire("urn:r1", "a", X)
     assert leases.try_acquire("urn:r2", "b", X).holder == "b"

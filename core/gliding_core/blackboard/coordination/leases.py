@@ -134,6 +134,12 @@ STRENGTH: Mapping[LeaseMode, int] = {_R: 0, _W: 1, _X: 2}
 FENCED_MODES = frozenset({_W, _X})
 """The modes whose grants advance a resource's fence (the modes that guard writes)."""
 
+_BLOCKING: Mapping[LeaseMode, frozenset[LeaseMode]] = {
+    asked: frozenset(held for held in LeaseMode if not COMPATIBLE[held, asked])
+    for asked in LeaseMode
+}
+"""For each mode asked, the modes of the live leases of others that refuse it."""
+
 
 Void = Callable[[Lease], bool]
 """Whether a request may end a conflicting lease (its holder lost the right it protects)."""
@@ -303,9 +309,15 @@ class LeaseTable:
         ``void`` ends, which the grant deletes)."""
         with self.db.write(f"granting a lease on {resource!r}", commit="flush") as tx:
             records = tx.leases
-            leases = records.on(resource)  # first: a store may send it with the opening
-            now = tx.now()
+            # The common case in one step (a store may send it with the opening): nobody, not
+            # even the holder, has a live lease the request must reckon with.
+            first = records.grant_if_free(
+                resource, holder, mode, ttl_s, blocking=_BLOCKING[mode], fenced=mode in FENCED_MODES
+            )
+            leases, now = first.seen, first.now
             expired = [lease for lease in leases if lease.expires_at <= now]
+            if first.lease is not None:
+                return _Outcome(first.lease, False, [], expired, [])
             if expired:
                 records.delete_expired_on(resource, now)
             live = [lease for lease in leases if lease.expires_at > now]

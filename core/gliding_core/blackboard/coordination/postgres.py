@@ -41,9 +41,11 @@ token that only grows and a lease that names it.
 
 Round trips: a transaction's opening (its level, limits, lock and clock) goes to the server
 with its first statement, and the lease writes whose answer is not read go with the next
-statement or the ``COMMIT`` (``store.postgres.database.Transaction``): a lease's grant is three
-round trips (the opening with the resource's leases, the grant, the ``COMMIT`` with the flush
-after it), its release two (the opening with the leases, the deletion with the ``COMMIT``).
+statement or the ``COMMIT`` (``store.postgres.database.Transaction``): a lease's grant is two
+round trips when nobody holds the resource (the opening with the grant in one statement,
+``grant_if_free``; the ``COMMIT`` with the flush after it; a re-entrant, upgrading, voiding or
+refused request goes on in the same transaction from the rows that statement read), its
+release two (the opening with the leases, the deletion with the ``COMMIT``).
 
 The clock: ``clock=None`` (the default) reads the database server's clock, once per
 transaction (with its first query, once a write holds the lock), so workers on several
@@ -108,7 +110,9 @@ from gliding_core.blackboard.coordination.protocol import Commit, check_commit
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
+    FirstGrant,
     Lease,
+    LeaseMode,
     Message,
     Task,
     TaskStatus,
@@ -497,7 +501,7 @@ class PostgresTx:
         self._txn = txn
         self._clock = clock
         self._now: float | None = None
-        self.leases = PostgresLeases(txn)
+        self.leases = PostgresLeases(txn, self)
         self.tasks = PostgresTasks(txn)
         self.agents = PostgresAgents(txn)
         self.messages = PostgresMessages(txn)
@@ -507,6 +511,16 @@ class PostgresTx:
         """psycopg's own connection, inside the transaction (for tests and tools)."""
         self._txn.open()
         return self._txn.conn
+
+    def fixed_clock(self) -> float | None:
+        """Return the store's own clock's reading, or ``None`` when it is the server's."""
+        return None if self._clock is None else self._clock()
+
+    def set_now(self, now: float) -> None:
+        """Make ``now`` the transaction's reading of the server's clock (a statement read it
+        after the lock, as the opening does), unless the store has a clock of its own."""
+        if self._clock is None:
+            self._now = now
 
     def now(self) -> float:
         """Return the coordination clock (by default the server's, as the transaction began:
@@ -529,10 +543,11 @@ class PostgresTx:
 class PostgresLeases:
     """The ``LeaseRecords`` of a transaction (``coordination_leases``, ``coordination_fences``)."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_tx")
 
-    def __init__(self, conn: Transaction) -> None:
+    def __init__(self, conn: Transaction, tx: PostgresTx) -> None:
         self._conn = conn
+        self._tx = tx
 
     def _leases(self, where: str, values: tuple[object, ...]) -> list[Lease]:
         query = f"SELECT {_LEASE_COLUMNS} FROM coordination_leases WHERE {where}"
@@ -606,6 +621,45 @@ class PostgresLeases:
             lease.expires_at,
         )
 
+    def grant_if_free(
+        self,
+        resource: str,
+        holder: str,
+        mode: LeaseMode,
+        ttl_s: float,
+        *,
+        blocking: frozenset[LeaseMode],
+        fenced: bool,
+    ) -> FirstGrant:
+        """Grant a first lease if no live row is ``holder``'s or of a ``blocking`` mode, in one
+        statement (``_FIRST_GRANT``), which goes with the transaction's opening: the rows'
+        read, the clock, the expired rows' deletion, the token, the fence and the lease.
+
+        The transaction's clock is the statement's from then on (``now()`` reads it), read after
+        the lock was granted, as the opening's is.
+        """
+        clock = self._tx.fixed_clock()
+        values = {
+            "resource": resource,
+            "holder": holder,
+            "mode": mode.value,
+            "ttl": ttl_s,
+            "blocking": sorted(blocked.value for blocked in blocking),
+            "fenced": fenced,
+            "clock": clock,
+        }
+        query = _FIRST_GRANT.format(
+            now=SERVER_CLOCK if clock is None else "%(clock)s::double precision"
+        )
+        rows = self._conn.execute(query, values).fetchall()
+        token, now = rows[0][4], float(rows[0][7])
+        self._tx.set_now(now)
+        seen = sorted((_lease(row[1:]) for row in rows[1:]), key=_order)
+        if token is None:
+            return FirstGrant(None, seen, now)
+        granted = Lease(resource, holder, mode, int(token), 1, ttl_s, now, now + ttl_s)
+        return FirstGrant(granted, seen, now)
+
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""
         self._conn.defer(
@@ -664,6 +718,38 @@ class PostgresLeases:
             f"DELETE FROM coordination_leases WHERE {where} RETURNING {_LEASE_COLUMNS}", values
         ).fetchall()
         return sorted((_lease(row) for row in rows), key=lambda lease: _order(lease))
+
+
+_FIRST_GRANT = (
+    "WITH clock AS (SELECT {now} AS now),"
+    f" seen AS (SELECT {_LEASE_COLUMNS} FROM coordination_leases WHERE resource = %(resource)s),"
+    " free AS (SELECT clock.now FROM clock WHERE NOT EXISTS (SELECT 1 FROM seen"
+    " WHERE seen.expires_at > clock.now"
+    " AND (seen.holder = %(holder)s OR seen.mode = ANY(%(blocking)s::text[])))),"
+    " gone AS (DELETE FROM coordination_leases AS l USING free"
+    " WHERE l.resource = %(resource)s AND l.holder <> %(holder)s AND l.expires_at <= free.now),"
+    " taken AS (SELECT nextval('coordination_tokens') AS token, free.now FROM free),"
+    " fence AS (INSERT INTO coordination_fences (resource, token)"
+    " SELECT %(resource)s, token FROM taken WHERE %(fenced)s"
+    " ON CONFLICT (resource) DO UPDATE SET token = excluded.token),"
+    f" granted AS (INSERT INTO coordination_leases ({_LEASE_COLUMNS})"
+    " SELECT %(resource)s, %(holder)s, %(mode)s, token, 1, %(ttl)s::double precision, now,"
+    " now + %(ttl)s::double precision"
+    " FROM taken ON CONFLICT (resource, holder) DO UPDATE"
+    " SET mode = excluded.mode, token = excluded.token, depth = excluded.depth,"
+    " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
+    " expires_at = excluded.expires_at RETURNING token)"
+    " SELECT 0, NULL::text, NULL::text, NULL::text, (SELECT token FROM granted), NULL::integer,"
+    " NULL::double precision, (SELECT now FROM clock), NULL::double precision"
+    f" UNION ALL SELECT 1, {_LEASE_COLUMNS} FROM seen ORDER BY 1"
+)
+"""``grant_if_free`` in one statement: the first row carries the token granted (``NULL``:
+none) and the clock; the others are the resource's rows before it. Every CTE sees the
+statement's one snapshot, taken after the storage's lock was granted (the opening went
+first), and the data-modifying ones run whether or not the query reads them: the expired
+rows of others go only when the grant is made (``free`` has a row), the token is taken only
+then, and the holder's own expired row is replaced by the grant (not deleted beside it: one
+statement may change a row once)."""
 
 
 def _order(lease: Lease) -> tuple[bytes, bytes]:

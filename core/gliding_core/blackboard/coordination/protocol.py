@@ -58,7 +58,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
+    FirstGrant,
     Lease,
+    LeaseMode,
     Message,
     Task,
     TaskStatus,
@@ -122,6 +124,32 @@ class LeaseRecords(Protocol):
 
         Returns:
             ``lease`` with its token.
+        """
+        ...
+
+    def grant_if_free(
+        self,
+        resource: str,
+        holder: str,
+        mode: LeaseMode,
+        ttl_s: float,
+        *,
+        blocking: frozenset[LeaseMode],
+        fenced: bool,
+    ) -> FirstGrant:
+        """Grant ``holder`` a first lease on ``resource`` if no live row stands in its way,
+        reading the rows and writing the grant in one step.
+
+        At the transaction's clock ``now`` (``CoordinationTx.now()``, which reads the same from
+        then on): when no live row on ``resource`` is ``holder``'s own or of a mode in
+        ``blocking``, delete the other expired rows on it and store ``holder``'s lease of
+        ``mode`` (depth 1, acquired ``now``, expiring ``now + ttl_s``, replacing an expired row
+        of ``holder``) with a new token, as ``grant`` does (the fence moves when ``fenced``).
+        Otherwise change nothing.
+
+        Returns:
+            the lease granted (or ``None``), every row on ``resource`` as it was before, and
+            ``now``.
         """
         ...
 

@@ -70,7 +70,7 @@ of a Write or Exclusive lease coexist, nor hand a token out twice; it may delay 
   back): a lost release costs at most the lease's TTL of waiting. The same holds for
   ``release_all`` and for ``expire``'s deletions (an expired lease is ignored by every read
   whether its row is there or not). A lost deeper acquisition or renewal would end a lease
-  early, so those are committed like grants.
+  before its holder expects, so those are durable before they return, as grants are.
 
 Events (when a bus is given; payload ``resource``, ``holder``, ``mode``, ``token``):
 ``LEASE_GRANTED`` (also ``reentrant``), ``LEASE_RELEASED`` (also ``revoked``: voided by a

@@ -3,8 +3,8 @@
 A handle's write of a node is one directory transaction (two round trips to the database: its
 opening with the records' read, then its writes with the ``COMMIT``) and one look-up of the
 node's leases inside it, beside its two SPARQL requests (the node's records read under the
-directory's lock, and the update); a lease's acquire and release are three and two round trips,
-and the check of the node behind the lease one. The counts are statements sent
+directory's lock, and the update); a lease's acquire and release are two round trips each, and
+the check of the node behind the lease one. The counts are statements sent
 (``Database.statements``: several sent as one string count once, one round trip) and requests
 to the SPARQL server, which load does not move: a change that went to a server once more per
 operation (a token read again, a transaction of its own for a read) fails here.
@@ -134,7 +134,7 @@ def test_a_guarded_write_checks_its_fence_in_the_directory_s_transaction(
     assert node.node["summary"] == "guarded"
 
 
-def test_a_lease_acquire_and_release_are_six_round_trips(
+def test_a_lease_acquire_and_release_are_five_round_trips(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     requests = Requests(monkeypatch)
@@ -152,8 +152,8 @@ def test_a_lease_acquire_and_release_are_six_round_trips(
         assert holder.release(iri)
 
     # The node checked against the directory's token, then the grant: its opening with the
-    # resource's leases, the grant, the COMMIT.
-    assert _count(database, requests, acquire) == (4, 0)
+    # grant in one statement, the COMMIT with the log's flush after it.
+    assert _count(database, requests, acquire) == (3, 0)
     with pytest.raises(LeaseConflictError):  # granted: nobody else gets it meanwhile
         other.acquire(iri, mode="write", timeout_s=0)
     # The release: its opening with the resource's leases, the deletion with the COMMIT.

@@ -222,6 +222,39 @@ def test_a_grant_returns_the_lease_as_stored_with_its_new_token(
     assert got == Lease("urn:r:g", "a", LeaseMode.READ, got.token, 2, 15.5, 3.25, 18.75)
 
 
+def _insert_then_fail(store: CoordinationStore, commit: Any) -> None:
+    with store.write("failing", commit=commit) as tx:
+        tx.tasks.insert("urn:t:lost", parent=None, root="urn:t:lost", now=1)
+        raise KeyError("the caller failed")
+
+
+@pytest.mark.parametrize("commit", ["sync", "flush", "async"])
+def test_every_commit_of_a_write_commits_it_and_rolls_back_with_it(
+    coordination_store: CoordinationStore, commit: Any
+) -> None:
+    with coordination_store.write(f"publishing, {commit}", commit=commit) as tx:
+        iri = f"urn:uuid:{uuid.uuid4()}"
+        tx.messages.append(iri=iri, topic=commit, task=None, sender=None, payload="{}", now=1)
+    with pytest.raises(KeyError):
+        _insert_then_fail(coordination_store, commit)
+    assert _topics(coordination_store) == [commit]
+    with coordination_store.read("reading") as tx:
+        assert tx.tasks.get("urn:t:lost") is None
+
+
+@pytest.mark.parametrize("commit", ["SYNC", "later", "", None, 1, True])
+def test_a_write_with_an_unknown_commit_is_refused_naming_it(
+    coordination_store: CoordinationStore, commit: Any
+) -> None:
+    with (
+        pytest.raises(InvalidInputError, match="commit must be one of sync, flush, async"),
+        coordination_store.write("refused", commit=commit) as tx,
+    ):
+        tx.tasks.insert("urn:t:never", parent=None, root="urn:t:never", now=1)
+    with coordination_store.read("reading") as tx:
+        assert tx.tasks.get("urn:t:never") is None
+
+
 def test_tokens_and_sequences_are_never_reused_after_release_and_prune(
     coordination_store: CoordinationStore, leases: LeaseTable
 ) -> None:
@@ -290,6 +323,45 @@ def test_every_pair_of_modes_is_granted_or_refused_as_the_table_says(
         assert caught.value.holders == (("a", held.value),)
         assert caught.value.resource == "urn:r"
         assert "'a' (" in str(caught.value)
+
+
+def _first(store: CoordinationStore, holder: str, mode: LeaseMode) -> Any:
+    blocking = frozenset(held for held in LeaseMode if not COMPATIBLE[held, mode])
+    with store.write("a first grant") as tx:
+        return tx.leases.grant_if_free(
+            "urn:r", holder, mode, 10.0, blocking=blocking, fenced=mode is not R
+        )
+
+
+def test_a_first_grant_is_made_only_when_no_live_lease_stands_in_its_way(
+    coordination_store: CoordinationStore, leases: LeaseTable, clock: FakeClock
+) -> None:
+    made = _first(coordination_store, "a", W)
+    assert (made.seen, made.now) == ([], clock.now)
+    assert made.lease == Lease(
+        "urn:r", "a", W, made.lease.token, 1, 10.0, clock.now, clock.now + 10
+    )
+    assert leases.holders("urn:r") == [made.lease]
+    assert leases.newest_token("urn:r") == made.lease.token
+    # The holder's own live lease, or a conflicting one, stands in its way: nothing changes.
+    for holder in ("a", "b"):
+        refused = _first(coordination_store, holder, W)
+        assert (refused.lease, refused.seen) == (None, [made.lease])
+    reader = _first(coordination_store, "b", R)  # a compatible mode
+    assert reader.lease is not None
+    assert reader.seen == [made.lease]
+    assert leases.newest_token("urn:r") == made.lease.token  # a Read grant leaves the fence
+    clock.advance(10)
+    late = _first(coordination_store, "c", X)  # both expired: deleted with the grant
+    assert late.lease is not None
+    assert [lease.holder for lease in late.seen] == ["a", "b"]
+    with coordination_store.read("reading the rows") as tx:
+        assert [lease.holder for lease in tx.leases.on("urn:r")] == ["c"]
+    clock.advance(10)
+    again = _first(coordination_store, "c", W)  # its own expired row is replaced
+    assert again.lease is not None
+    assert again.lease.token > late.lease.token
+    assert leases.holders("urn:r") == [again.lease]
 
 
 def test_other_resources_do_not_conflict(leases: LeaseTable) -> None:

@@ -51,6 +51,27 @@ Invariants:
   Waiters in this process are woken by a release; waiters in other processes poll, backing off
   up to ``max_wait_poll_s``.
 
+Durability (``CoordinationStore.write``'s ``commit``; what a server database does with it is
+its own, see ``coordination.postgres``): a crash of the storage must never let two holders
+of a Write or Exclusive lease coexist, nor hand a token out twice; it may delay a grant.
+
+- A grant is durable before ``acquire`` returns (``"flush"``): lost after its holder learned its
+  token, it would let the next grant take the resource while the first holder writes, with a
+  token the store may give again. Others may see the grant a moment before it is durable: what
+  they can do with it is be refused (a conflicting request, a write the lease blocks), and a
+  grant or write that read it and is durable makes it durable too (the store's log is flushed in
+  order), so a crash that loses it loses them.
+- A release may be lost (``"async"``): it only ends a lease early, and losing it brings the lease
+  back as it was, held by a holder that no longer uses it. Nobody else gets a conflicting lease
+  meanwhile (the lease blocks them, and a grant that saw the release gone is lost with it); the
+  token passes the fence again until the lease expires, as if it had never been released, its
+  holder still the only one; at ``expires_at`` the next grant deletes the row and takes a new,
+  larger token (the grants before the crash were durable, so the token sequence did not go
+  back): a lost release costs at most the lease's TTL of waiting. The same holds for
+  ``release_all`` and for ``expire``'s deletions (an expired lease is ignored by every read
+  whether its row is there or not). A lost deeper acquisition or renewal would end a lease
+  before its holder expects, so those are durable before they return, as grants are.
+
 Events (when a bus is given; payload ``resource``, ``holder``, ``mode``, ``token``):
 ``LEASE_GRANTED`` (also ``reentrant``), ``LEASE_RELEASED`` (also ``revoked``: voided by a
 grant), ``LEASE_EXPIRED``.
@@ -112,6 +133,12 @@ STRENGTH: Mapping[LeaseMode, int] = {_R: 0, _W: 1, _X: 2}
 
 FENCED_MODES = frozenset({_W, _X})
 """The modes whose grants advance a resource's fence (the modes that guard writes)."""
+
+_BLOCKING: Mapping[LeaseMode, frozenset[LeaseMode]] = {
+    asked: frozenset(held for held in LeaseMode if not COMPATIBLE[held, asked])
+    for asked in LeaseMode
+}
+"""For each mode asked, the modes of the live leases of others that refuse it."""
 
 
 Void = Callable[[Lease], bool]
@@ -280,11 +307,17 @@ class LeaseTable:
     ) -> _Outcome:
         """Grant if no live lease of another holder is incompatible with ``mode`` (but those
         ``void`` ends, which the grant deletes)."""
-        with self.db.write(f"granting a lease on {resource!r}") as tx:
+        with self.db.write(f"granting a lease on {resource!r}", commit="flush") as tx:
             records = tx.leases
-            leases = records.on(resource)  # first: a store may send it with the opening
-            now = tx.now()
+            # The common case in one step (a store may send it with the opening): nobody, not
+            # even the holder, has a live lease the request must reckon with.
+            first = records.grant_if_free(
+                resource, holder, mode, ttl_s, blocking=_BLOCKING[mode], fenced=mode in FENCED_MODES
+            )
+            leases, now = first.seen, first.now
             expired = [lease for lease in leases if lease.expires_at <= now]
+            if first.lease is not None:
+                return _Outcome(first.lease, False, [], expired, [])
             if expired:
                 records.delete_expired_on(resource, now)
             live = [lease for lease in leases if lease.expires_at > now]
@@ -352,9 +385,13 @@ class LeaseTable:
 
         The lease ends when every acquisition is released. Releasing a lease that expired or
         was never granted returns ``False`` and changes nothing (a late release is harmless).
+
+        The release may return before it is durable (``"async"``): a crash of the storage may
+        then lose it, which brings the lease back until its TTL runs out, and no longer (see
+        the module's durability).
         """
         resource, holder = check_name(resource, "resource"), check_name(holder, "holder")
-        with self.db.write(f"releasing the lease on {resource!r}") as tx:
+        with self.db.write(f"releasing the lease on {resource!r}", commit="async") as tx:
             own = _live(tx.leases.on(resource), holder, tx.now())
             if own is not None and own.depth > 1:
                 tx.leases.decrement(resource, holder)
@@ -368,7 +405,7 @@ class LeaseTable:
     def release_all(self, holder: str) -> list[Lease]:
         """End every lease of ``holder`` whatever its depth; return the live ones it had."""
         holder = check_name(holder, "holder")
-        with self.db.write(f"releasing the leases of {holder!r}") as tx:
+        with self.db.write(f"releasing the leases of {holder!r}", commit="async") as tx:
             now = tx.now()
             removed = tx.leases.remove_holder(holder)
         released = [lease for lease in removed if lease.expires_at > now]
@@ -380,7 +417,7 @@ class LeaseTable:
 
     def expire(self) -> list[Lease]:
         """Delete every expired lease now and return them (grants do this lazily anyway)."""
-        with self.db.write("deleting expired leases") as tx:
+        with self.db.write("deleting expired leases", commit="async") as tx:
             expired = tx.leases.remove_expired(tx.now())
         if expired:
             self._woken()

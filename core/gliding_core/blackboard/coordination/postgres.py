@@ -41,8 +41,11 @@ token that only grows and a lease that names it.
 
 Round trips: a transaction's opening (its level, limits, lock and clock) goes to the server
 with its first statement, and the lease writes whose answer is not read go with the next
-statement or the ``COMMIT`` (``store.postgres.database.Transaction``): a lease's grant is three
-round trips (the opening with the resource's leases, the grant, the ``COMMIT``), its release two.
+statement or the ``COMMIT`` (``store.postgres.database.Transaction``): a lease's grant is two
+round trips when nobody holds the resource (the opening with the grant in one statement,
+``grant_if_free``; the ``COMMIT`` with the flush after it; a re-entrant, upgrading, voiding or
+refused request goes on in the same transaction from the rows that statement read), its
+release two (the opening with the leases, the deletion with the ``COMMIT``).
 
 The clock: ``clock=None`` (the default) reads the database server's clock, once per
 transaction (with its first query, once a write holds the lock), so workers on several
@@ -53,6 +56,30 @@ Durability: a commit is as durable as the database's ``synchronous_commit`` says
 ``"normal"`` may lose the last commits only to a power loss, which ends every process that saw
 them; the clients of a server outlive a crash of the server, and a grant lost with it would
 hand its token (or a message its sequence) out again while its first holder still runs.
+
+A write's ``commit`` (``coordination.protocol.Commit``) changes when that durability comes, not
+whether, where the lease table asks (``coordination.leases`` gives the reasons):
+
+- ``"sync"`` (every write but the lease table's): PostgreSQL's own synchronous commit, which
+  waits for the log's flush before it releases the transaction's locks, the storage's lock
+  with them. Each write then holds every other write of the schema for one flush of the disk.
+- ``"flush"`` (a grant): the commit does not wait for the flush (``synchronous_commit`` off for
+  the transaction), so the lock is free as soon as the commit is in the log; in the same round
+  trip, an empty log message flushed on request (``pg_logical_emit_message(..., flush =>
+  true)``, PostgreSQL 17 and later) flushes the log up to itself, the commit included, and only
+  then does ``write()`` return. The write is durable before its caller learns of it, as with a
+  synchronous commit; what changes is that others may see it a moment before that, and that
+  concurrent writers' flushes are no longer made one after another under the lock (they share
+  flushes, as concurrent commits do). Before PostgreSQL 17, with synchronous standbys, or with
+  a pool whose commits are not synchronous, it is a ``"sync"``.
+- ``"async"`` (a release): the commit does not wait for the flush, which the server makes
+  within three times ``wal_writer_delay`` (0.6 s by default); a crash of the server may lose it.
+
+Why seeing a write before it is durable, or losing an ``"async"`` one, can never undo a later
+write: the log is flushed in order, so a flush that makes any later commit durable makes this
+one durable too. A crash loses a suffix of the commits, never one commit from the middle: no
+transaction that read a lost write (a grant that found a lease released, say) survives without
+it.
 
 A writer that stops inside its transaction (a process paused or stopped between two
 statements) would hold the lock of every other process: the server ends its session after half
@@ -79,10 +106,13 @@ from typing import Any
 
 import psycopg
 
+from gliding_core.blackboard.coordination.protocol import Commit, check_commit
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
+    FirstGrant,
     Lease,
+    LeaseMode,
     Message,
     Task,
     TaskStatus,
@@ -114,6 +144,31 @@ from gliding_core.store.postgres.database import (
 )
 
 COMPONENT = "coordination"
+
+_FLUSH_ON_REQUEST = 170_000
+"""The first server version whose ``pg_logical_emit_message`` flushes the log on request."""
+
+_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
+"""An ``"async"`` write's own setting: its commit does not wait for the log's flush."""
+
+_COMMIT_UNLESS_STANDBYS = (
+    "set_config('synchronous_commit', CASE current_setting('synchronous_standby_names')"
+    " WHEN '' THEN 'off' ELSE current_setting('synchronous_commit') END, true)"
+)
+"""A ``"flush"`` write's own setting: its commit does not wait for the local flush, which
+follows it; with synchronous standbys configured it waits as the session says (a standby's
+acknowledgement cannot be asked for after the commit)."""
+
+_COMMIT_THEN_FLUSH = (
+    "SELECT set_config('gliding.flush_after_commit', (current_setting('synchronous_commit')"
+    " = 'off' AND pg_current_xact_id_if_assigned() IS NOT NULL)::text, false); COMMIT;"
+    " SELECT pg_logical_emit_message(false, 'gliding-horse', ''::text, true)"
+    " WHERE current_setting('gliding.flush_after_commit') = 'true'"
+)
+"""A ``"flush"`` write's ending, one round trip: whether its commit will need a flush (it has
+a transaction id, so it writes a commit record, which nobody waits for), the ``COMMIT``, then
+an empty log message flushed at once (``flush => true``), which flushes the log up to itself
+and so up to the commit before it; a transaction that wrote nothing flushes nothing."""
 
 _TABLES = """
 CREATE SEQUENCE coordination_tokens CACHE 1;
@@ -290,13 +345,16 @@ class PostgresCoordinationStore:
             raise ClosedError("the coordination store is closed")
 
     @contextmanager
-    def write(self, doing: str) -> Iterator[PostgresTx]:
+    def write(self, doing: str, *, commit: Commit = "sync") -> Iterator[PostgresTx]:
         """Run the block as one write transaction under the storage's lock (a savepoint when
         nested in a write of this thread).
 
         Args:
             doing: what the block does, for the message of a translated PostgreSQL error.
+            commit: how durable the commit must be (see the module); a nested write commits
+                with its outer one, as that one says.
         """
+        check_commit(commit)
         self._check_open()
         stack = self._frames.stack
         with self.database.translated(doing):
@@ -304,7 +362,7 @@ class PostgresCoordinationStore:
                 with self._savepoint(stack[-1]) as tx:
                     yield tx
             else:
-                with self._transaction(writing=True) as tx:
+                with self._transaction(writing=True, commit=commit) as tx:
                     yield tx
 
     @contextmanager
@@ -325,19 +383,22 @@ class PostgresCoordinationStore:
                     yield tx
 
     @contextmanager
-    def _transaction(self, *, writing: bool) -> Iterator[PostgresTx]:
+    def _transaction(self, *, writing: bool, commit: Commit = "sync") -> Iterator[PostgresTx]:
         # The opening (BEGIN, a write's limits and the lock, and the server's clock as the
         # transaction starts, once it holds the lock, when it is the coordination clock) goes
         # with the transaction's first statement.
         clock = self.clock is None
         with self.database.connection() as conn:
             if writing:
+                settings, ending = self._commit(conn, commit)
                 opened = locked(
                     conn,
                     self._lock_key,
                     idle_ms=self._idle_limit_ms,
                     lock_timeout_ms=self._lock_timeout_ms,
                     clock=clock,
+                    settings=settings,
+                    ending=ending,
                 )
             else:
                 opened = transaction(
@@ -345,6 +406,20 @@ class PostgresCoordinationStore:
                 )
             with opened as txn, self._framed(txn, writing=writing) as tx:
                 yield tx
+
+    def _commit(self, conn: psycopg.Connection[Any], commit: Commit) -> tuple[list[str], str]:
+        """The opening's settings and the ending of a write committed as ``commit`` says (see
+        the module): a ``"flush"`` is a ``"sync"`` where the server cannot flush on request
+        (before PostgreSQL 17) or the pool's commits are not synchronous anyway."""
+        if commit == "async":
+            return [_ASYNC_COMMIT], "COMMIT"
+        if (
+            commit == "flush"
+            and self.database.settings.synchronous_commit
+            and conn.info.server_version >= _FLUSH_ON_REQUEST
+        ):
+            return [_COMMIT_UNLESS_STANDBYS], _COMMIT_THEN_FLUSH
+        return [], "COMMIT"
 
     @contextmanager
     def _framed(self, txn: Transaction, *, writing: bool) -> Iterator[PostgresTx]:
@@ -427,7 +502,7 @@ class PostgresTx:
         self._txn = txn
         self._clock = clock
         self._now: float | None = None
-        self.leases = PostgresLeases(txn)
+        self.leases = PostgresLeases(txn, self)
         self.tasks = PostgresTasks(txn)
         self.agents = PostgresAgents(txn)
         self.messages = PostgresMessages(txn)
@@ -437,6 +512,16 @@ class PostgresTx:
         """psycopg's own connection, inside the transaction (for tests and tools)."""
         self._txn.open()
         return self._txn.conn
+
+    def fixed_clock(self) -> float | None:
+        """Return the store's own clock's reading, or ``None`` when it is the server's."""
+        return None if self._clock is None else self._clock()
+
+    def set_now(self, now: float) -> None:
+        """Make ``now`` the transaction's reading of the server's clock (a statement read it
+        after the lock, as the opening does), unless the store has a clock of its own."""
+        if self._clock is None:
+            self._now = now
 
     def now(self) -> float:
         """Return the coordination clock (by default the server's, as the transaction began:
@@ -459,10 +544,11 @@ class PostgresTx:
 class PostgresLeases:
     """The ``LeaseRecords`` of a transaction (``coordination_leases``, ``coordination_fences``)."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_tx")
 
-    def __init__(self, conn: Transaction) -> None:
+    def __init__(self, conn: Transaction, tx: PostgresTx) -> None:
         self._conn = conn
+        self._tx = tx
 
     def _leases(self, where: str, values: tuple[object, ...]) -> list[Lease]:
         query = f"SELECT {_LEASE_COLUMNS} FROM coordination_leases WHERE {where}"
@@ -527,6 +613,45 @@ class PostgresLeases:
         assert row is not None
         return granted(lease, int(row[0]))
 
+    def grant_if_free(
+        self,
+        resource: str,
+        holder: str,
+        mode: LeaseMode,
+        ttl_s: float,
+        *,
+        blocking: frozenset[LeaseMode],
+        fenced: bool,
+    ) -> FirstGrant:
+        """Grant a first lease if no live row is ``holder``'s or of a ``blocking`` mode, in one
+        statement (``_FIRST_GRANT``), which goes with the transaction's opening: the rows'
+        read, the clock, the expired rows' deletion, the token, the fence and the lease.
+
+        The transaction's clock is the statement's from then on (``now()`` reads it), read after
+        the lock was granted, as the opening's is.
+        """
+        clock = self._tx.fixed_clock()
+        values = {
+            "resource": resource,
+            "holder": holder,
+            "mode": mode.value,
+            "ttl": ttl_s,
+            "blocking": sorted(blocked.value for blocked in blocking),
+            "fenced": fenced,
+            "clock": clock,
+        }
+        query = _FIRST_GRANT.format(
+            now=SERVER_CLOCK if clock is None else "%(clock)s::double precision"
+        )
+        rows = self._conn.execute(query, values).fetchall()
+        token, now = rows[0][4], float(rows[0][7])
+        self._tx.set_now(now)
+        seen = sorted((_lease(row[1:]) for row in rows[1:]), key=_order)
+        if token is None:
+            return FirstGrant(None, seen, now)
+        granted = Lease(resource, holder, mode, int(token), 1, ttl_s, now, now + ttl_s)
+        return FirstGrant(granted, seen, now)
+
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""
         self._conn.defer(
@@ -585,6 +710,38 @@ class PostgresLeases:
             f"DELETE FROM coordination_leases WHERE {where} RETURNING {_LEASE_COLUMNS}", values
         ).fetchall()
         return sorted((_lease(row) for row in rows), key=lambda lease: _order(lease))
+
+
+_FIRST_GRANT = (
+    "WITH clock AS (SELECT {now} AS now),"
+    f" seen AS (SELECT {_LEASE_COLUMNS} FROM coordination_leases WHERE resource = %(resource)s),"
+    " free AS (SELECT clock.now FROM clock WHERE NOT EXISTS (SELECT 1 FROM seen"
+    " WHERE seen.expires_at > clock.now"
+    " AND (seen.holder = %(holder)s OR seen.mode = ANY(%(blocking)s::text[])))),"
+    " gone AS (DELETE FROM coordination_leases AS l USING free"
+    " WHERE l.resource = %(resource)s AND l.holder <> %(holder)s AND l.expires_at <= free.now),"
+    " taken AS (SELECT nextval('coordination_tokens') AS token, free.now FROM free),"
+    " fence AS (INSERT INTO coordination_fences (resource, token)"
+    " SELECT %(resource)s, token FROM taken WHERE %(fenced)s"
+    " ON CONFLICT (resource) DO UPDATE SET token = excluded.token),"
+    f" granted AS (INSERT INTO coordination_leases ({_LEASE_COLUMNS})"
+    " SELECT %(resource)s, %(holder)s, %(mode)s, token, 1, %(ttl)s::double precision, now,"
+    " now + %(ttl)s::double precision"
+    " FROM taken ON CONFLICT (resource, holder) DO UPDATE"
+    " SET mode = excluded.mode, token = excluded.token, depth = excluded.depth,"
+    " ttl_s = excluded.ttl_s, acquired_at = excluded.acquired_at,"
+    " expires_at = excluded.expires_at RETURNING token)"
+    " SELECT 0, NULL::text, NULL::text, NULL::text, (SELECT token FROM granted), NULL::integer,"
+    " NULL::double precision, (SELECT now FROM clock), NULL::double precision"
+    f" UNION ALL SELECT 1, {_LEASE_COLUMNS} FROM seen ORDER BY 1"
+)
+"""``grant_if_free`` in one statement: the first row carries the token granted (``NULL``:
+none) and the clock; the others are the resource's rows before it. Every CTE sees the
+statement's one snapshot, taken after the storage's lock was granted (the opening went
+first), and the data-modifying ones run whether or not the query reads them: the expired
+rows of others go only when the grant is made (``free`` has a row), the token is taken only
+then, and the holder's own expired row is replaced by the grant (not deleted beside it: one
+statement may change a row once)."""
 
 
 def _order(lease: Lease) -> tuple[bytes, bytes]:

@@ -29,6 +29,14 @@ What every backend must hold (the contract suite checks each):
   may not come again: nobody was given it).
 - ``CoordinationTx.now()`` is the coordination clock (seconds since the epoch): the clock lease
   expiry and heartbeats are measured on, one clock for every handle of the storage.
+- A write's ``commit`` (``Commit``) says how durable its caller needs it: ``"sync"`` (the
+  default) is durable before any other transaction sees it. The other two are permissions a
+  backend may ignore (SQLite does: its commits are as durable as its ``synchronous`` pragma
+  says), for the writes whose callers showed they are safe: ``"flush"`` may be seen by other
+  transactions before it is durable, and ``write()`` returns once it is; ``"async"`` may return
+  before it is durable, and a crash of the storage (not of a client) may then lose it. Either
+  way a write whose commit is lost is lost with every transaction committed after it, never
+  alone (a server's log is flushed in order): no later write that saw it survives without it.
 - Backend exceptions leave as ``StorageError`` (``gliding_core.boundary``); a closed store
   raises ``ClosedError``.
 - A transaction calls out to nothing (no event, no mirror, no callback but a lease grant's
@@ -45,19 +53,38 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
+    FirstGrant,
     Lease,
+    LeaseMode,
     Message,
     Task,
     TaskStatus,
 )
 from gliding_core.config import CoordinationConfig
+from gliding_core.errors import InvalidInputError
+from gliding_core.jsonld import preview
 
 logger = logging.getLogger(__name__)
+
+Commit = Literal["sync", "flush", "async"]
+"""How durable a write's commit must be when ``write()`` returns and when others see it (see
+the module): ``"sync"``, durable before anyone sees it; ``"flush"``, durable before ``write()``
+returns, maybe seen by others a moment before; ``"async"``, maybe not yet durable."""
+
+COMMITS: tuple[Commit, ...] = ("sync", "flush", "async")
+
+
+def check_commit(value: object) -> Commit:
+    """Return ``value`` if it is one of ``COMMITS``, else ``InvalidInputError`` naming it."""
+    for commit in COMMITS:
+        if value == commit and isinstance(value, str):
+            return commit
+    raise InvalidInputError(f"commit must be one of {', '.join(COMMITS)}, got {preview(value)}")
 
 
 class LeaseRecords(Protocol):
@@ -97,6 +124,32 @@ class LeaseRecords(Protocol):
 
         Returns:
             ``lease`` with its token.
+        """
+        ...
+
+    def grant_if_free(
+        self,
+        resource: str,
+        holder: str,
+        mode: LeaseMode,
+        ttl_s: float,
+        *,
+        blocking: frozenset[LeaseMode],
+        fenced: bool,
+    ) -> FirstGrant:
+        """Grant ``holder`` a first lease on ``resource`` if no live row stands in its way,
+        reading the rows and writing the grant in one step.
+
+        At the transaction's clock ``now`` (``CoordinationTx.now()``, which reads the same from
+        then on): when no live row on ``resource`` is ``holder``'s own or of a mode in
+        ``blocking``, delete the other expired rows on it and store ``holder``'s lease of
+        ``mode`` (depth 1, acquired ``now``, expiring ``now + ttl_s``, replacing an expired row
+        of ``holder``) with a new token, as ``grant`` does (the fence moves when ``fenced``).
+        Otherwise change nothing.
+
+        Returns:
+            the lease granted (or ``None``), every row on ``resource`` as it was before, and
+            ``now``.
         """
         ...
 
@@ -329,11 +382,15 @@ class CoordinationStore(Protocol):
         """Whether ``close()`` was called."""
         ...
 
-    def write(self, doing: str) -> AbstractContextManager[CoordinationTx]:
+    def write(
+        self, doing: str, *, commit: Commit = "sync"
+    ) -> AbstractContextManager[CoordinationTx]:
         """Run the block as one write transaction (joining an open one of this thread).
 
         Args:
             doing: what the block does, for the message of a translated backend error.
+            commit: how durable the commit must be (``Commit``); a write joining an open
+                one commits with it, as that one says.
         """
         ...
 

@@ -69,6 +69,21 @@ class Lease:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class FirstGrant:
+    """What ``LeaseRecords.grant_if_free`` did.
+
+    Attributes:
+        lease: the lease granted, or ``None`` when a live row stood in its way.
+        seen: every row on the resource before it (expired ones included), by holder.
+        now: the coordination clock it read (the transaction's ``now()``).
+    """
+
+    lease: Lease | None
+    seen: list[Lease]
+    now: float
+
+
 # -- tasks -------------------------------------------------------------------------------------
 
 

@@ -36,10 +36,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gliding_core.blackboard.coordination.protocol import Commit, check_commit
 from gliding_core.blackboard.coordination.records import (
     Agent,
     AgentStatus,
+    FirstGrant,
     Lease,
+    LeaseMode,
     Message,
     Task,
     TaskStatus,
@@ -213,12 +216,16 @@ class CoordinationDB:
             self._schemas.add(script)
 
     @contextmanager
-    def write(self, doing: str) -> Iterator[SQLiteTx]:
+    def write(self, doing: str, *, commit: Commit = "sync") -> Iterator[SQLiteTx]:
         """Run the block as one write transaction (a savepoint when nested on this thread).
 
         Args:
             doing: what the block does, for the message of a translated SQLite error.
+            commit: accepted and checked, then ignored: every commit is as durable as the
+                ``synchronous`` pragma (``CoordinationConfig.durability``) says, which a
+                transaction cannot change.
         """
+        check_commit(commit)
         with self._lock:
             self._check_open()
             conn = self._conn
@@ -302,7 +309,7 @@ class SQLiteTx:
     def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
         self.connection = conn
         self._clock = clock
-        self.leases = SQLiteLeases(conn)
+        self.leases = SQLiteLeases(conn, clock)
         self.tasks = SQLiteTasks(conn)
         self.agents = SQLiteAgents(conn)
         self.messages = SQLiteMessages(conn)
@@ -318,10 +325,11 @@ class SQLiteTx:
 class SQLiteLeases:
     """The ``LeaseRecords`` of a ``CoordinationDB`` (tables ``leases`` and ``lease_grants``)."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_clock", "_conn")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
         self._conn = conn
+        self._clock = clock
 
     def _leases(self, where: str, values: tuple[object, ...]) -> list[Lease]:
         query = f"SELECT {LEASE_COLUMNS} FROM leases WHERE {where}"
@@ -381,6 +389,27 @@ class SQLiteLeases:
         )
         return granted(lease, token)
 
+    def grant_if_free(
+        self,
+        resource: str,
+        holder: str,
+        mode: LeaseMode,
+        ttl_s: float,
+        *,
+        blocking: frozenset[LeaseMode],
+        fenced: bool,
+    ) -> FirstGrant:
+        """Grant a first lease if no live row is ``holder``'s or of a ``blocking`` mode (the
+        statements of the rows' read, the expired rows' deletion and ``grant``, under the
+        transaction's write lock)."""
+        now = self._clock()
+        seen = self.on(resource)
+        if any(_stands_in_way(lease, holder, blocking, now) for lease in seen):
+            return FirstGrant(None, seen, now)
+        self.delete_expired_on(resource, now)
+        lease = Lease(resource, holder, mode, 0, 1, ttl_s, now, now + ttl_s)
+        return FirstGrant(self.grant(lease, fenced=fenced), seen, now)
+
     def deepen(self, resource: str, holder: str, expires_at: float) -> None:
         """Add one acquisition to the lease row and set its expiry."""
         self._conn.execute(
@@ -435,6 +464,11 @@ class SQLiteLeases:
         if removed:
             self._conn.execute("DELETE FROM leases WHERE expires_at <= ?", (now,))
         return removed
+
+
+def _stands_in_way(lease: Lease, holder: str, blocking: frozenset[LeaseMode], now: float) -> bool:
+    """Whether ``lease`` is live and ``holder``'s own or of a ``blocking`` mode."""
+    return lease.expires_at > now and (lease.holder == holder or lease.mode in blocking)
 
 
 # -- tasks -------------------------------------------------------------------------------------

@@ -303,9 +303,11 @@ class Transaction:
         begin: the ``BEGIN`` statement.
         columns: the columns of the opening ``SELECT`` (limits, a lock), in order.
         clock: whether the opening also reads the server's clock (``clock``).
+        ending: what ends it: ``COMMIT``, maybe with statements after it that go in the same
+            round trip (they run after the commit, outside the transaction).
     """
 
-    __slots__ = ("_clock_wanted", "_deferred", "_opening", "clock", "conn", "opened")
+    __slots__ = ("_clock_wanted", "_deferred", "_ending", "_opening", "clock", "conn", "opened")
 
     def __init__(
         self,
@@ -314,10 +316,12 @@ class Transaction:
         columns: Sequence[str] = (),
         *,
         clock: bool = False,
+        ending: str = "COMMIT",
     ) -> None:
         selected = [*columns, SERVER_CLOCK] if clock else [*columns] or ["1"]
         self.conn = conn
         self._opening = [begin, "SELECT " + ", ".join(selected)]
+        self._ending = ending
         self._clock_wanted = clock
         self._deferred: list[str] = []
         self.opened = False
@@ -369,7 +373,7 @@ class Transaction:
         raise it."""
         if not self.opened and not self._deferred:
             return
-        parts = [*([] if self.opened else self._opening), *self._deferred, "COMMIT"]
+        parts = [*([] if self.opened else self._opening), *self._deferred, self._ending]
         self._deferred = []
         self.opened = True
         try:
@@ -395,10 +399,11 @@ def transaction(
     columns: Sequence[str] = (),
     *,
     clock: bool = False,
+    ending: str = "COMMIT",
 ) -> Iterator[Transaction]:
-    """Run the block as one ``Transaction`` on ``conn``: committed when it ends, rolled back
-    when it raises."""
-    tx = Transaction(conn, begin, columns, clock=clock)
+    """Run the block as one ``Transaction`` on ``conn``: committed (by ``ending``) when it
+    ends, rolled back when it raises."""
+    tx = Transaction(conn, begin, columns, clock=clock, ending=ending)
     try:
         yield tx
     except BaseException:
@@ -414,6 +419,8 @@ def locked(
     idle_ms: int,
     lock_timeout_ms: int | None = None,
     clock: bool = False,
+    settings: Sequence[str] = (),
+    ending: str = "COMMIT",
 ) -> AbstractContextManager[Transaction]:
     """Return a ``transaction`` on ``conn`` that holds the advisory lock ``key`` until its end.
 
@@ -430,12 +437,17 @@ def locked(
             ends its session, freeing the lock for the others.
         lock_timeout_ms: how long a statement waits for a lock (``None``: the connection's).
         clock: whether the opening reads the server's clock (``Transaction.clock``).
+        settings: more columns of the opening, before the lock (``set_config(..., true)`` of
+            the transaction's own settings, such as its ``synchronous_commit``).
+        ending: the transaction's ``ending`` (``Transaction``).
     """
     columns = [f"set_config('idle_in_transaction_session_timeout', '{int(idle_ms)}ms', true)"]
     if lock_timeout_ms is not None:
         columns.append(f"set_config('lock_timeout', '{int(lock_timeout_ms)}ms', true)")
+    columns.extend(settings)
     columns.append(f"pg_advisory_xact_lock({int(key)})")
-    return transaction(conn, "BEGIN ISOLATION LEVEL READ COMMITTED", columns, clock=clock)
+    begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
+    return transaction(conn, begin, columns, clock=clock, ending=ending)
 
 
 class _Lent(threading.local):

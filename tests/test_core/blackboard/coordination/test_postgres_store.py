@@ -100,11 +100,12 @@ def test_a_password_is_in_no_repr_and_no_error(postgres_url: str, schema: str) -
         assert not password or str(password) not in repr(directory)
 
 
-def test_a_grant_is_three_round_trips_and_a_release_two(postgres_url: str, schema: str) -> None:
+def test_a_grant_is_two_round_trips_and_a_release_two(postgres_url: str, schema: str) -> None:
     """A write's opening (level, limits, lock, clock) goes with its first statement, and the
-    lease writes whose answer nobody reads go with the COMMIT: a grant is the opening with the
-    resource's leases, the grant, the COMMIT; a release the opening with the leases, then the
-    deletion with the COMMIT. A write that sent nothing sends nothing to end."""
+    lease writes whose answer nobody reads go with the COMMIT: a grant on a free resource is
+    the opening with the grant (one statement), then the COMMIT with the flush after it; a
+    release the opening with the leases, then the deletion with the COMMIT. A write that sent
+    nothing sends nothing to end."""
     database = Database(postgres_url, schema=schema)
     store = PostgresCoordinationStore(database, owns_database=True)
     leases = LeaseTable(store)
@@ -112,7 +113,11 @@ def test_a_grant_is_three_round_trips_and_a_release_two(postgres_url: str, schem
         leases.try_acquire("urn:warm", "a", "write")
         before = database.statements
         token = leases.try_acquire("urn:r", "a", "write", ttl_s=5).token
-        assert database.statements - before == 3
+        assert database.statements - before == 2
+        before = database.statements
+        assert leases.try_acquire("urn:r", "a", "write").token == token  # re-entrant: deeper
+        assert database.statements - before == 2  # (the deepening went with the COMMIT)
+        assert leases.release("urn:r", "a")
         before = database.statements
         assert leases.release("urn:r", "a")
         assert database.statements - before == 2

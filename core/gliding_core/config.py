@@ -137,6 +137,11 @@ class StoreConfig(Settings):
             this for one node (and later merges keep it). The other properties stay retrievable
             and filterable. Applied when an entry is written: entries keep what they were
             indexed with until written again.
+        defer_common_words: an unfiltered full-text query scores its commonest words only on
+            the rows that also hold a rarer word of it, when a bound on their scores proves
+            its best matches unchanged (``store.pruning``), once those words match at least
+            this many entries together (5,000: below that, scoring every match costs a few
+            milliseconds); ``0`` never defers.
     """
 
     max_content_bytes: int = Field(default=1_048_576, gt=0)
@@ -152,6 +157,7 @@ class StoreConfig(Settings):
     expiry: ExpiryConfig = ExpiryConfig()
     text_head_bytes: int = Field(default=8_192, ge=256)
     index_fields: dict[str, Literal[False] | tuple[str, ...]] = {}
+    defer_common_words: int = Field(default=5_000, ge=0, le=1_000_000_000)
 
     @field_validator("index_fields", mode="before")
     @classmethod

@@ -270,11 +270,16 @@ class DenseConfig(Settings):
         max_windows: the most windows of one entry (16). A text longer than these windows
             cover gets that many longer windows, spread evenly over it; a model that reads
             fewer words then sees each window's beginning only.
+        search_ef: how many candidates the approximate (HNSW) index of an embedded or Chroma
+            server index keeps while it searches (``ef_search``; 256): wider finds more of the
+            exact nearest neighbours, slower. A search asking for more neighbours than this
+            uses that many. Applied to an existing collection when it is opened.
     """
 
     window_words: int = Field(default=160, ge=8, le=100_000)
     window_overlap: int = Field(default=32, ge=0, le=50_000)
     max_windows: int = Field(default=16, ge=1, le=MAX_WINDOWS)
+    search_ef: int = Field(default=256, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _windows_advance(self) -> DenseConfig:

@@ -1,33 +1,40 @@
 """L0: an unfiltered full-text query's best matches without scoring every match of its
 commonest words (SQLite store).
 
-FTS5's ``bm25()`` scores every row that matches any word of a query: a word found in 3 % of a
-million entries costs 30,000 scored rows, most of which can never reach the best ``limit``.
-The score is a sum over the query's phrases, and a phrase's part of it is below a bound known
-before any row is read: ``idf * (k1 + 1)`` (its term frequency part ``tf / (tf + k1 * (1 - b +
-b * length / average))`` is below 1 for any row, as ``1 - b > 0``). So, as in Turtle and
-Flood's MaxScore ("Query evaluation: strategies and optimizations", 1995):
+FTS5's ``bm25()`` scores every row that matches any word of a query, reading each row's length
+from the index as it goes: a word found in 1 % of a million entries costs 10,000 scored rows,
+most of which can never reach the best ``limit``. The score is a sum over the query's phrases,
+and a phrase's part of it is below a bound known before any row is read: ``idf * (k1 + 1)``
+(its term frequency part ``tf / (tf + k1 * (1 - b + b * length / average))`` is below 1 for
+any row, as ``1 - b > 0``). So, as in Turtle and Flood's MaxScore ("Query evaluation:
+strategies and optimizations", 1995):
 
 1. Each phrase of one term gets its number of matching rows from the full-text index's
-   vocabulary, and so its idf and its bound, the same idf FTS5 computes.
-2. The commonest phrases are *deferred* while their bounds add up to less than the idf of the
-   rarest phrase kept: a row of average length with one occurrence of that phrase scores
-   exactly its idf, so rows holding deferred phrases only are unlikely to be among the best.
+   vocabulary, and so its idf, the same idf FTS5 computes.
+2. The commonest phrases are *deferred* while their weights add up to less than the idf of the
+   rarest phrase kept. The weight is the phrase's idf: the score of one occurrence in a row of
+   average length, so a row holding the deferred phrases once each scores below a row holding
+   the rarest kept phrase once. With ``exact`` the weight is the bound instead.
 3. The kept phrases are searched alone (``"a" OR "b"``): every row matching one of them, with
    the score of the kept phrases. The rows that also hold a deferred phrase are searched again
    with every phrase (``("c") AND ("a" OR "b")``), which gives their whole score; FTS5 reads
    the deferred phrases' postings there only to merge them, scoring none but the rows found.
-4. The best ``limit`` of these are the answer if the last of them scores above the deferred
-   phrases' summed bound: a row holding deferred phrases only scores at most that bound, so
-   it cannot be among them. Otherwise (or with fewer than ``limit`` rows) ``None`` is
-   returned and the caller runs the full query.
+4. The best ``limit`` of these are the answer. With ``exact``, only if the last of them scores
+   above the deferred phrases' summed bound (a row holding deferred phrases only scores at most
+   that, so it cannot be among them); otherwise, and always with fewer than ``limit`` rows,
+   ``None`` is returned and the caller runs the full query.
 
-So the result is the full query's, scores included; only rows of exactly equal score may come
-in another order, and the summation of a row's phrases in another order may change its score
-in the last bit. A phrase of several terms (``foo_bar``), or of a term the vocabulary does not
-hold, is never deferred and gives no idf to the rule of step 2. A term in over half of the
-entries has FTS5's idf of ``1e-6``: its bound is about zero and it is always deferred, so no
-threshold on idf is needed.
+With ``exact`` the result is the full query's, scores included; only rows of exactly equal
+score may come in another order, and the summation of a row's phrases in another order may
+change its score in the last bit. The bound is loose (a row of average length with one
+occurrence reaches less than half of it), so on the search benchmark's queries it proved
+nothing. Without ``exact`` a row holding only deferred words is missed when it would need
+several occurrences of them, or a very short text, to outrank the rows found: a row holding
+any kept word is scored exactly, and the rows missed are those the weights of step 2 rank
+below a single occurrence of the rarest kept word. A phrase of several terms (``foo_bar``), or
+of a term the vocabulary does not hold, is never deferred and gives no idf to the rule of
+step 2. A term in over half of the entries has FTS5's idf of ``1e-6``: its weight is about
+zero and it is always deferred, so no threshold on idf is needed.
 
 Invariants: reads only; every statement of one search runs in one read transaction (the
 counts, the two queries and the check see one state of the index); never used with filters
@@ -81,6 +88,7 @@ def top_matches(
     *,
     expired: str,
     min_deferred: int,
+    exact: bool = True,
 ) -> list[tuple[int, float]] | None:
     """Return the best ``limit`` ``(rowid, score)`` of the query ``words`` joined by ``OR``,
     best first, or ``None`` when the pruned search does not apply (see the module).
@@ -92,6 +100,7 @@ def top_matches(
         expired: a query of the ids of expired entries, left out.
         min_deferred: the fewest matching rows the deferred phrases must have together for
             the pruned search to be worth its extra statements; ``0`` turns it off.
+        exact: answer only when the bound proves the answer the full query's (step 4).
     """
     if min_deferred <= 0 or len(words) < 2:
         return None
@@ -99,20 +108,25 @@ def top_matches(
     if own:
         conn.execute("BEGIN")
     try:
-        return _top_matches(conn, words, limit, expired, min_deferred)
+        return _top_matches(conn, words, limit, expired, min_deferred, exact)
     finally:
         if own:
             conn.execute("COMMIT")
 
 
 def _top_matches(
-    conn: sqlite3.Connection, words: list[str], limit: int, expired: str, min_deferred: int
+    conn: sqlite3.Connection,
+    words: list[str],
+    limit: int,
+    expired: str,
+    min_deferred: int,
+    exact: bool,
 ) -> list[tuple[int, float]] | None:
     rows = _row_count(conn)
     if rows is None:
         return None
     phrases = _phrases(conn, words, rows)
-    deferred = _deferred(phrases)
+    deferred = _deferred(phrases, exact=exact)
     if sum(p.hits for p in deferred) < min_deferred:
         return None
     kept = [p for p in phrases if all(p is not d for d in deferred)]
@@ -134,7 +148,7 @@ def _top_matches(
     scores: dict[int, float] = dict(alone)
     scores.update(both)
     best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
-    if len(best) < limit or not best[-1][1] > bound:
+    if len(best) < limit or (exact and not best[-1][1] > bound):
         return None  # a row with deferred phrases only might be among the best
     return best
 
@@ -157,19 +171,21 @@ def _phrases(conn: sqlite3.Connection, words: list[str], rows: int) -> list[Phra
     return out
 
 
-def _deferred(phrases: list[Phrase]) -> list[Phrase]:
-    """The commonest phrases whose bounds add up to less than the idf of the rarest phrase
-    kept (a phrase of several terms is always kept)."""
+def _deferred(phrases: list[Phrase], *, exact: bool) -> list[Phrase]:
+    """The commonest phrases, deferred while their weights add up to less than the idf of the
+    rarest phrase kept (a phrase of several terms, or unknown, is always kept): their bounds
+    when ``exact``, else their idfs (the score of one occurrence at average length)."""
     order = sorted(phrases, key=lambda p: p.bound)
     deferred: list[Phrase] = []
     total = 0.0
     for index, phrase in enumerate(order[:-1]):
         rest = order[index + 1 :]
         known = [p.idf for p in rest if p.term is not None]
-        if phrase.term is None or not known or total + phrase.bound >= max(known):
+        weight = phrase.bound if exact else phrase.idf
+        if phrase.term is None or not known or total + weight >= max(known):
             break
         deferred.append(phrase)
-        total += phrase.bound
+        total += weight
     return deferred
 
 

@@ -241,6 +241,7 @@ class L0Store:
         self._changes: list[Change] = []
         self.stop_words = self.config.stop_words
         self.defer_common_words = self.config.defer_common_words
+        self.defer_exactly = self.config.defer_exactly
         self.pruned_searches = 0  # full-text searches the pruned search answered (a statistic)
         self._scratch = None if self.path else tempfile.mkdtemp(prefix="gliding-l0-")
         self._file = self.path or os.path.join(self._scratch or "", "l0.sqlite3")
@@ -1268,7 +1269,12 @@ class L0Store:
             parted = has_parts(conn)
             if limits.empty and not parted:
                 top = top_matches(
-                    conn, content, bound, expired=_EXPIRED, min_deferred=self.defer_common_words
+                    conn,
+                    content,
+                    bound,
+                    expired=_EXPIRED,
+                    min_deferred=self.defer_common_words,
+                    exact=self.defer_exactly,
                 )
                 if top is not None:
                     self.pruned_searches += 1

@@ -137,11 +137,13 @@ class StoreConfig(Settings):
             this for one node (and later merges keep it). The other properties stay retrievable
             and filterable. Applied when an entry is written: entries keep what they were
             indexed with until written again.
-        defer_common_words: an unfiltered full-text query scores its commonest words only on
-            the rows that also hold a rarer word of it (``store.pruning``) once those words
-            match at least this many entries together (5,000: below that, scoring every match
-            costs a few milliseconds); ``0`` never defers. A row holding only the deferred
-            words is then missed if it would have ranked; see ``defer_exactly``.
+        defer_common_words: an unfiltered full-text query scores its words that match at
+            least this many entries only on the entries that also hold a rarer word of it
+            (``store.pruning``): 5,000 (below that, scoring every match costs a few
+            milliseconds), and only in a store of at least twenty times as many entries (its
+            words' counts cost more than they save in a smaller one); ``0`` never defers. A row
+            holding only the deferred words is then missed if it would have ranked; see
+            ``defer_exactly``.
         defer_exactly: keep a deferred answer only when a bound on the deferred words' score
             proves it the full query's, else run the full query (``False``: keep it when the
             deferred words' idfs add up to less than the rarest kept word's; on the search

@@ -11,10 +11,11 @@ strategies and optimizations", 1995):
 
 1. Each phrase of one term gets its number of matching rows from the full-text index's
    vocabulary, and so its idf, the same idf FTS5 computes.
-2. The commonest phrases are *deferred* while their weights add up to less than the idf of the
-   rarest phrase kept. The weight is the phrase's idf: the score of one occurrence in a row of
-   average length, so a row holding the deferred phrases once each scores below a row holding
-   the rarest kept phrase once. With ``exact`` the weight is the bound instead.
+2. The commonest phrases, each matching at least ``min_deferred`` rows, are *deferred* while
+   their weights add up to less than the idf of the rarest phrase kept. The weight is the
+   phrase's idf: the score of one occurrence in a row of average length, so a row holding the
+   deferred phrases once each scores below a row holding the rarest kept phrase once. With
+   ``exact`` the weight is the bound instead.
 3. The kept phrases are searched alone (``"a" OR "b"``): every row matching one of them, with
    the score of the kept phrases. The rows that also hold a deferred phrase are searched again
    with every phrase (``("c") AND ("a" OR "b")``), which gives their whole score; FTS5 reads
@@ -54,6 +55,10 @@ VOCABULARY = f"{FULL_TEXT}_terms"  # its fts5vocab table (the store makes it, ``
 # An fts5vocab table stores nothing: it reads the full-text index's own term list. Readers run
 # with ``query_only``, so it is made with the schema rather than on first use.
 TERMS_TABLE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY} USING fts5vocab({FULL_TEXT}, row);"
+# The pruned search runs in stores of at least this many times ``min_deferred`` rows, where a
+# word it may defer is in at most 1/20 of them. Its look-ups cost about 0.3 ms a word: in a
+# smaller store the full query is fast, and they would cost more than they save.
+STORE_FACTOR = 20
 _AVERAGES_ROWID = 1  # the row of FTS5's %_data table holding the row count and the sizes
 
 
@@ -98,8 +103,9 @@ def top_matches(
         words: the query's words (stop words already left out).
         limit: how many rows to return (at least 1).
         expired: a query of the ids of expired entries, left out.
-        min_deferred: the fewest matching rows the deferred phrases must have together for
-            the pruned search to be worth its extra statements; ``0`` turns it off.
+        min_deferred: the fewest rows a phrase must match to be deferred; ``0`` turns the
+            pruned search off, and so does a store of fewer than ``STORE_FACTOR`` times as
+            many rows.
         exact: answer only when the bound proves the answer the full query's (step 4).
     """
     if min_deferred <= 0 or len(words) < 2:
@@ -123,11 +129,11 @@ def _top_matches(
     exact: bool,
 ) -> list[tuple[int, float]] | None:
     rows = _row_count(conn)
-    if rows is None:
-        return None
+    if rows is None or rows < STORE_FACTOR * min_deferred:
+        return None  # a small store: looking its words up would cost more than it saves
     phrases = _phrases(conn, words, rows)
-    deferred = _deferred(phrases, exact=exact)
-    if sum(p.hits for p in deferred) < min_deferred:
+    deferred = _deferred(phrases, exact=exact, min_hits=min_deferred)
+    if not deferred:
         return None
     kept = [p for p in phrases if all(p is not d for d in deferred)]
     bound = sum(p.bound for p in deferred)
@@ -171,10 +177,11 @@ def _phrases(conn: sqlite3.Connection, words: list[str], rows: int) -> list[Phra
     return out
 
 
-def _deferred(phrases: list[Phrase], *, exact: bool) -> list[Phrase]:
-    """The commonest phrases, deferred while their weights add up to less than the idf of the
-    rarest phrase kept (a phrase of several terms, or unknown, is always kept): their bounds
-    when ``exact``, else their idfs (the score of one occurrence at average length)."""
+def _deferred(phrases: list[Phrase], *, exact: bool, min_hits: int) -> list[Phrase]:
+    """The commonest phrases, each matching at least ``min_hits`` rows, deferred while their
+    weights add up to less than the idf of the rarest phrase kept (a phrase of several terms,
+    or unknown, is always kept): their bounds when ``exact``, else their idfs (the score of one
+    occurrence at average length)."""
     order = sorted(phrases, key=lambda p: p.bound)
     deferred: list[Phrase] = []
     total = 0.0
@@ -182,7 +189,7 @@ def _deferred(phrases: list[Phrase], *, exact: bool) -> list[Phrase]:
         rest = order[index + 1 :]
         known = [p.idf for p in rest if p.term is not None]
         weight = phrase.bound if exact else phrase.idf
-        if phrase.term is None or not known or total + weight >= max(known):
+        if phrase.hits < min_hits or not known or total + weight >= max(known):
             break
         deferred.append(phrase)
         total += weight

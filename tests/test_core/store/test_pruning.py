@@ -101,18 +101,35 @@ def test_a_query_of_rare_words_is_unaffected(store: L0Store) -> None:
     assert len(found) == 32
 
 
-def test_the_threshold_of_deferred_matches_is_respected() -> None:
-    with L0Store(":memory:", config=StoreConfig(defer_common_words=302, defer_exactly=True)) as s:
-        s.put_many(
-            [
-                {"@id": f"urn:t:{i}", "text": "common" if i % 10 < 3 else f"word{i}"}
-                for i in range(1_000)
-            ]
-            + [{"@id": "urn:t:rare", "text": "zebra common"}]
-        )
+def _one_common_word(entries: int, threshold: int) -> L0Store:
+    """ "common" in 301 of ``entries`` entries, "zebra" in one of them."""
+    config = StoreConfig(defer_common_words=threshold, defer_exactly=True)
+    s = L0Store(":memory:", config=config)
+    s.put_many(
+        [
+            {"@id": f"urn:t:{i}", "text": "common" if i < 300 else "plain filler text"}
+            for i in range(entries - 1)
+        ]
+        + [{"@id": "urn:t:rare", "text": "zebra common"}]
+    )
+    return s
+
+
+def test_a_word_is_deferred_from_the_threshold_on() -> None:
+    with _one_common_word(7_000, 302) as s:
         s.search_ids("zebra common", limit=1)
         assert s.pruned_searches == 0  # "common" matches 301 entries, fewer than 302
         s.defer_common_words = 301
+        assert s.search_ids("zebra common", limit=1)[0][0] == "urn:t:rare"
+        assert s.pruned_searches == 1
+
+
+def test_a_small_store_never_looks_its_words_up() -> None:
+    # 6,000 entries, under twenty times the threshold of 301: the full query runs.
+    with _one_common_word(6_000, 301) as s:
+        s.search_ids("zebra common", limit=1)
+        assert s.pruned_searches == 0
+        s.defer_common_words = 300  # 6,000 = 20 x 300
         s.search_ids("zebra common", limit=1)
         assert s.pruned_searches == 1
 

@@ -279,15 +279,17 @@ class DenseConfig(Settings):
             cover gets that many longer windows, spread evenly over it; a model that reads
             fewer words then sees each window's beginning only.
         search_ef: how many candidates the approximate (HNSW) index of an embedded or Chroma
-            server index keeps while it searches (``ef_search``; 256): wider finds more of the
-            exact nearest neighbours, slower. A search asking for more neighbours than this
-            uses that many. Applied to an existing collection when it is opened.
+            server index keeps while it searches (``ef_search``; 128): wider finds more of the
+            exact nearest neighbours, slower (at 200,000 entries and the hash embedder,
+            recall@10 against an exact search 0.35 at 128, 0.43 at 256, 0.55 at 512, 0.68 at
+            1,024). A search asking for more neighbours than this uses that many. Applied to an
+            existing collection when it is opened (Chroma reads it when it loads the index).
     """
 
     window_words: int = Field(default=160, ge=8, le=100_000)
     window_overlap: int = Field(default=32, ge=0, le=50_000)
     max_windows: int = Field(default=16, ge=1, le=MAX_WINDOWS)
-    search_ef: int = Field(default=256, ge=1, le=100_000)
+    search_ef: int = Field(default=128, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _windows_advance(self) -> DenseConfig:

@@ -110,6 +110,9 @@ def top_matches(
     """
     if min_deferred <= 0 or len(words) < 2:
         return None
+    rows = _row_count(conn)  # read again below, in the transaction
+    if rows is None or rows < STORE_FACTOR * min_deferred:
+        return None  # a small store: looking its words up would cost more than it saves
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")

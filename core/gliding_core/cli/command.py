@@ -26,7 +26,7 @@ from gliding_core import __version__
 from gliding_core.cli.demo import run as show_demo
 from gliding_core.cli.memory_commands import register as register_memory_commands
 from gliding_core.cli.table import render
-from gliding_core.errors import ConfigError, GlidingError
+from gliding_core.errors import ConfigError, GlidingError, InvalidInputError
 from gliding_core.hyperspace.backends import make_embedder
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.jsonld import node_text
@@ -194,6 +194,13 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="also check the dense index against an exact search on this many of the timed "
         "queries (its recall@10; at most --queries; 0, the default: no check)",
+    )
+    speed.add_argument(
+        "--store",
+        type=Path,
+        help="keep the SQLite memory in this directory: built there when it is empty, searched "
+        "again without ingesting when it holds this benchmark's store of the same size "
+        "(one embedder only)",
     )
     speed.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     _backend_arguments(speed)
@@ -811,17 +818,23 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.backend == "postgresql":
         return _bench_search_postgres(args, out)
+    if args.store is not None and len(args.embedders) != 1:
+        raise InvalidInputError(f"--store takes one embedder, got {', '.join(args.embedders)}")
     results = [
         search.run(
-            args.entries, _embedder(name), queries=args.queries, exact_sample=args.exact_sample
+            args.entries,
+            _embedder(name),
+            queries=args.queries,
+            exact_sample=args.exact_sample,
+            directory=args.store,
         )
         for name in args.embedders
     ]
     rows = [
         (
             r["embedder"],
-            r["ingest_per_s"],
-            r["online_per_s"],
+            "(reused)" if r["ingest_per_s"] is None else r["ingest_per_s"],
+            "(reused)" if r["ingest_per_s"] is None else r["online_per_s"] or "-",
             r["search_p50_ms"],
             r["search_p95_ms"],
         )
@@ -847,9 +860,19 @@ def _stage_table(figures: dict[str, Any]) -> str:
         title += (
             f"; dense index recall@10 {recall['recall@10']:.3f} against an exact search"
             f" ({recall['queries']} queries; exact ten in its hundred: "
-            f"{recall['recall@10_in_100']:.3f})"
+            f"{recall['recall@10_in_100']:.3f}; ties counted: {recall['recall@10_ties']:.3f})"
         )
-    return render(headers, stages.rows(figures["stages"]), title=title)
+    table = render(headers, stages.rows(figures["stages"]), title=title)
+    agreement = figures.get("lexical_agreement")
+    if agreement is not None:
+        table += (
+            f"\nLexical arm, pruned against full on the {agreement['queries']} queries: pruned"
+            f" {agreement['pruned']:.3f} of them; same hundred in the same order"
+            f" {agreement['same_order']:.3f}; recall@10 {agreement['recall@10']:.3f},"
+            f" recall@100 {agreement['recall@100']:.3f}; largest score difference"
+            f" {agreement['max_score_difference']:.2g}"
+        )
+    return table
 
 
 def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:

@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 
 CHROMA_SQLITE = "chroma.sqlite3"  # an embedded persistent client's catalogue and write log
 EMBEDDER_KEY, DIMENSION_KEY = "gliding:embedder", "gliding:dimension"
-# A wider search beam than Chroma's default: recall over speed at these sizes.
-_HNSW = {"hnsw:space": "cosine", "hnsw:search_ef": 128, "hnsw:construction_ef": 128}
+# A wider construction beam than Chroma's default (100); the search beam is ``DenseConfig``'s.
+_HNSW = {"hnsw:space": "cosine", "hnsw:construction_ef": 128}
 
 OnMismatch = Literal["rebuild", "raise"]
 
@@ -144,7 +144,8 @@ class DenseIndex(FollowingIndex):
     def _metadata(self) -> dict[str, Any]:
         dimension = getattr(self.embedder, "dimension", None)
         known = {DIMENSION_KEY: dimension} if isinstance(dimension, int) else {}
-        return {**_HNSW, EMBEDDER_KEY: self.embedder_label, **known}
+        beam = {"hnsw:search_ef": self.windows.search_ef}
+        return {**_HNSW, **beam, EMBEDDER_KEY: self.embedder_label, **known}
 
     def _open(self, on_mismatch: OnMismatch) -> tuple[Any, bool]:
         """Open or create the collection; return it and whether it must be filled from L0.
@@ -158,6 +159,7 @@ class DenseIndex(FollowingIndex):
             )
             problem = self._mismatch(collection.metadata or {})
             if problem is None:
+                self._widen(collection)
                 return collection, collection.count() == 0 and self.store.count() > 0
         if on_mismatch == "raise":
             raise IndexMismatchError(
@@ -166,6 +168,15 @@ class DenseIndex(FollowingIndex):
             )
         logger.warning("the Chroma collection %r %s: rebuilding it from L0", self.name, problem)
         return self._recreate(), True
+
+    def _widen(self, collection: Any) -> None:
+        """Give a collection made earlier this index's search beam (``DenseConfig.search_ef``);
+        the rest of its HNSW settings are fixed when it is made."""
+        wanted = self.windows.search_ef
+        configuration = getattr(collection, "configuration_json", None) or {}
+        hnsw = configuration.get("hnsw") or {}
+        if hnsw.get("ef_search") != wanted:
+            collection.modify(configuration={"hnsw": {"ef_search": wanted}})
 
     def _recreate(self) -> Any:
         with translated("chroma", f"recreating the Chroma collection {self.name!r}"):

@@ -123,6 +123,7 @@ from gliding_core.store.parts import (
     headed as head_record,
 )
 from gliding_core.store.protocol import Change, Direction
+from gliding_core.store.pruning import TERMS_TABLE, top_matches
 from gliding_core.store.staging import (
     SEPARATOR,
     Request,
@@ -240,6 +241,9 @@ class L0Store:
         self._listeners: list[Callable[[list[Change]], None]] = []
         self._changes: list[Change] = []
         self.stop_words = self.config.stop_words
+        self.defer_common_words = self.config.defer_common_words
+        self.defer_exactly = self.config.defer_exactly
+        self.pruned_searches = 0  # full-text searches the pruned search answered (a statistic)
         self._scratch = None if self.path else tempfile.mkdtemp(prefix="gliding-l0-")
         self._file = self.path or os.path.join(self._scratch or "", "l0.sqlite3")
         try:
@@ -301,7 +305,9 @@ class L0Store:
         # successive batches (index interiors) are copied into the database once, not each time.
         conn.execute("PRAGMA wal_autocheckpoint = 10000")
         # One script, one transaction: processes opening a new file at once create it once.
-        conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}{PARTS_SCHEMA}{_TEXT_INDEX}COMMIT;")
+        conn.executescript(
+            f"BEGIN IMMEDIATE;{_SCHEMA}{PARTS_SCHEMA}{_TEXT_INDEX}{TERMS_TABLE}COMMIT;"
+        )
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             _upgrade(conn)
 
@@ -1274,6 +1280,18 @@ class L0Store:
 
         def read(conn: sqlite3.Connection) -> list[Any]:
             parted = has_parts(conn)
+            if limits.empty and not parted:
+                top = top_matches(
+                    conn,
+                    content,
+                    bound,
+                    expired=_EXPIRED,
+                    min_deferred=self.defer_common_words,
+                    exact=self.defer_exactly,
+                )
+                if top is not None:
+                    self.pruned_searches += 1
+                    return _in_order(conn, columns, top)
             if limits.empty:
                 return conn.execute(_top_ranked(columns, parted=parted), args).fetchall()
             return conn.execute(_ranked(columns, condition, parted=parted), args).fetchall()
@@ -1555,6 +1573,17 @@ def _ranked(columns: str, condition: str, *, parted: bool) -> str:
         f" SELECT {columns}, m.score FROM m JOIN entries AS e ON e.id = m.id"
         f" WHERE e.id NOT IN ({_EXPIRED}) AND {condition} ORDER BY m.score DESC LIMIT ?"
     )
+
+
+def _in_order(conn: sqlite3.Connection, columns: str, ranked: list[tuple[int, float]]) -> list[Any]:
+    """``columns`` and the score of the entries of ``ranked`` (``(id, score)``), in its order."""
+    rows: dict[int, tuple[Any, ...]] = {}
+    for start in range(0, len(ranked), _CHUNK):
+        ids = [i for i, _ in ranked[start : start + _CHUNK]]
+        holes = ", ".join("?" * len(ids))
+        sql = f"SELECT e.id, {columns} FROM entries AS e WHERE e.id IN ({holes})"
+        rows.update((row[0], row[1:]) for row in conn.execute(sql, ids))
+    return [(*rows[i], score) for i, score in ranked if i in rows]
 
 
 def _top_ranked(columns: str, *, parted: bool) -> str:

@@ -295,7 +295,41 @@ def test_bench_search(tmp_path: Path) -> None:
     assert all(stages[key]["mean"] > 0 for key in ("embed", "lexical", "dense", "fetch"))
     assert sum(s["mean"] for s in stages.values()) == pytest.approx(figures["search_mean_ms"])
     # 300 entries: the approximate index finds the exact ten best.
-    assert figures["dense_recall"] == {"queries": 5, "recall@10": 1.0, "recall@10_in_100": 1.0}
+    assert figures["dense_recall"] == {
+        "queries": 5,
+        "recall@10": 1.0,
+        "recall@10_in_100": 1.0,
+        "recall@10_ties": 1.0,
+    }
+    # The lexical arm's pruned search is compared with the full one on the same queries.
+    agreement = figures["lexical_agreement"]
+    assert agreement["queries"] == 20
+    assert agreement["recall@10"] == agreement["recall@100"] == 1.0
+
+
+def test_bench_search_reuses_a_store_it_built(tmp_path: Path) -> None:
+    where = tmp_path / "store"
+    arguments = ("bench", "search", "--entries", "200", "--queries", "10", "--embedders")
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    code, _ = run(*arguments, "hash", "--store", str(where), "--json", str(first))
+    assert code == 0
+    code, text = run(*arguments, "hash", "--store", str(where), "--json", str(second))
+    assert code == 0
+    [built], [reused] = json.loads(first.read_text()), json.loads(second.read_text())
+    assert built["ingest_per_s"] > 0
+    assert reused["ingest_per_s"] is None
+    assert "(reused)" in text
+    assert reused["search_p50_ms"] > 0
+    # Another size, or a directory holding something else, is refused rather than overwritten.
+    larger = ("bench", "search", "--entries", "300", "--embedders", "hash")
+    code, _ = run(*larger, "--store", str(where))
+    assert code != 0
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "file").write_text("x")
+    code, _ = run(*arguments, "hash", "--store", str(tmp_path / "other"))
+    assert code != 0
+    code, _ = run(*arguments, "hash,local", "--store", str(tmp_path / "new"))
+    assert code != 0
 
 
 class _Lossy:
@@ -325,9 +359,15 @@ def test_the_dense_recall_counts_what_an_index_misses() -> None:
         whole = search.dense_recall(memory.store, memory.index, queries, batch=50)
         halved: Any = _Lossy(memory.index)  # as much of a VectorIndex as dense_recall uses
         lossy = search.dense_recall(memory.store, halved, queries, batch=50)
-    assert whole == {"queries": 3, "recall@10": 1.0, "recall@10_in_100": 1.0}
+    assert whole == {
+        "queries": 3,
+        "recall@10": 1.0,
+        "recall@10_in_100": 1.0,
+        "recall@10_ties": 1.0,
+    }
     assert lossy is not None
     assert lossy["recall@10"] <= 0.6
+    assert lossy["recall@10_ties"] <= 0.6  # no ties here: a miss is a miss either way
     assert search.dense_recall(memory.store, memory.index, []) is None
 
 

@@ -17,6 +17,7 @@ import chromadb.errors
 import pytest
 
 from gliding_core import (
+    ConfigError,
     DenseIndex,
     EmbedderError,
     HashEmbedder,
@@ -26,6 +27,7 @@ from gliding_core import (
     Record,
     StorageError,
 )
+from gliding_core.config import DenseConfig
 from gliding_core.hyperspace.dense import DIMENSION_KEY, EMBEDDER_KEY, chroma_client, close_client
 from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
 
@@ -200,3 +202,29 @@ def test_bad_index_arguments_are_named(kwargs: dict[str, Any], message: str) -> 
             DenseIndex(store, HashEmbedder(64), client, **kwargs)
     finally:
         close_client(client)
+
+
+def test_the_search_beam_is_the_configs_and_reaches_an_existing_collection(
+    tmp_path: Path,
+) -> None:
+    client = chroma_client(tmp_path / "chroma")
+    try:
+        with L0Store() as store:
+            made = DenseIndex(store, HashEmbedder(64), client, "beam")
+            beam = made.collection.configuration_json["hnsw"]["ef_search"]
+            assert beam == DenseConfig().search_ef
+            made.close()
+            wider = DenseIndex(
+                store, HashEmbedder(64), client, "beam", windows=DenseConfig(search_ef=700)
+            )
+            assert wider.collection.configuration_json["hnsw"]["ef_search"] == 700
+            wider.close()
+        assert client.get_collection("beam").configuration_json["hnsw"]["ef_search"] == 700
+    finally:
+        close_client(client)
+
+
+@pytest.mark.parametrize("value", [0, -5, 100_001, "wide", None])
+def test_the_search_beam_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match="search_ef"):
+        DenseConfig(search_ef=value)  # type: ignore[arg-type]

@@ -20,12 +20,14 @@ had caught up with all of them.
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -33,7 +35,8 @@ from typing_extensions import Unpack
 
 from gliding_core.cli.benchmarks import progress, stages
 from gliding_core.cli.benchmarks.l0 import _records, _vocabulary
-from gliding_core.config import MemoryConfig, SearchOptions, TopicConfig
+from gliding_core.config import MemoryConfig, SearchOptions, StoreConfig, TopicConfig
+from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.index import VectorIndex
@@ -41,10 +44,13 @@ from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.memory import Memory
 from gliding_core.store.entry import Record
 from gliding_core.store.protocol import EntryStore
+from gliding_core.store.sqlite import L0Store
 from gliding_core.tokens import TokenCounter
 
 BATCH = 500
 ONLINE = 1_000  # the last entries of a run, written after the bulk load with their embedding
+TIE = 1e-5  # two cosines closer than this are one score (float32 on either side)
+STORE_MARKER = "bench-search.json"  # what a store built under --store holds (entries, seed, ...)
 
 
 class Searcher(Protocol):
@@ -104,11 +110,43 @@ class PostgresSearch:
         self.close()
 
 
-def searcher(embedder: Embedder, url: str | None = None) -> AbstractContextManager[Searcher]:
-    """A fresh in-memory ``Memory``, or a ``PostgresSearch`` on ``url`` when given."""
+def searcher(
+    embedder: Embedder, url: str | None = None, directory: Path | None = None
+) -> AbstractContextManager[Searcher]:
+    """A fresh in-memory ``Memory``, a ``Memory`` under ``directory``, or a ``PostgresSearch``
+    on ``url`` when given."""
     if url is not None:
         return PostgresSearch(url, embedder)
+    if directory is not None:
+        # A benchmark's store: nothing in it must survive a power loss.
+        config = MemoryConfig(
+            topics=TopicConfig(interval_s=0), store=StoreConfig(durability="normal")
+        )
+        return Memory(config=config, embedder=embedder, directory=directory)
     return Memory(config=MemoryConfig(topics=TopicConfig(interval_s=0)), embedder=embedder)
+
+
+def _built(directory: Path | None, key: dict[str, Any]) -> bool:
+    """Whether ``directory`` holds a store this benchmark built with the same ``key``.
+
+    Raises:
+        InvalidInputError: the directory holds something else (it is never overwritten).
+    """
+    if directory is None:
+        return False
+    marker = directory / STORE_MARKER
+    if marker.is_file():
+        found = json.loads(marker.read_text(encoding="utf-8"))
+        if found != key:
+            raise InvalidInputError(
+                f"{str(directory)!r} holds a store built with {found}, not {key}"
+            )
+        return True
+    if directory.exists() and any(directory.iterdir()):
+        raise InvalidInputError(
+            f"{str(directory)!r} is not empty and holds no store this benchmark built"
+        )
+    return False
 
 
 def run(
@@ -119,13 +157,20 @@ def run(
     seed: int = 0,
     url: str | None = None,
     exact_sample: int = 0,
+    directory: Path | None = None,
 ) -> dict[str, Any]:
     """Ingest ``entries`` synthetic entries, time ``queries`` searches, return the figures
-    (on PostgreSQL at ``url`` when given, else on an in-memory SQLite memory).
+    (on PostgreSQL at ``url`` when given, else on a SQLite memory: in memory, or under
+    ``directory``).
 
-    The figures hold each stage's time (``stages``, see ``stages.STAGES``) and, with
-    ``exact_sample``, the dense index's recall against an exact search on that many of the
-    queries (``dense_recall``, see ``dense_recall``).
+    With ``directory``, a store this benchmark built there before with the same entries, seed
+    and embedder is searched again without ingesting (``ingest_per_s`` is then ``None``); an
+    empty or missing directory gets one built, kept for the next run.
+
+    The figures hold each stage's time (``stages``, see ``stages.STAGES``), the lexical arm's
+    agreement with its unpruned search (``lexical_agreement``, see ``lexical_agreement``)
+    and, with ``exact_sample``, the dense index's recall against an exact search on that many
+    of the queries (``dense_recall``, see ``dense_recall``).
     """
     rng = random.Random(seed)
     vocab = _vocabulary(rng)
@@ -133,17 +178,26 @@ def run(
     texts = [f"{' '.join(rng.sample(vocab[50:5_000], 3))} q{i}" for i in range(queries)]
     records = [Record(d["node"], tags=d["tags"]) for d in data]
     online = min(ONLINE, entries // 10)
-    with searcher(embedder, url) as memory:
-        start = time.perf_counter()
-        with memory.index.deferred():  # a bulk load: the index catches up once, at the end
-            for offset in progress(range(0, entries - online, BATCH), "ingest batches"):
-                memory.store.put_many(records[offset : min(offset + BATCH, entries - online)])
-        memory.index.refresh(wait=True)
-        bulk = time.perf_counter() - start
-        start = time.perf_counter()
-        for offset in range(entries - online, entries, BATCH):  # each batch embedded on commit
-            memory.store.put_many(records[offset : offset + BATCH])
-        added = time.perf_counter() - start
+    key = {"entries": entries, "seed": seed, "embedder": embedder_name(embedder)}
+    reused = url is None and _built(directory, key)
+    if directory is not None and url is None:
+        directory.mkdir(parents=True, exist_ok=True)
+    with searcher(embedder, url, None if url is not None else directory) as memory:
+        bulk: float | None = None
+        added: float | None = None
+        if not reused:
+            start = time.perf_counter()
+            with memory.index.deferred():  # a bulk load: the index catches up once, at the end
+                for offset in progress(range(0, entries - online, BATCH), "ingest batches"):
+                    memory.store.put_many(records[offset : min(offset + BATCH, entries - online)])
+            memory.index.refresh(wait=True)
+            bulk = time.perf_counter() - start
+            start = time.perf_counter()
+            for offset in range(entries - online, entries, BATCH):  # each embedded on commit
+                memory.store.put_many(records[offset : offset + BATCH])
+            added = time.perf_counter() - start
+            if directory is not None and url is None:
+                (directory / STORE_MARKER).write_text(json.dumps(key), encoding="utf-8")
         clock = stages.clocked(memory)
         latencies, samples = [], []
         for query in progress(texts, "queries"):
@@ -154,13 +208,14 @@ def run(
             samples.append(clock.take(elapsed))
             latencies.append(elapsed * 1e3)
         recall = dense_recall(memory.store, memory.index, texts[:exact_sample])
+        agreement = lexical_agreement(memory.store, texts)
     cuts = statistics.quantiles(latencies, n=100, method="inclusive")
     figures: dict[str, Any] = {
         "backend": "sqlite" if url is None else "postgresql",
         "entries": entries,
         "embedder": embedder_name(embedder),
-        "ingest_per_s": (entries - online) / bulk,
-        "online_per_s": online / added if online else None,
+        "ingest_per_s": None if bulk is None else (entries - online) / bulk,
+        "online_per_s": online / added if online and added is not None else None,
         "search_p50_ms": cuts[49],
         "search_p95_ms": cuts[94],
         "search_mean_ms": statistics.fmean(latencies),
@@ -168,7 +223,55 @@ def run(
     }
     if recall is not None:
         figures["dense_recall"] = recall
+    if agreement is not None:
+        figures["lexical_agreement"] = agreement
     return figures
+
+
+def lexical_agreement(
+    store: EntryStore, queries: Sequence[str], *, depth: int = 100
+) -> dict[str, float] | None:
+    """How the lexical arm's pruned search agrees with the full one on ``queries``.
+
+    The pruned search (``StoreConfig.defer_common_words``, ``gliding_core.store.pruning``)
+    against the same store with it off, each asked for the ``depth`` best (as many as the arm
+    gives the fusion by default): ``same_order``, the share of queries whose two lists hold
+    the same entries in the same order; ``recall@10`` and ``recall@100``, the share of the
+    full search's ten (hundred) best that the pruned search's ten (hundred) best hold;
+    ``max_score_difference``, the largest difference of one entry's score between the two;
+    ``pruned``, the share of queries the pruned search answered (the others ran the full
+    query). ``None`` for a store without the pruned search, or with it off.
+    """
+    if not isinstance(store, L0Store) or store.defer_common_words <= 0 or not queries:
+        return None
+    setting = store.defer_common_words
+    before = store.pruned_searches
+    pruned = [store.search_ids(query, limit=depth) for query in queries]
+    answered = store.pruned_searches - before
+    store.defer_common_words = 0
+    try:
+        full = [store.search_ids(query, limit=depth) for query in queries]
+    finally:
+        store.defer_common_words = setting
+    same = found10 = found100 = total10 = total100 = 0
+    difference = 0.0
+    for mine, theirs in zip(pruned, full, strict=True):
+        same += [iri for iri, _ in mine] == [iri for iri, _ in theirs]
+        ours = dict(mine)
+        found10 += len({i for i, _ in theirs[:10]} & {i for i, _ in mine[:10]})
+        found100 += len({i for i, _ in theirs} & set(ours))
+        total10, total100 = total10 + len(theirs[:10]), total100 + len(theirs)
+        for iri, score in theirs:
+            if iri in ours:
+                difference = max(difference, abs(ours[iri] - score))
+    return {
+        "queries": len(queries),
+        "pruned": answered / len(queries),
+        "same_order": same / len(queries),
+        "recall@10": found10 / total10 if total10 else 1.0,
+        "recall@100": found100 / total100 if total100 else 1.0,
+        "max_score_difference": difference,
+    }
 
 
 def dense_recall(
@@ -181,7 +284,10 @@ def dense_recall(
     mean of its windows, which the benchmark's short texts never are). ``recall@10``: the
     share of the exact ten best that the index's own ten best hold; ``recall@10_in_100``: the
     share of them among the index's hundred best, as many as the dense arm gives the fusion
-    by default.
+    by default; ``recall@10_ties``: as ``recall@10``, but an entry of the index's ten best
+    scoring at least the exact tenth best (less ``TIE``, the float32 rounding of the two
+    cosines) counts as found: texts of the same words tie, and which of them the exact
+    search ranks tenth is an accident of order.
     """
     if not queries:
         return None
@@ -202,17 +308,21 @@ def dense_recall(
             for row, order in zip(best_ids, keep, strict=True)
         ]
         best_scores = np.take_along_axis(merged, keep, axis=1)
-    found10 = found100 = total = 0
-    for probe, exact in zip(probes, best_ids, strict=True):
-        approximate = [iri for iri, _ in index.query(probe, 100)]
+    found10 = found100 = tied = total = 0
+    for probe, exact, scores in zip(probes, best_ids, best_scores, strict=True):
+        hits = index.query(probe, 100)
+        approximate = [iri for iri, _ in hits]
         truth = set(exact)
         found10 += len(truth & set(approximate[:10]))
         found100 += len(truth & set(approximate))
+        if len(scores):
+            tied += min(len(truth), sum(s >= scores[-1] - TIE for _, s in hits[:10]))
         total += len(truth)
     return {
         "queries": len(queries),
         "recall@10": found10 / total if total else 1.0,
         "recall@10_in_100": found100 / total if total else 1.0,
+        "recall@10_ties": tied / total if total else 1.0,
     }
 
 

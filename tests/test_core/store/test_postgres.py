@@ -263,6 +263,28 @@ def test_texts_of_any_characters_are_indexed_and_ranked_as_the_sqlite_store(
     assert pg.integrity_check() == "ok"
 
 
+def test_labels_and_references_with_a_backslash_are_written_as_given(
+    pg: PostgresEntryStore,
+) -> None:
+    """A batch's tags, types and references go to ``COPY`` unescaped unless one holds a
+    character its text form escapes: a backslash among them is written as given."""
+    pg.put_many(
+        [
+            Record(
+                {"@id": "urn:s:1", "@type": "Kind\\One", "about": {"@id": "urn:x\\y"}},
+                tags=["back\\slash", "plain"],
+            ),
+            Record({"@id": "urn:s:2", "about": {"@id": "urn:s:1"}}, tags=["plain"]),
+        ]
+    )
+    assert [entry.iri for entry in pg.by_tags(["back\\slash"])] == ["urn:s:1"]
+    assert [entry.iri for entry in pg.by_type("Kind\\One")] == ["urn:s:1"]
+    assert [
+        (edge.predicate, edge.target) for edge in pg.neighbours("urn:s:1", direction="out")
+    ] == [("about", "urn:x\\y")]
+    assert pg.integrity_check() == "ok"
+
+
 def test_two_writers_putting_one_term_at_once_each_write_whole_blocks(
     postgres_url: str, postgres_schema: str
 ) -> None:

@@ -95,7 +95,15 @@ from gliding_core.store.parts import fits_whole, headed, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
 from gliding_core.store.postgres.lexical import Postings, ranked_sql
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
-from gliding_core.store.postgres.schema import BLOCK, COMPONENT, COPY_ESCAPES, MIGRATIONS, NOW, live
+from gliding_core.store.postgres.schema import (
+    BLOCK,
+    COMPONENT,
+    COPY_ESCAPED,
+    COPY_ESCAPES,
+    MIGRATIONS,
+    NOW,
+    live,
+)
 from gliding_core.store.protocol import Change, Direction
 from gliding_core.store.staging import (
     SEPARATOR,
@@ -676,15 +684,15 @@ class PostgresEntryStore:
         # here has a new id): COPY them, the fastest way in, outside the pipeline (which COPY
         # may not join). The index rows go as text, which costs the client least.
         _copy(conn, _COPY_ENTRIES, rows.created)
-        _copy_text(conn, "entry_tags (tag, entry_id)", (f"{_text(t)}\t{i}\n" for t, i in rows.tags))
-        _copy_text(
-            conn, "entry_types (type, entry_id)", (f"{_text(t)}\t{i}\n" for t, i in new_types)
-        )
-        _copy_text(
-            conn,
-            "edges (source_id, predicate, target)",
-            (f"{i}\t{_text(p)}\t{_text(t)}\n" for i, p, t in new_edges),
-        )
+        _copy_labels(conn, "entry_tags (tag, entry_id)", rows.tags)
+        _copy_labels(conn, "entry_types (type, entry_id)", new_types)
+        if new_edges:
+            sources, predicates, targets = zip(*new_edges, strict=True)
+            _copy_text(
+                conn,
+                "edges (source_id, predicate, target)",
+                map(_EDGE, sources, _fields(predicates), _fields(targets)),
+            )
         added.insert(conn)
         if rows.fields:  # after the COPY: some of them are entries created here
             conn.execute(
@@ -1470,9 +1478,26 @@ def _copy(conn: psycopg.Connection[Any], target: str, rows: Sequence[Sequence[An
                 copy.write_row(row)
 
 
-def _text(value: str) -> str:
-    """``value`` as a field of ``COPY``'s text form."""
-    return value.translate(COPY_ESCAPES)
+def _fields(values: Sequence[str]) -> Sequence[str]:
+    """``values`` as fields of ``COPY``'s text form: as they are, unless one holds a character
+    that form escapes (looked for in them all joined, in C: a batch seldom has one)."""
+    joined = "".join(values)
+    if any(char in joined for char in COPY_ESCAPED):
+        return [value.translate(COPY_ESCAPES) for value in values]
+    return values
+
+
+_LABEL = "{0}\t{1}\n".format  # a line of a label index: label, entry id
+_EDGE = "{0}\t{1}\t{2}\n".format  # a line of the edges: source id, predicate, target
+
+
+def _copy_labels(
+    conn: psycopg.Connection[Any], target: str, rows: Sequence[tuple[str, int]]
+) -> None:
+    """Insert ``(label, entry id)`` rows into ``target`` (a label index and its columns)."""
+    if rows:
+        labels, ids = zip(*rows, strict=True)
+        _copy_text(conn, target, map(_LABEL, _fields(labels), ids))
 
 
 def _copy_text(conn: psycopg.Connection[Any], target: str, lines: Iterable[str]) -> None:

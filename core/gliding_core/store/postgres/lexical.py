@@ -42,7 +42,7 @@ from typing import Any
 import psycopg
 
 from gliding_core.store.lexical import K1, MIN_IDF, B, term_counts
-from gliding_core.store.postgres.schema import BLOCK, COPY_ESCAPES, live
+from gliding_core.store.postgres.schema import BLOCK, COPY_ESCAPED, COPY_ESCAPES, live
 
 
 def _number(value: float) -> str:
@@ -239,7 +239,6 @@ class _Numbers(dict[int, str]):
 
 # The COPY line of a block of one document: term, low, high, ids, frequencies, lengths.
 _SINGLE = "{0}\t{1}\t{1}\t{{{1}}}\t{{{2}}}\t{{{3}}}\n".format
-_ESCAPED = tuple("\\\t\n\r")  # what COPY_ESCAPES rewrites
 
 
 def _lines(documents: list[tuple[int, Counter[str], int]]) -> str:
@@ -271,7 +270,7 @@ def _lines(documents: list[tuple[int, Counter[str], int]]) -> str:
     starts = [0, *accumulate(sizes)]
     joined = "".join(unique)
     fields = unique
-    if any(char in joined for char in _ESCAPED):  # a term holds none today; one day may
+    if any(char in joined for char in COPY_ESCAPED):  # a term holds none today; one day may
         fields = [term.translate(COPY_ESCAPES) for term in unique]
     lines = [""] * len(unique)
     single = [size == 1 for size in sizes]

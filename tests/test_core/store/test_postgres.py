@@ -189,6 +189,145 @@ def test_documents_leave_their_blocks_and_the_ranking_stays_the_sqlite_stores(
             assert _by_score(got) == _by_score(want), query
 
 
+def _postings_of(url: str, schema: str, term: str) -> list[tuple[list[int], list[int]]]:
+    """The blocks of ``term`` as ``(ids, frequencies)``, in key order, each checked well formed
+    (``low`` and ``high`` its first and last id, at most ``BLOCK`` ids, ascending)."""
+    with _admin(url) as conn:
+        rows = conn.execute(
+            f'SELECT low, high, ids, frequencies, lengths FROM "{schema}".postings'
+            " WHERE term = %s ORDER BY low",
+            (term,),
+        ).fetchall()
+    blocks = []
+    for low, high, ids, frequencies, lengths in rows:
+        assert (low, high) == (ids[0], ids[-1])  # type: ignore[index]
+        assert len(ids) == len(frequencies) == len(lengths) <= BLOCK  # type: ignore[arg-type]
+        assert list(ids) == sorted(set(ids))  # type: ignore[call-overload]
+        blocks.append(([int(i) for i in ids], [int(f) for f in frequencies]))  # type: ignore[attr-defined]
+    return blocks
+
+
+def test_a_batch_out_of_id_order_of_stored_and_new_entries_writes_blocks_in_id_order(
+    pg: PostgresEntryStore, postgres_url: str, postgres_schema: str
+) -> None:
+    """One batch gives a term to stored entries, in descending order of their ids, and to new
+    ones after them: its 220 postings go into blocks of ``BLOCK`` in ascending id order, each
+    with its own frequency, and the stored entries' old postings leave their blocks."""
+    pg.put_many([{"@id": f"urn:o:{i}", "text": f"alpha beta{i}"} for i in range(130)])
+    batch = [
+        {"@id": f"urn:o:{i}", "text": "gamma " * (1 + i % 3) + f"delta{i}"}
+        for i in reversed(range(130))
+    ]
+    batch += [{"@id": f"urn:n:{i}", "text": "gamma " * (1 + i % 4) + "alpha"} for i in range(90)]
+    pg.replace_many(batch)
+    iris = [node["@id"] for node in batch]
+    want = dict(zip(_ids(pg, iris), (node["text"].count("gamma") for node in batch), strict=True))
+    blocks = _postings_of(postgres_url, postgres_schema, "gamma")
+    assert [len(ids) for ids, _ in blocks] == [BLOCK, BLOCK, 20]
+    assert [(i, f) for ids, fs in blocks for i, f in zip(ids, fs, strict=True)] == sorted(
+        want.items()
+    )
+    new_ids = _ids(pg, [f"urn:n:{i}" for i in range(90)])
+    assert [i for ids, _ in _postings_of(postgres_url, postgres_schema, "alpha") for i in ids] == (
+        new_ids
+    )
+    assert _postings_of(postgres_url, postgres_schema, "beta7") == []
+    assert pg.integrity_check() == "ok"
+
+
+def test_texts_of_any_characters_are_indexed_and_ranked_as_the_sqlite_store(
+    pg: PostgresEntryStore,
+) -> None:
+    """Terms that array or COPY syntax would read otherwise (a word NULL, quotes, braces,
+    backslashes, commas, tabs, newlines around them), letters outside ASCII, emoji and a token
+    over 64 bytes, in one batch: the index holds them exactly and ranks them as FTS5 does."""
+    texts = [
+        'say "null" NULL {braces} back\\slash, comma;semi\ttab\nnewline\r\nend',
+        "Ελληνικά καφές café naïve Ünïcödé ß straße",
+        "emoji 🙂🙂 party 🎉 null",
+        "日本語のテキスト 中文 한국어",
+        "x" * 70 + " " + "y" * 3 + " 12345 007 braces",
+        '{} "" \\ , ; NULL null Null',
+    ]
+    nodes = [{"@id": f"urn:c:{n}", "text": text} for n, text in enumerate(texts)]
+    queries = ["null", "braces", "back slash", "tab newline", "café", "καφές", "🎉 party"]
+    queries += ["日本語のテキスト", "straße", "x" * 70, "007", "semi"]
+    with L0Store() as lite:
+        lite.put_many(nodes)
+        pg.put_many(nodes)
+        for query in queries:
+            want, got = lite.search_ids(query, limit=10), pg.search_ids(query, limit=10)
+            assert want, query
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want], query
+            assert _by_score(got) == _by_score(want), query
+    assert pg.integrity_check() == "ok"
+
+
+def test_labels_and_references_with_a_backslash_are_written_as_given(
+    pg: PostgresEntryStore,
+) -> None:
+    """A batch's tags, types and references go to ``COPY`` unescaped unless one holds a
+    character its text form escapes: a backslash among them is written as given."""
+    pg.put_many(
+        [
+            Record(
+                {"@id": "urn:s:1", "@type": "Kind\\One", "about": {"@id": "urn:x\\y"}},
+                tags=["back\\slash", "plain"],
+            ),
+            Record({"@id": "urn:s:2", "about": {"@id": "urn:s:1"}}, tags=["plain"]),
+        ]
+    )
+    assert [entry.iri for entry in pg.by_tags(["back\\slash"])] == ["urn:s:1"]
+    assert [entry.iri for entry in pg.by_type("Kind\\One")] == ["urn:s:1"]
+    assert [
+        (edge.predicate, edge.target) for edge in pg.neighbours("urn:s:1", direction="out")
+    ] == [("about", "urn:x\\y")]
+    assert pg.integrity_check() == "ok"
+
+
+def test_two_writers_putting_one_term_at_once_each_write_whole_blocks(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """Two stores (two sessions, as two processes would hold) put batches sharing a term at the
+    same moment: every posting is in exactly one well-formed block, none lost or doubled."""
+    count = 2 * BLOCK + 30
+    start = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def write(store: PostgresEntryStore, name: str) -> None:
+        try:
+            start.wait(timeout=60)
+            for batch in range(2):
+                store.put_many(
+                    [
+                        {"@id": f"urn:{name}:{batch}:{i}", "text": f"shared {name} word{i}"}
+                        for i in range(count)
+                    ]
+                )
+        except BaseException as exc:  # collected for the main thread
+            failures.append(exc)
+
+    with (
+        PostgresEntryStore(postgres_url, schema=postgres_schema) as first,
+        PostgresEntryStore(postgres_url, schema=postgres_schema) as second,
+    ):
+        threads = [
+            threading.Thread(target=write, args=(store, name))
+            for store, name in ((first, "one"), (second, "two"))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        iris = [f"urn:{n}:{b}:{i}" for n in ("one", "two") for b in range(2) for i in range(count)]
+        ids = sorted(_ids(first, iris))
+        blocks = _postings_of(postgres_url, postgres_schema, "share")
+        assert sorted(i for found, _ in blocks for i in found) == ids
+        assert len(blocks) == 4 * 3  # each batch's 230 postings in blocks of 100, 100 and 30
+        assert first.integrity_check() == "ok"
+
+
 def _waiting_for_a_block(url: str) -> bool:
     """Whether a session waits for a lock in a statement on the lexical index."""
     with _admin(url) as conn:

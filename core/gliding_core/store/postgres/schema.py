@@ -121,6 +121,7 @@ CREATE VIEW live_entries AS SELECT * FROM entries AS e WHERE {live("e.id")};
 _BATCH = 1_000
 # What COPY's text form escapes in a value (a term holds none of them, but may one day).
 COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+COPY_ESCAPED = tuple("\\\t\n\r")  # the characters COPY_ESCAPES rewrites
 BLOCK = 100
 """The most documents a row of the lexical index holds: 100 ids, frequencies and lengths are
 about 1.7 kB, under PostgreSQL's TOAST threshold (about 2 kB), so a row stays inline."""

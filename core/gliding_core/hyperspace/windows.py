@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gliding_core.config import DenseConfig
+from gliding_core.errors import InvalidNodeError
+from gliding_core.jsonld import validate_iri
 from gliding_core.store.protocol import EntryStore
 
 WINDOW_SEPARATOR = " #"
@@ -56,12 +58,17 @@ def in_context(
 
 
 def _link(value: Any) -> str | None:
-    """The IRI a link's value names: ``{"@id": iri}``, the IRI itself, or a list's first."""
+    """The IRI a link's value names: ``{"@id": iri}``, the IRI itself, or a list's first;
+    ``None`` for anything else (a node's properties are anyone's: a value that is no IRI must
+    not fail the read of the texts linked to, and with it every catch-up of the index)."""
     if isinstance(value, list):
         value = value[0] if value else None
     if isinstance(value, dict):
         value = value.get("@id")
-    return value if isinstance(value, str) and value else None
+    try:
+        return validate_iri(value)
+    except InvalidNodeError:
+        return None
 
 
 def text_windows(text: str, settings: DenseConfig) -> list[str]:

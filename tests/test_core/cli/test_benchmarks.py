@@ -476,14 +476,14 @@ def test_bench_search_refuses_a_store_directory_it_did_not_build_and_writes_noth
     (emptied / search.STORE_MARKER).write_text(json.dumps(key), encoding="utf-8")
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
-    for where in (other, garbage, not_json, emptied, a_file):
-        before = _files(where) if where.is_dir() else where.read_bytes()
+    for where in (other, garbage, not_json, emptied, a_file, a_file / "under"):
+        before = _files(where) if where.is_dir() else where.exists() and where.read_bytes()
         code, text = run(*arguments, "--store", str(where))
         assert (code, text) == (2, ""), where
         assert f"error: {str(where)!r}" in capsys.readouterr().err
-        assert (_files(where) if where.is_dir() else where.read_bytes()) == before or (
-            where is emptied
-        )
+        after = _files(where) if where.is_dir() else where.exists() and where.read_bytes()
+        assert after == before or where is emptied
+    assert a_file.read_text() == "not a directory"
     with Memory.open(other, embedder=HashEmbedder()) as memory:
         assert memory.store.count() == 1
     # The PostgreSQL benchmark keeps no directory: --store there is refused, not ignored.

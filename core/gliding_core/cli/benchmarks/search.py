@@ -188,7 +188,10 @@ def run(
     key = {"entries": entries, "seed": seed, "embedder": embedder_name(embedder)}
     reused = url is None and _built(directory, key)
     if directory is not None and url is None:
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # under a file, or where this user may not write
+            raise InvalidInputError(f"{str(directory)!r} cannot be made: {exc}") from None
     with searcher(embedder, url, None if url is not None else directory) as memory:
         if reused and memory.store.count() != entries:
             raise InvalidInputError(

@@ -217,3 +217,25 @@ def test_a_link_that_names_no_entry_gives_no_context_and_the_index_keeps_up(link
         assert memory.index.similarities(own, ["urn:chat:2"]) == pytest.approx(
             {"urn:chat:2": 1.0}, abs=1e-6
         )
+
+
+def test_a_link_to_another_scope_gives_no_context() -> None:
+    """A reply of one scope may name any entry as the one it follows: the text of an entry of
+    another scope never goes into its vector (a search in its scope would rank by it)."""
+    question = "how was the violin concert"
+    with _memory(DenseConfig(context_words=6)) as memory:
+        memory.store.put({"@id": "urn:bob:1", "text": question}, tags=["scope:user:bob"])
+        memory.store.put({"@id": "urn:alice:1", "text": question}, tags=["scope:user:alice"])
+        for name, follows in (("own", "urn:alice:1"), ("other", "urn:bob:1")):
+            memory.store.put(
+                {"@id": f"urn:alice:{name}", "text": "Great!", "previous": follows},
+                tags=["scope:user:alice"],
+            )
+        memory.store.put({"@id": "urn:none:1", "text": "Great!", "previous": "urn:bob:1"})
+        found = memory.index.similarities(
+            question, ["urn:alice:own", "urn:alice:other", "urn:none:1"]
+        )
+        assert found["urn:alice:own"] > found["urn:alice:other"]  # its own scope's context
+        for iri in ("urn:alice:other", "urn:none:1"):  # embedded alone
+            own = memory.store.searchable_texts([iri])[iri]
+            assert memory.index.similarities(own, [iri]) == pytest.approx({iri: 1.0}, abs=1e-6)

@@ -367,6 +367,7 @@ def test_a_loader_killed_while_it_builds_the_graph_leaves_an_index_that_searches
         child.stdin.write("build\n")
         child.stdin.flush()
         while _graph(admin) is None:
+            assert child.poll() is None, "the loader ended before it built the graph"
             time.sleep(0.05)
         assert _graph(admin) is False
         child.send_signal(signal.SIGKILL)

@@ -203,7 +203,9 @@ def test_a_worker_killed_amid_grants_and_releases_then_a_crash_keeps_one_holder(
         assert child.stdout is not None
         granted: list[int] = []
         while len(granted) < CYCLES:
-            granted += _grants(child.stdout.readline())
+            said = child.stdout.readline()
+            assert said, "the cycler ended before it was killed"
+            granted += _grants(said)
         child.send_signal(signal.SIGKILL)  # somewhere between a grant and a release
         child.wait(60)
         _crash_and_restart(server, leases)

@@ -279,12 +279,13 @@ class DenseConfig(Settings):
             cover gets that many longer windows, spread evenly over it; a model that reads
             fewer words then sees each window's beginning only.
         context_words: a text of at most this many words is embedded after the end of the
-            text of the entry it follows (the one its ``previous`` link names), as much of
-            that as fits in one window with it, so that a short reply ("Yes, it was great!")
-            is embedded with what it answers. Only its vector changes: its L0 entry and its
-            lexical index keep its own text. The context is read when the text is embedded
-            (a later change of the entry it follows is seen when the reply is written again,
-            or on ``memory.index.reset()``). 0, the default, embeds every text alone.
+            text of the entry it follows (the one its ``previous`` link names, of the same
+            scope), as much of that as fits in one window with it, so that a short reply ("Yes,
+            it was great!") is embedded with what it answers. Only its vector changes: its L0
+            entry and its lexical index keep its own text. The context is read when the text
+            is embedded (a later change of the entry it follows is seen when the reply is
+            written again, or on ``memory.index.reset()``). 0, the default, embeds every text
+            alone.
         search_ef: how many candidates the approximate (HNSW) index of an embedded or Chroma
             server index keeps while it searches (``ef_search``; 128): wider finds more of the
             exact nearest neighbours, slower (at 200,000 entries and the hash embedder,

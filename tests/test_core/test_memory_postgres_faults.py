@@ -225,10 +225,18 @@ def test_the_blackboard_fails_fast_while_the_database_is_down_and_resumes(
     try:
         handle = memory.agent("a", role="do", task=task)
         handle.write([{"@id": node, "text": "before"}], area="execution")
+        held = f"urn:fault:held:{schema}"
+        granted = handle.acquire(held, mode="write")  # durable before it returned
         server.crash()
         error = _within_liveness(lambda: handle.acquire(node, mode="write"))
         assert isinstance(error, DatabaseUnavailableError), repr(error)
+        error = _within_liveness(lambda: handle.release(held))  # an asynchronous commit
+        assert isinstance(error, DatabaseUnavailableError), repr(error)
         server.start()
+        # The grant survived the crash, and the release that failed changed nothing: asked
+        # again, the lease is the same one (its token), held one level deeper.
+        again = until_it_works(lambda: handle.acquire(held, mode="write"))
+        assert (again.token, again.depth) == (granted.token, granted.depth + 1)
         lease = until_it_works(lambda: handle.acquire(node, mode="write"))
         current = handle.read(node)
         assert current is not None

@@ -451,3 +451,43 @@ def test_a_text_kept_in_parts_travels_with_its_own_index_fields(tmp_path: Path) 
         assert store.search_ids(TAIL_WORD) == []  # neither is searched by its text
         assert [iri for iri, _ in store.search_ids("harbour")] == ["urn:ex:titled"]
         assert store.full_text("urn:ex:hidden") == BIG + TAIL_WORD
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ('[["title"]]', "['title']"),
+        ("[null]", "None"),
+        ('{"title": true}', "title"),
+        ("7", "7"),
+        (json.dumps([f"f{n}" for n in range(100_000)]), "100000 field paths"),
+        (json.dumps(["x" * 600]), "600 characters"),
+        (json.dumps([".".join(["a"] * 40)]), "40 steps"),
+        ('["@id"]', "@id"),
+    ],
+    ids=["nested", "null", "a mapping", "a number", "huge", "long", "deep path", "a keyword"],
+)
+def test_hostile_index_fields_are_named_and_nothing_is_written(
+    tmp_path: Path, bad: str, named: str
+) -> None:
+    """On an entry whole and on one whose text comes in parts: the line is refused with the
+    value named, and neither entry (nor a part) is written."""
+    path = tmp_path / "memory.jsonl"
+    with Memory.open(tmp_path / "source", config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:d", "title": "Harbour"}, index=["title"])
+        memory.store.put_text({"@id": "urn:ex:p", "title": "Quay"}, BIG, index=["title"])
+        memory.export_jsonl(path)
+    text = path.read_text(encoding="utf-8")
+    assert text.count('"index": ["title"]') == 2
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_text(text.replace('"index": ["title"]', f'"index": {bad}'), encoding="utf-8")
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError) as caught:
+            memory.import_jsonl(hostile)
+        assert {n for n, _ in caught.value.problems} >= {2, 3}
+        assert named in str(caught.value)
+        assert memory.store.count() == 0
+        report = memory.import_jsonl(hostile, skip_bad=True)  # the rest: nothing but parts
+        assert report.imported == ()
+        assert memory.store.count() == 0
+        assert memory.store.full_text("urn:ex:p") is None

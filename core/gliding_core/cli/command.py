@@ -816,6 +816,10 @@ def _bench_poincare(args: argparse.Namespace, out: TextIO) -> int:
 def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
     from gliding_core.cli.benchmarks import search
 
+    if args.backend == "postgresql" and args.store is not None:
+        raise InvalidInputError(
+            "--store keeps a SQLite memory: it does not go with --backend postgresql"
+        )
     if args.backend == "postgresql":
         return _bench_search_postgres(args, out)
     if args.store is not None and len(args.embedders) != 1:

@@ -289,16 +289,25 @@ def given(stored: str | None) -> bool:
 
 
 @lru_cache(maxsize=1_024)
-def decode(stored: str | None) -> IndexFields:
+def decode(stored: object) -> IndexFields:
     """Return the index fields stored as ``stored`` (see ``encode``).
+
+    ``stored`` is whatever the row holds: a damaged one may hold anything (SQLite keeps a
+    number or bytes in a text column).
 
     Raises:
         InvalidInputError: the stored form is not one ``encode`` writes (a damaged row).
     """
     if stored is None:
         return None
+    if not isinstance(stored, str):
+        raise InvalidInputError(f"the stored index fields are not text: {preview(stored)}")
     try:
         value = json.loads(stored.removeprefix(DERIVED))
     except ValueError:
         value = stored
+    except RecursionError:
+        raise InvalidInputError(
+            f"the stored index fields nest too deep: {preview(stored)}"
+        ) from None
     return check_index(value, what="the stored index fields")

@@ -27,7 +27,8 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
 - A search catches up first; when nothing changed (no change after the applied one, the shared
   watermark not past it) that is one statement, not the two reads of a catch-up.
 - A query without an allowed set walks the HNSW graph with a beam of at least ``SEARCH_BEAM``
-  (``hnsw.ef_search``), never fewer than the hits asked for. The beam is a setting of the
+  (``hnsw.ef_search``), never fewer than the hits asked for up to pgvector's widest
+  (``WIDEST_BEAM``, 1,000: a query for more gets what that beam finds). The beam is a setting of the
   connection's session, set only when it changes (``session_setting``): the query is then one
   statement, one round trip, with no transaction around it. With an allowed set, the allowed
   rows are scored exactly (their primary key, then the distance of each), since an approximate
@@ -69,6 +70,7 @@ from gliding_core.store.postgres.database import Migration, lock_key, session_se
 logger = logging.getLogger(__name__)
 
 SEARCH_BEAM = 128  # hnsw.ef_search: recall over speed, as the Chroma index does
+WIDEST_BEAM = 1_000  # the largest hnsw.ef_search pgvector takes
 BATCH = 1_000  # vectors written per statement
 COMPONENT = "dense"
 _NAME = re.compile(r"[a-z0-9_]{1,40}")
@@ -505,7 +507,8 @@ class PgVectorIndex(FollowingIndex):
             return self._exact(vector, keys, n)
         doing = f"querying the dense index {self.name!r}"
         with self._db.translated(doing), self._db.connection() as conn:
-            session_setting(conn, "hnsw.ef_search", str(max(SEARCH_BEAM, n)))
+            beam = min(max(SEARCH_BEAM, n), WIDEST_BEAM)
+            session_setting(conn, "hnsw.ef_search", str(beam))
             rows = conn.execute(
                 f"SELECT iri, embedding {self._distance} %(q)s::{self._vector} AS d"
                 f" FROM {self.table} ORDER BY {self._key} {self._distance} %(q)s::{self._probe}"

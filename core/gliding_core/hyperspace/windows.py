@@ -11,6 +11,8 @@ window ``i`` > 0 is ``"<iri> #<i>"``, which no IRI can be (an IRI holds no space
 A short text can be embedded with context (``DenseConfig.context_words``): the end of the text
 of the entry it follows (its ``previous`` link), then its own, in one window. A reply such as
 "Yes, it was great!" says nothing alone; after the turn it answers, it says what was great.
+The entry followed must be of the reply's scope: the vector of an entry a scope reads never
+holds another scope's text.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gliding_core.config import DenseConfig
+from gliding_core.errors import InvalidNodeError
+from gliding_core.jsonld import validate_iri
+from gliding_core.store.entry import Entry
 from gliding_core.store.protocol import EntryStore
+from gliding_core.store.scope import TAG_PREFIX
 
 WINDOW_SEPARATOR = " #"
 CONTEXT_LINK = "previous"  # the link to the entry a short text is embedded after
@@ -32,18 +38,27 @@ def in_context(
     """Return ``(iri, text)`` pairs with each short text preceded by its context, if any.
 
     A text of at most ``context_words`` words whose entry links under ``CONTEXT_LINK`` to
-    another entry with text gets the last words of that text before it, as many as fit in one
-    window with its own; every other text is returned as it is.
+    another entry with text, of the same scope (the same scope tags, or none on either), gets
+    the last words of that text before it, as many as fit in one window with its own; every
+    other text is returned as it is.
     """
     limit = settings.context_words
     short = [iri for iri, text in items if limit and len(text.split()) <= limit]
     if not short:
         return list(items)
+    replies = store.get_many(short)
     follows = {
         iri: target
-        for iri, entry in store.get_many(short).items()
+        for iri, entry in replies.items()
         if (target := _link(entry.node.get(CONTEXT_LINK))) is not None and target != iri
     }
+    if follows:  # only within one scope: a link must not carry another scope's text
+        targets = store.get_many(list(dict.fromkeys(follows.values())))
+        follows = {
+            iri: target
+            for iri, target in follows.items()
+            if target in targets and _scopes(targets[target]) == _scopes(replies[iri])
+        }
     before = store.searchable_texts(list(dict.fromkeys(follows.values()))) if follows else {}
     out = []
     for iri, text in items:
@@ -55,13 +70,23 @@ def in_context(
     return out
 
 
+def _scopes(entry: Entry) -> frozenset[str]:
+    """The scope tags of ``entry`` (``store.scope``): none for an entry of no scope."""
+    return frozenset(tag for tag in entry.tags if tag.startswith(TAG_PREFIX))
+
+
 def _link(value: Any) -> str | None:
-    """The IRI a link's value names: ``{"@id": iri}``, the IRI itself, or a list's first."""
+    """The IRI a link's value names: ``{"@id": iri}``, the IRI itself, or a list's first;
+    ``None`` for anything else (a node's properties are anyone's: a value that is no IRI must
+    not fail the read of the texts linked to, and with it every catch-up of the index)."""
     if isinstance(value, list):
         value = value[0] if value else None
     if isinstance(value, dict):
         value = value.get("@id")
-    return value if isinstance(value, str) and value else None
+    try:
+        return validate_iri(value)
+    except InvalidNodeError:
+        return None
 
 
 def text_windows(text: str, settings: DenseConfig) -> list[str]:

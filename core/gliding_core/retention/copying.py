@@ -436,13 +436,16 @@ def _batches(
     position = 0
     for batch in _scan(source):
         expiry = source.expires_at([entry.iri for entry in batch])
-        fields = source.indexed_with([entry.iri for entry in batch])
+        fields = _index_fields(source, [entry.iri for entry in batch])
         items: list[Restored] = []
         wholes: list[tuple[Restored, str]] = []
         for entry in batch:
             position += 1
             try:
-                record = entry_record(entry, expiry.get(entry.iri), index=fields.get(entry.iri))
+                index = fields.get(entry.iri)
+                if isinstance(index, Exception):
+                    raise index
+                record = entry_record(entry, expiry.get(entry.iri), index=index)
                 item, _, _ = read_record(record, target)
                 if is_head(item.record.node.get("text")):
                     wholes.append((item, _whole_text(source, entry.iri)))
@@ -451,6 +454,21 @@ def _batches(
                 continue
             items.append(item)
         yield items, wholes
+
+
+def _index_fields(source: EntryStore, iris: list[str]) -> dict[str, IndexFields | Exception]:
+    """The index fields of ``iris`` in the source; where a batch's cannot be read (a damaged
+    row), each entry's, the error in place of the fields of an entry whose row is damaged."""
+    try:
+        return dict(source.indexed_with(iris))
+    except (GlidingError, ValueError, TypeError, RecursionError):
+        found: dict[str, IndexFields | Exception] = {}
+        for iri in iris:
+            try:
+                found.update(source.indexed_with([iri]))
+            except (GlidingError, ValueError, TypeError, RecursionError) as exc:
+                found[iri] = exc
+        return found
 
 
 def _scan(source: EntryStore) -> Iterator[list[Entry]]:

@@ -449,3 +449,45 @@ def test_bench_blackboard_refuses_more_processes_than_agents(
                   "--database-url", "postgresql://nobody@/nowhere?host=/nonexistent")  # fmt: skip
     assert code != 0
     assert "process counts" in capsys.readouterr().err
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()
+    }
+
+
+def test_bench_search_refuses_a_store_directory_it_did_not_build_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ("bench", "search", "--entries", "200", "--queries", "10", "--embedders", "hash")
+    other = tmp_path / "other"  # another memory: a user's, or another benchmark's
+    with Memory.open(other, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:mine", "text": "a memory of someone else's"})
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / search.STORE_MARKER).write_bytes(b"\xff\xfe\x00 not a marker")
+    not_json = tmp_path / "not-json"
+    not_json.mkdir()
+    (not_json / search.STORE_MARKER).write_text("{entries: 200", encoding="utf-8")
+    emptied = tmp_path / "emptied"  # the marker of this very run, the store gone
+    emptied.mkdir()
+    key = {"entries": 200, "seed": 0, "embedder": HashEmbedder().name}
+    (emptied / search.STORE_MARKER).write_text(json.dumps(key), encoding="utf-8")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    for where in (other, garbage, not_json, emptied, a_file, a_file / "under"):
+        before = _files(where) if where.is_dir() else where.exists() and where.read_bytes()
+        code, text = run(*arguments, "--store", str(where))
+        assert (code, text) == (2, ""), where
+        assert f"error: {str(where)!r}" in capsys.readouterr().err
+        after = _files(where) if where.is_dir() else where.exists() and where.read_bytes()
+        assert after == before or where is emptied
+    assert a_file.read_text() == "not a directory"
+    with Memory.open(other, embedder=HashEmbedder()) as memory:
+        assert memory.store.count() == 1
+    # The PostgreSQL benchmark keeps no directory: --store there is refused, not ignored.
+    code, _ = run(*arguments, "--store", str(tmp_path / "new"), "--backend", "postgresql")
+    assert code == 2
+    assert "--store" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

@@ -442,6 +442,35 @@ def test_a_damaged_source_entry_writes_nothing_and_names_it(
     assert state(target) == before  # the batches before it were rolled back
 
 
+@pytest.mark.parametrize(
+    ("stored", "named"),
+    [
+        ('["a..b"]', "'a..b'"),
+        ('{"text": 1}', "{'text': 1}"),
+        ('["text", ["body"]]', "['body']"),
+        ("[" * 100_000, "nest too deep"),
+        (42, "got 42"),
+        (b"\x00\xff", "not text"),
+    ],
+    ids=["malformed path", "a mapping", "nested", "deep", "a number", "bytes"],
+)
+def test_damaged_index_fields_in_the_source_write_nothing_and_name_the_entry(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: object, named: str
+) -> None:
+    monkeypatch.setattr(copying, "BATCH", 2)  # batches before the damaged one were written
+    target = tmp_path / "target"
+    with open_l0(target) as memory:
+        memory.store.put({"@id": "urn:ex:own", "text": "the target's own entry"})
+    before = state(target)
+    damage(source, "urn:ex:note", "index_fields", stored)  # type: ignore[arg-type]
+    with pytest.raises(MalformedImportError) as caught:
+        copy_memory(Place.parse(source), Place.parse(target), merge=True, config=CONFIG)
+    assert len(caught.value.problems) == 1
+    assert "urn:ex:note" in str(caught.value)
+    assert named in str(caught.value)
+    assert state(target) == before
+
+
 def test_an_unreadable_source_row_writes_nothing(source: Path, tmp_path: Path) -> None:
     damage(source, "urn:ex:bare", "metadata", "{not json")
     with pytest.raises(MalformedImportError, match="cannot be read"):

@@ -220,12 +220,36 @@ def test_a_small_put_text_takes_index_fields_too(entry_store: EntryStore) -> Non
 
 
 @pytest.mark.parametrize("text", [LARGE, "a short text"], ids=["in parts", "whole"])
-@pytest.mark.parametrize("index", ["text", [], [1], ["a..b"], ["@id"], ["nope"], {"text": 1}])
+@pytest.mark.parametrize(
+    "index",
+    [
+        "text",
+        [],
+        [1],
+        ["a..b"],
+        ["@id"],
+        ["nope"],
+        {"text": 1},
+        [None],
+        ["text", ["title"]],
+        [["text"]],
+        {"text"},
+        range(2),
+        ("text",) * 100_000,
+        ["x" * 1_000_000],
+        [".".join(["text"] * 40)],
+        [f"text{n}" for n in range(65)],
+        [b"text"],
+        2.5,
+    ],
+)
 def test_put_text_refuses_bad_index_fields_and_writes_nothing(
     entry_store: EntryStore, text: str, index: object
 ) -> None:
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(InvalidInputError) as raised:
         entry_store.put_text({"@id": "urn:t:bad"}, text, index=index)  # type: ignore[arg-type]
+    assert "index" in str(raised.value)
+    assert len(str(raised.value)) < 1_000  # the value named, in a preview
     assert "urn:t:bad" not in entry_store
     assert entry_store.search_ids("zanzibar") == []
 

@@ -224,7 +224,7 @@ def test_the_search_beam_is_the_configs_and_reaches_an_existing_collection(
         close_client(client)
 
 
-@pytest.mark.parametrize("value", [0, -5, 100_001, "wide", None])
+@pytest.mark.parametrize("value", [0, -5, 100_001, "wide", None, True, 2.5, 10**18])
 def test_the_search_beam_is_validated(value: object) -> None:
     with pytest.raises(ConfigError, match="search_ef"):
         DenseConfig(search_ef=value)  # type: ignore[arg-type]

@@ -10,6 +10,12 @@ lowered here so that a load of a few thousand entries counts as a bulk load.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -22,6 +28,7 @@ from gliding_core.hyperspace.following import Matrix
 from gliding_core.hyperspace.pgvector import PgVectorIndex
 from gliding_core.store.postgres import DatabaseSettings, PostgresEntryStore
 from gliding_core.store.postgres.database import lock_key
+from tests.test_core.contracts.conftest import TEST_DATABASE_URL
 
 LOAD = 1_500  # entries of a bulk load: two writes of the catch-up, the first of BATCH
 GRAPH = "dense_default_half"  # the HNSW graph of the index named "default" (halfvec copies)
@@ -306,3 +313,112 @@ def test_a_bulk_load_through_a_pool_of_one_connection(
             assert index.count() == LOAD
         finally:
             index.close()
+
+
+_LOADER = textwrap.dedent(
+    """
+    import os, sys
+    from gliding_core import HashEmbedder
+    from gliding_core.hyperspace import pgvector
+    from gliding_core.store.postgres import PostgresEntryStore
+
+    pgvector.BULK_FROM = 1_000
+    build = pgvector.PgVectorIndex._build_graph
+
+    def announced(self, conn):  # the load is written, the graph about to be built
+        print("building", flush=True)
+        sys.stdin.readline()
+        build(self, conn)
+
+    pgvector.PgVectorIndex._build_graph = announced
+    store = PostgresEntryStore(os.environ["GLIDING_TEST_DATABASE_URL"], schema=sys.argv[1])
+    pgvector.PgVectorIndex(store, HashEmbedder(64))  # fills itself from L0: a bulk load
+    print("loaded", flush=True)
+    """
+)
+
+
+def test_a_loader_killed_while_it_builds_the_graph_leaves_an_index_that_searches_and_heals(
+    store: PostgresEntryStore,
+    admin: psycopg.Connection[tuple[object, ...]],
+    postgres_url: str,
+    postgres_schema: str,
+) -> None:
+    """A worker SIGKILLed inside the graph's ``CREATE INDEX CONCURRENTLY``: its server session
+    goes on (holding the graph lock) with an invalid graph that no query uses; the next
+    worker's index searches meanwhile, and builds the graph once that session has ended."""
+    records = _records(LOAD)
+    store.put_many(records)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _LOADER, postgres_schema],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, TEST_DATABASE_URL: postgres_url},
+    )
+    try:
+        assert child.stdin is not None
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "building"
+        assert _graph(admin) is None  # dropped for the load
+        # A writer's open transaction holds the build in its first wait, the graph invalid.
+        admin.execute("BEGIN")
+        admin.execute("LOCK TABLE dense_default IN ROW EXCLUSIVE MODE")
+        child.stdin.write("build\n")
+        child.stdin.flush()
+        while _graph(admin) is None:
+            assert child.poll() is None, "the loader ended before it built the graph"
+            time.sleep(0.05)
+        assert _graph(admin) is False
+        child.send_signal(signal.SIGKILL)
+        child.wait(60)
+        index = PgVectorIndex(store, HashEmbedder(64))
+        try:
+            assert index.refresh(wait=True) == 0  # the graph lock is the dead worker's still
+            assert _graph(admin) is False
+            _finds_itself(index, records[::100])  # scored exactly while the graph is invalid
+            # The dead worker's session ends (as its lock_timeout would end it), its build
+            # aborted: the graph is left invalid, and nobody holds the graph lock.
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation ="
+                " 'dense_default'::regclass AND mode = 'ShareUpdateExclusiveLock'"
+                " AND pid <> pg_backend_pid()"
+            )
+            admin.execute("ROLLBACK")
+            while admin.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation ="
+                " 'dense_default'::regclass AND mode = 'ShareUpdateExclusiveLock')"
+            ).fetchone() != (False,):
+                time.sleep(0.05)
+            assert _graph(admin) is False
+            assert index.refresh(wait=True) == 0  # a search's catch-up builds it again
+            assert _graph(admin) is True
+            _finds_itself(index, records[::100])
+            assert _uses_graph(admin, index)
+            assert index.count() == LOAD
+        finally:
+            index.close()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=30)
+        if admin.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            admin.execute("ROLLBACK")
+
+
+def test_a_query_for_more_hits_than_the_widest_beam_is_answered(
+    store: PostgresEntryStore,
+) -> None:
+    """pgvector's beam (``hnsw.ef_search``) is at most 1,000; a caller may ask for more hits
+    (a search's ``k`` goes to 1,000,000): it is answered, not failed."""
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        store.put_many(_records(LOAD))
+        for n in (1_001, 5_000, 1_000_000):
+            hits = index.query("note 7: w7 v49 u91", n)
+            assert hits[0][0] == "urn:b:7"
+            assert len({iri for iri, _ in hits}) == len(hits) <= n
+            assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        assert len(index.query("note 7", 10)) == 10  # and the beam is back for the next
+    finally:
+        index.close()

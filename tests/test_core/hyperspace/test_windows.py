@@ -198,3 +198,44 @@ def test_a_longer_text_or_one_without_a_link_is_embedded_alone() -> None:
 def test_context_words_is_validated(value: object) -> None:
     with pytest.raises(ConfigError, match="context_words"):
         DenseConfig(context_words=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["two words", "", "urn:a\nb", "\u0000", 42, None, ["two words"], {"@id": 7}],
+)
+def test_a_link_that_names_no_entry_gives_no_context_and_the_index_keeps_up(link: object) -> None:
+    """Anyone may write a ``previous`` of any value (a model's node): one that is no IRI is no
+    context, and never stops the index from embedding this entry or those after it."""
+    with _memory(DenseConfig(context_words=6)) as memory:
+        memory.store.put({"@id": "urn:chat:1", "text": "how was the violin concert"})
+        memory.store.put({"@id": "urn:chat:2", "text": "Great!", "previous": link})
+        memory.store.put({"@id": "urn:chat:3", "text": "and the garden party after it"})
+        assert memory.index.refresh(wait=True) == 0
+        assert memory.index.count() == 3
+        own = memory.store.searchable_texts(["urn:chat:2"])["urn:chat:2"]  # alone, no context
+        assert memory.index.similarities(own, ["urn:chat:2"]) == pytest.approx(
+            {"urn:chat:2": 1.0}, abs=1e-6
+        )
+
+
+def test_a_link_to_another_scope_gives_no_context() -> None:
+    """A reply of one scope may name any entry as the one it follows: the text of an entry of
+    another scope never goes into its vector (a search in its scope would rank by it)."""
+    question = "how was the violin concert"
+    with _memory(DenseConfig(context_words=6)) as memory:
+        memory.store.put({"@id": "urn:bob:1", "text": question}, tags=["scope:user:bob"])
+        memory.store.put({"@id": "urn:alice:1", "text": question}, tags=["scope:user:alice"])
+        for name, follows in (("own", "urn:alice:1"), ("other", "urn:bob:1")):
+            memory.store.put(
+                {"@id": f"urn:alice:{name}", "text": "Great!", "previous": follows},
+                tags=["scope:user:alice"],
+            )
+        memory.store.put({"@id": "urn:none:1", "text": "Great!", "previous": "urn:bob:1"})
+        found = memory.index.similarities(
+            question, ["urn:alice:own", "urn:alice:other", "urn:none:1"]
+        )
+        assert found["urn:alice:own"] > found["urn:alice:other"]  # its own scope's context
+        for iri in ("urn:alice:other", "urn:none:1"):  # embedded alone
+            own = memory.store.searchable_texts([iri])[iri]
+            assert memory.index.similarities(own, [iri]) == pytest.approx({iri: 1.0}, abs=1e-6)

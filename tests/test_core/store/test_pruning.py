@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gliding_core.config import StoreConfig
-from gliding_core.errors import GlidingError
+from gliding_core.config import MemoryConfig, StoreConfig
+from gliding_core.errors import ConfigError, GlidingError
 from gliding_core.store.lexical import K1
 from gliding_core.store.pruning import _varint, fts5_idf
 from gliding_core.store.sqlite import L0Store
@@ -263,3 +263,24 @@ def test_the_bound_is_above_any_score_a_word_gives() -> None:
 def test_varints_are_read_as_sqlite_writes_them(data: bytes, value: int) -> None:
     assert _varint(data) == value
     assert _varint(data[:-1]) is None
+
+
+@pytest.mark.parametrize("value", [-1, True, 2.5, "5000", None, 10**10, float("nan")])
+def test_defer_common_words_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match="defer_common_words"):
+        StoreConfig(defer_common_words=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", None, 1.0])
+def test_defer_exactly_is_validated(value: object) -> None:
+    with pytest.raises(ConfigError, match="defer_exactly"):
+        StoreConfig(defer_exactly=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "store", [{"defer_common_words": "5"}, {"defer_exactly": "false"}, {"defer_often": 1}]
+)
+def test_the_settings_given_as_a_mapping_are_validated_too(store: dict[str, object]) -> None:
+    """A memory's settings read from a file come as mappings: no string becomes a number."""
+    with pytest.raises(ConfigError, match=next(iter(store))):
+        MemoryConfig(store=store)  # type: ignore[arg-type]

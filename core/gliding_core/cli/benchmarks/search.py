@@ -134,9 +134,16 @@ def _built(directory: Path | None, key: dict[str, Any]) -> bool:
     """
     if directory is None:
         return False
+    if directory.exists() and not directory.is_dir():
+        raise InvalidInputError(f"{str(directory)!r} is not a directory")
     marker = directory / STORE_MARKER
     if marker.is_file():
-        found = json.loads(marker.read_text(encoding="utf-8"))
+        try:
+            found = json.loads(marker.read_text(encoding="utf-8"))
+        except ValueError:  # not UTF-8, or not JSON
+            raise InvalidInputError(
+                f"{str(directory)!r} holds a {STORE_MARKER} this benchmark did not write"
+            ) from None
         if found != key:
             raise InvalidInputError(
                 f"{str(directory)!r} holds a store built with {found}, not {key}"
@@ -181,8 +188,16 @@ def run(
     key = {"entries": entries, "seed": seed, "embedder": embedder_name(embedder)}
     reused = url is None and _built(directory, key)
     if directory is not None and url is None:
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # under a file, or where this user may not write
+            raise InvalidInputError(f"{str(directory)!r} cannot be made: {exc}") from None
     with searcher(embedder, url, None if url is not None else directory) as memory:
+        if reused and memory.store.count() != entries:
+            raise InvalidInputError(
+                f"{str(directory)!r} holds {memory.store.count()} entries, not the {entries}"
+                f" of the store its {STORE_MARKER} names"
+            )
         bulk: float | None = None
         added: float | None = None
         if not reused:

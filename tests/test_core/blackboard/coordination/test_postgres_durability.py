@@ -13,7 +13,11 @@ release is lost, and fails if none is: a release that waits for its flush would 
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,3 +136,94 @@ def test_a_release_lost_in_a_crash_holds_the_lease_only_until_its_ttl(
     with pytest.raises(FencingTokenError):
         leases.check_fence(resource, "first", lease.token)
     leases.check_fence(resource, "second", successor.token)
+
+
+def test_a_grant_that_found_a_release_makes_the_release_durable(
+    server: StoppableServer, store: tuple[PostgresCoordinationStore, FakeClock]
+) -> None:
+    """The release is not flushed when it returns, the next holder's grant is: the log is
+    flushed in order, so the crash keeps both, never the first lease beside the second."""
+    db, _ = store
+    leases = LeaseTable(db)
+    for crash in range(CRASHES):
+        resource = f"urn:node:handed:{crash}"
+        first = leases.try_acquire(resource, "first", "write", ttl_s=TTL_S)
+        assert leases.release(resource, "first")
+        second = leases.try_acquire(resource, "second", "write", ttl_s=TTL_S)
+        assert second.token > first.token
+        _crash_and_restart(server, leases)
+        assert _rows(server, db.database.schema, resource) == [("second", second.token)]
+        with pytest.raises(FencingTokenError):
+            leases.check_fence(resource, "first", first.token)
+        leases.check_fence(resource, "second", second.token)
+
+
+_CYCLING = textwrap.dedent(
+    """
+    import sys
+    from gliding_core.blackboard.coordination.leases import LeaseTable
+    from gliding_core.blackboard.coordination.postgres import PostgresCoordinationStore
+    url, schema, resource, ttl = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    table = LeaseTable(PostgresCoordinationStore.open(url, schema=schema))
+    while True:  # grant, release, as fast as it can, until it is killed
+        lease = table.try_acquire(resource, "cycler", "write", ttl_s=ttl)
+        print("granted", lease.token, flush=True)
+        table.release(resource, "cycler")
+        print("released", lease.token, flush=True)
+    """
+)
+CYCLER_TTL_S = 2.0  # on the server's clock: the survivor waits this long at most
+CYCLES = 40  # grants acknowledged before the kill
+
+
+def _grants(line: str) -> list[int]:
+    """The token of a grant the cycler acknowledged on ``line`` (none on another line)."""
+    said = line.split()
+    return [int(said[1])] if len(said) == 2 and said[0] == "granted" else []
+
+
+def test_a_worker_killed_amid_grants_and_releases_then_a_crash_keeps_one_holder(
+    server: StoppableServer,
+) -> None:
+    """A worker granting and releasing (grants flushed, releases not) is SIGKILLed, and the
+    server crashes right after: no acknowledged grant's token comes back lower, at most one
+    holder is left (the dead worker's, until its TTL), and the next holder fences it."""
+    schema = f"test_{uuid.uuid4().hex[:16]}"
+    resource = "urn:node:cycled"
+    db = PostgresCoordinationStore.open(
+        server.url, schema=schema, settings=DatabaseSettings(timeout_s=2.0)
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CYCLING, server.url, schema, resource, str(CYCLER_TTL_S)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        leases = LeaseTable(db)
+        assert child.stdout is not None
+        granted: list[int] = []
+        while len(granted) < CYCLES:
+            said = child.stdout.readline()
+            assert said, "the cycler ended before it was killed"
+            granted += _grants(said)
+        child.send_signal(signal.SIGKILL)  # somewhere between a grant and a release
+        child.wait(60)
+        _crash_and_restart(server, leases)
+        for line in child.stdout.read().splitlines():  # what it said before it died
+            granted += _grants(line)
+        assert granted == sorted(set(granted))
+        left = _rows(server, schema, resource)
+        assert len(left) <= 1  # its last lease, back or never released, or none
+        assert all(holder == "cycler" and token >= granted[-1] for holder, token in left)
+        tokens = {granted[-1], *(token for _, token in left)}
+        survivor = leases.acquire(resource, "survivor", "write", timeout_s=120)
+        assert survivor.token > max(tokens)
+        for stale in tokens:
+            with pytest.raises(FencingTokenError):
+                leases.check_fence(resource, "cycler", stale)
+        assert _rows(server, schema, resource) == [("survivor", survivor.token)]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=30)
+        db.close()

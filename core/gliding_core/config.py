@@ -201,7 +201,8 @@ class SearchConfig(Settings):
             after ``group_decay`` squared, and so on (1.0: every candidate the whole gain). Below
             1, one strong graph (a session) does not fill the first places alone, and the best
             candidates of other graphs come up beside it: the answers to a question whose
-            evidence is spread over several sessions.
+            evidence is spread over several sessions. Off by default: in conversations an
+            answer usually shares its session with the best match, and there it lowered recall.
         normalise: how the re-rank puts each arm's scores on one scale: ``"range"`` (BM25 by
             its best score, cosines over the candidates' range) or ``"z"`` (standard scores
             over the candidates).

@@ -196,6 +196,13 @@ class SearchConfig(Settings):
         group_weight: how much a candidate gains from the best candidate of its named graph in
             the re-rank (1.0; 0 turns it off).
         group_top: how many of a named graph's best candidates make its score (1).
+        group_decay: the share of the graph's gain each further candidate of one named graph
+            keeps: its best candidate gains it whole, the next ``group_decay`` of it, the one
+            after ``group_decay`` squared, and so on (1.0: every candidate the whole gain). Below
+            1, one strong graph (a session) does not fill the first places alone, and the best
+            candidates of other graphs come up beside it: the answers to a question whose
+            evidence is spread over several sessions. Off by default: in conversations an
+            answer usually shares its session with the best match, and there it lowered recall.
         normalise: how the re-rank puts each arm's scores on one scale: ``"range"`` (BM25 by
             its best score, cosines over the candidates' range) or ``"z"`` (standard scores
             over the candidates).
@@ -218,6 +225,7 @@ class SearchConfig(Settings):
     context_weight: float = Field(default=0.2, ge=0.0, le=10.0)
     group_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     group_top: int = Field(default=1, ge=1, le=1_000)
+    group_decay: float = Field(default=1.0, ge=0.0, le=1.0)
     normalise: Literal["range", "z"] = "range"
     adaptive_weights: bool = False
     length_correction: bool = False
@@ -256,6 +264,7 @@ class SearchOptions(TypedDict, total=False):
     context_weight: float
     group_weight: float
     group_top: int
+    group_decay: float
     normalise: Literal["range", "z"]
     adaptive_weights: bool
     length_correction: bool

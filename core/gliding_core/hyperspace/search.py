@@ -93,7 +93,8 @@ class HybridSearch:
        take the dense arm's top places by number. A candidate then
        gains ``group_weight`` times the mean of the ``group_top`` best scores of its named
        graph: a conversation session, or a project, that holds a strong match makes its other
-       entries likelier.
+       entries likelier. With ``group_decay`` below 1 the graph's j-th best candidate gains
+       ``group_decay ** j`` of that, so one graph does not take every first place.
 
     Args:
         store: the L0 store (lexical arm, filters, entries).
@@ -137,7 +138,8 @@ class HybridSearch:
             filters: restrict every arm to the entries that pass.
             **options: ``SearchConfig`` fields overriding this search's settings for this
                 call (``lexical_weight``, ``dense_weight``, ``candidates``, ``pool``,
-                ``rerank``, ``rrf_k``, ``context_weight``, ``group_weight``, ``group_top``).
+                ``rerank``, ``rrf_k``, ``context_weight``, ``group_weight``, ``group_top``,
+                ``group_decay``, ...).
 
         Raises:
             InvalidInputError: a bad query, ``k`` or ``filters``.
@@ -379,18 +381,21 @@ class HybridSearch:
             for iri, entry in entries.items()
             if entry.named_graph is not None
         }
-        members: dict[str, list[float]] = {}
+        members: dict[str, list[str]] = {}
         for iri, graph in graph_of.items():
-            members.setdefault(graph, []).append(final[iri])
-        prior = {
-            graph: sum(sorted(scores, reverse=True)[: settings.group_top])
-            / min(len(scores), settings.group_top)
-            for graph, scores in members.items()
-        }
-        for iri, graph in graph_of.items():
-            boost = settings.group_weight * prior[graph]
-            final[iri] += boost
-            detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
+            members.setdefault(graph, []).append(iri)
+        top, decay = settings.group_top, settings.group_decay
+        for iris in members.values():
+            iris.sort(key=lambda iri: (-final[iri], iri))
+            best = [final[iri] for iri in iris[:top]]
+            gain = settings.group_weight * sum(best) / len(best)
+            # The j-th best of the graph keeps decay**j of the gain: a graph's members keep
+            # their order, so taking the best score at each step (one graph's next member
+            # against another's) is the same as sorting by these scores.
+            for place, iri in enumerate(iris):
+                boost = gain * decay**place if decay < 1.0 else gain
+                final[iri] += boost
+                detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
         return entries
 
 

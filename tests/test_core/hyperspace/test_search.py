@@ -220,6 +220,8 @@ def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory
         ({"rrf_k": 0}, "rrf_k=0"),
         ({"context_weight": -0.1}, "context_weight=-0.1"),
         ({"group_top": 0}, "group_top=0"),
+        ({"group_decay": 1.5}, "group_decay=1.5"),
+        ({"group_decay": -0.1}, "group_decay=-0.1"),
         ({"normalise": "minmax"}, "normalise='minmax'"),
         ({"hubness_correction": 1}, "hubness_correction=1"),
     ],
@@ -274,6 +276,33 @@ def test_hubness_correction_keeps_a_crowd_of_alike_entries_from_winning_by_numbe
     assert [h.iri for h in plain].index("urn:answer") == 10
     assert corrected[0].iri == "urn:answer"
     assert corrected[0].arms["dense"].score == plain[10].arms["dense"].score  # raw, explained
+
+
+def test_group_decay_lets_other_sessions_answer_beside_the_best_one(memory: Memory) -> None:
+    """One session holds the best match and four turns about something else; two other
+    sessions hold weaker matches. With the whole graph gain for every member, the best
+    session's unrelated turns fill the first places; with each further member keeping half of
+    the previous one's gain, the other sessions' matches come right after the best."""
+    said = [
+        ("s1", "a", "yoga yoga class"),
+        *[("s1", x, f"we had lunch at the cafe number {x}") for x in "bcde"],
+        ("s2", "a", "after work on tuesday she went to a yoga class with a friend downtown"),
+        ("s3", "a", "on a trip to the coast she joined a yoga retreat by the sea with her aunt"),
+    ]
+    memory.store.put_many(
+        [Record({"@id": f"urn:{s}:{x}", "text": text}, named_graph=f"g:{s}") for s, x, text in said]
+    )
+    lexical = {"dense_weight": 0.0, "context_weight": 0.0}
+    whole = [h.iri for h in memory.search("yoga", 3, **lexical)]
+    halved = [h.iri for h in memory.search("yoga", 3, group_decay=0.5, **lexical)]
+    assert whole == ["urn:s1:a", "urn:s1:b", "urn:s1:c"]
+    assert halved[0] == "urn:s1:a"
+    assert set(halved[1:]) == {"urn:s2:a", "urn:s3:a"}
+    hits = memory.search("yoga", 8, group_decay=0.5)
+    gains = sorted(
+        (h.arms["group"].score for h in hits if h.iri.startswith("urn:s1:")), reverse=True
+    )
+    assert gains == pytest.approx([gains[0] / 2**j for j in range(5)])  # explained per hit
 
 
 def test_a_search_multiplies_its_vectors_on_one_blas_thread(

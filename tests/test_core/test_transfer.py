@@ -587,8 +587,9 @@ def test_forged_vectors_beyond_the_sample_are_found(tmp_path: Path) -> None:
 def test_a_file_cannot_change_the_vector_of_a_text_the_memory_holds(tmp_path: Path) -> None:
     """The memory holds "the dock schedule"; a file brings a new entry of that text whose
     vector is the one of "crate code 5521" (it is not sampled: the cache has the text). The
-    text keeps its own vector, in the cache and in the index, and "crate code" still finds
-    the crate first, not the file's entry."""
+    text keeps its own vector, in the cache and in the index, and a search for the crate
+    scores the file's entry as the memory's own of the same text (the forged vector scored
+    it 1.0 against 0.0)."""
     dock, crate = "the dock schedule for monday", "crate code 5521 at the gate"
     path = tmp_path / "memory.jsonl"
     with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
@@ -612,7 +613,9 @@ def test_a_file_cannot_change_the_vector_of_a_text_the_memory_holds(tmp_path: Pa
             assert list(vectors[iri]) == pytest.approx(honest, abs=1e-6)
         similar = memory.index.similarities(crate, ["urn:ex:crate", "urn:ex:sneak"])
         assert similar["urn:ex:crate"] > similar["urn:ex:sneak"]
-        assert memory.search("crate code 5521", 3)[0].iri == "urn:ex:crate"
+        scores = {hit.iri: hit.score for hit in memory.search("crate code 5521", 3)}
+        assert max(scores, key=scores.__getitem__) == "urn:ex:crate"
+        assert scores["urn:ex:sneak"] == pytest.approx(scores["urn:ex:dock"])  # was 1.0 vs 0.0
 
 
 def test_an_honest_file_of_many_texts_embeds_only_the_sample(tmp_path: Path) -> None:

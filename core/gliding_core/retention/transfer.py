@@ -69,7 +69,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import SystemRandom
-from typing import IO, Any, Protocol
+from typing import IO, Any, NoReturn, Protocol
 
 import numpy as np
 
@@ -389,7 +389,7 @@ def _agree(given: Sequence[float], computed: Sequence[float]) -> bool:
     return float(np.linalg.norm(a - b)) <= VECTOR_TOLERANCE * scale
 
 
-def _refuse(parsed: _Parsed, at: int, why: str) -> None:
+def _refuse(parsed: _Parsed, at: int, why: str) -> NoReturn:
     number, iri = parsed.owners[at]
     raise MalformedImportError(
         f"the vector of {preview(iri)} on line {number} cannot be trusted ({why}); nothing "

@@ -569,16 +569,24 @@ class Memory:
         """
         return export_memory(self, out, scope=scope, cache=self._cache)
 
-    def import_jsonl(self, source: Source, *, skip_bad: bool = False) -> ImportReport:
+    def import_jsonl(
+        self, source: Source, *, skip_bad: bool = False, keep_vectors: bool = True
+    ) -> ImportReport:
         """Read an export into this memory, in one transaction; return what was written.
 
         Every line is checked first: a malformed one raises ``MalformedImportError`` naming
         its line, and nothing is written, unless ``skip_bad`` imports the rest and lists the
         bad lines in the report. Entries come back exactly (IRI, content, tags, graph,
-        importance, creation time); an entry of the same IRI is replaced. The file's vectors
-        are kept when its embedder is this memory's, else computed again.
+        importance, creation time); an entry of the same IRI is replaced. When its embedder
+        is this memory's, the file's vectors of texts this memory has no vector of are kept,
+        once a random sample of them matches the embedder (a mismatch raises
+        ``MalformedImportError`` naming the entry, and nothing is written); a text the memory
+        knows keeps its own vector. Otherwise, or with ``keep_vectors=False``, they are
+        computed again.
         """
-        return import_memory(self, source, cache=self._cache, skip_bad=skip_bad)
+        return import_memory(
+            self, source, cache=self._cache, skip_bad=skip_bad, keep_vectors=keep_vectors
+        )
 
     def sweep_expired(self) -> ForgetReport:
         """Delete every expired entry now, from every layer as ``forget`` does (without the

@@ -6,6 +6,7 @@ Every test runs on the session's real PostgreSQL (``postgres_url``: an embedded 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -26,7 +27,9 @@ from gliding_core import (
     ConfigError,
     DatabaseUnavailableError,
     GlidingError,
+    HashEmbedder,
     InvalidInputError,
+    MalformedImportError,
     Memory,
     MemoryConfig,
     Scope,
@@ -34,6 +37,7 @@ from gliding_core import (
 from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.config import mask_url
 from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.retention.transfer import FORMAT, VERSION
 from gliding_core.store.postgres import PostgresEntryStore
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -289,6 +293,32 @@ def test_forget_expiry_and_export_reach_the_database(
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+def test_an_import_refuses_a_forged_vector_and_keeps_the_vectors_it_holds(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """The import path and the embedding cache are the same on PostgreSQL: a forged vector of
+    a new text refuses the file and writes nothing; one of a text the memory holds is not
+    taken (the memory's entry of that text and the file's score alike)."""
+    text = "the ferry timetable Qzferry"
+    header = {"format": FORMAT, "version": VERSION, "embedder": memory.embedder_name}
+    record = {
+        "entry": {"@id": "urn:pg:file", "text": text},
+        "created": 1_000.0,
+        "embedding": HashEmbedder().embed_query("crate code 5521"),
+    }
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_text(f"{json.dumps(header)}\n{json.dumps(record)}\n", encoding="utf-8")
+    with pytest.raises(MalformedImportError, match="urn:pg:file"):
+        memory.import_jsonl(hostile)
+    assert memory.store.get("urn:pg:file") is None
+
+    memory.store.put({"@id": "urn:pg:own", "text": text})
+    memory.store.put({"@id": "urn:pg:crate", "text": "crate code 5521"})
+    assert memory.import_jsonl(hostile).imported == ("urn:pg:file",)
+    scores = {hit.iri: hit.score for hit in memory.search("crate code 5521", k=3)}
+    assert scores["urn:pg:file"] == pytest.approx(scores["urn:pg:own"])
 
 
 # -- the blackboard ------------------------------------------------------------------------------

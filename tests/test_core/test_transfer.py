@@ -19,8 +19,9 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
-from gliding_core.errors import MalformedImportError
-from gliding_core.retention.transfer import FORMAT, MAX_LINE_BYTES, VERSION
+from gliding_core.errors import InvalidInputError, MalformedImportError
+from gliding_core.hyperspace.backends import CachedEmbedder
+from gliding_core.retention.transfer import FORMAT, MAX_LINE_BYTES, VERIFY_SAMPLE, VERSION
 from gliding_core.view.chatlog import ChatLog
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
@@ -113,13 +114,17 @@ def test_import_into_an_empty_memory_gives_back_every_entry_and_the_same_search(
     embedder = CountingEmbedder()
     with Memory.open(tmp_path / "copy", config=CONFIG, embedder=embedder) as memory:
         report = memory.import_jsonl(path)
+        verified = list(embedder.texts)  # the sample checked against the embedder, once each
         assert report.vectors_kept
         assert report.skipped == ()
         assert len(report.imported) == len(before)
         assert snapshot(memory) == before
         assert results(memory) == ranked
         entry_texts = {t for b in memory.store.scan_texts() for _, t in b}
-        assert not entry_texts & set(embedder.texts)  # the file's vectors were used
+        assert 0 < len(verified) == len(set(verified)) <= VERIFY_SAMPLE
+        assert set(verified) <= entry_texts
+        # No entry text was embedded after the sample: the file's vectors were used.
+        assert [t for t in embedder.texts if t in entry_texts] == verified
 
 
 def test_the_file_has_a_header_and_one_entry_per_line(
@@ -491,3 +496,151 @@ def test_hostile_index_fields_are_named_and_nothing_is_written(
         assert report.imported == ()
         assert memory.store.count() == 0
         assert memory.store.full_text("urn:ex:p") is None
+
+
+# -- the file's vectors are untrusted ----------------------------------------------------------
+
+
+def _cache(memory: Memory) -> CachedEmbedder:
+    cache = memory.embedder
+    assert isinstance(cache, CachedEmbedder)
+    return cache
+
+
+def _with_vector(path: Path, iri: str, vector: list[float], out: Path) -> int:
+    """Write ``path`` to ``out`` with ``iri``'s vector replaced; return that entry's line."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, x in enumerate(lines) if f'"@id": "{iri}"' in x)
+    record = json.loads(lines[at])
+    assert len(record["embedding"]) == len(vector)
+    record["embedding"] = vector
+    lines[at] = json.dumps(record)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return at + 1
+
+
+def test_a_forged_vector_refuses_the_file_naming_its_entry(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    """The note's vector is set to the one of a query the note has nothing to do with: every
+    vector of the file is checked here (fewer texts than the sample), so the forgery is found,
+    and nothing is written: no entry, no vector, not even with ``skip_bad``."""
+    path = exported[0]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert sum('"embedding"' in x for x in lines) <= VERIFY_SAMPLE
+    forged = HashEmbedder().embed_query("crate code")
+    hostile = tmp_path / "hostile.jsonl"
+    number = _with_vector(path, "urn:ex:note", forged, hostile)
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        for skip_bad in (False, True):
+            with pytest.raises(MalformedImportError, match="urn:ex:note") as caught:
+                memory.import_jsonl(hostile, skip_bad=skip_bad)
+            assert [n for n, _ in caught.value.problems] == [number]
+            assert f"line {number}" in str(caught.value)
+            assert memory.store.count() == 0
+            assert _cache(memory).missing(["plan the release"]) == ["plan the release"]
+        report = memory.import_jsonl(hostile, keep_vectors=False)  # the way round it
+        assert not report.vectors_kept
+        assert snapshot(memory) == exported[1]
+        assert results(memory) == exported[2]  # the note's vector is its own
+
+
+def test_a_text_given_two_vectors_by_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        for iri in ("urn:ex:a", "urn:ex:b"):
+            memory.store.put({"@id": iri, "text": "the same words twice"})
+        memory.export_jsonl(path)
+    hostile = tmp_path / "hostile.jsonl"
+    number = _with_vector(path, "urn:ex:b", HashEmbedder().embed_query("other"), hostile)
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match="urn:ex:b") as caught:
+            memory.import_jsonl(hostile)
+        assert [n for n, _ in caught.value.problems] == [number] == [3]
+        assert memory.store.count() == 0
+
+
+def test_forged_vectors_beyond_the_sample_are_found(tmp_path: Path) -> None:
+    """A file of many more texts than the sample, each vector forged: the random sample finds
+    one, names it, and nothing is written."""
+    path = tmp_path / "memory.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        for n in range(4 * VERIFY_SAMPLE):
+            memory.store.put({"@id": f"urn:ex:n{n}", "text": f"note number {n} on the dock"})
+        memory.export_jsonl(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    forged = HashEmbedder().embed_query("crate code")
+    for at in range(1, len(lines)):
+        record = json.loads(lines[at])
+        record["embedding"] = forged
+        lines[at] = json.dumps(record)
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match=r"urn:ex:n\d+") as caught:
+            memory.import_jsonl(hostile)
+        assert len(caught.value.problems) == 1
+        assert memory.store.count() == 0
+        assert _cache(memory).missing(["note number 0 on the dock"]) != []
+
+
+def test_a_file_cannot_change_the_vector_of_a_text_the_memory_holds(tmp_path: Path) -> None:
+    """The memory holds "the dock schedule"; a file brings a new entry of that text whose
+    vector is the one of "crate code 5521" (it is not sampled: the cache has the text). The
+    text keeps its own vector, in the cache and in the index, and a search for the crate
+    scores the file's entry as the memory's own of the same text (the forged vector scored
+    it 1.0 against 0.0)."""
+    dock, crate = "the dock schedule for monday", "crate code 5521 at the gate"
+    path = tmp_path / "memory.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:sneak", "text": dock})
+        memory.export_jsonl(path)
+    hostile = tmp_path / "hostile.jsonl"
+    _with_vector(path, "urn:ex:sneak", HashEmbedder().embed_query(crate), hostile)
+    honest = HashEmbedder().embed_query(dock)
+    embedder = CountingEmbedder()
+    with Memory(config=CONFIG, embedder=embedder) as memory:
+        memory.store.put({"@id": "urn:ex:dock", "text": dock})
+        memory.store.put({"@id": "urn:ex:crate", "text": crate})
+        memory.index.refresh(wait=True)
+        report = memory.import_jsonl(hostile)
+        assert report.imported == ("urn:ex:sneak",)
+        assert embedder.texts.count(dock) == 1  # when the memory's own entry was written
+        memory.index.refresh(wait=True)
+        assert _cache(memory).embed_documents([dock])[0] == pytest.approx(honest, abs=1e-6)
+        vectors = memory.index.vectors(["urn:ex:dock", "urn:ex:sneak"])
+        for iri in ("urn:ex:dock", "urn:ex:sneak"):
+            assert list(vectors[iri]) == pytest.approx(honest, abs=1e-6)
+        similar = memory.index.similarities(crate, ["urn:ex:crate", "urn:ex:sneak"])
+        assert similar["urn:ex:crate"] > similar["urn:ex:sneak"]
+        scores = {hit.iri: hit.score for hit in memory.search("crate code 5521", 3)}
+        assert max(scores, key=scores.__getitem__) == "urn:ex:crate"
+        assert scores["urn:ex:sneak"] == pytest.approx(scores["urn:ex:dock"])  # was 1.0 vs 0.0
+
+
+def test_an_honest_file_of_many_texts_embeds_only_the_sample(tmp_path: Path) -> None:
+    path = tmp_path / "memory.jsonl"
+    count = 5 * VERIFY_SAMPLE
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        for n in range(count):
+            memory.store.put({"@id": f"urn:ex:n{n}", "text": f"note number {n} on the dock"})
+        memory.export_jsonl(path)
+        ranked = [[h.iri for h in memory.search(f"note number {n}", 5)] for n in (3, 40)]
+    embedder = CountingEmbedder()
+    with Memory(config=CONFIG, embedder=embedder) as memory:
+        report = memory.import_jsonl(path)
+        assert report.vectors_kept
+        assert len(embedder.texts) == len(set(embedder.texts)) == VERIFY_SAMPLE
+        memory.index.refresh(wait=True)
+        assert memory.index.count() == count
+        assert len(embedder.texts) == VERIFY_SAMPLE  # the rest came from the file
+        assert [[h.iri for h in memory.search(f"note number {n}", 5)] for n in (3, 40)] == ranked
+
+
+def test_keep_vectors_must_be_a_bool(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(InvalidInputError, match="keep_vectors"):
+            memory.import_jsonl(exported[0], keep_vectors="no")  # type: ignore[arg-type]
+        assert memory.store.count() == 0

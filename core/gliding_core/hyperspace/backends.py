@@ -221,20 +221,30 @@ class CachedEmbedder:
                     out[digest] = np.frombuffer(blob, dtype=np.float32)
         return out
 
-    def _save(self, vectors: dict[bytes, npt.NDArray[np.float32]]) -> None:
+    def _save(self, vectors: dict[bytes, npt.NDArray[np.float32]], *, replace: bool = True) -> None:
         doing = f"writing the embedding cache {self.where!r}"
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock, translated("sqlite", doing), self._conn:
             self._conn.executemany(
-                "INSERT OR REPLACE INTO embeddings (model, digest, vector) VALUES (?, ?, ?)",
+                f"{verb} INTO embeddings (model, digest, vector) VALUES (?, ?, ?)",
                 [
                     (self.name, d, np.asarray(v, dtype=np.float32).tobytes())
                     for d, v in vectors.items()
                 ],
             )
 
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """Return the texts of ``texts`` this model has no cached vector of, once each, in order."""
+        items = _check_texts(texts)
+        digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in items]
+        found = self._lookup(digests)
+        return list(dict.fromkeys(t for t, d in zip(items, digests, strict=True) if d not in found))
+
     def remember(self, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
         """Cache ``vectors`` as this model's vectors of ``texts`` (an import made by the same
-        model): they are not computed again.
+        model): they are not computed again. A text the cache holds a vector of keeps it: a
+        vector given from outside never replaces one the model computed (nor one remembered
+        before), so a file cannot change the vector of a text the memory already knows.
 
         Raises:
             InvalidInputError: the lists differ in length, or a vector is not of finite numbers
@@ -256,7 +266,7 @@ class CachedEmbedder:
             raise InvalidInputError(f"vectors must be finite, of dimension {dimension}")
         if matrix is not None:
             digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in items]
-            self._save(dict(zip(digests, matrix, strict=True)))
+            self._save(dict(zip(digests, matrix, strict=True)), replace=False)
 
     def forget(self, texts: Sequence[str]) -> int:
         """Drop the cached vectors of ``texts`` (every model's) and scrub the file; return how

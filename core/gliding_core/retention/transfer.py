@@ -26,8 +26,37 @@ by type and range, unknown keys are refused, the header must come first and name
 and version. Every line is checked before anything is written, and everything is written in
 one L0 transaction: a bad line writes nothing (``MalformedImportError`` lists each bad line by
 number), unless ``skip_bad`` imports the rest and lists them. Entries come back exactly (IRI,
-content, tags, graph, importance, metadata, creation time, expiry); the vectors are taken from
-the file when its embedder is the memory's (so search ranks as it did), else computed again.
+content, tags, graph, importance, metadata, creation time, expiry).
+
+The vectors are the one part of a line that cannot be checked by reading it: a number list of
+the right size is a valid vector of any text. The embedding cache keys a vector by its text's
+digest, so a vector taken from a hostile file would be the vector of that text for every entry
+that has it, in the memory already or written later, and would steer the dense arm's ranking
+of them (cache poisoning). Computing every vector again is sound but makes an import with the
+local model cost as much as embedding the memory anew, which is what carrying the vectors
+saves. So, when the header names the memory's embedder (and ``keep_vectors`` is on):
+
+- A vector from the file never replaces or pre-empts one the cache holds: only the texts the
+  cache has no vector of yet take the file's (``CachedEmbedder.remember`` inserts, never
+  replaces, so a vector computed meanwhile wins too). A text the memory already knows keeps
+  its vector, and its entries their ranking, whatever the file says.
+- Those new texts are verified before anything is written: ``VERIFY_SAMPLE`` of them, drawn
+  at random by the system's generator (a file cannot know which), are embedded and compared
+  with the file's vectors, which must agree within ``VECTOR_TOLERANCE`` (the distance over
+  the computed vector's length: the hash embedder agrees exactly, the local model on CPU up
+  to float noise, far below it; a vector within it moves a cosine score by at most that
+  much). Each text's vectors in the file must agree with one another too. A mismatch refuses
+  the whole file with ``MalformedImportError`` naming the entry and its line, even with
+  ``skip_bad``: one forged vector found means the file's other vectors cannot be trusted, and
+  leaving out only the line found would keep those that escaped the sample. Nothing is
+  written, nor cached. ``keep_vectors=False`` imports such a file with its vectors dropped.
+
+What is left: a file that forges the vectors of only a few of its own texts passes the sample
+with a chance that falls with each forgery; the forged vectors are then those of texts the
+file itself brings (the ranking of its own entries, and of a later entry of exactly the same
+text). A file from a source not trusted with that much is imported with ``keep_vectors=False``:
+its vectors are dropped and computed again. Without the memory's embedder in the header, the
+vectors are always computed again.
 """
 
 from __future__ import annotations
@@ -36,10 +65,13 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from random import SystemRandom
+from typing import IO, Any, NoReturn, Protocol
+
+import numpy as np
 
 from gliding_core.errors import GlidingError, InvalidInputError, MalformedImportError
 from gliding_core.fields import IndexFields, indexed_text, unselected
@@ -72,6 +104,8 @@ _ENTRY_KEYS = {
     "index",
 }
 _PART_KEYS = {"part", "text"}
+VERIFY_SAMPLE = 16  # the file's vectors of new texts embedded again to check them
+VECTOR_TOLERANCE = 1e-3  # |file - computed| / |computed| a kept vector may be off by
 
 Source = str | os.PathLike[str] | IO[str]
 
@@ -94,7 +128,8 @@ class ImportReport:
         imported: the IRIs written, in the file's order.
         skipped: ``(line number, what is wrong)`` of each bad line left out (``skip_bad``).
         embedder: the header's embedder.
-        vectors_kept: whether the file's vectors were kept (its embedder is the memory's);
+        vectors_kept: whether the file's vectors were kept (its embedder is the memory's, a
+            sample of them checked, only those of texts the cache held no vector of taken);
             otherwise the dense index computes them again.
     """
 
@@ -110,6 +145,7 @@ class _Parsed:
     items: list[Restored] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
+    owners: list[tuple[int, str]] = field(default_factory=list)  # each vector's line and IRI
     wholes: list[tuple[Restored, str]] = field(default_factory=list)
     problems: list[tuple[int, str]] = field(default_factory=list)
     waiting: _Waiting | None = None
@@ -265,7 +301,12 @@ class _Writer:
 
 
 def import_memory(
-    parts: TransferParts, source: Source, *, cache: CachedEmbedder, skip_bad: bool = False
+    parts: TransferParts,
+    source: Source,
+    *,
+    cache: CachedEmbedder,
+    skip_bad: bool = False,
+    keep_vectors: bool = True,
 ) -> ImportReport:
     """Read a JSON Lines export into the memory (see the module); return what was written.
 
@@ -274,12 +315,18 @@ def import_memory(
         source: a path or an open text file.
         cache: the memory's embedder, which keeps the file's vectors when it made them.
         skip_bad: import the good lines and list the bad ones, instead of writing nothing.
+        keep_vectors: take the file's vectors of texts the cache has none of, once a sample of
+            them is verified; ``False`` drops them all (the dense index computes them).
 
     Raises:
-        MalformedImportError: a line is malformed (and ``skip_bad`` is off, or the header is);
-            nothing was written. Its ``problems`` list each bad line.
-        InvalidInputError: ``source`` cannot be read.
+        MalformedImportError: a line is malformed (and ``skip_bad`` is off, or the header is),
+            or a vector of the file is not what the memory's embedder gives its text (even
+            with ``skip_bad``); nothing was written. Its ``problems`` list each bad line.
+        InvalidInputError: ``source`` cannot be read, or ``keep_vectors`` is not a bool.
+        EmbedderError: the embedder failed while verifying; nothing was written.
     """
+    if not isinstance(keep_vectors, bool):
+        raise InvalidInputError(f"keep_vectors must be a bool, got {preview(keep_vectors)}")
     parsed = _parse(source, parts.store)
     header_bad = any(number == 1 for number, _ in parsed.problems) or not parsed.header
     if parsed.problems and (not skip_bad or header_bad):
@@ -290,9 +337,11 @@ def import_memory(
             f"{shown}{f' (and {more} more)' if more > 0 else ''}",
             parsed.problems,
         )
-    matched = parsed.header.get("embedder") == parts.embedder_name
+    matched = keep_vectors and parsed.header.get("embedder") == parts.embedder_name
     if matched and parsed.texts:
-        cache.remember(parsed.texts, parsed.vectors)
+        texts, vectors = _verified_new(parsed, cache)
+        if texts:
+            cache.remember(texts, vectors)
     with parts.store.transaction():
         iris = parts.store.restore_many(parsed.items) if parsed.items else []
         for item, whole in parsed.wholes:
@@ -302,6 +351,50 @@ def import_memory(
         skipped=tuple(parsed.problems),
         embedder=str(parsed.header.get("embedder", "")),
         vectors_kept=matched,
+    )
+
+
+def _verified_new(parsed: _Parsed, cache: CachedEmbedder) -> tuple[list[str], list[list[float]]]:
+    """Return the file's texts the cache has no vector of, with their vectors, once a random
+    sample of them agrees with the embedder (see the module).
+
+    Raises:
+        MalformedImportError: a text's vectors in the file disagree with one another, or a
+            sampled one with the embedder; it names the first such entry of the file.
+    """
+    first: dict[str, int] = {}  # a text -> its first vector's position in parsed
+    for at, text in enumerate(parsed.texts):
+        seen = first.setdefault(text, at)
+        if seen != at and not _agree(parsed.vectors[at], parsed.vectors[seen]):
+            _refuse(parsed, at, f"its vector differs from the one on line {parsed.owners[seen][0]}")
+    new = cache.missing(list(first))
+    if not new:
+        return [], []
+    sample = sorted(SystemRandom().sample(new, min(VERIFY_SAMPLE, len(new))), key=first.__getitem__)
+    computed = cache.inner.embed_documents(sample)
+    vectors = {text: parsed.vectors[first[text]] for text in new}
+    for text, vector in zip(sample, computed, strict=True):
+        if not _agree(vectors[text], vector):
+            _refuse(parsed, first[text], f"its vector is not what {cache.name} gives its text")
+        vectors[text] = [float(x) for x in vector]
+    return list(vectors), list(vectors.values())
+
+
+def _agree(given: Sequence[float], computed: Sequence[float]) -> bool:
+    """Whether ``given`` is ``computed`` within ``VECTOR_TOLERANCE`` of its length."""
+    a, b = np.asarray(given, dtype=np.float64), np.asarray(computed, dtype=np.float64)
+    if a.shape != b.shape:
+        return False
+    scale = max(float(np.linalg.norm(b)), 1e-6)
+    return float(np.linalg.norm(a - b)) <= VECTOR_TOLERANCE * scale
+
+
+def _refuse(parsed: _Parsed, at: int, why: str) -> NoReturn:
+    number, iri = parsed.owners[at]
+    raise MalformedImportError(
+        f"the vector of {preview(iri)} on line {number} cannot be trusted ({why}); nothing "
+        "was written (keep_vectors=False imports the file with its vectors computed again)",
+        [(number, why)],
     )
 
 
@@ -404,7 +497,7 @@ def _entry(value: Any, parsed: _Parsed, store: EntryStore, number: int) -> None:
     item, text, vector = read_record(value, store, dimension=parsed.header.get("dimension"))
     count = value.get("text_parts")
     if count is None:
-        _add(parsed, item, text, vector)
+        _add(parsed, item, text, vector, number)
         return
     if isinstance(count, bool) or not isinstance(count, int) or not 0 < count <= 1_000_000:
         raise InvalidInputError(f"'text_parts' must be a count of lines, got {preview(count)}")
@@ -413,11 +506,14 @@ def _entry(value: Any, parsed: _Parsed, store: EntryStore, number: int) -> None:
     parsed.waiting = _Waiting(number, item, text, vector, count)
 
 
-def _add(parsed: _Parsed, item: Restored, text: str, vector: list[float] | None) -> None:
+def _add(
+    parsed: _Parsed, item: Restored, text: str, vector: list[float] | None, number: int
+) -> None:
     parsed.items.append(item)
     if text and vector is not None:
         parsed.texts.append(text)
         parsed.vectors.append(vector)
+        parsed.owners.append((number, str(item.record.node["@id"])))
 
 
 def _part(value: dict[str, Any], parsed: _Parsed) -> None:
@@ -447,7 +543,7 @@ def _close(parsed: _Parsed) -> None:
             (waiting.number, f"{waiting.parts} part lines announced, {len(waiting.got)} came")
         )
         return
-    _add(parsed, waiting.item, waiting.text, waiting.vector)
+    _add(parsed, waiting.item, waiting.text, waiting.vector, waiting.number)
     parsed.wholes.append((waiting.item, "".join(waiting.got)))
 
 

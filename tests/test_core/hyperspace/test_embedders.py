@@ -187,6 +187,18 @@ def test_the_cache_embeds_each_text_once_and_persists(tmp_path: Path) -> None:
     assert calls == [["a", "b"]]  # nothing embedded twice, even after a restart
 
 
+def test_a_remembered_vector_never_replaces_a_cached_one() -> None:
+    """``remember`` takes vectors from outside (an import): a text the cache holds keeps its
+    vector, a new one takes the given vector; ``missing`` names the texts it holds none of."""
+    cache = CachedEmbedder(HashEmbedder())
+    own = cache.embed_documents(["known"])[0]
+    assert cache.missing(["known", "new", "new"]) == ["new"]
+    given = HashEmbedder().embed_query("something else")
+    cache.remember(["known", "new"], [given, given])
+    assert cache.embed_documents(["known", "new"]) == [own, pytest.approx(given, abs=1e-6)]
+    assert cache.missing(["known", "new"]) == []
+
+
 def test_auto_falls_back_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         embedder = auto_embedder(("chroma-onnx", "hash"))

@@ -235,6 +235,87 @@ def test_a_batch_out_of_id_order_of_stored_and_new_entries_writes_blocks_in_id_o
     assert pg.integrity_check() == "ok"
 
 
+def _fresh_batch() -> list[Record]:
+    """New entries of every kind of row: types (one named twice), references (one twice, one
+    to itself), tags, graphs, metadata, contexts, index fields, texts of any characters, and a
+    term in more than ``BLOCK`` of them."""
+    records = []
+    for i in range(2 * BLOCK + 30):
+        node: dict[str, object] = {
+            "@id": f"urn:f:{i}",
+            "@type": ["Note", "Note", f"Kind{i % 4}"] if i % 5 else f"Kind{i % 4}",
+            "text": f"common word{i % 37} ünïcode{i % 3} tab\there back\\slash",
+            "about": [{"@id": f"urn:f:{i // 7}"}, {"@id": f"urn:f:{i // 7}"}],
+            "self": {"@id": f"urn:f:{i}"},
+        }
+        if i % 6 == 0:
+            node["@context"] = {"@vocab": "https://schema.org/"}
+        if i % 9 == 0:
+            node["title"] = f"only the title {i}"
+        records.append(
+            Record(
+                node,
+                tags=[f"group-{i % 3}", "back\\tag" if i % 2 else "plain"],
+                importance=None if i % 4 else i / 1000,
+                named_graph=f"urn:graph:{i % 2}" if i % 3 else None,
+                metadata={"n": i, "who": "ü"} if i % 2 else None,
+                mesi_state="E" if i % 8 == 0 else None,
+                index=["title"] if i % 9 == 0 else None,
+            )
+        )
+    return records
+
+
+def _rows_by_iri(store: PostgresEntryStore) -> dict[str, object]:
+    """Every row of the store's tables with entry ids replaced by IRIs, but the times a write
+    takes from the clock."""
+    tables = {
+        "entries": "SELECT iri, content, importance, access_count, tags, metadata, mesi_state,"
+        " content_hash, named_graph, jsonld_context, jsonld_types, generation, index_fields"
+        " FROM entries ORDER BY iri",
+        "entry_tags": "SELECT t.tag, e.iri FROM entry_tags AS t JOIN entries AS e"
+        " ON e.id = t.entry_id ORDER BY 1, 2",
+        "entry_types": "SELECT t.type, e.iri FROM entry_types AS t JOIN entries AS e"
+        " ON e.id = t.entry_id ORDER BY 1, 2",
+        "edges": "SELECT e.iri, g.predicate, g.target FROM edges AS g JOIN entries AS e"
+        " ON e.id = g.source_id ORDER BY 1, 2, 3",
+        "postings": "SELECT p.term, array_agg(e.iri ORDER BY u.n), p.frequencies, p.lengths"
+        " FROM postings AS p CROSS JOIN LATERAL unnest(p.ids) WITH ORDINALITY AS u(id, n)"
+        " JOIN entries AS e ON e.id = u.id GROUP BY p.term, p.low, p.frequencies, p.lengths"
+        " ORDER BY p.term, p.low",
+        "text_stats": "SELECT documents, tokens FROM text_stats",
+        "changes": "SELECT seq, iri FROM changes ORDER BY seq",
+        "entry_expiry": "SELECT count(*) FROM entry_expiry",
+        "entry_parts": "SELECT count(*) FROM entry_parts",
+    }
+    with store.db.connection() as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in tables.items()}
+
+
+def test_a_batch_of_new_entries_writes_the_rows_a_staged_batch_writes(
+    pg: PostgresEntryStore, postgres_url: str
+) -> None:
+    """A batch whose entries are all new skips staging and every look at stored rows; the same
+    batch beside one stored entry, which it leaves as it is, takes the staged path. Both must
+    leave every table with the same rows."""
+    other_schema = f"test_{uuid.uuid4().hex[:16]}"
+    stored = Record({"@id": "urn:stored", "text": "common stored words"}, tags=["group-0"])
+    try:
+        with PostgresEntryStore(postgres_url, schema=other_schema) as staged:
+            for store in (pg, staged):
+                store.put_many([stored])
+            pg.put_many(_fresh_batch())  # all new: the direct path
+            staged.put_many([*_fresh_batch(), stored])  # one stored entry: the staged path
+            fresh, through_staging = _rows_by_iri(pg), _rows_by_iri(staged)
+            assert fresh == through_staging
+            assert len(fresh["entries"]) == 2 * BLOCK + 31  # type: ignore[arg-type]
+            assert len(fresh["edges"]) == 2 * BLOCK + 30 - 1  # type: ignore[arg-type]
+            assert pg.integrity_check() == staged.integrity_check() == "ok"
+    finally:
+        with _admin(postgres_url) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other_schema}" CASCADE')
+
+
 def test_texts_of_any_characters_are_indexed_and_ranked_as_the_sqlite_store(
     pg: PostgresEntryStore,
 ) -> None:

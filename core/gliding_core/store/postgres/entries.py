@@ -586,7 +586,8 @@ class PostgresEntryStore:
         rows = Rows()
         default = self.config.default_importance
         by_type = self.config.index_fields
-        if not staged and new == len(iris):
+        fresh = not staged and new == len(iris)
+        if fresh:
             for node, content, record in requests:
                 importance = default if record.importance is None else record.importance
                 fields = None
@@ -606,7 +607,7 @@ class PostgresEntryStore:
             for entry in staged.values():
                 if entry.changed:
                     rows.add(entry, now)
-        self._write_rows(tx, rows)
+        self._write_rows(tx, rows, fresh=fresh)
         _set_expiry(conn, self._expiries(requests, known), relative=True)
 
     def _expiries(self, requests: list[Request], known: set[str]) -> dict[str, float | None]:
@@ -661,38 +662,23 @@ class PostgresEntryStore:
                 )
 
     @staticmethod
-    def _write_rows(tx: _Transaction, rows: Rows) -> None:
-        """Write a batch's rows: its entries, and every index brought in line with them."""
+    def _write_rows(tx: _Transaction, rows: Rows, *, fresh: bool = False) -> None:
+        """Write a batch's rows: its entries, and every index brought in line with them.
+
+        ``fresh``: every row is of an entry created here (``Rows.add_new``), so nothing is
+        updated or taken out, and no row is looked over for that.
+        """
         conn = tx.conn
-        added, removed = Postings(), Postings()
-        for entry_id, text in rows.old_texts:
-            tx.tokens -= removed.add(entry_id, text)
-        tx.documents -= len(rows.old_texts)
+        added = Postings()
         for entry_id, text in rows.texts:
             tx.tokens += added.add(entry_id, text)
         tx.documents += len(rows.texts)
-        drop_parts(conn, tx, rows.retexted)  # a text changed: its parts no longer complete it
-        removed.delete(conn)  # before the new postings: a document is in one block at most
-        # The types and edges of the entries created here are new rows (once each: a node may
-        # name one twice); those of stored entries may meet rows already there.
-        created = {row[11] for row in rows.created}
-        new_types = list(dict.fromkeys(row for row in rows.types if row[1] in created))
-        types = [row for row in rows.types if row[1] not in created]
-        new_edges = list(dict.fromkeys(row for row in rows.edges if row[0] in created))
-        edges = [row for row in rows.edges if row[0] not in created]
-        with conn.pipeline():
-            if rows.updated:
-                conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
-            _labels(conn, _DELETE_LABELS, "entry_tags", "tag", rows.old_tags)
-            if rows.unindexed:
-                conn.execute(
-                    "DELETE FROM edges WHERE source_id = ANY(%s::bigint[])",
-                    ([entry_id for (entry_id,) in rows.unindexed],),
-                )
-            _labels(conn, _DELETE_LABELS, "entry_types", "type", rows.old_types)
-            _labels(conn, _INSERT_LABELS, "entry_types", "type", types)
-            if edges:
-                conn.execute(_INSERT_EDGES, _columns(edges))
+        if fresh:
+            # A new entry's types and references are distinct (``node_types`` and
+            # ``node_facets`` give each once) and its id is new: all of them are new rows.
+            new_types, new_edges = rows.types, rows.edges
+        else:
+            new_types, new_edges = _take_out(tx, rows)
         # The rows below are all new (what they replace was deleted above, and an entry created
         # here has a new id): COPY them, the fastest way in, outside the pipeline (which COPY
         # may not join). The index rows go as text, which costs the client least.
@@ -1464,6 +1450,44 @@ def _new_ids(conn: psycopg.Connection[Any], count: int) -> list[int]:
         "SELECT nextval('entry_ids') FROM generate_series(1, %s)", (count,)
     ).fetchall()
     return [row[0] for row in rows]
+
+
+def _take_out(
+    tx: _Transaction, rows: Rows
+) -> tuple[list[tuple[str, int]], list[tuple[int, str, str]]]:
+    """Update the stored entries among a batch's rows and take their old index rows out;
+    return the type and edge rows of the entries created here, which are new rows.
+
+    The old postings go before the new ones are written: a document is in one block at most.
+    """
+    conn = tx.conn
+    removed = Postings()
+    for entry_id, text in rows.old_texts:
+        tx.tokens -= removed.add(entry_id, text)
+    tx.documents -= len(rows.old_texts)
+    drop_parts(conn, tx, rows.retexted)  # a text changed: its parts no longer complete it
+    removed.delete(conn)
+    # The types and edges of the entries created here are new rows (once each: a node may
+    # name one twice); those of stored entries may meet rows already there.
+    created = {row[11] for row in rows.created}
+    new_types = list(dict.fromkeys(row for row in rows.types if row[1] in created))
+    types = [row for row in rows.types if row[1] not in created]
+    new_edges = list(dict.fromkeys(row for row in rows.edges if row[0] in created))
+    edges = [row for row in rows.edges if row[0] not in created]
+    with conn.pipeline():
+        if rows.updated:
+            conn.execute(_UPDATE_ENTRIES, _columns(rows.updated))
+        _labels(conn, _DELETE_LABELS, "entry_tags", "tag", rows.old_tags)
+        if rows.unindexed:
+            conn.execute(
+                "DELETE FROM edges WHERE source_id = ANY(%s::bigint[])",
+                ([entry_id for (entry_id,) in rows.unindexed],),
+            )
+        _labels(conn, _DELETE_LABELS, "entry_types", "type", rows.old_types)
+        _labels(conn, _INSERT_LABELS, "entry_types", "type", types)
+        if edges:
+            conn.execute(_INSERT_EDGES, _columns(edges))
+    return new_types, new_edges
 
 
 def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:

@@ -869,7 +869,7 @@ class PostgresEntryStore:
         """Return when each live entry among ``iris`` that has a TTL expires (UNIX seconds)."""
         sql = (
             "SELECT e.iri, x.expires_at FROM live_entries AS e JOIN entry_expiry AS x"
-            " ON x.entry_id = e.id WHERE e.iri = ANY(%s::text[])"
+            f" ON x.entry_id = e.id WHERE e.iri = {_IRIS}"
         )
         return dict(self._over(iris, sql))
 

@@ -32,6 +32,11 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
   statement, one round trip, with no transaction around it. With an allowed set, the allowed
   rows are scored exactly (their primary key, then the distance of each), since an approximate
   walk would drop the allowed rows it never meets.
+- The re-rank's vectors of candidates this process has not cached are read from the table
+  (``vector_send``: pgvector's binary form, no text to format or parse), each entry with all
+  its windows by one range of the key, the entries expired in L0 left out: one statement, and
+  exactly what was indexed, where reading the texts from L0 to look their vectors up in the
+  embedding cache cost several times as much in the client.
 - pgvector is an extension a superuser installs (it is not trusted): on opening, the index
   installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
   run. Its type and operators are named qualified by the schema that holds them.

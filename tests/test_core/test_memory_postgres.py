@@ -32,6 +32,7 @@ from gliding_core import (
     MalformedImportError,
     Memory,
     MemoryConfig,
+    Record,
     Scope,
 )
 from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
@@ -167,6 +168,52 @@ def test_two_memories_on_one_database_see_each_other(
             "from the second"
         ]
         assert second.supplements.take_pending("urn:task:shared") == []
+
+
+def _conversation() -> list[Record]:
+    """Turns of a few sessions, each linked to the one before, one of them long enough to be
+    embedded in windows: what the re-rank reads links, graphs and vectors for."""
+    words = ["heron", "kettle", "lantern", "ferry", "orchard", "weir", "mill", "copper"]
+    turns: list[Record] = []
+    for i in range(240):
+        text = f"turn {i}: the {words[i % 8]} and the {words[i * 3 % 7]} near {words[i % 5]}"
+        if i == 77:
+            text += " " + " ".join(f"{words[j % 8]} river{j % 13}" for j in range(200))
+        node = {
+            "@id": f"urn:pg:turn:{i}",
+            "text": text,
+            **({"previous": {"@id": f"urn:pg:turn:{i - 1}"}} if i % 40 else {}),
+        }
+        turns.append(Record(node, named_graph=f"urn:s:{i // 40}"))  # a graph per session
+    return turns
+
+
+def test_a_search_ranks_as_on_sqlite_in_a_worker_with_nothing_cached(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """The memory that wrote the turns (their vectors in its process cache) and another that
+    only opened the database (its re-rank reads every vector from the index's table) give
+    the same hits with the same scores, and the best hit SQLite gives: a read that lost a
+    window, took another entry's vector or an expired one would move a hit or a score."""
+    turns = _conversation()
+    queries = ["lantern ferry", "copper weir near the mill", "river7 heron", "turn 12 orchard"]
+    config = _config(postgres_schema)
+    with Memory(config=MemoryConfig(embedder="hash")) as local:
+        local.store.put_many(turns)
+        expected = [[(h.iri, h.score) for h in local.search(q, k=10)] for q in queries]
+    with Memory.open(postgres_url, config=config) as writer:
+        writer.store.put_many(turns)
+        warm = [[(h.iri, h.score) for h in writer.search(q, k=10)] for q in queries]
+        with Memory.open(postgres_url, config=config) as reader:
+            cold = [[(h.iri, h.score) for h in reader.search(q, k=10)] for q in queries]
+    # The reader's vectors, read from the table, are the writer's bit for bit: the same hits,
+    # the scores equal but for the order of float sums.
+    for hits, written in zip(cold, warm, strict=True):
+        assert [iri for iri, _ in hits] == [iri for iri, _ in written]
+        assert [s for _, s in hits] == pytest.approx([s for _, s in written], abs=1e-6)
+    # The graph's walk is random (pgvector draws each element's level), Chroma's too: the
+    # backends agree on the best hit, not always on every place below it.
+    assert [hits[0][0] for hits in warm] == [hits[0][0] for hits in expected]
 
 
 def test_schemas_keep_memories_apart(postgres_url: str, postgres_schema: str) -> None:

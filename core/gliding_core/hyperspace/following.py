@@ -476,7 +476,8 @@ class FollowingIndex:
 
     def _matrices(self, iris: Sequence[str]) -> dict[str, Matrix]:
         """Return each indexed entry's window vectors (unit rows), from the in-process cache
-        or else read (from the embedding cache by their texts, or from the backend)."""
+        or else read (``_read_matrices``: from the embedding cache by their texts, or from the
+        backend; a backend may read them its own way)."""
         found: dict[str, Matrix] = {}
         with self._cache_lock:
             for iri in iris:

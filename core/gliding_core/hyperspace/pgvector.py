@@ -33,6 +33,11 @@ wherever the memory goes. How it follows L0 is ``following.FollowingIndex``'s.
   statement, one round trip, with no transaction around it. With an allowed set, the allowed
   rows are scored exactly (their primary key, then the distance of each), since an approximate
   walk would drop the allowed rows it never meets.
+- The re-rank's vectors of candidates this process has not cached are read from the table
+  (``vector_send``: pgvector's binary form, no text to format or parse), each entry with all
+  its windows by one range of the key, the entries expired in L0 left out: one statement, and
+  exactly what was indexed, where reading the texts from L0 to look their vectors up in the
+  embedding cache cost several times as much in the client.
 - pgvector is an extension a superuser installs (it is not trusted): on opening, the index
   installs it if it may, and otherwise raises a ``ConfigError`` naming the statement to have
   run. Its type and operators are named qualified by the schema that holds them.
@@ -44,7 +49,6 @@ value a parameter.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import struct
@@ -52,20 +56,22 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager, suppress
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Literal
 
 import numpy as np
 import psycopg
 
-from gliding_core.config import DenseConfig
+from gliding_core.config import MAX_WINDOWS, DenseConfig
 from gliding_core.errors import GlidingError, IndexMismatchError, InvalidInputError, StorageError
 from gliding_core.hyperspace.embedders import Embedder
-from gliding_core.hyperspace.following import FollowingIndex, Matrix
+from gliding_core.hyperspace.following import FollowingIndex, Matrix, chunks
 from gliding_core.hyperspace.vectors import Vector
 from gliding_core.hyperspace.windows import WINDOW_SEPARATOR
 from gliding_core.jsonld import preview
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import Migration, lock_key, session_setting
+from gliding_core.store.postgres.schema import EXPIRED
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +172,18 @@ class PgVectorIndex(FollowingIndex):
             self._key, self._probe = "embedding", self._vector
             self._opclass = f'"{extension}".vector_cosine_ops'
         self._element_bytes = (2 if half else 4) * self.dimension + GRAPH_BYTES
+        self._send = f'"{extension}".vector_send'
+        # An entry's vector id is its IRI, its windows' "<iri> #<i>": under the byte order of
+        # the key, all of them and nothing else (an IRI holds no space) lie from the IRI up
+        # to "<iri> $". The LIMIT keeps the range a subquery run per IRI, one index range
+        # scan each: joined, the planner cannot size the range and scans the whole table.
+        self._windows_sql = (
+            f"SELECT d.iri, {self._send}(d.embedding) FROM unnest(%s::text[]) AS k(iri)"
+            f" CROSS JOIN LATERAL (SELECT w.iri, w.embedding FROM {self.table} AS w"
+            " WHERE w.iri >= k.iri AND w.iri < k.iri || ' $'"
+            f" ORDER BY w.iri LIMIT {MAX_WINDOWS}) AS d"
+            f" WHERE k.iri NOT IN (SELECT e.iri FROM entries AS e WHERE e.id IN ({EXPIRED}))"
+        )
         self._graph_key = lock_key(self._db.schema, f"{self.table} graph")
         self._load: _Load | None = None
         self._graph_unsure = True  # whether the graph must be checked (and built) before use
@@ -459,13 +477,34 @@ class PgVectorIndex(FollowingIndex):
         return [row[0] for row in rows]
 
     def _fetch(self, keys: list[str]) -> list[tuple[str, Vector]]:
-        # pgvector's text form is a JSON array: read so, no client-side type is registered.
-        with self._transaction(f"reading vectors of {self.name!r}") as conn:
+        doing = f"reading vectors of {self.name!r}"
+        with self._db.translated(doing), self._db.connection() as conn:
             rows = conn.execute(
-                f"SELECT iri, embedding::text FROM {self.table} WHERE iri = ANY(%s::text[])",
+                f"SELECT iri, {self._send}(embedding) FROM {self.table}"
+                " WHERE iri = ANY(%s::text[])",
                 (keys,),
+                binary=True,
             ).fetchall()
-        return [(key, np.asarray(json.loads(text), dtype=np.float32)) for key, text in rows]
+        return [(key, _unpacked(raw)) for key, raw in rows]
+
+    def _read_matrices(self, iris: list[str]) -> dict[str, Matrix]:
+        """Read entries' window vectors from the table: each entry's vector and its windows'
+        in one statement (a range of the key from the IRI to its last window), in pgvector's
+        binary form, the entries expired in L0 left out, as L0's texts would leave them."""
+        wanted = set(iris)
+        rows: dict[str, list[tuple[int, Vector]]] = {}
+        doing = f"reading vectors of {self.name!r}"
+        for part in chunks(iris, self.max_batch):
+            with self._db.translated(doing), self._db.connection() as conn:
+                found = conn.execute(self._windows_sql, (part,), binary=True).fetchall()
+            for key, raw in found:
+                iri, _, window = key.partition(WINDOW_SEPARATOR)
+                if iri in wanted:  # the range holds only the IRI and its windows; made sure
+                    rows.setdefault(iri, []).append((int(window or 0), _unpacked(raw)))
+        return {
+            iri: np.stack([vector for _, vector in sorted(found, key=itemgetter(0))])
+            for iri, found in rows.items()
+        }
 
     def scrub(self) -> None:
         """Leave nothing of removed entries in the index's table: rewrite it and its HNSW
@@ -578,6 +617,12 @@ def _binary_rows(keys: list[str], vectors: Matrix) -> bytes:
         parts += (struct.pack("!hi", 2, len(raw)), raw, head, row.tobytes())
     parts.append(_COPY_TRAILER)
     return b"".join(parts)
+
+
+def _unpacked(raw: bytes) -> Vector:
+    """A vector from pgvector's binary form: its dimension, a reserved zero, its floats
+    (big-endian)."""
+    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float32)
 
 
 def _literal(vector: Any) -> str:

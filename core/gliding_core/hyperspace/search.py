@@ -283,11 +283,14 @@ class HybridSearch:
             # The dense arm's own hits carry exact cosines already; compute only the others.
             known = dict(ranked.get("dense", []))
             missing = [iri for iri in pool if iri not in known]
+            # The hubness correction needs every candidate's vector: read them all at once
+            # first, so that the cosines below find theirs in the index's cache.
+            vectors = self.dense.vectors(pool) if settings.hubness_correction else {}
             raw["dense"] = {**known, **self.dense.similarities(query, missing)}
             if settings.length_correction:
                 raw["dense"] = self._length_corrected(raw["dense"], pool)
             if settings.hubness_correction:
-                raw["dense"] = self._hubness_corrected(raw["dense"], pool)
+                raw["dense"] = self._hubness_corrected(raw["dense"], pool, vectors)
         neighbours: dict[str, list[str]] = {}
         for iri, other in links:
             if other in raw["lexical"] or other in raw.get("dense", {}) or other in pool:
@@ -319,17 +322,18 @@ class HybridSearch:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final, entries
 
-    def _hubness_corrected(self, scores: dict[str, float], pool: list[str]) -> dict[str, float]:
+    def _hubness_corrected(
+        self, scores: dict[str, float], pool: list[str], found: Mapping[str, Vector]
+    ) -> dict[str, float]:
         """Lower each candidate's cosine by half its mean cosine with its ten nearest fellow
         candidates (cross-domain similarity local scaling, over the candidates).
 
         A text close to many others (short one-line facts about the same person, in the same
         words) is close to many queries too, and wins the dense arm for that alone; a text
         that stands apart keeps its cosine. The correction is measured among this query's
-        candidates, so it needs nothing precomputed.
+        candidates, so it needs nothing precomputed. ``found``: the candidates' vectors.
         """
-        assert self.dense is not None
-        vectors = self.dense.vectors([iri for iri in pool if iri in scores])
+        vectors = {iri: found[iri] for iri in pool if iri in scores and iri in found}
         if len(vectors) < 3:
             return scores
         iris = list(vectors)

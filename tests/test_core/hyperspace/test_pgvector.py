@@ -23,9 +23,11 @@ import psycopg
 import pytest
 
 from gliding_core import HashEmbedder, Record
+from gliding_core.config import DenseConfig
 from gliding_core.hyperspace import pgvector
 from gliding_core.hyperspace.following import Matrix
 from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.hyperspace.windows import text_windows
 from gliding_core.store.postgres import DatabaseSettings, PostgresEntryStore
 from gliding_core.store.postgres.database import lock_key
 from tests.test_core.contracts.conftest import TEST_DATABASE_URL
@@ -422,3 +424,64 @@ def test_a_query_for_more_hits_than_the_widest_beam_is_answered(
         assert len(index.query("note 7", 10)) == 10  # and the beam is back for the next
     finally:
         index.close()
+
+
+def _expected_vectors(
+    embedder: HashEmbedder, texts: dict[str, str], windows: DenseConfig
+) -> dict[str, Matrix]:
+    """Each entry's window vectors as unit rows, computed from its text by the embedder."""
+    out = {}
+    for iri, text in texts.items():
+        rows = np.asarray(embedder.embed_documents(text_windows(text, windows)), dtype=np.float32)
+        out[iri] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return out
+
+
+def test_candidates_vectors_are_read_from_this_schema_with_their_windows_not_expired_ones(
+    postgres_url: str, postgres_schema: str, admin: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """An index with nothing in its process cache (another worker's, say) reads the re-rank's
+    vectors from its table: each entry with all its windows, exactly what was embedded; not
+    the vectors another memory in the same database keeps under the same IRIs, not an entry
+    that expired in L0 (its text is gone from every read), and never a window id's stray."""
+    windows = DenseConfig(window_words=8, window_overlap=2)
+    ours = {
+        "urn:v:short": "a heron by the mill pond",
+        "urn:v:long": " ".join(f"word{i} river{i % 5}" for i in range(20)),  # 40 words
+        "urn:v:gone": "the lantern that expires",
+        "urn:v:short2": "a kettle on the quiet shelf",
+    }
+    theirs = {iri: f"something else entirely {n}" for n, iri in enumerate(ours)}
+    other = f"{postgres_schema}_other"
+    embedder = HashEmbedder(64)
+    try:
+        with (
+            PostgresEntryStore(postgres_url, schema=postgres_schema) as store,
+            PostgresEntryStore(postgres_url, schema=other) as elsewhere,
+        ):
+            for where, texts in ((elsewhere, theirs), (store, ours)):
+                writer = PgVectorIndex(where, embedder, windows=windows)
+                where.put_many([Record({"@id": i, "text": t}) for i, t in texts.items()])
+                writer.close()
+            admin.execute(
+                "INSERT INTO entry_expiry (entry_id, expires_at)"
+                " SELECT id, 0 FROM entries WHERE iri = 'urn:v:gone'"
+            )
+            reader = PgVectorIndex(store, embedder, windows=windows)  # its cache is empty
+            try:
+                probe = np.asarray(embedder.embed_query("heron river3 kettle"), np.float32)
+                unit = probe / np.linalg.norm(probe)
+                expected = _expected_vectors(embedder, ours, windows)
+                assert len(expected["urn:v:long"]) > 2  # the long text is held in windows
+                asked = [*ours, "urn:v:missing"]
+                scores = reader.similarities(probe, asked)
+                assert set(scores) == {"urn:v:short", "urn:v:long", "urn:v:short2"}
+                for iri, score in scores.items():
+                    assert score == pytest.approx(float(np.max(expected[iri] @ unit)), abs=1e-6)
+                mean = expected["urn:v:long"].mean(axis=0)
+                vector = reader.vectors(["urn:v:long"])["urn:v:long"]
+                assert vector == pytest.approx(mean / np.linalg.norm(mean), abs=1e-6)
+            finally:
+                reader.close()
+    finally:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')

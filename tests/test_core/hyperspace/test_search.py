@@ -315,9 +315,9 @@ def test_a_search_multiplies_its_vectors_on_one_blas_thread(
     seen: list[int] = []
     products = HybridSearch._hubness_corrected
 
-    def spying(self: HybridSearch, scores: dict[str, float], pool: list[str]) -> Any:
+    def spying(self: HybridSearch, scores: dict[str, float], pool: list[str], found: Any) -> Any:
         seen.extend(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
-        return products(self, scores, pool)
+        return products(self, scores, pool, found)
 
     monkeypatch.setattr(HybridSearch, "_hubness_corrected", spying)
     with threadpool_limits(limits=2, user_api="blas"):

@@ -35,6 +35,15 @@ TASK = "iri://task/grouped"
 QUIET = BlackboardConfig(flush_interval_s=0.0)
 
 
+@pytest.fixture(autouse=True)
+def _sigint_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` during each test, as the interrupt tests need: a
+    process started in the background by a shell inherits SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(params=["memory", "disk"])
 def board(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Blackboard]:
     graph = EmbeddedGraph() if request.param == "memory" else EmbeddedGraph(tmp_path / "graph")

@@ -63,6 +63,7 @@ from gliding_core.store.protocol import Change, EntryStore
 logger = logging.getLogger(__name__)
 
 EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly instead of ANN
+TIE_MARGIN = 8  # nearest neighbours asked beyond n, so ties at the n-th place are seen
 CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
 WATERMARK_PREFIX = "dense:"
 VECTOR_CACHE_ENTRIES = 50_000  # entries whose window vectors stay in process (~75 MiB at 384-d)
@@ -557,13 +558,16 @@ class FollowingIndex:
             return []
         keys = None if allowed is None else self._with_windows(list(dict.fromkeys(allowed)))
         if allowed is not None and keys is not None and len(allowed) <= EXACT_LIMIT:
-            return list(best_per_entry(self._exact(vector, keys, len(keys))).items())[:n]
-        fetch = max(1, n)
+            return _ranked(best_per_entry(self._exact(vector, keys, len(keys))), n)
+        # A few more than asked: entries tied at the n-th place all come back, and the tie is
+        # broken by IRI, so the same index answers the same query with the same list whatever
+        # order its graph walk met them in.
+        fetch = max(1, n) + TIE_MARGIN
         while True:  # windows of one entry take several places: ask until n entries are found
             found = self._nearest(vector, fetch, keys)
             entries = best_per_entry(found)
-            if len(entries) >= n or len(found) < fetch:
-                return list(entries.items())[:n]
+            if len(entries) >= n + TIE_MARGIN or len(found) < fetch:
+                return _ranked(entries, n)
             fetch *= 2
 
     def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
@@ -612,6 +616,11 @@ def cosines(matrix: Any, vector: Vector) -> list[float]:
     rows = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1) * (float(np.linalg.norm(vector)) or 1.0)
     return [float(score) for score in rows @ vector / np.where(norms == 0, 1.0, norms)]
+
+
+def _ranked(scores: dict[str, float], n: int) -> list[tuple[str, float]]:
+    """Return the ``n`` best ``(iri, score)`` pairs, best first, equal scores by IRI."""
+    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:n]
 
 
 def best(ids: Sequence[str], scores: Sequence[float], n: int) -> list[tuple[str, float]]:

@@ -295,6 +295,29 @@ def test_query_ranks_by_cosine_and_keeps_to_the_allowed(
     assert index.query(index.vector("JWT signing keys"), 4) == hits  # a vector passes through
 
 
+def test_entries_tied_at_the_last_place_are_ranked_by_iri(
+    l0: EntryStore, index: VectorIndex
+) -> None:
+    """Equal texts have equal cosines: which of them make the n asked for, and in which
+    order, is decided by IRI, not by the order the graph's walk met them in (the ranking a
+    search fuses would otherwise change from one index to the next over the same entries)."""
+    same = [f"urn:tie:{i:02d}" for i in range(6)]
+    others = [f"urn:other:{i}" for i in range(30)]
+    order = [*others[:15], *reversed(same), *others[15:]]
+    random.Random(7).shuffle(order)
+    l0.put_many(
+        Record({"@id": iri, "text": "the spare key hangs behind the red door"})
+        if iri.startswith("urn:tie:")
+        else Record({"@id": iri, "text": f"note {iri[-2:]} on gutters and slate {iri}"})
+        for iri in order
+    )
+    for n in (1, 3, 5):
+        hits = index.query("the spare key hangs behind the red door", n)
+        assert [iri for iri, _ in hits] == same[:n]
+    exact = index.query("the spare key hangs behind the red door", 3, allowed=order)
+    assert [iri for iri, _ in exact] == same[:3]
+
+
 def _vec(index: VectorIndex, iri: str) -> list[float]:
     texts = {record.node["@id"]: record.node["text"] for record in KNOWLEDGE}
     return index.embedder.embed_documents([texts[iri]])[0]

@@ -161,6 +161,7 @@ class Memory:
                 self.store, self.embedder, engines=engines, closer=self._closer
             )
             self.hyperspace = HybridSearch(self.store, self._index, settings=self.config.search)
+            self._closer.callback(self.hyperspace.close)
             self.structure = StructureIndex(self.store, self.storage.file(POINCARE_FILE))
             self.storage.record(self.embedder_name)
             expiry = self.config.store.expiry

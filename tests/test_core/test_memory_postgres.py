@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import psycopg
 import pytest
@@ -115,13 +116,15 @@ def test_put_search_session_and_supplements_go_through_the_database(
 
 
 def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> None:
-    """A hybrid search is five statements, each its own round trip: the dense index's check
+    """A hybrid search is six statements, each its own round trip: the dense index's check
     that nothing changed (the shared watermark and the change log in one), the lexical arm,
     the dense arm (no transaction around it), the context links in both directions at once,
-    and the candidates' entries (their graphs and the hits, in one read; the re-rank takes the
-    candidates' vectors from the index's cache, not their texts from L0). Load does not move
-    this count; a search that fetched the same rows twice, read the watermark and the log
-    apart, or wrapped the dense arm in a transaction of its own, would raise it."""
+    the candidates' entries (their graphs and the hits) and those of the entries the links add
+    (the re-rank takes the candidates' vectors from the index's cache, not their texts from
+    L0). Load does not move this count; a search that fetched the same rows twice, read the
+    watermark and the log apart, or wrapped the dense arm in a transaction of its own, would
+    raise it. The lexical arm runs beside the check, the embedding and the dense arm, and the
+    links beside the candidates' entries, on connections of their own."""
     store = memory.store
     assert isinstance(store, PostgresEntryStore)
     # More entries than either arm ranks (100): some candidates need their texts read.
@@ -135,10 +138,13 @@ def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> 
             for i, word in enumerate(["heron", "kettle", "lantern", "ferry", "orchard"] * 30)
         ],
     )
-    memory.search("heron mill")  # the first search gives its connection the HNSW beam
-    before = store.db.statements
-    results = memory.search("lantern by the mill")
-    assert store.db.statements - before == 5
+    # The first searches give each connection of the pool they use the HNSW beam (once).
+    for _ in range(4):
+        memory.search("heron mill")
+    for _ in range(3):
+        before = store.db.statements
+        results = memory.search("lantern by the mill")
+        assert store.db.statements - before == 6
     assert results.index_behind == 0
     assert set(results.arms) == {"dense", "lexical"}
     # A write between searches is still caught up with before the next one ranks.
@@ -146,6 +152,41 @@ def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> 
     results = memory.search("quiet weir lock", k=3)
     assert [hit.iri for hit in results][:1] == ["urn:pg:new"]
     assert results.index_behind == 0
+
+
+def test_a_search_whose_reads_run_together_ranks_as_one_reading_in_turn(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """The reads a search sends beside each other (the lexical arm beside the dense one, the
+    links beside the candidates' entries) give the hits and scores of the same search read one
+    statement after the other; a reader that raised would raise from the search."""
+    queries = ["lantern ferry", "copper weir near the mill", "river7 heron", "turn 12 orchard"]
+    with Memory.open(postgres_url, config=_config(postgres_schema)) as memory:
+        memory.store.put_many(_conversation())
+        store = memory.store
+        assert store.concurrent_reads
+        together = [[(h.iri, h.score, h.arms) for h in memory.search(q)] for q in queries]
+        store.concurrent_reads = False  # type: ignore[misc]
+        in_turn = [[(h.iri, h.score, h.arms) for h in memory.search(q)] for q in queries]
+        assert together == in_turn
+        store.concurrent_reads = True  # type: ignore[misc]
+        with (
+            mock.patch.object(store, "linked", side_effect=DatabaseUnavailableError("injected")),
+            pytest.raises(DatabaseUnavailableError, match="injected"),
+        ):
+            memory.search("lantern ferry")
+        assert [(h.iri, h.score, h.arms) for h in memory.search(queries[0])] == together[0]
+
+
+def test_a_search_inside_a_transaction_reads_its_writes(memory: Memory) -> None:
+    """Inside the caller's transaction every read of a search goes through the transaction's
+    connection (another thread's would not see its writes)."""
+    memory.store.put_many([{"@id": f"urn:pg:n{i}", "text": f"note {i} on slate"} for i in range(5)])
+    with memory.store.transaction():
+        memory.store.put({"@id": "urn:pg:fresh", "text": "a marigold under the slate roof"})
+        hits = memory.search("marigold slate", k=3)
+        assert [hit.iri for hit in hits][:1] == ["urn:pg:fresh"]
+        assert "lexical" in hits[0].arms
 
 
 def test_two_memories_on_one_database_see_each_other(

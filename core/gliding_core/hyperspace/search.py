@@ -11,10 +11,14 @@ by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 from typing_extensions import Unpack
@@ -32,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 RRF_K = 60
 ARMS = ("lexical", "dense")
+READERS = 2  # threads a search sends reads from beside its own, on a store that allows it
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,34 @@ class HybridSearch:
         self.store, self.dense = store, dense
         self.settings = settings or SearchConfig()
         self.context_predicates = context_predicates
+        self._readers: ThreadPoolExecutor | None = None
+        self._readers_lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop the threads that send a search's reads beside it; closing twice is harmless
+        (a search after closing reads one statement after the other)."""
+        with self._readers_lock:
+            readers, self._readers, self._closed = self._readers, None, True
+        if readers is not None:
+            readers.shutdown(wait=True)
+
+    def _aside(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> Callable[[], T]:
+        """Start ``call`` on a reader thread when the store runs reads from several threads at
+        once; return what gives its result (raising what it raised). Otherwise the call runs
+        when its result is asked for, on this thread.
+
+        Never inside the calling thread's transaction: its reads must see its own writes,
+        which another thread's connection does not.
+        """
+        if not self.store.concurrent_reads or self.store.in_transaction():
+            return functools.partial(call, *args, **kwargs)
+        with self._readers_lock:
+            if self._closed:
+                return functools.partial(call, *args, **kwargs)
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="gliding-search")
+            return self._readers.submit(call, *args, **kwargs).result
 
     def search(
         self,
@@ -155,15 +190,17 @@ class HybridSearch:
         settings = self.settings.updated(**options)
         mix = settings.weights
         limits = filters or SearchFilters()
+        n = max(k, settings.candidates)
+        # The lexical arm reads L0 while the dense index catches up, the query is embedded
+        # and the dense arm runs (on a store that allows reads from several threads at once).
+        lexical = self._aside(self.store.search_ids, query, limit=n, filters=limits)
         behind = self._refresh()
         # One query vector for the dense arm and the re-rank: the query is embedded once.
         probe = self._probe(query)
-        n = max(k, settings.candidates)
         with one_blas_thread():  # the arms' and the re-rank's products are small
-            if self.dense is not None and probe is None:
-                ranked = {"lexical": self.store.search_ids(query, limit=n, filters=limits)}
-            else:
-                ranked = self.arms(query, n, limits, vector=probe)
+            ranked = {"lexical": lexical()}
+            if self.dense is not None and probe is not None:
+                ranked["dense"] = self._dense(probe, n, limits)
             fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
             best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
             # The candidates' entries, when the re-rank reads them for their graphs (the best
@@ -271,22 +308,36 @@ class HybridSearch:
     ) -> tuple[dict[str, float], dict[str, Entry] | None]:
         """Re-score the candidates; return their scores, and their entries when the group
         prior read them (``None`` otherwise)."""
-        links = self.store.linked(best, self.context_predicates) if settings.context_weight else []
+        if not best:  # nothing matched (an empty memory, or filters that exclude everything)
+            return {}, None
+        # The links, the candidates' entries (for their graphs) and their vectors are read at
+        # once where the store allows; then the same for the linked entries the links add.
+        links_read = (
+            self._aside(self.store.linked, best, self.context_predicates)
+            if settings.context_weight
+            else list
+        )
+        entries_read = self._aside(self.store.get_many, best) if settings.group_weight else dict
+        dense = self.dense is not None and query is not None
+        known = dict(ranked.get("dense", [])) if dense else {}
+        vectors, cosines = self._candidate_vectors(query, best, known, settings)
+        links = links_read()
         extra = {n for _, n in links if n not in detail}
         if extra and not filters.empty:
             extra = set(self.store.matching(filters, sorted(extra)))
-        pool = list(dict.fromkeys([*best, *sorted(extra)]))
-        if not pool:  # nothing matched (an empty memory, or filters that exclude everything)
-            return {}, None
+        chosen = set(best)
+        added = [iri for iri in sorted(extra) if iri not in chosen]
+        more_entries = (
+            self._aside(self.store.get_many, added) if settings.group_weight and added else dict
+        )
+        if added:
+            more_vectors, more_cosines = self._candidate_vectors(query, added, known, settings)
+            vectors, cosines = {**vectors, **more_vectors}, {**cosines, **more_cosines}
+        pool = list(dict.fromkeys([*best, *added]))
         raw = {"lexical": dict(ranked.get("lexical", []))}
-        if self.dense is not None and query is not None:
-            # The dense arm's own hits carry exact cosines already; compute only the others.
-            known = dict(ranked.get("dense", []))
-            missing = [iri for iri in pool if iri not in known]
-            # The hubness correction needs every candidate's vector: read them all at once
-            # first, so that the cosines below find theirs in the index's cache.
-            vectors = self.dense.vectors(pool) if settings.hubness_correction else {}
-            raw["dense"] = {**known, **self.dense.similarities(query, missing)}
+        if dense:
+            # The dense arm's own hits carry exact cosines already; the others are computed.
+            raw["dense"] = {**known, **cosines}
             if settings.length_correction:
                 raw["dense"] = self._length_corrected(raw["dense"], pool)
             if settings.hubness_correction:
@@ -317,10 +368,27 @@ class HybridSearch:
                 final[iri] += weights.get(arm, 0.0) * share[iri]
         entries = None
         if settings.group_weight:
-            entries = self._group_prior(final, detail, settings)
+            entries = {**entries_read(), **more_entries()}
+            self._group_prior(final, detail, settings, entries)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final, entries
+
+    def _candidate_vectors(
+        self,
+        query: Vector | None,
+        iris: list[str],
+        known: Mapping[str, float],
+        settings: SearchConfig,
+    ) -> tuple[dict[str, Vector], dict[str, float]]:
+        """Return the vectors of ``iris`` (for the hubness correction, when it is on) and the
+        exact cosines of those the dense arm did not score (``known``)."""
+        if self.dense is None or query is None:
+            return {}, {}
+        # Every vector is read at once first, so the cosines find theirs in the index's cache.
+        vectors = self.dense.vectors(iris) if settings.hubness_correction else {}
+        missing = [iri for iri in iris if iri not in known]
+        return vectors, self.dense.similarities(query, missing)
 
     def _hubness_corrected(
         self, scores: dict[str, float], pool: list[str], found: Mapping[str, Vector]
@@ -376,10 +444,9 @@ class HybridSearch:
         final: dict[str, float],
         detail: dict[str, dict[str, ArmResult]],
         settings: SearchConfig,
-    ) -> dict[str, Entry]:
-        """Add to each candidate the prior of its named graph; return the candidates' entries
-        (read for their graphs)."""
-        entries = self.store.get_many(list(final))
+        entries: Mapping[str, Entry],
+    ) -> None:
+        """Add to each candidate the prior of its named graph (from its entry)."""
         graph_of = {
             iri: entry.named_graph
             for iri, entry in entries.items()
@@ -400,7 +467,6 @@ class HybridSearch:
                 boost = gain * decay**place if decay < 1.0 else gain
                 final[iri] += boost
                 detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
-        return entries
 
 
 def _lengths(texts: Mapping[str, str]) -> dict[str, int]:

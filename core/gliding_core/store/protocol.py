@@ -104,6 +104,12 @@ class EntryStore(Protocol):
         """The words a full-text query leaves out unless nothing else is left."""
         ...
 
+    @property
+    def concurrent_reads(self) -> bool:
+        """Whether reads from several threads run at once, each on a connection of its own
+        (a search then sends its independent reads together)."""
+        ...
+
     def close(self) -> None:
         """Finish pending work and release the handle; closing twice is harmless."""
         ...

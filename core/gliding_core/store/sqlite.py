@@ -233,6 +233,10 @@ class L0Store:
     processes may open the same file.
     """
 
+    # A search sends its reads one by one here (running them together is not measured on
+    # SQLite and the embedded index).
+    concurrent_reads = False
+
     def __init__(
         self, path: str | os.PathLike[str] | None = None, config: StoreConfig | None = None
     ):

@@ -238,6 +238,10 @@ class PostgresEntryStore:
     Safe to share between threads; any number of processes may open the same schema.
     """
 
+    # Reads borrow connections of the pool: a search's independent reads run at once, each
+    # in a server process of its own.
+    concurrent_reads = True
+
     def __init__(
         self,
         url: str,

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 RRF_K = 60
 ARMS = ("lexical", "dense")
 READERS = 2  # threads a search sends reads from beside its own, on a store that allows it
+READER_THREADS = "gliding-search"  # their names begin so
 
 T = TypeVar("T")
 
@@ -150,7 +151,7 @@ class HybridSearch:
             if self._closed:
                 return functools.partial(call, *args, **kwargs)
             if self._readers is None:
-                self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="gliding-search")
+                self._readers = ThreadPoolExecutor(READERS, thread_name_prefix=READER_THREADS)
             return self._readers.submit(call, *args, **kwargs).result
 
     def search(

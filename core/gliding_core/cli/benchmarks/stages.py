@@ -4,7 +4,10 @@ The benchmark wraps methods of the searcher's own objects (the store, the dense 
 embedder, the hybrid search) in timers; nothing in the search itself knows of them. Each
 timer counts its call's time less the time of timed calls made inside it, so the stages add
 up to at most the search's time, and the rest (fusion arithmetic aside: validation, the
-re-rank's scoring, sorting) is what no timer covered.
+re-rank's scoring, sorting, and waiting for reads sent beside the search) is what no timer
+covered. Reads a search sends beside itself, on its reader threads (a store that runs reads
+at once), are timed apart as the ``beside`` stages, which overlap the others and are not in
+that sum.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gliding_core.hyperspace.search import READER_THREADS
+
 STAGES = (
     ("embed", "query embedding"),
     ("refresh", "index catch-up check"),
@@ -26,22 +31,29 @@ STAGES = (
     ("links", "re-rank: linked neighbours"),
     ("fetch", "fetching the entries"),
     ("rerank", "re-rank scoring and the rest"),
+    ("lexical_beside", "beside: lexical arm"),
+    ("links_beside", "beside: linked neighbours"),
+    ("fetch_beside", "beside: fetching the entries"),
 )
 """Each stage's key in the figures and what it covers; ``rerank`` is the search's time no
-other timer covered."""
+other timer covered; the ``beside`` stages are reads run on a search's reader threads."""
+BESIDE = "_beside"
 
 
 class StageClock:
     """Timers around the parts of a searcher; ``take`` returns one search's time per stage.
 
-    Only calls on the thread that made the clock are timed (a catch-up in a background thread
-    is not part of the search being timed).
+    Only calls on the thread that made the clock are timed, and on the search's reader
+    threads (as ``beside`` stages); a catch-up in a background thread is not part of the
+    search being timed.
     """
 
     def __init__(self) -> None:
         self._thread = threading.get_ident()
         self._open: list[float] = []  # time of timed calls nested in each open call
         self._current: dict[str, float] = {}
+        self._beside: dict[str, float] = {}
+        self._beside_lock = threading.Lock()
 
     def wrap(self, owner: object, method: str, stage: str) -> None:
         """Time every call of ``owner.method`` as ``stage`` (if ``owner`` has that method)."""
@@ -52,7 +64,16 @@ class StageClock:
         @functools.wraps(inner)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if threading.get_ident() != self._thread:
-                return inner(*args, **kwargs)
+                if not threading.current_thread().name.startswith(READER_THREADS):
+                    return inner(*args, **kwargs)
+                start = time.perf_counter()
+                try:
+                    return inner(*args, **kwargs)
+                finally:
+                    elapsed = time.perf_counter() - start
+                    with self._beside_lock:
+                        key = stage + BESIDE
+                        self._beside[key] = self._beside.get(key, 0.0) + elapsed
             self._open.append(0.0)
             start = time.perf_counter()
             try:
@@ -70,8 +91,15 @@ class StageClock:
         """Return the stages' milliseconds since the last ``take`` (the uncovered rest of
         ``total_s`` as ``rerank``), and start again."""
         found, self._current = self._current, {}
-        out = {key: found.get(key, 0.0) * 1e3 for key, _ in STAGES if key != "rerank"}
+        with self._beside_lock:
+            beside, self._beside = self._beside, {}
+        out = {
+            key: found.get(key, 0.0) * 1e3
+            for key, _ in STAGES
+            if key != "rerank" and not key.endswith(BESIDE)
+        }
         out["rerank"] = max(0.0, total_s * 1e3 - sum(out.values()))
+        out.update({key: beside.get(key, 0.0) * 1e3 for key, _ in STAGES if key.endswith(BESIDE)})
         return out
 
 

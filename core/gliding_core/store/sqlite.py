@@ -233,8 +233,9 @@ class L0Store:
     processes may open the same file.
     """
 
-    # A search sends its reads one by one here (running them together is not measured on
-    # SQLite and the embedded index).
+    # A search sends its reads one by one here: run beside each other (each thread has a
+    # connection of its own) they were no faster at 100,000 entries (p50 14.5 against 14.3 ms,
+    # p95 20.0 against 20.1; the rows are built holding the GIL the re-rank's vectors wait for).
     concurrent_reads = False
 
     def __init__(

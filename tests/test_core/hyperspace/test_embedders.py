@@ -17,6 +17,7 @@ import pytest
 from gliding_core import HashEmbedder, InvalidInputError
 from gliding_core.errors import EmbedderError
 from gliding_core.hyperspace.backends import (
+    RECENT_QUERIES,
     CachedEmbedder,
     HttpEmbedder,
     SentenceTransformerEmbedder,
@@ -185,6 +186,38 @@ def test_the_cache_embeds_each_text_once_and_persists(tmp_path: Path) -> None:
     again = CachedEmbedder(Counting(), path)
     assert again.embed_documents(["a"]) == [first[0]]
     assert calls == [["a", "b"]]  # nothing embedded twice, even after a restart
+
+
+def test_a_query_is_kept_in_the_process_not_written_to_the_cache(tmp_path: Path) -> None:
+    """A query's vector is the text's (the cache's, when the query is a stored text); a new
+    query is embedded once while it stays among the recent ones, and never written to the file
+    (a write a query cost more than the hash embedder's embedding)."""
+    calls: list[list[str]] = []
+
+    class Counting(HashEmbedder):
+        def embed_documents(self, texts: Any) -> list[list[float]]:
+            calls.append(list(texts))
+            return super().embed_documents(texts)
+
+    path = tmp_path / "cache.sqlite3"
+    cache = CachedEmbedder(Counting(), path)
+    [stored] = cache.embed_documents(["a stored text"])
+    assert cache.embed_query("a stored text") == stored
+    query = cache.embed_query("a new query")
+    assert query == pytest.approx(HashEmbedder().embed_query("a new query"), abs=1e-6)
+    assert cache.embed_query("a new query") == query
+    assert calls == [["a stored text"], ["a new query"]]
+    assert cache.missing(["a new query"]) == ["a new query"]  # not in the file
+    for i in range(RECENT_QUERIES):
+        cache.embed_query(f"query {i}")
+    assert len(calls) == 2 + RECENT_QUERIES
+    cache.embed_query("a new query")  # pushed out by the newer ones: embedded again
+    assert calls[-1] == ["a new query"]
+    with pytest.raises(InvalidInputError):
+        cache.embed_query(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        cache.embed_query("bad \ud800 surrogate")
+    cache.close()
 
 
 def test_a_remembered_vector_never_replaces_a_cached_one() -> None:

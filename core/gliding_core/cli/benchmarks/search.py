@@ -95,7 +95,8 @@ class PostgresSearch:
         return self.tokens.count(text)
 
     def close(self) -> None:
-        """Close the index and the store and drop the schema."""
+        """Close the search, the index and the store and drop the schema."""
+        self.hyperspace.close()
         self.index.close()
         db = self._store.db
         with db.connection() as conn:

@@ -138,13 +138,20 @@ def test_a_search_goes_to_the_server_a_fixed_number_of_times(memory: Memory) -> 
             for i, word in enumerate(["heron", "kettle", "lantern", "ferry", "orchard"] * 30)
         ],
     )
-    # The first searches give each connection of the pool they use the HNSW beam (once).
-    for _ in range(4):
-        memory.search("heron mill")
+    # Read one statement after the other, on connections that have the HNSW beam already (the
+    # first search gives it to the connection it uses, once).
+    store.concurrent_reads = False  # type: ignore[misc]
+    memory.search("heron mill")
+    before = store.db.statements
+    results = memory.search("lantern by the mill")
+    assert store.db.statements - before == 6
+    # Read together, the same statements, but for the beam given to a connection the pool
+    # opens for a search's second or third read at once, when its dense arm draws it.
+    store.concurrent_reads = True  # type: ignore[misc]
     for _ in range(3):
         before = store.db.statements
         results = memory.search("lantern by the mill")
-        assert store.db.statements - before == 6
+        assert 6 <= store.db.statements - before <= 7
     assert results.index_behind == 0
     assert set(results.arms) == {"dense", "lexical"}
     # A write between searches is still caught up with before the next one ranks.

@@ -168,22 +168,28 @@ def test_a_model_that_cannot_load_is_an_embedder_error(tmp_path: Path) -> None:
         SentenceTransformerEmbedder(tmp_path / "no-model-here")
 
 
+class Counting(HashEmbedder):
+    """The hash embedder, noting in ``calls`` each batch of texts it embeds."""
+
+    def __init__(self, calls: list[list[str]]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return super().embed_documents(texts)
+
+
 def test_the_cache_embeds_each_text_once_and_persists(tmp_path: Path) -> None:
     calls: list[list[str]] = []
-
-    class Counting(HashEmbedder):
-        def embed_documents(self, texts: Any) -> list[list[float]]:
-            calls.append(list(texts))
-            return super().embed_documents(texts)
-
     path = tmp_path / "cache.sqlite3"
-    cache = CachedEmbedder(Counting(), path)
+    cache = CachedEmbedder(Counting(calls), path)
     first = cache.embed_documents(["a", "b", "a"])
     assert cache.embed_query("b") == first[1]
     assert calls == [["a", "b"]]
     assert (cache.hits, cache.misses) == (2, 2)
     cache.close()
-    again = CachedEmbedder(Counting(), path)
+    again = CachedEmbedder(Counting(calls), path)
     assert again.embed_documents(["a"]) == [first[0]]
     assert calls == [["a", "b"]]  # nothing embedded twice, even after a restart
 
@@ -193,14 +199,8 @@ def test_a_query_is_kept_in_the_process_not_written_to_the_cache(tmp_path: Path)
     query is embedded once while it stays among the recent ones, and never written to the file
     (a write a query cost more than the hash embedder's embedding)."""
     calls: list[list[str]] = []
-
-    class Counting(HashEmbedder):
-        def embed_documents(self, texts: Any) -> list[list[float]]:
-            calls.append(list(texts))
-            return super().embed_documents(texts)
-
     path = tmp_path / "cache.sqlite3"
-    cache = CachedEmbedder(Counting(), path)
+    cache = CachedEmbedder(Counting(calls), path)
     [stored] = cache.embed_documents(["a stored text"])
     assert cache.embed_query("a stored text") == stored
     query = cache.embed_query("a new query")

@@ -53,6 +53,16 @@ class Settings(BaseModel):
         return f"{where}={err.get('input')!r}: {err['msg']}"
 
 
+def setting_value(kind: type[Settings], name: str, value: object) -> Any:
+    """Return ``value`` as ``kind``'s field ``name`` takes it (a setting changed on a live
+    object, checked as its settings object checks it).
+
+    Raises:
+        ConfigError: ``value`` is not a valid ``name`` (named in the message).
+    """
+    return getattr(kind(**{name: value}), name)
+
+
 # English function words: they match most entries and rank none of them better.
 DEFAULT_STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before

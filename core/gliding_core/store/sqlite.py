@@ -66,7 +66,7 @@ from itertools import chain
 from typing import Any, Literal
 
 from gliding_core.boundary import translate, translated
-from gliding_core.config import StoreConfig
+from gliding_core.config import StoreConfig, setting_value
 from gliding_core.errors import (
     ClosedError,
     EntryNotFoundError,
@@ -527,6 +527,34 @@ class L0Store:
         """
         with self._session():
             yield
+
+    @property
+    def stop_words(self) -> frozenset[str]:
+        """The words a full-text query leaves out unless nothing else is left (``StoreConfig``'s
+        at first; a new value is checked as there, and a bad one leaves it as it was)."""
+        return self._stop_words
+
+    @stop_words.setter
+    def stop_words(self, value: frozenset[str]) -> None:
+        self._stop_words: frozenset[str] = setting_value(StoreConfig, "stop_words", value)
+
+    @property
+    def defer_common_words(self) -> int:
+        """``StoreConfig.defer_common_words`` of this handle (checked as there when set)."""
+        return self._defer_common_words
+
+    @defer_common_words.setter
+    def defer_common_words(self, value: int) -> None:
+        self._defer_common_words: int = setting_value(StoreConfig, "defer_common_words", value)
+
+    @property
+    def defer_exactly(self) -> bool:
+        """``StoreConfig.defer_exactly`` of this handle (checked as there when set)."""
+        return self._defer_exactly
+
+    @defer_exactly.setter
+    def defer_exactly(self, value: bool) -> None:
+        self._defer_exactly: bool = setting_value(StoreConfig, "defer_exactly", value)
 
     def in_transaction(self) -> bool:
         """Whether the calling thread is inside a write transaction of this store.

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from gliding_core import (
     ClosedError,
+    ConfigError,
     ContentTooLargeError,
     Edge,
     EntryNotFoundError,
@@ -420,6 +421,22 @@ def test_text_search_matches_word_forms_and_skips_stop_words(entry_store: EntryS
     ]
     # A query of stop words alone still searches for them.
     assert [h.entry.iri for h in entry_store.search_text("the")] == ["urn:other"]
+
+
+@pytest.mark.parametrize("value", ["the", ["the"], None, frozenset({1}), True])
+def test_stop_words_set_on_a_handle_are_checked_as_the_config_checks_them(
+    entry_store: EntryStore, value: object
+) -> None:
+    """A careless assignment (a string, whose letters would be the stop words; a list; no
+    set at all) is refused with a ``ConfigError`` naming the setting and leaves the words."""
+    entry_store.put({"@id": "urn:other", "text": "What is the plan for the weekend?"})
+    words = entry_store.stop_words
+    with pytest.raises(ConfigError, match="stop_words"):
+        entry_store.stop_words = value  # type: ignore[misc]
+    assert entry_store.stop_words == words
+    entry_store.stop_words = frozenset({"plan"})  # type: ignore[misc]
+    assert [h.entry.iri for h in entry_store.search_text("the plan")] == ["urn:other"]
+    assert entry_store.stop_words == frozenset({"plan"})
 
 
 def test_text_search_takes_any_text_safely(entry_store: EntryStore) -> None:

@@ -278,6 +278,22 @@ def test_defer_exactly_is_validated(value: object) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "value"),
+    [("defer_common_words", -1), ("defer_common_words", "5"), ("defer_exactly", 1)],
+)
+def test_the_settings_changed_on_a_store_are_validated(name: str, value: object) -> None:
+    """The benchmark and a user tune a live store by its attributes: checked as the config."""
+    store = L0Store()
+    try:
+        before = getattr(store, name)
+        with pytest.raises(ConfigError, match=name):
+            setattr(store, name, value)
+        assert getattr(store, name) == before
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
     "store", [{"defer_common_words": "5"}, {"defer_exactly": "false"}, {"defer_often": 1}]
 )
 def test_the_settings_given_as_a_mapping_are_validated_too(store: dict[str, object]) -> None:

@@ -52,7 +52,7 @@ from typing import Any, Literal, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from gliding_core.config import StoreConfig
+from gliding_core.config import StoreConfig, setting_value
 from gliding_core.errors import ClosedError, EntryNotFoundError, GlidingError, InvalidInputError
 from gliding_core.fields import IndexFields, decode, indexed_text
 from gliding_core.jsonld import (
@@ -326,6 +326,16 @@ class PostgresEntryStore:
         """
         with self._db.translated("writing to the L0 store"), self._writing():
             yield
+
+    @property
+    def stop_words(self) -> frozenset[str]:
+        """The words a full-text query leaves out unless nothing else is left (``StoreConfig``'s
+        at first; a new value is checked as there, and a bad one leaves it as it was)."""
+        return self._stop_words
+
+    @stop_words.setter
+    def stop_words(self, value: frozenset[str]) -> None:
+        self._stop_words: frozenset[str] = setting_value(StoreConfig, "stop_words", value)
 
     def in_transaction(self) -> bool:
         """Whether the calling thread is inside a write transaction of this store."""

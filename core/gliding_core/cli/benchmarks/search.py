@@ -307,6 +307,10 @@ def dense_recall(
     """
     if not queries:
         return None
+    # The exact search scores every entry L0 holds: the index must have caught up with them
+    # all (a catch-up still running in the background would make its misses look like the
+    # approximate search's).
+    index.refresh(wait=True)
     probes = np.stack([index.vector(query) for query in queries]).astype(np.float32)
     probes /= np.maximum(np.linalg.norm(probes, axis=1, keepdims=True), 1e-12)
     best_ids: list[list[str]] = [[] for _ in queries]

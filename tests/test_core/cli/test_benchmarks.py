@@ -297,13 +297,12 @@ def test_bench_search(tmp_path: Path) -> None:
     assert sum(on_its_thread) == pytest.approx(figures["search_mean_ms"])
     # SQLite reads one statement after the other: nothing is read beside the search.
     assert all(s["mean"] == 0 for key, s in stages.items() if key.endswith("_beside"))
-    # 300 entries: the approximate index finds the exact ten best.
-    assert figures["dense_recall"] == {
-        "queries": 5,
-        "recall@10": 1.0,
-        "recall@10_in_100": 1.0,
-        "recall@10_ties": 1.0,
-    }
+    # 300 entries: the approximate index finds the exact ten best, but now and then one: over
+    # the hash embedder's nearly orthogonal vectors its graph walk misses one of the 50 in
+    # about one run of 30 (7 of 200 runs; at that rate two in one run come once in 1,500).
+    recall = figures["dense_recall"]
+    assert recall["queries"] == 5
+    assert all(recall[key] >= 0.96 for key in ("recall@10", "recall@10_in_100", "recall@10_ties"))
     # The lexical arm's pruned search is compared with the full one on the same queries.
     agreement = figures["lexical_agreement"]
     assert agreement["queries"] == 20

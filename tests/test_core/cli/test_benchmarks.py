@@ -340,6 +340,9 @@ class _Lossy:
     def __init__(self, index: VectorIndex) -> None:
         self.index = index
 
+    def refresh(self, *, wait: bool = False) -> int:
+        return self.index.refresh(wait=wait)
+
     def vector(self, text: str | Vector) -> Vector:
         return self.index.vector(text)
 

@@ -19,7 +19,9 @@ Invariants:
   stores, an expired item is still returned and listed (its namespace too) unless
   ``TTLConfig.omit_expired`` is on (it is off by default, as LangGraph's): the store reads L0's
   expired entries not yet swept (``include_expired``). A read does not bring an expired item
-  back (no refresh); a ``put`` of its key does, keeping its ``created_at``. An expired item
+  back (no refresh); a ``put`` of its key does, keeping its ``created_at`` (with
+  ``omit_expired``, where reads no longer see it, the ``put`` writes a new item, last in its
+  namespace as a deleted and re-put one in ``InMemoryStore``). An expired item
   is ranked by a query only with an ``index`` embedder of the store's own; the memory's
   hybrid search no longer indexes it, so it comes after the ranked items, unscored.
 - A namespace exists while it holds an item (deleting its last item forgets it).
@@ -399,7 +401,7 @@ class GlidingStore(BaseStore):
         store = self.memory.store
         with store.transaction():
             known = store.get_many(
-                [item_iri(op.namespace, op.key) for op in ops], include_expired=self.shows_expired
+                [item_iri(op.namespace, op.key) for op in ops], include_expired=True
             )
             for op in ops:
                 iri, graph = item_iri(op.namespace, op.key), namespace_graph(op.namespace)
@@ -407,6 +409,11 @@ class GlidingStore(BaseStore):
                     store.delete(iri)
                     continue
                 old = known.get(iri)
+                if old is not None and not self._visible(old, now):
+                    # Gone to every read: its key is written anew, last of its namespace (a
+                    # namespace left with nothing else to show takes the last place).
+                    store.delete(iri)
+                    old = None
                 created = old.metadata.get(CREATED, now) if old is not None else now
                 scope = self.scope_of(op.namespace)
                 ttl = None if op.ttl is None else float(op.ttl)
@@ -420,7 +427,7 @@ class GlidingStore(BaseStore):
                     tags=[scope.tag] if scope is not None else [],
                     named_graph=graph,
                     metadata={
-                        ORDER: self._namespace_order(graph),
+                        ORDER: self._namespace_order(graph, now),
                         WRITTEN: now,
                         CREATED: created,
                         VALUE: dict(op.value),
@@ -435,13 +442,25 @@ class GlidingStore(BaseStore):
                         {"@id": iri}, metadata={EXPIRES: now + minutes * 60}, ttl=minutes * 60
                     )
 
-    def _namespace_order(self, graph: str) -> int:
-        """Return the place of the namespace ``graph``: its own, or after every other one."""
-        first = self._items_of(graph, limit=1)
-        if first:
-            return _order_of(first[0])
-        known = [self._items_of(other, limit=1) for other in self._graphs()]
-        return 1 + max((_order_of(entries[0]) for entries in known if entries), default=0)
+    def _namespace_order(self, graph: str, now: float) -> int:
+        """Return the place of the namespace ``graph``: its own while it shows an item, else
+        after every namespace that does."""
+        first = self._first_shown(graph, now)
+        if first is not None:
+            return _order_of(first)
+        shown = [self._first_shown(other, now) for other in self._graphs()]
+        return 1 + max((_order_of(entry) for entry in shown if entry is not None), default=0)
+
+    def _first_shown(self, graph: str, now: float) -> Entry | None:
+        """Return the oldest item of ``graph`` that reads see, if any."""
+
+        def shown(entry: Entry) -> bool:
+            return _is_item(entry) and self._visible(entry, now)
+
+        oldest = self._items_of(graph, limit=1)  # nearly always shown: read the rest if not
+        if not oldest or shown(oldest[0]):
+            return oldest[0] if oldest else None
+        return next((entry for entry in self._items_of(graph) if shown(entry)), None)
 
 
 class _Batcher:

@@ -733,6 +733,40 @@ def test_ttl_config_gives_a_default_and_can_turn_refresh_off(memory: Memory, clo
     assert store.list_namespaces() == [("b",)]  # an expired item's namespace is not listed
 
 
+def test_an_expired_item_written_again_takes_the_last_place_as_a_new_one(
+    memory: Memory, clock: Clock
+) -> None:
+    """With ``omit_expired`` an expired item is gone to every read: written again, it is a new
+    item (last of its namespace, and its namespace last if nothing else of it is shown), as
+    ``InMemoryStore`` orders an item deleted and put again (found by the differential test)."""
+    store = GlidingStore(memory, clock=clock, ttl={"omit_expired": True})
+    reference = InMemoryStore()
+    value = {"n": 0, "s": "x"}
+    for namespace, key, ttl in [(("a", "c"), "p", 1), (("b",), "q", 1), (("b",), "r", None)]:
+        store.put(namespace, key, value, index=False, ttl=ttl)
+        reference.put(namespace, key, value)
+    gone = store.get(("a", "c"), "p")
+    clock.now += 2 * 60
+    for namespace, key in [(("a", "c"), "p"), (("b",), "q")]:
+        reference.delete(namespace, key)
+    del reference._data[("a", "c")]  # emptied: forgotten, as the store forgets it
+    for namespace, key in [(("a",), "p"), (("a", "c"), "p"), (("b",), "q")]:
+        store.put(namespace, key, value, index=False)
+        reference.put(namespace, key, value)
+
+    def order(items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        return [(item.namespace, item.key) for item in items]
+
+    got = order(store.search((), query="apple", limit=8))
+    assert got == order(reference.search((), query="apple", limit=8))
+    assert got == [(("b",), "r"), (("b",), "q"), (("a",), "p"), (("a", "c"), "p")]
+    assert order(store.search((), limit=2, offset=1)) == got[1:3]
+    again = store.get(("a", "c"), "p")
+    assert gone is not None
+    assert again is not None
+    assert again.created_at > gone.created_at  # a new item, not the expired one brought back
+
+
 def test_a_re_put_sets_the_ttl_anew(memory: Memory, clock: Clock) -> None:
     store = GlidingStore(memory, clock=clock)
     store.put(("docs",), "a", {"v": 1}, ttl=1)

@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -457,15 +457,27 @@ class FollowingIndex:
 
     # -- the in-process vector cache -----------------------------------------------------------
 
-    def _remember(self, matrices: dict[str, Matrix]) -> None:
-        """Keep these entries' window vectors (unit rows) in the bounded in-process cache."""
+    def _remember(self, matrices: Mapping[str, Matrix]) -> dict[str, Matrix]:
+        """Keep these entries' window vectors, as unit rows, in the bounded in-process cache;
+        return them as kept."""
+        if not matrices:
+            return {}
+        # All rows at once: a search reads a hundred entries' vectors, a row or two each.
+        stacked = np.concatenate(list(matrices.values()))
+        norms = np.linalg.norm(stacked, axis=1, keepdims=True)
+        unit = (stacked / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+        ends = np.cumsum([len(matrix) for matrix in matrices.values()])
+        kept = {
+            iri: part.copy()  # its own array: the cache never holds on to another entry's
+            for iri, part in zip(matrices, np.split(unit, ends[:-1]), strict=True)
+        }
         with self._cache_lock:
-            for iri, matrix in matrices.items():
-                norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-                self._cache[iri] = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+            for iri, matrix in kept.items():
+                self._cache[iri] = matrix
                 self._cache.move_to_end(iri)
             while len(self._cache) > VECTOR_CACHE_ENTRIES:
                 self._cache.popitem(last=False)
+        return kept
 
     def _forget(self, iris: Sequence[str] | None = None) -> None:
         """Drop these entries (``None``: every entry) from the in-process cache."""
@@ -487,31 +499,29 @@ class FollowingIndex:
                     found[iri] = matrix
         missing = [iri for iri in iris if iri not in found]
         if missing:
-            read = self._read_matrices(missing)
-            self._remember(read)
-            found.update(read)
+            found.update(self._remember(self._read_matrices(missing)))
         return found
 
     def _read_matrices(self, iris: list[str]) -> dict[str, Matrix]:
         """Read entries' window vectors: with a caching embedder from its cache by the texts
         L0 holds (several times faster than the backend), else from the backend."""
-        rows: dict[str, list[Vector]] = {}
         if isinstance(self.embedder, CachedEmbedder):
             bodies = in_context(
                 list(self.store.searchable_texts(iris).items()), self.store, self.windows
             )
-            pieces = [
-                (iri, window) for iri, body in bodies for window in text_windows(body, self.windows)
-            ]
-            if pieces:
-                matrix = self.embedder.matrix([window for _, window in pieces])
-                for (iri, _), row in zip(pieces, matrix, strict=True):
-                    rows.setdefault(iri, []).append(row)
-        else:
-            for part in chunks(self._with_windows(iris), self.max_batch):
-                for key, row in self._fetch(part):
-                    rows.setdefault(entry_of(key), []).append(row)
-        return {iri: np.stack(found).astype(np.float32) for iri, found in rows.items()}
+            windows = {iri: text_windows(body, self.windows) for iri, body in bodies}
+            windows = {iri: found for iri, found in windows.items() if found}
+            if not windows:
+                return {}
+            # An entry's windows are consecutive rows of one matrix.
+            matrix = self.embedder.matrix([text for found in windows.values() for text in found])
+            ends = np.cumsum([len(found) for found in windows.values()])
+            return dict(zip(windows, np.split(np.asarray(matrix), ends[:-1]), strict=True))
+        rows: dict[str, list[Vector]] = {}
+        for part in chunks(self._with_windows(iris), self.max_batch):
+            for key, row in self._fetch(part):
+                rows.setdefault(entry_of(key), []).append(row)
+        return {iri: np.stack(found) for iri, found in rows.items()}
 
     # -- rebuilding ----------------------------------------------------------------------------
 

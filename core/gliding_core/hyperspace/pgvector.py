@@ -53,10 +53,9 @@ import logging
 import re
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager, suppress
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -492,7 +491,8 @@ class PgVectorIndex(FollowingIndex):
         in one statement (a range of the key from the IRI to its last window), in pgvector's
         binary form, the entries expired in L0 left out, as L0's texts would leave them."""
         wanted = set(iris)
-        rows: dict[str, list[tuple[int, Vector]]] = {}
+        places: list[tuple[str, int]] = []
+        raws: list[bytes] = []
         doing = f"reading vectors of {self.name!r}"
         for part in chunks(iris, self.max_batch):
             with self._db.translated(doing), self._db.connection() as conn:
@@ -500,11 +500,16 @@ class PgVectorIndex(FollowingIndex):
             for key, raw in found:
                 iri, _, window = key.partition(WINDOW_SEPARATOR)
                 if iri in wanted:  # the range holds only the IRI and its windows; made sure
-                    rows.setdefault(iri, []).append((int(window or 0), _unpacked(raw)))
-        return {
-            iri: np.stack([vector for _, vector in sorted(found, key=itemgetter(0))])
-            for iri, found in rows.items()
-        }
+                    places.append((iri, int(window or 0)))
+                    raws.append(raw)
+        if not raws:
+            return {}
+        matrix = _unpacked_rows(raws)
+        order = sorted(range(len(places)), key=places.__getitem__)  # by IRI, then window
+        rows: dict[str, list[int]] = {}
+        for row in order:
+            rows.setdefault(places[row][0], []).append(row)
+        return {iri: matrix[found] for iri, found in rows.items()}
 
     def scrub(self) -> None:
         """Leave nothing of removed entries in the index's table: rewrite it and its HNSW
@@ -623,6 +628,15 @@ def _unpacked(raw: bytes) -> Vector:
     """A vector from pgvector's binary form: its dimension, a reserved zero, its floats
     (big-endian)."""
     return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float32)
+
+
+def _unpacked_rows(raws: Sequence[bytes]) -> Matrix:
+    """Vectors of one dimension from pgvector's binary form, one row each, decoded at once
+    (each row's 4-byte head takes the place of one float, dropped)."""
+    if len({len(raw) for raw in raws}) != 1:
+        return np.stack([_unpacked(raw) for raw in raws])
+    flat = np.frombuffer(b"".join(raws), dtype=">f4").reshape(len(raws), -1)
+    return flat[:, 1:].astype(np.float32)
 
 
 def _literal(vector: Any) -> str:

@@ -335,6 +335,43 @@ def test_similarities_are_the_exact_cosines_of_the_indexed(
     assert index.similarities("JWT signing keys", []) == {}
 
 
+class Unnormalised(TestEmbedder):
+    """An embedder whose vectors are not of unit length (a model that does not normalise)."""
+
+    __test__ = False
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[3.0 * x for x in vector] for vector in super().embed_documents(texts)]
+
+
+def test_similarities_are_cosines_when_the_embedder_does_not_normalise(
+    index_backend: IndexBackend, l0: EntryStore
+) -> None:
+    """Read from the index's storage (a handle with nothing in its process) or kept in the
+    process, a vector counts by its direction alone."""
+    embedder = Unnormalised()
+    l0.put_many(KNOWLEDGE)
+    iris = ["urn:jwt", "urn:pool", "urn:note"]
+    query = np.asarray(embedder.embed_query("JWT signing keys"))
+    texts = {record.node["@id"]: record.node["text"] for record in KNOWLEDGE}
+    for _ in range(2):  # a new handle each time: its first reads come from storage
+        index = index_backend.open(l0, embedder)
+        try:
+            index.refresh(wait=True)
+            for _ in range(2):  # read, then kept in the process
+                found = index.similarities("JWT signing keys", iris)
+                for iri in iris:
+                    stored = np.asarray(embedder.embed_documents([texts[iri]])[0])
+                    cosine = query @ stored / np.linalg.norm(query) / np.linalg.norm(stored)
+                    assert found[iri] == pytest.approx(float(cosine), abs=1e-5)
+                vectors = index.vectors(iris)
+                assert all(
+                    np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5) for v in vectors.values()
+                )
+        finally:
+            index.close()
+
+
 # -- long texts in windows ---------------------------------------------------------------------
 
 READS = 40  # words ``ReadsTheBeginning`` embeds of each text

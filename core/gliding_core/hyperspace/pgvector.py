@@ -631,10 +631,9 @@ def _unpacked(raw: bytes) -> Vector:
 
 
 def _unpacked_rows(raws: Sequence[bytes]) -> Matrix:
-    """Vectors of one dimension from pgvector's binary form, one row each, decoded at once
-    (each row's 4-byte head takes the place of one float, dropped)."""
-    if len({len(raw) for raw in raws}) != 1:
-        return np.stack([_unpacked(raw) for raw in raws])
+    """Vectors from pgvector's binary form, one row each, decoded at once (each row's 4-byte
+    head takes the place of one float, dropped). The column's type fixes the dimension, so
+    every row has one length."""
     flat = np.frombuffer(b"".join(raws), dtype=">f4").reshape(len(raws), -1)
     return flat[:, 1:].astype(np.float32)
 

@@ -516,7 +516,7 @@ class FollowingIndex:
             # An entry's windows are consecutive rows of one matrix.
             matrix = self.embedder.matrix([text for found in windows.values() for text in found])
             ends = np.cumsum([len(found) for found in windows.values()])
-            return dict(zip(windows, np.split(np.asarray(matrix), ends[:-1]), strict=True))
+            return dict(zip(windows, np.split(matrix, ends[:-1]), strict=True))
         rows: dict[str, list[Vector]] = {}
         for part in chunks(self._with_windows(iris), self.max_batch):
             for key, row in self._fetch(part):

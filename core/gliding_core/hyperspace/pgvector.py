@@ -484,7 +484,10 @@ class PgVectorIndex(FollowingIndex):
                 (keys,),
                 binary=True,
             ).fetchall()
-        return [(key, _unpacked(raw)) for key, raw in rows]
+        if not rows:
+            return []
+        vectors = _unpacked_rows([raw for _, raw in rows])
+        return [(key, vector) for (key, _), vector in zip(rows, vectors, strict=True)]
 
     def _read_matrices(self, iris: list[str]) -> dict[str, Matrix]:
         """Read entries' window vectors from the table: each entry's vector and its windows'
@@ -622,12 +625,6 @@ def _binary_rows(keys: list[str], vectors: Matrix) -> bytes:
         parts += (struct.pack("!hi", 2, len(raw)), raw, head, row.tobytes())
     parts.append(_COPY_TRAILER)
     return b"".join(parts)
-
-
-def _unpacked(raw: bytes) -> Vector:
-    """A vector from pgvector's binary form: its dimension, a reserved zero, its floats
-    (big-endian)."""
-    return np.frombuffer(raw, dtype=">f4", offset=4).astype(np.float32)
 
 
 def _unpacked_rows(raws: Sequence[bytes]) -> Matrix:

@@ -28,6 +28,14 @@ Invariants:
   up in one background thread, and searches meanwhile do not wait for it (``catching_up``).
 - The window vectors of recently written or read entries stay in a bounded in-process cache
   (for the re-rank's exact cosines), kept coherent by the one path every change takes.
+- A small index (at most ``SCAN_LIMIT`` entries in L0) answers an unfiltered query by scoring
+  every entry exactly from that cache, once the cache is known to hold all of them: an
+  approximate graph can lose an entry outright (Chroma's HNSW lost one or more of 44
+  near-duplicate texts in about one fresh collection in a hundred), and a small memory can
+  afford not to. The cache is
+  "complete" from a load of every L0 entry until an entry leaves it other than by its removal
+  from the index (eviction, or another process applying its change): then the next query
+  loads again, or asks the backend when the memory has grown past the limit.
 - A writer inside ``reporting(report)`` hears, from the catch-ups its commits run, how many
   more of its entries are embedded, every ``REPORT_STEP`` texts (a progress bar's steps).
 """
@@ -58,11 +66,13 @@ from gliding_core.hyperspace.windows import (
     window_ids,
 )
 from gliding_core.jsonld import preview
+from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import Change, EntryStore
 
 logger = logging.getLogger(__name__)
 
 EXACT_LIMIT = 2_000  # below this many allowed entries, score them exactly instead of ANN
+SCAN_LIMIT = 2_000  # at most this many L0 entries: every query scores them all exactly
 TIE_MARGIN = 8  # nearest neighbours asked beyond n, so ties at the n-th place are seen
 CATCH_UP_CHUNK = 2_048  # L0 changes read, embedded and written per step of a catch-up
 WATERMARK_PREFIX = "dense:"
@@ -117,6 +127,13 @@ class FollowingIndex:
         self._background_lock = threading.Lock()
         self._cache: OrderedDict[str, Matrix] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # The small-index scan (see the module): whether the cache holds every entry, a count
+        # bumped whenever it stops doing so, the cache stacked for scoring, and the last
+        # count of L0 found too large (with the sequence applied then).
+        self._complete = False
+        self._breaks = 0
+        self._stacked: tuple[list[str], Matrix, npt.NDArray[np.intp]] | None = None
+        self._too_many: tuple[int, int] | None = None
         self._applied = self._persisted = store.watermark(self.watermark_name)
         self._persisted_at = time.monotonic()
         self._rebuild_pending = False
@@ -263,7 +280,8 @@ class FollowingIndex:
         if len(changes) == CATCH_UP_CHUNK and changes[-1][0] < end:
             self._forget()
         else:
-            self._forget([iri for sequence, iri, _ in changes if sequence <= end])
+            # These entries are still indexed (or changed): the cache no longer holds them all.
+            self._forget([iri for sequence, iri, _ in changes if sequence <= end], broken=True)
 
     def _catch_up_quietly(self) -> bool:
         try:
@@ -472,20 +490,37 @@ class FollowingIndex:
             for iri, part in zip(matrices, np.split(unit, ends[:-1]), strict=True)
         }
         with self._cache_lock:
+            self._stacked = None
             for iri, matrix in kept.items():
                 self._cache[iri] = matrix
                 self._cache.move_to_end(iri)
             while len(self._cache) > VECTOR_CACHE_ENTRIES:
                 self._cache.popitem(last=False)
+                self._break()
+            if self._complete and len(self._cache) > SCAN_LIMIT:
+                self._complete = False  # grown past the scan: the backend answers again
         return kept
 
-    def _forget(self, iris: Sequence[str] | None = None) -> None:
-        """Drop these entries (``None``: every entry) from the in-process cache."""
+    def _forget(self, iris: Sequence[str] | None = None, *, broken: bool = False) -> None:
+        """Drop these entries (``None``: every entry) from the in-process cache.
+
+        Args:
+            broken: the entries stay in the index (their vectors here may be stale): the
+                cache no longer holds every entry. Dropping every entry always says so.
+        """
         with self._cache_lock:
+            self._stacked = None
+            if iris is None or broken:
+                self._break()
             if iris is None:
                 self._cache.clear()
             for iri in iris or ():
                 self._cache.pop(iri, None)
+
+    def _break(self) -> None:
+        """Record that the cache may miss an indexed entry (the caller holds the cache lock)."""
+        self._complete = False
+        self._breaks += 1
 
     def _matrices(self, iris: Sequence[str]) -> dict[str, Matrix]:
         """Return each indexed entry's window vectors (unit rows), from the in-process cache
@@ -566,6 +601,8 @@ class FollowingIndex:
         vector = self.vector(text)
         if allowed is not None and not allowed:
             return []
+        if allowed is None and (scanned := self._scan(vector, n)) is not None:
+            return scanned
         keys = None if allowed is None else self._with_windows(list(dict.fromkeys(allowed)))
         if allowed is not None and keys is not None and len(allowed) <= EXACT_LIMIT:
             return _ranked(best_per_entry(self._exact(vector, keys, len(keys))), n)
@@ -579,6 +616,62 @@ class FollowingIndex:
             if len(entries) >= n + TIE_MARGIN or len(found) < fetch:
                 return _ranked(entries, n)
             fetch *= 2
+
+    def _scan(self, vector: Vector, n: int) -> list[tuple[str, float]] | None:
+        """Score every entry exactly when the index is small and the cache holds all of its
+        entries (loading them when it does not); ``None`` when the backend must answer."""
+        if not self._load_all():
+            return None
+        with self._cache_lock:
+            if self._stacked is None:
+                entries = list(self._cache)
+                matrices = list(self._cache.values())
+                rows = np.concatenate(matrices) if matrices else np.zeros((0, len(vector)))
+                starts = np.cumsum([0] + [len(m) for m in matrices[:-1]], dtype=np.intp)
+                self._stacked = (entries, rows.astype(np.float32, copy=False), starts)
+            entries, rows, starts = self._stacked
+        if not entries or n <= 0:
+            return []
+        unit = vector / (float(np.linalg.norm(vector)) or 1.0)
+        scores = np.maximum.reduceat(rows @ unit.astype(np.float32), starts)
+        if len(scores) > n:  # every entry tied with the n-th best, then the order by IRI
+            cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+            picked = np.flatnonzero(scores >= cut)
+        else:
+            picked = np.arange(len(scores))
+        return _ranked({entries[i]: float(scores[i]) for i in picked}, n)
+
+    def _load_all(self) -> bool:
+        """Make the cache hold every L0 entry's vectors when L0 has at most ``SCAN_LIMIT``
+        entries; return whether it holds them all.
+
+        Not while a background catch-up runs (the load would embed what it has not yet) nor
+        while the last count of L0, less the changes applied since, still exceeds the limit.
+        """
+        with self._cache_lock:
+            if self._complete:
+                return True
+            breaks = self._breaks
+        if self.catching_up or self.store.in_transaction():
+            return False
+        if self._too_many is not None:
+            count, applied = self._too_many
+            if count - (self._applied - applied) > SCAN_LIMIT:
+                return False
+        count = self.store.count()
+        if count > SCAN_LIMIT:
+            self._too_many = (count, self._applied)
+            return False
+        self._too_many = None
+        entries = self.store.matching(SearchFilters())
+        if len(entries) > SCAN_LIMIT:  # grown since the count
+            return False
+        self._matrices(entries)
+        with self._cache_lock:
+            if self._breaks != breaks or len(self._cache) > SCAN_LIMIT:
+                return False  # something left the cache meanwhile: ask the backend this time
+            self._complete = True
+        return True
 
     def similarities(self, text: str | Vector, iris: Sequence[str]) -> dict[str, float]:
         """Return the exact cosine of ``text`` with each indexed entry among ``iris`` (the

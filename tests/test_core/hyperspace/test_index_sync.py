@@ -28,6 +28,7 @@ from gliding_core import (
     StorageError,
 )
 from gliding_core.config import DenseConfig
+from gliding_core.hyperspace import following
 from gliding_core.hyperspace.dense import DIMENSION_KEY, EMBEDDER_KEY, chroma_client, close_client
 from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
 
@@ -132,7 +133,10 @@ def test_another_embedder_without_a_manifest_rebuilds_the_owned_index(tmp_path: 
         assert changed.search("entry 3 about topic 3", 3)[0].iri == "urn:e:3"
 
 
-def test_chroma_failures_are_storage_errors(memory: Memory) -> None:
+def test_chroma_failures_are_storage_errors(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(following, "SCAN_LIMIT", 0)  # a search asks Chroma, as past the scan
     memory.store.put_many(_records(3))
     memory.index.client.delete_collection(memory.index.name)  # pulled from under the index
     with pytest.raises(StorageError, match="dense index"):

@@ -80,6 +80,9 @@ VECTOR_CACHE_ENTRIES = 50_000  # entries whose window vectors stay in process (~
 REPORT_STEP = 128  # texts per embedding call while a progress report listens
 
 Matrix = npt.NDArray[np.float32]
+# The cache stacked for the scan: its entries, their rows, where each entry's rows start, and
+# each entry's place in the first list.
+_Stacked = tuple[list[str], Matrix, npt.NDArray[np.intp], dict[str, int]]
 
 
 class FollowingIndex:
@@ -132,7 +135,7 @@ class FollowingIndex:
         # count of L0 found too large (with the sequence applied then).
         self._complete = False
         self._breaks = 0
-        self._stacked: tuple[list[str], Matrix, npt.NDArray[np.intp]] | None = None
+        self._stacked: _Stacked | None = None
         self._too_many: tuple[int, int] | None = None
         self._applied = self._persisted = store.watermark(self.watermark_name)
         self._persisted_at = time.monotonic()
@@ -596,12 +599,13 @@ class FollowingIndex:
         windowed entry once, by its best window.
 
         With ``allowed``, only those IRIs are considered: scored exactly when few, otherwise
-        through the backend's index restricted to them.
+        through the backend's index restricted to them. A small index scores them exactly
+        from the process's copy of its vectors either way (see the module).
         """
         vector = self.vector(text)
         if allowed is not None and not allowed:
             return []
-        if allowed is None and (scanned := self._scan(vector, n)) is not None:
+        if (scanned := self._scan(vector, n, allowed)) is not None:
             return scanned
         keys = None if allowed is None else self._with_windows(list(dict.fromkeys(allowed)))
         if allowed is not None and keys is not None and len(allowed) <= EXACT_LIMIT:
@@ -617,9 +621,12 @@ class FollowingIndex:
                 return _ranked(entries, n)
             fetch *= 2
 
-    def _scan(self, vector: Vector, n: int) -> list[tuple[str, float]] | None:
-        """Score every entry exactly when the index is small and the cache holds all of its
-        entries (loading them when it does not); ``None`` when the backend must answer."""
+    def _scan(
+        self, vector: Vector, n: int, allowed: Sequence[str] | None
+    ) -> list[tuple[str, float]] | None:
+        """Score every entry (among ``allowed``, when given) exactly when the index is small
+        and the cache holds all of its entries (loading them when it does not); ``None`` when
+        the backend must answer."""
         if not self._load_all():
             return None
         with self._cache_lock:
@@ -628,18 +635,25 @@ class FollowingIndex:
                 matrices = list(self._cache.values())
                 rows = np.concatenate(matrices) if matrices else np.zeros((0, len(vector)))
                 starts = np.cumsum([0] + [len(m) for m in matrices[:-1]], dtype=np.intp)
-                self._stacked = (entries, rows.astype(np.float32, copy=False), starts)
-            entries, rows, starts = self._stacked
+                where = {iri: place for place, iri in enumerate(entries)}
+                self._stacked = (entries, rows.astype(np.float32, copy=False), starts, where)
+            entries, rows, starts, where = self._stacked
         if not entries or n <= 0:
             return []
         unit = vector / (float(np.linalg.norm(vector)) or 1.0)
         scores = np.maximum.reduceat(rows @ unit.astype(np.float32), starts)
+        if allowed is None:
+            places = np.arange(len(entries))
+        else:  # the allowed entries the index holds (one without text has no vector)
+            wanted = {where[iri] for iri in allowed if iri in where}
+            places = np.fromiter(sorted(wanted), dtype=np.intp, count=len(wanted))
+            scores = scores[places]
         if len(scores) > n:  # every entry tied with the n-th best, then the order by IRI
             cut = np.partition(scores, len(scores) - n)[len(scores) - n]
             picked = np.flatnonzero(scores >= cut)
         else:
             picked = np.arange(len(scores))
-        return _ranked({entries[i]: float(scores[i]) for i in picked}, n)
+        return _ranked({entries[places[i]]: float(scores[i]) for i in picked}, n)
 
     def _load_all(self) -> bool:
         """Make the cache hold every L0 entry's vectors when L0 has at most ``SCAN_LIMIT``

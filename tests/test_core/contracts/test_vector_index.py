@@ -343,6 +343,8 @@ def test_a_small_index_finds_an_entry_its_graph_lost(
         return [pair for pair in graph(vector, n, keys) if entry_of(pair[0]) != lost]
 
     monkeypatch.setattr(index, "_nearest", losing)
+    allowed = index.query("entry 39 about topic 39", 5, allowed=["urn:none", "urn:e:3", lost])
+    assert [iri for iri, _ in allowed] == [lost, "urn:e:3"]  # scored exactly: few allowed
     found = index.query("entry 39 about topic 39", 3)
     if answered_by == "graph":
         assert lost not in {iri for iri, _ in found}

@@ -278,13 +278,27 @@ class FollowingIndex:
         """Drop from the in-process cache the entries whose changes after ``start`` up to
         ``end`` another process applied (the index, and its watermark, are shared): this
         process will not apply them, so its cached vectors of them may be stale. A long gap
-        clears the whole cache rather than reading it all."""
+        clears the whole cache rather than reading it all.
+
+        A cache that held every entry (the small-index scan) reads the changed ones again in
+        their place, so it still does: one read of those entries, not a load of all of them.
+        """
         changes = self.store.changes_since(start, limit=CATCH_UP_CHUNK)
         if len(changes) == CATCH_UP_CHUNK and changes[-1][0] < end:
             self._forget()
-        else:
-            # These entries are still indexed (or changed): the cache no longer holds them all.
-            self._forget([iri for sequence, iri, _ in changes if sequence <= end], broken=True)
+            return
+        latest = {iri: text for sequence, iri, text in changes if sequence <= end}
+        with self._cache_lock:
+            complete = self._complete
+        if not complete:
+            self._forget(list(latest), broken=True)
+            return
+        try:
+            fresh = self._read_matrices([iri for iri, text in latest.items() if text])
+        except Exception:
+            self._forget(list(latest), broken=True)  # stale vectors are never scanned
+            raise
+        self._remember(fresh, replacing=list(latest))
 
     def _catch_up_quietly(self) -> bool:
         try:
@@ -478,10 +492,25 @@ class FollowingIndex:
 
     # -- the in-process vector cache -----------------------------------------------------------
 
-    def _remember(self, matrices: Mapping[str, Matrix]) -> dict[str, Matrix]:
+    def _remember(
+        self,
+        matrices: Mapping[str, Matrix],
+        *,
+        replacing: Sequence[str] = (),
+    ) -> dict[str, Matrix]:
         """Keep these entries' window vectors, as unit rows, in the bounded in-process cache;
-        return them as kept."""
+        return them as kept.
+
+        Args:
+            replacing: entries dropped from the cache in the same step (those of them in
+                ``matrices`` come back with their new vectors): a scan never sees them gone.
+        """
         if not matrices:
+            with self._cache_lock:
+                for iri in replacing:
+                    self._cache.pop(iri, None)
+                if replacing:
+                    self._stacked = None
             return {}
         # All rows at once: a search reads a hundred entries' vectors, a row or two each.
         stacked = np.concatenate(list(matrices.values()))
@@ -494,6 +523,8 @@ class FollowingIndex:
         }
         with self._cache_lock:
             self._stacked = None
+            for iri in replacing:
+                self._cache.pop(iri, None)
             for iri, matrix in kept.items():
                 self._cache[iri] = matrix
                 self._cache.move_to_end(iri)

@@ -358,12 +358,21 @@ def test_a_small_index_finds_an_entry_its_graph_lost(
 
 
 def test_a_small_index_sees_what_another_handle_applied(
-    index_backend: IndexBackend, l0: EntryStore, index: VectorIndex, embedder: TestEmbedder
+    index_backend: IndexBackend,
+    l0: EntryStore,
+    index: VectorIndex,
+    embedder: TestEmbedder,
+    answered_by: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Another handle (another worker) writes and its index applies the changes: this one's
-    answers, from its own copy of the vectors, follow them after its catch-up."""
+    answers, from its own copy of the vectors, follow them after its catch-up, which reads
+    the changed entries again (not every entry of the memory)."""
     l0.put_many(KNOWLEDGE)
     assert "urn:note" in _found(index, "Lunch order for the offsite")
+    loads: list[object] = []
+    listing = l0.matching
+    monkeypatch.setattr(l0, "matching", lambda *args: loads.append(args) or listing(*args))
     other_l0 = index_backend.store.open()
     try:
         other = index_backend.open(other_l0, embedder)
@@ -378,6 +387,7 @@ def test_a_small_index_sees_what_another_handle_applied(
             "urn:pool",
             pytest.approx(1.0, abs=1e-5),
         )
+        assert loads == []  # the scan's copy was kept whole: no load of the memory's entries
     finally:
         other_l0.close()
 

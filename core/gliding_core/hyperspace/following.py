@@ -57,6 +57,7 @@ from gliding_core.config import MAX_WINDOWS, DenseConfig
 from gliding_core.errors import InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
+from gliding_core.hyperspace.scan import ScanRows
 from gliding_core.hyperspace.vectors import Vector, as_vector
 from gliding_core.hyperspace.windows import (
     best_per_entry,
@@ -80,9 +81,6 @@ VECTOR_CACHE_ENTRIES = 50_000  # entries whose window vectors stay in process (~
 REPORT_STEP = 128  # texts per embedding call while a progress report listens
 
 Matrix = npt.NDArray[np.float32]
-# The cache stacked for the scan: its entries, their rows, where each entry's rows start, and
-# each entry's place in the first list.
-_Stacked = tuple[list[str], Matrix, npt.NDArray[np.intp], dict[str, int]]
 
 
 class FollowingIndex:
@@ -131,11 +129,11 @@ class FollowingIndex:
         self._cache: OrderedDict[str, Matrix] = OrderedDict()
         self._cache_lock = threading.Lock()
         # The small-index scan (see the module): whether the cache holds every entry, a count
-        # bumped whenever it stops doing so, the cache stacked for scoring, and the last
+        # bumped whenever it stops doing so, the cache's rows for scoring, and the last
         # count of L0 found too large (with the sequence applied then).
         self._complete = False
         self._breaks = 0
-        self._stacked: _Stacked | None = None
+        self._rows: ScanRows | None = None  # the cache's rows for the scan, while complete
         self._too_many: tuple[int, int] | None = None
         self._applied = self._persisted = store.watermark(self.watermark_name)
         self._persisted_at = time.monotonic()
@@ -509,8 +507,8 @@ class FollowingIndex:
             with self._cache_lock:
                 for iri in replacing:
                     self._cache.pop(iri, None)
-                if replacing:
-                    self._stacked = None
+                if self._rows is not None:
+                    self._rows.drop(replacing)
             return {}
         # All rows at once: a search reads a hundred entries' vectors, a row or two each.
         stacked = np.concatenate(list(matrices.values()))
@@ -522,17 +520,19 @@ class FollowingIndex:
             for iri, part in zip(matrices, np.split(unit, ends[:-1]), strict=True)
         }
         with self._cache_lock:
-            self._stacked = None
             for iri in replacing:
                 self._cache.pop(iri, None)
             for iri, matrix in kept.items():
                 self._cache[iri] = matrix
                 self._cache.move_to_end(iri)
+            if self._rows is not None:  # appended: rewritten entries' old rows left dead
+                self._rows.drop(replacing)
+                self._rows.put(kept)
             while len(self._cache) > VECTOR_CACHE_ENTRIES:
                 self._cache.popitem(last=False)
                 self._break()
             if self._complete and len(self._cache) > SCAN_LIMIT:
-                self._complete = False  # grown past the scan: the backend answers again
+                self._break()  # grown past the scan: the backend answers again
         return kept
 
     def _forget(self, iris: Sequence[str] | None = None, *, broken: bool = False) -> None:
@@ -543,18 +543,20 @@ class FollowingIndex:
                 cache no longer holds every entry. Dropping every entry always says so.
         """
         with self._cache_lock:
-            self._stacked = None
             if iris is None or broken:
                 self._break()
             if iris is None:
                 self._cache.clear()
             for iri in iris or ():
                 self._cache.pop(iri, None)
+            if self._rows is not None:
+                self._rows.drop(iris or ())
 
     def _break(self) -> None:
         """Record that the cache may miss an indexed entry (the caller holds the cache lock)."""
         self._complete = False
         self._breaks += 1
+        self._rows = None
 
     def _matrices(self, iris: Sequence[str]) -> dict[str, Matrix]:
         """Return each indexed entry's window vectors (unit rows), from the in-process cache
@@ -660,31 +662,15 @@ class FollowingIndex:
         the backend must answer."""
         if not self._load_all():
             return None
+        unit = (vector / (float(np.linalg.norm(vector)) or 1.0)).astype(np.float32)
         with self._cache_lock:
-            if self._stacked is None:
-                entries = list(self._cache)
-                matrices = list(self._cache.values())
-                rows = np.concatenate(matrices) if matrices else np.zeros((0, len(vector)))
-                starts = np.cumsum([0] + [len(m) for m in matrices[:-1]], dtype=np.intp)
-                where = {iri: place for place, iri in enumerate(entries)}
-                self._stacked = (entries, rows.astype(np.float32, copy=False), starts, where)
-            entries, rows, starts, where = self._stacked
-        if not entries or n <= 0:
-            return []
-        unit = vector / (float(np.linalg.norm(vector)) or 1.0)
-        scores = np.maximum.reduceat(rows @ unit.astype(np.float32), starts)
-        if allowed is None:
-            places = np.arange(len(entries))
-        else:  # the allowed entries the index holds (one without text has no vector)
-            wanted = {where[iri] for iri in allowed if iri in where}
-            places = np.fromiter(sorted(wanted), dtype=np.intp, count=len(wanted))
-            scores = scores[places]
-        if len(scores) > n:  # every entry tied with the n-th best, then the order by IRI
-            cut = np.partition(scores, len(scores) - n)[len(scores) - n]
-            picked = np.flatnonzero(scores >= cut)
-        else:
-            picked = np.arange(len(scores))
-        return _ranked({entries[places[i]]: float(scores[i]) for i in picked}, n)
+            if not self._complete:  # broken since the load: the backend answers this time
+                return None
+            if self._rows is None or self._rows.worn:
+                self._rows = ScanRows(self._cache, len(unit))
+            # A search runs this on one BLAS thread (``one_blas_thread``, not nested here:
+            # leaving a nested limit would give the search back OpenBLAS's threads).
+            return self._rows.best(unit, n, allowed)
 
     def _load_all(self) -> bool:
         """Make the cache hold every L0 entry's vectors when L0 has at most ``SCAN_LIMIT``

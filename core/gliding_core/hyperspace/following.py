@@ -28,14 +28,15 @@ Invariants:
   up in one background thread, and searches meanwhile do not wait for it (``catching_up``).
 - The window vectors of recently written or read entries stay in a bounded in-process cache
   (for the re-rank's exact cosines), kept coherent by the one path every change takes.
-- A small index (at most ``SCAN_LIMIT`` entries in L0) answers an unfiltered query by scoring
-  every entry exactly from that cache, once the cache is known to hold all of them: an
-  approximate graph can lose an entry outright (Chroma's HNSW lost one or more of 44
-  near-duplicate texts in about one fresh collection in a hundred), and a small memory can
-  afford not to. The cache is
-  "complete" from a load of every L0 entry until an entry leaves it other than by its removal
-  from the index (eviction, or another process applying its change): then the next query
-  loads again, or asks the backend when the memory has grown past the limit.
+- A small index (at most ``SCAN_LIMIT`` entries in L0) answers a query (filtered or not) by
+  scoring every entry exactly from that cache, once the cache is known to hold all of them
+  (``scan.ScanRows`` keeps their rows as writes come): an approximate graph can lose an entry
+  outright (Chroma's HNSW lost one or more of 44 near-duplicate texts in about one fresh
+  collection in a hundred), and a small memory can afford not to. The cache is "complete"
+  from a load of every L0 entry until an entry leaves it other than by its removal from the
+  index or its replacement (an eviction, a read of another process's changes that failed):
+  then the next query loads again, or asks the backend when the memory has grown past the
+  limit. Changes another process applied are read again in place.
 - A writer inside ``reporting(report)`` hears, from the catch-ups its commits run, how many
   more of its entries are embedded, every ``REPORT_STEP`` texts (a progress bar's steps).
 """

@@ -97,11 +97,12 @@ def test_an_expired_entry_is_invisible_to_every_read(entry_store: EntryStore) ->
 
 def test_expired_best_matches_leave_their_places_to_the_next(entry_store: EntryStore) -> None:
     # The best-scored matches (the shortest texts) expire: a search still gives its limit of
-    # live entries, the next best, as a filtered search does.
+    # live entries, the next best, as a filtered search does; however many of them expired
+    # (more than a store may read beyond its limit at first).
     entry_store.put_many(
         [
-            Record({"@id": f"urn:e:{i}", "text": "Qzcommon " + "pad " * i}, ttl=SHORT)
-            for i in range(5)
+            Record({"@id": f"urn:e:{i}", "text": "Qzcommon " + "pad " * (i // 6)}, ttl=SHORT)
+            for i in range(60)
         ]
     )
     entry_store.put_many(

@@ -110,6 +110,24 @@ def test_text_search_ranks_and_scores_as_the_sqlite_store(pg: PostgresEntryStore
         )
 
 
+def test_a_damaged_block_of_the_full_text_index_is_reported_not_misread(
+    pg: PostgresEntryStore, postgres_url: str, postgres_schema: str
+) -> None:
+    # The client reads a block's arrays in their binary form; a null among them (which the
+    # store never writes) would shift every element after it.
+    pg.put_many([{"@id": f"urn:z:{i}", "text": f"zebra stripes {i}"} for i in range(3)])
+    assert len(pg.search_ids("zebra")) == 3
+    with _admin(postgres_url) as conn:
+        conn.execute(
+            f'UPDATE "{postgres_schema}".postings SET ids = array_append(ids, NULL),'
+            " frequencies = array_append(frequencies, 1), lengths = array_append(lengths, 3)"
+            " WHERE term = 'zebra'"
+        )
+    with pytest.raises(StorageError, match="full-text index is damaged"):
+        pg.search_ids("zebra")
+    assert [iri for iri, _ in pg.search_ids("stripes")] == [f"urn:z:{i}" for i in range(3)]
+
+
 def _by_score(hits: list[tuple[str, float]]) -> dict[float, set[str]]:
     grouped: dict[float, set[str]] = {}
     for iri, score in hits[:-1] if len(hits) > 1 else hits:  # the last tie may be cut apart

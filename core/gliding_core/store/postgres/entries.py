@@ -53,7 +53,13 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from gliding_core.config import StoreConfig, setting_value
-from gliding_core.errors import ClosedError, EntryNotFoundError, GlidingError, InvalidInputError
+from gliding_core.errors import (
+    ClosedError,
+    EntryNotFoundError,
+    GlidingError,
+    InvalidInputError,
+    StorageError,
+)
 from gliding_core.fields import IndexFields, decode, indexed_text
 from gliding_core.jsonld import (
     Node,
@@ -93,7 +99,7 @@ from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.lexical import query_terms
 from gliding_core.store.parts import fits_whole, headed, searches_text, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
-from gliding_core.store.postgres.lexical import Postings, ranked_sql
+from gliding_core.store.postgres.lexical import POSTINGS, Postings, best_sql, ranked
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
 from gliding_core.store.postgres.schema import (
     BLOCK,
@@ -125,6 +131,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _ATTEMPTS = 5  # a write that loses a deadlock or an insert race is redone this many times
+_SPARE = 16  # ids sent beyond a text search's limit, for entries that expired meanwhile
 _ACCESS_LOCK_TIMEOUT = "250ms"  # how long a flush of access counts waits for a writer's row
 
 _LOAD = (
@@ -1311,15 +1318,31 @@ class PostgresEntryStore:
         condition, params = (
             (None, []) if filters is None or filters.empty else filters.sql(POSTGRESQL)
         )
-        sql = ranked_sql("e.iri" if ids_only else QUALIFIED, condition)
         tx: _Transaction | None = getattr(self._local, "tx", None)
         pending = (0, 0) if tx is None else (tx.documents, tx.tokens)
-        words = list(terms)
-        args = [words, *pending, words, [float(n) for n in terms.values()], *params, count]
-        if ids_only:
-            with self._reading("searching the L0 store") as conn:
-                return conn.execute(sql, args, prepare=True).fetchall()
-        return self._read_entries(sql, args, prepare=True)
+        with self._reading("searching the L0 store") as conn:
+            blocks = conn.execute(POSTINGS, (list(terms),), prepare=True, binary=True).fetchall()
+        try:
+            ids, scores = ranked(blocks, terms, pending)
+        except ValueError as exc:
+            raise StorageError(f"the L0 store's full-text index is damaged: {exc}") from exc
+        sql = best_sql("e.iri" if ids_only else QUALIFIED, condition)
+        rows: list[Any] = []
+        sent = 0
+        # Without a filter the best few suffice, unless some of them have expired meanwhile.
+        step = len(ids) if condition is not None else count + _SPARE
+        while sent < len(ids) and len(rows) < count:
+            chosen = ids[sent : sent + step]
+            args = ["{" + ",".join(map(str, chosen.tolist())) + "}", *params, count - len(rows)]
+            if ids_only:
+                with self._reading("searching the L0 store") as conn:
+                    found = conn.execute(sql, args, prepare=condition is None).fetchall()
+            else:
+                found = self._read_entries(sql, args, prepare=condition is None)
+            rows += [(*row[:-1], float(scores[sent + row[-1] - 1])) for row in found]
+            sent += len(chosen)
+            step = len(ids)
+        return rows
 
     def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
         """Return the IRIs (among ``iris``, when given, in their order; else oldest first) of

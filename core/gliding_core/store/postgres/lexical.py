@@ -5,11 +5,16 @@ the length of the text, and its ``english`` configuration stems by Snowball, not
 the store keeps an index of its own: its words are FTS5's (``store.lexical`` makes them), its
 rows are ``postings`` blocks, and ``text_stats`` holds the number of entries with text and their
 total length (a transaction adds its own changes of those two counts only at its commit, so a
-search inside it adds them to what it reads). One statement then computes FTS5's ``bm25()``:
-for each query term, its idf from the number of entries holding it (counted in the same index
-scan that fetches them, so it is exact and of the same snapshot), and for each entry the sum
-over the query terms of
-``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length))``. An entry whose
+search inside it adds them to what it reads). A search reads the blocks of the query's terms
+with those counts in one statement (``POSTINGS``; one snapshot) and the client computes FTS5's
+``bm25()`` from them (``ranked``): for each query term, its idf from the number of documents
+holding it (exact: every block of the term is read), and for each entry the sum over the query
+terms of ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average length))``. A second
+statement (``best_sql``) then reads the best live entries that pass the search's filters, given
+their ids in rank order. The server computing the same sums in SQL spent about 3 us a posting
+on its executor's rows: a query of 3,900 postings at 100,000 entries took 12.4 ms that way and
+takes 2.8 ms so, one of 260 postings 2.2 and 1.4 ms (medians of 50); the arrays come in their
+binary form, which numpy reads whole. An entry whose
 text is kept in parts has a second document, its whole text, under its id negated
 (``store.postgres.parts``), as the SQLite store gives it a second full-text row: it is ranked
 once, by the better of the two.
@@ -28,84 +33,105 @@ so a concurrent remover that waited for the row lock reads the version with the 
 by the key: ``low <= id AND high >= id`` is answered from the index's own tuples.
 
 The scan reads only the blocks of the query's terms; without filters, only the best ``limit``
-entries are then fetched. The counts in ``text_stats`` change only under the change log's lock
-(``store.postgres.entries``), so concurrent writers never wait on that row for long.
+entries (and a few more, for any that expired meanwhile) are then sent back. The counts in
+``text_stats`` change only under the change log's lock (``store.postgres.entries``), so
+concurrent writers never wait on that row for long.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 
 from gliding_core.store.lexical import K1, MIN_IDF, B, term_counts
-from gliding_core.store.postgres.schema import BLOCK, COPY_ESCAPED, COPY_ESCAPES, live
+from gliding_core.store.postgres.schema import BLOCK, COPY_ESCAPED, COPY_ESCAPES
+
+POSTINGS = (
+    "SELECT p.term, array_send(p.ids), array_send(p.frequencies), array_send(p.lengths),"
+    " s.documents, s.tokens FROM postings AS p CROSS JOIN text_stats AS s"
+    " WHERE p.term = ANY(%s::text[])"
+)
+"""The blocks of the query's terms with the index's counts (one snapshot), the arrays in
+PostgreSQL's binary form (read with ``binary=True``): their parameter, the terms."""
+
+_HEADER = 20  # a one-dimensional array's binary header: dimensions, flags, type, size, bound
+_IDS = np.dtype([("size", ">i4"), ("value", ">i8")])
+_COUNTS = np.dtype([("size", ">i4"), ("value", ">i4")])
 
 
-def _number(value: float) -> str:
-    """A float as an exact ``float8`` literal (a bare ``2.2`` would be ``numeric``)."""
-    return f"{value!r}::float8"
+def best_sql(columns: str, condition: str | None) -> str:
+    """Return the statement that selects ``columns`` of the entries whose ids it is given in
+    rank order, the live ones passing ``condition`` (a filter on ``e``; ``None``: none), in
+    that order, up to a limit; each row ends with the entry's place in the given order (from 1).
 
-
-_SCORED = f"""
-WITH hits AS MATERIALIZED (
-    SELECT p.term, u.entry_id, u.tf::float8 AS tf, u.length::float8 AS length
-    FROM postings AS p CROSS JOIN LATERAL unnest(p.ids, p.frequencies, p.lengths)
-        AS u(entry_id, tf, length)
-    WHERE p.term = ANY(%s::text[])
-),
-totals AS (
-    SELECT d.documents, GREATEST(d.tokens, 1) / GREATEST(d.documents, 1) AS average
-    FROM text_stats AS s
-    CROSS JOIN LATERAL (
-        SELECT (s.documents + %s)::float8 AS documents, (s.tokens + %s)::float8 AS tokens
-    ) AS d
-),
-weights AS (
-    SELECT q.term, q.times * CASE WHEN r.idf <= 0 THEN {_number(MIN_IDF)} ELSE r.idf END AS weight
-    FROM unnest(%s::text[], %s::float8[]) AS q(term, times)
-    JOIN (SELECT term, count(*)::float8 AS found FROM hits GROUP BY term) AS d USING (term)
-    CROSS JOIN totals AS t
-    CROSS JOIN LATERAL (
-        SELECT ln(GREATEST((t.documents - d.found + 0.5) / (d.found + 0.5), 1e-300)) AS idf
-    ) AS r
-),
-documents AS (
-    SELECT h.entry_id, sum(w.weight * (h.tf * {_number(K1 + 1)} / (h.tf + {_number(K1)}
-        * ({_number(1 - B)} + {_number(B)} * h.length / t.average)))) AS score
-    FROM hits AS h JOIN weights AS w USING (term) CROSS JOIN totals AS t
-    GROUP BY h.entry_id
-),
-scores AS (
-    SELECT abs(entry_id) AS entry_id, max(score) AS score FROM documents GROUP BY abs(entry_id)
-)"""
-
-
-def ranked_sql(columns: str, condition: str | None) -> str:
-    """Return the statement that ranks entries by BM25 and selects ``columns`` of the best.
-
-    ``columns`` are on the alias ``e`` of ``entries``; the score follows them. Expired entries
-    are left out before the best are chosen (a limit never counts one). Its parameters:
-    the query's terms; the change of the number of entries with text and of their length that
-    the reader's own transaction has not yet added to ``text_stats`` (0 and 0 outside one);
-    the terms again with how many query words gave each; then the parameters of ``condition``
-    (a filter on ``e``; ``None``: no filter); then the limit.
+    Its parameters: the ids (an array literal), the parameters of ``condition``, the limit.
     """
-    if condition is None:
-        return (
-            f"{_SCORED}, best AS (SELECT s.entry_id, s.score FROM scores AS s"
-            f" WHERE {live('s.entry_id')}"
-            " ORDER BY s.score DESC, s.entry_id LIMIT %s)"
-            f" SELECT {columns}, b.score FROM best AS b JOIN entries AS e ON e.id = b.entry_id"
-            " ORDER BY b.score DESC, e.id"
-        )
+    where = "" if condition is None else f" WHERE {condition}"
     return (
-        f"{_SCORED} SELECT {columns}, s.score FROM scores AS s"
-        f" JOIN live_entries AS e ON e.id = s.entry_id WHERE {condition}"
-        " ORDER BY s.score DESC, e.id LIMIT %s"
+        f"SELECT {columns}, c.o FROM unnest(%s::bigint[]) WITH ORDINALITY AS c(id, o)"
+        f" JOIN live_entries AS e ON e.id = c.id{where} ORDER BY c.o LIMIT %s"
     )
+
+
+def ranked(
+    rows: Sequence[tuple[Any, ...]], terms: Mapping[str, int], pending: tuple[int, int]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Rank the entries ``rows`` (of ``POSTINGS``) hold by BM25 as FTS5's ``bm25()`` does:
+    their ids best first (equal scores by id) and their scores.
+
+    ``terms``: the query's terms with how many query words gave each; ``pending``: the
+    number of entries with text and their length that the reader's own transaction has not
+    yet added to ``text_stats``. A term's idf counts the documents holding it, a document's
+    score sums its terms', and an entry kept in parts (its whole text under its id negated)
+    takes the better of its two documents' scores.
+    """
+    if not rows:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    documents = float(rows[0][4] + pending[0])
+    average = max(float(rows[0][5] + pending[1]), 1.0) / max(documents, 1.0)
+    blocks: defaultdict[str, list[tuple[bytes, bytes, bytes]]] = defaultdict(list)
+    for term, ids, frequencies, lengths, *_ in rows:
+        blocks[term].append((ids, frequencies, lengths))
+    found_ids, found_scores = [], []
+    for term, held in blocks.items():
+        ids = _elements([block[0] for block in held], _IDS)
+        tf = _elements([block[1] for block in held], _COUNTS).astype(np.float64)
+        length = _elements([block[2] for block in held], _COUNTS).astype(np.float64)
+        idf = math.log(max((documents - len(ids) + 0.5) / (len(ids) + 0.5), 1e-300))
+        weight = terms[term] * (MIN_IDF if idf <= 0 else idf)
+        found_ids.append(ids)
+        found_scores.append(weight * (tf * (K1 + 1) / (tf + K1 * ((1 - B) + B * length / average))))
+    ids, scores = _summed(np.concatenate(found_ids), np.concatenate(found_scores))
+    if (ids < 0).any():  # the better of an entry's two documents
+        ids, scores = _summed(np.abs(ids), scores, better=True)
+    order = np.lexsort((ids, -scores))
+    return ids[order], scores[order]
+
+
+def _elements(blobs: Sequence[bytes], kind: np.dtype[Any]) -> npt.NDArray[Any]:
+    """The elements of one-dimensional arrays without nulls in binary form, in order."""
+    body = b"".join(blob[_HEADER:] for blob in blobs)
+    elements = np.frombuffer(body, kind)
+    if elements.size and (elements["size"] != kind["value"].itemsize).any():
+        raise ValueError("a postings array holds a null or an element of another size")
+    return elements["value"]
+
+
+def _summed(
+    ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], *, better: bool = False
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Each distinct id once, with the sum (``better``: the greatest) of its scores."""
+    order = np.argsort(ids, kind="stable")
+    unique, first = np.unique(ids[order], return_index=True)
+    combine = np.maximum if better else np.add
+    return unique, combine.reduceat(scores[order], first)
 
 
 _LOCK = (

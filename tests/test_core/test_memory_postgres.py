@@ -14,10 +14,12 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import psycopg
@@ -120,19 +122,20 @@ def test_put_search_session_and_supplements_go_through_the_database(
 def test_a_search_goes_to_the_server_a_fixed_number_of_times(
     memory: Memory, answered_by: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A hybrid search is six statements, each its own round trip: the dense index's check
-    that nothing changed (the shared watermark and the change log in one), the lexical arm,
-    the dense arm (no transaction around it), the context links in both directions at once,
-    the candidates' entries (their graphs and the hits) and those of the entries the links add
-    (the re-rank takes the candidates' vectors from the index's cache, not their texts from
-    L0). A memory small enough for the dense arm's exact scan (``SCAN_LIMIT``) asks nothing for
-    that arm: five. Load does not move this count; a search that fetched the same rows twice,
-    read the watermark and the log apart, or wrapped the dense arm in a transaction of its own,
-    would raise it. The lexical arm runs beside the check, the embedding and the dense arm, and
-    the links beside the candidates' entries, on connections of their own."""
+    """A hybrid search is seven statements, each its own round trip: the dense index's check
+    that nothing changed (the shared watermark and the change log in one), the lexical arm's
+    two (the blocks of the query's terms, then the best entries by id), the dense arm (no
+    transaction around it), the context links in both directions at once, the candidates'
+    entries (their graphs and the hits) and those of the entries the links add (the re-rank
+    takes the candidates' vectors from the index's cache, not their texts from L0). A memory
+    small enough for the dense arm's exact scan (``SCAN_LIMIT``) asks nothing for that arm:
+    six. Load does not move this count; a search that fetched the same rows twice, read the
+    watermark and the log apart, or wrapped the dense arm in a transaction of its own, would
+    raise it. The lexical arm runs beside the check, the embedding and the dense arm, and the
+    links beside the candidates' entries, on connections of their own."""
     if answered_by == "graph":
         monkeypatch.setattr(following, "SCAN_LIMIT", -1)
-    expected = 6 if answered_by == "graph" else 5
+    expected = 7 if answered_by == "graph" else 6
     store = memory.store
     assert isinstance(store, PostgresEntryStore)
     # More entries than either arm ranks (100): some candidates need their texts read.
@@ -191,6 +194,35 @@ def test_a_search_whose_reads_run_together_ranks_as_one_reading_in_turn(
         ):
             memory.search("lantern ferry")
         assert [(h.iri, h.score, h.arms) for h in memory.search(queries[0])] == together[0]
+
+
+def test_the_dense_arm_runs_while_the_lexical_arm_reads(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A search asks the dense index while its lexical arm is still being read beside it (the
+    two arms' waits overlap), and ranks as before."""
+    with Memory.open(postgres_url, config=_config(postgres_schema)) as memory:
+        memory.store.put_many(_conversation())
+        before = [(h.iri, h.score) for h in memory.search("lantern ferry")]
+        dense_asked = threading.Event()
+        seen: list[bool] = []
+        search_ids, query = memory.store.search_ids, memory.index.query
+
+        def slow_lexical(*args: Any, **kwargs: Any) -> Any:
+            seen.append(dense_asked.wait(timeout=10))
+            return search_ids(*args, **kwargs)
+
+        def noted_query(*args: Any, **kwargs: Any) -> Any:
+            dense_asked.set()
+            return query(*args, **kwargs)
+
+        with (
+            mock.patch.object(memory.store, "search_ids", side_effect=slow_lexical),
+            mock.patch.object(memory.index, "query", side_effect=noted_query),
+        ):
+            hits = [(h.iri, h.score) for h in memory.search("lantern ferry")]
+        assert seen == [True]
+        assert hits == before
 
 
 def test_a_search_inside_a_transaction_reads_its_writes(memory: Memory) -> None:

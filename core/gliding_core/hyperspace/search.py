@@ -199,9 +199,12 @@ class HybridSearch:
         # One query vector for the dense arm and the re-rank: the query is embedded once.
         probe = self._probe(query)
         with one_blas_thread():  # the arms' and the re-rank's products are small
-            ranked = {"lexical": lexical()}
+            dense = None
             if self.dense is not None and probe is not None:
-                ranked["dense"] = self._dense(probe, n, limits)
+                dense = self._dense(probe, n, limits)  # before waiting for the lexical arm
+            ranked = {"lexical": lexical()}
+            if dense is not None:
+                ranked["dense"] = dense
             fused, detail = self.fuse(ranked, mix, rrf_k=settings.rrf_k)
             best = sorted(fused, key=lambda iri: (-fused[iri], iri))[: max(k, settings.pool)]
             # The candidates' entries, when the re-rank reads them for their graphs (the best

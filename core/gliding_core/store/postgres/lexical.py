@@ -73,10 +73,18 @@ def best_sql(columns: str, condition: str | None) -> str:
 
     Its parameters: the ids (an array literal), the parameters of ``condition``, the limit.
     """
-    where = "" if condition is None else f" WHERE {condition}"
+    if condition is None:
+        return (
+            f"SELECT {columns}, c.o FROM unnest(%s::bigint[]) WITH ORDINALITY AS c(id, o)"
+            " JOIN live_entries AS e ON e.id = c.id ORDER BY c.o LIMIT %s"
+        )
+    # Each candidate is looked up by its key and checked there (``OFFSET 0`` keeps the planner
+    # from joining the filter's matches first: it misjudges their number and read every entry
+    # holding a common tag, 40 ms, for a few thousand candidates).
     return (
         f"SELECT {columns}, c.o FROM unnest(%s::bigint[]) WITH ORDINALITY AS c(id, o)"
-        f" JOIN live_entries AS e ON e.id = c.id{where} ORDER BY c.o LIMIT %s"
+        " CROSS JOIN LATERAL (SELECT * FROM live_entries AS e WHERE e.id = c.id"
+        f" AND {condition} OFFSET 0) AS e ORDER BY c.o LIMIT %s"
     )
 
 

@@ -99,7 +99,13 @@ from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.lexical import query_terms
 from gliding_core.store.parts import fits_whole, headed, searches_text, text_record
 from gliding_core.store.postgres.database import Database, DatabaseSettings, lock_key
-from gliding_core.store.postgres.lexical import POSTINGS, Postings, best_sql, ranked
+from gliding_core.store.postgres.lexical import (
+    POSTINGS,
+    Postings,
+    array_literal,
+    best_sql,
+    ranked,
+)
 from gliding_core.store.postgres.parts import drop_parts, read_parts, write_parts
 from gliding_core.store.postgres.schema import (
     BLOCK,
@@ -1333,7 +1339,7 @@ class PostgresEntryStore:
         step = len(ids) if condition is not None else count + _SPARE
         while sent < len(ids) and len(rows) < count:
             chosen = ids[sent : sent + step]
-            args = ["{" + ",".join(map(str, chosen.tolist())) + "}", *params, count - len(rows)]
+            args = [array_literal(chosen.tolist()), *params, count - len(rows)]
             if ids_only:
                 with self._reading("searching the L0 store") as conn:
                     found = conn.execute(sql, args, prepare=condition is None).fetchall()

@@ -243,9 +243,9 @@ class Postings:
                 (
                     term,
                     low,
-                    _array(ids[n] for n in kept),
-                    _array(frequencies[n] for n in kept),
-                    _array(lengths[n] for n in kept),
+                    array_literal(ids[n] for n in kept),
+                    array_literal(frequencies[n] for n in kept),
+                    array_literal(lengths[n] for n in kept),
                 )
             )
         with conn.pipeline():
@@ -255,7 +255,7 @@ class Postings:
                 conn.execute(_EMPTIED, [list(column) for column in zip(*emptied, strict=True)])
 
 
-def _array(values: Any) -> str:
+def array_literal(values: Any) -> str:
     """Integers as an array literal (``{1,2,3}``)."""
     return "{" + ",".join(map(str, values)) + "}"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,3 +236,48 @@ def test_an_expired_entry_of_the_scope_is_forgotten_too(tmp_path: Path) -> None:
         time.sleep(0.05)  # expired: invisible, not yet swept (the memory sweeps every 60 s)
         memory.forget(ALICE)
     assert files_holding(tmp_path, [b"Qzexpiredword", b"qzexpiredword"]) == {}
+
+
+def _glibc() -> ctypes.CDLL:
+    """The C library, when it is glibc (its ``mallopt`` takes ``M_PERTURB``); else skip."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.gnu_get_libc_version.restype = ctypes.c_char_p
+        libc.gnu_get_libc_version()
+    except (OSError, AttributeError):
+        pytest.skip("needs glibc's mallopt")
+    return libc
+
+
+def spare_bytes(chroma: Path) -> bytes:
+    """The bytes of every HNSW segment's level-0 file and lengths beyond its elements."""
+    spare = b""
+    for header in chroma.glob("*/header.bin"):
+        fields = struct.unpack("<i6QiI3QdQ", header.read_bytes())
+        capacity, count, width = fields[2], fields[3], fields[4]
+        for name, size in (("data_level0.bin", width), ("length.bin", 4)):
+            spare += (header.parent / name).read_bytes()[count * size : capacity * size]
+    return spare
+
+
+def test_the_rebuilt_index_leaves_no_uncleared_memory_in_its_files(tmp_path: Path) -> None:
+    # Chroma writes a new index's files for their whole capacity from memory malloc did not
+    # clear, which may hold a forgotten user's text (a clean-clone run once found it there).
+    # glibc's M_PERTURB has malloc fill such memory with a known byte (0xA5 here) instead, and
+    # a fixed mmap threshold keeps the index's allocation on the heap, where it applies: no
+    # spare byte of the rebuilt index may still hold it.
+    libc = _glibc()
+    m_perturb, m_mmap_threshold = -6, -3
+    with Memory.open(tmp_path, config=CONFIG, embedder=HashEmbedder()) as memory:
+        fill(memory, ALICE, SECRET, "a")
+        fill(memory, BOB, KEPT, "b")
+        libc.mallopt(m_mmap_threshold, 32 << 20)
+        libc.mallopt(m_perturb, 0x5A)
+        try:
+            memory.forget(ALICE)
+        finally:
+            libc.mallopt(m_perturb, 0)
+            libc.mallopt(m_mmap_threshold, 128 << 10)
+        spare = spare_bytes(tmp_path / CHROMA_DIR)
+        assert spare  # the index has spare capacity, written in its files
+        assert spare.count(0) == len(spare), f"{len(spare) - spare.count(0)} spare bytes kept"

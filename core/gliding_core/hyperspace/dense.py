@@ -16,8 +16,10 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sqlite3
+import struct
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
@@ -42,6 +44,14 @@ CHROMA_SQLITE = "chroma.sqlite3"  # an embedded persistent client's catalogue an
 EMBEDDER_KEY, DIMENSION_KEY = "gliding:embedder", "gliding:dimension"
 # A wider construction beam than Chroma's default (100); the search beam is ``DenseConfig``'s.
 _HNSW = {"hnsw:space": "cosine", "hnsw:construction_ef": 128}
+
+# The header of an embedded collection's HNSW files (``header.bin``), as Chroma's index writes
+# it, little-endian: version, level-0 offset, capacity, element count, bytes an element, label
+# offset, data offset, top level, entry point, M (upper levels), M (level 0), M, level
+# multiplier, construction beam.
+_HNSW_HEADER = struct.Struct("<i6QiI3QdQ")
+_HNSW_VERSION = 1
+_ZEROS = bytes(1 << 20)
 
 OnMismatch = Literal["rebuild", "raise"]
 
@@ -232,7 +242,10 @@ class DenseIndex(FollowingIndex):
         file) until a segment is persisted, and a dropped collection's HNSW files on disk. So
         the collection is dropped and refilled from L0 (vectors from the embedding cache),
         the segment folders it left are removed, and its SQLite file is rewritten with freed
-        pages zeroed. An index without files of its own (Chroma in memory, or a server, whose
+        pages zeroed. The new collection's HNSW files are written at its creation from memory
+        the allocator did not clear, as large as its capacity: the capacity beyond its
+        elements is zeroed in them (``_zero_spare``), since that memory may have held the
+        removed text. An index without files of its own (Chroma in memory, or a server, whose
         storage is the server's and whose collection other processes may hold open) has
         nothing to rewrite: ``remove`` was all.
         """
@@ -242,7 +255,10 @@ class DenseIndex(FollowingIndex):
         with self._guard:
             self.collection = self._recreate()
             self._rebuild(512)
-        for folder in before & _segment_folders(self.files, live=self._segment_ids()):
+            live = self._segment_ids()
+            for folder in _segment_folders(self.files) - _segment_folders(self.files, live=live):
+                _zero_spare(folder)
+        for folder in before & _segment_folders(self.files, live=live):
             shutil.rmtree(folder, ignore_errors=True)
         _vacuum(self.files / CHROMA_SQLITE)
 
@@ -308,6 +324,38 @@ def _segment_folders(files: Path | None, *, live: set[str] | None = None) -> set
         if folder.is_dir() and folder.name not in (live or set()):
             found.add(folder)
     return found
+
+
+def _zero_spare(folder: Path) -> None:
+    """Zero the bytes an HNSW segment's files hold beyond its elements (up to its capacity).
+
+    Chroma's index writes its level-0 data and lengths for its whole capacity when it creates
+    its files, from memory ``malloc`` gave it uncleared; only an element's own bytes are set
+    before they are written (Chroma 1.5, its index's ``initPersistentIndex``). So the spare
+    capacity holds whatever the process's heap held there: texts it read, a forgotten user's
+    among them. The header gives the capacity and the elements written; elements added later
+    are written over their own bytes. A header of another layout is left alone, logged.
+    """
+    try:
+        raw = (folder / "header.bin").read_bytes()
+    except OSError:
+        return  # no index files (an empty collection)
+    fields = _HNSW_HEADER.unpack(raw) if len(raw) == _HNSW_HEADER.size else None
+    if fields is None or fields[0] != _HNSW_VERSION or not 0 <= fields[3] <= fields[2]:
+        logger.warning("an HNSW header of unknown layout in %s: its spare bytes kept", folder)
+        return
+    capacity, count, width = fields[2], fields[3], fields[4]
+    for name, size in (("data_level0.bin", width), ("length.bin", 4)):
+        with (
+            translated("chroma", f"zeroing the spare capacity of {str(folder / name)!r}"),
+            (folder / name).open("r+b") as file,
+        ):
+            end = min(file.seek(0, os.SEEK_END), capacity * size)
+            file.seek(count * size)
+            for start in range(count * size, end, len(_ZEROS)):
+                file.write(_ZEROS[: min(len(_ZEROS), end - start)])
+            file.flush()
+            os.fsync(file.fileno())
 
 
 def _vacuum(path: Path) -> None:

@@ -110,6 +110,58 @@ def test_text_search_ranks_and_scores_as_the_sqlite_store(pg: PostgresEntryStore
         )
 
 
+NARROW_CASES = {
+    # which entries the filter allows -> what the search does at limits 3 and 20
+    "every 97th": (lambda i: i % 97 == 0, ("allowed", "allowed")),
+    "every other": (lambda i: i % 2 == 0, ("none", "none")),  # the first check fills
+    "the low scorers": (lambda i: i % 5 < 2, ("allowed", "too many")),
+}
+
+
+@pytest.mark.parametrize("case", list(NARROW_CASES))
+def test_a_filtered_text_search_ranks_as_the_sqlite_store_however_narrow_the_filter(
+    pg: PostgresEntryStore, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Far more candidates than the first keyed check reads (ten times the limit): a narrow
+    # filter's allowed entries are read and only the candidates among them checked; a wide
+    # one's best pass in the first check; one allowing too many, none of them among the best
+    # candidates, falls back to checking the rest by key.
+    allows, expected = NARROW_CASES[case]
+    records = [
+        Record(
+            {"@id": f"urn:f:{i}", "text": f"harbour crane {'crane ' * (i % 5)}pier {i}"},
+            tags=["narrow"] if allows(i) else ["other"],
+        )
+        for i in range(600)
+    ]
+    asked: list[str] = []
+    allowed = pg._allowed
+
+    def recording(*args: object) -> object:
+        found = allowed(*args)  # type: ignore[arg-type]
+        asked.append("too many" if found is None else "allowed")
+        return found
+
+    monkeypatch.setattr(pg, "_allowed", recording)
+    gone = next(i for i in range(1, 600) if allows(i))
+    with L0Store() as lite:
+        lite.put_many(records)
+        pg.put_many(records)
+        pg.delete(f"urn:f:{gone}")  # an allowed entry gone
+        lite.delete(f"urn:f:{gone}")
+        only = SearchFilters(tags_any=("narrow",))
+        for limit, branch in zip((3, 20), expected, strict=True):
+            asked.clear()
+            got = pg.search_ids("crane pier", limit=limit, filters=only)
+            assert asked == ([] if branch == "none" else [branch])
+            want = lite.search_ids("crane pier", limit=limit, filters=only)
+            assert len(got) == min(limit, sum(map(allows, range(600))) - 1)
+            assert [round(s, 9) for _, s in got] == [round(s, 9) for _, s in want]
+            assert _by_score(got) == _by_score(want)
+            hits = pg.search_text("crane pier", limit=limit, filters=only)
+            assert [(h.entry.iri, h.score) for h in hits] == got
+
+
 def test_a_damaged_block_of_the_full_text_index_is_reported_not_misread(
     pg: PostgresEntryStore, postgres_url: str, postgres_schema: str
 ) -> None:

@@ -49,6 +49,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 from psycopg import errors as pg_errors
 
@@ -138,6 +140,12 @@ T = TypeVar("T")
 
 _ATTEMPTS = 5  # a write that loses a deadlock or an insert race is redone this many times
 _SPARE = 16  # ids sent beyond a text search's limit, for entries that expired meanwhile
+# A filtered text search checks its best candidates by key first, this many times its limit;
+# when too few pass, it reads the ids of the entries passing the filter, if fewer than half
+# the candidates left (and at most ``_FEW_ALLOWED``) do, and checks only the candidates among
+# them: a narrow filter, such as one user's tag in a memory of many users.
+_FIRST_CHECKED = 10
+_FEW_ALLOWED = 5_000
 _ACCESS_LOCK_TIMEOUT = "250ms"  # how long a flush of access counts waits for a writer's row
 
 _LOAD = (
@@ -1334,21 +1342,41 @@ class PostgresEntryStore:
             raise StorageError(f"the L0 store's full-text index is damaged: {exc}") from exc
         sql = best_sql("e.iri" if ids_only else QUALIFIED, condition)
         rows: list[Any] = []
+        # Without a filter the best few suffice, unless some of them have expired meanwhile;
+        # with one, the best few times the limit are checked first (see ``_FIRST_CHECKED``).
+        step = count + _SPARE if condition is None else count * _FIRST_CHECKED
         sent = 0
-        # Without a filter the best few suffice, unless some of them have expired meanwhile.
-        step = len(ids) if condition is not None else count + _SPARE
         while sent < len(ids) and len(rows) < count:
-            chosen = ids[sent : sent + step]
+            chosen, places = ids[sent : sent + step], np.arange(sent, min(sent + step, len(ids)))
+            at_most = min(_FEW_ALLOWED, (len(ids) - sent) // 2)
+            if sent and condition is not None and at_most >= count:  # maybe a narrow filter
+                allowed = self._allowed(condition, params, at_most)
+                if allowed is not None:  # only the candidates it allows
+                    places = np.flatnonzero(np.isin(ids[sent:], allowed)) + sent
+                    chosen = ids[places]
+                    step = len(ids)
             args = [array_literal(chosen.tolist()), *params, count - len(rows)]
             if ids_only:
                 with self._reading("searching the L0 store") as conn:
                     found = conn.execute(sql, args, prepare=condition is None).fetchall()
             else:
                 found = self._read_entries(sql, args, prepare=condition is None)
-            rows += [(*row[:-1], float(scores[sent + row[-1] - 1])) for row in found]
-            sent += len(chosen)
+            rows += [(*row[:-1], float(scores[places[row[-1] - 1]])) for row in found]
+            sent = len(ids) if step == len(ids) else sent + len(chosen)
             step = len(ids)
         return rows
+
+    def _allowed(
+        self, condition: str, params: Sequence[Any], at_most: int
+    ) -> npt.NDArray[np.int64] | None:
+        """Return the ids of the live entries passing a filter (``condition`` on ``e``), or
+        ``None`` when more than ``at_most`` do (reading no more than one beyond it)."""
+        sql = f"SELECT e.id FROM live_entries AS e WHERE {condition} LIMIT %s"
+        with self._reading("searching the L0 store") as conn:
+            found = conn.execute(sql, [*params, at_most + 1]).fetchall()
+        if len(found) > at_most:
+            return None
+        return np.fromiter((row[0] for row in found), np.int64, len(found))
 
     def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
         """Return the IRIs (among ``iris``, when given, in their order; else oldest first) of

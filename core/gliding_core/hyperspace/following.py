@@ -101,6 +101,7 @@ class FollowingIndex:
     """
 
     max_batch: int
+    widest_query: int | None = None  # (``VectorIndex``'s) no bound unless the backend has one
 
     def __init__(
         self,

@@ -43,6 +43,10 @@ from gliding_core.hyperspace.vectors import Vector
 class VectorIndex(Protocol):
     """A dense index over the text of L0 entries (see the module)."""
 
+    widest_query: int | None
+    """The most entries one unrestricted query returns, however many are asked for (``None``:
+    no bound)."""
+
     @property
     def name(self) -> str:
         """The index's name (its collection or table), unique per memory."""

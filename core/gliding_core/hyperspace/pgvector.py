@@ -130,6 +130,8 @@ class PgVectorIndex(FollowingIndex):
         StorageError: PostgreSQL failed.
     """
 
+    widest_query: int | None = WIDEST_BEAM  # pgvector's widest beam: a query gets what it finds
+
     def __init__(
         self,
         store: PostgresEntryStore,

@@ -25,6 +25,7 @@ from typing_extensions import Unpack
 
 from gliding_core.config import SearchConfig, SearchOptions
 from gliding_core.errors import EmbedderError, InvalidInputError
+from gliding_core.hyperspace.following import EXACT_LIMIT
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.vectors import Vector, one_blas_thread
 from gliding_core.jsonld import check_text, preview
@@ -38,6 +39,9 @@ RRF_K = 60
 ARMS = ("lexical", "dense")
 READERS = 2  # threads a search sends reads from beside its own, on a store that allows it
 READER_THREADS = "gliding-search"  # their names begin so
+# The most nearest entries a filtered dense arm asks the index for before it asks with every
+# entry the filter allows (``HybridSearch._dense``).
+WIDEST_FETCH = 4_000
 
 T = TypeVar("T")
 
@@ -270,16 +274,36 @@ class HybridSearch:
     def _dense(
         self, query: str | Vector, n: int, filters: SearchFilters
     ) -> list[tuple[str, float]]:
+        """The dense arm's ``n`` best entries passing ``filters``.
+
+        A filter few entries pass (at most ``EXACT_LIMIT``, read with a limit one above it,
+        such as one user's scope) has those entries scored exactly. Past it the index's
+        nearest entries are asked for four times ``n`` and those passing kept; when fewer than
+        ``n`` pass, once more for as many as the share that passed says are needed (half as
+        many again, up to ``WIDEST_FETCH`` or the index's ``widest_query``, and not when
+        that share asks for more than twice it); only then is the index asked with every entry
+        the filter allows, which costs in proportion to their number (a tag on one entry in
+        seven of 100,000 took 144 ms of a 160 ms search so).
+        """
         assert self.dense is not None
         if filters.empty:
             return self.dense.query(query, n)
-        # Over-fetch and keep what passes; fall back to the allowed set when that is too few.
-        found = self.dense.query(query, n * 4)
-        passing = set(self.store.matching(filters, [iri for iri, _ in found]))
-        kept = [(iri, score) for iri, score in found if iri in passing][:n]
-        if len(kept) < n and len(found) >= n * 4:
-            kept = self.dense.query(query, n, allowed=self.store.matching(filters))
-        return kept
+        allowed = self.store.matching(filters, limit=EXACT_LIMIT + 1)
+        if len(allowed) <= EXACT_LIMIT:
+            return self.dense.query(query, n, allowed=allowed) if allowed else []
+        widest = min(WIDEST_FETCH, self.dense.widest_query or WIDEST_FETCH)
+        fetch = n * 4
+        for last in (False, True):
+            found = self.dense.query(query, fetch)
+            passing = set(self.store.matching(filters, [iri for iri, _ in found]))
+            kept = [(iri, score) for iri, score in found if iri in passing]
+            if len(kept) >= n or len(found) < n * 4:  # enough, or the index has no more
+                return kept[:n]
+            wanted = math.ceil(1.5 * n * len(found) / len(kept)) if kept else 2 * widest + 1
+            if last or fetch >= widest or wanted > 2 * widest:  # (unlikely to be enough)
+                break
+            fetch = min(widest, max(2 * fetch, wanted))
+        return self.dense.query(query, n, allowed=self.store.matching(filters))
 
     def fuse(
         self,

@@ -48,6 +48,12 @@ POSTGRESQL = Dialect(mark="%s", true="TRUE")  # psycopg's placeholder
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
 
+_FIELDS = (
+    *("tags_all", "tags_any", "types", "named_graph", "min_importance", "max_importance"),
+    *("since", "until", "named_graphs", "exclude_tags", "exclude_tag_prefixes"),
+    *("exclude_types", "exclude_graph_prefixes", "any_of", "all_of"),
+)
+
 _LABEL_LISTS = (
     "named_graphs",
     "exclude_tags",
@@ -129,31 +135,54 @@ class SearchFilters:
         """Whether the filter lets every entry through."""
         return self == SearchFilters()
 
-    def sql(self, dialect: Dialect = SQLITE) -> tuple[str, list[Any]]:
+    def label_lookups(self) -> int:
+        """Return how many labels (tags and types) the filter's conditions name, nested ones
+        included: the look-ups of one entry when probed (see ``sql``)."""
+        own = sum(
+            len(set(values))
+            for values in (
+                self.tags_all,
+                self.tags_any,
+                self.types,
+                self.exclude_tags,
+                self.exclude_types,
+            )
+        )
+        return own + sum(part.label_lookups() for part in (*self.any_of, *self.all_of))
+
+    def sql(self, dialect: Dialect = SQLITE, *, probe: bool = False) -> tuple[str, list[Any]]:
         """Return the SQL condition on alias ``e`` and its parameters, in ``dialect``
-        (``dialect.true`` when empty)."""
+        (``dialect.true`` when empty).
+
+        ``probe``: for a statement that reads a few given entries (by IRI) rather than one
+        that finds the entries passing: each tag and type condition then looks up the entry's
+        own labels by key (a correlated ``EXISTS``), where the default form collects every
+        entry holding the labels (``IN``), which SQLite does once per statement whatever the
+        number of entries it checks (a tag on 14,000 entries: 50 ms to check 1,100 of them,
+        2 ms probed). A prefix condition keeps its one range read either way.
+        """
         parts: list[str] = []
         params: list[Any] = []
         mark = dialect.mark
         if self.tags_all:
             tags = _unique(self.tags_all)
+            held = _marks(tags, mark)
             parts.append(
-                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags, mark)})"
+                f"(SELECT COUNT(*) FROM entry_tags AS t WHERE t.tag IN ({held})"
+                f" AND t.entry_id = e.id) = {len(tags)}"
+                if probe
+                else f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({held})"
                 f" GROUP BY entry_id HAVING COUNT(*) = {len(tags)})"
             )
             params += tags
-        if self.tags_any:
-            tags = _unique(self.tags_any)
-            parts.append(
-                f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({_marks(tags, mark)}))"
-            )
-            params += tags
-        if self.types:
-            types = _unique(self.types)
-            parts.append(
-                f"e.id IN (SELECT entry_id FROM entry_types WHERE type IN ({_marks(types, mark)}))"
-            )
-            params += types
+        for values, table, column in (
+            (self.tags_any, "entry_tags", "tag"),
+            (self.types, "entry_types", "type"),
+        ):
+            if values:
+                unique = _unique(values)
+                parts.append(_member(table, column, _marks(unique, mark), probe=probe))
+                params += unique
         for column, operator, value in (
             ("e.named_graph", "=", self.named_graph),
             ("e.importance", ">=", self.min_importance),
@@ -164,12 +193,25 @@ class SearchFilters:
             if value is not None:
                 parts.append(f"{column} {operator} {mark}")
                 params.append(value)
-        _nested_sql(self, parts, params, dialect)
+        _nested_sql(self, parts, params, dialect, probe)
         return (" AND ".join(parts) or dialect.true), params
 
 
+def _member(table: str, column: str, marks: str, *, probe: bool, negated: bool = False) -> str:
+    """The condition that the entry holds one of the labels ``marks`` stand for (``negated``:
+    none of them), probed by the entry's key or collected (see ``SearchFilters.sql``)."""
+    if probe:
+        found = (
+            f"EXISTS (SELECT 1 FROM {table} AS t"
+            f" WHERE t.{column} IN ({marks}) AND t.entry_id = e.id)"
+        )
+        return f"NOT {found}" if negated else found
+    membership = "NOT IN" if negated else "IN"
+    return f"e.id {membership} (SELECT entry_id FROM {table} WHERE {column} IN ({marks}))"
+
+
 def _nested_sql(
-    filters: SearchFilters, parts: list[str], params: list[Any], dialect: Dialect
+    filters: SearchFilters, parts: list[str], params: list[Any], dialect: Dialect, probe: bool
 ) -> None:
     """Add the conditions of the fields that came with scoping: several graphs, exclusions and
     nested filters."""
@@ -184,8 +226,7 @@ def _nested_sql(
     ):
         if values:
             unique = _unique(values)
-            inside = _marks(unique, mark)
-            parts.append(f"e.id NOT IN (SELECT entry_id FROM {table} WHERE {column} IN ({inside}))")
+            parts.append(_member(table, column, _marks(unique, mark), probe=probe, negated=True))
             params += unique
     for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
         bounds = _prefix_range(prefix)
@@ -201,9 +242,28 @@ def _nested_sql(
         params += bounds
     for nested, joiner in ((filters.any_of, " OR "), (filters.all_of, " AND ")):
         if nested:
-            conditions = [part.sql(dialect) for part in nested]
+            alternatives = _merged(nested) if joiner == " OR " else nested
+            conditions = [part.sql(dialect, probe=probe) for part in alternatives]
             parts.append("(" + joiner.join(f"({sql})" for sql, _ in conditions) + ")")
             params += [value for _, values in conditions for value in values]
+
+
+def _merged(alternatives: Sequence[SearchFilters]) -> list[SearchFilters]:
+    """The alternatives of an ``any_of``, those that only name tags (``tags_any``) as one: an
+    entry holding any tag of any of them (one look-up, where each alternative would be one
+    more condition every entry is checked against)."""
+    tags = [part for part in alternatives if _only_tags(part)]
+    if len(tags) < 2:
+        return list(alternatives)
+    union = tuple(dict.fromkeys(tag for part in tags for tag in part.tags_any))
+    return [SearchFilters(tags_any=union), *(part for part in alternatives if part not in tags)]
+
+
+def _only_tags(part: SearchFilters) -> bool:
+    """Whether a filter names tags (``tags_any``) and sets nothing else."""
+    return bool(part.tags_any) and all(
+        getattr(part, name) in (None, ()) for name in _FIELDS if name != "tags_any"
+    )
 
 
 def _prefix_range(prefix: str) -> list[str]:

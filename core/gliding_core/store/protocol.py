@@ -340,9 +340,12 @@ class EntryStore(Protocol):
         """``search_text`` returning ``(iri, score)`` pairs only: search's lexical arm."""
         ...
 
-    def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
+    def matching(
+        self, filters: SearchFilters, iris: Sequence[str] | None = None, *, limit: int | None = None
+    ) -> list[str]:
         """Return the IRIs (among ``iris`` when given, in their order; else oldest first) of
-        the entries that pass ``filters``."""
+        the entries that pass ``filters``: the first ``limit`` of them when it is given (an
+        int >= 1; ``InvalidInputError`` otherwise)."""
         ...
 
     # -- the change log ------------------------------------------------------------------------

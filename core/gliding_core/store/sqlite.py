@@ -217,6 +217,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS entry_text USING fts5 (
 
 _MAX_PARAMETERS = 999  # per statement: SQLite's default bound before 3.32.0
 _CHUNK = 500  # IRIs per "IN (...)" look-up, well under SQLite's bound on parameters
+_PROBED_LABELS = 8  # the most labels ``matching`` looks up per given entry
 _INSERT_TEXT = "INSERT INTO entry_text (rowid, text) VALUES (?, ?)"
 _DELETE_TEXT = "INSERT INTO entry_text (entry_text, rowid, text) VALUES ('delete', ?, ?)"
 
@@ -1286,13 +1287,16 @@ class L0Store:
         sql = "SELECT iri, named_graph FROM live_entries WHERE iri IN ({holes})"
         return {iri: graph for iri, graph in self._over(iris, sql) if graph is not None}
 
-    def _over(self, iris: Sequence[str], sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Run ``sql`` (whose ``{holes}`` takes the IRIs) over ``iris`` in chunks; return the rows.
+    def _over(
+        self, iris: Sequence[str], sql: str, params: Sequence[Any] = (), *, size: int = _CHUNK
+    ) -> list[Any]:
+        """Run ``sql`` (whose ``{holes}`` takes the IRIs) over ``iris`` in chunks of ``size``;
+        return the rows.
 
         ``params`` are bound before the IRIs.
         """
         with self._reading() as conn:
-            return _chunked(conn, iris, sql, params)
+            return _chunked(conn, iris, sql, params, size=size)
 
     def _bm25(
         self, query: str, limit: int, filters: SearchFilters | None, *, ids_only: bool
@@ -1334,18 +1338,29 @@ class L0Store:
                 return read(conn)
         return self._read_entries(read)
 
-    def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
-        """Return the IRIs (among ``iris``, when given) of the entries that pass ``filters``."""
-        condition, params = filters.sql()
+    def matching(
+        self, filters: SearchFilters, iris: Sequence[str] | None = None, *, limit: int | None = None
+    ) -> list[str]:
+        """Return the IRIs (among ``iris``, when given) of the entries that pass ``filters``
+        (the first ``limit``, when given)."""
+        if not isinstance(filters, SearchFilters):
+            raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
+        most = None if limit is None else _check_limit(limit)
+        # Given IRIs, each one's labels are looked up by key, unless the filter names so many
+        # labels that collecting their entries once a statement costs less.
+        probe = iris is not None and filters.label_lookups() <= _PROBED_LABELS
+        condition, params = filters.sql(probe=probe)
         if iris is None:
             with self._reading() as conn:
                 rows = conn.execute(
-                    f"SELECT e.iri FROM live_entries AS e WHERE {condition} ORDER BY e.id", params
+                    f"SELECT e.iri FROM live_entries AS e WHERE {condition} ORDER BY e.id LIMIT ?",
+                    [*params, -1 if most is None else most],
                 ).fetchall()
             return [row[0] for row in rows]
         sql = f"SELECT e.iri FROM live_entries AS e WHERE {condition} AND e.iri IN ({{holes}})"
-        found = {row[0] for row in self._over(iris, sql, params)}
-        return [iri for iri in dict.fromkeys(iris) if iri in found]
+        # Collected, the labels' entries are gathered once a statement: fewer, larger ones.
+        found = {row[0] for row in self._over(iris, sql, params, size=_CHUNK if probe else 4_000)}
+        return [iri for iri in dict.fromkeys(iris) if iri in found][:most]
 
     def get_many(self, iris: Sequence[str], *, include_expired: bool = False) -> dict[str, Entry]:
         """Return the entries of ``iris`` that exist, by IRI, without counting them as reads
@@ -1524,14 +1539,29 @@ def _translated(exc: sqlite3.Error, doing: str) -> GlidingError:
     return error if error is not None else StorageError(f"{doing} failed: {exc}")
 
 
+def _parameters(conn: sqlite3.Connection) -> int:
+    """The most parameters one statement binds on ``conn`` (999 where Python cannot ask:
+    SQLite's bound before 3.32.0)."""
+    ask = getattr(conn, "getlimit", None)  # Python 3.11 and later
+    which = getattr(sqlite3, "SQLITE_LIMIT_VARIABLE_NUMBER", None)
+    return 999 if ask is None or which is None else int(ask(which))
+
+
 def _chunked(
-    conn: sqlite3.Connection, iris: Sequence[str], sql: str, params: Sequence[Any] = ()
+    conn: sqlite3.Connection,
+    iris: Sequence[str],
+    sql: str,
+    params: Sequence[Any] = (),
+    *,
+    size: int = _CHUNK,
 ) -> list[Any]:
-    """Run ``sql`` (whose ``{holes}`` takes IRIs) over ``iris`` in chunks; return the rows."""
+    """Run ``sql`` (whose ``{holes}`` takes IRIs) over ``iris`` in chunks of ``size`` (fewer
+    when this SQLite binds fewer parameters); return the rows."""
     rows: list[Any] = []
     unique = check_iris(iris)
-    for start in range(0, len(unique), _CHUNK):
-        chunk = unique[start : start + _CHUNK]
+    size = max(1, min(size, _parameters(conn) - len(params)))
+    for start in range(0, len(unique), size):
+        chunk = unique[start : start + size]
         holes = ", ".join("?" * len(chunk))
         rows += conn.execute(sql.format(holes=holes), [*params, *chunk]).fetchall()
     return rows

@@ -619,9 +619,52 @@ def test_a_dict_filter_selects_what_it_means(entry_store: EntryStore, spec: dict
             )
             for i, entry in enumerate(ENTRIES)
         )
-    chosen = set(entry_store.matching(filters_from_dict(spec)))
+    filters = filters_from_dict(spec)
+    chosen = set(entry_store.matching(filters))
     expected = {f"urn:e:{i}" for i, entry in enumerate(ENTRIES) if holds(entry, spec)}
     assert chosen == expected
+    # Among given IRIs (checked entry by entry), in their order; and the oldest first, limited.
+    given = [*[f"urn:e:{i}" for i in range(len(ENTRIES))][::-2], "urn:e:absent"]
+    assert entry_store.matching(filters, given) == [iri for iri in given if iri in expected]
+    oldest = sorted(expected, key=lambda iri: int(iri.rsplit(":", 1)[1]))
+    assert entry_store.matching(filters, limit=2) == oldest[:2]
+    assert entry_store.matching(filters, given, limit=1) == [i for i in given if i in expected][:1]
+
+
+def test_filters_check_given_entries_as_they_select_all(entry_store: EntryStore) -> None:
+    # Given IRIs, each entry's labels are looked up by its key (``SearchFilters.sql(probe=
+    # True)``); without, the entries holding them are collected: both choose the same.
+    labels = [("a", "Note"), ("b", "Fact"), ("a", "Fact"), ("ab", "Note"), ("c", "Note")]
+    entry_store.put_many(
+        Record({"@id": f"urn:e:{i}", "@type": kind, "text": "x"}, tags=list(tags))
+        for i, (tags, kind) in enumerate(labels)
+    )
+    for filters in [
+        SearchFilters(tags_all=("a", "b")),
+        SearchFilters(tags_any=("b", "c")),
+        SearchFilters(types=("Fact",)),
+        SearchFilters(exclude_tags=("a",)),
+        SearchFilters(exclude_types=("Note",)),
+        SearchFilters(exclude_tag_prefixes=("a",)),
+        SearchFilters(any_of=(SearchFilters(tags_all=("a",)), SearchFilters(types=("Fact",)))),
+        SearchFilters(all_of=(SearchFilters(exclude_tags=("c",)), SearchFilters(tags_any=("a",)))),
+        SearchFilters(any_of=tuple(SearchFilters(tags_any=(tag,)) for tag in "abcdefghij")),
+        SearchFilters(
+            any_of=tuple(SearchFilters(types=(kind,)) for kind in "abcdefgh"), tags_any=("a",)
+        ),
+    ]:
+        every = entry_store.matching(filters)
+        given = [f"urn:e:{i}" for i in (4, 3, 2, 1, 0, 9)]
+        assert entry_store.matching(filters, given) == [i for i in given if i in every], filters
+    # Alternatives naming only tags are looked up as one: what each would choose, together.
+    tags = SearchFilters(any_of=(SearchFilters(tags_any=("a",)), SearchFilters(tags_any=("c",))))
+    assert entry_store.matching(tags) == ["urn:e:0", "urn:e:2", "urn:e:3", "urn:e:4"]
+    mixed = SearchFilters(any_of=(*tags.any_of, SearchFilters(types=("Fact",), tags_any=("b",))))
+    assert entry_store.matching(mixed) == [f"urn:e:{i}" for i in range(5)]
+    with pytest.raises(InvalidInputError, match="limit"):
+        entry_store.matching(SearchFilters(), limit=0)
+    with pytest.raises(InvalidInputError, match="filters"):
+        entry_store.matching({"tags_any": ["a"]}, ["urn:e:0"])  # type: ignore[arg-type]
 
 
 def test_a_graph_prefix_leaves_out_exactly_the_graphs_that_start_with_it(

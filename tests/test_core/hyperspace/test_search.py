@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
 from gliding_core.config import DenseConfig, MemoryConfig, SearchConfig, SearchOptions
 from gliding_core.errors import ConfigError
+from gliding_core.hyperspace import following, search
 from gliding_core.memory import MANIFEST_FILE
 from gliding_core.store.filters import SearchFilters
 
@@ -326,3 +327,64 @@ def test_a_search_multiplies_its_vectors_on_one_blas_thread(
     assert seen
     assert set(seen) == {1}
     assert set(after) == {2}
+
+
+FILTERED_CASES = {
+    # which of 200 entries are tagged, the patches; what the dense arm asks its index
+    "narrow": (lambda i: i % 50 == 0, {}),  # 4 allowed: scored exactly, one restricted ask
+    "broad": (lambda i: i % 2 == 0, {}),  # enough among the 20 nearest: one ask
+    "sparse": (lambda i: i % 10 == 0, {}),  # too few there: one wider ask
+    "sparse, narrow index": (lambda i: i % 10 == 0, {"widest": 30}),  # then a restricted ask
+}
+TOPICS = [
+    *("harbour", "crane", "orchard", "ladder", "lantern", "oil", "ferry", "ticket", "kettle"),
+    *("spout", "meadow", "quarry", "violin", "pepper", "glacier", "saddle", "copper", "wren"),
+]
+
+
+@pytest.mark.parametrize("case", list(FILTERED_CASES))
+def test_a_filtered_dense_arm_finds_the_best_allowed_entries_however_narrow(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """The dense arm under a filter gives the allowed entries nearest the query, whether it
+    scored the few allowed ones exactly, kept those passing among the index's nearest (asking
+    again, wider, when few passed), or asked the index restricted to every allowed one."""
+    tagged, patches = FILTERED_CASES[case]
+    monkeypatch.setattr(following, "SCAN_LIMIT", -1)  # the index answers, not the scan
+    monkeypatch.setattr(search, "EXACT_LIMIT", 5)
+    if "widest" in patches:
+        monkeypatch.setattr(memory.index, "widest_query", patches["widest"])
+    memory.store.put_many(
+        Record(
+            {"@id": f"urn:d:{i}", "text": " ".join(TOPICS[(i * 7 + j * j) % 18] for j in range(4))},
+            tags=["t"] if tagged(i) else [],
+        )
+        for i in range(200)
+    )
+    asked: list[tuple[int, bool]] = []
+    query = memory.index.query
+
+    def spying(text: Any, n: int, *, allowed: Any = None) -> Any:
+        asked.append((n, allowed is not None))
+        return query(text, n, allowed=allowed)
+
+    monkeypatch.setattr(memory.index, "query", spying)
+    vector = memory.index.vector("harbour crane ladder")
+    got = memory.hyperspace._dense(vector, 5, SearchFilters(tags_any=("t",)))
+    allowed = [f"urn:d:{i}" for i in range(200) if tagged(i)]
+    exact = memory.index.similarities(vector, allowed)
+    best = sorted(exact, key=lambda iri: (-exact[iri], iri))[:5]
+    assert [iri for iri, _ in got] == best
+    assert [score for _, score in got] == pytest.approx([exact[iri] for iri in best], abs=1e-5)
+    nearest = [n for n, restricted in asked if not restricted]
+    if case == "narrow":
+        assert asked == [(5, True)]
+    elif case == "broad":
+        assert asked == [(20, False)]
+    elif case == "sparse":
+        assert len(nearest) == 2
+        assert nearest[0] == 20 < nearest[1]
+        assert all(not restricted for _, restricted in asked)
+    else:
+        assert asked[-1][1]
+        assert all(n <= 30 for n in nearest)

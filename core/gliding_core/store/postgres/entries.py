@@ -1378,22 +1378,25 @@ class PostgresEntryStore:
             return None
         return np.fromiter((row[0] for row in found), np.int64, len(found))
 
-    def matching(self, filters: SearchFilters, iris: Sequence[str] | None = None) -> list[str]:
+    def matching(
+        self, filters: SearchFilters, iris: Sequence[str] | None = None, *, limit: int | None = None
+    ) -> list[str]:
         """Return the IRIs (among ``iris``, when given, in their order; else oldest first) of
-        the entries that pass ``filters``."""
+        the entries that pass ``filters`` (the first ``limit``, when given)."""
         if not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
+        most = None if limit is None else check_limit(limit)
         condition, params = filters.sql(POSTGRESQL)
         if iris is None:
             with self._reading() as conn:
                 rows = conn.execute(
-                    f"SELECT e.iri FROM live_entries AS e WHERE {condition} ORDER BY e.id",
-                    params,
+                    f"SELECT e.iri FROM live_entries AS e WHERE {condition} ORDER BY e.id LIMIT %s",
+                    [*params, most],
                 ).fetchall()
             return [row[0] for row in rows]
         sql = f"SELECT e.iri FROM live_entries AS e WHERE {condition} AND e.iri = {_IRIS}"
         found = {row[0] for row in self._over(iris, sql, params)}
-        return [iri for iri in dict.fromkeys(iris) if iri in found]
+        return [iri for iri in dict.fromkeys(iris) if iri in found][:most]
 
     # -- access statistics ---------------------------------------------------------------------
 

@@ -196,6 +196,13 @@ def _parser() -> argparse.ArgumentParser:
         "queries (its recall@10; at most --queries; 0, the default: no check)",
     )
     speed.add_argument(
+        "--filtered",
+        type=_natural,
+        default=0,
+        help="also time this many of the queries under each of three filters: a rare tag (100"
+        " entries), a tag on 1 entry in 7, any of 50 rare tags (0, the default: none)",
+    )
+    speed.add_argument(
         "--store",
         type=Path,
         help="keep the SQLite memory in this directory: built there when it is empty, searched "
@@ -831,6 +838,7 @@ def _bench_search(args: argparse.Namespace, out: TextIO) -> int:
             queries=args.queries,
             exact_sample=args.exact_sample,
             directory=args.store,
+            filtered=min(args.filtered, args.queries),
         )
         for name in args.embedders
     ]
@@ -867,6 +875,8 @@ def _stage_table(figures: dict[str, Any]) -> str:
             f"{recall['recall@10_in_100']:.3f}; ties counted: {recall['recall@10_ties']:.3f})"
         )
     table = render(headers, stages.rows(figures["stages"]), title=title)
+    for name, cut in figures.get("filtered", {}).items():
+        table += f"\nFiltered, {name}: p50 {cut['p50_ms']:.2f} ms, p95 {cut['p95_ms']:.2f} ms"
     agreement = figures.get("lexical_agreement")
     if agreement is not None:
         table += (
@@ -896,6 +906,7 @@ def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
                     queries=args.queries,
                     url=u,
                     exact_sample=args.exact_sample,
+                    filtered=min(args.filtered, args.queries),
                 )
                 for u in (None, url)
             ]
@@ -930,6 +941,12 @@ def _bench_search_postgres(args: argparse.Namespace, out: TextIO) -> int:
         f"Hybrid search, {args.entries:,} entries, {args.queries} queries, SQLite and PostgreSQL"
     )
     out.write(render(headers, rows, title=title) + "\n")
+    for r in results:
+        for name, cut in dict(r.get("filtered") or {}).items():  # type: ignore[call-overload]
+            out.write(
+                f"Filtered, {r['backend']}, {r['embedder']}, {name}:"
+                f" p50 {cut['p50_ms']:.2f} ms, p95 {cut['p95_ms']:.2f} ms\n"
+            )
     if recalls:
         out.write("\n" + _recall_table(recalls) + "\n")
     _write_json(args.json, {"speed": results, "recall": recalls})

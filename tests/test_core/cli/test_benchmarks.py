@@ -389,12 +389,16 @@ def test_bench_search_on_postgresql_beside_sqlite(
     code, text = run(
         *("bench", "search", "--entries", "300", "--queries", "20", "--embedders", "hash"),
         *("--backend", "postgresql", "--database-url", postgres_url, "--data", str(data)),
-        *("--json", str(out)),
+        *("--json", str(out), "--filtered", "5"),
     )
     assert code == 0
     assert postgres_url not in text
     figures = json.loads(out.read_text())
     assert [r["backend"] for r in figures["speed"]] == ["sqlite", "postgresql"]
+    for r in figures["speed"]:  # each filter timed on each backend, and printed
+        assert set(r["filtered"]) == {"a rare tag", "1 in 7", "any of 50 rare"}
+        assert all(cut["p95_ms"] >= cut["p50_ms"] > 0 for cut in r["filtered"].values())
+    assert text.count("Filtered, ") == 6
     assert all(r["search_p95_ms"] >= r["search_p50_ms"] > 0 for r in figures["speed"])
     # On PostgreSQL the lexical arm, the links and the candidates' entries are read beside the
     # search's thread, and timed there.

@@ -43,6 +43,7 @@ from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.memory import Memory
 from gliding_core.store.entry import Record
+from gliding_core.store.filters import SearchFilters
 from gliding_core.store.protocol import EntryStore
 from gliding_core.store.sqlite import L0Store
 from gliding_core.tokens import TokenCounter
@@ -64,7 +65,12 @@ class Searcher(Protocol):
     def index(self) -> VectorIndex: ...
 
     def search(
-        self, query: str, k: int = 10, **options: Unpack[SearchOptions]
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        filters: SearchFilters | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResults: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -86,9 +92,16 @@ class PostgresSearch:
         self.hyperspace = HybridSearch(self.store, self.index)
         self.tokens = TokenCounter()
 
-    def search(self, query: str, k: int = 10, **options: Unpack[SearchOptions]) -> SearchResults:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        filters: SearchFilters | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResults:
         """Hybrid search, as ``Memory.search``."""
-        return self.hyperspace.search(query, k, **options)
+        return self.hyperspace.search(query, k, filters=filters, **options)
 
     def count_tokens(self, text: str) -> int:
         """The exact cl100k count of ``text``, as ``Memory.count_tokens``."""
@@ -166,6 +179,7 @@ def run(
     url: str | None = None,
     exact_sample: int = 0,
     directory: Path | None = None,
+    filtered: int = 0,
 ) -> dict[str, Any]:
     """Ingest ``entries`` synthetic entries, time ``queries`` searches, return the figures
     (on PostgreSQL at ``url`` when given, else on a SQLite memory: in memory, or under
@@ -225,6 +239,7 @@ def run(
             latencies.append(elapsed * 1e3)
         recall = dense_recall(memory.store, memory.index, texts[:exact_sample])
         agreement = lexical_agreement(memory.store, texts)
+        narrowed = filtered_figures(memory, texts[:filtered], entries, seed) if filtered else None
     cuts = statistics.quantiles(latencies, n=100, method="inclusive")
     figures: dict[str, Any] = {
         "backend": "sqlite" if url is None else "postgresql",
@@ -241,6 +256,45 @@ def run(
         figures["dense_recall"] = recall
     if agreement is not None:
         figures["lexical_agreement"] = agreement
+    if narrowed is not None:
+        figures["filtered"] = narrowed
+    return figures
+
+
+def filters_of(entries: int, seed: int) -> dict[str, SearchFilters]:
+    """The filters of ``--filtered``, on the benchmark's tags (``group-N`` on 1 entry in
+    ``entries // 100``, ``kind-N`` on 1 in 7): a rare tag (100 entries, as one user's scope),
+    a tag on 1 entry in 7, and any of 50 rare tags (1 in 20)."""
+    rng = random.Random(seed + 1)
+    groups = max(1, entries // 100)
+    return {
+        "a rare tag": SearchFilters(tags_any=(f"group-{rng.randrange(groups)}",)),
+        "1 in 7": SearchFilters(tags_any=(f"kind-{rng.randrange(7)}",)),
+        "any of 50 rare": SearchFilters(
+            any_of=tuple(
+                SearchFilters(tags_any=(f"group-{g}",))
+                for g in rng.sample(range(groups), min(50, groups))
+            )
+        ),
+    }
+
+
+def filtered_figures(
+    memory: Searcher, queries: Sequence[str], entries: int, seed: int
+) -> dict[str, dict[str, float]]:
+    """Each filter of ``filters_of``: the p50 and p95 of ``queries`` searched under it, ms,
+    after five searches not timed."""
+    figures: dict[str, dict[str, float]] = {}
+    for name, filters in filters_of(entries, seed).items():
+        for query in queries[:5]:
+            memory.search(query, 10, filters=filters)
+        latencies = []
+        for query in queries:
+            start = time.perf_counter()
+            memory.search(query, 10, filters=filters)
+            latencies.append((time.perf_counter() - start) * 1e3)
+        cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+        figures[name] = {"p50_ms": cuts[49], "p95_ms": cuts[94]}
     return figures
 
 

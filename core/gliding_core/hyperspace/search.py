@@ -291,13 +291,15 @@ class HybridSearch:
         allowed = self.store.matching(filters, limit=EXACT_LIMIT + 1)
         if len(allowed) <= EXACT_LIMIT:
             return self.dense.query(query, n, allowed=allowed) if allowed else []
-        widest = min(WIDEST_FETCH, self.dense.widest_query or WIDEST_FETCH)
+        bound = self.dense.widest_query  # (pgvector's beam: fewer found may not be all)
+        widest = min(WIDEST_FETCH, bound or WIDEST_FETCH)
         fetch = n * 4
         for last in (False, True):
             found = self.dense.query(query, fetch)
             passing = set(self.store.matching(filters, [iri for iri, _ in found]))
             kept = [(iri, score) for iri, score in found if iri in passing]
-            if len(kept) >= n or len(found) < n * 4:  # enough, or the index has no more
+            every = len(found) < fetch and (bound is None or fetch <= bound)
+            if len(kept) >= n or every:  # enough, or every entry of the index was seen
                 return kept[:n]
             wanted = math.ceil(1.5 * n * len(found) / len(kept)) if kept else 2 * widest + 1
             if last or fetch >= widest or wanted > 2 * widest:  # (unlikely to be enough)

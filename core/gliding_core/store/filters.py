@@ -161,6 +161,8 @@ class SearchFilters:
         number of entries it checks (a tag on 14,000 entries: 50 ms to check 1,100 of them,
         2 ms probed). A prefix condition keeps its one range read either way.
         """
+        if not isinstance(probe, bool):
+            raise InvalidInputError(f"probe must be a bool, got {preview(probe)}")
         parts: list[str] = []
         params: list[Any] = []
         mark = dialect.mark

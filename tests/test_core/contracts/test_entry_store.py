@@ -665,6 +665,8 @@ def test_filters_check_given_entries_as_they_select_all(entry_store: EntryStore)
         entry_store.matching(SearchFilters(), limit=0)
     with pytest.raises(InvalidInputError, match="filters"):
         entry_store.matching({"tags_any": ["a"]}, ["urn:e:0"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="probe"):
+        SearchFilters(tags_any=("a",)).sql(probe="yes")  # type: ignore[arg-type]
 
 
 def test_a_graph_prefix_leaves_out_exactly_the_graphs_that_start_with_it(

@@ -51,7 +51,7 @@ _HNSW = {"hnsw:space": "cosine", "hnsw:construction_ef": 128}
 # multiplier, construction beam.
 _HNSW_HEADER = struct.Struct("<i6QiI3QdQ")
 _HNSW_VERSION = 1
-_ZEROS = bytes(1 << 20)
+_ZEROED = 1 << 20  # bytes zeroed a write
 
 OnMismatch = Literal["rebuild", "raise"]
 
@@ -352,8 +352,9 @@ def _zero_spare(folder: Path) -> None:
         ):
             end = min(file.seek(0, os.SEEK_END), capacity * size)
             file.seek(count * size)
-            for start in range(count * size, end, len(_ZEROS)):
-                file.write(_ZEROS[: min(len(_ZEROS), end - start)])
+            zeros = bytes(min(_ZEROED, max(end - count * size, 0)))
+            for start in range(count * size, end, _ZEROED):
+                file.write(zeros[: end - start])
             file.flush()
             os.fsync(file.fileno())
 

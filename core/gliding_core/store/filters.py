@@ -19,6 +19,7 @@ strings by code point, so a PostgreSQL store keeps its labels in the "C" collati
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,12 +48,6 @@ POSTGRESQL = Dialect(mark="%s", true="TRUE")  # psycopg's placeholder
 
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
-
-_FIELDS = (
-    *("tags_all", "tags_any", "types", "named_graph", "min_importance", "max_importance"),
-    *("since", "until", "named_graphs", "exclude_tags", "exclude_tag_prefixes"),
-    *("exclude_types", "exclude_graph_prefixes", "any_of", "all_of"),
-)
 
 _LABEL_LISTS = (
     "named_graphs",
@@ -264,7 +259,9 @@ def _merged(alternatives: Sequence[SearchFilters]) -> list[SearchFilters]:
 def _only_tags(part: SearchFilters) -> bool:
     """Whether a filter names tags (``tags_any``) and sets nothing else."""
     return bool(part.tags_any) and all(
-        getattr(part, name) in (None, ()) for name in _FIELDS if name != "tags_any"
+        getattr(part, field.name) in (None, ())
+        for field in dataclasses.fields(part)
+        if field.name != "tags_any"
     )
 
 

@@ -1540,11 +1540,11 @@ def _translated(exc: sqlite3.Error, doing: str) -> GlidingError:
 
 
 def _parameters(conn: sqlite3.Connection) -> int:
-    """The most parameters one statement binds on ``conn`` (999 where Python cannot ask:
-    SQLite's bound before 3.32.0)."""
+    """The most parameters one statement binds on ``conn`` (``_MAX_PARAMETERS`` where Python
+    cannot ask)."""
     ask = getattr(conn, "getlimit", None)  # Python 3.11 and later
     which = getattr(sqlite3, "SQLITE_LIMIT_VARIABLE_NUMBER", None)
-    return 999 if ask is None or which is None else int(ask(which))
+    return _MAX_PARAMETERS if ask is None or which is None else int(ask(which))
 
 
 def _chunked(
@@ -1559,7 +1559,8 @@ def _chunked(
     when this SQLite binds fewer parameters); return the rows."""
     rows: list[Any] = []
     unique = check_iris(iris)
-    size = max(1, min(size, _parameters(conn) - len(params)))
+    if size + len(params) > _MAX_PARAMETERS:  # past the bound every SQLite takes: ask
+        size = max(1, min(size, _parameters(conn) - len(params)))
     for start in range(0, len(unique), size):
         chunk = unique[start : start + size]
         holes = ", ".join("?" * len(chunk))

@@ -153,7 +153,9 @@ class StoreConfig(Settings):
             milliseconds), and only in a store of at least twenty times as many entries (its
             words' counts cost more than they save in a smaller one); ``0`` never defers. A row
             holding only the deferred words is then missed if it would have ranked; see
-            ``defer_exactly``.
+            ``defer_exactly``. In such a store the words not deferred are scored in the
+            process from the index's postings (``store.postings``: FTS5's scores to the bit,
+            a quarter of its time); ``0`` leaves every query to FTS5.
         defer_exactly: keep a deferred answer only when a bound on the deferred words' score
             proves it the full query's, else run the full query (``False``: keep it when the
             deferred words' idfs add up to less than the rarest kept word's; on the search

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +46,16 @@ def one_blas_thread() -> AbstractContextManager[object]:
     return limited
 
 
-@cache
 def _blas() -> ThreadpoolController:
-    """The process's BLAS libraries, found once (finding them walks the loaded libraries)."""
-    return ThreadpoolController()
+    """The process's BLAS libraries, found again only when modules were imported since
+    (finding them walks the loaded libraries): a BLAS loaded after the first search (a local
+    model's, on its first use) is limited too."""
+    global _found
+    modules = len(sys.modules)
+    found = _found
+    if found is None or found[0] != modules:
+        found = _found = (modules, ThreadpoolController())
+    return found[1]
+
+
+_found: tuple[int, ThreadpoolController] | None = None  # (modules imported, their BLAS)

@@ -17,9 +17,12 @@ strategies and optimizations", 1995):
    deferred phrases once each scores below a row holding the rarest kept phrase once. With
    ``exact`` the weight is the bound instead.
 3. The kept phrases are searched alone (``"a" OR "b"``): every row matching one of them, with
-   the score of the kept phrases. The rows that also hold a deferred phrase are searched again
-   with every phrase (``("c") AND ("a" OR "b")``), which gives their whole score; FTS5 reads
-   the deferred phrases' postings there only to merge them, scoring none but the rows found.
+   the score of the kept phrases, computed from the index's postings when the store handle
+   keeps its rows' lengths (``store.postings``; a query with nothing to defer is then scored
+   that way whole, and is the full query's answer), else by FTS5's ``bm25()``. The rows that
+   also hold a deferred phrase are searched again with every phrase (``("c") AND ("a" OR
+   "b")``), which gives their whole score; FTS5 reads the deferred phrases' postings there
+   only to merge them, scoring none but the rows found.
 4. The best ``limit`` of these are the answer. With ``exact``, only if the last of them scores
    above the deferred phrases' summed bound (a row holding deferred phrases only scores at most
    that, so it cannot be among them); otherwise, and always with fewer than ``limit`` rows,
@@ -47,10 +50,11 @@ from __future__ import annotations
 import math
 import sqlite3
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gliding_core.store.lexical import K1, MIN_IDF, tokens
+from gliding_core.store.postings import FULL_TEXT, RowLengths, top_scored, varints
 
-FULL_TEXT = "entry_text"  # the store's FTS5 table
 VOCABULARY = f"{FULL_TEXT}_terms"  # its fts5vocab table (the store makes it, ``TERMS_TABLE``)
 # An fts5vocab table stores nothing: it reads the full-text index's own term list. Readers run
 # with ``query_only``, so it is made with the schema rather than on first use.
@@ -60,6 +64,17 @@ TERMS_TABLE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY} USING fts5vocab(
 # smaller store the full query is fast, and they would cost more than they save.
 STORE_FACTOR = 20
 _AVERAGES_ROWID = 1  # the row of FTS5's %_data table holding the row count and the sizes
+
+
+class TopMatches(NamedTuple):
+    """The best matches of a query, and how they were found."""
+
+    rows: list[tuple[int, float]]
+    """``(rowid, score)``, best first."""
+    deferred: bool
+    """Whether phrases were deferred (the pruned search)."""
+    scored: bool
+    """Whether the kept phrases were scored from the postings (``store.postings``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +88,15 @@ class Phrase:
             otherwise than ``lexical.tokens``).
         hits: how many rows hold ``term`` (0 when unknown).
         idf: FTS5's idf of the phrase (0 when unknown).
+        single: whether the word is one term (known or not): a word of several terms is a
+            phrase whose terms must be adjacent, which only FTS5's query scores.
     """
 
     text: str
     term: str | None
     hits: int
     idf: float
+    single: bool = True
 
     @property
     def bound(self) -> float:
@@ -94,9 +112,11 @@ def top_matches(
     expired: str,
     min_deferred: int,
     exact: bool = True,
-) -> list[tuple[int, float]] | None:
+    lengths: RowLengths | None = None,
+) -> TopMatches | None:
     """Return the best ``limit`` ``(rowid, score)`` of the query ``words`` joined by ``OR``,
-    best first, or ``None`` when the pruned search does not apply (see the module).
+    best first, with how they were found, or ``None`` when neither the pruned search nor the
+    scoring from postings applies (see the module).
 
     Args:
         conn: a reader of the store.
@@ -107,8 +127,11 @@ def top_matches(
             pruned search off, and so does a store of fewer than ``STORE_FACTOR`` times as
             many rows.
         exact: answer only when the bound proves the answer the full query's (step 4).
+        lengths: the store handle's row lengths: the kept phrases are then scored from the
+            index's postings (``store.postings``), and a query with nothing to defer is
+            answered too (none: FTS5's ``bm25()`` scores them, and such a query gets ``None``).
     """
-    if min_deferred <= 0 or len(words) < 2:
+    if min_deferred <= 0 or not words or (len(words) < 2 and lengths is None):
         return None
     rows = _row_count(conn)  # read again below, in the transaction
     if rows is None or rows < STORE_FACTOR * min_deferred:
@@ -117,7 +140,7 @@ def top_matches(
     if own:
         conn.execute("BEGIN")
     try:
-        return _top_matches(conn, words, limit, expired, min_deferred, exact)
+        return _top_matches(conn, words, limit, expired, min_deferred, exact, lengths)
     finally:
         if own:
             conn.execute("COMMIT")
@@ -130,36 +153,63 @@ def _top_matches(
     expired: str,
     min_deferred: int,
     exact: bool,
-) -> list[tuple[int, float]] | None:
+    lengths: RowLengths | None,
+) -> TopMatches | None:
     rows = _row_count(conn)
     if rows is None or rows < STORE_FACTOR * min_deferred:
         return None  # a small store: looking its words up would cost more than it saves
     phrases = _phrases(conn, words, rows)
     deferred = _deferred(phrases, exact=exact, min_hits=min_deferred)
-    if not deferred:
+    scored = lengths is not None and all(p.single for p in phrases)
+    if not deferred and not scored:
         return None
     kept = [p for p in phrases if all(p is not d for d in deferred)]
     bound = sum(p.bound for p in deferred)
     either = " OR ".join(p.text for p in kept)
     where = f"WHERE {FULL_TEXT} MATCH ? AND rowid NOT IN ({expired})"
-    # The rows holding a deferred phrase and a kept one, with their whole score.
-    both = conn.execute(
-        f"SELECT rowid, -bm25({FULL_TEXT}) FROM {FULL_TEXT} {where}",
-        (f"({' OR '.join(p.text for p in deferred)}) AND ({either})",),
-    ).fetchall()
+    both: list[tuple[int, float]] = []
+    if deferred:
+        # The rows holding a deferred phrase and a kept one, with their whole score.
+        both = conn.execute(
+            f"SELECT rowid, -bm25({FULL_TEXT}) FROM {FULL_TEXT} {where}",
+            (f"({' OR '.join(p.text for p in deferred)}) AND ({either})",),
+        ).fetchall()
     # The rows holding a kept phrase, by the kept phrases' score: enough of them that the best
     # ``limit`` of those not above are among them.
-    alone = conn.execute(
-        f"SELECT rowid, -bm25({FULL_TEXT}) AS score FROM {FULL_TEXT} {where}"
-        " ORDER BY score DESC LIMIT ?",
-        (either, limit + len(both)),
-    ).fetchall()
+    alone = None
+    scored_alone = False
+    if scored and lengths is not None and not _misread(conn, kept):
+        pairs = [(p.term, p.idf) for p in kept]
+        alone = top_scored(conn, pairs, limit + len(both), lengths=lengths, expired=expired)
+        scored_alone = alone is not None
+    if alone is None:
+        if not deferred:
+            return None
+        alone = conn.execute(
+            f"SELECT rowid, -bm25({FULL_TEXT}) AS score FROM {FULL_TEXT} {where}"
+            " ORDER BY score DESC LIMIT ?",
+            (either, limit + len(both)),
+        ).fetchall()
+    if not deferred:
+        return TopMatches(alone, False, True)  # every phrase scored: the full query's answer
     scores: dict[int, float] = dict(alone)
     scores.update(both)
     best = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
     if len(best) < limit or (exact and not best[-1][1] > bound):
         return None  # a row with deferred phrases only might be among the best
-    return best
+    return TopMatches(best, True, scored_alone)
+
+
+def _misread(conn: sqlite3.Connection, phrases: list[Phrase]) -> bool:
+    """Whether FTS5 finds a row for a phrase the vocabulary said no row holds (its tokenizer
+    split the word otherwise than ``lexical.tokens``): then only its own query is right."""
+    absent = [p.text for p in phrases if p.term is None]
+    if not absent:
+        return False
+    found = conn.execute(
+        f"SELECT 1 FROM {FULL_TEXT} WHERE {FULL_TEXT} MATCH ? LIMIT 1", (" OR ".join(absent),)
+    ).fetchone()
+    return found is not None
 
 
 def _phrases(conn: sqlite3.Connection, words: list[str], rows: int) -> list[Phrase]:
@@ -169,7 +219,7 @@ def _phrases(conn: sqlite3.Connection, words: list[str], rows: int) -> list[Phra
         text = '"' + word.replace('"', '""') + '"'
         terms = tokens(word)
         if len(terms) != 1:
-            out.append(Phrase(text, None, 0, 0.0))
+            out.append(Phrase(text, None, 0, 0.0, single=False))
             continue
         found = conn.execute(f"SELECT doc FROM {VOCABULARY} WHERE term = ?", terms).fetchone()
         hits = int(found[0]) if found else 0
@@ -219,11 +269,5 @@ def _row_count(conn: sqlite3.Connection) -> int | None:
 def _varint(data: bytes) -> int | None:
     """SQLite's variable-length integer at the start of ``data`` (big-endian groups of 7
     bits, the ninth byte whole), or ``None`` if ``data`` ends first."""
-    value = 0
-    for index, byte in enumerate(data[:9]):
-        if index == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value
-    return None
+    values = varints(data, 1)
+    return values[0] if values else None

@@ -122,6 +122,7 @@ from gliding_core.store.parts import (
 from gliding_core.store.parts import (
     headed as head_record,
 )
+from gliding_core.store.postings import POSTINGS_TABLE, RowLengths
 from gliding_core.store.protocol import Change, Direction
 from gliding_core.store.pruning import TERMS_TABLE, top_matches
 from gliding_core.store.staging import (
@@ -250,6 +251,8 @@ class L0Store:
         self.defer_common_words = self.config.defer_common_words
         self.defer_exactly = self.config.defer_exactly
         self.pruned_searches = 0  # full-text searches the pruned search answered (a statistic)
+        self.scored_searches = 0  # full-text searches scored from the postings (a statistic)
+        self._lengths = RowLengths()  # the full-text rows' lengths, read on first need
         self._scratch = None if self.path else tempfile.mkdtemp(prefix="gliding-l0-")
         self._file = self.path or os.path.join(self._scratch or "", "l0.sqlite3")
         try:
@@ -312,7 +315,8 @@ class L0Store:
         conn.execute("PRAGMA wal_autocheckpoint = 10000")
         # One script, one transaction: processes opening a new file at once create it once.
         conn.executescript(
-            f"BEGIN IMMEDIATE;{_SCHEMA}{PARTS_SCHEMA}{_TEXT_INDEX}{TERMS_TABLE}COMMIT;"
+            f"BEGIN IMMEDIATE;{_SCHEMA}{PARTS_SCHEMA}{_TEXT_INDEX}{TERMS_TABLE}{POSTINGS_TABLE}"
+            "COMMIT;"
         )
         if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             _upgrade(conn)
@@ -1325,10 +1329,12 @@ class L0Store:
                     expired=_EXPIRED,
                     min_deferred=self.defer_common_words,
                     exact=self.defer_exactly,
+                    lengths=self._lengths,
                 )
                 if top is not None:
-                    self.pruned_searches += 1
-                    return _in_order(conn, columns, top)
+                    self.pruned_searches += top.deferred
+                    self.scored_searches += top.scored
+                    return _in_order(conn, columns, top.rows)
             if limits.empty:
                 return conn.execute(_top_ranked(columns, parted=parted), args).fetchall()
             return conn.execute(_ranked(columns, condition, parted=parted), args).fetchall()

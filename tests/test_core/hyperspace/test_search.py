@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from gliding_core import HashEmbedder, HybridSearch, InvalidInputError, Memory, Record
 from gliding_core.config import DenseConfig, MemoryConfig, SearchConfig, SearchOptions
 from gliding_core.errors import ConfigError
-from gliding_core.hyperspace import following, search
+from gliding_core.hyperspace import following, search, vectors
 from gliding_core.memory import MANIFEST_FILE
 from gliding_core.store.filters import SearchFilters
 
@@ -393,3 +395,16 @@ def test_a_filtered_dense_arm_finds_the_best_allowed_entries_however_narrow(
         assert all(n <= 30 for n in nearest)
     else:  # ten found of the twenty asked are not all the index holds: restricted next
         assert asked == [(20, False), (5, True)]
+
+
+def test_a_blas_loaded_after_the_first_search_is_limited_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The BLAS libraries are found again once a module was imported since (a local model's
+    library loads on its first use, after searches that limited the others)."""
+    first = vectors._blas()
+    assert vectors._blas() is first  # nothing imported: not looked for again
+    monkeypatch.setitem(sys.modules, "gliding_test_new_module", types.ModuleType("new"))
+    again = vectors._blas()
+    assert again is not first
+    assert vectors._blas() is again

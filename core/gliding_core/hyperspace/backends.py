@@ -135,11 +135,39 @@ class ChromaOnnxEmbedder:
         return self.embed_documents([text])[0]
 
 
+CACHE_MMAP_BYTES = 2**31
+"""How much of the embedding cache file is read through a memory map (SQLite caps it at its
+build's limit, 2 GB here: a cache of about 1,500,000 vectors of 256 dimensions)."""
+
+_PAGE_SIZES = (8_192, 16_384, 32_768, 65_536)
+_ROW_BYTES = 80  # a row beside its vector: the model's name, the digest, the headers
+
+
+def page_size_for(dimension: int | None) -> int:
+    """The page size of a new embedding cache: the smallest of ``_PAGE_SIZES`` whose pages
+    hold a row of ``dimension`` float32 values whole (8 KB when the dimension is unknown).
+
+    The cache is a table without rowids, whose B-tree keeps at most about a quarter of a
+    page of a row in the page (``(size - 12) * 64 / 255 - 23`` bytes) and spills the rest
+    to overflow pages: with SQLite's default 4 KB pages a 256-dimension vector (1 KB) took
+    two pages, so each look-up read two random pages and the file was 4.4 GB for 1,000,000
+    vectors. With 8 KB pages a look-up of 90 vectors out of a million took 0.6 ms rather than
+    3.4 (docs/benchmarks.md, "At 1,000,000 entries").
+    """
+    if dimension is None:
+        return _PAGE_SIZES[0]
+    for size in _PAGE_SIZES:
+        if (size - 12) * 64 // 255 - 23 >= 4 * dimension + _ROW_BYTES:
+            return size
+    return _PAGE_SIZES[-1]
+
+
 class CachedEmbedder:
     """Wrap an embedder so that no text is embedded twice by the same model.
 
     Vectors are keyed by the model's name and the SHA-256 of the text, in SQLite: a file that
-    survives restarts (and may be shared by several processes), or memory. SQLite's errors
+    survives restarts (and may be shared by several processes), or memory. A new file's page
+    size fits a whole row (``page_size_for``); a file made before keeps its own. SQLite's errors
     (a corrupt file, a lock held too long) are raised as ``StorageError`` naming the file.
     A query's vector is kept in the process (the last ``RECENT_QUERIES`` queries), not written
     to the cache: at 100,000 cached texts that write cost a new query 0.7 ms (2.8 at p95),
@@ -163,9 +191,13 @@ class CachedEmbedder:
             self._conn = sqlite3.connect(self.where, check_same_thread=False, timeout=30.0)
         try:
             with translated("sqlite", f"opening the embedding cache {self.where!r}"):
+                # A new file's pages hold a whole row (a no-op on a file with content).
+                self._conn.execute(f"PRAGMA page_size = {page_size_for(self.dimension)}")
                 if path is not None:
                     # WAL: processes sharing the memory directory read while one writes.
                     set_wal(self._conn, busy_timeout_ms=30_000)  # as the timeout above
+                    # Reads of a mapped file are memory reads, not one system call a page.
+                    self._conn.execute(f"PRAGMA mmap_size = {CACHE_MMAP_BYTES}")
                 self._conn.execute(
                     "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL,"
                     " digest BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, digest))"

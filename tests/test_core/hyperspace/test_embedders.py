@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from gliding_core.hyperspace.backends import (
     SentenceTransformerEmbedder,
     auto_embedder,
     make_embedder,
+    page_size_for,
 )
 from gliding_core.hyperspace.vectors import cosine
 
@@ -192,6 +194,60 @@ def test_the_cache_embeds_each_text_once_and_persists(tmp_path: Path) -> None:
     again = CachedEmbedder(Counting(calls), path)
     assert again.embed_documents(["a"]) == [first[0]]
     assert calls == [["a", "b"]]  # nothing embedded twice, even after a restart
+
+
+@pytest.mark.parametrize(
+    ("dimension", "size"),
+    [
+        (None, 8_192),
+        (256, 8_192),
+        (384, 8_192),
+        (480, 8_192),
+        (490, 16_384),
+        (768, 16_384),
+        (1_536, 32_768),
+        (3_072, 65_536),
+        (20_000, 65_536),
+    ],
+)
+def test_a_new_cache_file_has_pages_that_hold_a_row(dimension: int | None, size: int) -> None:
+    assert page_size_for(dimension) == size
+
+
+def test_a_new_cache_stores_each_vector_in_its_page_and_an_old_one_keeps_its_pages(
+    tmp_path: Path,
+) -> None:
+    """No row of a new cache spills to an overflow page (with SQLite's 4 KB pages every one
+    did: two random pages a look-up); a file made with 4 KB pages opens and reads as before."""
+    for dimension in (256, 768):
+        path = tmp_path / f"cache-{dimension}.sqlite3"
+        cache = CachedEmbedder(HashEmbedder(dimension=dimension), path)
+        vectors = cache.embed_documents([f"text {i}" for i in range(300)])
+        cache.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == page_size_for(dimension)
+            pages = dict(conn.execute("SELECT pagetype, count(*) FROM dbstat GROUP BY 1"))
+        assert "overflow" not in pages, pages
+        again = CachedEmbedder(HashEmbedder(dimension=dimension), path)
+        assert again.embed_documents([f"text {i}" for i in range(300)]) == vectors
+        assert again.misses == 0
+        again.close()
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as conn:
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute(
+            "CREATE TABLE embeddings (model TEXT NOT NULL, digest BLOB NOT NULL,"
+            " vector BLOB NOT NULL, PRIMARY KEY (model, digest)) WITHOUT ROWID"
+        )
+    cache = CachedEmbedder(HashEmbedder(), old)
+    first = cache.embed_documents(["a", "b"])
+    cache.close()
+    again = CachedEmbedder(HashEmbedder(), old)
+    assert again.embed_documents(["a", "b"]) == first
+    assert again.misses == 0
+    again.close()
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4_096
 
 
 def test_a_query_is_kept_in_the_process_not_written_to_the_cache(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ POSTINGS_TABLE = (
 # rows) FTS5's own query is used rather than an array mostly empty.
 _SLOTS_A_ROW = 4
 _SLACK = 1_024  # slots kept beyond the highest rowid, so that a growing store rarely copies
+_RETRY_AFTER = 10_000  # changes after a refusal before the rowids are looked at again
 
 
 class RowLengths:
@@ -62,6 +63,7 @@ class RowLengths:
         self._lock = threading.Lock()
         self._sizes: npt.NDArray[np.int32] | None = None
         self._seen = -1  # the change-log sequence the lengths are as of
+        self._refused = -_RETRY_AFTER  # the sequence at which they were last refused
         self.loads = 0
         """How many times every length was read (1 for the handle's life, unless refused)."""
 
@@ -72,8 +74,11 @@ class RowLengths:
         or ``None`` when they cannot be given (an older snapshot, ids too sparse)."""
         head = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
         with self._lock:
+            if self._sizes is None and head < self._refused + _RETRY_AFTER:
+                return None  # refused lately: the rowids are as sparse as then
             if self._sizes is None or head > self._seen:
                 if not self._catch_up(conn, head):
+                    self._sizes, self._refused = None, head
                     return None
             elif head < self._seen:
                 return None  # this snapshot predates lengths another thread read

@@ -170,6 +170,7 @@ def test_rowids_too_sparse_to_keep_fall_back(tmp_path: Path) -> None:
         for query in _queries(rng, 20):
             assert s.search_ids(query, limit=10) == _full(s, query, 10)
         assert s._lengths.loads == 0  # refused: FTS5 scored every query
+        assert s._lengths._refused == s.change_sequence()  # and not looked at every search
 
 
 def test_the_pruned_search_scores_its_kept_words_from_the_postings(tmp_path: Path) -> None:

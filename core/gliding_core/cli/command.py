@@ -884,7 +884,10 @@ def _stage_table(figures: dict[str, Any]) -> str:
             f" {agreement['pruned']:.3f} of them; same hundred in the same order"
             f" {agreement['same_order']:.3f}; recall@10 {agreement['recall@10']:.3f},"
             f" recall@100 {agreement['recall@100']:.3f}; largest score difference"
-            f" {agreement['max_score_difference']:.2g}"
+            f" {agreement['max_score_difference']:.2g}; scored from the postings"
+            f" {agreement['scored']:.3f}; p50 / p95 {agreement['p50_ms']:.2f} /"
+            f" {agreement['p95_ms']:.2f} ms against FTS5's full query's"
+            f" {agreement['full_p50_ms']:.2f} / {agreement['full_p95_ms']:.2f}, alternated"
         )
     return table
 

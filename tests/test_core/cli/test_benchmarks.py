@@ -307,6 +307,9 @@ def test_bench_search(tmp_path: Path) -> None:
     agreement = figures["lexical_agreement"]
     assert agreement["queries"] == 20
     assert agreement["recall@10"] == agreement["recall@100"] == 1.0
+    assert 0 <= agreement["scored"] <= 1
+    assert 0 < agreement["p50_ms"] <= agreement["p95_ms"]
+    assert 0 < agreement["full_p50_ms"] <= agreement["full_p95_ms"]
 
 
 def test_bench_search_reuses_a_store_it_built(tmp_path: Path) -> None:

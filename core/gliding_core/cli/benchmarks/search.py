@@ -312,19 +312,30 @@ def lexical_agreement(
     full search's ten (hundred) best that the pruned search's ten (hundred) best hold;
     ``max_score_difference``, the largest difference of one entry's score between the two;
     ``pruned``, the share of queries the pruned search answered (the others ran the full
-    query). ``None`` for a store without the pruned search, or with it off.
+    query); ``scored``, the share whose words were scored from the index's postings
+    (``gliding_core.store.postings``); ``p50_ms`` / ``p95_ms`` and ``full_p50_ms`` /
+    ``full_p95_ms``, the arm's time each way, the two alternated query by query (which goes
+    first alternating too). ``None`` for a store without the pruned search, or with it off.
     """
     if not isinstance(store, L0Store) or store.defer_common_words <= 0 or not queries:
         return None
     setting = store.defer_common_words
-    before = store.pruned_searches
-    pruned = [store.search_ids(query, limit=depth) for query in queries]
-    answered = store.pruned_searches - before
-    store.defer_common_words = 0
+    before, scored = store.pruned_searches, store.scored_searches
+    pruned: list[list[tuple[str, float]]] = []
+    full: list[list[tuple[str, float]]] = []
+    times: dict[int, list[float]] = {setting: [], 0: []}
     try:
-        full = [store.search_ids(query, limit=depth) for query in queries]
+        for number, query in enumerate(queries):
+            for each in (setting, 0) if number % 2 == 0 else (0, setting):
+                store.defer_common_words = each
+                start = time.perf_counter()
+                found = store.search_ids(query, limit=depth)
+                times[each].append((time.perf_counter() - start) * 1e3)
+                (pruned if each else full).append(found)
     finally:
         store.defer_common_words = setting
+    answered = store.pruned_searches - before
+    scored = store.scored_searches - scored
     same = found10 = found100 = total10 = total100 = 0
     difference = 0.0
     for mine, theirs in zip(pruned, full, strict=True):
@@ -336,14 +347,27 @@ def lexical_agreement(
         for iri, score in theirs:
             if iri in ours:
                 difference = max(difference, abs(ours[iri] - score))
+    cuts, full_cuts = _cuts(times[setting]), _cuts(times[0])
     return {
         "queries": len(queries),
         "pruned": answered / len(queries),
+        "scored": scored / len(queries),
+        "p50_ms": cuts[49],
+        "p95_ms": cuts[94],
+        "full_p50_ms": full_cuts[49],
+        "full_p95_ms": full_cuts[94],
         "same_order": same / len(queries),
         "recall@10": found10 / total10 if total10 else 1.0,
         "recall@100": found100 / total100 if total100 else 1.0,
         "max_score_difference": difference,
     }
+
+
+def _cuts(values: list[float]) -> list[float]:
+    """The percentiles of ``values`` (every one the value itself when there is one)."""
+    if len(values) < 2:
+        return [values[0] if values else 0.0] * 99
+    return statistics.quantiles(values, n=100, method="inclusive")
 
 
 def dense_recall(

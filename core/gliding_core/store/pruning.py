@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from gliding_core.store.lexical import K1, MIN_IDF, tokens
-from gliding_core.store.postings import FULL_TEXT, RowLengths, top_scored, varints
+from gliding_core.store.postings import FULL_TEXT, MOST_ROWS, RowLengths, top_scored, varints
 
 VOCABULARY = f"{FULL_TEXT}_terms"  # its fts5vocab table (the store makes it, ``TERMS_TABLE``)
 # An fts5vocab table stores nothing: it reads the full-text index's own term list. Readers run
@@ -160,10 +160,14 @@ def _top_matches(
         return None  # a small store: looking its words up would cost more than it saves
     phrases = _phrases(conn, words, rows)
     deferred = _deferred(phrases, exact=exact, min_hits=min_deferred)
-    scored = lengths is not None and all(p.single for p in phrases)
+    kept = [p for p in phrases if all(p is not d for d in deferred)]
+    scored = (
+        lengths is not None
+        and all(p.single for p in phrases)
+        and sum(p.hits for p in kept) <= MOST_ROWS
+    )
     if not deferred and not scored:
         return None
-    kept = [p for p in phrases if all(p is not d for d in deferred)]
     bound = sum(p.bound for p in deferred)
     either = " OR ".join(p.text for p in kept)
     where = f"WHERE {FULL_TEXT} MATCH ? AND rowid NOT IN ({expired})"

@@ -145,6 +145,20 @@ def test_a_word_the_vocabulary_lacks_but_fts5_finds_is_left_to_fts5(
     assert any(iri for iri, _ in found)
 
 
+def test_words_matching_too_many_rows_are_left_to_fts5(
+    store: L0Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The postings are read whole into memory: past ``MOST_ROWS`` matching rows FTS5 scores.
+    query = "w70 w71"
+    monkeypatch.setattr(pruning, "MOST_ROWS", 10)
+    before = store.scored_searches
+    assert store.search_ids(query, limit=50) == _full(store, query, 50)
+    assert store.scored_searches == before
+    monkeypatch.setattr(pruning, "MOST_ROWS", 1_000_000)
+    assert store.search_ids(query, limit=50) == _full(store, query, 50)
+    assert store.scored_searches == before + 1
+
+
 def test_a_reader_older_than_the_lengths_falls_back(store: L0Store) -> None:
     assert store.path is not None
     store.search_ids("w90 w91", limit=10)  # the lengths are read

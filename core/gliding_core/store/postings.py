@@ -27,7 +27,9 @@ Invariants: reads only, inside the caller's read transaction (postings, lengths,
 expired ids from one state of the index); used only for unfiltered queries on stores without
 texts in parts, where every row of the index is an entry's whole text; a phrase of several
 terms is never scored here (its terms must be adjacent: the caller runs FTS5's query), nor
-words matching more than ``MOST_ROWS`` rows together (their postings are read into memory).
+words of more than ``MOST_POSTINGS`` occurrences together (their postings are read into
+memory); nor a query inside the caller's transaction (the writer's: its texts may be rolled
+back, and the lengths only move forward).
 """
 
 from __future__ import annotations
@@ -52,10 +54,10 @@ POSTINGS_TABLE = (
 _SLOTS_A_ROW = 4
 _SLACK = 1_024  # slots kept beyond the highest rowid, so that a growing store rarely copies
 _RETRY_AFTER = 10_000  # changes after a refusal before the rowids are looked at again
-MOST_ROWS = 200_000
-"""The most matching rows a query's scored words may have together: past it FTS5 scores them
-(the postings are read whole into memory, about 100 bytes an occurrence while they are read;
-FTS5's own query of that many rows takes 0.4 s and more either way)."""
+MOST_POSTINGS = 200_000
+"""The most occurrences a query's scored words may have together in the index: past it FTS5
+scores them. Their postings are read whole into memory, one row an occurrence (about 100 bytes
+each while read); a word repeated in a long text counts every time, not once a text."""
 
 
 class RowLengths:

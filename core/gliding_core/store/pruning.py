@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from gliding_core.store.lexical import K1, MIN_IDF, tokens
-from gliding_core.store.postings import FULL_TEXT, MOST_ROWS, RowLengths, top_scored, varints
+from gliding_core.store.postings import FULL_TEXT, MOST_POSTINGS, RowLengths, top_scored, varints
 
 VOCABULARY = f"{FULL_TEXT}_terms"  # its fts5vocab table (the store makes it, ``TERMS_TABLE``)
 # An fts5vocab table stores nothing: it reads the full-text index's own term list. Readers run
@@ -90,6 +90,7 @@ class Phrase:
         idf: FTS5's idf of the phrase (0 when unknown).
         single: whether the word is one term (known or not): a word of several terms is a
             phrase whose terms must be adjacent, which only FTS5's query scores.
+        occurrences: how many times ``term`` occurs in all rows (0 when unknown).
     """
 
     text: str
@@ -97,6 +98,7 @@ class Phrase:
     hits: int
     idf: float
     single: bool = True
+    occurrences: int = 0
 
     @property
     def bound(self) -> float:
@@ -139,6 +141,10 @@ def top_matches(
     own = not conn.in_transaction
     if own:
         conn.execute("BEGIN")
+    else:
+        # The caller's transaction: the writer's, whose texts may yet be rolled back, so the
+        # lengths (which only move forward) must not follow them.
+        lengths = None
     try:
         return _top_matches(conn, words, limit, expired, min_deferred, exact, lengths)
     finally:
@@ -164,7 +170,7 @@ def _top_matches(
     scored = (
         lengths is not None
         and all(p.single for p in phrases)
-        and sum(p.hits for p in kept) <= MOST_ROWS
+        and sum(p.occurrences for p in kept) <= MOST_POSTINGS
     )
     if not deferred and not scored:
         return None
@@ -225,10 +231,10 @@ def _phrases(conn: sqlite3.Connection, words: list[str], rows: int) -> list[Phra
         if len(terms) != 1:
             out.append(Phrase(text, None, 0, 0.0, single=False))
             continue
-        found = conn.execute(f"SELECT doc FROM {VOCABULARY} WHERE term = ?", terms).fetchone()
+        found = conn.execute(f"SELECT doc, cnt FROM {VOCABULARY} WHERE term = ?", terms).fetchone()
         hits = int(found[0]) if found else 0
         if hits:
-            out.append(Phrase(text, terms[0], hits, fts5_idf(rows, hits)))
+            out.append(Phrase(text, terms[0], hits, fts5_idf(rows, hits), occurrences=found[1]))
         else:
             out.append(Phrase(text, None, 0, 0.0))
     return out

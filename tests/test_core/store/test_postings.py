@@ -105,10 +105,12 @@ def test_another_handles_writes_are_caught_up(store: L0Store) -> None:
     rng = random.Random(4)
     _agree(store, rng, 10)
     assert store.path is not None
+    loads = store._lengths.loads
     with L0Store(store.path, config=CONFIG) as other:
         other.put_many([{"@id": f"urn:r:{i}", "text": _text(rng, 90)} for i in range(200)])
         other.put_many(_nodes(rng, 200, start=5_000))
     _agree(store, rng, 60)
+    assert store._lengths.loads == loads  # caught up, not read again
 
 
 def test_expired_entries_stay_out(store: L0Store) -> None:
@@ -145,18 +147,46 @@ def test_a_word_the_vocabulary_lacks_but_fts5_finds_is_left_to_fts5(
     assert any(iri for iri, _ in found)
 
 
-def test_words_matching_too_many_rows_are_left_to_fts5(
+def test_words_of_too_many_occurrences_are_left_to_fts5(
     store: L0Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The postings are read whole into memory: past ``MOST_ROWS`` matching rows FTS5 scores.
+    # The postings are read whole into memory, one row an occurrence: a word repeated in a
+    # few long texts counts every time (20 rows hold "w71" 2,000 times each).
+    store.put_many([{"@id": f"urn:rep:{i}", "text": "w71 " * 2_000} for i in range(20)])
     query = "w70 w71"
-    monkeypatch.setattr(pruning, "MOST_ROWS", 10)
+    monkeypatch.setattr(pruning, "MOST_POSTINGS", 39_000)
     before = store.scored_searches
     assert store.search_ids(query, limit=50) == _full(store, query, 50)
     assert store.scored_searches == before
-    monkeypatch.setattr(pruning, "MOST_ROWS", 1_000_000)
+    monkeypatch.setattr(pruning, "MOST_POSTINGS", 1_000_000)
     assert store.search_ids(query, limit=50) == _full(store, query, 50)
     assert store.scored_searches == before + 1
+
+
+class UndoneError(Exception):
+    """Raised to roll a transaction back."""
+
+
+def test_a_search_inside_a_transaction_rolled_back_leaves_the_lengths_right(
+    store: L0Store,
+) -> None:
+    # A search inside the writer's transaction sees its uncommitted texts; were the lengths to
+    # follow them, the rolled-back sequences would be given again to other texts and the
+    # lengths would stay those of the texts that never were.
+    rng = random.Random(6)
+    _agree(store, rng, 5)
+
+    def written_searched_and_undone() -> None:
+        with store.transaction():
+            store.put_many([{"@id": f"urn:r:{i}", "text": _text(rng, 100)} for i in range(50)])
+            store.put_many(_nodes(rng, 50, start=9_000))
+            store.search_ids("w70 w71 w72", limit=100)
+            raise UndoneError
+
+    with pytest.raises(UndoneError):
+        written_searched_and_undone()
+    store.put_many([{"@id": f"urn:r:{i}", "text": "w75"} for i in range(50, 150)])
+    _agree(store, rng, 60)
 
 
 def test_a_reader_older_than_the_lengths_falls_back(store: L0Store) -> None:
@@ -170,6 +200,16 @@ def test_a_reader_older_than_the_lengths_falls_back(store: L0Store) -> None:
         store.search_ids("w90 w91", limit=10)  # the lengths catch up past that snapshot
         ids = np.array([1, 2, 3], dtype=np.int64)
         assert store._lengths.gather(old, ids) is None
+        # Through a search on that snapshot: FTS5 scores it, as that snapshot holds it.
+        top = pruning.top_matches(
+            old,
+            ["w90", "w91"],
+            10,
+            expired="SELECT 0 WHERE 0",
+            min_deferred=THRESHOLD,
+            lengths=store._lengths,
+        )
+        assert top is None or not top.scored
     finally:
         old.close()
 

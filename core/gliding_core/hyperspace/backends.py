@@ -189,25 +189,51 @@ class CachedEmbedder:
         self._lock = threading.Lock()
         with translated("sqlite", f"opening the embedding cache {self.where!r}"):
             self._conn = sqlite3.connect(self.where, check_same_thread=False, timeout=30.0)
+        self._ready = False  # whether the table is made (and the file set up)
         try:
-            with translated("sqlite", f"opening the embedding cache {self.where!r}"):
-                # A new file's pages hold a whole row (a no-op on a file with content).
-                self._conn.execute(f"PRAGMA page_size = {page_size_for(self.dimension)}")
-                if path is not None:
-                    # WAL: processes sharing the memory directory read while one writes.
-                    set_wal(self._conn, busy_timeout_ms=30_000)  # as the timeout above
-                    # Reads of a mapped file are memory reads, not one system call a page.
-                    self._conn.execute(f"PRAGMA mmap_size = {CACHE_MMAP_BYTES}")
-                self._conn.execute(
-                    "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL,"
-                    " digest BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, digest))"
-                    " WITHOUT ROWID"
-                )
+            # A new file waits for its first vector when the dimension is not known yet (a
+            # remote model's, before its first answer): its page size is chosen for it.
+            if self.dimension is not None or self._made():
+                self._prepare(self.dimension)
         except BaseException:
             self._conn.close()
             raise
         self.hits = self.misses = 0
         self._queries: OrderedDict[bytes, npt.NDArray[np.float32]] = OrderedDict()
+
+    def _made(self) -> bool:
+        """Whether the file holds the table (another process may have made it)."""
+        with translated("sqlite", f"opening the embedding cache {self.where!r}"):
+            found = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embeddings'"
+            ).fetchone()
+        return found is not None
+
+    def _prepare(self, dimension: int | None) -> None:
+        """Set the file up and make the table, once."""
+        if self._ready:
+            return
+        with translated("sqlite", f"opening the embedding cache {self.where!r}"):
+            # A new file's pages hold a whole row (a no-op on a file with content).
+            self._conn.execute(f"PRAGMA page_size = {page_size_for(dimension)}")
+            if self.where != ":memory:":
+                # WAL: processes sharing the memory directory read while one writes.
+                set_wal(self._conn, busy_timeout_ms=30_000)  # as the connection's timeout
+                # Reads of a mapped file are memory reads, not one system call a page.
+                self._conn.execute(f"PRAGMA mmap_size = {CACHE_MMAP_BYTES}")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL,"
+                " digest BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, digest))"
+                " WITHOUT ROWID"
+            )
+        self._ready = True
+
+    def _usable(self) -> bool:
+        """Whether the table exists: made here, or by another process since (the caller holds
+        the lock)."""
+        if not self._ready and self._made():
+            self._prepare(None)
+        return self._ready
 
     @property
     def dimension(self) -> int | None:
@@ -271,6 +297,8 @@ class CachedEmbedder:
         out: dict[bytes, npt.NDArray[np.float32]] = {}
         unique = list(dict.fromkeys(digests))
         with self._lock, translated("sqlite", f"reading the embedding cache {self.where!r}"):
+            if not self._usable():
+                return out  # nothing was ever cached
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
                 rows = self._conn.execute(
@@ -285,6 +313,11 @@ class CachedEmbedder:
     def _save(self, vectors: dict[bytes, npt.NDArray[np.float32]], *, replace: bool = True) -> None:
         doing = f"writing the embedding cache {self.where!r}"
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        if not vectors:
+            return
+        with self._lock:
+            if not self._usable():
+                self._prepare(len(next(iter(vectors.values()))))
         with self._lock, translated("sqlite", doing), self._conn:
             self._conn.executemany(
                 f"{verb} INTO embeddings (model, digest, vector) VALUES (?, ?, ?)",
@@ -342,6 +375,8 @@ class CachedEmbedder:
         removed = 0
         doing = f"forgetting from the embedding cache {self.where!r}"
         with self._lock, translated("sqlite", doing):
+            if not self._usable():
+                return 0
             with self._conn:
                 for start in range(0, len(digests), 500):
                     chunk = digests[start : start + 500]

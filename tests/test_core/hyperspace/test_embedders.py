@@ -250,6 +250,57 @@ def test_a_new_cache_stores_each_vector_in_its_page_and_an_old_one_keeps_its_pag
         assert conn.execute("PRAGMA page_size").fetchone()[0] == 4_096
 
 
+class _LearnsItsDimension(HashEmbedder):
+    """A model that knows its dimension only once it has answered (as a remote API)."""
+
+    def __init__(self) -> None:
+        super().__init__(dimension=1_536)
+        self.answered = False
+
+    @property  # type: ignore[override]
+    def dimension(self) -> int | None:
+        return 1_536 if self.answered else None
+
+    @dimension.setter
+    def dimension(self, value: int) -> None:
+        pass
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        self.answered = True
+        return [HashEmbedder(dimension=1_536).embed_query(text) for text in texts]
+
+
+def test_a_cache_of_a_model_of_unknown_dimension_takes_pages_for_its_first_vector(
+    tmp_path: Path,
+) -> None:
+    """The file is set up when the first vector is saved, its pages sized for it (a remote
+    model of 1,536 dimensions); before that nothing is cached, and another process may have
+    made it meanwhile."""
+    path = tmp_path / "cache.sqlite3"
+    cache = CachedEmbedder(_LearnsItsDimension(), path)
+    assert cache.missing(["a"]) == ["a"]  # nothing made yet, nothing found
+    assert cache.forget(["a"]) == 0
+    vectors = cache.embed_documents([f"text {i}" for i in range(50)])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == page_size_for(1_536)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        pages = dict(conn.execute("SELECT pagetype, count(*) FROM dbstat GROUP BY 1"))
+    assert "overflow" not in pages, pages
+    # A second handle opened before the first vector finds the table made by the first.
+    other_path = tmp_path / "other.sqlite3"
+    early = CachedEmbedder(_LearnsItsDimension(), other_path)
+    writer = CachedEmbedder(_LearnsItsDimension(), other_path)
+    stored = writer.embed_documents(["shared"])
+    assert early.embed_documents(["shared"]) == stored
+    assert early.misses == 0
+    for handle in (cache, early, writer):
+        handle.close()
+    again = CachedEmbedder(_LearnsItsDimension(), path)
+    assert again.embed_documents([f"text {i}" for i in range(50)]) == vectors
+    assert again.misses == 0
+    again.close()
+
+
 def test_a_query_is_kept_in_the_process_not_written_to_the_cache(tmp_path: Path) -> None:
     """A query's vector is the text's (the cache's, when the query is a stored text); a new
     query is embedded once while it stays among the recent ones, and never written to the file

@@ -140,12 +140,14 @@ CACHE_MMAP_BYTES = 2**31
 build's limit, 2 GB here: a cache of about 1,500,000 vectors of 256 dimensions)."""
 
 _PAGE_SIZES = (8_192, 16_384, 32_768, 65_536)
-_ROW_BYTES = 80  # a row beside its vector: the model's name, the digest, the headers
+_ROW_BYTES = 80  # a row beside its vector for a model name of up to 32 bytes
+_ROW_OVERHEAD = 48  # a row beside its vector and the model's name: the digest, the headers
 
 
-def page_size_for(dimension: int | None) -> int:
+def page_size_for(dimension: int | None, beside: int = _ROW_BYTES) -> int:
     """The page size of a new embedding cache: the smallest of ``_PAGE_SIZES`` whose pages
-    hold a row of ``dimension`` float32 values whole (8 KB when the dimension is unknown).
+    hold a row of ``dimension`` float32 values and ``beside`` bytes more whole (8 KB when the
+    dimension is unknown).
 
     The cache is a table without rowids, whose B-tree keeps at most about a quarter of a
     page of a row in the page (``(size - 12) * 64 / 255 - 23`` bytes) and spills the rest
@@ -157,7 +159,7 @@ def page_size_for(dimension: int | None) -> int:
     if dimension is None:
         return _PAGE_SIZES[0]
     for size in _PAGE_SIZES:
-        if (size - 12) * 64 // 255 - 23 >= 4 * dimension + _ROW_BYTES:
+        if (size - 12) * 64 // 255 - 23 >= 4 * dimension + beside:
             return size
     return _PAGE_SIZES[-1]
 
@@ -215,7 +217,8 @@ class CachedEmbedder:
             return
         with translated("sqlite", f"opening the embedding cache {self.where!r}"):
             # A new file's pages hold a whole row (a no-op on a file with content).
-            self._conn.execute(f"PRAGMA page_size = {page_size_for(dimension)}")
+            beside = len(self.name.encode("utf-8", "surrogatepass")) + _ROW_OVERHEAD
+            self._conn.execute(f"PRAGMA page_size = {page_size_for(dimension, beside)}")
             if self.where != ":memory:":
                 # WAL: processes sharing the memory directory read while one writes.
                 set_wal(self._conn, busy_timeout_ms=30_000)  # as the connection's timeout

@@ -214,6 +214,11 @@ def test_a_new_cache_file_has_pages_that_hold_a_row(dimension: int | None, size:
     assert page_size_for(dimension) == size
 
 
+def test_a_long_model_name_counts_in_the_row() -> None:
+    assert page_size_for(470) == 8_192
+    assert page_size_for(470, beside=200) == 16_384  # a name of 150 bytes beside the vector
+
+
 def test_a_new_cache_stores_each_vector_in_its_page_and_an_old_one_keeps_its_pages(
     tmp_path: Path,
 ) -> None:

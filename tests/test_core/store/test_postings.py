@@ -23,6 +23,7 @@ from gliding_core.config import StoreConfig
 from gliding_core.store import pruning
 from gliding_core.store.postings import RowLengths, varints
 from gliding_core.store.sqlite import L0Store
+from tests.test_core.store.full_query import full_query as _full
 
 # Words in at most 150 entries are never deferred here, so every phrase is scored from the
 # postings; the store must hold 20 x 150 = 3,000 entries for the path to apply at all.
@@ -30,15 +31,6 @@ THRESHOLD = 150
 CONFIG = StoreConfig(defer_common_words=THRESHOLD, defer_exactly=True)
 VOCABULARY = [f"w{i}" for i in range(400)]
 WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
-
-
-def _full(store: L0Store, query: str, limit: int) -> list[tuple[str, float]]:
-    setting = store.defer_common_words
-    store.defer_common_words = 0
-    try:
-        return store.search_ids(query, limit=limit)
-    finally:
-        store.defer_common_words = setting
 
 
 def _text(rng: random.Random, length: int | None = None) -> str:

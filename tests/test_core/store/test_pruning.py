@@ -20,15 +20,7 @@ from gliding_core.errors import ConfigError, GlidingError
 from gliding_core.store.lexical import K1
 from gliding_core.store.pruning import _varint, fts5_idf
 from gliding_core.store.sqlite import L0Store
-
-
-def _full(store: L0Store, query: str, limit: int) -> list[tuple[str, float]]:
-    setting = store.defer_common_words
-    store.defer_common_words = 0
-    try:
-        return store.search_ids(query, limit=limit)
-    finally:
-        store.defer_common_words = setting
+from tests.test_core.store.full_query import full_query as _full
 
 
 def _same(pruned: list[tuple[str, float]], full: list[tuple[str, float]]) -> None:

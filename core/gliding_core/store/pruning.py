@@ -152,6 +152,13 @@ def top_matches(
             conn.execute("COMMIT")
 
 
+def applies(conn: sqlite3.Connection, min_deferred: int) -> bool:
+    """Whether the store holds enough rows for the pruned search (and the scoring from
+    postings) with ``min_deferred``."""
+    rows = _row_count(conn)
+    return min_deferred > 0 and rows is not None and rows >= STORE_FACTOR * min_deferred
+
+
 def _top_matches(
     conn: sqlite3.Connection,
     words: list[str],

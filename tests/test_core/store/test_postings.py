@@ -105,6 +105,30 @@ def test_another_handles_writes_are_caught_up(store: L0Store) -> None:
     assert store._lengths.loads == loads  # caught up, not read again
 
 
+def test_a_large_store_reads_its_lengths_ahead_when_opened(store: L0Store) -> None:
+    assert store._warming is None  # it was empty when opened
+    assert store.path is not None
+    with L0Store(store.path, config=CONFIG) as again:
+        assert again._warming is not None
+        again._warming.join(timeout=30)
+        assert again._lengths.loads == 1  # read before any search
+        _agree(again, random.Random(8), 10)
+        assert again._lengths.loads == 1
+    with L0Store(store.path, config=StoreConfig(defer_common_words=0)) as off:
+        assert off._warming is None  # nothing to score from the postings
+    with L0Store(store.path, config=StoreConfig(defer_common_words=THRESHOLD * 2)) as small:
+        assert small._warming is None  # too few rows for that threshold
+
+
+def test_a_store_closed_while_it_reads_its_lengths_closes(store: L0Store) -> None:
+    assert store.path is not None
+    for _ in range(5):
+        again = L0Store(store.path, config=CONFIG)
+        again.close()  # whether or not the read ahead began, ended or failed
+        assert again._warming is not None
+        assert not again._warming.is_alive()  # close waited for it
+
+
 def test_expired_entries_stay_out(store: L0Store) -> None:
     store.put({"@id": "urn:r:ttl", "text": "w60 w61 w62"}, ttl=0.001)
     time.sleep(0.01)

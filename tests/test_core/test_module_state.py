@@ -69,6 +69,10 @@ PROCESS_WIDE: dict[str, str] = {
         "compacted JSON-LD keyed by a node's expanded JSON: the context is fixed, so the result"
         " depends on nothing else"
     ),
+    "gliding_core.hyperspace.vectors._found": (
+        "the process's BLAS libraries, found again when modules were imported since: facts"
+        " about the process, limited for every memory alike"
+    ),
     "gliding_core.projection.artifacts._ranking": (
         "one in-memory FTS5 table, empty between rankings (each runs in a rolled-back"
         " transaction under a lock): it keeps nothing of any memory"

@@ -80,7 +80,7 @@ class RowLengths:
     ) -> npt.NDArray[np.float64] | None:
         """Return the lengths of ``rowids`` (sorted, >= 1) as of ``conn``'s read transaction,
         or ``None`` when they cannot be given (an older snapshot, ids too sparse)."""
-        head = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+        head = log_head(conn)
         with self._lock:
             if self._sizes is None and head < self._refused + _RETRY_AFTER:
                 return None  # refused lately: the rowids are as sparse as then
@@ -135,6 +135,7 @@ def top_scored(
     *,
     lengths: RowLengths,
     expired: str,
+    totals: tuple[int, int],
 ) -> list[tuple[int, float]] | None:
     """Return the best ``limit`` ``(rowid, score)`` of the rows holding any of ``phrases``, by
     FTS5's BM25 over them, best first (equal scores by rowid), or ``None`` when the lengths
@@ -147,7 +148,11 @@ def top_scored(
         limit: how many rows to return.
         lengths: the store handle's row lengths.
         expired: a query of the ids of expired entries, left out.
+        totals: the index's rows and tokens (``averages``), read in the same transaction.
     """
+    rows, tokens = totals
+    if rows <= 0:
+        return None
     found: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
     for term, _ in phrases:
         if term is not None and term not in found:
@@ -157,9 +162,6 @@ def top_scored(
     rowids = np.unique(np.concatenate([ids for ids, _ in found.values()]))
     sizes = lengths.gather(conn, rowids)
     if sizes is None:
-        return None
-    rows, tokens = _averages(conn)
-    if not rows:
         return None
     norm = K1 * (1 - B + B * sizes / (tokens / rows))
     scores = np.zeros(rowids.size)
@@ -182,6 +184,12 @@ def top_scored(
     return list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
 
 
+def log_head(conn: sqlite3.Connection) -> int:
+    """The sequence number of the store's last change of text (0 when none), as ``conn``
+    sees it."""
+    return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0])
+
+
 def _postings(
     conn: sqlite3.Connection, term: str
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -196,14 +204,14 @@ def _postings(
     return docs[starts], counts
 
 
-def _averages(conn: sqlite3.Connection) -> tuple[int, int]:
-    """The index's row count and its total of tokens, from its averages record (0, 0 when
-    there is none)."""
+def averages(conn: sqlite3.Connection) -> tuple[int, int] | None:
+    """The index's row count and its total of tokens, as FTS5's ``bm25()`` reads them: the
+    first two varints of its averages record (``None`` if there is none)."""
     found = conn.execute(f"SELECT block FROM {FULL_TEXT}_data WHERE id = 1").fetchone()
     if not found or not found[0]:
-        return 0, 0
+        return None
     values = varints(bytes(found[0]), 2)
-    return (values[0], values[1]) if len(values) == 2 else (0, 0)
+    return (values[0], values[1]) if len(values) == 2 else None
 
 
 def _first_varint(data: bytes) -> int:

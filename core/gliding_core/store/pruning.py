@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from gliding_core.store.lexical import K1, MIN_IDF, tokens
-from gliding_core.store.postings import FULL_TEXT, MOST_POSTINGS, RowLengths, top_scored, varints
+from gliding_core.store.postings import FULL_TEXT, MOST_POSTINGS, RowLengths, averages, top_scored
 
 VOCABULARY = f"{FULL_TEXT}_terms"  # its fts5vocab table (the store makes it, ``TERMS_TABLE``)
 # An fts5vocab table stores nothing: it reads the full-text index's own term list. Readers run
@@ -63,7 +63,6 @@ TERMS_TABLE = f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY} USING fts5vocab(
 # word it may defer is in at most 1/20 of them. Its look-ups cost about 0.3 ms a word: in a
 # smaller store the full query is fast, and they would cost more than they save.
 STORE_FACTOR = 20
-_AVERAGES_ROWID = 1  # the row of FTS5's %_data table holding the row count and the sizes
 
 
 class TopMatches(NamedTuple):
@@ -168,10 +167,10 @@ def _top_matches(
     exact: bool,
     lengths: RowLengths | None,
 ) -> TopMatches | None:
-    rows = _row_count(conn)
-    if rows is None or rows < STORE_FACTOR * min_deferred:
+    totals = averages(conn)
+    if totals is None or totals[0] < STORE_FACTOR * min_deferred:
         return None  # a small store: looking its words up would cost more than it saves
-    phrases = _phrases(conn, words, rows)
+    phrases = _phrases(conn, words, totals[0])
     deferred = _deferred(phrases, exact=exact, min_hits=min_deferred)
     kept = [p for p in phrases if all(p is not d for d in deferred)]
     scored = (
@@ -197,7 +196,9 @@ def _top_matches(
     scored_alone = False
     if scored and lengths is not None and not _misread(conn, kept):
         pairs = [(p.term, p.idf) for p in kept]
-        alone = top_scored(conn, pairs, limit + len(both), lengths=lengths, expired=expired)
+        alone = top_scored(
+            conn, pairs, limit + len(both), lengths=lengths, expired=expired, totals=totals
+        )
         scored_alone = alone is not None
     if alone is None:
         if not deferred:
@@ -273,18 +274,7 @@ def fts5_idf(rows: int, hits: int) -> float:
 
 
 def _row_count(conn: sqlite3.Connection) -> int | None:
-    """The number of rows of the full-text index, as FTS5's ``bm25()`` reads it: the first
-    varint of its averages record (``None`` if there is none)."""
-    found = conn.execute(
-        f"SELECT block FROM {FULL_TEXT}_data WHERE id = ?", (_AVERAGES_ROWID,)
-    ).fetchone()
-    if not found or not found[0]:
-        return None
-    return _varint(bytes(found[0]))
-
-
-def _varint(data: bytes) -> int | None:
-    """SQLite's variable-length integer at the start of ``data`` (big-endian groups of 7
-    bits, the ninth byte whole), or ``None`` if ``data`` ends first."""
-    values = varints(data, 1)
-    return values[0] if values else None
+    """The number of rows of the full-text index, as FTS5's ``bm25()`` reads it (``None`` if
+    its averages record is missing)."""
+    totals = averages(conn)
+    return None if totals is None else totals[0]

@@ -124,7 +124,7 @@ from gliding_core.store.parts import (
 from gliding_core.store.parts import (
     headed as head_record,
 )
-from gliding_core.store.postings import POSTINGS_TABLE, RowLengths
+from gliding_core.store.postings import POSTINGS_TABLE, RowLengths, log_head
 from gliding_core.store.protocol import Change, Direction
 from gliding_core.store.pruning import TERMS_TABLE, applies, top_matches
 from gliding_core.store.staging import (
@@ -482,8 +482,7 @@ class L0Store:
     def change_sequence(self) -> int:
         """Return the sequence number of the last committed change of text (0 when none)."""
         with self._reading() as conn:
-            head: int = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
-        return head
+            return log_head(conn)
 
     def changes_since(
         self, sequence: int, *, limit: int = 1000
@@ -526,7 +525,7 @@ class L0Store:
         (key,) = _check_names([name], "name")
         value = _check_sequence(sequence, "sequence")
         with self._session() as conn:
-            head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
+            head = log_head(conn)
             if value > head:
                 raise InvalidInputError(
                     f"watermark {value} of {key!r} is past the last change, {head}"
@@ -1721,7 +1720,7 @@ def _log(conn: sqlite3.Connection, iris: Sequence[str]) -> None:
     """
     if not iris:
         return
-    head: int = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()[0]
+    head = log_head(conn)
     _insert(
         conn,
         "INSERT OR REPLACE INTO changes (seq, iri)",

@@ -99,6 +99,7 @@ from gliding_core.jsonld import Node, preview
 from gliding_core.store.entry import MesiState
 
 if TYPE_CHECKING:
+    from gliding_core.blackboard.coordination.records import Lease
     from gliding_core.blackboard.coordination.registries import Coordination
     from gliding_core.blackboard.lease_rights import LeaseRights
 
@@ -404,18 +405,32 @@ class WritePath:
         nodes = self.nodes
         with nodes.writer:
             known = nodes.known(list(records))
+            checked = []
             for change in changes:
+                if change.owner.retry and _landed(change, known):  # step 4
+                    continue
+                if change.owner.writer is not None:  # (the system's write: nothing to check)
+                    checked.append(change)
+            # The leases on every node written without a token, read at once for the group.
+            leases = self._leases_on(
+                [r.iri for c in checked if c.owner.lease_token is None for r in c.owner.requests]
+            )
+            for change in checked:
                 job = change.owner
-                if job.retry and _landed(change, known):  # step 4
-                    continue
                 writer = job.writer
-                if writer is None:  # the system's write: nothing to check
-                    continue
+                assert writer is not None
                 try:
                     for request in job.requests:
                         old = _existing(known[request.iri])
                         self._rights(writer, job.area, old)  # step 5
-                        self._fences(writer, request.iri, job.lease_token, job.area, old)  # 6
+                        self._fences(
+                            writer,
+                            request.iri,
+                            job.lease_token,
+                            job.area,
+                            old,
+                            leases.get(request.iri),
+                        )  # step 6
                 except Exception as exc:  # this write's own refusal
                     change.refusal = exc
         # Each node's value and generation for the coordinator: the record's own value when
@@ -457,6 +472,13 @@ class WritePath:
         if old.graph != writer.authorize(area, Operation.UPDATE):
             writer.authorize(writer.area_of(old), Operation.DELETE)
 
+    def _leases_on(self, iris: list[str]) -> dict[str, list[Lease]]:
+        """The live leases on ``iris`` (one read), for ``_fences``; none without a lease
+        table."""
+        if self.coordination is None or not iris:
+            return {}
+        return self.coordination.leases.holders_of(iris)
+
     def _fences(
         self,
         writer: Writer,
@@ -464,11 +486,13 @@ class WritePath:
         token: int | None,
         area: str,
         old: BoardNode | None = None,
+        held: list[Lease] | None = None,
     ) -> None:
         """Refuse a write or delete of ``iri`` that a live Write or Exclusive lease forbids.
 
         ``area`` is where the node goes (or is deleted from), ``old`` the node as it is: a
         lease guards it only if its holder may update one of those areas of this task.
+        ``held``: the live leases on ``iri`` when the caller read them already.
         """
         if token is not None:
             if self.fences is None:
@@ -481,7 +505,7 @@ class WritePath:
         areas = [area] if old is None else [area, *rights.areas_of(old)]
         guards = [
             lease
-            for lease in self.coordination.leases.holders(iri)
+            for lease in (self.coordination.leases.holders(iri) if held is None else held)
             if lease.mode != "read" and (lease.holder == name or rights.guards(lease, areas))
         ]
         others = tuple((g.holder, g.mode.value) for g in guards if g.holder != name)

@@ -2,12 +2,13 @@
 
 A handle's write of a node is one directory transaction (two round trips to the database: its
 opening with the records' read, then its writes with the ``COMMIT``) and one look-up of the
-node's leases inside it, beside its two SPARQL requests (the node's records read under the
-directory's lock, and the update); a lease's acquire and release are two round trips each, and
-the check of the node behind the lease one. The counts are statements sent
-(``Database.statements``: several sent as one string count once, one round trip) and requests
-to the SPARQL server, which load does not move: a change that went to a server once more per
-operation (a token read again, a transaction of its own for a read) fails here.
+leases of its nodes inside it (all of them at once), beside its two SPARQL requests (the nodes'
+records read under the directory's lock, and the update); a lease's acquire and release are
+two round trips each, and the check of the node behind the lease one. The counts are
+statements sent (``Database.statements``: several sent as one string count once, one round
+trip) and requests to the SPARQL server, which load does not move: a change that went to a
+server once more per operation (a token read again, a transaction of its own for a read) fails
+here.
 
 Every test runs on the session's PostgreSQL and ``oxigraph serve``, in a schema of its own and
 with node IRIs of its own.
@@ -103,6 +104,27 @@ def test_a_handle_write_is_three_round_trips_to_the_database_and_two_requests(
     node = memory.blackboard.read(f"{prefix}:new")
     assert node is not None
     assert (node.generation, node.node["summary"]) == (2, "m")
+
+
+def test_a_write_of_several_nodes_reads_their_leases_at_once(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = Requests(monkeypatch)
+    writer, other = _agent(memory, "writer"), _agent(memory, "other")
+    database = _database(memory)
+    prefix = f"urn:rt:{uuid.uuid4().hex}"
+    writer.write([{"@id": f"{prefix}:warm", "summary": "w"}], area="execution")
+    iris = [f"{prefix}:{i}" for i in range(5)]
+
+    def create() -> None:
+        writer.write([{"@id": iri, "summary": "n"} for iri in iris], area="execution")
+
+    # One read of the five nodes' leases, not one a node (that was 3 + 4 statements).
+    assert _count(database, requests, create) == (3, 2)
+    other.acquire(iris[3], mode="write")
+    with pytest.raises(LeaseConflictError):  # the lease on one node refuses the whole write
+        writer.write([{"@id": iri, "summary": "again"} for iri in iris], area="execution")
+    assert [memory.blackboard.read(iri).node["summary"] for iri in iris] == ["n"] * 5  # type: ignore[union-attr]
 
 
 def test_a_guarded_write_checks_its_fence_in_the_directory_s_transaction(

@@ -407,6 +407,28 @@ def test_release_all_ends_every_depth_of_every_lease(leases: LeaseTable) -> None
     assert leases.try_acquire("urn:r1", "b", X).holder == "b"
 
 
+def test_the_holders_of_several_resources_are_read_at_once(
+    leases: LeaseTable, clock: FakeClock
+) -> None:
+    leases.try_acquire("urn:r2", "b", R, ttl_s=100)
+    leases.try_acquire("urn:r1", "c", R, ttl_s=100)
+    leases.try_acquire("urn:r1", "a", R, ttl_s=100)
+    leases.try_acquire("urn:r3", "d", W, ttl_s=5)
+    clock.advance(10)  # d's lease has expired
+    found = leases.holders_of(["urn:r1", "urn:r3", "urn:none", "urn:r2", "urn:r1"])
+    assert list(found) == ["urn:r1", "urn:r3", "urn:none", "urn:r2"]  # each once, in order
+    assert {r: [lease.holder for lease in held] for r, held in found.items()} == {
+        "urn:r1": ["c", "a"],  # by grant, as ``holders``
+        "urn:r3": [],
+        "urn:none": [],
+        "urn:r2": ["b"],
+    }
+    assert found["urn:r1"] == leases.holders("urn:r1")
+    assert leases.holders_of([]) == {}
+    with pytest.raises(InvalidInputError):
+        leases.holders_of(["urn:r1", ""])
+
+
 def test_holders_and_leases_are_listed_in_their_order(leases: LeaseTable) -> None:
     leases.try_acquire("urn:r2", "b", R)
     leases.try_acquire("urn:r1", "c", R)

@@ -82,7 +82,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 
@@ -434,6 +434,21 @@ class LeaseTable:
             leases = tx.leases.on(resource)
             now = tx.now()
         return sorted((lease for lease in leases if lease.expires_at > now), key=_by_token)
+
+    def holders_of(self, resources: Sequence[str]) -> dict[str, list[Lease]]:
+        """Return the live leases on each of ``resources``, oldest grant first, in one read
+        (a resource without one maps to an empty list)."""
+        wanted = list(dict.fromkeys(check_name(r, "resource") for r in resources))
+        found: dict[str, list[Lease]] = {resource: [] for resource in wanted}
+        if not wanted:
+            return found
+        with self.db.read(f"reading the leases on {len(wanted)} resources") as tx:
+            leases = tx.leases.on_any(wanted)
+            now = tx.now()
+        for lease in sorted(leases, key=_by_token):
+            if lease.expires_at > now:
+                found[lease.resource].append(lease)
+        return found
 
     def leases(self, holder: str | None = None) -> list[Lease]:
         """Return the live leases (of ``holder`` when given), by resource then holder."""

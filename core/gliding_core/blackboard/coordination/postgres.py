@@ -99,7 +99,7 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -557,6 +557,14 @@ class PostgresLeases:
     def on(self, resource: str) -> list[Lease]:
         """Return every lease row on ``resource``, by holder."""
         return self._leases("resource = %s ORDER BY holder", (resource,))
+
+    def on_any(self, resources: Sequence[str]) -> list[Lease]:
+        """Return every lease row on any of ``resources``, by resource then holder."""
+        if not resources:
+            return []
+        return self._leases(
+            "resource = ANY(%s::text[]) ORDER BY resource, holder", (list(resources),)
+        )
 
     def live(self, resource: str, holder: str, now: float) -> Lease | None:
         """Return ``holder``'s live lease on ``resource``, if any."""

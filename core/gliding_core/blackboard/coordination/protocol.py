@@ -99,6 +99,11 @@ class LeaseRecords(Protocol):
         """Return every lease row on ``resource``, expired ones included, by holder."""
         ...
 
+    def on_any(self, resources: Sequence[str]) -> list[Lease]:
+        """Return every lease row on any of ``resources`` (one statement), expired ones
+        included, by resource then holder."""
+        ...
+
     def live(self, resource: str, holder: str, now: float) -> Lease | None:
         """Return ``holder``'s live lease on ``resource``, if any."""
         ...

@@ -27,11 +27,12 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -338,6 +339,16 @@ class SQLiteLeases:
     def on(self, resource: str) -> list[Lease]:
         """Return every lease row on ``resource``, by holder."""
         return self._leases("resource = ? ORDER BY holder", (resource,))
+
+    def on_any(self, resources: Sequence[str]) -> list[Lease]:
+        """Return every lease row on any of ``resources``, by resource then holder (the
+        names go as one JSON array: no bound on their number)."""
+        if not resources:
+            return []
+        return self._leases(
+            "resource IN (SELECT value FROM json_each(?)) ORDER BY resource, holder",
+            (json.dumps(list(resources)),),
+        )
 
     def live(self, resource: str, holder: str, now: float) -> Lease | None:
         """Return ``holder``'s live lease on ``resource``, if any."""

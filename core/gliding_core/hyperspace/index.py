@@ -37,6 +37,7 @@ from typing import Protocol, runtime_checkable
 
 from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.vectors import Vector
+from gliding_core.store.filters import SearchFilters
 
 
 @runtime_checkable
@@ -146,4 +147,18 @@ class VectorIndex(Protocol):
 
     def close(self) -> None:
         """Stop following the store and record the applied sequence; closing twice is harmless."""
+        ...
+
+
+@runtime_checkable
+class FilteringIndex(Protocol):
+    """A dense index that can apply a search's filters itself, in the statement that scores
+    (a backend in the database of L0: ``PgVectorIndex``)."""
+
+    def query_filtered(
+        self, text: str | Vector, n: int, filters: SearchFilters, *, at_most: int | None
+    ) -> list[tuple[str, float]] | None:
+        """Return up to ``n`` ``(iri, cosine)`` pairs nearest to ``text`` among the entries
+        passing ``filters``, best first, scored exactly; ``None`` when more than ``at_most``
+        entries pass (nothing is scored then; ``None``: no bound)."""
         ...

@@ -68,6 +68,7 @@ from gliding_core.hyperspace.following import FollowingIndex, Matrix, chunks
 from gliding_core.hyperspace.vectors import Vector
 from gliding_core.hyperspace.windows import WINDOW_SEPARATOR
 from gliding_core.jsonld import preview
+from gliding_core.store.filters import POSTGRESQL, SearchFilters
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import Migration, lock_key, session_setting
 from gliding_core.store.postgres.schema import EXPIRED
@@ -79,6 +80,8 @@ WIDEST_BEAM = 1_000  # the largest hnsw.ef_search pgvector takes
 BATCH = 1_000  # vectors written per statement
 COMPONENT = "dense"
 _NAME = re.compile(r"[a-z0-9_]{1,40}")
+
+_NO_BOUND = 1 << 62  # an unbounded filtered query's bound (its LIMIT stays a bigint)
 
 BULK_FROM = 5_000
 """A catch-up (or rebuild) with at least this many changes to apply, and at least as many as
@@ -566,6 +569,50 @@ class PgVectorIndex(FollowingIndex):
             ).fetchall()
         # The graph ranks by its copies; the hits are scored, and put in order, whole.
         return [(iri, 1.0 - float(d)) for iri, d in sorted(rows, key=lambda row: (row[1], row[0]))]
+
+    def query_filtered(
+        self, text: str | Vector, n: int, filters: SearchFilters, *, at_most: int | None
+    ) -> list[tuple[str, float]] | None:
+        """Return up to ``n`` ``(iri, cosine)`` pairs nearest to ``text`` among the live
+        entries passing ``filters``, best first (equal cosines by IRI; a windowed entry by its
+        best window), scored exactly in one statement; ``None`` when more than ``at_most``
+        entries pass (then nothing was scored: the caller walks the graph; ``at_most=None``:
+        no bound).
+
+        The statement reads at most ``at_most + 1`` of the entries the filter allows (their
+        number comes back first) and, when they are few enough, scores each one's vectors
+        (one range of the key, as the re-rank's read) against the query.
+
+        Raises:
+            InvalidInputError: ``filters`` is not ``SearchFilters``, or ``n`` or ``at_most`` is
+                not a positive int (``at_most`` at most 2**62).
+        """
+        if not isinstance(filters, SearchFilters):
+            raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
+        most = _NO_BOUND if at_most is None else at_most
+        for name, value in (("n", n), ("at_most", most)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _NO_BOUND:
+                raise InvalidInputError(f"{name} must be a positive int, got {preview(value)}")
+        vector = self.vector(text)
+        condition, params = filters.sql(POSTGRESQL)
+        sql = (
+            f"WITH allowed AS MATERIALIZED (SELECT e.iri FROM live_entries AS e WHERE {condition}"
+            " LIMIT %s), counted AS (SELECT count(*) AS c FROM allowed)"
+            " SELECT NULL, NULL, c FROM counted UNION ALL"
+            " (SELECT a.iri, b.s, 0 FROM allowed AS a CROSS JOIN LATERAL"
+            f" (SELECT max(1 - (w.embedding {self._distance} %s::{self._vector})) AS s FROM"
+            f" (SELECT v.embedding FROM {self.table} AS v WHERE v.iri >= a.iri"
+            f" AND v.iri < a.iri || ' $' ORDER BY v.iri LIMIT {MAX_WINDOWS}) AS w) AS b"
+            " WHERE b.s IS NOT NULL AND (SELECT c FROM counted) <= %s"
+            " ORDER BY 2 DESC, 1 LIMIT %s)"
+        )
+        doing = f"querying the dense index {self.name!r}"
+        with self._db.translated(doing), self._db.connection() as conn:
+            rows = conn.execute(sql, (*params, most + 1, _literal(vector), most, n))
+            (_, _, passing), *scored = rows.fetchall()
+        if passing > most:
+            return None
+        return [(iri, float(score)) for iri, score, _ in scored]
 
     def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
         # Ordered by the similarity, not by the distance operator: the planner then reads the

@@ -37,14 +37,21 @@ class Dialect:
     Attributes:
         mark: the placeholder of one parameter.
         true: the condition that holds for every row.
+        own_tags: an expression of the row's own tags as an array, for a probe's tag
+            conditions (``None``: probed in the tag table by key).
     """
 
     mark: str
     true: str
+    own_tags: str | None = None
 
 
 SQLITE = Dialect(mark="?", true="1")
-POSTGRESQL = Dialect(mark="%s", true="TRUE")  # psycopg's placeholder
+# psycopg's placeholder. An entry row keeps its tags joined by ``staging.SEPARATOR`` (the tag
+# table is made from them), so a probe compares them as an array, with no look-up: the tag
+# table's key leads with the tag, so looking one entry up in it costs a descent per tag asked
+# for (50 tags: 47,000 descents, 70 ms, to check 1,000 candidates; 3 ms as arrays).
+POSTGRESQL = Dialect(mark="%s", true="TRUE", own_tags="string_to_array(e.tags, chr(31))")
 
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
@@ -161,16 +168,22 @@ class SearchFilters:
         parts: list[str] = []
         params: list[Any] = []
         mark = dialect.mark
+        own = dialect.own_tags if probe else None
         if self.tags_all:
             tags = _unique(self.tags_all)
             held = _marks(tags, mark)
-            parts.append(
-                f"(SELECT COUNT(*) FROM entry_tags AS t WHERE t.tag IN ({held})"
-                f" AND t.entry_id = e.id) = {len(tags)}"
-                if probe
-                else f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({held})"
-                f" GROUP BY entry_id HAVING COUNT(*) = {len(tags)})"
-            )
+            if own is not None:
+                parts.append(f"{own} @> ARRAY[{held}]::text[]")
+            elif probe:
+                parts.append(
+                    f"(SELECT COUNT(*) FROM entry_tags AS t WHERE t.tag IN ({held})"
+                    f" AND t.entry_id = e.id) = {len(tags)}"
+                )
+            else:
+                parts.append(
+                    f"e.id IN (SELECT entry_id FROM entry_tags WHERE tag IN ({held})"
+                    f" GROUP BY entry_id HAVING COUNT(*) = {len(tags)})"
+                )
             params += tags
         for values, table, column in (
             (self.tags_any, "entry_tags", "tag"),
@@ -178,7 +191,11 @@ class SearchFilters:
         ):
             if values:
                 unique = _unique(values)
-                parts.append(_member(table, column, _marks(unique, mark), probe=probe))
+                held = _marks(unique, mark)
+                if own is not None and table == "entry_tags":
+                    parts.append(f"{own} && ARRAY[{held}]::text[]")
+                else:
+                    parts.append(_member(table, column, held, probe=probe))
                 params += unique
         for column, operator, value in (
             ("e.named_graph", "=", self.named_graph),
@@ -223,7 +240,11 @@ def _nested_sql(
     ):
         if values:
             unique = _unique(values)
-            parts.append(_member(table, column, _marks(unique, mark), probe=probe, negated=True))
+            held = _marks(unique, mark)
+            if probe and dialect.own_tags is not None and table == "entry_tags":
+                parts.append(f"NOT ({dialect.own_tags} && ARRAY[{held}]::text[])")
+            else:
+                parts.append(_member(table, column, held, probe=probe, negated=True))
             params += unique
     for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
         bounds = _prefix_range(prefix)

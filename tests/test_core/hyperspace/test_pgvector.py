@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -24,10 +25,13 @@ import pytest
 
 from gliding_core import HashEmbedder, Record
 from gliding_core.config import DenseConfig
-from gliding_core.hyperspace import pgvector
+from gliding_core.errors import InvalidInputError
+from gliding_core.hyperspace import following, pgvector, search
 from gliding_core.hyperspace.following import Matrix
 from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.hyperspace.search import HybridSearch
 from gliding_core.hyperspace.windows import text_windows
+from gliding_core.store.filters import SearchFilters
 from gliding_core.store.postgres import DatabaseSettings, PostgresEntryStore
 from gliding_core.store.postgres.database import lock_key
 from tests.test_core.contracts.conftest import TEST_DATABASE_URL
@@ -485,3 +489,135 @@ def test_candidates_vectors_are_read_from_this_schema_with_their_windows_not_exp
                 reader.close()
     finally:
         admin.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+
+
+FACT = "zebra"  # the one word of an entry's last window, found by the query for it
+
+
+def _filtered_records() -> list[Record]:
+    """Sixty entries tagged by parity and by a group of three; entry 0's text is long, with
+    ``FACT`` only in its last window."""
+    records = []
+    for i in range(60):
+        text = " ".join(TOPICS[(i * 7 + j * j) % len(TOPICS)] for j in range(4))
+        if i == 0:
+            text = " ".join(f"word{w} kettle" for w in range(20)) + f" {FACT}"
+        tags = ["even" if i % 2 == 0 else "odd", f"g{i % 3}"]
+        records.append(Record({"@id": f"urn:f:{i}", "text": text}, tags=tags))
+    return records
+
+
+TOPICS = ["harbour", "crane", "orchard", "ladder", "lantern", "ferry", "kettle", "meadow", "wren"]
+FILTERS = {
+    "a tag": SearchFilters(tags_any=("even",)),
+    "a tag, another excluded": SearchFilters(tags_any=("g1",), exclude_tags=("odd",)),
+    "all of two tags": SearchFilters(tags_all=("odd", "g2")),
+    "any of two": SearchFilters(
+        any_of=(SearchFilters(tags_any=("g0",)), SearchFilters(tags_all=("odd", "g2")))
+    ),
+    "nothing passes": SearchFilters(tags_any=("none",)),
+}
+
+
+@pytest.mark.parametrize("name", list(FILTERS))
+def test_a_filtered_query_scores_every_entry_passing_in_one_statement_as_exactly_as_by_iri(
+    store: PostgresEntryStore,
+    admin: psycopg.Connection[tuple[object, ...]],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
+    """The filter in the scoring's statement gives what scoring the IRIs it allows gives: the
+    same entries, the same cosines (each entry by its best window: a word in a long text's
+    last window finds it), expired entries left out; more entries passing than ``at_most``:
+    ``None``, nothing scored."""
+    monkeypatch.setattr(following, "SCAN_LIMIT", -1)  # the index answers, not a scan
+    windows = DenseConfig(window_words=8, window_overlap=2)
+    index = PgVectorIndex(store, HashEmbedder(64), windows=windows)
+    try:
+        store.put_many(_filtered_records())
+        index.refresh(wait=True)
+        admin.execute(
+            "INSERT INTO entry_expiry (entry_id, expires_at)"
+            " SELECT id, 0 FROM entries WHERE iri = 'urn:f:2'"
+        )
+        filters = FILTERS[name]
+        allowed = store.matching(filters)
+        assert "urn:f:2" not in allowed
+        for query in (f"{FACT} kettle", "harbour crane ladder", "wren meadow"):
+            expected = index.query(query, 10, allowed=allowed) if allowed else []
+            got = index.query_filtered(query, 10, filters, at_most=60)
+            assert got == expected
+            if query.startswith(FACT) and "urn:f:0" in allowed:
+                assert got[0][0] == "urn:f:0"  # found by the fact in its last window only
+        if allowed:
+            assert index.query_filtered("wren", 10, filters, at_most=len(allowed)) is not None
+            assert index.query_filtered("wren", 10, filters, at_most=len(allowed) - 1) is None
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "bad"),
+    [
+        (("wren", 10, {"tags_any": ["even"]}, 100), "filters"),
+        (("wren", 0, SearchFilters(tags_any=("even",)), 100), "n"),
+        (("wren", 10, SearchFilters(tags_any=("even",)), True), "at_most"),
+        (("wren", 10, SearchFilters(tags_any=("even",)), -1), "at_most"),
+    ],
+)
+def test_a_filtered_query_refuses_bad_input_naming_it(
+    store: PostgresEntryStore, args: tuple[Any, ...], bad: str
+) -> None:
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        text, n, filters, at_most = args
+        with pytest.raises(InvalidInputError, match=bad):
+            index.query_filtered(text, n, filters, at_most=at_most)
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize(("exact_up_to", "widest"), [(1_000, None), (5, None), (5, 8)])
+def test_the_search_s_filtered_dense_arm_on_pgvector_scores_the_filter_s_entries_at_once(
+    store: PostgresEntryStore,
+    monkeypatch: pytest.MonkeyPatch,
+    exact_up_to: int,
+    widest: int | None,
+) -> None:
+    """Up to ``FILTERED_EXACT`` entries passing, the dense arm is one statement of the index
+    with the filter in it, and its answer the exact one; past it the graph is walked with no read of
+    the entries passing first (the statement counted them), and when the walks find too few
+    (an index whose widest query is short) every entry passing is scored, in one statement
+    again: the exact answer."""
+    monkeypatch.setattr(search, "FILTERED_EXACT", exact_up_to)
+    monkeypatch.setattr(following, "SCAN_LIMIT", -1)
+    index = PgVectorIndex(store, HashEmbedder(64))
+    hyperspace = HybridSearch(store, index)
+    if widest is not None:
+        query = index.query
+        monkeypatch.setattr(index, "widest_query", widest)
+        monkeypatch.setattr(index, "query", lambda t, n, **kw: query(t, min(n, widest), **kw))
+    try:
+        store.put_many(_filtered_records())
+        index.refresh(wait=True)
+        filters = FILTERS["a tag"]
+        limited: list[Any] = []
+        matching = store.matching
+
+        def spying(given: Any, iris: Any = None, *, limit: Any = None) -> Any:
+            limited.append((iris, limit))
+            return matching(given, iris, limit=limit)
+
+        monkeypatch.setattr(store, "matching", spying)
+        got = hyperspace._dense("harbour crane ladder", 5, filters)
+        exact = index.query("harbour crane ladder", 5, allowed=matching(filters))
+        if exact_up_to == 1_000 or widest is not None:  # scored in the index's statement
+            assert got == exact
+        else:
+            assert len(got) == 5
+            assert all(int(iri[6:]) % 2 == 0 for iri, _ in got)
+        # Never a read of the entries passing: neither EXACT_LIMIT + 1 of them nor all.
+        assert all(iris is not None for iris, _ in limited)
+    finally:
+        hyperspace.close()
+        index.close()

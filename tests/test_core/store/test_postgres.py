@@ -30,8 +30,10 @@ from gliding_core import (
     StorageError,
 )
 from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.store.filters import POSTGRESQL
 from gliding_core.store.postgres import Database, DatabaseSettings, PostgresEntryStore
 from gliding_core.store.postgres.schema import BLOCK, SCHEMA_VERSION
+from gliding_core.store.staging import SEPARATOR
 
 PASSWORD = "Tr0ub4dor-and-3-very-secret"
 
@@ -769,3 +771,46 @@ def test_a_lock_outside_a_transaction_is_refused(pg: PostgresEntryStore) -> None
         pg.hold("anything")  # taken, and let go at the commit
     with pytest.raises(InvalidInputError, match="lock purpose"), pg.transaction():
         pg.hold("bad\x00purpose")
+
+
+ODD_TAGS = ["a tag", "x,y", "{braced}", 'quo"te', "ünï", "back\\slash", "NULL", "t"]
+
+
+def test_a_probe_checks_each_entry_s_own_tags_as_the_tag_table_holds_them(
+    pg: PostgresEntryStore,
+) -> None:
+    """The probe form (each given entry checked on its own row) reads the tags the row keeps
+    joined by ``staging.SEPARATOR``: it passes the same entries as the tag table's form, for
+    tags of any text."""
+    assert POSTGRESQL.own_tags == f"string_to_array(e.tags, chr({ord(SEPARATOR)}))"
+    rng = random.Random(7)
+    records = [
+        Record({"@id": f"urn:p:{i}", "text": f"t {i}"}, tags=rng.sample(ODD_TAGS, i % 4))
+        for i in range(40)
+    ]
+    pg.put_many(records)
+    iris = [f"urn:p:{i}" for i in range(40)]
+    cases = [
+        SearchFilters(tags_any=("x,y", "{braced}")),
+        SearchFilters(tags_all=("a tag", 'quo"te')),
+        SearchFilters(exclude_tags=("ünï", "NULL")),
+        SearchFilters(
+            any_of=(SearchFilters(tags_any=("t",)), SearchFilters(tags_all=("back\\slash",)))
+        ),
+        SearchFilters(tags_any=("absent",)),
+    ]
+    for filters in cases:
+        collected = pg.matching(filters)  # the tag table's form
+        assert pg.matching(filters, iris) == collected  # each given entry probed on its row
+        expected = [r.node["@id"] for r in records if _passes(filters, set(r.tags))]
+        assert collected == expected
+
+
+def _passes(filters: SearchFilters, tags: set[str]) -> bool:
+    if filters.tags_any and not tags & set(filters.tags_any):
+        return False
+    if filters.tags_all and not set(filters.tags_all) <= tags:
+        return False
+    if tags & set(filters.exclude_tags):
+        return False
+    return not filters.any_of or any(_passes(part, tags) for part in filters.any_of)

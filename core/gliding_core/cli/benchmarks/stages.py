@@ -112,6 +112,7 @@ def clocked(searcher: Any) -> StageClock:
     clock.wrap(index, "refresh", "refresh")
     clock.wrap(store, "search_ids", "lexical")
     clock.wrap(index, "query", "dense")
+    clock.wrap(index, "query_filtered", "dense")
     clock.wrap(getattr(searcher, "hyperspace", None), "fuse", "fusion")
     clock.wrap(index, "similarities", "vectors")
     clock.wrap(index, "vectors", "vectors")

@@ -1329,9 +1329,15 @@ class PostgresEntryStore:
         if not terms:
             self._check_open()
             return []
-        condition, params = (
-            (None, []) if filters is None or filters.empty else filters.sql(POSTGRESQL)
-        )
+        condition: str | None = None
+        checked: str | None = None
+        params: list[Any] = []
+        checked_params: list[Any] = []
+        if filters is not None and not filters.empty:
+            # Each candidate is checked against its own row (``probe``); the entries passing
+            # are collected (``_allowed``) by the condition's other form.
+            condition, params = filters.sql(POSTGRESQL)
+            checked, checked_params = filters.sql(POSTGRESQL, probe=True)
         tx: _Transaction | None = getattr(self._local, "tx", None)
         pending = (0, 0) if tx is None else (tx.documents, tx.tokens)
         with self._reading("searching the L0 store") as conn:
@@ -1340,7 +1346,7 @@ class PostgresEntryStore:
             ids, scores = ranked(blocks, terms, pending)
         except ValueError as exc:
             raise StorageError(f"the L0 store's full-text index is damaged: {exc}") from exc
-        sql = best_sql("e.iri" if ids_only else QUALIFIED, condition)
+        sql = best_sql("e.iri" if ids_only else QUALIFIED, checked)
         rows: list[Any] = []
         # Without a filter the best few suffice, unless some of them have expired meanwhile;
         # with one, the best few times the limit are checked first (see ``_FIRST_CHECKED``).
@@ -1355,7 +1361,7 @@ class PostgresEntryStore:
                     places = np.flatnonzero(np.isin(ids[sent:], allowed)) + sent
                     chosen = ids[places]
                     step = len(ids)
-            args = [array_literal(chosen.tolist()), *params, count - len(rows)]
+            args = [array_literal(chosen.tolist()), *checked_params, count - len(rows)]
             if ids_only:
                 with self._reading("searching the L0 store") as conn:
                     found = conn.execute(sql, args, prepare=condition is None).fetchall()
@@ -1394,8 +1400,9 @@ class PostgresEntryStore:
                     [*params, most],
                 ).fetchall()
             return [row[0] for row in rows]
-        sql = f"SELECT e.iri FROM live_entries AS e WHERE {condition} AND e.iri = {_IRIS}"
-        found = {row[0] for row in self._over(iris, sql, params)}
+        probed, probed_params = filters.sql(POSTGRESQL, probe=True)  # each checked by its row
+        sql = f"SELECT e.iri FROM live_entries AS e WHERE {probed} AND e.iri = {_IRIS}"
+        found = {row[0] for row in self._over(iris, sql, probed_params)}
         return [iri for iri in dict.fromkeys(iris) if iri in found][:most]
 
     # -- access statistics ---------------------------------------------------------------------

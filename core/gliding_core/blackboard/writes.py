@@ -411,10 +411,13 @@ class WritePath:
                     continue
                 if change.owner.writer is not None:  # (the system's write: nothing to check)
                     checked.append(change)
-            # The leases on every node written without a token, read at once for the group.
-            leases = self._leases_on(
-                [r.iri for c in checked if c.owner.lease_token is None for r in c.owner.requests]
-            )
+            # The leases on every node written without a token, read at once for the group
+            # (if that read fails, each write reads its own below, and fails alone).
+            unguarded = [c.owner for c in checked if c.owner.lease_token is None]
+            try:
+                leases = self._leases_on([r.iri for job in unguarded for r in job.requests])
+            except Exception:
+                leases = {}
             for change in checked:
                 job = change.owner
                 writer = job.writer

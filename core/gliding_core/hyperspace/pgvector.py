@@ -68,7 +68,7 @@ from gliding_core.hyperspace.following import FollowingIndex, Matrix, chunks
 from gliding_core.hyperspace.vectors import Vector
 from gliding_core.hyperspace.windows import WINDOW_SEPARATOR
 from gliding_core.jsonld import preview
-from gliding_core.store.filters import POSTGRESQL, SearchFilters
+from gliding_core.store.filters import MAX_RESULTS, POSTGRESQL, SearchFilters
 from gliding_core.store.postgres import PostgresEntryStore
 from gliding_core.store.postgres.database import Migration, lock_key, session_setting
 from gliding_core.store.postgres.schema import EXPIRED
@@ -584,16 +584,20 @@ class PgVectorIndex(FollowingIndex):
         (one range of the key, as the re-rank's read) against the query.
 
         Raises:
-            InvalidInputError: ``filters`` is not ``SearchFilters``, or ``n`` or ``at_most`` is
-                not a positive int (``at_most`` at most 2**62).
+            InvalidInputError: ``filters`` is not ``SearchFilters``, ``n`` is not an int from
+                1 to ``MAX_RESULTS``, or ``at_most`` not one from 1 to 2**62.
         """
         if not isinstance(filters, SearchFilters):
             raise InvalidInputError(f"filters must be SearchFilters, got {preview(filters)}")
         most = _NO_BOUND if at_most is None else at_most
-        for name, value in (("n", n), ("at_most", most)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _NO_BOUND:
-                raise InvalidInputError(f"{name} must be a positive int, got {preview(value)}")
+        for name, value, top in (("n", n, MAX_RESULTS), ("at_most", most, _NO_BOUND)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= top:
+                raise InvalidInputError(
+                    f"{name} must be an int from 1 to {top}, got {preview(value)}"
+                )
         vector = self.vector(text)
+        if not np.any(vector):  # no direction, no cosine (the database would rank NaN first)
+            return []
         condition, params = filters.sql(POSTGRESQL)
         sql = (
             f"WITH allowed AS MATERIALIZED (SELECT e.iri FROM live_entries AS e WHERE {condition}"
@@ -609,10 +613,14 @@ class PgVectorIndex(FollowingIndex):
         doing = f"querying the dense index {self.name!r}"
         with self._db.translated(doing), self._db.connection() as conn:
             rows = conn.execute(sql, (*params, most + 1, _literal(vector), most, n))
-            (_, _, passing), *scored = rows.fetchall()
+            found = rows.fetchall()
+        # The count is the row without an IRI; the scored rows are put in order here (a
+        # UNION ALL promises no order of its own).
+        passing = next(count for iri, _, count in found if iri is None)
         if passing > most:
             return None
-        return [(iri, float(score)) for iri, score, _ in scored]
+        scored = [(iri, float(score)) for iri, score, _ in found if iri is not None]
+        return sorted(scored, key=lambda pair: (-pair[1], pair[0]))
 
     def _exact(self, vector: Vector, keys: list[str], n: int) -> list[tuple[str, float]]:
         # Ordered by the similarity, not by the distance operator: the planner then reads the

@@ -296,7 +296,13 @@ class HybridSearch:
         assert self.dense is not None
         if filters.empty:
             return self.dense.query(query, n)
-        filtering = self.dense if isinstance(self.dense, FilteringIndex) else None
+        # (Not inside the caller's transaction: the index reads on a connection of its own,
+        # which would not see the transaction's writes.)
+        filtering = (
+            self.dense
+            if isinstance(self.dense, FilteringIndex) and not self.store.in_transaction()
+            else None
+        )
         if filtering is not None:  # the filter in the scoring's statement
             found = filtering.query_filtered(query, n, filters, at_most=FILTERED_EXACT)
             if found is not None:

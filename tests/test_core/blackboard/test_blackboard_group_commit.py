@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 
 from gliding_core.blackboard.board import Blackboard
+from gliding_core.blackboard.coordination.registries import Coordination
+from gliding_core.blackboard.coordination.sqlite import CoordinationDB
 from gliding_core.blackboard.graph import EmbeddedGraph
 from gliding_core.blackboard.groupcommit import CommitQueue, Job
 from gliding_core.bus import EventBus, EventType
 from gliding_core.config import BlackboardConfig
 from gliding_core.errors import (
     InvalidInputError,
+    LeaseConflictError,
     PermissionDeniedError,
     StaleWriteError,
     StorageError,
@@ -135,6 +138,58 @@ def test_a_refused_write_in_a_group_fails_only_its_own_writer(board: Blackboard)
     assert (moved.generation, moved.node["text"]) == (2, "v2")
     for iri in ("urn:g:first", "urn:g:one", "urn:g:two", "urn:g:three"):
         assert board.read(iri) is not None
+
+
+@pytest.fixture
+def leased_board(tmp_path: Path) -> Iterator[Blackboard]:
+    """A board with a coordination layer (leases)."""
+    bus = EventBus()
+    coordination = Coordination(CoordinationDB(None), bus=bus)
+    store = L0Store(tmp_path / "l0.sqlite3")
+    with Blackboard(
+        EmbeddedGraph(), store=store, bus=bus, config=QUIET, coordination=coordination
+    ) as value:
+        yield value
+    store.close()
+
+
+def test_a_group_reads_its_nodes_leases_once_and_a_lease_refuses_only_its_write(
+    leased_board: Blackboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board = leased_board
+    do, other = board.agent("do", role="do", task=TASK), board.agent("o", role="do", task=TASK)
+    do.write([node("urn:g:leased", "v1"), node("urn:g:mine", "m1")], area="execution")
+    other.acquire("urn:g:leased", mode="write")
+    token = other.acquire("urn:g:mine", mode="write").token
+    assert board.coordination is not None
+    leases = board.coordination.leases
+    reads: list[list[str]] = []
+    holders_of = leases.holders_of
+
+    def counted(resources: Any) -> Any:
+        reads.append(list(resources))
+        return holders_of(resources)
+
+    monkeypatch.setattr(leases, "holders_of", counted)
+    first = Writer(lambda: do.write([node("urn:g:first", "f")], area="execution"))
+    blocked = Writer(lambda: do.write([node("urn:g:leased", "mine now")], area="execution"))
+    guarded = Writer(
+        lambda: other.write([node("urn:g:mine", "m2")], area="execution", lease_token=token)
+    )
+    plain = Writer(
+        lambda: do.write([node("urn:g:p1", "1"), node("urn:g:p2", "2")], area="execution")
+    )
+    grouped(board, first, [blocked, guarded, plain])
+    assert isinstance(blocked.error, LeaseConflictError)
+    assert (first.error, guarded.error, plain.error) == (None, None, None)
+    # The leader alone, then the group of three: one read for the nodes written without a
+    # token (the guarded write's fence is its token's check).
+    assert reads == [["urn:g:first"], ["urn:g:leased", "urn:g:p1", "urn:g:p2"]]
+    leased, mine = board.read("urn:g:leased"), board.read("urn:g:mine")
+    assert leased is not None
+    assert mine is not None
+    assert (leased.node["text"], mine.node["text"]) == ("v1", "m2")
+    assert board.read("urn:g:p2") is not None
 
 
 def test_a_group_is_one_store_write_and_each_node_is_as_written_alone(

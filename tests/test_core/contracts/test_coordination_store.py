@@ -427,6 +427,11 @@ def test_the_holders_of_several_resources_are_read_at_once(
     assert leases.holders_of([]) == {}
     with pytest.raises(InvalidInputError):
         leases.holders_of(["urn:r1", ""])
+    for bad in ("urn:r1", None, 5, b"urn:r1"):  # a name alone is not a list of its letters
+        with pytest.raises(InvalidInputError, match="resources must be a list"):
+            leases.holders_of(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        leases.holders_of([None])  # type: ignore[list-item]
 
 
 def test_holders_and_leases_are_listed_in_their_order(leases: LeaseTable) -> None:

@@ -502,8 +502,9 @@ def _filtered_records() -> list[Record]:
         text = " ".join(TOPICS[(i * 7 + j * j) % len(TOPICS)] for j in range(4))
         if i == 0:
             text = " ".join(f"word{w} kettle" for w in range(20)) + f" {FACT}"
-        tags = ["even" if i % 2 == 0 else "odd", f"g{i % 3}"]
-        records.append(Record({"@id": f"urn:f:{i}", "text": text}, tags=tags))
+        tags = ["even" if i % 2 == 0 else "odd", f"g{i % 3}"][: 1 + i % 7 // 6]
+        node = {"@id": f"urn:f:{i}", "text": text, **({"@type": "Note"} if i % 5 < 2 else {})}
+        records.append(Record(node, tags=tags))
     return records
 
 
@@ -516,6 +517,11 @@ FILTERS = {
         any_of=(SearchFilters(tags_any=("g0",)), SearchFilters(tags_all=("odd", "g2")))
     ),
     "nothing passes": SearchFilters(tags_any=("none",)),
+    "a type": SearchFilters(types=("Note",)),
+    "a type, a tag prefix excluded": SearchFilters(types=("Note",), exclude_tag_prefixes=("g",)),
+    "all of a tag and a type": SearchFilters(
+        all_of=(SearchFilters(tags_any=("odd",)), SearchFilters(types=("Note",)))
+    ),
 }
 
 
@@ -551,6 +557,7 @@ def test_a_filtered_query_scores_every_entry_passing_in_one_statement_as_exactly
                 assert got[0][0] == "urn:f:0"  # found by the fact in its last window only
         if allowed:
             assert index.query_filtered("wren", 10, filters, at_most=len(allowed)) is not None
+        if len(allowed) > 1:
             assert index.query_filtered("wren", 10, filters, at_most=len(allowed) - 1) is None
     finally:
         index.close()
@@ -559,10 +566,12 @@ def test_a_filtered_query_scores_every_entry_passing_in_one_statement_as_exactly
 @pytest.mark.parametrize(
     ("args", "bad"),
     [
-        (("wren", 10, {"tags_any": ["even"]}, 100), "filters"),
-        (("wren", 0, SearchFilters(tags_any=("even",)), 100), "n"),
-        (("wren", 10, SearchFilters(tags_any=("even",)), True), "at_most"),
-        (("wren", 10, SearchFilters(tags_any=("even",)), -1), "at_most"),
+        (("wren", 10, {"tags_any": ["even"]}, 100), "filters must be SearchFilters"),
+        (("wren", 0, SearchFilters(tags_any=("even",)), 100), "^n must be an int"),
+        (("wren", 10**7, SearchFilters(tags_any=("even",)), 100), "^n must be an int"),
+        (("wren", 10, SearchFilters(tags_any=("even",)), True), "^at_most must be an int"),
+        (("wren", 10, SearchFilters(tags_any=("even",)), -1), "^at_most must be an int"),
+        (("wren", 10, SearchFilters(tags_any=("even",)), 2**63), "^at_most must be an int"),
     ],
 )
 def test_a_filtered_query_refuses_bad_input_naming_it(
@@ -620,4 +629,51 @@ def test_the_search_s_filtered_dense_arm_on_pgvector_scores_the_filter_s_entries
         assert all(iris is not None for iris, _ in limited)
     finally:
         hyperspace.close()
+        index.close()
+
+
+def test_a_filtered_search_inside_a_transaction_sees_its_writes(
+    store: PostgresEntryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the caller's transaction the dense arm reads through the store (the index's own
+    connection would not see the transaction's writes): a tag added there excludes the entry,
+    one added there admits it, as the lexical arm and ``matching`` see them."""
+    monkeypatch.setattr(following, "SCAN_LIMIT", -1)
+    index = PgVectorIndex(store, HashEmbedder(64))
+    hyperspace = HybridSearch(store, index)
+    try:
+        store.put_many(
+            Record({"@id": f"urn:t:{i}", "text": f"harbour crane {i}"}, tags=["a"])
+            for i in range(20)
+        )
+        index.refresh(wait=True)
+        without = SearchFilters(tags_any=("a",), exclude_tags=("gone",))
+        added = SearchFilters(tags_any=("new",))
+        with store.transaction():
+            store.retag("urn:t:12", add=["gone"])
+            store.retag("urn:t:3", add=["new"])
+            dense = [iri for iri, _ in hyperspace.arms("harbour crane 12", 5, without)["dense"]]
+            assert dense
+            assert "urn:t:12" not in dense
+            assert [iri for iri, _ in hyperspace.arms("crane 3", 5, added)["dense"]] == ["urn:t:3"]
+        assert "urn:t:12" not in [i for i, _ in hyperspace.arms("crane 12", 5, without)["dense"]]
+    finally:
+        hyperspace.close()
+        index.close()
+
+
+def test_a_query_without_a_direction_finds_nothing_under_a_filter(
+    store: PostgresEntryStore,
+) -> None:
+    """A query whose embedding is the zero vector (only punctuation, to the hash embedder) has
+    no cosine with anything: the filtered query finds no entry (the database would rank its NaN
+    cosines first, and return arbitrary entries)."""
+    index = PgVectorIndex(store, HashEmbedder(64))
+    try:
+        store.put_many(_filtered_records())
+        index.refresh(wait=True)
+        assert not np.any(index.vector("!!!"))
+        assert index.query_filtered("!!!", 5, FILTERS["a tag"], at_most=100) == []
+        assert index.query_filtered("!!!", 5, FILTERS["a tag"], at_most=None) == []
+    finally:
         index.close()

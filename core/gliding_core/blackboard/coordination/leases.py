@@ -438,6 +438,10 @@ class LeaseTable:
     def holders_of(self, resources: Sequence[str]) -> dict[str, list[Lease]]:
         """Return the live leases on each of ``resources``, oldest grant first, in one read
         (a resource without one maps to an empty list)."""
+        if isinstance(resources, (str, bytes)) or not isinstance(resources, Sequence):
+            raise InvalidInputError(
+                f"resources must be a list of resource names, got {preview(resources)}"
+            )
         wanted = list(dict.fromkeys(check_name(r, "resource") for r in resources))
         found: dict[str, list[Lease]] = {resource: [] for resource in wanted}
         if not wanted:

@@ -781,11 +781,11 @@ def test_a_probe_checks_each_entry_s_own_tags_as_the_tag_table_holds_them(
 ) -> None:
     """The probe form (each given entry checked on its own row) reads the tags the row keeps
     joined by ``staging.SEPARATOR``: it passes the same entries as the tag table's form, for
-    tags of any text."""
+    tags of any text, in ``matching`` and in the lexical arm's check of its candidates."""
     assert POSTGRESQL.own_tags == f"string_to_array(e.tags, chr({ord(SEPARATOR)}))"
     rng = random.Random(7)
     records = [
-        Record({"@id": f"urn:p:{i}", "text": f"t {i}"}, tags=rng.sample(ODD_TAGS, i % 4))
+        Record({"@id": f"urn:p:{i}", "text": f"note {i}"}, tags=rng.sample(ODD_TAGS, i % 4))
         for i in range(40)
     ]
     pg.put_many(records)
@@ -804,6 +804,9 @@ def test_a_probe_checks_each_entry_s_own_tags_as_the_tag_table_holds_them(
         assert pg.matching(filters, iris) == collected  # each given entry probed on its row
         expected = [r.node["@id"] for r in records if _passes(filters, set(r.tags))]
         assert collected == expected
+        # The lexical arm checks its candidates (every entry holds "note") the probe's way.
+        found = pg.search_ids("note", limit=40, filters=filters)
+        assert sorted(iri for iri, _ in found) == sorted(expected)
 
 
 def _passes(filters: SearchFilters, tags: set[str]) -> bool:

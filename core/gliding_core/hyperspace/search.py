@@ -15,6 +15,7 @@ import functools
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,6 +47,10 @@ WIDEST_FETCH = 4_000
 # before any walk of its graph, when at most this many pass: the walks of a filter that few
 # entries of a large memory pass find too few and end in that scoring anyway (see ``_dense``).
 FILTERED_EXACT = 6_000
+# A filter found to pass more is not counted again for this many searches under it (the count
+# costs 5-8 ms at 100,000 entries); so many such filters are remembered, the last used kept.
+BROAD_KEPT_FOR = 100
+BROAD_FILTERS = 64
 
 T = TypeVar("T")
 
@@ -136,6 +141,10 @@ class HybridSearch:
         self._readers: ThreadPoolExecutor | None = None
         self._readers_lock = threading.Lock()
         self._closed = False
+        # Filters more than ``FILTERED_EXACT`` entries passed, with the searches left before
+        # they are counted again (``_dense``): a wrong guess costs time, never a result.
+        self._broad: OrderedDict[SearchFilters, int] = OrderedDict()
+        self._broad_lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the threads that send a search's reads beside it; closing twice is harmless
@@ -290,8 +299,9 @@ class HybridSearch:
         pgvector, in L0's database) does each exact scoring in one statement with the filter
         in it, the first one for up to ``FILTERED_EXACT`` entries passing (it counts them up to
         one past that, 5-8 ms for a broad filter of 100,000 entries, and answers only if they
-        are no more: about 8 us an entry); another index is given the entries' IRIs, read
-        first (a tag on one entry in seven of 100,000 took 144 ms of a 160 ms search so).
+        are no more: about 8 us an entry; a filter found to pass more is not counted again
+        for its next ``BROAD_KEPT_FOR`` searches); another index is given the entries' IRIs,
+        read first (a tag on one entry in seven of 100,000 took 144 ms of a 160 ms search so).
         """
         assert self.dense is not None
         if filters.empty:
@@ -303,10 +313,12 @@ class HybridSearch:
             if isinstance(self.dense, FilteringIndex) and not self.store.in_transaction()
             else None
         )
-        if filtering is not None:  # the filter in the scoring's statement
-            found = filtering.query_filtered(query, n, filters, at_most=FILTERED_EXACT)
-            if found is not None:
-                return found
+        if filtering is not None:
+            if not self._known_broad(filters):  # the filter in the scoring's statement
+                found = filtering.query_filtered(query, n, filters, at_most=FILTERED_EXACT)
+                if found is not None:
+                    return found
+                self._found_broad(filters)
         else:
             allowed = self.store.matching(filters, limit=EXACT_LIMIT + 1)
             if len(allowed) <= EXACT_LIMIT:
@@ -330,6 +342,28 @@ class HybridSearch:
             assert scored is not None  # (no bound: never refused)
             return scored
         return self.dense.query(query, n, allowed=self.store.matching(filters))
+
+    def _known_broad(self, filters: SearchFilters) -> bool:
+        """Whether more than ``FILTERED_EXACT`` entries passed ``filters`` lately (one search
+        fewer is left before they are counted again)."""
+        with self._broad_lock:
+            left = self._broad.get(filters)
+            if left is None:
+                return False
+            if left <= 1:
+                del self._broad[filters]
+            else:
+                self._broad[filters] = left - 1
+                self._broad.move_to_end(filters)
+            return True
+
+    def _found_broad(self, filters: SearchFilters) -> None:
+        """Remember that more than ``FILTERED_EXACT`` entries pass ``filters``."""
+        with self._broad_lock:
+            self._broad[filters] = BROAD_KEPT_FOR
+            self._broad.move_to_end(filters)
+            while len(self._broad) > BROAD_FILTERS:
+                self._broad.popitem(last=False)
 
     def fuse(
         self,

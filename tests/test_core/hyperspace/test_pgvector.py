@@ -677,3 +677,40 @@ def test_a_query_without_a_direction_finds_nothing_under_a_filter(
         assert index.query_filtered("!!!", 5, FILTERS["a tag"], at_most=None) == []
     finally:
         index.close()
+
+
+def test_a_filter_found_broad_is_not_counted_again_for_a_while(
+    store: PostgresEntryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter more than ``FILTERED_EXACT`` entries passed goes straight to the graph's walks
+    for its next ``BROAD_KEPT_FOR`` searches, then is counted again; the answers are the same
+    either way. Other filters are counted as before."""
+    monkeypatch.setattr(following, "SCAN_LIMIT", -1)
+    monkeypatch.setattr(search, "FILTERED_EXACT", 5)
+    monkeypatch.setattr(search, "BROAD_KEPT_FOR", 2)
+    index = PgVectorIndex(store, HashEmbedder(64))
+    hyperspace = HybridSearch(store, index)
+    try:
+        store.put_many(_filtered_records())
+        index.refresh(wait=True)
+        counted: list[SearchFilters] = []
+        query_filtered = index.query_filtered
+
+        def spying(text: Any, n: int, filters: SearchFilters, *, at_most: Any) -> Any:
+            if at_most is not None:
+                counted.append(filters)
+            return query_filtered(text, n, filters, at_most=at_most)
+
+        monkeypatch.setattr(index, "query_filtered", spying)
+        broad, narrow = FILTERS["a tag"], FILTERS["all of two tags"]
+        answers = [hyperspace._dense("harbour crane", 5, broad) for _ in range(4)]
+        assert counted == [broad, broad]  # counted, then two searches not, then counted again
+        assert all(answer == answers[0] for answer in answers)
+        monkeypatch.setattr(search, "FILTERED_EXACT", 1_000)
+        assert hyperspace._dense("harbour crane", 5, narrow) == index.query(
+            "harbour crane", 5, allowed=store.matching(narrow)
+        )
+        assert counted[-1] == narrow
+    finally:
+        hyperspace.close()
+        index.close()

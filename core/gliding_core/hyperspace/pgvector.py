@@ -183,9 +183,7 @@ class PgVectorIndex(FollowingIndex):
         # scan each: joined, the planner cannot size the range and scans the whole table.
         self._windows_sql = (
             f"SELECT d.iri, {self._send}(d.embedding) FROM unnest(%s::text[]) AS k(iri)"
-            f" CROSS JOIN LATERAL (SELECT w.iri, w.embedding FROM {self.table} AS w"
-            " WHERE w.iri >= k.iri AND w.iri < k.iri || ' $'"
-            f" ORDER BY w.iri LIMIT {MAX_WINDOWS}) AS d"
+            f" CROSS JOIN LATERAL ({self._windows_of('k.iri', 'w.iri, w.embedding')}) AS d"
             f" WHERE k.iri NOT IN (SELECT e.iri FROM entries AS e WHERE e.id IN ({EXPIRED}))"
         )
         self._graph_key = lock_key(self._db.schema, f"{self.table} graph")
@@ -197,6 +195,14 @@ class PgVectorIndex(FollowingIndex):
 
     def __repr__(self) -> str:
         return f"PgVectorIndex({self.name!r}, embedder={preview(self.embedder_label)})"
+
+    def _windows_of(self, iri: str, columns: str) -> str:
+        """The query of ``columns`` of the rows of the entry ``iri`` (an SQL expression) and of
+        its windows (``w``), in key order."""
+        return (
+            f"SELECT {columns} FROM {self.table} AS w WHERE w.iri >= {iri}"
+            f" AND w.iri < {iri} || ' $' ORDER BY w.iri LIMIT {MAX_WINDOWS}"
+        )
 
     # -- the table -----------------------------------------------------------------------------
 
@@ -604,9 +610,8 @@ class PgVectorIndex(FollowingIndex):
             " LIMIT %s), counted AS (SELECT count(*) AS c FROM allowed)"
             " SELECT NULL, NULL, c FROM counted UNION ALL"
             " (SELECT a.iri, b.s, 0 FROM allowed AS a CROSS JOIN LATERAL"
-            f" (SELECT max(1 - (w.embedding {self._distance} %s::{self._vector})) AS s FROM"
-            f" (SELECT v.embedding FROM {self.table} AS v WHERE v.iri >= a.iri"
-            f" AND v.iri < a.iri || ' $' ORDER BY v.iri LIMIT {MAX_WINDOWS}) AS w) AS b"
+            f" (SELECT max(1 - (v.embedding {self._distance} %s::{self._vector})) AS s FROM"
+            f" ({self._windows_of('a.iri', 'w.embedding')}) AS v) AS b"
             " WHERE b.s IS NOT NULL AND (SELECT c FROM counted) <= %s"
             " ORDER BY 2 DESC, 1 LIMIT %s)"
         )

@@ -191,11 +191,7 @@ class SearchFilters:
         ):
             if values:
                 unique = _unique(values)
-                held = _marks(unique, mark)
-                if own is not None and table == "entry_tags":
-                    parts.append(f"{own} && ARRAY[{held}]::text[]")
-                else:
-                    parts.append(_member(table, column, held, probe=probe))
+                parts.append(_member(table, column, _marks(unique, mark), probe=probe, own=own))
                 params += unique
         for column, operator, value in (
             ("e.named_graph", "=", self.named_graph),
@@ -211,9 +207,21 @@ class SearchFilters:
         return (" AND ".join(parts) or dialect.true), params
 
 
-def _member(table: str, column: str, marks: str, *, probe: bool, negated: bool = False) -> str:
+def _member(
+    table: str,
+    column: str,
+    marks: str,
+    *,
+    probe: bool,
+    negated: bool = False,
+    own: str | None = None,
+) -> str:
     """The condition that the entry holds one of the labels ``marks`` stand for (``negated``:
-    none of them), probed by the entry's key or collected (see ``SearchFilters.sql``)."""
+    none of them), probed by the entry's key or collected (see ``SearchFilters.sql``); a tag
+    probed against the row's own tags when the dialect has them (``own``)."""
+    if probe and own is not None and table == "entry_tags":
+        found = f"{own} && ARRAY[{marks}]::text[]"
+        return f"NOT ({found})" if negated else found
     if probe:
         found = (
             f"EXISTS (SELECT 1 FROM {table} AS t"
@@ -240,11 +248,16 @@ def _nested_sql(
     ):
         if values:
             unique = _unique(values)
-            held = _marks(unique, mark)
-            if probe and dialect.own_tags is not None and table == "entry_tags":
-                parts.append(f"NOT ({dialect.own_tags} && ARRAY[{held}]::text[])")
-            else:
-                parts.append(_member(table, column, held, probe=probe, negated=True))
+            parts.append(
+                _member(
+                    table,
+                    column,
+                    _marks(unique, mark),
+                    probe=probe,
+                    negated=True,
+                    own=dialect.own_tags,
+                )
+            )
             params += unique
     for prefix in _unique(filters.exclude_tag_prefixes):  # a range on the tag index
         bounds = _prefix_range(prefix)

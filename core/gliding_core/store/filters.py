@@ -300,9 +300,12 @@ def _only_tags(part: SearchFilters) -> bool:
 
 
 def _prefix_range(prefix: str) -> list[str]:
-    """The bounds of the strings that start with ``prefix``: itself, and its successor."""
+    """The bounds of the strings that start with ``prefix``: itself, and its successor (past
+    the surrogates, which no stored string holds)."""
     last = ord(prefix[-1])
-    return [prefix] if last == 0x10FFFF else [prefix, prefix[:-1] + chr(last + 1)]
+    if last == 0x10FFFF:
+        return [prefix]
+    return [prefix, prefix[:-1] + chr(0xE000 if last == 0xD7FF else last + 1)]
 
 
 def _check_labels(values: object, name: str) -> tuple[str, ...]:

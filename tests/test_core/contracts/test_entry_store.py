@@ -684,6 +684,24 @@ def test_a_graph_prefix_leaves_out_exactly_the_graphs_that_start_with_it(
         SearchFilters(exclude_graph_prefixes="urn:g:")  # type: ignore[arg-type]
 
 
+def test_a_prefix_ending_just_below_the_surrogates_filters_like_any_other(
+    entry_store: EntryStore,
+) -> None:
+    """A prefix ending in U+D7FF, whose next code point is a surrogate (no string holds one):
+    its range ends at U+E000, and the filter leaves out exactly what starts with it."""
+    labels = ["a\ud7ff", "a\ud7ffz", "a\ud7fe", "a\ue000", "b"]
+    for i, label in enumerate(labels):
+        entry_store.put({"@id": f"urn:e:{i}", "text": "x"}, tags=[label], named_graph=label)
+    outside = [f"urn:e:{i}" for i, label in enumerate(labels) if not label.startswith("a\ud7ff")]
+    for filters in (
+        SearchFilters(exclude_tag_prefixes=("a\ud7ff",)),
+        SearchFilters(exclude_graph_prefixes=("a\ud7ff",)),
+    ):
+        assert entry_store.matching(filters) == outside
+        assert entry_store.matching(filters, ["urn:e:1", "urn:e:3"]) == ["urn:e:3"]
+        assert [iri for iri, _ in entry_store.search_ids("x", filters=filters)] == outside
+
+
 # -- transactions -------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypedDict
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from pydantic import (
     BaseModel,
@@ -787,36 +787,63 @@ def check_database_url(url: str) -> str:
         )
     if _CONTROL.search(url):
         raise ValueError(f"database_url holds a control character: {shown!r}")
-    try:
-        for part in urlsplit(url).netloc.rpartition("@")[2].split(","):  # libpq: host:port,...
-            _, colon, port = part.rpartition(":")
-            if colon and port and not part.endswith("]") and not port.isdigit():
-                raise ValueError(port)
-    except ValueError:
-        raise ValueError(f"database_url has a port that is not a number: {shown!r}") from None
+    authority = url.partition("://")[2].partition("/")[0]  # as libpq reads it (_split_uri)
+    if _bad_port(_split_uri(authority)[1]):
+        raise ValueError(f"database_url has a port that is not a number: {shown!r}")
     return url
 
 
 def mask_url(url: str) -> str:
     """Return the URI ``url`` with its password (in the user part or as a parameter) replaced
-    by ``***``; text that is not a URI is masked whole after its scheme."""
-    if not url.partition(":")[2].startswith("//"):
+    by ``***``; text that is not a URI is masked whole after its scheme.
+
+    The URI is read as libpq reads it (``_split_uri``), not by urllib's rules: a password may
+    hold ``#`` or ``?``, which would end urllib's authority and leave the password shown.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme != url.partition(":")[0]:
         return url.partition(":")[0][:32] + ":***"
-    try:
-        parts = urlsplit(url)
-        user, at, host = parts.netloc.rpartition("@")
-        if at and ":" in user:
-            user = user.partition(":")[0] + ":***"
-        query = parts.query
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key in _SECRET_PARAMETERS for key, _ in pairs):
-            query = urlencode(
-                [(key, "***" if key in _SECRET_PARAMETERS else value) for key, value in pairs],
-                safe="/:*",
-            )
-        return urlunsplit((parts.scheme, f"{user}{at}{host}", parts.path, query, parts.fragment))
-    except ValueError:
-        return url.partition(":")[0][:32] + ":***"
+    user, hosts, tail = _split_uri(rest)
+    name, colon, _ = user.partition(":")
+    if colon:
+        user = f"{name}:***@"
+    path, question, query = tail.partition("?")
+    if question:
+        pairs = [pair.partition("=") for pair in query.split("&")]
+        query = "&".join(
+            f"{key}{equals}***" if unquote(key) in _SECRET_PARAMETERS else f"{key}{equals}{value}"
+            for key, equals, value in pairs
+        )
+    return f"{scheme}://{user}{hosts}{path}{question}{query}"
+
+
+def _split_uri(rest: str) -> tuple[str, str, str]:
+    """Split what follows a URI's ``scheme://`` into its user part (with its ``@``; empty when
+    none), its hosts and ports, and the rest (``/dbname?parameters``), as libpq does.
+
+    The user part ends at an ``@`` before the first ``/``, whatever comes between (``?``,
+    ``#``); the last such ``@`` is taken, so a password holding one stays whole. A password
+    holding a ``/`` makes libpq read a host and a port that is no number (the URL is refused):
+    the user part is then taken to end at the last ``@`` after it, so that it is masked too.
+    """
+    slash = rest.find("/")
+    head = rest if slash < 0 else rest[:slash]
+    at = head.rfind("@")
+    if at < 0 and slash >= 0 and _bad_port(head):
+        at = rest.rfind("@", slash)
+    user, remainder = rest[: at + 1], rest[at + 1 :]
+    ends = [i for i in (remainder.find("/"), remainder.find("?")) if i >= 0]
+    end = min(ends, default=len(remainder))
+    return user, remainder[:end], remainder[end:]
+
+
+def _bad_port(hosts: str) -> bool:
+    """Whether libpq's ``host:port,...`` list ``hosts`` has a port that is not a number."""
+    for part in hosts.split(","):
+        _, colon, port = part.rpartition(":")
+        if colon and port and not part.endswith("]") and not port.isdigit():
+            return True
+    return False
 
 
 def _port(text: str) -> int | str:

@@ -534,6 +534,50 @@ def test_a_bad_url_is_a_typed_error_with_its_password_masked(
     assert shown in message
 
 
+# Passwords holding what ends a URL's authority for urllib but not for libpq; the pieces
+# between those characters are what must never be shown.
+PIECES = ("Xq7k", "Zr9m", "Wp3v")
+
+
+@pytest.mark.parametrize("password", ["Xq7k#Zr9m", "Xq7k?Zr9m", "Xq7k#Zr9m?Wp3v", "Xq7k&Zr9m=Wp3v"])
+def test_a_password_holding_url_delimiters_is_read_as_libpq_reads_it_and_never_shown(
+    postgres_url: str, postgres_schema: str, password: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """libpq takes everything up to the user part's ``@`` as the password, ``#`` and ``?``
+    included (urllib would end the authority there): the URL opens,
+    and no piece of the password is shown."""
+    url = _with_password(postgres_url, password)
+    caplog.set_level(logging.DEBUG)
+    with Memory.open(url, config=_config(postgres_schema)) as memory:
+        memory.store.put({"@id": "urn:pg:d", "text": "delimiters"})
+        shown = [repr(memory), repr(memory.store), repr(memory.config), repr(memory.storage)]
+    shown += [record.getMessage() for record in caplog.records]
+    assert not [text for text in shown if any(piece in text for piece in PIECES)]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:Xq7k#Zr9m@host/db",
+        "postgresql://u:Xq7k?Zr9m@host:5432/db?sslmode=require",
+        "postgresql://u:Xq7k/Zr9m@host/db",  # libpq reads a host and a port: refused
+        "postgresql://u@host/db?password=Xq7k#Zr9m&sslmode=require",
+        "postgresql://u@host/db?pass%77ord=Xq7k",
+        "postgresql://u@host/db?sslpassword=Xq7k#Zr9m",
+    ],
+)
+def test_a_masked_url_shows_no_piece_of_its_password(url: str) -> None:
+    """``mask_url``, and a ``ConfigError`` for a URL libpq cannot read, show none of it."""
+    assert "***" in mask_url(url)
+    assert not [piece for piece in PIECES if piece in mask_url(url)]
+    if "/Zr9m" not in url:  # libpq reads it: so does the configuration
+        assert MemoryConfig(embedder="hash", database_url=url).database_url == url
+        return
+    with pytest.raises(ConfigError, match="port") as caught:
+        MemoryConfig(embedder="hash", database_url=url)
+    assert not [piece for piece in PIECES if piece in str(caught.value)]
+
+
 def test_an_unreachable_database_is_a_typed_error_naming_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

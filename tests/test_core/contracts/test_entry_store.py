@@ -374,6 +374,20 @@ def test_prefix_query_treats_like_and_glob_characters_literally(entry_store: Ent
     assert [e.iri for e in entry_store.by_prefix("urn:a%_*[")] == ["urn:a%_*[x]:1"]
 
 
+@pytest.mark.parametrize("prefix", ["\x00", "urn:a\x00", "urn:\x00b", "urn:\t"])
+def test_a_prefix_holding_a_control_character_finds_nothing(
+    entry_store: EntryStore, prefix: str
+) -> None:
+    """No IRI holds a control character, so a prefix holding one (a NUL, which PostgreSQL's
+    text cannot hold) starts none: every store answers with nothing, none with an error."""
+    entry_store.put({"@id": "urn:a"})
+    entry_store.put({"@id": "urn:ab"})
+    assert entry_store.by_prefix(prefix) == []
+    assert entry_store.by_prefix(prefix, limit=1) == []
+    with pytest.raises(InvalidInputError, match="limit"):
+        entry_store.by_prefix(prefix, limit=0)
+
+
 def test_text_search_ranks_by_bm25(entry_store: EntryStore) -> None:
     entry_store.put({"@id": "urn:1", "text": "the login page times out after a deploy"})
     entry_store.put({"@id": "urn:2", "text": "login login login: the login form"})

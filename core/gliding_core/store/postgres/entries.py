@@ -1130,6 +1130,8 @@ class PostgresEntryStore:
         if not isinstance(prefix, str) or not prefix:
             raise InvalidInputError(f"prefix must be a non-empty string, got {preview(prefix)}")
         check_text(prefix, what="prefix")
+        if "\x00" in prefix:  # starts no IRI (none holds a control character), nor can be sent
+            return self._select("WHERE FALSE", [], limit)
         upper = prefix_bound(prefix)  # a range on the unique IRI index
         if upper is None:
             return self._select("WHERE e.iri >= %s ORDER BY e.iri", [prefix], limit)

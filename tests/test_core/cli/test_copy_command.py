@@ -492,6 +492,39 @@ def test_an_entry_over_the_targets_limits_writes_nothing(
     assert state(postgres_url, postgres_schema) == []
 
 
+@pytest.mark.parametrize(
+    ("iri", "write"),
+    [
+        (
+            "urn:ex:nul-key",
+            lambda store: store.put(
+                {"@id": "urn:ex:nul-key", "see\x00also": {"@id": "urn:ex:note"}}
+            ),
+        ),
+    ],
+    ids=["a link's name"],
+)
+def test_what_postgresql_cannot_hold_fails_a_copy_naming_it_and_writes_nothing(
+    source: Path,
+    postgres_url: str,
+    postgres_schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+    iri: str,
+    write: Callable[[EntryStore], object],
+) -> None:
+    """A NUL that SQLite keeps and PostgreSQL's text cannot: the copy fails with a typed error
+    naming the entry, and the batches written before it are rolled back."""
+    monkeypatch.setattr(copying, "BATCH", 2)  # the bad entry comes after batches were written
+    with open_l0(source) as memory:
+        write(memory.store)
+    target = Place.parse(postgres_url, schema=postgres_schema)
+    with pytest.raises(InvalidInputError) as caught:
+        copy_memory(Place.parse(source), target, config=CONFIG)
+    assert iri in str(caught.value)
+    assert "NUL" in str(caught.value)
+    assert state(postgres_url, postgres_schema) == []
+
+
 def test_a_database_source_without_the_schema_is_refused_and_not_created(
     postgres_url: str, postgres_schema: str, tmp_path: Path
 ) -> None:

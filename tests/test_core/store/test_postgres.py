@@ -817,3 +817,34 @@ def _passes(filters: SearchFilters, tags: set[str]) -> bool:
     if tags & set(filters.exclude_tags):
         return False
     return not filters.any_of or any(_passes(part, tags) for part in filters.any_of)
+
+
+# -- what PostgreSQL's text cannot hold ----------------------------------------------------------
+
+
+def test_a_reference_under_a_key_holding_a_nul_is_refused_by_name_and_writes_nothing(
+    pg: PostgresEntryStore,
+) -> None:
+    """A reference's key is kept as the edge's predicate, as text, which cannot hold a NUL
+    (SQLite's can; everywhere else the node's JSON escapes it): every write refuses it before
+    it starts, naming the entry and the key, and nothing of its batch is written."""
+    bad = {"@id": "urn:bad", "see\x00also": {"@id": "urn:good"}}
+    nested = {"@id": "urn:nested", "about": {"k\x00": [{"@id": "urn:good"}]}}
+    for node in (bad, nested):
+        writes = (
+            lambda node=node: pg.put(node),
+            lambda node=node: pg.replace(node),
+            lambda node=node: pg.put_many([{"@id": "urn:good", "text": "fine"}, node]),
+            lambda node=node: pg.put_text(node, "long " * 50_000),
+        )
+        for write in writes:
+            with pytest.raises(InvalidInputError) as caught:
+                write()
+            message = str(caught.value)
+            assert node["@id"] in message
+            assert "\\x00" in message  # the key, shown with its NUL
+            assert "NUL" in message
+    assert pg.count() == 0
+    pg.put({"@id": "urn:fine", "text": "a NUL in a value \x00 is kept escaped"})
+    assert pg.get("urn:fine") is not None
+    assert pg.integrity_check() == "ok"

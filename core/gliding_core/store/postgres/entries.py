@@ -60,6 +60,7 @@ from gliding_core.errors import (
     EntryNotFoundError,
     GlidingError,
     InvalidInputError,
+    InvalidNodeError,
     StorageError,
 )
 from gliding_core.fields import IndexFields, decode, indexed_text
@@ -69,6 +70,7 @@ from gliding_core.jsonld import (
     check_label,
     check_text,
     encodes_as_utf8,
+    node_references,
     parse_canonical,
     preview,
     validate_iri,
@@ -593,6 +595,7 @@ class PostgresEntryStore:
     ) -> list[str]:
         with collector_paused():  # a batch makes many small objects and no cycles
             batch = write_requests(records_of(records, what=what), self.config)
+            _check_keys(batch)
             self._check_open()
             now = time.time()
             self._write(
@@ -853,6 +856,7 @@ class PostgresEntryStore:
                 if value is not None and not _finite(value):
                     raise InvalidInputError(f"a time must be a finite number, got {preview(value)}")
         batch = write_requests([item.record for item in checked], self.config)
+        _check_keys(batch)
         iris = [node["@id"] for node, _, _ in batch]
         self._check_open()
         now = time.time()
@@ -1487,6 +1491,25 @@ def _load(conn: psycopg.Connection[Any], iris: list[str]) -> dict[str, Staged]:
             indexed_fields=row[12],
         )
     return found
+
+
+def _check_keys(batch: list[Request]) -> None:
+    """Refuse a batch in which a node refers to another under a key holding a NUL: the key is
+    kept as an edge's predicate, in a text, which PostgreSQL cannot hold a NUL in (the node's
+    JSON escapes it). Only a node whose JSON holds an escaped NUL is looked into.
+
+    Raises:
+        InvalidNodeError: naming the node and the key.
+    """
+    for node, content, _ in batch:
+        if "\\u0000" in content:
+            for predicate, _ in node_references(node):
+                if "\x00" in predicate:
+                    raise InvalidNodeError(
+                        f"the node {node['@id']!r} refers to another under the key"
+                        f" {predicate!r}, which holds a NUL character: PostgreSQL cannot"
+                        " keep it as a link's name"
+                    )
 
 
 def _expired(conn: psycopg.Connection[Any], ids: list[int]) -> set[int]:

@@ -501,8 +501,12 @@ def test_an_entry_over_the_targets_limits_writes_nothing(
                 {"@id": "urn:ex:nul-key", "see\x00also": {"@id": "urn:ex:note"}}
             ),
         ),
+        (
+            "urn:ex:nul-text",
+            lambda store: store.put_text({"@id": "urn:ex:nul-text"}, BIG + "\x00"),
+        ),
     ],
-    ids=["a link's name"],
+    ids=["a link's name", "a text in parts"],
 )
 def test_what_postgresql_cannot_hold_fails_a_copy_naming_it_and_writes_nothing(
     source: Path,

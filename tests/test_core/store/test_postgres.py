@@ -848,3 +848,31 @@ def test_a_reference_under_a_key_holding_a_nul_is_refused_by_name_and_writes_not
     pg.put({"@id": "urn:fine", "text": "a NUL in a value \x00 is kept escaped"})
     assert pg.get("urn:fine") is not None
     assert pg.integrity_check() == "ok"
+
+
+def test_a_text_in_parts_holding_a_nul_is_refused_by_name_and_writes_nothing(
+    pg: PostgresEntryStore,
+) -> None:
+    """A text kept in parts is stored as it is, and PostgreSQL's text cannot hold a NUL: the
+    write is refused before it starts, naming the entry and where the NUL is. A text small
+    enough to be kept whole is in the node's JSON, NUL escaped, and is kept."""
+    pg.put({"@id": "urn:before", "text": "already there"})
+    text = "long " * 300_000 + "\x00 and more"  # over max_content_bytes: kept in parts
+    with pytest.raises(InvalidInputError) as caught:
+        pg.put_text({"@id": "urn:big"}, text)
+    message = str(caught.value)
+    assert "urn:big" in message
+    assert "NUL" in message
+    assert str(len("long " * 300_000)) in message  # where it is
+
+    def both() -> None:
+        with pg.transaction():
+            pg.put({"@id": "urn:inside", "text": "written first"})
+            pg.put_text({"@id": "urn:big"}, text)
+
+    with pytest.raises(InvalidInputError, match="NUL"):
+        both()
+    assert [e.iri for batch in pg.scan_entries() for e in batch] == ["urn:before"]
+    pg.put_text({"@id": "urn:small"}, "a\x00b")
+    assert pg.full_text("urn:small") == "a\x00b"
+    assert pg.integrity_check() == "ok"

@@ -535,8 +535,9 @@ class PostgresEntryStore:
         finds the whole text only when the index fields take ``"text"``.
 
         Raises:
-            InvalidInputError: ``text`` is not a string that encodes as UTF-8, or an option is
-                invalid (a path of ``index`` selecting nothing among them); InvalidNodeError,
+            InvalidInputError: ``text`` is not a string that encodes as UTF-8, a text to be
+                kept in parts holds a NUL (PostgreSQL's text cannot), or an option is invalid
+                (a path of ``index`` selecting nothing among them); InvalidNodeError,
                 ContentTooLargeError: as ``put`` for the node without its text.
         """
         record = text_record(
@@ -552,6 +553,14 @@ class PostgresEntryStore:
         whole = fits_whole(record, text, limit)
         if whole is not None:
             return self._checked_many([whole], "put_text", merge=True)[0]
+        nul = text.find("\x00")
+        if nul >= 0:  # parts are kept as text, which PostgreSQL cannot hold a NUL in
+            iri = record.node.get("@id")
+            raise InvalidInputError(
+                f"the text of {'a new node' if iri is None else preview(iri)} holds a NUL"
+                f" character at position {nul}: PostgreSQL cannot keep it in a text stored"
+                f" in parts (one within max_content_bytes, {limit}, is kept whole)"
+            )
         head = headed(record, text, self.config.text_head_bytes, limit)
 
         def work(tx: _Transaction) -> str:

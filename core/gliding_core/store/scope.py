@@ -30,7 +30,8 @@ Turns archived before scopes existed carry no scope tag, so no scope reads them:
 ``adopt_unscoped_turns`` tags each with the scope of its task (``Scope.task``, what a
 single-tenant adapter reads), once, after an upgrade.
 
-Invariants: the mapping from scope to task IRI and to tag is injective; a scope is immutable.
+Invariants: the mapping from scope to task IRI and to tag is injective (a task scope's IRI may
+not lie under ``urn:gliding:scope:``, where the users' and threads' are); a scope is immutable.
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ class Scope:
             raise InvalidInputError(f"scope kind must be one of {KINDS}, got {preview(self.kind)}")
         if self.kind == "task":
             validate_iri(self.key, what="task IRI")
+            if self.key.startswith(SCOPE_PREFIX):  # a user's or a thread's: theirs alone
+                raise InvalidInputError(
+                    f"task IRI {preview(self.key)} is under {SCOPE_PREFIX!r}, which names the"
+                    " scopes of users and threads: use Scope.user or Scope.thread"
+                )
         else:
             _encoded(_check_id(self.key, f"{self.kind} id"))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -272,6 +272,24 @@ def test_scope_mapping_is_injective_and_documented() -> None:
     assert scope_task_iri(thread_id="t1") == Scope.thread("t1").task_iri
     assert scope_task_iri(default=TASK) == TASK
     assert resolve_scope(default=Scope.user("z")) == Scope.user("z")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Scope.task(Scope.user("alice").task_iri),
+        lambda: Scope.task(Scope.thread("t1").task_iri),
+        lambda: Scope.task("urn:gliding:scope:anything"),
+        lambda: resolve_scope(default=Scope.user("alice").task_iri),
+    ],
+)
+def test_a_task_scope_cannot_take_the_task_iri_of_a_user_or_a_thread(
+    make: Callable[[], object],
+) -> None:
+    # Otherwise it would share the user's L1 session and inputs (keyed by the task IRI), and
+    # a forget or an export of the task would reach them.
+    with pytest.raises(InvalidInputError, match="urn:gliding:scope:"):
+        make()
 
 
 @pytest.mark.parametrize(

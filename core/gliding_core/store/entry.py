@@ -204,7 +204,12 @@ def check_ttl(value: object) -> float:
         raise InvalidInputError(
             f"ttl must be a number of seconds > 0 (math.inf: never), got {preview(value)}"
         )
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond any float: math.inf says "never expires"
+        raise InvalidInputError(
+            f"ttl {preview(value)} is too large for a float (math.inf: never expires)"
+        ) from None
 
 
 def check_importance(value: object) -> float:

@@ -205,7 +205,9 @@ def test_a_write_without_ttl_keeps_the_expiry_and_infinity_removes_it(
     assert entry_store.expires_at(["urn:a"]) == {}
 
 
-@pytest.mark.parametrize("ttl", [0, -1, float("nan"), "60", True, [60]])
+@pytest.mark.parametrize(
+    "ttl", [0, -1, float("nan"), "60", True, [60], pytest.param(10**400, id="10**400")]
+)
 def test_a_bad_ttl_is_refused_and_nothing_written(entry_store: EntryStore, ttl: Any) -> None:
     with pytest.raises(InvalidInputError, match="ttl"):
         entry_store.put({"@id": "urn:a"}, ttl=ttl)

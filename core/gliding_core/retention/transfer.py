@@ -61,6 +61,7 @@ vectors are always computed again.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -617,9 +618,13 @@ def read_record(
 
 
 def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    number = math.nan
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        with contextlib.suppress(OverflowError):  # an int too large for a float stays NaN
+            number = float(value)
+    if not math.isfinite(number):
         raise InvalidInputError(f"{what!r} must be a finite number, got {preview(value)}")
-    return float(value)
+    return number
 
 
 def _mapping(value: Any) -> dict[str, Any]:

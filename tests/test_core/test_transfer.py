@@ -242,6 +242,8 @@ def test_a_bad_line_is_named_and_nothing_is_written(
         json.dumps({"format": FORMAT, "version": 1}),
         json.dumps({"format": FORMAT, "version": 1, "embedder": "x", "dimension": -1}),
         json.dumps({"format": FORMAT, "version": 1, "embedder": "x", "more": 1}),
+        json.dumps({"format": FORMAT, "version": 1, "embedder": "x", "entries": "3"}),
+        json.dumps({"format": FORMAT, "version": 1, "embedder": "x", "entries": -1}),
     ],
 )
 def test_a_bad_header_refuses_the_file_even_when_skipping(
@@ -254,6 +256,23 @@ def test_a_bad_header_refuses_the_file_even_when_skipping(
         with pytest.raises(MalformedImportError, match="line 1"):
             memory.import_jsonl(path, skip_bad=True)
         assert memory.store.count() == 0
+
+
+def test_a_file_cut_short_at_a_line_end_is_refused(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    lines = exported[0].read_text(encoding="utf-8").splitlines()
+    entries = len(exported[1])
+    path = tmp_path / "short.jsonl"
+    path.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # the header and 2 entries
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match=f"{entries} entries, 2 came") as caught:
+            memory.import_jsonl(path)
+        assert [n for n, _ in caught.value.problems] == [4]
+        assert memory.store.count() == 0
+        report = memory.import_jsonl(path, skip_bad=True)  # what came, with the gap listed
+        assert len(report.imported) == 2
+        assert [n for n, _ in report.skipped] == [4]
 
 
 def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:

@@ -23,10 +23,11 @@ field paths, or ``false``); import gives them back as the entry's own.
 Import treats the file as hostile: each line is at most ``MAX_LINE_BYTES`` and parsed JSON
 nesting is bounded (``Record``'s checks, a ``RecursionError`` caught), every field is checked
 by type and range, unknown keys are refused, the header must come first and name this format
-and version. Every line is checked before anything is written, and everything is written in
-one L0 transaction: a bad line writes nothing (``MalformedImportError`` lists each bad line by
-number), unless ``skip_bad`` imports the rest and lists them. Entries come back exactly (IRI,
-content, tags, graph, importance, metadata, creation time, expiry).
+and version, and a file with fewer entry lines than its header's ``entries`` is cut short (the
+line after its last is bad). Every line is checked before anything is written, and everything
+is written in one L0 transaction: a bad line writes nothing (``MalformedImportError`` lists
+each bad line by number), unless ``skip_bad`` imports the rest and lists them. Entries come
+back exactly (IRI, content, tags, graph, importance, metadata, creation time, expiry).
 
 The vectors are the one part of a line that cannot be checked by reading it: a number list of
 the right size is a valid vector of any text. The embedding cache keys a vector by its text's
@@ -401,19 +402,28 @@ def _refuse(parsed: _Parsed, at: int, why: str) -> NoReturn:
 
 def _parse(source: Source, store: EntryStore) -> _Parsed:
     parsed = _Parsed()
+    last = entries = 0  # the last line's number; the entry lines read, good or bad
     for number, line in _read_lines(source):
+        last, part = number, False
         try:
             value = _json(line)
             if number == 1:
                 parsed.header = _header(value)
             elif isinstance(value, dict) and "part" in value:
+                part = True
                 _part(value, parsed)
             else:
                 _close(parsed)
                 _entry(value, parsed, store, number)
         except (GlidingError, ValueError, TypeError) as exc:
             parsed.problems.append((number, str(exc)[:300]))
+        entries += number > 1 and not part
     _close(parsed)
+    announced = parsed.header.get("entries")
+    if isinstance(announced, int) and entries < announced:  # cut short at the end of a line
+        parsed.problems.append(
+            (last + 1, f"the header announces {announced} entries, {entries} came")
+        )
     return parsed
 
 
@@ -482,6 +492,11 @@ def _header(value: Any) -> dict[str, Any]:
         raise InvalidInputError(f"unknown header keys {sorted(unknown)[:5]}")
     if not isinstance(value.get("embedder"), str):
         raise InvalidInputError("the header names no embedder")
+    entries = value.get("entries")
+    if entries is not None and (
+        isinstance(entries, bool) or not isinstance(entries, int) or entries < 0
+    ):
+        raise InvalidInputError(f"entries {preview(entries)} is not a count")
     dimension = value.get("dimension")
     if dimension is not None and (
         isinstance(dimension, bool) or not isinstance(dimension, int) or not 0 < dimension < 65_536

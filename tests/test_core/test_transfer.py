@@ -667,3 +667,14 @@ def test_keep_vectors_must_be_a_bool(
         with pytest.raises(InvalidInputError, match="keep_vectors"):
             memory.import_jsonl(exported[0], keep_vectors="no")  # type: ignore[arg-type]
         assert memory.store.count() == 0
+
+
+def test_a_path_holding_a_nul_byte_is_refused(tmp_path: Path) -> None:
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:a", "text": "kept"})
+        with pytest.raises(InvalidInputError, match="cannot write"):
+            memory.export_jsonl(f"{tmp_path}/a\0b.jsonl")
+        with pytest.raises(InvalidInputError, match="cannot read"):
+            memory.import_jsonl(f"{tmp_path}/a\0b.jsonl")
+        assert memory.store.count() == 1
+    assert list(tmp_path.iterdir()) == []

@@ -281,7 +281,7 @@ class _Writer:
                 self.stream = open(
                     self.path.with_name(self.path.name + ".partial"), "w", encoding="utf-8"
                 )
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
                 raise InvalidInputError(f"cannot write {str(self.path)!r}: {exc}") from exc
             return self.stream
         if isinstance(self.out, io.TextIOBase) or callable(getattr(self.out, "write", None)):
@@ -431,7 +431,7 @@ def _read_lines(source: Source) -> Iterator[tuple[int, str | None]]:
     if isinstance(source, (str, os.PathLike)):
         try:
             stream: IO[str] = open(source, encoding="utf-8", newline="\n")  # noqa: SIM115
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
             raise InvalidInputError(f"cannot read {str(source)!r}: {exc}") from exc
         with stream:
             yield from _numbered(stream)

@@ -678,3 +678,14 @@ def test_a_path_holding_a_nul_byte_is_refused(tmp_path: Path) -> None:
             memory.import_jsonl(f"{tmp_path}/a\0b.jsonl")
         assert memory.store.count() == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_onto_a_directory_is_refused_and_leaves_no_file(tmp_path: Path) -> None:
+    target = tmp_path / "a directory"
+    target.mkdir()
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:a", "text": "kept"})
+        with pytest.raises(InvalidInputError, match="cannot write"):
+            memory.export_jsonl(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a directory"]
+    assert list(target.iterdir()) == []

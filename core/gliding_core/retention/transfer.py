@@ -294,7 +294,11 @@ class _Writer:
         partial = Path(self.stream.name)
         self.stream.close()
         if kind is None:
-            os.replace(partial, self.path)
+            try:
+                os.replace(partial, self.path)
+            except OSError as exc:  # the path is a directory, say
+                partial.unlink(missing_ok=True)
+                raise InvalidInputError(f"cannot write {str(self.path)!r}: {exc}") from exc
         else:
             partial.unlink(missing_ok=True)
 

@@ -669,6 +669,23 @@ def test_keep_vectors_must_be_a_bool(
         assert memory.store.count() == 0
 
 
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_skip_bad_must_be_a_bool(tmp_path: Path, value: Any) -> None:
+    path = _file(tmp_path, _with_one_entry(tmp_path), "{not json")
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(InvalidInputError, match="skip_bad"):
+            memory.import_jsonl(path, skip_bad=value)
+        assert memory.store.count() == 0
+
+
+def _with_one_entry(tmp_path: Path) -> Path:
+    path = tmp_path / "one.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:one", "text": "one entry"})
+        memory.export_jsonl(path)
+    return path
+
+
 def test_a_path_holding_a_nul_byte_is_refused(tmp_path: Path) -> None:
     with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
         memory.store.put({"@id": "urn:ex:a", "text": "kept"})

@@ -328,11 +328,14 @@ def import_memory(
         MalformedImportError: a line is malformed (and ``skip_bad`` is off, or the header is),
             or a vector of the file is not what the memory's embedder gives its text (even
             with ``skip_bad``); nothing was written. Its ``problems`` list each bad line.
-        InvalidInputError: ``source`` cannot be read, or ``keep_vectors`` is not a bool.
+        InvalidInputError: ``source`` cannot be read, or ``skip_bad`` or ``keep_vectors`` is
+            not a bool.
         EmbedderError: the embedder failed while verifying; nothing was written.
     """
     if not isinstance(keep_vectors, bool):
         raise InvalidInputError(f"keep_vectors must be a bool, got {preview(keep_vectors)}")
+    if not isinstance(skip_bad, bool):  # "no" would skip: any non-empty string is true
+        raise InvalidInputError(f"skip_bad must be a bool, got {preview(skip_bad)}")
     parsed = _parse(source, parts.store)
     header_bad = any(number == 1 for number, _ in parsed.problems) or not parsed.header
     if parsed.problems and (not skip_bad or header_bad):

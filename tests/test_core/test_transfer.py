@@ -706,3 +706,14 @@ def test_an_export_onto_a_directory_is_refused_and_leaves_no_file(tmp_path: Path
             memory.export_jsonl(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a directory"]
     assert list(target.iterdir()) == []
+
+
+def test_an_export_to_a_binary_file_is_refused(tmp_path: Path) -> None:
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put({"@id": "urn:ex:a", "text": "kept"})
+        out = io.BytesIO()
+        with pytest.raises(InvalidInputError, match="text file"):
+            memory.export_jsonl(out)  # type: ignore[arg-type]
+        assert out.getvalue() == b""
+        with open(tmp_path / "out.jsonl", "wb") as binary, pytest.raises(InvalidInputError):
+            memory.export_jsonl(binary)  # type: ignore[arg-type]

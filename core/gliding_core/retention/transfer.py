@@ -284,7 +284,10 @@ class _Writer:
             except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
                 raise InvalidInputError(f"cannot write {str(self.path)!r}: {exc}") from exc
             return self.stream
-        if isinstance(self.out, io.TextIOBase) or callable(getattr(self.out, "write", None)):
+        binary = isinstance(self.out, (io.BufferedIOBase, io.RawIOBase))  # it takes bytes
+        if isinstance(self.out, io.TextIOBase) or (
+            not binary and callable(getattr(self.out, "write", None))
+        ):
             return self.out
         raise InvalidInputError(f"out must be a path or a text file, got {preview(self.out)}")
 

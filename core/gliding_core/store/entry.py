@@ -190,10 +190,10 @@ def records_of(items: Records, *, what: str) -> list[Record]:
     records before anything is written; ``what`` names the call in the error.
 
     Raises:
-        InvalidInputError: ``items`` is one node (a mapping, a string or bytes), not a batch;
-            or an item is not a valid node (``InvalidNodeError``).
+        InvalidInputError: ``items`` is one node (a mapping, a string or bytes) or no iterable,
+            not a batch; or an item is not a valid node (``InvalidNodeError``).
     """
-    if isinstance(items, (str, bytes, Mapping)):
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         raise InvalidInputError(f"{what} takes an iterable of records, got {preview(items)}")
     return [item if isinstance(item, Record) else Record(item) for item in items]
 

@@ -213,13 +213,17 @@ def test_an_iterator_of_records_is_counted_without_a_total(
     assert memory.index.count() == 140
 
 
-@pytest.mark.parametrize("records", ['{"@id": "urn:x", "text": "one"}', {"@id": "urn:x"}])
+@pytest.mark.parametrize(
+    "records", ['{"@id": "urn:x", "text": "one"}', {"@id": "urn:x"}, None, 5, 2.5]
+)
 def test_one_node_instead_of_many_is_refused_with_or_without_a_bar(
     memory: Memory, records: object
 ) -> None:
     for progress in (True, False):
         with pytest.raises(InvalidInputError, match="put_many takes an iterable of records"):
             memory.put_many(records, progress=progress)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="put_many takes an iterable of records"):
+        memory.put_many(records, embed="later")  # type: ignore[arg-type]
     assert memory.store.count() == 0
 
 

@@ -49,7 +49,7 @@ from gliding_core.hyperspace.embedders import Embedder
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.search import HybridSearch, SearchResults
 from gliding_core.hyperspace.structure import StructureIndex
-from gliding_core.jsonld import Node, preview
+from gliding_core.jsonld import Node, check_label, preview, validate_iri
 from gliding_core.projection.projector import Projector
 from gliding_core.projection.scheduler import Scheduler
 from gliding_core.retention.erasure import (
@@ -64,7 +64,7 @@ from gliding_core.retention.erasure import (
     scope_entries,
 )
 from gliding_core.retention.transfer import ImportReport, Source, export_memory, import_memory
-from gliding_core.session import Session, SessionServices
+from gliding_core.session import Session, SessionServices, check_settings
 from gliding_core.storage import BLACKBOARD_DIR as BLACKBOARD_DIR  # where the names always were
 from gliding_core.storage import CHROMA_DIR as CHROMA_DIR
 from gliding_core.storage import COHERENCE_FILE as COHERENCE_FILE
@@ -385,6 +385,10 @@ class Memory:
         the same session, and each one reads what the others changed before every use. The
         first session also starts the background topic monitor.
         """
+        if not isinstance(task_iri, str) or not isinstance(agent, str):  # the key is hashed
+            validate_iri(task_iri, what="task IRI")
+            check_label(agent, what="agent")
+        check_settings(config, policy)  # an open session is returned as it is, but not for these
         key = (agent, task_iri)
         with self._lock:
             if key not in self._sessions:

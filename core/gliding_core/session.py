@@ -168,6 +168,7 @@ class Session:
         self.task_iri = validate_iri(task_iri, what="task IRI")
         self.agent = _check_name(agent, "agent")
         self.role = _check_name(role, "role")
+        check_settings(config, policy)
         self.services = services
         self.config = config or SessionConfig()
         self.policy = policy or EvictionPolicy.for_role(role)
@@ -901,6 +902,14 @@ def _line(role: str, summary: str) -> str:
 
 def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def check_settings(config: object, policy: object) -> None:
+    """Refuse a session's ``config`` or ``policy`` of the wrong type (``None`` is the default)."""
+    if config is not None and not isinstance(config, SessionConfig):
+        raise InvalidInputError(f"config must be a SessionConfig, got {preview(config)}")
+    if policy is not None and not isinstance(policy, EvictionPolicy):
+        raise InvalidInputError(f"policy must be an EvictionPolicy, got {preview(policy)}")
 
 
 def _check_name(value: object, what: str) -> str:

@@ -213,6 +213,29 @@ def test_a_lone_surrogate_in_a_session_supplement_or_search_is_refused(memory: M
     assert session.turns == []
 
 
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"task_iri": ["urn:task:1"]}, "task IRI"),
+        ({"task_iri": "urn:task:1", "agent": ["a"]}, "agent"),
+        ({"task_iri": "urn:task:1", "agent": {"a": 1}}, "agent"),
+        ({"task_iri": "urn:task:1", "config": 3}, "config"),
+        ({"task_iri": "urn:task:1", "policy": "SA"}, "policy"),
+    ],
+    ids=["task-list", "agent-list", "agent-dict", "config-int", "policy-str"],
+)
+def test_a_session_of_odd_arguments_is_refused_and_none_is_kept(
+    memory: Memory, arguments: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=named):
+        memory.session(**arguments)
+    assert memory.sessions() == []
+    memory.session("urn:task:1").add_turn("user", "hello")  # the good session works
+    with pytest.raises(InvalidInputError, match=named):  # and is not asked for with them
+        memory.session(**arguments)
+    assert memory.session("urn:task:1").context().tokens > 0
+
+
 def test_text_may_hold_control_characters_and_reads_back(store: L0Store) -> None:
     node = {"@id": "urn:a", "text": "tab\there\nnul\x00bell\x07"}
     store.put(node)

@@ -163,7 +163,10 @@ def _range(field: str, operator: str, argument: object) -> SearchFilters:
         raise InvalidInputError(
             f"{field} {operator} compares with a number, got {preview(argument)}"
         )
-    bound = float(argument)
+    try:
+        bound = float(argument)
+    except OverflowError:  # an int beyond any float
+        bound = math.inf
     if not math.isfinite(bound):
         raise InvalidInputError(
             f"{field} {operator} needs a finite number, got {preview(argument)}"

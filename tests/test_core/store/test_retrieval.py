@@ -27,6 +27,8 @@ from gliding_core.store.scope import INPUT_TYPE
         ({"importance": {"$gt": "high"}}, "high"),
         ({"importance": {"$gt": math.nan}}, "nan"),
         ({"created_at": {"$gte": True}}, "True"),
+        ({"created_at": {"$gte": 10**400}}, "finite"),
+        ({"importance": {"$lt": -(10**400)}}, "finite"),
         ({"named_graph": {"$ne": "urn:g:1"}}, "$ne"),
         ({"$or": []}, "$or"),
         ({"$and": {"tags": "a"}}, "$and"),

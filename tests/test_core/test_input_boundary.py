@@ -30,7 +30,7 @@ from gliding_core import (
 from gliding_core.boundary import TABLES, rows, translate, translated
 from gliding_core.errors import StorageError
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, nesting_depth, node_facets, preview
-from gliding_core.store.filters import SearchFilters
+from gliding_core.store.filters import MAX_NESTING, SearchFilters
 
 SURROGATE = "\ud800"
 
@@ -472,6 +472,27 @@ def test_huge_limits_mean_no_limit_and_a_huge_k_is_refused(memory: Memory) -> No
     assert len(memory.store.search_text("limits", limit=10**30)) == 1
     with pytest.raises(InvalidInputError, match="k must be"):
         memory.search("limits", 2**32)
+
+
+def _nest(levels: int, kind: str) -> SearchFilters:
+    """A filter ``levels`` deep: ``kind`` (``any_of`` or ``all_of``) around a tag condition."""
+    filters = SearchFilters(tags_all=("t",))
+    for _ in range(levels - 1):
+        filters = SearchFilters(**{kind: (filters, SearchFilters(min_importance=0.9))})
+    return filters
+
+
+@pytest.mark.parametrize("kind", ["any_of", "all_of"])
+def test_filters_nested_past_the_limit_are_refused_and_those_at_it_search(
+    memory: Memory, kind: str
+) -> None:
+    memory.store.put({"@id": "urn:a", "text": "nested words"}, tags=["t"], importance=0.95)
+    at_limit = _nest(MAX_NESTING, kind)
+    assert [hit.entry.iri for hit in memory.search("nested", filters=at_limit)] == ["urn:a"]
+    assert memory.store.matching(at_limit) == ["urn:a"]
+    for levels in (MAX_NESTING + 1, 40, 10_000):
+        with pytest.raises(InvalidInputError, match=f"more than {MAX_NESTING} levels"):
+            _nest(levels, kind)
 
 
 def test_a_preview_keeps_the_order_of_a_dict() -> None:

@@ -55,6 +55,9 @@ POSTGRESQL = Dialect(mark="%s", true="TRUE", own_tags="string_to_array(e.tags, c
 
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
+# How deep ``any_of`` / ``all_of`` may nest (a filter without them is 1 level): SQLite's parser
+# overflows its stack near 35 levels, and a search wraps a filter in a few more (its scope).
+MAX_NESTING = 16
 
 _LABEL_LISTS = (
     "named_graphs",
@@ -126,6 +129,11 @@ class SearchFilters:
                     f"{name} must be a list of SearchFilters, got {preview(value)}"
                 )
             set_(self, name, tuple(value))
+        if (self.any_of or self.all_of) and _levels(self) > MAX_NESTING:
+            raise InvalidInputError(
+                f"filters nest more than {MAX_NESTING} levels deep (any_of, all_of): "
+                f"{preview(self)}"
+            )
         low, high = self.min_importance, self.max_importance
         if low is not None and high is not None and low > high:
             raise InvalidInputError(f"importance range is empty: {low} > {high}")
@@ -277,6 +285,15 @@ def _nested_sql(
             conditions = [part.sql(dialect, probe=probe) for part in alternatives]
             parts.append("(" + joiner.join(f"({sql})" for sql, _ in conditions) + ")")
             params += [value for _, values in conditions for value in values]
+
+
+def _levels(filters: SearchFilters) -> int:
+    """How deep ``filters`` nests (1: no ``any_of`` nor ``all_of``), counted level by level."""
+    depth, level = 0, [filters]
+    while level:
+        depth += 1
+        level = [part for each in level for part in (*each.any_of, *each.all_of)]
+    return depth
 
 
 def _merged(alternatives: Sequence[SearchFilters]) -> list[SearchFilters]:

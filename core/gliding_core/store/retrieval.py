@@ -35,7 +35,7 @@ from typing import Any
 
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
-from gliding_core.store.filters import SearchFilters
+from gliding_core.store.filters import MAX_NESTING, SearchFilters
 from gliding_core.store.scope import UNREAD_TYPES
 
 DEFAULT_K = 4  # results per query, in both adapters (LangChain's vector-store default)
@@ -89,19 +89,28 @@ def filters_from_dict(spec: object) -> SearchFilters:
         InvalidInputError: ``spec`` is not a dict, or names a field, operator or value that L0
             cannot filter on exactly (the message names it).
     """
+    return _from_dict(spec, 1)
+
+
+def _from_dict(spec: object, level: int) -> SearchFilters:
+    """``filters_from_dict`` of a filter ``level`` deep in ``$and`` / ``$or`` (1: the top)."""
     if not isinstance(spec, Mapping) or not all(isinstance(key, str) for key in spec):
         raise InvalidInputError(f"a filter must be a dict with string keys, got {preview(spec)}")
-    parts = [_clause(key, value) for key, value in spec.items()]
+    parts = [_clause(key, value, level) for key, value in spec.items()]
     return combine(*parts)
 
 
-def _clause(key: str, value: object) -> SearchFilters:
+def _clause(key: str, value: object, level: int) -> SearchFilters:
     if key in ("$and", "$or"):
         if not isinstance(value, (list, tuple)) or not value:
             raise InvalidInputError(
                 f"{key} takes a non-empty list of filters, got {preview(value)}"
             )
-        nested = tuple(filters_from_dict(item) for item in value)
+        if level >= MAX_NESTING:  # refused before recursing, however deep it goes on
+            raise InvalidInputError(
+                f"filters nest more than {MAX_NESTING} levels deep ($and, $or): {preview(value)}"
+            )
+        nested = tuple(_from_dict(item, level + 1) for item in value)
         return SearchFilters(all_of=nested) if key == "$and" else SearchFilters(any_of=nested)
     if key not in FIELDS:
         raise InvalidInputError(

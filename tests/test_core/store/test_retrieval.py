@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gliding_core import DEFAULT_K, InvalidInputError, filters_from_dict, knowledge_filters
+from gliding_core.store.filters import MAX_NESTING
 from gliding_core.store.scope import INPUT_TYPE
 
 
@@ -38,6 +39,16 @@ def test_what_l0_cannot_express_is_a_typed_error(spec: Any, named: str) -> None:
     with pytest.raises(InvalidInputError) as info:
         filters_from_dict(spec)
     assert named in str(info.value)
+
+
+@pytest.mark.parametrize("joiner", ["$and", "$or"])
+@pytest.mark.parametrize("levels", [MAX_NESTING + 1, 10_000])
+def test_a_filter_nested_too_deep_is_a_typed_error(joiner: str, levels: int) -> None:
+    spec: dict[str, Any] = {"tags": "a"}
+    for _ in range(levels):
+        spec = {joiner: [spec]}
+    with pytest.raises(InvalidInputError, match=f"more than {MAX_NESTING} levels"):
+        filters_from_dict(spec)
 
 
 def test_knowledge_leaves_out_conversation_and_inputs() -> None:

@@ -34,7 +34,7 @@ from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview
 from gliding_core.memory import Memory
 from gliding_core.store.entry import Entry
-from gliding_core.store.filters import SearchFilters
+from gliding_core.store.filters import MAX_NESTING, SearchFilters
 from gliding_core.store.retrieval import (
     DEFAULT_K,
     check_k,
@@ -134,17 +134,20 @@ def to_search_filters(filters: object) -> SearchFilters | None:
         raise InvalidInputError(
             f"filters must be MetadataFilters, SearchFilters or None, got {preview(filters)}"
         )
-    return filters_from_dict(_as_dict(filters))
+    return filters_from_dict(_as_dict(filters, 1))
 
 
-def _as_dict(filters: MetadataFilters) -> dict[str, Any]:
-    """Return ``MetadataFilters`` in the dict form ``filters_from_dict`` reads."""
+def _as_dict(filters: MetadataFilters, level: int) -> dict[str, Any]:
+    """Return ``MetadataFilters`` (``level`` deep, 1: the top) in the dict form
+    ``filters_from_dict`` reads."""
     if filters.condition not in (FilterCondition.AND, FilterCondition.OR, None):
         raise InvalidInputError(
             f"filter condition {preview(filters.condition)} is not supported; use and / or"
         )
+    if level > MAX_NESTING:  # refused before recursing, however deep it goes on
+        raise InvalidInputError(f"filters nest more than {MAX_NESTING} levels deep")
     parts = [
-        _as_dict(item) if isinstance(item, MetadataFilters) else _one(item)
+        _as_dict(item, level + 1) if isinstance(item, MetadataFilters) else _one(item)
         for item in filters.filters
     ]
     if not parts:

@@ -16,6 +16,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from gliding_core import InvalidInputError, Memory, Scope, SearchFilters
+from gliding_core.store.filters import MAX_NESTING
 from gliding_core.store.retrieval import DEFAULT_K
 from gliding_llamaindex import GlidingRetriever
 
@@ -175,6 +176,15 @@ def test_filters_l0_cannot_express_are_typed_errors(
     memory: Memory, filters: MetadataFilters, named: str
 ) -> None:
     with pytest.raises(InvalidInputError, match=named):
+        GlidingRetriever(memory, filters=filters)
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING + 1, 10_000])
+def test_filters_nested_too_deep_are_a_typed_error(memory: Memory, levels: int) -> None:
+    filters = MetadataFilters(filters=[ExactMatchFilter(key="tags", value="x")])
+    for _ in range(levels):
+        filters = MetadataFilters(filters=[filters])
+    with pytest.raises(InvalidInputError, match=f"more than {MAX_NESTING} levels"):
         GlidingRetriever(memory, filters=filters)
 
 

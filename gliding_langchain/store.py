@@ -627,7 +627,11 @@ def _check_ttl_config(config: object) -> TTLConfig | None:
 def _check_minutes(value: object, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise InvalidInputError(f"{what} must be a number of minutes > 0, got {preview(value)}")
-    if not math.isfinite(value):
+    try:
+        seconds = float(value) * 60  # what the entry's expiry is counted in
+    except OverflowError:  # an int beyond any float
+        seconds = math.inf
+    if not math.isfinite(seconds):
         raise InvalidInputError(f"{what} must be finite, got {preview(value)}")
 
 

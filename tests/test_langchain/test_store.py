@@ -889,6 +889,8 @@ def test_forget_of_a_namespace_takes_its_expired_items_too() -> None:
     ("options", "named"),
     [
         ({"ttl": {"default_ttl": -1}}, "default_ttl"),
+        ({"ttl": {"default_ttl": 10**400}}, "default_ttl"),
+        ({"ttl": {"default_ttl": 1e307}}, "default_ttl"),
         ({"ttl": {"forever": True}}, "forever"),
         ({"ttl": {"refresh_on_read": "yes"}}, "refresh_on_read"),
         ({"ttl": "1h"}, "1h"),
@@ -911,6 +913,9 @@ def test_bad_ttl_and_index_on_put_write_nothing(memory: Memory) -> None:
     for options in ({"ttl": 0}, {"ttl": math.inf}, {"index": "text"}, {"index": [3]}):
         with pytest.raises(InvalidInputError):
             store.put(("docs",), "a", {"v": 1}, **options)
+    for minutes in (10**400, 1e307):  # over any float, or over it in seconds
+        with pytest.raises(InvalidInputError, match="ttl"):
+            store.put(("docs",), "a", {"v": 1}, ttl=minutes)
     assert_nothing_written(memory, 0)
 
 

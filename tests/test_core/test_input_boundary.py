@@ -30,7 +30,7 @@ from gliding_core import (
 from gliding_core.boundary import TABLES, rows, translate, translated
 from gliding_core.errors import StorageError
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, nesting_depth, node_facets, preview
-from gliding_core.store.filters import MAX_NESTING, SearchFilters
+from gliding_core.store.filters import MAX_NESTING, MAX_TERMS, SearchFilters
 
 SURROGATE = "\ud800"
 
@@ -493,6 +493,34 @@ def test_filters_nested_past_the_limit_are_refused_and_those_at_it_search(
     for levels in (MAX_NESTING + 1, 40, 10_000):
         with pytest.raises(InvalidInputError, match=f"more than {MAX_NESTING} levels"):
             _nest(levels, kind)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: SearchFilters(exclude_tag_prefixes=tuple(f"p{i}" for i in range(n))),
+        lambda n: SearchFilters(exclude_graph_prefixes=tuple(f"urn:g{i}" for i in range(n))),
+        lambda n: SearchFilters(  # two conditions an alternative: itself, and its tag
+            any_of=tuple(SearchFilters(tags_any=("t",)) for _ in range(n // 2)),
+            exclude_tag_prefixes=("q",) * (n % 2),
+        ),
+        lambda n: SearchFilters(
+            all_of=(SearchFilters(exclude_tag_prefixes=tuple(f"p{i}" for i in range(n - 1))),)
+        ),
+    ],
+)
+def test_filters_joining_too_many_conditions_are_refused_and_those_at_the_limit_search(
+    memory: Memory, make: Callable[[int], SearchFilters]
+) -> None:
+    # SQLite refuses an expression deeper than 1,000 ("Expression tree is too large"), which
+    # reached the caller as a StorageError naming nothing it gave.
+    memory.store.put({"@id": "urn:a", "text": "wide words"}, tags=["t"])
+    at_limit = make(MAX_TERMS)
+    assert [hit.entry.iri for hit in memory.search("wide", filters=at_limit)] == ["urn:a"]
+    assert memory.store.matching(at_limit) == ["urn:a"]
+    for count in (MAX_TERMS + 1, 2_000):
+        with pytest.raises(InvalidInputError, match=f"over {MAX_TERMS}"):
+            make(count)
 
 
 def test_a_preview_keeps_the_order_of_a_dict() -> None:

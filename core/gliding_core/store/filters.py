@@ -58,6 +58,10 @@ MAX_RESULTS = 1_000_000
 # How deep ``any_of`` / ``all_of`` may nest (a filter without them is 1 level): SQLite's parser
 # overflows its stack near 35 levels, and a search wraps a filter in a few more (its scope).
 MAX_NESTING = 16
+# How many conditions one filter may join, over all its levels: each prefix excluded and each
+# alternative of ``any_of`` / ``all_of`` is one, and so is each other field given. SQLite parses
+# a chain of conditions as a tree as deep as it is long and refuses one deeper than 1,000.
+MAX_TERMS = 512
 
 _LABEL_LISTS = (
     "named_graphs",
@@ -132,6 +136,13 @@ class SearchFilters:
         if (self.any_of or self.all_of) and _levels(self) > MAX_NESTING:
             raise InvalidInputError(
                 f"filters nest more than {MAX_NESTING} levels deep (any_of, all_of): "
+                f"{preview(self)}"
+            )
+        wide = self.any_of or self.all_of or self.exclude_tag_prefixes
+        if (wide or self.exclude_graph_prefixes) and _terms(self) > MAX_TERMS:
+            raise InvalidInputError(
+                f"filters join {_terms(self)} conditions (prefixes excluded, alternatives of "
+                f"any_of and all_of, other fields, over every level), over {MAX_TERMS}: "
                 f"{preview(self)}"
             )
         low, high = self.min_importance, self.max_importance
@@ -294,6 +305,33 @@ def _levels(filters: SearchFilters) -> int:
         depth += 1
         level = [part for each in level for part in (*each.any_of, *each.all_of)]
     return depth
+
+
+def _terms(filters: SearchFilters) -> int:
+    """How many conditions ``filters`` joins over all its levels (see ``MAX_TERMS``)."""
+    count, level = 0, [filters]
+    while level:
+        for each in level:
+            count += len(each.exclude_tag_prefixes) + len(each.exclude_graph_prefixes)
+            count += len(each.any_of) + len(each.all_of)
+            count += sum(1 for name in _SINGLE if getattr(each, name) not in (None, ()))
+        level = [part for each in level for part in (*each.any_of, *each.all_of)]
+    return count
+
+
+_SINGLE = (
+    "tags_all",
+    "tags_any",
+    "types",
+    "named_graph",
+    "min_importance",
+    "max_importance",
+    "since",
+    "until",
+    "named_graphs",
+    "exclude_tags",
+    "exclude_types",
+)
 
 
 def _merged(alternatives: Sequence[SearchFilters]) -> list[SearchFilters]:

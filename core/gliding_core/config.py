@@ -771,6 +771,28 @@ def is_database_url(target: object) -> bool:
     return bool(colon) and scheme.lower() in DATABASE_SCHEMES
 
 
+_OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_CONNINFO = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options)\s*=",
+    re.IGNORECASE,
+)
+
+
+def not_a_directory(target: str) -> str | None:
+    """Say why ``target``, which is no PostgreSQL URI, is no directory name either, or return
+    ``None``: a URL of another scheme, or a libpq ``key=value`` connection string (which would
+    otherwise become a directory named after it, password and all). Shows no secret."""
+    if _OTHER_URL.match(target):
+        return f"{mask_url(target)!r} is a URL of another scheme"
+    if _CONNINFO.match(target):
+        keys = sorted({m.group(1).lower() for m in re.finditer(r"(\w+)\s*=", target)})
+        return (
+            f"a libpq key=value connection string (keys {', '.join(keys[:8])}) is taken as a"
+            " URI only (postgresql://user:password@host:5432/db)"
+        )
+    return None
+
+
 def check_database_url(url: str) -> str:
     """Return ``url`` if it is a PostgreSQL URI libpq can be given, else raise ``ValueError``
     naming it with its password masked (what libpq itself would say is left to the connection).

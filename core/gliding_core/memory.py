@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import threading
 import time
@@ -40,7 +39,7 @@ from gliding_core.config import (
     SearchOptions,
     SessionConfig,
     is_database_url,
-    mask_url,
+    not_a_directory,
 )
 from gliding_core.errors import ClosedError, ConfigError, InvalidInputError, StorageError
 from gliding_core.framing import ChatFraming
@@ -81,8 +80,6 @@ from gliding_core.topics import TopicMonitor
 from gliding_core.view.stale_turns import StaleTurns
 
 logger = logging.getLogger(__name__)
-
-_OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # a URL of another scheme: no directory
 
 
 class Memory:
@@ -286,10 +283,10 @@ class Memory:
         if is_database_url(path):
             assert isinstance(path, str)
             config = MemoryConfig(**{**dict(config), "database_url": path})
-        elif isinstance(path, str) and _OTHER_URL.match(path):
+        elif isinstance(path, str) and (why := not_a_directory(path)) is not None:
             raise InvalidInputError(
-                f"{mask_url(path)!r} is not a PostgreSQL URI (postgresql://user@host:5432/db)"
-                " nor a directory; the memory opens one of those"
+                f"{why}: not a PostgreSQL URI (postgresql://user@host:5432/db) nor a"
+                " directory; the memory opens one of those"
             )
         directory = None if path is None or is_database_url(path) else _prepare(path)
         return cls(

@@ -42,6 +42,7 @@ from gliding_core.attention.postgres_queue import PostgresSupplementaryQueue
 from gliding_core.config import mask_url
 from gliding_core.hyperspace import following
 from gliding_core.hyperspace.pgvector import PgVectorIndex
+from gliding_core.retention.copying import Place
 from gliding_core.retention.transfer import FORMAT, VERSION
 from gliding_core.store.postgres import PostgresEntryStore
 
@@ -532,6 +533,29 @@ def test_a_bad_url_is_a_typed_error_with_its_password_masked(
     message = str(caught.value)
     assert SECRET not in message
     assert shown in message
+
+
+@pytest.mark.parametrize(
+    "conninfo",
+    [
+        f"host=localhost password={SECRET} dbname=memory",
+        f"  DBNAME=memory user=u password='{SECRET}'",
+        f"user=u password = {SECRET}",
+    ],
+)
+def test_a_key_value_connection_string_is_refused_not_made_a_directory(
+    conninfo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was taken as a directory name: a folder named after it, password and all, and a
+    # memory whose repr showed it.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInputError, match="key=value connection string") as caught:
+        Memory.open(conninfo, config=MemoryConfig(embedder="hash"))
+    assert SECRET not in str(caught.value)
+    with pytest.raises(InvalidInputError, match="key=value connection string") as caught:
+        Place.parse(conninfo)
+    assert SECRET not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 # Passwords holding what ends a URL's authority for urllib but not for libpq; the pieces

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -55,7 +54,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gliding_core.attention.supplementary import IRI_PREFIX as SUPPLEMENT_PREFIX
-from gliding_core.config import MemoryConfig, check_database_url, is_database_url, mask_url
+from gliding_core.config import (
+    MemoryConfig,
+    check_database_url,
+    is_database_url,
+    mask_url,
+    not_a_directory,
+)
 from gliding_core.errors import (
     CopyVerificationError,
     GlidingError,
@@ -74,7 +79,6 @@ from gliding_core.view.chatlog import ACTIVE, CLEARED
 
 BATCH = 500
 SHOWN = 5  # IRIs named per difference in a message
-_OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 Progress = Callable[[str, int, int], None]
 """Told ``(phase, done, total)`` as a copy goes: ``"copy"``, then ``"verify source"`` and
@@ -128,10 +132,11 @@ class Place:
                 overrides["database_schema"] = schema
             config = MemoryConfig.from_env(**overrides)
             return cls("postgresql", url=text, schema=config.database_schema)
-        if _OTHER_URL.match(text):
+        why = not_a_directory(text)
+        if why is not None:
             raise InvalidInputError(
-                f"{mask_url(text)!r} is neither a directory nor a PostgreSQL URL"
-                " (postgresql://user@host:5432/db): a copy goes between those"
+                f"{why}: neither a directory nor a PostgreSQL URL"
+                " (postgresql://user@host:5432/db); a copy goes between those"
             )
         return cls("directory", directory=Path(text))
 

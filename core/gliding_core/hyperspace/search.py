@@ -12,8 +12,10 @@ by the lexical arm alone, with a warning, and its results' ``arms`` say so.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -51,6 +53,9 @@ FILTERED_EXACT = 6_000
 # costs 5-8 ms at 100,000 entries); so many such filters are remembered, the last used kept.
 BROAD_KEPT_FOR = 100
 BROAD_FILTERS = 64
+MAX_NAMES = 8  # the names of one speaker field looked at (a list of authors)
+MAX_NAME_CHARS = 256  # a longer value names nobody
+_WORD = re.compile(r"\w+")
 
 T = TypeVar("T")
 
@@ -229,6 +234,8 @@ class HybridSearch:
             entries: dict[str, Entry] | None = None
             if settings.rerank:
                 final, entries = self._rerank(probe, best, ranked, detail, settings, limits)
+                if settings.speaker_weight and entries:
+                    _speaker_prior(final, detail, settings, entries, query)
             else:
                 final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
@@ -405,7 +412,8 @@ class HybridSearch:
             if settings.context_weight
             else list
         )
-        entries_read = self._aside(self.store.get_many, best) if settings.group_weight else dict
+        reads = bool(settings.group_weight or settings.speaker_weight)  # (their entries)
+        entries_read = self._aside(self.store.get_many, best) if reads else dict
         dense = self.dense is not None and query is not None
         known = dict(ranked.get("dense", [])) if dense else {}
         vectors, cosines = self._candidate_vectors(query, best, known, settings)
@@ -415,9 +423,7 @@ class HybridSearch:
             extra = set(self.store.matching(filters, sorted(extra)))
         chosen = set(best)
         added = [iri for iri in sorted(extra) if iri not in chosen]
-        more_entries = (
-            self._aside(self.store.get_many, added) if settings.group_weight and added else dict
-        )
+        more_entries = self._aside(self.store.get_many, added) if reads and added else dict
         if added:
             more_vectors, more_cosines = self._candidate_vectors(query, added, known, settings)
             vectors, cosines = {**vectors, **more_vectors}, {**cosines, **more_cosines}
@@ -455,8 +461,9 @@ class HybridSearch:
             for iri in pool:
                 final[iri] += weights.get(arm, 0.0) * share[iri]
         entries = None
-        if settings.group_weight:
+        if reads:
             entries = {**entries_read(), **more_entries()}
+        if settings.group_weight and entries:
             self._group_prior(final, detail, settings, entries)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
@@ -555,6 +562,55 @@ class HybridSearch:
                 boost = gain * decay**place if decay < 1.0 else gain
                 final[iri] += boost
                 detail.setdefault(iri, {})["group"] = ArmResult(0, boost)
+
+
+def _speaker_prior(
+    final: dict[str, float],
+    detail: dict[str, dict[str, ArmResult]],
+    settings: SearchConfig,
+    entries: Mapping[str, Entry],
+    query: str,
+) -> None:
+    """Add to each candidate that the query names the speaker of ``speaker_weight`` times the
+    spread of the candidates' scores (after the group prior).
+
+    A speaker is named when the words of one of the node's ``speaker_fields`` values (a
+    string, or a list of strings) stand in the query in a row, case aside. Only a node whose
+    JSON holds one of those keys is parsed.
+    """
+    words = _WORD.findall(query.casefold())
+    if not words or len(final) < 2:
+        return
+    at: dict[str, list[int]] = {}
+    for place, word in enumerate(words):
+        at.setdefault(word, []).append(place)
+    gain = settings.speaker_weight * (max(final.values()) - min(final.values()))
+    keys = {
+        json.dumps(name, ensure_ascii=ascii) + ":"
+        for name in settings.speaker_fields
+        for ascii in (False, True)
+    }
+    for iri, entry in entries.items():
+        if iri not in final or not any(key in entry.content for key in keys):
+            continue
+        node = entry.node
+        if any(_named(node.get(name), words, at) for name in settings.speaker_fields):
+            final[iri] += gain
+            detail.setdefault(iri, {})["speaker"] = ArmResult(0, gain)
+
+
+def _named(value: object, words: list[str], at: Mapping[str, list[int]]) -> bool:
+    """Whether ``value`` (a name, or a list of names) stands in the query's ``words`` in a row
+    (``at``: where each word stands)."""
+    names = value if isinstance(value, list) else [value]
+    for name in names[:MAX_NAMES]:
+        if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
+            continue
+        wanted = _WORD.findall(name.casefold())
+        width = len(wanted)
+        if wanted and any(words[i : i + width] == wanted for i in at.get(wanted[0], ())):
+            return True
+    return False
 
 
 def _lengths(texts: Mapping[str, str]) -> dict[str, int]:

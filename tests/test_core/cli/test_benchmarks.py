@@ -180,7 +180,7 @@ def test_a_turn_stored_as_said_is_searched_by_its_words_not_its_date(data: Path)
     line = recall._items(conversation, "urn:t:", "turns", "line")[0][1]
     assert line["text"] == "[1:56 pm on 1 May, 2023] Ann: I adopted a puppy named Max"
     with Memory(embedder=HashEmbedder()) as memory:
-        memory.store.put(node, index=recall.SAID_FIELDS)
+        memory.store.put(node, index=recall.TEXT_FIELDS)
         assert memory.store.searchable_texts([node["@id"]]) == {node["@id"]: node["text"]}
         assert memory.store.search_text("2023") == []
         stored = memory.store.get_node(node["@id"])

@@ -227,6 +227,14 @@ def test_results_say_which_arms_ran_and_that_the_index_is_current(memory: Memory
         ({"group_decay": -0.1}, "group_decay=-0.1"),
         ({"normalise": "minmax"}, "normalise='minmax'"),
         ({"hubness_correction": 1}, "hubness_correction=1"),
+        ({"speaker_weight": -0.1}, "speaker_weight=-0.1"),
+        ({"speaker_weight": float("inf")}, "speaker_weight=inf"),
+        ({"speaker_fields": "speaker"}, "speaker_fields='speaker'"),
+        ({"speaker_fields": ["@id"]}, "holds '@id'"),
+        ({"speaker_fields": [""]}, "holds ''"),
+        ({"speaker_fields": [7]}, "holds 7"),
+        ({"speaker_fields": ["a\x00b"]}, "speaker_fields"),
+        ({"speaker_fields": [f"f{i}" for i in range(17)]}, "17 names, over 16"),
     ],
 )
 def test_bad_search_settings_are_named(memory: Memory, options: Any, message: str) -> None:
@@ -306,6 +314,88 @@ def test_group_decay_lets_other_sessions_answer_beside_the_best_one(memory: Memo
         (h.arms["group"].score for h in hits if h.iri.startswith("urn:s1:")), reverse=True
     )
     assert gains == pytest.approx([gains[0] / 2**j for j in range(5)])  # explained per hit
+
+
+def _conversation(memory: Memory, field: str = "speaker") -> None:
+    """Turns of two speakers: Bo's answer, and Ann's turns that name Bo and share more of the
+    question's words."""
+    turns = [
+        ("urn:t:1", "Ann", "Bo, did you paint the lake at sunrise?"),
+        ("urn:t:2", "Bo", "Yes, I did it last summer with oils"),
+        ("urn:t:3", "Ann", "Bo paints so well, that lake painting is great"),
+        ("urn:t:4", "Ann", "I went running by the lake"),
+    ]
+    memory.store.put_many(
+        [Record({"@id": iri, "text": text, field: who}, index=["text"]) for iri, who, text in turns]
+    )
+
+
+def test_a_query_naming_a_speaker_prefers_what_that_speaker_said(memory: Memory) -> None:
+    """ "What did Bo paint?" is answered by Bo's turn, not by Ann's turns that name Bo; with
+    the prior off, the words decide and Ann's turns come first."""
+    _conversation(memory)
+    off = [h.iri for h in memory.search("What did Bo paint?", 4, speaker_weight=0.0)]
+    on = memory.search("What did Bo paint?", 4, speaker_weight=1.0)
+    assert off.index("urn:t:2") > 0
+    assert on[0].iri == "urn:t:2"
+    assert set(on[0].arms) >= {"speaker", "rerank"}  # explained: the gain it had
+    assert all("speaker" not in h.arms for h in on[1:])
+    # Not named: nothing changes (case aside; a word that only begins with the name is not it).
+    for query in ("What did bob paint?", "Who painted the lake?"):
+        plain = [(h.iri, h.score) for h in memory.search(query, 4, speaker_weight=0.0)]
+        assert [(h.iri, h.score) for h in memory.search(query, 4, speaker_weight=1.0)] == plain
+    assert memory.search("what did BO paint", 1, speaker_weight=1.0)[0].iri == "urn:t:2"
+
+
+def test_the_speaker_fields_are_the_configured_properties_and_names_may_be_lists() -> None:
+    config = MemoryConfig(search=SearchConfig(speaker_weight=1.0, speaker_fields=("who",)))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        _conversation(memory, field="who")
+        assert memory.search("What did Bo paint?", 1)[0].iri == "urn:t:2"
+        assert memory.search("What did Bo paint?", 1, speaker_fields=["speaker"])[0].iri != (
+            "urn:t:2"
+        )
+        memory.store.put_many(
+            [
+                Record(
+                    {"@id": "urn:doc", "text": "a report on oils", "author": ["Al", "Mo Li"]},
+                    index=["text"],
+                ),
+                Record({"@id": "urn:other", "text": "a report on oils by Mo Li"}),
+                Record({"@id": "urn:odd", "text": "a report on oils", "author": {"n": "Mo Li"}}),
+            ]
+        )
+        hits = memory.search("report by mo li", 3, speaker_fields=["author"])
+        assert hits[0].iri == "urn:doc"  # two words in a row, from a list of names
+        assert "speaker" not in {arm for h in hits if h.iri == "urn:odd" for arm in h.arms}
+        assert (
+            "speaker" not in memory.search("report by li mo", 1, speaker_fields=["author"])[0].arms
+        )
+
+
+def test_a_speaker_field_of_any_script_is_read() -> None:
+    config = MemoryConfig(search=SearchConfig(speaker_weight=1.0, speaker_fields=("говорит",)))
+    with Memory(config=config, embedder=HashEmbedder()) as memory:
+        _conversation(memory, field="говорит")
+        assert memory.search("What did Bo paint?", 1)[0].iri == "urn:t:2"
+
+
+def test_a_query_of_many_words_against_long_names_is_answered(memory: Memory) -> None:
+    """The names are found by where the query's words stand, not by sliding every name over
+    every word; a value too long to be a name is passed over."""
+    memory.store.put_many(
+        [
+            Record(
+                {"@id": f"urn:w:{i}", "text": f"bo word{i}", "speaker": "bo " * 40}, index=["text"]
+            )
+            for i in range(150)
+        ]
+        + [Record({"@id": "urn:w:long", "text": "bo", "speaker": "bo " * 200}, index=["text"])]
+    )
+    query = "bo " * 2_000 + "word7"
+    hits = memory.search(query, 200, speaker_weight=1.0)
+    assert "speaker" in hits[0].arms
+    assert "speaker" not in next(h for h in hits if h.iri == "urn:w:long").arms
 
 
 def test_a_search_multiplies_its_vectors_on_one_blas_thread(

@@ -54,6 +54,7 @@ class Note:
     session: int
     text: str
     cites: tuple[str, ...]
+    speaker: str | None = None  # an observation's: whose turns it was drawn from
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +142,13 @@ def _notes(item: dict[str, Any], turns: list[Turn]) -> list[Note]:
     observations = item.get("observation") or {}
     for key in sorted(observations, key=_session_number):
         session = _session_number(key)
-        for speaker_facts in (observations[key] or {}).values():
+        for speaker, speaker_facts in (observations[key] or {}).items():
             for fact in speaker_facts:
                 text, cited = str(fact[0]), fact[1] if len(fact) > 1 else []
                 cites = tuple(str(c) for c in (cited if isinstance(cited, list) else [cited]))
-                notes.append(Note(f"obs-{len(notes)}", "observation", session, text, cites))
+                notes.append(
+                    Note(f"obs-{len(notes)}", "observation", session, text, cites, str(speaker))
+                )
     summaries = item.get("session_summary") or {}
     for key in sorted(summaries, key=_session_number):
         session = _session_number(key)

@@ -12,8 +12,10 @@ For each conversation a fresh in-memory memory takes every turn through the publ
 every method in the same run. What a turn's entry holds (``TURN_TEXTS``): ``line``, the turn as
 one text, ``[session date] speaker: text``; ``said``, what a chat memory stores, who said what
 (``speaker: text``) as its searched text, with the session's date and the speaker as properties
-of the node, kept and returned but not searched (``index=["text"]``). Either way a hit costs
-the tokens of its whole line, date included, as a model would be shown it. The methods:
+of the node, kept and returned but not searched (``index=["text"]``). Either way the node
+names its speaker (``speaker``, not searched; an observation names the speaker whose turns it
+was drawn from), which the hybrid search's speaker prior reads, and a hit costs the tokens of
+its whole line, date included, as a model would be shown it. The methods:
 - ``gliding``: the memory's hybrid search (``memory.search``);
 - ``lexical``: its lexical arm alone (FTS5, BM25);
 - ``dense``: its dense arm alone (the embedder, Chroma);
@@ -259,7 +261,6 @@ def _conversation(
         prefix = f"urn:locomo:{conversation.sample_id}:"
         tokens: dict[str, int] = {}
         cover: dict[str, frozenset[str]] = {}
-        said = {turn.dia_id for turn in conversation.turns}
         for key, node, graph, text, cites in _items(conversation, prefix, shape, turn_text):
             start = time.perf_counter()
             # A conversation session is a named graph, as the L1 session archives turns.
@@ -267,7 +268,7 @@ def _conversation(
                 node,
                 tags=[f"session:{node['session']}"],
                 named_graph=graph,
-                index=SAID_FIELDS if turn_text == "said" and key in said else None,
+                index=TEXT_FIELDS if "speaker" in node else None,
             )
             timings["ingest"].append((time.perf_counter() - start) * 1e3)
             tokens[key] = memory.count_tokens(text)
@@ -288,7 +289,9 @@ def _conversation(
 
 
 Item = tuple[str, dict[str, Any], str, str, frozenset[str]]
-SAID_FIELDS = ["text"]  # a turn stored as who said what is searched by that text alone
+# An item naming its speaker (a turn; an observation, drawn from one speaker's turns) is
+# searched by its text alone: the speaker is a property the search's speaker prior reads.
+TEXT_FIELDS = ["text"]
 
 
 def _items(
@@ -303,7 +306,7 @@ def _items(
         if turn_text == "said":
             node.update(text=f"{turn.speaker}: {turn.text}", speaker=turn.speaker, date=turn.date)
         else:
-            node["text"] = turn.line
+            node.update(text=turn.line, speaker=turn.speaker)
         node["session"] = turn.session
         if previous is not None and previous.session == turn.session:
             node["previous"] = {"@id": prefix + previous.dia_id}
@@ -317,6 +320,7 @@ def _items(
             "@id": prefix + note.key,
             "@type": "Observation" if note.kind == "observation" else "SessionSummary",
             "text": note.text,
+            **({"speaker": note.speaker} if note.speaker else {}),
             "session": note.session,
             "cites": [{"@id": prefix + dia_id} for dia_id in note.cites],
         }

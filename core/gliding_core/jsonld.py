@@ -153,6 +153,7 @@ def parse_node(value: object, *, max_depth: int = MAX_DEPTH_CEILING) -> ParsedNo
         node, content, depth = fast
     else:
         depth = nesting_depth(mapping, max_depth)
+        check_string_keys(mapping, what="node", error=InvalidNodeError)
         try:
             content = canonical_json(mapping)
         except (TypeError, ValueError) as exc:
@@ -204,6 +205,33 @@ def nesting_depth(value: object, limit: int, *, what: str = "node") -> int:
             below += [item for item in items if isinstance(item, (dict, list, tuple))]
         level = below
     return depth
+
+
+def check_string_keys(
+    value: object, *, what: str, error: type[InvalidInputError] = InvalidInputError
+) -> None:
+    """Refuse a mapping anywhere in ``value`` with a key that is not a string, iteratively.
+
+    JSON's keys are strings: the encoder would write ``1``, ``True`` or ``None`` as ``"1"``,
+    ``"true"``, ``"null"``, changing what is kept, and ``{1: "a", "1": "b"}`` would lose one.
+
+    Raises:
+        InvalidInputError: (or ``error``) naming the key and the mapping holding it.
+    """
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if type(key) is not str:
+                    raise error(
+                        f"{what} holds a key that is not a string, {preview(key)}, in"
+                        f" {preview(item)}: JSON keys are strings"
+                    )
+                if isinstance(inner, (Mapping, list, tuple)):
+                    stack.append(inner)
+        elif isinstance(item, (list, tuple)):
+            stack += [inner for inner in item if isinstance(inner, (Mapping, list, tuple))]
 
 
 def _check_references(node: Node) -> None:

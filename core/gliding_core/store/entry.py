@@ -24,6 +24,7 @@ from gliding_core.jsonld import (
     Node,
     canonical_json,
     check_label,
+    check_string_keys,
     check_text,
     nesting_depth,
     parse_canonical,
@@ -251,6 +252,7 @@ def _check_metadata(metadata: object) -> tuple[dict[str, Any], int]:
             f"metadata must be a mapping with string keys, got {preview(metadata)}"
         )
     depth = nesting_depth(dict(metadata), MAX_DEPTH_CEILING, what="metadata")
+    check_string_keys(metadata, what="metadata")
     try:
         content = canonical_json(metadata)
     except (TypeError, ValueError) as exc:

@@ -806,6 +806,11 @@ def test_values_that_look_like_sql_are_stored_literally(entry_store: EntryStore)
         ({"@type": ["ok", ""]}, "@type must be"),
         ({"x": float("nan")}, "not JSON-serialisable"),
         ({"x": object()}, "not JSON-serialisable"),
+        # JSON's keys are strings: these were kept as "1", "null", or lost one of two values.
+        ({"@id": "urn:k", "a": {1: "x"}}, "key that is not a string, 1,"),
+        ({"@id": "urn:k", "a": [{"b": {None: "x"}}]}, "key that is not a string, None,"),
+        ({"@id": "urn:k", "a": {1: "x", "1": "y"}, "f": 0.5}, "key that is not a string"),
+        ({"@id": "urn:k", True: "x"}, "key that is not a string, True,"),
     ],
 )
 def test_bad_nodes_are_typed_errors_and_write_nothing(
@@ -830,6 +835,7 @@ def test_bad_nodes_are_typed_errors_and_write_nothing(
         ({"named_graph": ""}, "named_graph"),
         ({"metadata": {"k": object()}}, "metadata"),
         ({"metadata": {1: "v"}}, "string keys"),
+        ({"metadata": {"a": [{2: "v"}]}}, "key that is not a string, 2,"),
     ],
 )
 def test_bad_options_are_typed_errors_naming_the_value(

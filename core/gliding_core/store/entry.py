@@ -11,6 +11,8 @@ Timestamps are UNIX seconds (UTC).
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -200,17 +202,23 @@ def records_of(items: Records, *, what: str) -> list[Record]:
 
 
 def check_ttl(value: object) -> float:
-    """Return a TTL in seconds as a float: a number > 0, ``math.inf`` for "never expires"."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    """Return a TTL in seconds as a float: a real number > 0 (as ``check_real`` takes them,
+    numpy's scalars too), ``math.inf`` for "never expires"."""
+    number = math.nan
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float: math.inf says "never expires"
+            raise InvalidInputError(
+                f"ttl {preview(value)} is too large for a float (math.inf: never expires)"
+            ) from None
+        except (TypeError, ValueError):
+            pass
+    if not number > 0:
         raise InvalidInputError(
             f"ttl must be a number of seconds > 0 (math.inf: never), got {preview(value)}"
         )
-    try:
-        return float(value)
-    except OverflowError:  # an int beyond any float: math.inf says "never expires"
-        raise InvalidInputError(
-            f"ttl {preview(value)} is too large for a float (math.inf: never expires)"
-        ) from None
+    return number
 
 
 def check_importance(value: object) -> float:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pytest
 
 from gliding_core import EntryNotFoundError, EntryStore, InvalidInputError, Record
@@ -205,8 +207,33 @@ def test_a_write_without_ttl_keeps_the_expiry_and_infinity_removes_it(
     assert entry_store.expires_at(["urn:a"]) == {}
 
 
+def test_a_ttl_may_be_any_real_number_numpy_s_included(entry_store: EntryStore) -> None:
+    # importance took numpy's scalars and a TTL refused them.
+    entry_store.put({"@id": "urn:np"}, ttl=np.float32(3_600.0))
+    entry_store.put_many([Record({"@id": "urn:np64"}, ttl=np.int64(3_600))])
+    entry_store.put({"@id": "urn:frac"}, ttl=Fraction(7_200, 2))
+    assert set(entry_store.expires_at(["urn:np", "urn:np64", "urn:frac"])) == {
+        "urn:np",
+        "urn:np64",
+        "urn:frac",
+    }
+    entry_store.put({"@id": "urn:np"}, ttl=np.float64("inf"))
+    assert "urn:np" not in entry_store.expires_at(["urn:np"])
+
+
 @pytest.mark.parametrize(
-    "ttl", [0, -1, float("nan"), "60", True, [60], pytest.param(10**400, id="10**400")]
+    "ttl",
+    [
+        0,
+        -1,
+        float("nan"),
+        "60",
+        True,
+        [60],
+        np.float32("nan"),
+        np.bool_(True),
+        pytest.param(10**400, id="10**400"),
+    ],
 )
 def test_a_bad_ttl_is_refused_and_nothing_written(entry_store: EntryStore, ttl: Any) -> None:
     with pytest.raises(InvalidInputError, match="ttl"):

@@ -3,6 +3,7 @@ writes nothing."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 from collections.abc import Sequence
@@ -19,8 +20,9 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
-from gliding_core.errors import InvalidInputError, MalformedImportError
+from gliding_core.errors import InvalidInputError, MalformedImportError, StorageError
 from gliding_core.hyperspace.backends import CachedEmbedder
+from gliding_core.retention import transfer
 from gliding_core.retention.transfer import FORMAT, MAX_LINE_BYTES, VERIFY_SAMPLE, VERSION
 from gliding_core.view.chatlog import ChatLog
 
@@ -706,6 +708,36 @@ def test_an_export_onto_a_directory_is_refused_and_leaves_no_file(tmp_path: Path
             memory.export_jsonl(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a directory"]
     assert list(target.iterdir()) == []
+
+
+class _FullDisk(io.StringIO):
+    """A file whose writes fail as on a full disk, after ``room`` characters."""
+
+    def __init__(self, name: Path, room: int) -> None:
+        super().__init__()
+        name.touch()
+        self.name, self.room = str(name), room
+
+    def write(self, text: str) -> int:
+        if self.tell() + len(text) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(text)
+
+
+def test_an_export_that_fills_the_disk_is_a_storage_error_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "out.jsonl"
+    with Memory(config=CONFIG, embedder=HashEmbedder()) as memory:
+        memory.store.put_many([{"@id": f"urn:ex:{i}", "text": f"kept {i}"} for i in range(20)])
+        opened = lambda path, *args, **kwargs: _FullDisk(Path(path), room=600)  # noqa: E731
+        monkeypatch.setattr(transfer, "open", opened, raising=False)
+        with pytest.raises(StorageError, match="No space left"):
+            memory.export_jsonl(target)
+        monkeypatch.undo()
+        assert list(tmp_path.iterdir()) == []  # neither the file nor its partial one
+        with pytest.raises(StorageError, match="No space left"):  # an open text file too
+            memory.export_jsonl(_FullDisk(tmp_path / "given.jsonl", room=600))
 
 
 def test_an_export_to_a_binary_file_is_refused(tmp_path: Path) -> None:

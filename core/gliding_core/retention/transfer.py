@@ -75,7 +75,12 @@ from typing import IO, Any, NoReturn, Protocol
 
 import numpy as np
 
-from gliding_core.errors import GlidingError, InvalidInputError, MalformedImportError
+from gliding_core.errors import (
+    GlidingError,
+    InvalidInputError,
+    MalformedImportError,
+    StorageError,
+)
 from gliding_core.fields import IndexFields, indexed_text, unselected
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.jsonld import preview
@@ -195,11 +200,14 @@ def export_memory(
         "scope": None if scope is None else scope.name,
         "entries": count,
     }
-    with _Writer(out) as stream:
-        stream.write(json.dumps(header, ensure_ascii=False) + "\n")
-        for batch in batches:
-            for line in _lines(parts.store, batch, cache):
-                stream.write(line + "\n")
+    try:
+        with _Writer(out) as stream:
+            stream.write(json.dumps(header, ensure_ascii=False) + "\n")
+            for batch in batches:
+                for line in _lines(parts.store, batch, cache):
+                    stream.write(line + "\n")
+    except OSError as exc:  # a full disk, a closed pipe: the path's partial file is gone
+        raise StorageError(f"writing the export failed: {exc}") from exc
     return count
 
 
@@ -295,7 +303,11 @@ class _Writer:
         if self.stream is None or self.path is None:
             return
         partial = Path(self.stream.name)
-        self.stream.close()
+        try:
+            self.stream.close()  # (its last write may fail here)
+        except OSError:
+            partial.unlink(missing_ok=True)
+            raise
         if kind is None:
             try:
                 os.replace(partial, self.path)

@@ -234,6 +234,24 @@ def test_a_bad_line_is_named_and_nothing_is_written(
         assert len(report.imported) == len(exported[1])
 
 
+def test_an_entry_given_twice_is_a_bad_line_not_the_last_one_winning(
+    tmp_path: Path, exported: tuple[Path, list[tuple[Any, ...]], list[Any]]
+) -> None:
+    once = _file(tmp_path, exported[0], json.dumps(GOOD), at=2)
+    path = _file(tmp_path, once, json.dumps({**GOOD, "entry": {**GOOD["entry"], "text": "new"}}), 3)
+    with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
+        with pytest.raises(MalformedImportError, match="came before, on line 3") as caught:
+            memory.import_jsonl(path)
+        assert [n for n, _ in caught.value.problems] == [4]
+        assert memory.store.count() == 0
+        report = memory.import_jsonl(path, skip_bad=True)
+        assert [n for n, _ in report.skipped] == [4]
+        assert report.imported.count("urn:ex:new") == 1
+        entry = memory.store.get("urn:ex:new")
+        assert entry is not None
+        assert entry.node["text"] == "fine"  # the first, kept whole
+
+
 @pytest.mark.parametrize(
     "header",
     [

@@ -23,11 +23,12 @@ field paths, or ``false``); import gives them back as the entry's own.
 Import treats the file as hostile: each line is at most ``MAX_LINE_BYTES`` and parsed JSON
 nesting is bounded (``Record``'s checks, a ``RecursionError`` caught), every field is checked
 by type and range, unknown keys are refused, the header must come first and name this format
-and version, and a file with fewer entry lines than its header's ``entries`` is cut short (the
-line after its last is bad). Every line is checked before anything is written, and everything
-is written in one L0 transaction: a bad line writes nothing (``MalformedImportError`` lists
-each bad line by number), unless ``skip_bad`` imports the rest and lists them. Entries come
-back exactly (IRI, content, tags, graph, importance, metadata, creation time, expiry).
+and version, an entry given twice is bad on its second line, and a file with fewer entry lines
+than its header's ``entries`` is cut short (the line after its last is bad). Every line is
+checked before anything is written, and everything is written in one L0 transaction: a bad
+line writes nothing (``MalformedImportError`` lists each bad line by number), unless
+``skip_bad`` imports the rest and lists them. Entries come back exactly (IRI, content, tags,
+graph, importance, metadata, creation time, expiry).
 
 The vectors are the one part of a line that cannot be checked by reading it: a number list of
 the right size is a valid vector of any text. The embedding cache keys a vector by its text's
@@ -156,6 +157,7 @@ class _Parsed:
     wholes: list[tuple[Restored, str]] = field(default_factory=list)
     problems: list[tuple[int, str]] = field(default_factory=list)
     waiting: _Waiting | None = None
+    lines: dict[str, int] = field(default_factory=dict)  # each entry's IRI: its line
 
 
 @dataclass(slots=True)
@@ -533,6 +535,12 @@ def _entry(value: Any, parsed: _Parsed, store: EntryStore, number: int) -> None:
     if not parsed.header:
         raise InvalidInputError("no valid header before this line")
     item, text, vector = read_record(value, store, dimension=parsed.header.get("dimension"))
+    iri = str(item.record.node.get("@id"))
+    if iri in parsed.lines:  # an export holds an entry once: which of the two is meant?
+        raise InvalidInputError(
+            f"the entry {preview(iri)} came before, on line {parsed.lines[iri]}"
+        )
+    parsed.lines[iri] = number
     count = value.get("text_parts")
     if count is None:
         _add(parsed, item, text, vector, number)

@@ -24,6 +24,7 @@ from gliding_core import (
     Memory,
     NodeTooDeepError,
     Record,
+    Scope,
     StoreConfig,
     SupplementaryInputStore,
 )
@@ -31,6 +32,7 @@ from gliding_core.boundary import TABLES, rows, translate, translated
 from gliding_core.errors import StorageError
 from gliding_core.jsonld import DEFAULT_MAX_DEPTH, nesting_depth, node_facets, preview
 from gliding_core.store.filters import MAX_NESTING, MAX_TERMS, SearchFilters
+from gliding_core.store.retrieval import filters_from_dict
 
 SURROGATE = "\ud800"
 
@@ -496,16 +498,15 @@ def test_filters_nested_past_the_limit_are_refused_and_those_at_it_search(
 
 
 @pytest.mark.parametrize(
-    "make",
+    "make",  # each makes a chain of n conditions
     [
         lambda n: SearchFilters(exclude_tag_prefixes=tuple(f"p{i}" for i in range(n))),
         lambda n: SearchFilters(exclude_graph_prefixes=tuple(f"urn:g{i}" for i in range(n))),
-        lambda n: SearchFilters(  # two conditions an alternative: itself, and its tag
-            any_of=tuple(SearchFilters(tags_any=("t",)) for _ in range(n // 2)),
-            exclude_tag_prefixes=("q",) * (n % 2),
+        lambda n: SearchFilters(  # the group, its alternatives, the bound of one
+            any_of=tuple(SearchFilters(min_importance=i / 10_000) for i in range(n - 2))
         ),
-        lambda n: SearchFilters(
-            all_of=(SearchFilters(exclude_tag_prefixes=tuple(f"p{i}" for i in range(n - 1))),)
+        lambda n: SearchFilters(  # the group, its one alternative, its prefixes
+            all_of=(SearchFilters(exclude_tag_prefixes=tuple(f"p{i}" for i in range(n - 2))),)
         ),
     ],
 )
@@ -521,6 +522,23 @@ def test_filters_joining_too_many_conditions_are_refused_and_those_at_the_limit_
     for count in (MAX_TERMS + 1, 2_000):
         with pytest.raises(InvalidInputError, match=f"over {MAX_TERMS}"):
             make(count)
+
+
+def test_alternatives_naming_only_tags_are_one_condition_and_scopes_wrap_filters_at_the_limit(
+    memory: Memory,
+) -> None:
+    """Alternatives that only name tags are one look-up (an ``any_of`` of 5,000 searches);
+    the limits hold for the filter the store is given, the scope's own conditions with it."""
+    memory.store.put({"@id": "urn:a", "text": "wide words"}, tags=["t7", Scope.user("u").tag])
+    spec = {"$or": [{"tags": f"t{i}"} for i in range(800)]}
+    assert memory.store.matching(filters_from_dict(spec)) == ["urn:a"]
+    tags = SearchFilters(any_of=tuple(SearchFilters(tags_any=(f"t{i}",)) for i in range(5_000)))
+    assert memory.store.matching(tags) == ["urn:a"]
+    deep = {"tags": "t7"}
+    for _ in range(10):  # a dict of two keys is two conditions joined: two levels a dict
+        deep = {"tags": "t7", "$and": [deep]}
+    wrapped = Scope.user("u").filters(base=filters_from_dict(deep))
+    assert [hit.entry.iri for hit in memory.search("wide", filters=wrapped)] == ["urn:a"]
 
 
 def test_a_preview_keeps_the_order_of_a_dict() -> None:

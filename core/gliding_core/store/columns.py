@@ -18,6 +18,7 @@ from typing import Any
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import check_text, preview
 from gliding_core.store.entry import Entry, MesiState
+from gliding_core.store.filters import prefix_bound as prefix_bound
 from gliding_core.store.staging import SEPARATOR
 
 COLUMNS = (
@@ -106,14 +107,3 @@ def check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInputError(f"limit must be an int >= 1, got {preview(limit)}")
     return min(limit, LARGEST_LIMIT)
-
-
-def prefix_bound(prefix: str) -> str | None:
-    """Return the least string above every string that starts with ``prefix`` (``None``: none).
-
-    The character after the last one, skipping the surrogates (no stored text holds one).
-    """
-    last = ord(prefix[-1])
-    if last == 0x10FFFF:
-        return None
-    return prefix[:-1] + chr(0xE000 if last == 0xD7FF else last + 1)

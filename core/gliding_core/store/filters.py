@@ -56,12 +56,12 @@ POSTGRESQL = Dialect(mark="%s", true="TRUE", own_tags="string_to_array(e.tags, c
 # The most results one search may ask for: the dense index's bindings overflow near 2**31.
 MAX_RESULTS = 1_000_000
 # How deep ``any_of`` / ``all_of`` may nest (a filter without them is 1 level): SQLite's parser
-# overflows its stack near 35 levels, and a search wraps a filter in a few more (its scope).
-MAX_NESTING = 16
-# How many conditions one filter may join, over all its levels: each prefix excluded and each
-# alternative of ``any_of`` / ``all_of`` is one, and so is each other field given. SQLite parses
-# a chain of conditions as a tree as deep as it is long and refuses one deeper than 1,000.
-MAX_TERMS = 512
+# overflows its stack near 35 levels. The limits hold for the filter the store is given, so the
+# memory's own conditions count too (a scope's reader adds two levels and a few conditions).
+MAX_NESTING = 24
+# How long a chain of joined conditions one filter may make (``_terms``): SQLite parses a chain
+# of conditions as a tree as deep as it is long and refuses one deeper than 1,000.
+MAX_TERMS = 900
 
 _LABEL_LISTS = (
     "named_graphs",
@@ -135,14 +135,16 @@ class SearchFilters:
             set_(self, name, tuple(value))
         if (self.any_of or self.all_of) and _levels(self) > MAX_NESTING:
             raise InvalidInputError(
-                f"filters nest more than {MAX_NESTING} levels deep (any_of, all_of): "
+                f"filters nest more than {MAX_NESTING} levels deep (any_of, all_of; a scope's"
+                f" own conditions count too): "
                 f"{preview(self)}"
             )
         wide = self.any_of or self.all_of or self.exclude_tag_prefixes
         if (wide or self.exclude_graph_prefixes) and _terms(self) > MAX_TERMS:
             raise InvalidInputError(
-                f"filters join {_terms(self)} conditions (prefixes excluded, alternatives of "
-                f"any_of and all_of, other fields, over every level), over {MAX_TERMS}: "
+                f"filters join a chain of {_terms(self)} conditions (each prefix excluded, each"
+                f" alternative of any_of and all_of; a scope's own conditions count too), over"
+                f" {MAX_TERMS}: "
                 f"{preview(self)}"
             )
         low, high = self.min_importance, self.max_importance
@@ -308,15 +310,16 @@ def _levels(filters: SearchFilters) -> int:
 
 
 def _terms(filters: SearchFilters) -> int:
-    """How many conditions ``filters`` joins over all its levels (see ``MAX_TERMS``)."""
-    count, level = 0, [filters]
-    while level:
-        for each in level:
-            count += len(each.exclude_tag_prefixes) + len(each.exclude_graph_prefixes)
-            count += len(each.any_of) + len(each.all_of)
-            count += sum(1 for name in _SINGLE if getattr(each, name) not in (None, ()))
-        level = [part for each in level for part in (*each.any_of, *each.all_of)]
-    return count
+    """How deep a chain of joined conditions ``filters`` makes in SQL, at most (see
+    ``MAX_TERMS``): its own conditions one after the other (each field given, each prefix
+    excluded, each group of alternatives), then the longest way down one group: its
+    alternatives one after the other, and the deepest of them. Alternatives naming only tags
+    are one condition. (Recursive, but ``MAX_NESTING`` levels at most: checked first.)"""
+    own = sum(1 for name in _SINGLE if getattr(filters, name) not in (None, ()))
+    own += len(filters.exclude_tag_prefixes) + len(filters.exclude_graph_prefixes)
+    groups = [g for g in (_merged(filters.any_of), list(filters.all_of)) if g]
+    below = [len(group) + max(_terms(part) for part in group) for group in groups]
+    return own + len(groups) + max(below, default=0)
 
 
 _SINGLE = (
@@ -354,13 +357,25 @@ def _only_tags(part: SearchFilters) -> bool:
     )
 
 
+def prefix_bound(prefix: str) -> str | None:
+    """Return the least string above every string that starts with ``prefix`` (``None``: none).
+
+    The prefix without its trailing U+10FFFF characters (the last there is), its new last
+    character moved to the next one, skipping the surrogates (no stored text holds one);
+    ``None`` when every character is U+10FFFF.
+    """
+    head = prefix.rstrip("\U0010ffff")
+    if not head:
+        return None
+    last = ord(head[-1])
+    return head[:-1] + chr(0xE000 if last == 0xD7FF else last + 1)
+
+
 def _prefix_range(prefix: str) -> list[str]:
-    """The bounds of the strings that start with ``prefix``: itself, and its successor (past
-    the surrogates, which no stored string holds)."""
-    last = ord(prefix[-1])
-    if last == 0x10FFFF:
-        return [prefix]
-    return [prefix, prefix[:-1] + chr(0xE000 if last == 0xD7FF else last + 1)]
+    """The bounds of the strings that start with ``prefix``: itself, and the least string above
+    them all (``prefix_bound``), when there is one."""
+    upper = prefix_bound(prefix)
+    return [prefix] if upper is None else [prefix, upper]
 
 
 def _check_labels(values: object, name: str) -> tuple[str, ...]:

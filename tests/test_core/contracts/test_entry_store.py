@@ -698,22 +698,33 @@ def test_a_graph_prefix_leaves_out_exactly_the_graphs_that_start_with_it(
         SearchFilters(exclude_graph_prefixes="urn:g:")  # type: ignore[arg-type]
 
 
-def test_a_prefix_ending_just_below_the_surrogates_filters_like_any_other(
-    entry_store: EntryStore,
+@pytest.mark.parametrize(
+    ("prefix", "labels"),
+    [
+        # The next code point is a surrogate (no string holds one): the range ends at U+E000.
+        ("a\ud7ff", ["a\ud7ff", "a\ud7ffz", "a\ud7fe", "a\ue000", "b"]),
+        # There is no next code point: the range ends at the next "a...", here "b".
+        ("a\U0010ffff", ["a\U0010ffff", "a\U0010ffffz", "a\U0010fffe", "b", "bz"]),
+    ],
+)
+def test_a_prefix_ending_at_an_edge_of_unicode_filters_like_any_other(
+    entry_store: EntryStore, prefix: str, labels: list[str]
 ) -> None:
-    """A prefix ending in U+D7FF, whose next code point is a surrogate (no string holds one):
-    its range ends at U+E000, and the filter leaves out exactly what starts with it."""
-    labels = ["a\ud7ff", "a\ud7ffz", "a\ud7fe", "a\ue000", "b"]
+    """The filter, and ``by_prefix``, leave out (find) exactly what starts with the prefix."""
     for i, label in enumerate(labels):
         entry_store.put({"@id": f"urn:e:{i}", "text": "x"}, tags=[label], named_graph=label)
-    outside = [f"urn:e:{i}" for i, label in enumerate(labels) if not label.startswith("a\ud7ff")]
+    outside = [f"urn:e:{i}" for i, label in enumerate(labels) if not label.startswith(prefix)]
     for filters in (
-        SearchFilters(exclude_tag_prefixes=("a\ud7ff",)),
-        SearchFilters(exclude_graph_prefixes=("a\ud7ff",)),
+        SearchFilters(exclude_tag_prefixes=(prefix,)),
+        SearchFilters(exclude_graph_prefixes=(prefix,)),
     ):
         assert entry_store.matching(filters) == outside
         assert entry_store.matching(filters, ["urn:e:1", "urn:e:3"]) == ["urn:e:3"]
         assert [iri for iri, _ in entry_store.search_ids("x", filters=filters)] == outside
+    for label in labels:
+        entry_store.put({"@id": f"urn:{label}", "text": "x"})
+    found = [entry.iri for entry in entry_store.by_prefix(f"urn:{prefix}")]
+    assert found == sorted(f"urn:{label}" for label in labels if label.startswith(prefix))
 
 
 # -- transactions -------------------------------------------------------------------------

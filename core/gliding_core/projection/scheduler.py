@@ -12,7 +12,7 @@ shows the conversation or what is delivered through it: an L1 turn (``Turn``, ar
 or archived as the turn that delivered it) is never part of a frame, read as the system or as
 an agent. L0 search read as the system reads every other entry (any scope, any graph); read
 as an agent it reads, in the same SQL as the search (``SearchFilters``), only the entries of
-the task's scope (tagged ``Scope.task(task).tag``) and those in the graphs of the areas of the
+the task's scope (tagged ``Scope.of_task(task).tag``) and those in the graphs of the areas of the
 task the agent's role may read: never another task's, another scope's (a user's, a thread's)
 or an entry of no scope. With
 ``fallback="frame"`` (what role agents read, ``gliding_core.view.team``) the fallback is narrower:
@@ -511,7 +511,7 @@ def _agent_filters(task: str, graphs: Sequence[str]) -> SearchFilters:
     sees it); ``graphs`` are the graphs of the areas the agent may read.
     """
     scope = SearchFilters(
-        tags_any=(Scope.task(task).tag,), exclude_graph_prefixes=(AREA_GRAPH_PREFIX,)
+        tags_any=(Scope.of_task(task).tag,), exclude_graph_prefixes=(AREA_GRAPH_PREFIX,)
     )
     reach = (scope, SearchFilters(named_graphs=tuple(graphs))) if graphs else (scope,)
     return SearchFilters(all_of=(TASK_CONTENT, SearchFilters(any_of=reach)))

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from gliding_core.errors import InvalidInputError
 from gliding_core.jsonld import preview, validate_iri
@@ -104,6 +104,23 @@ class Scope:
     def task(cls, task_iri: str) -> Scope:
         """Return the scope of a task: what a single-tenant adapter reads and writes."""
         return cls("task", task_iri)
+
+    @classmethod
+    def of_task(cls, task_iri: str) -> Scope:
+        """Return the scope whose task IRI is ``task_iri``: the user's or the thread's for one
+        under ``urn:gliding:scope:`` (what ``task_iri`` of that scope gives), else the task's.
+
+        Raises:
+            InvalidInputError: ``task_iri`` is no IRI, or lies under ``urn:gliding:scope:``
+                without being a user's or a thread's task IRI.
+        """
+        if isinstance(task_iri, str) and task_iri.startswith(SCOPE_PREFIX):
+            kind, _, key = task_iri.removeprefix(SCOPE_PREFIX).partition(":")
+            if kind in ("user", "thread") and key:
+                scope = cls(kind, unquote(key))  # type: ignore[arg-type]
+                if scope.task_iri == task_iri:
+                    return scope
+        return cls.task(task_iri)
 
     @property
     def name(self) -> str:
@@ -199,7 +216,7 @@ def resolve_scope(
     if isinstance(default, Scope):
         return default
     if isinstance(default, str):
-        return Scope.task(default)
+        return Scope.of_task(default)
     raise InvalidInputError(
         f"a scope needs a user_id, a thread_id or a default task, got {preview(default)}"
     )
@@ -220,13 +237,14 @@ def scope_task_iri(
 
 
 def adopt_unscoped_turns(
-    store: EntryStore, scope_of_task: Callable[[str], Scope] = Scope.task
+    store: EntryStore, scope_of_task: Callable[[str], Scope] = Scope.of_task
 ) -> int:
     """Tag every L1 turn archive of no scope with the scope of its task; return how many.
 
     Args:
         store: the L0 store to upgrade (one transaction: all the turns or none).
-        scope_of_task: the scope a turn of a task belongs to; ``Scope.task`` by default.
+        scope_of_task: the scope a turn of a task belongs to; ``Scope.of_task`` by default
+            (a user's or a thread's task IRI gives that scope).
     """
     if not isinstance(store, EntryStore):
         raise InvalidInputError(f"store must be an EntryStore (an L0Store), got {preview(store)}")

@@ -168,7 +168,7 @@ class Conversation:
     Args:
         memory: the memory to read and archive into.
         task_iri: the task; supplementary inputs are put for it. Give it or ``scope``.
-        scope: the scope (user, thread or task) read and written; ``Scope.task(task_iri)``
+        scope: the scope (user, thread or task) read and written; ``Scope.of_task(task_iri)``
             when omitted. Its ``task_iri`` is the conversation's task.
         shared: named graph IRIs or scopes that recall reads besides the scope's own entries.
         recall_filters: restrict recall further (for instance to some tags); the scope's
@@ -577,7 +577,7 @@ def _scope_of(task_iri: object, scope: object) -> Scope:
     if scope is None:
         if not isinstance(task_iri, str):
             raise InvalidInputError(f"task_iri must be a string, got {preview(task_iri)}")
-        return Scope.task(task_iri)
+        return Scope.of_task(task_iri)
     if not isinstance(scope, Scope):
         raise InvalidInputError(f"scope must be a Scope or None, got {preview(scope)}")
     if task_iri is not None and task_iri != scope.task_iri:

@@ -280,7 +280,9 @@ def test_scope_mapping_is_injective_and_documented() -> None:
         lambda: Scope.task(Scope.user("alice").task_iri),
         lambda: Scope.task(Scope.thread("t1").task_iri),
         lambda: Scope.task("urn:gliding:scope:anything"),
-        lambda: resolve_scope(default=Scope.user("alice").task_iri),
+        lambda: Scope.of_task("urn:gliding:scope:user:"),
+        lambda: Scope.of_task("urn:gliding:scope:user:a:b"),  # not how "a:b" is written
+        lambda: resolve_scope(default="urn:gliding:scope:group:x"),
     ],
 )
 def test_a_task_scope_cannot_take_the_task_iri_of_a_user_or_a_thread(
@@ -290,6 +292,26 @@ def test_a_task_scope_cannot_take_the_task_iri_of_a_user_or_a_thread(
     # a forget or an export of the task would reach them.
     with pytest.raises(InvalidInputError, match="urn:gliding:scope:"):
         make()
+
+
+@pytest.mark.parametrize(
+    "scope", [Scope.user("alice"), Scope.thread("t/1"), Scope.user("a:b"), Scope.task(TASK)]
+)
+def test_a_task_iri_gives_back_its_scope(scope: Scope) -> None:
+    assert Scope.of_task(scope.task_iri) == scope
+    assert resolve_scope(default=scope.task_iri) == scope
+
+
+def test_unscoped_turns_of_a_user_s_task_are_adopted_into_the_user_s_scope() -> None:
+    with Memory(embedder=HashEmbedder()) as memory:
+        memory.session(TASK).add_turn("user", "plain task words")
+        memory.session(Scope.user("alice").task_iri).add_turn("user", "alice words")
+        for entry in memory.store.by_type("Turn"):  # as archived before scopes existed
+            memory.store.retag(entry.iri, remove=[t for t in entry.tags if t.startswith("scope:")])
+        assert adopt_unscoped_turns(memory.store) == 2
+        tags = {entry.node["summary"]: entry.tags for entry in memory.store.by_type("Turn")}
+        assert Scope.user("alice").tag in tags["alice words"]
+        assert Scope.task(TASK).tag in tags["plain task words"]
 
 
 @pytest.mark.parametrize(

@@ -799,22 +799,77 @@ def is_database_url(target: object) -> bool:
 
 
 _OTHER_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_CONNINFO = re.compile(
-    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options)\s*=",
-    re.IGNORECASE,
+# libpq's connection keywords: a string beginning "keyword=" is a key=value connection string.
+_LIBPQ_KEYWORDS = frozenset(
+    (
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "require_auth",
+        "channel_binding",
+        "connect_timeout",
+        "client_encoding",
+        "options",
+        "application_name",
+        "fallback_application_name",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "tcp_user_timeout",
+        "replication",
+        "gssencmode",
+        "sslmode",
+        "requiressl",
+        "sslnegotiation",
+        "sslcompression",
+        "sslcert",
+        "sslkey",
+        "sslkeylogfile",
+        "sslpassword",
+        "sslcertmode",
+        "sslrootcert",
+        "sslcrl",
+        "sslcrldir",
+        "sslsni",
+        "requirepeer",
+        "ssl_min_protocol_version",
+        "ssl_max_protocol_version",
+        "min_protocol_version",
+        "max_protocol_version",
+        "krbsrvname",
+        "gsslib",
+        "gssdelegation",
+        "service",
+        "target_session_attrs",
+        "load_balance_hosts",
+        "scram_client_key",
+        "scram_server_key",
+        "oauth_issuer",
+        "oauth_client_id",
+        "oauth_client_secret",
+        "oauth_scope",
+    )
 )
+_KEYWORD = re.compile(r"(?:^|\s)(\w+)\s*=")
 
 
 def not_a_directory(target: str) -> str | None:
     """Say why ``target``, which is no PostgreSQL URI, is no directory name either, or return
     ``None``: a URL of another scheme, or a libpq ``key=value`` connection string (which would
-    otherwise become a directory named after it, password and all). Shows no secret."""
+    otherwise become a directory named after it, password and all). Names only libpq's
+    keywords, never a value."""
     if _OTHER_URL.match(target):
         return f"{mask_url(target)!r} is a URL of another scheme"
-    if _CONNINFO.match(target):
-        keys = sorted({m.group(1).lower() for m in re.finditer(r"(\w+)\s*=", target)})
+    first = _KEYWORD.match(target.lstrip())
+    if first is not None and first.group(1).lower() in _LIBPQ_KEYWORDS:
+        keys = sorted({k.lower() for k in _KEYWORD.findall(target) if k.lower() in _LIBPQ_KEYWORDS})
         return (
-            f"a libpq key=value connection string (keys {', '.join(keys[:8])}) is taken as a"
+            f"a libpq key=value connection string (keywords {', '.join(keys)}) is taken as a"
             " URI only (postgresql://user:password@host:5432/db)"
         )
     return None

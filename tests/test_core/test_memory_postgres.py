@@ -541,6 +541,10 @@ def test_a_bad_url_is_a_typed_error_with_its_password_masked(
         f"host=localhost password={SECRET} dbname=memory",
         f"  DBNAME=memory user=u password='{SECRET}'",
         f"user=u password = {SECRET}",
+        f"host=db password={SECRET}=x dbname=d",  # no piece of a value is named
+        f"host=db password='pa {SECRET}=word' dbname=d",
+        f"connect_timeout=10 host=db user=u password={SECRET} dbname=d",
+        f"application_name=app host=db password={SECRET}",
     ],
 )
 def test_a_key_value_connection_string_is_refused_not_made_a_directory(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -767,3 +768,8 @@ def test_an_export_to_a_binary_file_is_refused(tmp_path: Path) -> None:
         assert out.getvalue() == b""
         with open(tmp_path / "out.jsonl", "wb") as binary, pytest.raises(InvalidInputError):
             memory.export_jsonl(binary)  # type: ignore[arg-type]
+        for made in (tempfile.NamedTemporaryFile, tempfile.SpooledTemporaryFile):
+            with made(dir=tmp_path) as wrapped, pytest.raises(InvalidInputError, match="text"):
+                memory.export_jsonl(wrapped)  # type: ignore[arg-type]
+        with tempfile.NamedTemporaryFile("w+", dir=tmp_path) as text:  # a text one is fine
+            assert memory.export_jsonl(text) == 1

@@ -294,7 +294,9 @@ class _Writer:
             except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
                 raise InvalidInputError(f"cannot write {str(self.path)!r}: {exc}") from exc
             return self.stream
-        binary = isinstance(self.out, (io.BufferedIOBase, io.RawIOBase))  # it takes bytes
+        binary = isinstance(self.out, (io.BufferedIOBase, io.RawIOBase)) or "b" in str(
+            getattr(self.out, "mode", "")  # a tempfile wrapper of a binary file
+        )
         if isinstance(self.out, io.TextIOBase) or (
             not binary and callable(getattr(self.out, "write", None))
         ):

@@ -55,6 +55,7 @@ BROAD_KEPT_FOR = 100
 BROAD_FILTERS = 64
 MAX_NAMES = 8  # the names of one speaker field looked at (a list of authors)
 MAX_NAME_CHARS = 256  # a longer value names nobody
+MAX_SPEAKER_CONTENT = 65_536  # a longer node is not parsed for its speaker
 _WORD = re.compile(r"\w+")
 
 T = TypeVar("T")
@@ -120,7 +121,9 @@ class HybridSearch:
        gains ``group_weight`` times the mean of the ``group_top`` best scores of its named
        graph: a conversation session, or a project, that holds a strong match makes its other
        entries likelier. With ``group_decay`` below 1 the graph's j-th best candidate gains
-       ``group_decay ** j`` of that, so one graph does not take every first place.
+       ``group_decay ** j`` of that, so one graph does not take every first place. Last, a
+       candidate whose speaker (``speaker_fields``) the query names gains ``speaker_weight``
+       times the spread of the candidates' scores.
 
     Args:
         store: the L0 store (lexical arm, filters, entries).
@@ -233,9 +236,9 @@ class HybridSearch:
             # k are among them: one read serves both); otherwise the best k are read at the end.
             entries: dict[str, Entry] | None = None
             if settings.rerank:
-                final, entries = self._rerank(probe, best, ranked, detail, settings, limits)
-                if settings.speaker_weight and entries:
-                    _speaker_prior(final, detail, settings, entries, query)
+                final, entries = self._rerank(
+                    probe, best, ranked, detail, settings, limits, text=query
+                )
             else:
                 final = {iri: fused[iri] for iri in best}
         top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
@@ -400,6 +403,8 @@ class HybridSearch:
         detail: dict[str, dict[str, ArmResult]],
         settings: SearchConfig,
         filters: SearchFilters,
+        *,
+        text: str,
     ) -> tuple[dict[str, float], dict[str, Entry] | None]:
         """Re-score the candidates; return their scores, and their entries when the group
         prior read them (``None`` otherwise)."""
@@ -465,6 +470,8 @@ class HybridSearch:
             entries = {**entries_read(), **more_entries()}
         if settings.group_weight and entries:
             self._group_prior(final, detail, settings, entries)
+        if settings.speaker_weight and entries:
+            _speaker_prior(final, detail, settings, entries, text)
         for iri in pool:
             detail.setdefault(iri, {})["rerank"] = ArmResult(0, final[iri])
         return final, entries
@@ -576,14 +583,23 @@ def _speaker_prior(
 
     A speaker is named when the words of one of the node's ``speaker_fields`` values (a
     string, or a list of strings) stand in the query in a row, case aside. Only a node whose
-    JSON holds one of those keys is parsed.
+    JSON holds one of those keys, and is at most ``MAX_SPEAKER_CONTENT`` long, is parsed; each
+    distinct name is looked for once.
     """
     words = _WORD.findall(query.casefold())
     if not words or len(final) < 2:
         return
-    at: dict[str, list[int]] = {}
-    for place, word in enumerate(words):
-        at.setdefault(word, []).append(place)
+    spoken = f" {' '.join(words)} "
+    named: dict[str, bool] = {}
+
+    def said_by(name: object) -> bool:
+        if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
+            return False
+        if name not in named:
+            wanted = _WORD.findall(name.casefold())
+            named[name] = bool(wanted) and f" {' '.join(wanted)} " in spoken
+        return named[name]
+
     gain = settings.speaker_weight * (max(final.values()) - min(final.values()))
     keys = {
         json.dumps(name, ensure_ascii=ascii) + ":"
@@ -591,26 +607,19 @@ def _speaker_prior(
         for ascii in (False, True)
     }
     for iri, entry in entries.items():
-        if iri not in final or not any(key in entry.content for key in keys):
+        content = entry.content
+        if iri not in final or len(content) > MAX_SPEAKER_CONTENT:
+            continue
+        if not any(key in content for key in keys):
             continue
         node = entry.node
-        if any(_named(node.get(name), words, at) for name in settings.speaker_fields):
-            final[iri] += gain
-            detail.setdefault(iri, {})["speaker"] = ArmResult(0, gain)
-
-
-def _named(value: object, words: list[str], at: Mapping[str, list[int]]) -> bool:
-    """Whether ``value`` (a name, or a list of names) stands in the query's ``words`` in a row
-    (``at``: where each word stands)."""
-    names = value if isinstance(value, list) else [value]
-    for name in names[:MAX_NAMES]:
-        if not isinstance(name, str) or len(name) > MAX_NAME_CHARS:
-            continue
-        wanted = _WORD.findall(name.casefold())
-        width = len(wanted)
-        if wanted and any(words[i : i + width] == wanted for i in at.get(wanted[0], ())):
-            return True
-    return False
+        for field_name in settings.speaker_fields:
+            value = node.get(field_name)
+            names = value[:MAX_NAMES] if isinstance(value, list) else [value]
+            if any(said_by(name) for name in names):
+                final[iri] += gain
+                detail.setdefault(iri, {})["speaker"] = ArmResult(0, gain)
+                break
 
 
 def _lengths(texts: Mapping[str, str]) -> dict[str, int]:

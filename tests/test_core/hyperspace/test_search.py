@@ -339,6 +339,7 @@ def test_a_query_naming_a_speaker_prefers_what_that_speaker_said(memory: Memory)
     assert off.index("urn:t:2") > 0
     assert on[0].iri == "urn:t:2"
     assert set(on[0].arms) >= {"speaker", "rerank"}  # explained: the gain it had
+    assert on[0].score == on[0].arms["rerank"].score  # the re-rank's score holds it
     assert all("speaker" not in h.arms for h in on[1:])
     # Not named: nothing changes (case aside; a word that only begins with the name is not it).
     for query in ("What did bob paint?", "Who painted the lake?"):

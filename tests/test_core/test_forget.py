@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
+from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.memory import CHROMA_DIR, POINCARE_FILE
 from gliding_core.retention.erasure import ForgetReport, scope_entries
+from gliding_core.storage import EMBEDDING_CACHE_FILE
 from gliding_core.view.chatlog import ChatLog
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
@@ -281,3 +284,56 @@ def test_the_rebuilt_index_leaves_no_uncleared_memory_in_its_files(tmp_path: Pat
         spare = spare_bytes(tmp_path / CHROMA_DIR)
         assert spare  # the index has spare capacity, written in its files
         assert spare.count(0) == len(spare), f"{len(spare) - spare.count(0)} spare bytes kept"
+
+
+class HeldEmbedder(HashEmbedder):
+    """The hash embedder behind a gate the test opens (an embedding API that answers slowly):
+    only threads other than the test's wait at it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not self.gate.is_set() and threading.current_thread() is not threading.main_thread():
+            self.waiting.set()
+            self.gate.wait()
+        return super().embed_documents(texts)
+
+
+def test_forgetting_an_entry_still_being_embedded_leaves_no_vector_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "Qzlatediagnosis of the patient"
+    embedder = HeldEmbedder()
+    forgotten = threading.Event()
+    original = CachedEmbedder.forget
+
+    def forget(cache: CachedEmbedder, texts: Sequence[str]) -> int:
+        try:
+            return original(cache, texts)
+        finally:
+            forgotten.set()
+
+    monkeypatch.setattr(CachedEmbedder, "forget", forget)
+    with Memory.open(tmp_path, config=CONFIG, embedder=embedder) as memory:
+        memory.put_many([{"@id": "urn:ex:kept", "text": "another text"}])
+        embedder.gate.clear()
+        memory.put_many([{"@id": "urn:ex:late", "text": text}], embed="later")
+        assert embedder.waiting.wait(60)  # the background catch-up holds the text
+        worker = threading.Thread(target=memory.forget, args=(["urn:ex:late"],))
+        worker.start()
+        # The embedding under way ends once the cache has forgotten the text (or, when the
+        # forget waits for it first, a little later).
+        forgotten.wait(5)
+        embedder.gate.set()
+        worker.join(60)
+        assert not worker.is_alive()
+        assert "urn:ex:late" not in [h.iri for h in memory.search("Qzlatediagnosis", 5)]
+    cache = CachedEmbedder(embedder, tmp_path / EMBEDDING_CACHE_FILE)
+    try:
+        assert cache.missing([text]) == [text]  # no vector of the forgotten text is left
+    finally:
+        cache.close()

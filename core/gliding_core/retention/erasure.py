@@ -14,7 +14,8 @@ What a scope leaves in a memory, and how it is found (``scope_entries``):
 ``erase`` removes entries from every layer in this order: the blackboard's nodes (so no
 write-back brings them back), the dense index's vectors, L0 in one transaction (entries, edges,
 tags, types, full-text rows, access statistics, change log), the open L1 sessions' turns and
-inputs, the Poincaré points, the cached embeddings of their texts; then, when asked
+inputs, the Poincaré points, the cached embeddings of their texts (once a catch-up of the
+dense index under way has ended: it may have read them before they went); then, when asked
 (``scrub``), each store rewrites its files so nothing deleted can be read back from them.
 
 Invariants: an entry outside the target is never touched; the L0 deletion is all or nothing;
@@ -198,6 +199,10 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
     kinds = Counter(_kind(existing[iri].jsonld_types) for iri in deleted if iri in existing)
     turns = sum(session.forget(gone) for session in parts.sessions())
     points = parts.structure.forget(sorted(gone))
+    if plan.index is not None:
+        # A catch-up under way (a batch written with embed="later") may have read the texts
+        # before they went: it would cache their vectors after the cache forgot them.
+        plan.index.refresh(wait=True)
     embeddings = plan.cache.forget(texts) if plan.cache is not None and texts else 0
     messages = _forget_messages(plan)
     scrubbed = _scrub(parts, plan) if scrub else ()

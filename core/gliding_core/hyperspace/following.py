@@ -27,7 +27,8 @@ Invariants:
 - A writer inside ``deferred()`` commits without embedding; ``refresh_later()`` then catches
   up in one background thread, and searches meanwhile do not wait for it (``catching_up``).
 - The window vectors of recently written or read entries stay in a bounded in-process cache
-  (for the re-rank's exact cosines), kept coherent by the one path every change takes.
+  (for the re-rank's exact cosines), kept coherent by the one path every change takes; a read
+  of vectors that a write of the same entry overtakes keeps nothing of that entry.
 - A small index (at most ``SCAN_LIMIT`` entries in L0) answers a query (filtered or not) by
   scoring every entry exactly from that cache, once the cache is known to hold all of them
   (``scan.ScanRows`` keeps their rows as writes come): an approximate graph can lose an entry
@@ -130,6 +131,9 @@ class FollowingIndex:
         self._background_lock = threading.Lock()
         self._cache: OrderedDict[str, Matrix] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # The reads of vectors under way (``_matrices``), each told which entries a write
+        # changed meanwhile: what it read of those is stale and is not kept.
+        self._reads: list[_Read] = []
         # The small-index scan (see the module): whether the cache holds every entry, a count
         # bumped whenever it stops doing so, the cache's rows for scoring, and the last
         # count of L0 found too large (with the sequence applied then).
@@ -497,6 +501,7 @@ class FollowingIndex:
         matrices: Mapping[str, Matrix],
         *,
         replacing: Sequence[str] = (),
+        read: _Read | None = None,
     ) -> dict[str, Matrix]:
         """Keep these entries' window vectors, as unit rows, in the bounded in-process cache;
         return them as kept.
@@ -504,9 +509,13 @@ class FollowingIndex:
         Args:
             replacing: entries dropped from the cache in the same step (those of them in
                 ``matrices`` come back with their new vectors): a scan never sees them gone.
+            read: the read (``_matrices``) these vectors come from, which ends here: those of
+                entries a write changed since it began are returned, not kept. Without it,
+                the vectors are a write's.
         """
         if not matrices:
             with self._cache_lock:
+                self._changed(read, [*replacing])
                 for iri in replacing:
                     self._cache.pop(iri, None)
                 if self._rows is not None:
@@ -522,14 +531,16 @@ class FollowingIndex:
             for iri, part in zip(matrices, np.split(unit, ends[:-1]), strict=True)
         }
         with self._cache_lock:
+            self._changed(read, [*replacing, *kept])
+            fresh = kept if read is None else {i: m for i, m in kept.items() if i not in read}
             for iri in replacing:
                 self._cache.pop(iri, None)
-            for iri, matrix in kept.items():
+            for iri, matrix in fresh.items():
                 self._cache[iri] = matrix
                 self._cache.move_to_end(iri)
             if self._rows is not None:  # appended: rewritten entries' old rows left dead
                 self._rows.drop(replacing)
-                self._rows.put(kept)
+                self._rows.put(fresh)
             while len(self._cache) > VECTOR_CACHE_ENTRIES:
                 self._cache.popitem(last=False)
                 self._break()
@@ -545,6 +556,7 @@ class FollowingIndex:
                 cache no longer holds every entry. Dropping every entry always says so.
         """
         with self._cache_lock:
+            self._changed(None, iris)
             if iris is None or broken:
                 self._break()
             if iris is None:
@@ -553,6 +565,16 @@ class FollowingIndex:
                 self._cache.pop(iri, None)
             if self._rows is not None:
                 self._rows.drop(iris or ())
+
+    def _changed(self, read: _Read | None, iris: Sequence[str] | None) -> None:
+        """End ``read`` (a read of vectors that lands now), or else tell every read under way
+        that a write changed ``iris`` (``None``: every entry). The caller holds the cache lock.
+        """
+        if read is not None:
+            self._reads.remove(read)
+            return
+        for reading in self._reads:
+            reading.add(iris)
 
     def _break(self) -> None:
         """Record that the cache may miss an indexed entry (the caller holds the cache lock)."""
@@ -572,7 +594,16 @@ class FollowingIndex:
                     found[iri] = matrix
         missing = [iri for iri in iris if iri not in found]
         if missing:
-            found.update(self._remember(self._read_matrices(missing)))
+            read = _Read()
+            with self._cache_lock:
+                self._reads.append(read)
+            try:
+                matrices = self._read_matrices(missing)
+            except BaseException:
+                with self._cache_lock:
+                    self._changed(read, None)
+                raise
+            found.update(self._remember(matrices, read=read))
         return found
 
     def _read_matrices(self, iris: list[str]) -> dict[str, Matrix]:
@@ -745,6 +776,23 @@ class FollowingIndex:
                 self._persist(force=True)
             except Exception as exc:  # the next open applies these changes again
                 logger.warning("cannot record the dense index's watermark: %s", exc)
+
+
+class _Read:
+    """The entries a write changed while one read of vectors was under way."""
+
+    def __init__(self) -> None:
+        self.iris: set[str] = set()
+        self.every = False
+
+    def add(self, iris: Sequence[str] | None) -> None:
+        if iris is None:
+            self.every = True
+        else:
+            self.iris.update(iris)
+
+    def __contains__(self, iri: str) -> bool:
+        return self.every or iri in self.iris
 
 
 def cosines(matrix: Any, vector: Vector) -> list[float]:

@@ -8,8 +8,9 @@ process, batches, refusing another embedder's index) is the contract suite's
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from gliding_core import (
 )
 from gliding_core.config import DenseConfig
 from gliding_core.hyperspace import following
+from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.dense import DIMENSION_KEY, EMBEDDER_KEY, chroma_client, close_client
 from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
 
@@ -232,3 +234,35 @@ def test_the_search_beam_is_the_configs_and_reaches_an_existing_collection(
 def test_the_search_beam_is_validated(value: object) -> None:
     with pytest.raises(ConfigError, match="search_ef"):
         DenseConfig(search_ef=value)  # type: ignore[arg-type]
+
+
+def test_vectors_read_while_their_entry_is_rewritten_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search reads an entry's vectors (from its text) while another thread rewrites it: the
+    rewrite's vectors stay in the index's copy, not the ones read before it."""
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
+        memory.store.put_many(_records(5))
+    gate, waiting = threading.Event(), threading.Event()
+    searcher: list[threading.Thread] = []
+    matrix = CachedEmbedder.matrix
+
+    def held(cache: CachedEmbedder, texts: Sequence[str]) -> Any:
+        if searcher and threading.current_thread() is searcher[0] and not gate.is_set():
+            waiting.set()  # the texts are read: the rewrite commits before their vectors land
+            gate.wait()
+        return matrix(cache, texts)
+
+    monkeypatch.setattr(CachedEmbedder, "matrix", held)
+    with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:  # its copy is empty
+        searcher.append(threading.Thread(target=memory.search, args=("entry 3", 3)))
+        searcher[0].start()
+        assert waiting.wait(60)
+        rewritten = "the gutters drain into the garden"
+        memory.store.put({"@id": "urn:e:3", "text": rewritten})
+        gate.set()
+        searcher[0].join(60)
+        assert memory.index.similarities(rewritten, ["urn:e:3"])["urn:e:3"] == pytest.approx(
+            1.0, abs=1e-5
+        )
+        assert memory.index.query(rewritten, 1)[0] == ("urn:e:3", pytest.approx(1.0, abs=1e-5))

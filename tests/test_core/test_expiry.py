@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,20 @@ def test_a_sweep_that_finds_the_memory_closed_ends_the_sweeper_quietly(
         sweeper.stop()
     assert calls == [1]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("options", [{}, {"rerank": False}, {"group_weight": 0.0}])
+def test_an_expired_entry_not_yet_swept_takes_no_place_among_the_hits(
+    options: dict[str, Any],
+) -> None:
+    """The dense index holds an expired entry until the sweep: it may rank, but the k hits
+    are k live entries whenever as many match."""
+    with Memory(config=config(0), embedder=HashEmbedder()) as memory:
+        memory.store.put_many(
+            [{"@id": f"urn:k:{i}", "text": f"lasting note {i}"} for i in range(5)]
+        )
+        memory.store.put({"@id": "urn:brief", "text": "brief harbour ferry"}, ttl=0.01)
+        time.sleep(0.05)
+        hits = memory.search("brief harbour ferry", 3, **options)
+        assert len(hits) == 3
+        assert "urn:brief" not in [h.iri for h in hits]

@@ -241,11 +241,15 @@ class HybridSearch:
                 )
             else:
                 final = {iri: fused[iri] for iri in best}
-        top = sorted(final, key=lambda iri: (-final[iri], iri))[:k]
+        order = sorted(final, key=lambda iri: (-final[iri], iri))
         if entries is None:
-            entries = self.store.get_many(top)
+            entries = self.store.get_many(order[:k])
+            if len(entries) < min(k, len(order)):  # (expired, or deleted, since the arms ran)
+                entries.update(self.store.get_many(order[k:]))
+        # The dense index holds an expired entry until the sweep: the k best that L0 still has.
+        top = [iri for iri in order if iri in entries][:k]
         return SearchResults(
-            (SearchHit(entries[i], final[i], detail.get(i, {})) for i in top if i in entries),
+            (SearchHit(entries[i], final[i], detail.get(i, {})) for i in top),
             arms=tuple(arm for arm in ARMS if arm in ranked),
             index_behind=behind,
         )

@@ -326,7 +326,10 @@ class FollowingIndex:
             return -1
 
     def _schedule_retry(self) -> None:
-        if self._closed or (self._timer is not None and self._timer.is_alive()):
+        timer = self._timer
+        # (A retry of the timer's own that failed schedules the next: its thread is alive.)
+        waiting = timer is not None and timer.is_alive() and timer is not threading.current_thread()
+        if self._closed or waiting:
             return
         self._timer = threading.Timer(self._delay, self._retry)
         self._timer.daemon = True

@@ -105,6 +105,21 @@ def test_a_retry_timer_repairs_the_index_without_a_search(memory: Memory) -> Non
     assert memory.index.count() == 4
 
 
+def test_the_retry_timer_goes_on_while_its_retries_fail(memory: Memory) -> None:
+    memory.index.retry_s = 0.05
+    fault = FailingUpserts(memory.index)
+    memory.store.put_many(_records(4))
+    deadline = time.monotonic() + 60  # waits for the timer, not measures of speed
+    while fault.failures < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fault.failures >= 2  # the write's catch-up failed, then the timer's retry
+    fault.heal()
+    while memory.index.behind() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert memory.index.behind() == 0  # a later retry of the timer's own repaired it
+    assert memory.index.count() == 4
+
+
 def test_the_watermark_is_recorded_in_l0(tmp_path: Path) -> None:
     with Memory.open(tmp_path, embedder=HashEmbedder(64)) as memory:
         memory.store.put_many(_records(10))

@@ -113,8 +113,15 @@ class FollowingIndex:
         retry_s: float = 1.0,
         windows: DenseConfig | None = None,
     ) -> None:
-        if isinstance(retry_s, bool) or not isinstance(retry_s, (int, float)) or retry_s <= 0:
-            raise InvalidInputError(f"retry_s must be a number > 0, got {preview(retry_s)}")
+        if (
+            isinstance(retry_s, bool)
+            or not isinstance(retry_s, (int, float))
+            or not 0 < retry_s <= threading.TIMEOUT_MAX  # (NaN too: a timer cannot wait so)
+        ):
+            raise InvalidInputError(
+                f"retry_s must be a number of seconds > 0 and <= {threading.TIMEOUT_MAX:.0f},"
+                f" got {preview(retry_s)}"
+            )
         if windows is not None and not isinstance(windows, DenseConfig):
             raise InvalidInputError(f"windows must be a DenseConfig, got {preview(windows)}")
         self.windows = windows or DenseConfig()

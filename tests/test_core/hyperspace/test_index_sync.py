@@ -213,6 +213,9 @@ def test_an_embedder_down_at_open_delays_the_rebuild_but_loses_nothing(tmp_path:
         ({"on_mismatch": "delete"}, "on_mismatch"),
         ({"retry_s": 0}, "retry_s"),
         ({"retry_s": True}, "retry_s"),
+        ({"retry_s": float("nan")}, "retry_s.*nan"),
+        ({"retry_s": float("inf")}, "retry_s.*inf"),
+        ({"retry_s": 1e300}, "retry_s.*1e"),
         ({"collection": 7}, "collection"),
     ],
 )

@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gliding_core.config import MAX_WINDOWS, DenseConfig
-from gliding_core.errors import InvalidInputError
+from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.embedders import Embedder, embedder_name
 from gliding_core.hyperspace.scan import ScanRows
@@ -618,7 +618,12 @@ class FollowingIndex:
 
     def _read_matrices(self, iris: list[str]) -> dict[str, Matrix]:
         """Read entries' window vectors: with a caching embedder from its cache by the texts
-        L0 holds (several times faster than the backend), else from the backend."""
+        L0 holds (several times faster than the backend), else from the backend.
+
+        A text the cache lacks is embedded; when the embedder refuses one (an entry the index
+        could not apply, retrying), the backend's vectors are read instead: the entries it
+        holds, the read never failing for one it does not.
+        """
         if isinstance(self.embedder, CachedEmbedder):
             bodies = in_context(
                 list(self.store.searchable_texts(iris).items()), self.store, self.windows
@@ -627,10 +632,15 @@ class FollowingIndex:
             windows = {iri: found for iri, found in windows.items() if found}
             if not windows:
                 return {}
-            # An entry's windows are consecutive rows of one matrix.
-            matrix = self.embedder.matrix([text for found in windows.values() for text in found])
-            ends = np.cumsum([len(found) for found in windows.values()])
-            return dict(zip(windows, np.split(matrix, ends[:-1]), strict=True))
+            try:
+                # An entry's windows are consecutive rows of one matrix.
+                texts = [text for found in windows.values() for text in found]
+                matrix = self.embedder.matrix(texts)
+            except EmbedderError as exc:
+                logger.debug("reading vectors from %r, not embedding them: %s", self.name, exc)
+            else:
+                ends = np.cumsum([len(found) for found in windows.values()])
+                return dict(zip(windows, np.split(matrix, ends[:-1]), strict=True))
         rows: dict[str, list[Vector]] = {}
         for part in chunks(self._with_windows(iris), self.max_batch):
             for key, row in self._fetch(part):

@@ -284,3 +284,34 @@ def test_vectors_read_while_their_entry_is_rewritten_are_not_kept(
             1.0, abs=1e-5
         )
         assert memory.index.query(rewritten, 1)[0] == ("urn:e:3", pytest.approx(1.0, abs=1e-5))
+
+
+class RejectingEmbedder(HashEmbedder):
+    """An embedding API that refuses some texts (too long for it, or flagged): those holding
+    ``poison``."""
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if any("poison" in text for text in texts):
+            raise EmbedderError("injected: the API refuses this input")
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("answered_by", ["scan", "graph"])
+def test_an_entry_the_embedder_refuses_leaves_searches_to_the_others(
+    answered_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index cannot embed one entry (it stays behind, retrying): searches go on, that
+    entry found by words only."""
+    if answered_by == "graph":
+        monkeypatch.setattr(following, "SCAN_LIMIT", -1)
+    with Memory(embedder=RejectingEmbedder(64)) as memory:
+        memory.index.retry_s = 3_600.0  # no timer during the test
+        memory.store.put_many(_records(5))
+        memory.store.put({"@id": "urn:poison", "text": "a poison entry about topic 3"})
+        hits = memory.search("entry 3 about topic 3", 6)
+        assert hits.index_behind > 0
+        assert hits[0].iri == "urn:e:3"
+        refused = [h for h in hits if h.iri == "urn:poison"]
+        assert len(refused) == 1
+        assert "dense" not in refused[0].arms
+        assert "lexical" in refused[0].arms

@@ -39,7 +39,8 @@ Invariants:
   then the next query loads again, or asks the backend when the memory has grown past the
   limit. Changes another process applied are read again in place.
 - A writer inside ``reporting(report)`` hears, from the catch-ups its commits run, how many
-  more of its entries are embedded, every ``REPORT_STEP`` texts (a progress bar's steps).
+  more of its entries are embedded, every ``REPORT_STEP`` texts (a progress bar's steps); its
+  commits wait for a catch-up under way in another thread, so they return embedded.
 """
 
 from __future__ import annotations
@@ -353,15 +354,18 @@ class FollowingIndex:
     def _on_commit(self, changes: list[Change]) -> None:
         """Listener of L0 commits: the changes themselves are read back from the change log.
 
-        A commit made inside ``deferred()`` leaves the work to ``refresh_later``."""
+        A commit made inside ``deferred()`` leaves the work to ``refresh_later``; one made
+        inside ``reporting()`` (a writer that returns once its entries are embedded) waits for
+        a catch-up under way in another thread, where another commit leaves the work to it."""
         del changes
         if not getattr(self._writer, "deferring", False):
-            self.refresh()
+            self.refresh(wait=getattr(self._writer, "report", None) is not None)
 
     @contextmanager
     def reporting(self, report: Callable[[int], None]) -> Iterator[None]:
         """Within this block, the catch-ups this thread runs call ``report(n)`` each time ``n``
         more entries are embedded (every ``REPORT_STEP`` texts): a progress bar's ``update``.
+        Its commits wait for a catch-up under way in another thread, and so return embedded.
 
         Raises:
             InvalidInputError: ``report`` is not callable.

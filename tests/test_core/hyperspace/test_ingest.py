@@ -111,6 +111,30 @@ def test_embed_now_returns_with_the_index_current(memory: Memory) -> None:
     assert not memory.index.catching_up
 
 
+def test_embed_now_waits_for_a_catch_up_under_way(memory: Memory, embedder: HeldEmbedder) -> None:
+    """Another batch is being embedded in the background: a batch written with embed="now"
+    returns once the index has embedded it too, after that one."""
+    embedder.gate.clear()
+    memory.put_many(_records(), embed="later")
+    assert embedder.waiting.wait(60)  # the background catch-up holds the index
+    returned = threading.Event()
+
+    def release() -> None:
+        returned.wait(2)  # (a put_many that waits is let go after 2 s)
+        embedder.gate.set()
+
+    opener = threading.Thread(target=release)
+    opener.start()
+    memory.put_many([{"@id": "urn:n:4", "text": "the night bus to the airport"}])
+    behind = memory.index.behind()
+    returned.set()
+    opener.join(60)
+    assert behind == 0
+    hits = memory.search("night bus airport", 1, lexical_weight=0.0)
+    assert hits[0].iri == "urn:n:4"
+    assert "dense" in hits[0].arms
+
+
 def test_a_closed_memory_stops_a_pending_catch_up(embedder: HeldEmbedder) -> None:
     memory = Memory(embedder=embedder)
     embedder.gate.clear()

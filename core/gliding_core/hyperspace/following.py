@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gliding_core.checks import check_count, check_list
 from gliding_core.config import MAX_WINDOWS, DenseConfig
 from gliding_core.errors import EmbedderError, InvalidInputError
 from gliding_core.hyperspace.backends import CachedEmbedder
@@ -691,7 +692,14 @@ class FollowingIndex:
         With ``allowed``, only those IRIs are considered: scored exactly when few, otherwise
         through the backend's index restricted to them. A small index scores them exactly
         from the process's copy of its vectors either way (see the module).
+
+        Raises:
+            InvalidInputError: ``n`` is not an int >= 0, or ``allowed`` is not a list (named
+                in the message).
         """
+        check_count(n, what="n", minimum=0)
+        if allowed is not None:
+            allowed = check_list(allowed, what="allowed")
         vector = self.vector(text)
         if allowed is not None and not allowed:
             return []

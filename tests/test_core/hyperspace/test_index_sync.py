@@ -315,3 +315,23 @@ def test_an_entry_the_embedder_refuses_leaves_searches_to_the_others(
         assert len(refused) == 1
         assert "dense" not in refused[0].arms
         assert "lexical" in refused[0].arms
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n": -1}, "n must be an int"),
+        ({"n": True}, "n must be an int"),
+        ({"n": 2.5}, "n must be an int"),
+        ({"n": float("nan")}, "n must be an int"),
+        ({"n": 3, "allowed": "urn:e:1"}, "allowed must be a list"),
+    ],
+)
+def test_bad_query_arguments_are_named(
+    memory: Memory, kwargs: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.store.put_many(_records(3))
+    for answered_by in (following.SCAN_LIMIT, -1):  # the scan, and the backend's graph
+        monkeypatch.setattr(following, "SCAN_LIMIT", answered_by)
+        with pytest.raises(InvalidInputError, match=message):
+            memory.index.query("entry 1", **kwargs)

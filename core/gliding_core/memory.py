@@ -552,6 +552,7 @@ class Memory:
             else:
                 plan = Erasure("iris", checked)
             plan.index, plan.cache = self._index, self._cache
+            plan.windows = self.config.dense
             if self._index is None:
                 plan.skipped.append(
                     "dense index: opened with engines=False (its owner drops "
@@ -608,7 +609,9 @@ class Memory:
         batch = self.config.store.expiry.sweep_batch
         reports: list[ForgetReport] = []
         while True:
-            report = expire(self, index=self._index, cache=self._cache, limit=batch)
+            report = expire(
+                self, index=self._index, cache=self._cache, limit=batch, windows=self.config.dense
+            )
             reports.append(report)
             if report.removed < batch:
                 return merge_reports(reports)

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 
 from gliding_core import Conversation, HashEmbedder, Memory, MemoryConfig, Scope, TopicConfig
-from gliding_core.config import ExpiryConfig, StoreConfig
+from gliding_core.config import DenseConfig, ExpiryConfig, StoreConfig
 from gliding_core.errors import ClosedError
+from gliding_core.hyperspace.backends import CachedEmbedder
+from gliding_core.hyperspace.windows import text_windows
 from gliding_core.retention.erasure import ExpirySweeper
+from gliding_core.storage import EMBEDDING_CACHE_FILE
 
 WAIT_S = 60.0  # the most a test waits for the background sweep: long on a loaded machine
 
@@ -115,3 +118,19 @@ def test_an_expired_entry_not_yet_swept_takes_no_place_among_the_hits(
         hits = memory.search("brief harbour ferry", 3, **options)
         assert len(hits) == 3
         assert "urn:brief" not in [h.iri for h in hits]
+
+
+def test_the_sweep_drops_the_cached_vectors_of_a_long_texts_windows(tmp_path: Path) -> None:
+    long = " ".join(f"Qzword{i}" for i in range(400))
+    embedder = HashEmbedder()
+    with Memory.open(tmp_path, config=config(0), embedder=embedder) as memory:
+        memory.store.put({"@id": "urn:long", "text": long}, ttl=0.01)
+        time.sleep(0.05)
+        assert memory.sweep_expired().removed == 1
+    windows = text_windows(long, DenseConfig())
+    assert len(windows) > 1
+    cache = CachedEmbedder(embedder, tmp_path / EMBEDDING_CACHE_FILE)
+    try:
+        assert cache.missing(windows) == windows
+    finally:
+        cache.close()

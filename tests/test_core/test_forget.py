@@ -20,7 +20,9 @@ from gliding_core import (
     Scope,
     TopicConfig,
 )
+from gliding_core.config import DenseConfig
 from gliding_core.hyperspace.backends import CachedEmbedder
+from gliding_core.hyperspace.windows import text_windows
 from gliding_core.memory import CHROMA_DIR, POINCARE_FILE
 from gliding_core.retention.erasure import ForgetReport, scope_entries
 from gliding_core.storage import EMBEDDING_CACHE_FILE
@@ -335,5 +337,38 @@ def test_forgetting_an_entry_still_being_embedded_leaves_no_vector_in_the_cache(
     cache = CachedEmbedder(embedder, tmp_path / EMBEDDING_CACHE_FILE)
     try:
         assert cache.missing([text]) == [text]  # no vector of the forgotten text is left
+    finally:
+        cache.close()
+
+
+@pytest.mark.parametrize("case", ["windows", "context"])
+def test_forgetting_leaves_no_vector_of_the_texts_an_entry_was_embedded_as(
+    tmp_path: Path, case: str
+) -> None:
+    """A long text is embedded in windows, a short reply after the end of the turn it answers
+    (``DenseConfig.context_words``): the cache holds those texts' vectors, not the entry's."""
+    dense = DenseConfig(context_words=20 if case == "context" else 0)
+    config = MemoryConfig(topics=TopicConfig(interval_s=0), dense=dense)
+    long = " ".join(f"Qzword{i}" for i in range(400))
+    turn = "which ferry leaves for the island at dawn"
+    reply = "Qzreply the seven o'clock one"
+    embedder = HashEmbedder()
+    with Memory.open(tmp_path, config=config, embedder=embedder) as memory:
+        memory.store.put_many(
+            [
+                {"@id": "urn:ex:long", "text": long},
+                {"@id": "urn:ex:turn", "text": turn},
+                {"@id": "urn:ex:reply", "text": reply, "previous": {"@id": "urn:ex:turn"}},
+            ]
+        )
+        memory.forget(["urn:ex:long", "urn:ex:turn", "urn:ex:reply"])
+    if case == "windows":
+        embedded = text_windows(long, dense)
+        assert len(embedded) > 1
+    else:
+        embedded = [f"{turn}\n{reply}"]  # the reply after its context, as embedded
+    cache = CachedEmbedder(embedder, tmp_path / EMBEDDING_CACHE_FILE)
+    try:
+        assert cache.missing(embedded) == embedded
     finally:
         cache.close()

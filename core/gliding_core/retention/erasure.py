@@ -37,11 +37,13 @@ from gliding_core.attention.supplementary import IRI_PREFIX as INPUT_PREFIX
 from gliding_core.attention.supplementary import SupplementaryQueue
 from gliding_core.blackboard.board import Blackboard
 from gliding_core.blackboard.sparql import task_graphs
+from gliding_core.config import DenseConfig
 from gliding_core.errors import ClosedError, InvalidInputError
 from gliding_core.fields import LEGACY, for_types, indexed_text
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.index import VectorIndex
 from gliding_core.hyperspace.structure import StructureIndex
+from gliding_core.hyperspace.windows import in_context, text_windows
 from gliding_core.jsonld import check_iris, preview
 from gliding_core.session import SESSION_PREFIX, Session
 from gliding_core.store.entry import Entry
@@ -75,7 +77,7 @@ class ForgetReport:
         session_turns: turns dropped from the open L1 sessions' chains.
         vectors: vectors the dense index held for them and dropped.
         structure: points the trained Poincaré index held for them and dropped.
-        embeddings: cached embeddings of their texts dropped.
+        embeddings: cached embeddings of their texts dropped (a long text's windows each count).
         blackboard_nodes: nodes deleted from the blackboard's graph.
         messages: coordination messages of the task deleted.
         scrubbed: the stores whose files were rewritten so nothing deleted stays in them.
@@ -128,6 +130,8 @@ class Erasure:
         cache: the embedding cache.
         board: the blackboard, when this memory has one to forget from.
         skipped: layers out of reach, and why.
+        windows: how the dense index embeds texts (a long one in windows, a short reply after
+            its context): the texts whose vectors the cache holds.
     """
 
     target: str
@@ -137,6 +141,7 @@ class Erasure:
     cache: CachedEmbedder | None = None
     board: Blackboard | None = None
     skipped: list[str] = field(default_factory=list)
+    windows: DenseConfig = field(default_factory=DenseConfig)
 
 
 def check_target(target: object) -> Scope | list[str]:
@@ -183,9 +188,12 @@ def erase(parts: ErasableParts, plan: Erasure, *, scrub: bool) -> ForgetReport:
     nodes = _forget_board(plan)
     existing = store.get_many(plan.iris)
     # The text each entry is embedded by, as its index fields make it, and the other texts
-    # it may have had (a write may have changed its fields since it was embedded).
+    # it may have had (a write may have changed its fields since it was embedded); each as
+    # the dense index embeds it (after its context, in windows).
+    searchable = store.searchable_texts(list(existing))
     texts = _texts(existing.values(), store.config.index_fields)
-    texts = list(dict.fromkeys([*store.searchable_texts(list(existing)).values(), *texts]))
+    contexts = [text for _, text in in_context(list(searchable.items()), store, plan.windows)]
+    texts = _embedded([*searchable.values(), *contexts, *texts], plan.windows)
     # Before L0: once the entries are gone, the index drops their vectors through the change
     # log by itself, and there would be nothing left to count.
     vectors = plan.index.remove(list(existing)) if plan.index is not None else 0
@@ -228,15 +236,17 @@ def expire(
     index: VectorIndex | None,
     cache: CachedEmbedder | None,
     limit: int,
+    windows: DenseConfig | None = None,
 ) -> ForgetReport:
     """Delete up to ``limit`` expired entries from every layer, as ``erase`` does without the
-    blackboard and the scrub (expiry is routine; ``forget`` is the erasure on request)."""
+    blackboard and the scrub (expiry is routine; ``forget`` is the erasure on request).
+    ``windows``: how the dense index embeds texts (``Erasure.windows``)."""
     entries = parts.store.sweep_expired(limit=limit)
     if not entries:
         return ForgetReport(target=EXPIRED)
     gone = {entry.iri for entry in entries}
     prune_states(parts.store, gone, _summaries(entries))
-    texts = _texts(entries, parts.store.config.index_fields)
+    texts = _embedded(_texts(entries, parts.store.config.index_fields), windows or DenseConfig())
     return ForgetReport(
         target=EXPIRED,
         entries=tuple(entry.iri for entry in entries),
@@ -324,6 +334,14 @@ def _texts(entries: Collection[object], by_type: ByType) -> list[str]:
             made.append(indexed_text(node, for_types(types, by_type)))
         texts += [t for t in (*made, node.get("summary")) if isinstance(t, str) and t]
     return list(dict.fromkeys(texts))
+
+
+def _embedded(texts: Iterable[str], windows: DenseConfig) -> list[str]:
+    """Each of ``texts`` and the windows it is embedded in, once (a long text's vectors are
+    its windows', ``hyperspace.windows``)."""
+    return list(
+        dict.fromkeys(piece for text in texts for piece in (text, *text_windows(text, windows)))
+    )
 
 
 def _summaries(entries: Iterable[Entry]) -> list[str]:

@@ -208,10 +208,12 @@ class DenseIndex(FollowingIndex):
         return None
 
     def reset(self) -> int:
-        """Drop the collection and re-embed all of L0; return the number of entries indexed."""
-        self.collection = self._recreate()
-        self._forget()
-        return self.rebuild()
+        """Drop the collection and re-embed all of L0; return the number of entries indexed.
+        Searches meanwhile wait for it."""
+        with self._guard, self._refilling():
+            self.collection = self._recreate()
+            self._forget()
+            return self._rebuild(512)
 
     # -- the backend's operations --------------------------------------------------------------
 
@@ -252,7 +254,7 @@ class DenseIndex(FollowingIndex):
         if self.files is None:
             return
         before = _segment_folders(self.files)
-        with self._guard:
+        with self._guard, self._refilling():  # (searches meanwhile wait for the refill)
             self.collection = self._recreate()
             self._rebuild(512)
             live = self._segment_ids()

@@ -143,6 +143,11 @@ class FollowingIndex:
         # The reads of vectors under way (``_matrices``), each told which entries a write
         # changed meanwhile: what it read of those is stale and is not kept.
         self._reads: list[_Read] = []
+        # A refill (``_refilling``: the backend's storage made anew and filled from L0) has
+        # the backend alone; reads (``_reading``) wait for it to end, and it for them.
+        self._refill = threading.Condition()
+        self._refilled = False  # whether a refill is under way
+        self._readers = 0  # reads under way
         # The small-index scan (see the module): whether the cache holds every entry, a count
         # bumped whenever it stops doing so, the cache's rows for scoring, and the last
         # count of L0 found too large (with the sequence applied then).
@@ -703,6 +708,10 @@ class FollowingIndex:
         vector = self.vector(text)
         if allowed is not None and not allowed:
             return []
+        with self._reading():
+            return self._query(vector, n, allowed)
+
+    def _query(self, vector: Vector, n: int, allowed: list[str] | None) -> list[tuple[str, float]]:
         if (scanned := self._scan(vector, n, allowed)) is not None:
             return scanned
         keys = None if allowed is None else self._with_windows(list(dict.fromkeys(allowed)))
@@ -718,6 +727,37 @@ class FollowingIndex:
             if len(entries) >= n + TIE_MARGIN or len(found) < fetch:
                 return _ranked(entries, n)
             fetch *= 2
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Hold off a refill while this thread reads the backend (or wait for one to end: the
+        backend is then empty or part filled)."""
+        with self._refill:
+            while self._refilled:
+                self._refill.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._refill:
+                self._readers -= 1
+                self._refill.notify_all()
+
+    @contextmanager
+    def _refilling(self) -> Iterator[None]:
+        """Have the backend alone (reads wait) while its storage is made anew and filled
+        from L0: a search meanwhile would find it empty or part filled and say nothing. The
+        caller holds ``_guard`` (so one refill at a time); a reading thread never refills."""
+        with self._refill:
+            self._refilled = True
+            while self._readers:
+                self._refill.wait()
+        try:
+            yield
+        finally:
+            with self._refill:
+                self._refilled = False
+                self._refill.notify_all()
 
     def _scan(
         self, vector: Vector, n: int, allowed: Sequence[str] | None
@@ -780,13 +820,17 @@ class FollowingIndex:
             return {}
         vector = self.vector(text)
         unit = vector / (float(np.linalg.norm(vector)) or 1.0)
-        return {iri: float(np.max(m @ unit)) for iri, m in self._matrices(list(iris)).items()}
+        with self._reading():
+            matrices = self._matrices(list(iris))
+        return {iri: float(np.max(m @ unit)) for iri, m in matrices.items()}
 
     def vectors(self, iris: Sequence[str]) -> dict[str, Vector]:
         """Return the unit vector of each indexed entry among ``iris`` (a windowed entry's is
         the normalised mean of its windows')."""
         out: dict[str, Vector] = {}
-        for iri, matrix in self._matrices(list(iris)).items():
+        with self._reading():
+            matrices = self._matrices(list(iris))
+        for iri, matrix in matrices.items():
             if len(matrix) == 1:  # its rows are unit vectors already
                 out[iri] = matrix[0]
             else:

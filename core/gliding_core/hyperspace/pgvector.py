@@ -436,11 +436,13 @@ class PgVectorIndex(FollowingIndex):
         self._graph_unsure = False
 
     def reset(self) -> int:
-        """Drop every vector and re-embed all of L0; return the number of entries indexed."""
-        with self._transaction("resetting the dense index") as conn:
-            conn.execute(f"TRUNCATE {self.table}")
-        self._forget()
-        return self.rebuild()
+        """Drop every vector and re-embed all of L0; return the number of entries indexed.
+        Searches meanwhile wait for it."""
+        with self._guard, self._refilling():
+            with self._transaction("resetting the dense index") as conn:
+                conn.execute(f"TRUNCATE {self.table}")
+            self._forget()
+            return self._rebuild(512)
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
@@ -616,7 +618,7 @@ class PgVectorIndex(FollowingIndex):
             " ORDER BY 2 DESC, 1 LIMIT %s)"
         )
         doing = f"querying the dense index {self.name!r}"
-        with self._db.translated(doing), self._db.connection() as conn:
+        with self._reading(), self._db.translated(doing), self._db.connection() as conn:
             rows = conn.execute(sql, (*params, most + 1, _literal(vector), most, n))
             found = rows.fetchall()
         # The count is the row without an IRI; the scored rows are put in order here (a

@@ -286,6 +286,23 @@ def test_vectors_read_while_their_entry_is_rewritten_are_not_kept(
         assert memory.index.query(rewritten, 1)[0] == ("urn:e:3", pytest.approx(1.0, abs=1e-5))
 
 
+class HeldEmbedder(HashEmbedder):
+    """The hash embedder behind a gate the test opens (an embedding API that answers slowly):
+    only threads other than the test's wait at it."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not self.gate.is_set() and threading.current_thread() is not threading.main_thread():
+            self.waiting.set()
+            self.gate.wait()
+        return super().embed_documents(texts)
+
+
 class RejectingEmbedder(HashEmbedder):
     """An embedding API that refuses some texts (too long for it, or flagged): those holding
     ``poison``."""
@@ -335,3 +352,39 @@ def test_bad_query_arguments_are_named(
         monkeypatch.setattr(following, "SCAN_LIMIT", answered_by)
         with pytest.raises(InvalidInputError, match=message):
             memory.index.query("entry 1", **kwargs)
+
+
+def test_a_search_during_a_scrub_waits_for_the_refilled_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forget rewrites Chroma's files: the collection is made anew and refilled from L0. A
+    search that had passed its catch-up when the refill began waits for it, rather than
+    finding the collection empty and saying nothing."""
+    monkeypatch.setattr(following, "SCAN_LIMIT", -1)  # as past 2,000 entries: the graph answers
+    embedder = HeldEmbedder()
+    with Memory.open(tmp_path, embedder=embedder) as memory:
+        memory.put_many(
+            [{"@id": f"urn:r:{i}", "text": f"harbour ferry note {i}"} for i in range(50)]
+        )
+        memory.put_many([{"@id": "urn:gone", "text": "to be forgotten"}])
+        found: list[Any] = []
+        embedder.gate.clear()
+        searcher = threading.Thread(
+            target=lambda: found.append(memory.search("harbour ferry note number seven", 5))
+        )
+        searcher.start()
+        assert embedder.waiting.wait(60)  # past its catch-up, embedding its query
+        index = memory.index
+        refill = index._rebuild  # type: ignore[attr-defined]
+
+        def refilled(batch: int) -> int:  # the collection is new and empty here
+            embedder.gate.set()
+            searcher.join(2)  # (a search that waits is let go after 2 s)
+            return int(refill(batch))
+
+        monkeypatch.setattr(index, "_rebuild", refilled)
+        memory.forget(["urn:gone"])
+        searcher.join(60)
+        (hits,) = found
+        assert hits.index_behind == 0
+        assert all("dense" in hit.arms for hit in hits)

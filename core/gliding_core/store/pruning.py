@@ -131,19 +131,17 @@ def top_matches(
         lengths: the store handle's row lengths: the kept phrases are then scored from the
             index's postings (``store.postings``), and a query with nothing to defer is
             answered too (none: FTS5's ``bm25()`` scores them, and such a query gets ``None``).
+            Never inside the writer's transaction: its texts may yet be rolled back, and the
+            lengths (which only move forward) must not follow them.
     """
     if min_deferred <= 0 or not words or (len(words) < 2 and lengths is None):
         return None
     rows = _row_count(conn)  # read again below, in the transaction
     if rows is None or rows < STORE_FACTOR * min_deferred:
         return None  # a small store: looking its words up would cost more than it saves
-    own = not conn.in_transaction
+    own = not conn.in_transaction  # (else the caller's: its statements see one snapshot)
     if own:
         conn.execute("BEGIN")
-    else:
-        # The caller's transaction: the writer's, whose texts may yet be rolled back, so the
-        # lengths (which only move forward) must not follow them.
-        lengths = None
     try:
         return _top_matches(conn, words, limit, expired, min_deferred, exact, lengths)
     finally:

@@ -1334,21 +1334,33 @@ class L0Store:
         args = (expression, bound) if limits.empty else (expression, *params, bound)
 
         def read(conn: sqlite3.Connection) -> list[Any]:
+            if limits.empty:
+                # One snapshot for the best rows and their entries: an entry deleted between
+                # them (its id given to a new entry) is not read for another. Not the writer's
+                # transaction: its texts may be rolled back, and the lengths only move forward.
+                writer = conn.in_transaction
+                if not writer:
+                    conn.execute("BEGIN")
+                try:
+                    top = None
+                    if not has_parts(conn):
+                        top = top_matches(
+                            conn,
+                            content,
+                            bound,
+                            expired=_EXPIRED,
+                            min_deferred=self.defer_common_words,
+                            exact=self.defer_exactly,
+                            lengths=None if writer else self._lengths,
+                        )
+                    if top is not None:
+                        self.pruned_searches += top.deferred
+                        self.scored_searches += top.scored
+                        return _in_order(conn, columns, top.rows)
+                finally:
+                    if not writer:
+                        conn.execute("COMMIT")
             parted = has_parts(conn)
-            if limits.empty and not parted:
-                top = top_matches(
-                    conn,
-                    content,
-                    bound,
-                    expired=_EXPIRED,
-                    min_deferred=self.defer_common_words,
-                    exact=self.defer_exactly,
-                    lengths=self._lengths,
-                )
-                if top is not None:
-                    self.pruned_searches += top.deferred
-                    self.scored_searches += top.scored
-                    return _in_order(conn, columns, top.rows)
             if limits.empty:
                 return conn.execute(_top_ranked(columns, parted=parted), args).fetchall()
             return conn.execute(_ranked(columns, condition, parted=parted), args).fetchall()

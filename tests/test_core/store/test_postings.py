@@ -15,12 +15,14 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from gliding_core.config import StoreConfig
 from gliding_core.store import pruning
+from gliding_core.store import sqlite as sqlite_store
 from gliding_core.store.postings import RowLengths, varints
 from gliding_core.store.sqlite import L0Store
 from tests.test_core.store.full_query import full_query as _full
@@ -283,3 +285,31 @@ def test_the_statistics_start_at_zero(tmp_path: Path) -> None:
 )
 def test_varints_are_read_as_sqlite_writes_them(data: bytes, count: int, values: list[int]) -> None:
     assert varints(data, count) == values
+
+
+def test_an_entry_deleted_as_its_rows_are_read_is_not_read_for_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The best rows and their entries are read in one snapshot: the newest entry deleted and
+    its id given to a new entry between the two is not returned as that new entry."""
+    config = StoreConfig(defer_common_words=1)
+    with L0Store(tmp_path / "l0.sqlite3", config=config) as store:
+        store.put_many([{"@id": f"urn:r:{i}", "text": f"alpha {i}"} for i in range(30)])
+        store.put({"@id": "urn:last", "text": "alpha zeta"})
+        in_order = sqlite_store._in_order
+        calls: list[int] = []
+
+        def overtaken(*args: Any) -> Any:
+            if not calls:  # another thread's writes land between the two reads
+                calls.append(1)
+                store.delete("urn:last")
+                store.put({"@id": "urn:new", "text": "unrelated words"})  # the same id
+            return in_order(*args)
+
+        monkeypatch.setattr(sqlite_store, "_in_order", overtaken)
+        before = store.scored_searches
+        hits = store.search_ids("zeta", limit=5)
+        assert store.scored_searches == before + 1  # scored from the postings
+        assert calls
+        assert [iri for iri, _ in hits] in (["urn:last"], [])
+        assert "urn:new" not in [iri for iri, _ in store.search_ids("zeta", limit=5)]

@@ -254,15 +254,18 @@ class DenseIndex(FollowingIndex):
         if self.files is None:
             return
         before = _segment_folders(self.files)
-        with self._guard, self._refilling():  # (searches meanwhile wait for the refill)
+        # Searches and writes of this index wait for the refill and for the rewrite of
+        # Chroma's file: that is another SQLite library's connection, whose locks Chroma's
+        # own does not see in this process (a search meeting it found the file "malformed").
+        with self._guard, self._refilling():
             self.collection = self._recreate()
             self._rebuild(512)
             live = self._segment_ids()
             for folder in _segment_folders(self.files) - _segment_folders(self.files, live=live):
                 _zero_spare(folder)
-        for folder in before & _segment_folders(self.files, live=live):
-            shutil.rmtree(folder, ignore_errors=True)
-        _vacuum(self.files / CHROMA_SQLITE)
+            for folder in before & _segment_folders(self.files, live=live):
+                shutil.rmtree(folder, ignore_errors=True)
+            _vacuum(self.files / CHROMA_SQLITE)
 
     def _segment_ids(self) -> set[str]:
         """The ids of this collection's segments, from Chroma's catalogue (best effort)."""

@@ -27,6 +27,7 @@ from gliding_core.memory import CHROMA_DIR, POINCARE_FILE
 from gliding_core.retention.erasure import ForgetReport, scope_entries
 from gliding_core.storage import EMBEDDING_CACHE_FILE
 from gliding_core.view.chatlog import ChatLog
+from tests.test_core.held_embedder import HeldEmbedder
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
 ALICE, BOB = Scope.user("alice"), Scope.user("bob")
@@ -286,23 +287,6 @@ def test_the_rebuilt_index_leaves_no_uncleared_memory_in_its_files(tmp_path: Pat
         spare = spare_bytes(tmp_path / CHROMA_DIR)
         assert spare  # the index has spare capacity, written in its files
         assert spare.count(0) == len(spare), f"{len(spare) - spare.count(0)} spare bytes kept"
-
-
-class HeldEmbedder(HashEmbedder):
-    """The hash embedder behind a gate the test opens (an embedding API that answers slowly):
-    only threads other than the test's wait at it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.gate.set()
-        self.waiting = threading.Event()
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        if not self.gate.is_set() and threading.current_thread() is not threading.main_thread():
-            self.waiting.set()
-            self.gate.wait()
-        return super().embed_documents(texts)
 
 
 def test_forgetting_an_entry_still_being_embedded_leaves_no_vector_in_the_cache(

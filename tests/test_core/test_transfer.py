@@ -24,7 +24,13 @@ from gliding_core import (
 from gliding_core.errors import InvalidInputError, MalformedImportError, StorageError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.retention import transfer
-from gliding_core.retention.transfer import FORMAT, MAX_LINE_BYTES, VERIFY_SAMPLE, VERSION
+from gliding_core.retention.transfer import (
+    FORMAT,
+    MAX_LINE_BYTES,
+    VERIFY_SAMPLE,
+    VERSION,
+    ImportReport,
+)
 from gliding_core.view.chatlog import ChatLog
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
@@ -226,13 +232,19 @@ def test_a_bad_line_is_named_and_nothing_is_written(
 ) -> None:
     path = _file(tmp_path, exported[0], BAD_LINES[name], at=3)
     with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
-        with pytest.raises(MalformedImportError, match="line 4") as caught:
-            memory.import_jsonl(path)
-        assert [n for n, _ in caught.value.problems] == [4]
-        assert memory.store.count() == 0
-        report = memory.import_jsonl(path, skip_bad=True)
-        assert [n for n, _ in report.skipped] == [4]
+        report = _line_4_refused_then_skipped(memory, path, "line 4")
         assert len(report.imported) == len(exported[1])
+
+
+def _line_4_refused_then_skipped(memory: Memory, path: Path, match: str) -> ImportReport:
+    """Import ``path``, whose line 4 is bad: refused whole, then imported around that line."""
+    with pytest.raises(MalformedImportError, match=match) as caught:
+        memory.import_jsonl(path)
+    assert [n for n, _ in caught.value.problems] == [4]
+    assert memory.store.count() == 0
+    report = memory.import_jsonl(path, skip_bad=True)
+    assert [n for n, _ in report.skipped] == [4]
+    return report
 
 
 def test_an_entry_given_twice_is_a_bad_line_not_the_last_one_winning(
@@ -241,12 +253,7 @@ def test_an_entry_given_twice_is_a_bad_line_not_the_last_one_winning(
     once = _file(tmp_path, exported[0], json.dumps(GOOD), at=2)
     path = _file(tmp_path, once, json.dumps({**GOOD, "entry": {**GOOD["entry"], "text": "new"}}), 3)
     with Memory.open(tmp_path / "copy", config=CONFIG, embedder=HashEmbedder()) as memory:
-        with pytest.raises(MalformedImportError, match="came before, on line 3") as caught:
-            memory.import_jsonl(path)
-        assert [n for n, _ in caught.value.problems] == [4]
-        assert memory.store.count() == 0
-        report = memory.import_jsonl(path, skip_bad=True)
-        assert [n for n, _ in report.skipped] == [4]
+        report = _line_4_refused_then_skipped(memory, path, "came before, on line 3")
         assert report.imported.count("urn:ex:new") == 1
         entry = memory.store.get("urn:ex:new")
         assert entry is not None

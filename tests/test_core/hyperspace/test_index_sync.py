@@ -33,6 +33,7 @@ from gliding_core.hyperspace import following
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.dense import DIMENSION_KEY, EMBEDDER_KEY, chroma_client, close_client
 from gliding_core.memory import CHROMA_DIR, EMBEDDING_CACHE_FILE, MANIFEST_FILE, STORE_FILE
+from tests.test_core.held_embedder import HeldEmbedder
 
 
 def _records(n: int, prefix: str = "urn:e:") -> list[Record]:
@@ -286,23 +287,6 @@ def test_vectors_read_while_their_entry_is_rewritten_are_not_kept(
         assert memory.index.query(rewritten, 1)[0] == ("urn:e:3", pytest.approx(1.0, abs=1e-5))
 
 
-class HeldEmbedder(HashEmbedder):
-    """The hash embedder behind a gate the test opens (an embedding API that answers slowly):
-    only threads other than the test's wait at it."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.gate = threading.Event()
-        self.gate.set()
-        self.waiting = threading.Event()
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        if not self.gate.is_set() and threading.current_thread() is not threading.main_thread():
-            self.waiting.set()
-            self.gate.wait()
-        return super().embed_documents(texts)
-
-
 class RejectingEmbedder(HashEmbedder):
     """An embedding API that refuses some texts (too long for it, or flagged): those holding
     ``poison``."""
@@ -361,7 +345,7 @@ def test_a_search_during_a_scrub_waits_for_the_refilled_index(
     search that had passed its catch-up when the refill began waits for it, rather than
     finding the collection empty and saying nothing."""
     monkeypatch.setattr(following, "SCAN_LIMIT", -1)  # as past 2,000 entries: the graph answers
-    embedder = HeldEmbedder()
+    embedder = HeldEmbedder(64)
     with Memory.open(tmp_path, embedder=embedder) as memory:
         memory.put_many(
             [{"@id": f"urn:r:{i}", "text": f"harbour ferry note {i}"} for i in range(50)]

@@ -14,36 +14,18 @@ import struct
 import sys
 import termios
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 
 from gliding_core import (
-    HashEmbedder,
     InvalidInputError,
     Memory,
     MemoryConfig,
     Record,
     SearchFilters,
 )
-
-
-class HeldEmbedder(HashEmbedder):
-    """The hash embedder behind a gate the test opens: an embedding API that answers slowly
-    (a fake at the network edge). Only the background catch-up waits at the gate: the test's
-    own thread (its searches' queries) passes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.gate.set()
-        self.waiting = threading.Event()
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        if not self.gate.is_set() and threading.current_thread() is not threading.main_thread():
-            self.waiting.set()
-            self.gate.wait()
-        return super().embed_documents(texts)
+from tests.test_core.held_embedder import HeldEmbedder
 
 
 @pytest.fixture

@@ -4,20 +4,30 @@ itself, deletes them from every index; the LangGraph store's items go the same w
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gliding_core import Conversation, HashEmbedder, Memory, MemoryConfig, Scope, TopicConfig
+from gliding_core import (
+    Conversation,
+    HashEmbedder,
+    Memory,
+    MemoryConfig,
+    Record,
+    Scope,
+    TopicConfig,
+)
 from gliding_core.config import DenseConfig, ExpiryConfig, StoreConfig
 from gliding_core.errors import ClosedError
 from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.windows import text_windows
 from gliding_core.retention.erasure import ExpirySweeper
 from gliding_core.storage import EMBEDDING_CACHE_FILE
+from tests.test_core.held_embedder import HeldEmbedder
 
 WAIT_S = 60.0  # the most a test waits for the background sweep: long on a loaded machine
 
@@ -118,6 +128,42 @@ def test_an_expired_entry_not_yet_swept_takes_no_place_among_the_hits(
         hits = memory.search("brief harbour ferry", 3, **options)
         assert len(hits) == 3
         assert "urn:brief" not in [h.iri for h in hits]
+
+
+def test_sweeping_an_entry_still_being_embedded_leaves_no_vector_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch written with embed="later" expires while its catch-up holds the text: the sweep
+    waits for the catch-up before the cache forgets, so the vector is not cached after."""
+    text = "Qzexpiring diagnosis of the patient"
+    embedder = HeldEmbedder()
+    forgotten = threading.Event()
+    original = CachedEmbedder.forget
+
+    def forget(cache: CachedEmbedder, texts: Sequence[str]) -> int:
+        try:
+            return original(cache, texts)
+        finally:
+            forgotten.set()
+
+    monkeypatch.setattr(CachedEmbedder, "forget", forget)
+    with Memory.open(tmp_path, config=config(0), embedder=embedder) as memory:
+        memory.put_many([{"@id": "urn:kept", "text": "another text"}])
+        embedder.gate.clear()
+        memory.put_many([Record({"@id": "urn:late", "text": text}, ttl=0.01)], embed="later")
+        assert embedder.waiting.wait(60)  # the background catch-up holds the text
+        time.sleep(0.05)
+        sweeper = threading.Thread(target=memory.sweep_expired)
+        sweeper.start()
+        forgotten.wait(5)  # (the sweep waits for the catch-up first: a little later)
+        embedder.gate.set()
+        sweeper.join(60)
+        assert not sweeper.is_alive()
+    cache = CachedEmbedder(embedder, tmp_path / EMBEDDING_CACHE_FILE)
+    try:
+        assert cache.missing([text]) == [text]
+    finally:
+        cache.close()
 
 
 def test_the_sweep_drops_the_cached_vectors_of_a_long_texts_windows(tmp_path: Path) -> None:

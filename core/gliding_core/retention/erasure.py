@@ -247,13 +247,16 @@ def expire(
     gone = {entry.iri for entry in entries}
     prune_states(parts.store, gone, _summaries(entries))
     texts = _embedded(_texts(entries, parts.store.config.index_fields), windows or DenseConfig())
+    vectors = index.remove(sorted(gone)) if index is not None else 0
+    if index is not None:  # a catch-up under way may have read the texts (see ``erase``)
+        index.refresh(wait=True)
     return ForgetReport(
         target=EXPIRED,
         entries=tuple(entry.iri for entry in entries),
         kinds=dict(Counter(_kind(entry.jsonld_types) for entry in entries)),
         inputs=sum(1 for iri in gone if iri.startswith(INPUT_PREFIX)),
         session_turns=sum(session.forget(gone) for session in parts.sessions()),
-        vectors=index.remove(sorted(gone)) if index is not None else 0,
+        vectors=vectors,
         structure=parts.structure.forget(sorted(gone)),
         embeddings=cache.forget(texts) if cache is not None and texts else 0,
     )

@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+import pytest
+
 from gliding_core import HashEmbedder
+from gliding_core.hyperspace.backends import CachedEmbedder
 
 
 class HeldEmbedder(HashEmbedder):
@@ -31,3 +34,18 @@ class HeldEmbedder(HashEmbedder):
             self.waiting.set()
             self.gate.wait()
         return super().embed_documents(texts)
+
+
+def cache_forgets(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Return an event set each time the embedding cache has forgotten texts."""
+    forgotten = threading.Event()
+    original = CachedEmbedder.forget
+
+    def forget(cache: CachedEmbedder, texts: Sequence[str]) -> int:
+        try:
+            return original(cache, texts)
+        finally:
+            forgotten.set()
+
+    monkeypatch.setattr(CachedEmbedder, "forget", forget)
+    return forgotten

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from gliding_core.hyperspace.backends import CachedEmbedder
 from gliding_core.hyperspace.windows import text_windows
 from gliding_core.retention.erasure import ExpirySweeper
 from gliding_core.storage import EMBEDDING_CACHE_FILE
-from tests.test_core.held_embedder import HeldEmbedder
+from tests.test_core.held_embedder import HeldEmbedder, cache_forgets
 
 WAIT_S = 60.0  # the most a test waits for the background sweep: long on a loaded machine
 
@@ -137,16 +137,7 @@ def test_sweeping_an_entry_still_being_embedded_leaves_no_vector_in_the_cache(
     waits for the catch-up before the cache forgets, so the vector is not cached after."""
     text = "Qzexpiring diagnosis of the patient"
     embedder = HeldEmbedder()
-    forgotten = threading.Event()
-    original = CachedEmbedder.forget
-
-    def forget(cache: CachedEmbedder, texts: Sequence[str]) -> int:
-        try:
-            return original(cache, texts)
-        finally:
-            forgotten.set()
-
-    monkeypatch.setattr(CachedEmbedder, "forget", forget)
+    forgotten = cache_forgets(monkeypatch)
     with Memory.open(tmp_path, config=config(0), embedder=embedder) as memory:
         memory.put_many([{"@id": "urn:kept", "text": "another text"}])
         embedder.gate.clear()

@@ -6,7 +6,7 @@ import ctypes
 import struct
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from gliding_core.memory import CHROMA_DIR, POINCARE_FILE
 from gliding_core.retention.erasure import ForgetReport, scope_entries
 from gliding_core.storage import EMBEDDING_CACHE_FILE
 from gliding_core.view.chatlog import ChatLog
-from tests.test_core.held_embedder import HeldEmbedder
+from tests.test_core.held_embedder import HeldEmbedder, cache_forgets
 
 CONFIG = MemoryConfig(topics=TopicConfig(interval_s=0))
 ALICE, BOB = Scope.user("alice"), Scope.user("bob")
@@ -294,16 +294,7 @@ def test_forgetting_an_entry_still_being_embedded_leaves_no_vector_in_the_cache(
 ) -> None:
     text = "Qzlatediagnosis of the patient"
     embedder = HeldEmbedder()
-    forgotten = threading.Event()
-    original = CachedEmbedder.forget
-
-    def forget(cache: CachedEmbedder, texts: Sequence[str]) -> int:
-        try:
-            return original(cache, texts)
-        finally:
-            forgotten.set()
-
-    monkeypatch.setattr(CachedEmbedder, "forget", forget)
+    forgotten = cache_forgets(monkeypatch)
     with Memory.open(tmp_path, config=CONFIG, embedder=embedder) as memory:
         memory.put_many([{"@id": "urn:ex:kept", "text": "another text"}])
         embedder.gate.clear()
